@@ -1,0 +1,5 @@
+//! Domain events and event streams.
+
+mod stream;
+
+pub use stream::{DomainEvent, DomainEventStream};

@@ -1,0 +1,129 @@
+//! The EventStore contract: the persistence boundary of SPEC ES-1.
+
+use async_trait::async_trait;
+
+use super::EventStoreError;
+use crate::{AggregateId, DomainEventStream, NamedAggregate};
+
+/// What a store knows of one request id within one aggregate (SPEC ES-5): enough to tell a
+/// caller what its first attempt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// The id of the stream that holds the request id.
+    pub stream_id: String,
+    /// The version of that stream.
+    pub version: u64,
+    /// The command id of the message that produced it.
+    pub command_id: String,
+    /// When it was made, in milliseconds since the Unix epoch.
+    pub create_time: i64,
+    /// The request fingerprint (SPEC ID-5) stored with it.
+    pub fingerprint: String,
+}
+
+/// Checks the arguments every store's `append` shares; a backend calls it before writing.
+pub fn check_appendable(stream: &DomainEventStream) -> Result<(), EventStoreError> {
+    if stream.version == 0 {
+        return Err(EventStoreError::IllegalArgument(
+            "a stream's version starts at 1".to_owned(),
+        ));
+    }
+    if stream.body.is_empty() {
+        return Err(EventStoreError::IllegalArgument(
+            "a stream holds at least one event".to_owned(),
+        ));
+    }
+    if stream.request_id.is_empty() {
+        return Err(EventStoreError::IllegalArgument(
+            "a stream's request id must not be empty".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an inclusive version range `head..=tail`.
+pub fn check_version_range(head: u64, tail: u64) -> Result<(), EventStoreError> {
+    if head == 0 {
+        return Err(EventStoreError::IllegalArgument(
+            "head version starts at 1".to_owned(),
+        ));
+    }
+    if head > tail {
+        return Err(EventStoreError::IllegalArgument(format!(
+            "head version {head} is after tail version {tail}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks an inclusive time range `start..=end`.
+pub fn check_time_range(start: i64, end: i64) -> Result<(), EventStoreError> {
+    if start > end {
+        return Err(EventStoreError::IllegalArgument(format!(
+            "start time {start} is after end time {end}"
+        )));
+    }
+    Ok(())
+}
+
+/// The authoritative history of aggregates, one [`DomainEventStream`] per command.
+///
+/// Every backend passes the conformance suite in `wow-tck` (SPEC ES-2).
+///
+/// # Cancel safety
+///
+/// Reads are cancel safe. `append` is not: a future dropped before it completes may or may
+/// not have appended its stream; [`EventStore::find_request`] tells which.
+#[async_trait]
+pub trait EventStore: Send + Sync + std::fmt::Debug {
+    /// Appends `stream` as one unit, all its events or none.
+    ///
+    /// Inside one atomic write, checked in this order: the aggregate already holds the request
+    /// id → [`EventStoreError::DuplicateRequestId`]; the version is taken and it is 1 →
+    /// [`EventStoreError::DuplicateAggregateId`]; the version is taken →
+    /// [`EventStoreError::EventVersionConflict`]. Version 0, no events or an empty request id
+    /// are [`EventStoreError::IllegalArgument`]. Returns once the stream is durable.
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError>;
+
+    /// The streams of `aggregate_id` with versions in `head..=tail`, in version order.
+    ///
+    /// `head` 0 or `head > tail` is [`EventStoreError::IllegalArgument`].
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError>;
+
+    /// The streams of `aggregate_id` made in `start..=end` (milliseconds since the Unix
+    /// epoch), in version order. `start > end` is [`EventStoreError::IllegalArgument`].
+    async fn load_by_time(
+        &self,
+        aggregate_id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError>;
+
+    /// The stream with the highest version of `aggregate_id`, if it has any.
+    async fn last(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<DomainEventStream>, EventStoreError>;
+
+    /// The record of `request_id` within `aggregate_id`, if that aggregate holds it
+    /// (SPEC ES-5, RQ-6). Another aggregate's use of the same value is not seen.
+    async fn find_request(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestRecord>, EventStoreError>;
+
+    /// Up to `limit` aggregates of the type `named` (context and name) whose ids sort after
+    /// `after_id` (all when `None`), each once, in id order, with their tenants.
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError>;
+}

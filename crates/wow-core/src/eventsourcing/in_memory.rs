@@ -1,0 +1,238 @@
+//! In-memory stores: the reference implementations of the store contracts.
+//!
+//! They keep nothing across restarts and prove nothing about durability (SPEC ES-2); they
+//! exist for tests, examples and the `memory://` store. Each check and its write happen under
+//! one lock, with no await in between, so they are honest about concurrency.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use super::{
+    check_appendable, check_time_range, check_version_range, EventStore, EventStoreError,
+    RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
+};
+use crate::{AggregateId, DomainEventStream, NamedAggregate};
+
+const SHARDS: usize = 64;
+
+/// Streams of one aggregate, keyed by version, with its request-id index.
+#[derive(Debug, Default)]
+struct History {
+    streams: BTreeMap<u64, Arc<DomainEventStream>>,
+    requests: HashMap<String, u64>,
+}
+
+type Key = (String, String);
+
+fn key(aggregate_id: &AggregateId) -> Key {
+    (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone())
+}
+
+/// An [`EventStore`] in memory, sharded by aggregate so that different aggregates append in
+/// parallel.
+#[derive(Debug)]
+pub struct InMemoryEventStore {
+    shards: Vec<Mutex<HashMap<Key, History>>>,
+    hasher: RandomState,
+}
+
+impl Default for InMemoryEventStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InMemoryEventStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+        }
+    }
+
+    fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, History>> {
+        let index = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
+        // A poisoned shard only means a panic elsewhere mid-read; every write below completes
+        // its check and insert without panicking, so the data stays consistent.
+        self.shards[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn select(
+        &self,
+        aggregate_id: &AggregateId,
+        keep: impl Fn(&DomainEventStream) -> bool,
+    ) -> Vec<DomainEventStream> {
+        let key = key(aggregate_id);
+        let shard = self.shard(&key);
+        shard
+            .get(&key)
+            .map(|history| {
+                history
+                    .streams
+                    .values()
+                    .filter(|s| keep(s))
+                    .map(|s| DomainEventStream::clone(s))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl EventStore for InMemoryEventStore {
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        check_appendable(stream)?;
+        let key = key(&stream.aggregate_id);
+        let mut shard = self.shard(&key);
+        let history = shard.entry(key).or_default();
+        if history.requests.contains_key(&stream.request_id) {
+            return Err(EventStoreError::duplicate_request_id(stream));
+        }
+        if history.streams.contains_key(&stream.version) {
+            return Err(EventStoreError::version_taken(stream));
+        }
+        history
+            .requests
+            .insert(stream.request_id.clone(), stream.version);
+        history
+            .streams
+            .insert(stream.version, Arc::new(stream.clone()));
+        Ok(())
+    }
+
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        check_version_range(head, tail)?;
+        Ok(self.select(aggregate_id, |s| (head..=tail).contains(&s.version)))
+    }
+
+    async fn load_by_time(
+        &self,
+        aggregate_id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        check_time_range(start, end)?;
+        Ok(self.select(aggregate_id, |s| (start..=end).contains(&s.create_time)))
+    }
+
+    async fn last(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<DomainEventStream>, EventStoreError> {
+        let key = key(aggregate_id);
+        let shard = self.shard(&key);
+        Ok(shard
+            .get(&key)
+            .and_then(|history| history.streams.values().next_back())
+            .map(|s| DomainEventStream::clone(s)))
+    }
+
+    async fn find_request(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestRecord>, EventStoreError> {
+        let key = key(aggregate_id);
+        let shard = self.shard(&key);
+        let Some(history) = shard.get(&key) else {
+            return Ok(None);
+        };
+        Ok(history
+            .requests
+            .get(request_id)
+            .and_then(|version| history.streams.get(version))
+            .map(|stream| RequestRecord {
+                stream_id: stream.id.clone(),
+                version: stream.version,
+                command_id: stream.command_id.clone(),
+                create_time: stream.create_time,
+                fingerprint: stream.fingerprint.clone(),
+            }))
+    }
+
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        let mut found: Vec<AggregateId> = Vec::new();
+        for shard in &self.shards {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            for ((name, id), history) in shard.iter() {
+                if name != &named.aggregate_name
+                    || after_id.is_some_and(|after| id.as_str() <= after)
+                {
+                    continue;
+                }
+                let Some(first) = history.streams.values().next() else {
+                    continue;
+                };
+                if first.aggregate_id.context_name == named.context_name {
+                    found.push(first.aggregate_id.clone());
+                }
+            }
+        }
+        found.sort_by(|a, b| a.id.cmp(&b.id));
+        found.truncate(limit);
+        Ok(found)
+    }
+}
+
+/// A [`SnapshotStore`] in memory.
+#[derive(Debug, Default)]
+pub struct InMemorySnapshotStore {
+    snapshots: Mutex<HashMap<Key, Snapshot>>,
+}
+
+impl InMemorySnapshotStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn snapshots(&self) -> MutexGuard<'_, HashMap<Key, Snapshot>> {
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for InMemorySnapshotStore {
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<Snapshot>, SnapshotStoreError> {
+        Ok(self.snapshots().get(&key(aggregate_id)).cloned())
+    }
+
+    async fn version(&self, aggregate_id: &AggregateId) -> Result<Option<u64>, SnapshotStoreError> {
+        Ok(self.snapshots().get(&key(aggregate_id)).map(|s| s.version))
+    }
+
+    async fn save(&self, snapshot: &Snapshot) -> Result<bool, SnapshotStoreError> {
+        let mut snapshots = self.snapshots();
+        let key = key(&snapshot.aggregate_id);
+        match snapshots.get(&key) {
+            Some(stored) if stored.version > snapshot.version => Ok(false),
+            _ => {
+                snapshots.insert(key, snapshot.clone());
+                Ok(true)
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! # wow-core
+//!
+//! The heart of wow-rs, an event-sourced command-processing framework in which every command
+//! is safe to retry. This crate holds the portable parts: the model (ids, [`CommandMessage`],
+//! [`DomainEventStream`], [`CommandStage`], [`CommandResult`], [`ErrorCode`]), the aggregate
+//! programming model ([`aggregate::Aggregate`] and its test kit), and the store contracts
+//! ([`eventsourcing::EventStore`], [`eventsourcing::SnapshotStore`]) with in-memory versions.
+//! Backends implement the contracts and prove it with the `wow-tck` conformance suite.
+//!
+//! Concept names follow the source document of `SPEC.md` (CommandGateway, EventStore,
+//! RequestIdChecker, ...), so a reader who knows the word finds the module by it.
+
+extern crate self as wow_core;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+pub mod aggregate;
+mod aggregate_id;
+pub mod command;
+mod error_code;
+pub mod event;
+pub mod eventsourcing;
+pub mod id;
+
+pub use aggregate_id::{AggregateId, NamedAggregate, DEFAULT_TENANT_ID};
+pub use command::{CommandMessage, CommandResult, CommandStage};
+pub use error_code::ErrorCode;
+pub use event::{DomainEvent, DomainEventStream};
+pub use wow_macros::{Command, DomainError, Event};

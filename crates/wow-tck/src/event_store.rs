@@ -1,0 +1,436 @@
+//! The EventStore conformance suite (SPEC ES-1, ES-2, ES-5, RQ-6, ID-3).
+//!
+//! Each case takes a fresh, empty store. Run them all with [`event_store_tck!`](crate::event_store_tck).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use wow_core::eventsourcing::{EventStore, EventStoreError};
+use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+
+use crate::fixtures::{aggregate, stream, stream_at, AGGREGATE, CONTEXT};
+
+/// The store under test.
+pub type Store = Arc<dyn EventStore>;
+
+async fn load_all(store: &Store, aggregate: &AggregateId) -> Vec<DomainEventStream> {
+    store
+        .load(aggregate, 1, u64::MAX)
+        .await
+        .expect("loading a whole aggregate succeeds")
+}
+
+async fn append_ok(store: &Store, stream: &DomainEventStream) {
+    if let Err(error) = store.append(stream).await {
+        panic!("append of version {} failed: {error:?}", stream.version);
+    }
+}
+
+/// Appended streams load back whole and equal, in version order; an unknown aggregate loads
+/// as empty.
+pub async fn appends_and_loads_streams_in_version_order(store: Store) {
+    let order = aggregate();
+    let streams: Vec<_> = (1..=3)
+        .map(|v| stream(&order, v, &format!("r-{v}")))
+        .collect();
+    for s in &streams {
+        append_ok(&store, s).await;
+    }
+    assert_eq!(load_all(&store, &order).await, streams);
+    assert!(load_all(&store, &aggregate()).await.is_empty());
+}
+
+/// A second stream with a request id the aggregate holds is `DuplicateRequestId`, carries
+/// the rejected stream's ids, and leaves nothing behind.
+pub async fn rejects_duplicate_request_id(store: Store) {
+    let order = aggregate();
+    let first = stream(&order, 1, "r-1");
+    append_ok(&store, &first).await;
+    let again = stream(&order, 2, "r-1");
+    match store.append(&again).await {
+        Err(EventStoreError::DuplicateRequestId(rejected)) => {
+            assert_eq!(rejected.stream_id, again.id);
+            assert_eq!(rejected.command_id, again.command_id);
+            assert_eq!(rejected.request_id, "r-1");
+            assert_eq!(rejected.version, 2);
+            assert_eq!(rejected.aggregate_id, order);
+        }
+        other => panic!("expected DuplicateRequestId, got {other:?}"),
+    }
+    assert_eq!(load_all(&store, &order).await, vec![first.clone()]);
+    let record = store.find_request(&order, "r-1").await.unwrap().unwrap();
+    assert_eq!(
+        record.command_id, first.command_id,
+        "the original keeps the request id"
+    );
+}
+
+/// A stream at a taken version is `EventVersionConflict` and leaves nothing behind.
+pub async fn rejects_event_version_conflict(store: Store) {
+    let order = aggregate();
+    let first = stream(&order, 1, "r-1");
+    let second = stream(&order, 2, "r-2");
+    append_ok(&store, &first).await;
+    append_ok(&store, &second).await;
+    let stale = stream(&order, 2, "r-3");
+    match store.append(&stale).await {
+        Err(EventStoreError::EventVersionConflict(rejected)) => {
+            assert_eq!(rejected.stream_id, stale.id);
+            assert_eq!(rejected.request_id, "r-3");
+            assert_eq!(rejected.command_id, stale.command_id);
+            assert_eq!(rejected.version, 2);
+        }
+        other => panic!("expected EventVersionConflict, got {other:?}"),
+    }
+    assert_eq!(load_all(&store, &order).await, vec![first, second]);
+    assert!(
+        store.find_request(&order, "r-3").await.unwrap().is_none(),
+        "a rejected stream's request id is not recorded"
+    );
+}
+
+/// A second create (version 1) with another request id is `DuplicateAggregateId` and leaves
+/// nothing behind.
+pub async fn rejects_duplicate_aggregate_id(store: Store) {
+    let order = aggregate();
+    let first = stream(&order, 1, "create-1");
+    append_ok(&store, &first).await;
+    let other = stream(&order, 1, "create-2");
+    match store.append(&other).await {
+        Err(EventStoreError::DuplicateAggregateId(rejected)) => {
+            assert_eq!(rejected.stream_id, other.id);
+            assert_eq!(rejected.request_id, "create-2");
+            assert_eq!(rejected.version, 1);
+        }
+        other => panic!("expected DuplicateAggregateId, got {other:?}"),
+    }
+    assert_eq!(load_all(&store, &order).await, vec![first]);
+    assert!(store
+        .find_request(&order, "create-2")
+        .await
+        .unwrap()
+        .is_none());
+}
+
+/// A create replayed with its own request id is `DuplicateRequestId`, not
+/// `DuplicateAggregateId` (SPEC ES-4: the replay of the original request is told apart from a
+/// competing create); the same holds at any version.
+pub async fn reports_replayed_request_as_duplicate_request_id(store: Store) {
+    let order = aggregate();
+    append_ok(&store, &stream(&order, 1, "create-1")).await;
+    let replay = stream(&order, 1, "create-1");
+    assert!(
+        matches!(
+            store.append(&replay).await,
+            Err(EventStoreError::DuplicateRequestId(_))
+        ),
+        "a replayed create must be reported as DuplicateRequestId"
+    );
+    append_ok(&store, &stream(&order, 2, "r-2")).await;
+    let replay = stream(&order, 2, "r-2");
+    assert!(
+        matches!(
+            store.append(&replay).await,
+            Err(EventStoreError::DuplicateRequestId(_))
+        ),
+        "a replayed stream at a taken version must be reported as DuplicateRequestId"
+    );
+    assert_eq!(load_all(&store, &order).await.len(), 2);
+}
+
+/// Two aggregates may hold the same request id independently (SPEC ID-3).
+pub async fn accepts_same_request_id_on_two_aggregates(store: Store) {
+    let (a, b) = (aggregate(), aggregate());
+    append_ok(&store, &stream(&a, 1, "shared")).await;
+    append_ok(&store, &stream(&b, 1, "shared")).await;
+    let mut other_type = aggregate();
+    other_type.aggregate_name = "invoice".to_owned();
+    other_type.id = a.id.clone();
+    append_ok(&store, &stream(&other_type, 1, "shared")).await;
+    assert_eq!(load_all(&store, &a).await.len(), 1);
+    assert_eq!(load_all(&store, &b).await.len(), 1);
+    assert_eq!(load_all(&store, &other_type).await.len(), 1);
+}
+
+/// Version 0, an empty stream or an empty request id is `IllegalArgument`, and nothing is
+/// stored.
+pub async fn rejects_illegal_streams(store: Store) {
+    let order = aggregate();
+    let zero = stream(&order, 0, "r-0");
+    let mut empty = stream(&order, 1, "r-1");
+    empty.body.clear();
+    let no_request = stream(&order, 1, "");
+    for bad in [zero, empty, no_request] {
+        assert!(
+            matches!(
+                store.append(&bad).await,
+                Err(EventStoreError::IllegalArgument(_))
+            ),
+            "version {} with {} events and request id {:?} must be rejected",
+            bad.version,
+            bad.body.len(),
+            bad.request_id
+        );
+    }
+    assert!(load_all(&store, &order).await.is_empty());
+    assert!(store.last(&order).await.unwrap().is_none());
+}
+
+/// `find_request` answers with the holding stream's version, command id, create time and
+/// fingerprint; an unknown request id, or one held by another aggregate, is absent.
+pub async fn finds_request_by_aggregate_and_request_id(store: Store) {
+    let (order, other) = (aggregate(), aggregate());
+    append_ok(&store, &stream(&order, 1, "r-1")).await;
+    let second = stream_at(&order, 2, "r-2", 1_700_000_000_123);
+    append_ok(&store, &second).await;
+    append_ok(&store, &stream(&other, 1, "only-other")).await;
+
+    let record = store
+        .find_request(&order, "r-2")
+        .await
+        .unwrap()
+        .expect("r-2 is held");
+    assert_eq!(record.version, 2);
+    assert_eq!(record.stream_id, second.id);
+    assert_eq!(record.command_id, second.command_id);
+    assert_eq!(record.create_time, 1_700_000_000_123);
+    assert_eq!(record.fingerprint, second.fingerprint);
+    assert!(store
+        .find_request(&order, "never-sent")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store
+        .find_request(&order, "only-other")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store
+        .find_request(&aggregate(), "r-1")
+        .await
+        .unwrap()
+        .is_none());
+}
+
+/// `load` returns exactly the versions in `head..=tail`; `load_by_time` exactly the streams
+/// made in `start..=end`.
+pub async fn loads_by_version_range_and_time_range(store: Store) {
+    let order = aggregate();
+    let base = 1_700_000_000_000;
+    let streams: Vec<_> = (1..=5)
+        .map(|v| stream_at(&order, v, &format!("r-{v}"), base + 1000 * v as i64))
+        .collect();
+    for s in &streams {
+        append_ok(&store, s).await;
+    }
+    assert_eq!(
+        store.load(&order, 2, 4).await.unwrap(),
+        streams[1..4].to_vec()
+    );
+    assert_eq!(
+        store.load(&order, 3, 3).await.unwrap(),
+        streams[2..3].to_vec()
+    );
+    assert_eq!(
+        store.load(&order, 4, 100).await.unwrap(),
+        streams[3..].to_vec()
+    );
+    assert!(store.load(&order, 6, 9).await.unwrap().is_empty());
+    let by_time = store
+        .load_by_time(&order, base + 2000, base + 4000)
+        .await
+        .unwrap();
+    assert_eq!(by_time, streams[1..4].to_vec());
+    assert_eq!(
+        store
+            .load_by_time(&order, i64::MIN, i64::MAX)
+            .await
+            .unwrap(),
+        streams
+    );
+    assert!(store
+        .load_by_time(&order, base + 1, base + 999)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// A head of 0, a head after the tail, or a start after the end is `IllegalArgument`, never a
+/// panic.
+pub async fn rejects_bad_ranges(store: Store) {
+    let order = aggregate();
+    append_ok(&store, &stream(&order, 1, "r-1")).await;
+    for (head, tail) in [(0, 5), (3, 2), (u64::MAX, 1)] {
+        assert!(
+            matches!(
+                store.load(&order, head, tail).await,
+                Err(EventStoreError::IllegalArgument(_))
+            ),
+            "load({head}, {tail}) must be IllegalArgument"
+        );
+    }
+    assert!(matches!(
+        store.load_by_time(&order, 10, 9).await,
+        Err(EventStoreError::IllegalArgument(_))
+    ));
+}
+
+/// `last` is the stream with the highest version, or none.
+pub async fn returns_last_stream(store: Store) {
+    let order = aggregate();
+    assert!(store.last(&order).await.unwrap().is_none());
+    let streams: Vec<_> = (1..=3)
+        .map(|v| stream(&order, v, &format!("r-{v}")))
+        .collect();
+    for s in &streams {
+        append_ok(&store, s).await;
+    }
+    assert_eq!(store.last(&order).await.unwrap(), Some(streams[2].clone()));
+}
+
+/// `scan_aggregate_ids` lists each aggregate of one type once, in id order after the cursor,
+/// up to the limit, filtered by context and name, with its tenant.
+pub async fn scans_aggregate_ids(store: Store) {
+    let mut ids: Vec<AggregateId> = Vec::new();
+    for index in 0..7 {
+        let mut order = aggregate();
+        order.tenant_id = format!("tenant-{}", index % 2);
+        append_ok(&store, &stream(&order, 1, "r-1")).await;
+        append_ok(&store, &stream(&order, 2, "r-2")).await;
+        ids.push(order);
+    }
+    let mut invoice = aggregate();
+    invoice.aggregate_name = "invoice".to_owned();
+    append_ok(&store, &stream(&invoice, 1, "r-1")).await;
+    let mut elsewhere = aggregate();
+    elsewhere.context_name = "other-context".to_owned();
+    elsewhere.aggregate_name = "stock".to_owned();
+    append_ok(&store, &stream(&elsewhere, 1, "r-1")).await;
+    ids.sort_by(|a, b| a.id.cmp(&b.id));
+
+    let named = NamedAggregate::new(CONTEXT, AGGREGATE);
+    let all = store.scan_aggregate_ids(&named, None, 100).await.unwrap();
+    assert_eq!(
+        all, ids,
+        "each aggregate once, in id order, with its tenant"
+    );
+    let first = store.scan_aggregate_ids(&named, None, 3).await.unwrap();
+    assert_eq!(first, ids[..3].to_vec());
+    let rest = store
+        .scan_aggregate_ids(&named, Some(&first[2].id), 100)
+        .await
+        .unwrap();
+    assert_eq!(rest, ids[3..].to_vec());
+    let wrong_context = NamedAggregate::new("other-context", AGGREGATE);
+    assert!(store
+        .scan_aggregate_ids(&wrong_context, None, 100)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .scan_aggregate_ids(&named, None, 0)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// 1000 appends to distinct aggregates in parallel all succeed and all load back.
+pub async fn appends_in_parallel_to_distinct_aggregates(store: Store) {
+    let tasks: Vec<_> = (0..1000)
+        .map(|index| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let order = aggregate();
+                let s = stream(&order, 1, &format!("r-{index}"));
+                store.append(&s).await.map(|()| s)
+            })
+        })
+        .collect();
+    let mut appended = Vec::new();
+    for task in tasks {
+        appended.push(task.await.expect("task runs").expect("append succeeds"));
+    }
+    for s in appended {
+        assert_eq!(load_all(&store, &s.aggregate_id).await, vec![s]);
+    }
+}
+
+/// 64 writers append version N+1 to one aggregate at once: exactly one wins, every other gets
+/// `EventVersionConflict`, and history holds the winner only.
+pub async fn version_race_has_exactly_one_winner(store: Store) {
+    let order = aggregate();
+    append_ok(&store, &stream(&order, 1, "r-0")).await;
+    let tasks: Vec<_> = (0..64)
+        .map(|index| {
+            let (store, order) = (store.clone(), order.clone());
+            tokio::spawn(async move {
+                let s = stream(&order, 2, &format!("racer-{index}"));
+                (store.append(&s).await, s)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        match task.await.expect("task runs") {
+            (Ok(()), s) => winners.push(s),
+            (Err(EventStoreError::EventVersionConflict(_)), _) => {}
+            (Err(other), _) => {
+                panic!("a losing racer must get EventVersionConflict, got {other:?}")
+            }
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one racer wins");
+    let history = load_all(&store, &order).await;
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1], winners[0]);
+}
+
+/// 64 writers append one request id at different versions at once: exactly one wins, every
+/// other gets `DuplicateRequestId` or `EventVersionConflict`, and never do two streams hold
+/// that request id.
+pub async fn duplicate_storm_stores_one_stream_per_request_id(store: Store) {
+    let order = aggregate();
+    append_ok(&store, &stream(&order, 1, "r-0")).await;
+    let tasks: Vec<_> = (0..64u64)
+        .map(|index| {
+            let (store, order) = (store.clone(), order.clone());
+            tokio::spawn(async move {
+                // Half race for the next version, half for later ones.
+                let version = if index % 2 == 0 { 2 } else { 2 + index };
+                store.append(&stream(&order, version, "storm")).await
+            })
+        })
+        .collect();
+    let mut wins = 0;
+    for task in tasks {
+        match task.await.expect("task runs") {
+            Ok(()) => wins += 1,
+            Err(
+                EventStoreError::DuplicateRequestId(_) | EventStoreError::EventVersionConflict(_),
+            ) => {}
+            Err(other) => panic!("a losing writer must get a conflict, got {other:?}"),
+        }
+    }
+    assert_eq!(wins, 1, "exactly one writer wins");
+    let holding: Vec<_> = load_all(&store, &order)
+        .await
+        .into_iter()
+        .filter(|s| s.request_id == "storm")
+        .collect();
+    assert_eq!(holding.len(), 1, "never two streams with one request id");
+    let record = store.find_request(&order, "storm").await.unwrap().unwrap();
+    assert_eq!(record.version, holding[0].version);
+}
+
+/// Every field of a stream survives the store: ids, header, fingerprint, revisions, bodies.
+pub async fn preserves_every_stream_field(store: Store) {
+    let order = aggregate();
+    let s = stream_at(&order, 1, "r-1", 1_700_000_000_001);
+    append_ok(&store, &s).await;
+    let loaded = load_all(&store, &order).await;
+    assert_eq!(loaded, vec![s.clone()]);
+    let ids: HashSet<_> = loaded[0].body.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(loaded[0].aggregate_id.tenant_id, "tenant-a");
+    assert_eq!(loaded[0].body[1].revision, "0.0.2");
+}

@@ -1,0 +1,84 @@
+//! # wow-tck
+//!
+//! The conformance suites every wow-rs backend runs (SPEC ES-2): each contract written once,
+//! as plain async functions over a fresh store, and a macro per suite that stamps out one
+//! `#[tokio::test]` per case. A backend is done when the whole suite passes against it:
+//!
+//! ```ignore
+//! mod event_store {
+//!     wow_tck::event_store_tck!(|| async { std::sync::Arc::new(my_backend::Store::open_fresh().await) });
+//! }
+//! ```
+//!
+//! The factory is called once per case and must return a fresh, empty store (for a database,
+//! its own schema or file), so that cases run in parallel. The calling crate needs `tokio`
+//! (with `macros` and `rt-multi-thread`) among its dev-dependencies.
+//!
+//! The cases panic on a broken promise, as tests do; that is why this crate allows
+//! `unwrap` and `expect`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod event_store;
+pub mod fixtures;
+pub mod snapshot_store;
+
+/// Runs every EventStore case against stores from `$factory`, an async function or closure
+/// with no arguments returning something that coerces to `Arc<dyn EventStore>`.
+#[macro_export]
+macro_rules! event_store_tck {
+    ($factory:expr) => {
+        $crate::__tck_cases!(
+            event_store,
+            $factory,
+            [
+                appends_and_loads_streams_in_version_order,
+                rejects_duplicate_request_id,
+                rejects_event_version_conflict,
+                rejects_duplicate_aggregate_id,
+                reports_replayed_request_as_duplicate_request_id,
+                accepts_same_request_id_on_two_aggregates,
+                rejects_illegal_streams,
+                finds_request_by_aggregate_and_request_id,
+                loads_by_version_range_and_time_range,
+                rejects_bad_ranges,
+                returns_last_stream,
+                scans_aggregate_ids,
+                appends_in_parallel_to_distinct_aggregates,
+                version_race_has_exactly_one_winner,
+                duplicate_storm_stores_one_stream_per_request_id,
+                preserves_every_stream_field,
+            ]
+        );
+    };
+}
+
+/// Runs every SnapshotStore case against stores from `$factory`, an async function or
+/// closure with no arguments returning something that coerces to `Arc<dyn SnapshotStore>`.
+#[macro_export]
+macro_rules! snapshot_store_tck {
+    ($factory:expr) => {
+        $crate::__tck_cases!(
+            snapshot_store,
+            $factory,
+            [
+                saves_and_loads_snapshot,
+                keeps_the_highest_version,
+                concurrent_saves_keep_the_highest_version,
+            ]
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __tck_cases {
+    ($suite:ident, $factory:expr, [$($case:ident),* $(,)?]) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let store: $crate::$suite::Store = ($factory)().await;
+                $crate::$suite::$case(store).await;
+            }
+        )*
+    };
+}
