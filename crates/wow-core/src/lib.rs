@@ -23,8 +23,9 @@ pub mod event;
 pub mod eventsourcing;
 pub mod id;
 
+pub use aggregate::DomainError;
 pub use aggregate_id::{AggregateId, NamedAggregate, DEFAULT_TENANT_ID};
 pub use command::{CommandMessage, CommandResult, CommandStage};
 pub use error_code::ErrorCode;
 pub use event::{DomainEvent, DomainEventStream};
-pub use wow_macros::{Command, DomainError, Event};
+pub use wow_macros::{Command, Event};

@@ -18,3 +18,4 @@ pub use registry::{AggregateRegistry, DuplicateAggregateName};
 pub use runtime::{AggregateRuntime, DecodedCommand, TypedAggregateRuntime};
 pub use spec::{typed_events, AggregateSpec, Expect, Given};
 pub use state::AggregateState;
+pub use wow_macros::DomainError;
