@@ -55,6 +55,29 @@ pub fn now_millis() -> i64 {
         .unwrap_or(0)
 }
 
+/// A [`Clock`] that moves only when told: for tests and the simulation.
+#[derive(Debug, Default)]
+pub struct ManualClock(std::sync::atomic::AtomicI64);
+
+impl ManualClock {
+    /// A clock at `millis`.
+    pub fn at(millis: i64) -> Self {
+        Self(std::sync::atomic::AtomicI64::new(millis))
+    }
+
+    /// Moves the clock forward by `millis`.
+    pub fn advance(&self, millis: i64) {
+        self.0
+            .fetch_add(millis, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_millis(&self) -> i64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

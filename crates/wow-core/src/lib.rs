@@ -22,6 +22,10 @@ mod error_code;
 pub mod event;
 pub mod eventsourcing;
 pub mod id;
+pub mod idempotency;
+pub mod metrics;
+pub mod pipeline;
+pub mod saga;
 
 pub use aggregate::DomainError;
 pub use aggregate_id::{AggregateId, NamedAggregate, DEFAULT_TENANT_ID};

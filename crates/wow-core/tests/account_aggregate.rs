@@ -3,142 +3,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
-use validator::Validate;
 use wow_core::aggregate::{
-    Aggregate, AggregateError, AggregateRegistry, AggregateSpec, CommandContext,
-    DuplicateAggregateName,
+    AggregateError, AggregateRegistry, AggregateSpec, CommandContext, DuplicateAggregateName,
 };
 use wow_core::command::{CommandBody, CommandKind, EventBody};
-use wow_core::{
-    id, AggregateId, Command, DomainError, DomainEvent, DomainEventStream, ErrorCode, Event,
-};
+use wow_core::{id, AggregateId, DomainError, DomainEvent, DomainEventStream, ErrorCode};
 
-// ---- the aggregate: everything a team writes ----
+mod support;
 
-#[derive(Debug)]
-struct Account;
-
-#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
-struct AccountState {
-    name: String,
-    balance: u64,
-    frozen: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, Validate)]
-struct Open {
-    #[validate(length(min = 1))]
-    name: String,
-    balance: u64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, Validate)]
-#[serde(deny_unknown_fields)]
-struct Amount {
-    #[validate(range(min = 1))]
-    amount: u64,
-}
-
-#[derive(Debug, Clone, Command)]
-enum AccountCommand {
-    #[command(create, validate)]
-    Open(Open),
-    #[command(validate)]
-    Deposit(Amount),
-    #[command(validate)]
-    Withdraw(Amount),
-    Freeze,
-    Check,
-    #[command(allow_create, validate, name = "upsert_balance")]
-    SetBalance(Amount),
-    #[command(void)]
-    Audit,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct AccountOpened {
-    name: String,
-    balance: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Moved {
-    amount: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Event)]
-enum AccountEvent {
-    AccountOpened(AccountOpened),
-    Deposited(Moved),
-    #[event(revision = "0.0.2")]
-    Withdrawn(Moved),
-    AccountFrozen,
-    #[event(name = "BalanceSet")]
-    Set(Moved),
-}
-
-#[derive(Debug, PartialEq, thiserror::Error, DomainError)]
-enum AccountError {
-    #[error("balance {balance} is less than {amount}")]
-    InsufficientBalance { balance: u64, amount: u64 },
-    #[error("the account is frozen")]
-    AccountFrozen,
-    #[error("an audit note is not for the account")]
-    #[domain_error(code = "IllegalState")]
-    NotForAccount,
-}
-
-impl Aggregate for Account {
-    const CONTEXT_NAME: &'static str = "bank";
-    const AGGREGATE_NAME: &'static str = "account";
-    type State = AccountState;
-    type Command = AccountCommand;
-    type Event = AccountEvent;
-    type Error = AccountError;
-
-    fn handle(
-        state: &AccountState,
-        command: AccountCommand,
-        _: &CommandContext<'_>,
-    ) -> Result<Vec<AccountEvent>, AccountError> {
-        use AccountCommand as C;
-        if state.frozen && matches!(command, C::Deposit(_) | C::Withdraw(_)) {
-            return Err(AccountError::AccountFrozen);
-        }
-        Ok(match command {
-            C::Open(Open { name, balance }) => {
-                vec![AccountEvent::AccountOpened(AccountOpened { name, balance })]
-            }
-            C::Deposit(Amount { amount }) => vec![AccountEvent::Deposited(Moved { amount })],
-            C::Withdraw(Amount { amount }) if amount > state.balance => {
-                return Err(AccountError::InsufficientBalance {
-                    balance: state.balance,
-                    amount,
-                })
-            }
-            C::Withdraw(Amount { amount }) => vec![AccountEvent::Withdrawn(Moved { amount })],
-            C::Freeze => vec![AccountEvent::AccountFrozen],
-            C::Check => vec![],
-            C::SetBalance(Amount { amount }) => vec![AccountEvent::Set(Moved { amount })],
-            C::Audit => return Err(AccountError::NotForAccount),
-        })
-    }
-
-    fn apply(state: &mut AccountState, event: &AccountEvent) {
-        match event {
-            AccountEvent::AccountOpened(opened) => {
-                state.name = opened.name.clone();
-                state.balance = opened.balance;
-            }
-            AccountEvent::Deposited(m) => state.balance += m.amount,
-            AccountEvent::Withdrawn(m) => state.balance -= m.amount,
-            AccountEvent::AccountFrozen => state.frozen = true,
-            AccountEvent::Set(m) => state.balance = m.amount,
-        }
-    }
-}
+use support::*;
 
 fn opened(balance: u64) -> AccountEvent {
     AccountEvent::AccountOpened(AccountOpened {

@@ -109,6 +109,22 @@ impl<B: CommandBody> CommandMessage<B> {
     pub fn fingerprint(&self) -> Result<String, serde_json::Error> {
         Ok(request_fingerprint(&self.name, &self.body.to_body()?))
     }
+
+    /// The same message with its body as JSON, as the gateway and the bus carry it.
+    pub fn into_json(self) -> Result<CommandMessage<serde_json::Value>, serde_json::Error> {
+        let body = self.body.to_body()?;
+        Ok(CommandMessage {
+            id: self.id,
+            request_id: self.request_id,
+            aggregate_id: self.aggregate_id,
+            aggregate_version: self.aggregate_version,
+            name: self.name,
+            kind: self.kind,
+            header: self.header,
+            body,
+            create_time: self.create_time,
+        })
+    }
 }
 
 impl CommandMessage<serde_json::Value> {

@@ -1,17 +1,30 @@
-//! Commands: the message, its kind and stages, results and validation.
+//! Commands: the message, its kind and stages, results, the gateway, the bus, waiting, and
+//! the processing node's handler.
 
 mod binding_error;
 mod body;
+mod bus;
+mod error;
 mod fingerprint;
+mod gateway;
 mod kind;
 mod message;
+mod node;
 mod result;
 mod stage;
+mod wait;
 
 pub use binding_error::BindingError;
 pub use body::{BodyDecodeError, CommandBody, CommandInfo, EventBody};
+pub use bus::{CommandBus, CommandBusError, CommandHandler, InMemoryCommandBus, JsonCommand};
+pub use error::{duplicate_result, CommandResultError, ORIGINAL_COMMAND_ID};
 pub use fingerprint::request_fingerprint;
+pub use gateway::{CommandGateway, CommandGatewayBuilder, DEFAULT_SEND_TIMEOUT, SENT, TIMEOUT_MS};
 pub use kind::CommandKind;
 pub use message::CommandMessage;
+pub use node::{DefaultCommandHandler, DefaultCommandHandlerBuilder, DEFAULT_CONFLICT_RETRIES};
 pub use result::CommandResult;
 pub use stage::{CommandStage, UnknownStage};
+pub use wait::{
+    WaitCoordinator, WaitHandle, WaitNotifier, WaitPlan, DEFAULT_WAIT_TIMEOUT, RECORDED,
+};

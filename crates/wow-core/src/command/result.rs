@@ -20,6 +20,10 @@ pub struct CommandResult {
     pub wait_command_id: String,
     /// The stage this result reports.
     pub stage: CommandStage,
+    /// The consumer (projection, processor, saga) that reports, for a per-consumer signal;
+    /// absent for the signal that a whole stage is complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
     /// The aggregate's bounded context.
     pub context_name: String,
     /// The aggregate's type name.
@@ -93,6 +97,7 @@ impl CommandResult {
             id: id::new_id(),
             wait_command_id: command_id.to_owned(),
             stage,
+            function: None,
             context_name: aggregate_id.context_name.clone(),
             aggregate_name: aggregate_id.aggregate_name.clone(),
             tenant_id: aggregate_id.tenant_id.clone(),
@@ -118,6 +123,12 @@ impl CommandResult {
     /// Sets the binding errors.
     pub fn with_binding_errors(mut self, errors: Vec<BindingError>) -> Self {
         self.binding_errors = errors;
+        self
+    }
+
+    /// Names the consumer that reports.
+    pub fn with_function(mut self, function: impl Into<String>) -> Self {
+        self.function = Some(function.into());
         self
     }
 

@@ -1,13 +1,17 @@
 //! Event sourcing: the EventStore and SnapshotStore contracts and their in-memory versions.
 
+mod cache;
 mod error;
 mod event_store;
 mod in_memory;
 mod snapshot;
+mod snapshotter;
 
+pub use cache::AggregateCache;
 pub use error::{BoxError, EventStoreError, RejectedStream, SnapshotStoreError};
 pub use event_store::{
     check_appendable, check_time_range, check_version_range, EventStore, RequestRecord,
 };
 pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
 pub use snapshot::{Snapshot, SnapshotStore};
+pub use snapshotter::{SnapshotStrategy, Snapshotter};

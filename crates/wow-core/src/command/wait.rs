@@ -1,0 +1,309 @@
+//! Waiting for a command's stages: plans, the coordinator that routes stage signals to the
+//! caller that waits, and the handle a caller holds.
+//!
+//! A caller's wait handle is registered before the command is sent and removed when the handle
+//! is dropped: on completion, on timeout, or when the caller goes away (SPEC ST-6). Dropping a
+//! handle ends only that caller's observation; the command goes on.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{CommandResult, CommandStage};
+
+/// How long a caller waits when it names no timeout.
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a caller waits for: a stage, optionally of one named consumer, within a timeout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitPlan {
+    /// The stage whose signal ends the wait.
+    pub stage: CommandStage,
+    /// How long to wait in all, from the send.
+    pub timeout: Duration,
+    /// Wait for this consumer's own signal (a projection, processor or saga name) instead of
+    /// the signal that the whole stage is complete.
+    pub function: Option<String>,
+}
+
+impl WaitPlan {
+    /// Wait for `stage`, 30 s at most.
+    pub fn new(stage: CommandStage) -> Self {
+        Self {
+            stage,
+            timeout: DEFAULT_WAIT_TIMEOUT,
+            function: None,
+        }
+    }
+
+    /// Wait until the bus accepted the command.
+    pub fn sent() -> Self {
+        Self::new(CommandStage::Sent)
+    }
+
+    /// Wait until the command was processed and its stream appended (the default).
+    pub fn processed() -> Self {
+        Self::new(CommandStage::Processed)
+    }
+
+    /// Sets the timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Waits for the named consumer's own signal.
+    pub fn for_function(mut self, function: impl Into<String>) -> Self {
+        self.function = Some(function.into());
+        self
+    }
+
+    /// Whether `result` ends a wait under this plan: the awaited signal, or a failure of an
+    /// earlier or equal stage, or a processed command that recorded nothing (no later stage
+    /// will follow it).
+    pub fn is_final(&self, result: &CommandResult) -> bool {
+        let stage_signal = result.function.is_none();
+        if result.stage == self.stage && result.function == self.function {
+            return true;
+        }
+        if !result.succeeded && stage_signal && result.stage <= self.stage {
+            return true;
+        }
+        stage_signal
+            && result.stage == CommandStage::Processed
+            && self.stage > CommandStage::Processed
+            && result.result.get(RECORDED) == Some(&serde_json::Value::Bool(false))
+    }
+}
+
+/// The `result` key that says whether a processed command recorded a stream (SPEC RQ-13).
+pub const RECORDED: &str = "recorded";
+
+/// Where stage signals are sent: the transport back to waiting callers.
+pub trait WaitNotifier: Send + Sync + std::fmt::Debug {
+    /// Delivers `result` to the caller waiting on `result.wait_command_id`, if one still
+    /// waits; otherwise drops it.
+    fn notify(&self, result: CommandResult);
+}
+
+const SHARDS: usize = 32;
+
+type Waiters = HashMap<String, mpsc::UnboundedSender<CommandResult>>;
+
+/// Routes stage signals to the callers waiting for them, keyed by command id.
+#[derive(Debug)]
+pub struct WaitCoordinator {
+    shards: Vec<Mutex<Waiters>>,
+    hasher: RandomState,
+}
+
+impl Default for WaitCoordinator {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+        }
+    }
+}
+
+impl WaitCoordinator {
+    /// A coordinator with no waiters.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    fn shard(&self, command_id: &str) -> MutexGuard<'_, Waiters> {
+        let index = (self.hasher.hash_one(command_id) % SHARDS as u64) as usize;
+        self.shards[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registers a wait for `command_id` under `plan`; the wait lasts as long as the handle.
+    pub fn register(self: &Arc<Self>, command_id: &str, plan: WaitPlan) -> WaitHandle {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.shard(command_id).insert(command_id.to_owned(), sender);
+        WaitHandle {
+            coordinator: self.clone(),
+            command_id: command_id.to_owned(),
+            plan,
+            receiver,
+            held: Vec::new(),
+            sent_seen: false,
+            processed_seen: false,
+            finished: false,
+        }
+    }
+
+    /// How many waits are registered now (0 when every handle was released).
+    pub fn waiting(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.lock().unwrap_or_else(|p| p.into_inner()).len())
+            .sum()
+    }
+}
+
+impl WaitNotifier for WaitCoordinator {
+    fn notify(&self, result: CommandResult) {
+        let shard = self.shard(&result.wait_command_id);
+        if let Some(sender) = shard.get(&result.wait_command_id) {
+            // A closed receiver means the caller is gone; its handle removes the entry.
+            let _ = sender.send(result);
+        }
+    }
+}
+
+/// One caller's registered wait. Yields results in stage order and unregisters on drop.
+#[derive(Debug)]
+pub struct WaitHandle {
+    coordinator: Arc<WaitCoordinator>,
+    command_id: String,
+    plan: WaitPlan,
+    receiver: mpsc::UnboundedReceiver<CommandResult>,
+    held: Vec<CommandResult>,
+    sent_seen: bool,
+    processed_seen: bool,
+    finished: bool,
+}
+
+impl WaitHandle {
+    /// The plan this handle waits under.
+    pub fn plan(&self) -> &WaitPlan {
+        &self.plan
+    }
+
+    /// The command id it waits on.
+    pub fn command_id(&self) -> &str {
+        &self.command_id
+    }
+
+    /// Whether the final result was yielded.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The next result in stage order, or `None` after the final one.
+    ///
+    /// Signals race each other across components; a later stage's signal is held until
+    /// `SENT` and `PROCESSED` were yielded, so callers see the stages in order.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a result not yet yielded stays in the handle.
+    pub async fn next(&mut self) -> Option<CommandResult> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            if let Some(result) = self.take_releasable() {
+                self.sent_seen |= result.stage == CommandStage::Sent;
+                self.processed_seen |= result.stage >= CommandStage::Processed;
+                self.finished = self.plan.is_final(&result);
+                return Some(result);
+            }
+            let result = self.receiver.recv().await?;
+            self.held.push(result);
+        }
+    }
+
+    /// Delivers a result locally, as if signalled (the gateway's own `SENT`).
+    pub(crate) fn push(&mut self, result: CommandResult) {
+        self.held.push(result);
+    }
+
+    fn take_releasable(&mut self) -> Option<CommandResult> {
+        let releasable = |r: &CommandResult| match r.stage {
+            CommandStage::Sent => true,
+            CommandStage::Processed => self.sent_seen,
+            _ => self.sent_seen && self.processed_seen,
+        };
+        let index = self
+            .held
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| releasable(r))
+            .min_by_key(|(_, r)| r.stage)
+            .map(|(index, _)| index)?;
+        Some(self.held.remove(index))
+    }
+}
+
+impl Drop for WaitHandle {
+    fn drop(&mut self) {
+        self.coordinator
+            .shard(&self.command_id)
+            .remove(&self.command_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::CommandKind;
+    use crate::{AggregateId, CommandMessage, ErrorCode};
+
+    fn command() -> CommandMessage<()> {
+        CommandMessage::new(
+            AggregateId::new("bank", "account", "a", "t"),
+            "deposit",
+            CommandKind::Normal,
+            (),
+        )
+    }
+
+    #[tokio::test]
+    async fn signals_arrive_in_stage_order_whatever_order_they_were_sent_in() {
+        let coordinator = WaitCoordinator::new();
+        let cmd = command();
+        let mut handle = coordinator.register(&cmd.id, WaitPlan::new(CommandStage::Projected));
+        coordinator.notify(CommandResult::success(&cmd, CommandStage::Projected));
+        coordinator.notify(CommandResult::success(&cmd, CommandStage::Processed));
+        handle.push(CommandResult::success(&cmd, CommandStage::Sent));
+        let mut stages = Vec::new();
+        while let Some(result) = handle.next().await {
+            stages.push(result.stage);
+        }
+        assert_eq!(
+            stages,
+            vec![
+                CommandStage::Sent,
+                CommandStage::Processed,
+                CommandStage::Projected
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_earlier_failure_ends_the_wait() {
+        let coordinator = WaitCoordinator::new();
+        let cmd = command();
+        let mut handle = coordinator.register(&cmd.id, WaitPlan::new(CommandStage::SagaHandled));
+        handle.push(CommandResult::success(&cmd, CommandStage::Sent));
+        coordinator.notify(CommandResult::failure(
+            &cmd,
+            CommandStage::Processed,
+            ErrorCode::NotFound,
+            "missing",
+        ));
+        assert_eq!(handle.next().await.unwrap().stage, CommandStage::Sent);
+        let last = handle.next().await.unwrap();
+        assert!(!last.succeeded);
+        assert!(handle.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn dropping_the_handle_unregisters_it() {
+        let coordinator = WaitCoordinator::new();
+        let cmd = command();
+        let handle = coordinator.register(&cmd.id, WaitPlan::processed());
+        assert_eq!(coordinator.waiting(), 1);
+        drop(handle);
+        assert_eq!(coordinator.waiting(), 0);
+        // A late signal for a released wait is dropped quietly.
+        coordinator.notify(CommandResult::success(&cmd, CommandStage::Processed));
+    }
+}

@@ -1,0 +1,209 @@
+//! One process running every role: a gateway, a processing node and the event dispatch,
+//! joined by in-memory buses. What `wow serve` and tests start from.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::aggregate::AggregateRegistry;
+use crate::command::{CommandGateway, DefaultCommandHandler, InMemoryCommandBus, WaitCoordinator};
+use crate::event::{EventConsumer, EventDispatcher, InMemoryDomainEventBus};
+use crate::eventsourcing::{EventStore, SnapshotStore, SnapshotStrategy, Snapshotter};
+use crate::idempotency::{
+    BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
+    IdempotencyConfig, RequestIdChecker,
+};
+use crate::metrics::PipelineMetrics;
+use crate::saga::Saga;
+
+/// Builds a [`LocalPipeline`].
+#[derive(Debug)]
+pub struct LocalPipelineBuilder {
+    registry: AggregateRegistry,
+    store: Arc<dyn EventStore>,
+    snapshots: Option<(Arc<dyn SnapshotStore>, SnapshotStrategy)>,
+    projections: Vec<Arc<dyn EventConsumer>>,
+    processors: Vec<Arc<dyn EventConsumer>>,
+    sagas: Vec<Arc<dyn Saga>>,
+    idempotency: IdempotencyConfig,
+    partitions: usize,
+    send_timeout: Duration,
+}
+
+impl LocalPipelineBuilder {
+    /// Loads from and saves snapshots to `store` by `strategy`.
+    pub fn snapshots(mut self, store: Arc<dyn SnapshotStore>, strategy: SnapshotStrategy) -> Self {
+        self.snapshots = Some((store, strategy));
+        self
+    }
+
+    /// Adds a projection.
+    pub fn projection(mut self, projection: Arc<dyn EventConsumer>) -> Self {
+        self.projections.push(projection);
+        self
+    }
+
+    /// Adds an event processor.
+    pub fn event_processor(mut self, processor: Arc<dyn EventConsumer>) -> Self {
+        self.processors.push(processor);
+        self
+    }
+
+    /// Adds a saga.
+    pub fn saga(mut self, saga: Arc<dyn Saga>) -> Self {
+        self.sagas.push(saga);
+        self
+    }
+
+    /// The `idempotency.*` settings of every Bloom filter (gateway's and node's).
+    pub fn idempotency(mut self, config: IdempotencyConfig) -> Self {
+        self.idempotency = config;
+        self
+    }
+
+    /// Bus partitions (workers). Default: 4 per available core.
+    pub fn partitions(mut self, partitions: usize) -> Self {
+        self.partitions = partitions;
+        self
+    }
+
+    /// How long a send may take. Default 5 s.
+    pub fn send_timeout(mut self, timeout: Duration) -> Self {
+        self.send_timeout = timeout;
+        self
+    }
+
+    /// Starts the pipeline. Must be called inside a tokio runtime.
+    pub fn build(self) -> LocalPipeline {
+        let metrics = Arc::new(PipelineMetrics::default());
+        let waits = WaitCoordinator::new();
+        let mut dispatcher = EventDispatcher::builder(waits.clone());
+        if let Some((snapshots, strategy)) = &self.snapshots {
+            dispatcher = dispatcher.snapshotter(Snapshotter::new(
+                self.registry.clone(),
+                self.store.clone(),
+                snapshots.clone(),
+                *strategy,
+            ));
+        }
+        for projection in self.projections {
+            dispatcher = dispatcher.projection(projection);
+        }
+        for processor in self.processors {
+            dispatcher = dispatcher.event_processor(processor);
+        }
+        for saga in self.sagas {
+            dispatcher = dispatcher.saga(saga);
+        }
+        let dispatcher = dispatcher.build();
+        let event_bus = Arc::new(InMemoryDomainEventBus::new(
+            self.partitions,
+            dispatcher.clone(),
+        ));
+        let command_bus = Arc::new(InMemoryCommandBus::new(self.partitions, 1024));
+        let gateway = CommandGateway::builder(self.registry.clone(), command_bus.clone())
+            .request_id_checker(store_checker(&self.idempotency, &self.store, &metrics))
+            .wait_coordinator(waits.clone())
+            .send_timeout(self.send_timeout)
+            .metrics(metrics.clone())
+            .build();
+        dispatcher.set_gateway(gateway.clone());
+        let pipeline = LocalPipeline {
+            gateway,
+            command_bus,
+            event_bus,
+            dispatcher,
+            waits,
+            metrics,
+            registry: self.registry,
+            store: self.store,
+            snapshots: self.snapshots.map(|(store, _)| store),
+            idempotency: self.idempotency,
+        };
+        pipeline.restart_node();
+        pipeline
+    }
+}
+
+/// A [`DefaultRequestIdChecker`] with its own Bloom filters, backed by `store`.
+pub fn store_checker(
+    idempotency: &IdempotencyConfig,
+    store: &Arc<dyn EventStore>,
+    metrics: &Arc<PipelineMetrics>,
+) -> Arc<dyn RequestIdChecker> {
+    Arc::new(
+        DefaultRequestIdChecker::new(
+            Arc::new(BloomIdempotencyCheckerProvider::new(idempotency.clone())),
+            Arc::new(EventStoreRequestIdExistenceChecker::new(store.clone())),
+        )
+        .with_metrics(metrics.clone()),
+    )
+}
+
+/// Gateway, processing node and event dispatch in one process (the `monolith` role).
+///
+/// The gateway and the node each keep their own Bloom filters per aggregate type (SPEC
+/// RQ-5), both backed by the event store.
+#[derive(Debug)]
+pub struct LocalPipeline {
+    /// Where commands go in.
+    pub gateway: CommandGateway,
+    /// The bus between the gateway and the node.
+    pub command_bus: Arc<InMemoryCommandBus>,
+    /// The bus between the node and the dispatcher.
+    pub event_bus: Arc<InMemoryDomainEventBus>,
+    /// Runs the consumers.
+    pub dispatcher: Arc<EventDispatcher>,
+    /// Routes stage signals to waiting callers.
+    pub waits: Arc<WaitCoordinator>,
+    /// The counters of the whole pipeline.
+    pub metrics: Arc<PipelineMetrics>,
+    registry: AggregateRegistry,
+    store: Arc<dyn EventStore>,
+    snapshots: Option<Arc<dyn SnapshotStore>>,
+    idempotency: IdempotencyConfig,
+}
+
+impl LocalPipeline {
+    /// A builder for `registry`'s aggregates over `store`.
+    pub fn builder(
+        registry: AggregateRegistry,
+        store: Arc<dyn EventStore>,
+    ) -> LocalPipelineBuilder {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        LocalPipelineBuilder {
+            registry,
+            store,
+            snapshots: None,
+            projections: Vec::new(),
+            processors: Vec::new(),
+            sagas: Vec::new(),
+            idempotency: IdempotencyConfig::default(),
+            partitions: cores * 4,
+            send_timeout: crate::command::DEFAULT_SEND_TIMEOUT,
+        }
+    }
+
+    /// Replaces the processing node with a fresh one: new Bloom filters, empty cache, same
+    /// store, as after a process restart (SPEC RQ-4).
+    pub fn restart_node(&self) -> Arc<DefaultCommandHandler> {
+        let mut node = DefaultCommandHandler::builder(
+            self.registry.clone(),
+            self.store.clone(),
+            self.event_bus.clone(),
+            self.waits.clone(),
+        )
+        .request_id_checker(store_checker(&self.idempotency, &self.store, &self.metrics))
+        .metrics(self.metrics.clone());
+        if let Some(snapshots) = &self.snapshots {
+            node = node.snapshot_store(snapshots.clone());
+        }
+        let node = Arc::new(node.build());
+        self.command_bus.subscribe(node.clone());
+        node
+    }
+
+    /// The event store.
+    pub fn store(&self) -> &Arc<dyn EventStore> {
+        &self.store
+    }
+}
