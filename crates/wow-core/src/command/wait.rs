@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -64,12 +65,20 @@ impl WaitPlan {
     /// Whether `result` ends a wait under this plan: the awaited signal, or a failure of an
     /// earlier or equal stage, or a processed command that recorded nothing (no later stage
     /// will follow it).
+    ///
+    /// A wait for a named consumer ends early only when the command itself failed (at `SENT`
+    /// or `PROCESSED`): another consumer's failure does not stop the named one from running.
     pub fn is_final(&self, result: &CommandResult) -> bool {
         let stage_signal = result.function.is_none();
         if result.stage == self.stage && result.function == self.function {
             return true;
         }
-        if !result.succeeded && stage_signal && result.stage <= self.stage {
+        let last_failing_stage = if self.function.is_some() {
+            CommandStage::Processed.min(self.stage)
+        } else {
+            self.stage
+        };
+        if !result.succeeded && stage_signal && result.stage <= last_failing_stage {
             return true;
         }
         stage_signal
@@ -91,13 +100,15 @@ pub trait WaitNotifier: Send + Sync + std::fmt::Debug {
 
 const SHARDS: usize = 32;
 
-type Waiters = HashMap<String, mpsc::UnboundedSender<CommandResult>>;
+type Waiters = HashMap<String, Vec<(u64, mpsc::UnboundedSender<CommandResult>)>>;
 
-/// Routes stage signals to the callers waiting for them, keyed by command id.
+/// Routes stage signals to the callers waiting for them, keyed by command id. Several
+/// handles may wait on one command (a caller and an observer); each gets every signal.
 #[derive(Debug)]
 pub struct WaitCoordinator {
     shards: Vec<Mutex<Waiters>>,
     hasher: RandomState,
+    next_token: AtomicU64,
 }
 
 impl Default for WaitCoordinator {
@@ -105,6 +116,7 @@ impl Default for WaitCoordinator {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             hasher: RandomState::new(),
+            next_token: AtomicU64::new(0),
         }
     }
 }
@@ -122,17 +134,38 @@ impl WaitCoordinator {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Registers a wait for `command_id` under `plan`; the wait lasts as long as the handle.
+    /// Registers a wait for `command_id` under `plan`, before the command is sent; the wait
+    /// lasts as long as the handle.
     pub fn register(self: &Arc<Self>, command_id: &str, plan: WaitPlan) -> WaitHandle {
+        self.register_with(command_id, plan, false)
+    }
+
+    /// Registers a wait for a command already sent (an observer joining late): signals are
+    /// yielded in stage order from `PROCESSED` on, without waiting for `SENT`.
+    pub fn observe(self: &Arc<Self>, command_id: &str, plan: WaitPlan) -> WaitHandle {
+        self.register_with(command_id, plan, true)
+    }
+
+    fn register_with(
+        self: &Arc<Self>,
+        command_id: &str,
+        plan: WaitPlan,
+        sent_seen: bool,
+    ) -> WaitHandle {
         let (sender, receiver) = mpsc::unbounded_channel();
-        self.shard(command_id).insert(command_id.to_owned(), sender);
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        self.shard(command_id)
+            .entry(command_id.to_owned())
+            .or_default()
+            .push((token, sender));
         WaitHandle {
             coordinator: self.clone(),
             command_id: command_id.to_owned(),
+            token,
             plan,
             receiver,
             held: Vec::new(),
-            sent_seen: false,
+            sent_seen,
             processed_seen: false,
             finished: false,
         }
@@ -142,17 +175,40 @@ impl WaitCoordinator {
     pub fn waiting(&self) -> usize {
         self.shards
             .iter()
-            .map(|shard| shard.lock().unwrap_or_else(|p| p.into_inner()).len())
+            .map(|shard| {
+                shard
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values()
+                    .map(Vec::len)
+                    .sum::<usize>()
+            })
             .sum()
+    }
+
+    fn unregister(&self, command_id: &str, token: u64) {
+        let mut shard = self.shard(command_id);
+        if let Some(waiters) = shard.get_mut(command_id) {
+            waiters.retain(|(t, _)| *t != token);
+            if waiters.is_empty() {
+                shard.remove(command_id);
+            }
+        }
     }
 }
 
 impl WaitNotifier for WaitCoordinator {
     fn notify(&self, result: CommandResult) {
         let shard = self.shard(&result.wait_command_id);
-        if let Some(sender) = shard.get(&result.wait_command_id) {
+        if let Some(waiters) = shard.get(&result.wait_command_id) {
             // A closed receiver means the caller is gone; its handle removes the entry.
-            let _ = sender.send(result);
+            if let [(_, only)] = waiters.as_slice() {
+                let _ = only.send(result);
+            } else {
+                for (_, sender) in waiters {
+                    let _ = sender.send(result.clone());
+                }
+            }
         }
     }
 }
@@ -162,6 +218,7 @@ impl WaitNotifier for WaitCoordinator {
 pub struct WaitHandle {
     coordinator: Arc<WaitCoordinator>,
     command_id: String,
+    token: u64,
     plan: WaitPlan,
     receiver: mpsc::UnboundedReceiver<CommandResult>,
     held: Vec<CommandResult>,
@@ -234,9 +291,7 @@ impl WaitHandle {
 
 impl Drop for WaitHandle {
     fn drop(&mut self) {
-        self.coordinator
-            .shard(&self.command_id)
-            .remove(&self.command_id);
+        self.coordinator.unregister(&self.command_id, self.token);
     }
 }
 

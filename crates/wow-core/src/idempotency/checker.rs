@@ -87,3 +87,91 @@ impl RequestIdChecker for DefaultRequestIdChecker {
             .release(request_id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::eventsourcing::{EventStore, EventStoreError, InMemoryEventStore};
+    use crate::idempotency::{
+        BloomIdempotencyCheckerProvider, EventStoreRequestIdExistenceChecker, IdempotencyConfig,
+    };
+    use crate::{DomainEvent, DomainEventStream};
+
+    /// Counts how often persisted history is asked.
+    #[derive(Debug)]
+    struct Counting {
+        inner: EventStoreRequestIdExistenceChecker,
+        asked: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl RequestIdExistenceChecker for Counting {
+        async fn find(
+            &self,
+            aggregate_id: &AggregateId,
+            request_id: &str,
+        ) -> Result<Option<RequestRecord>, EventStoreError> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            self.inner.find(aggregate_id, request_id).await
+        }
+    }
+
+    #[tokio::test]
+    async fn asks_history_only_after_the_filter_says_maybe_seen() {
+        let store = Arc::new(InMemoryEventStore::new());
+        let existence = Arc::new(Counting {
+            inner: EventStoreRequestIdExistenceChecker::new(store.clone()),
+            asked: AtomicUsize::new(0),
+        });
+        let checker = DefaultRequestIdChecker::new(
+            Arc::new(BloomIdempotencyCheckerProvider::new(
+                IdempotencyConfig::default(),
+            )),
+            existence.clone(),
+        );
+        let aggregate = AggregateId::new("bank", "account", "a-1", "t");
+        assert_eq!(
+            checker.check(&aggregate, "r-1").await,
+            RequestIdCheck::Fresh
+        );
+        assert_eq!(
+            existence.asked.load(Ordering::SeqCst),
+            0,
+            "a new id is let through at once"
+        );
+
+        // Maybe seen, but not in history (the first attempt never got appended): fresh.
+        assert_eq!(
+            checker.check(&aggregate, "r-1").await,
+            RequestIdCheck::Fresh
+        );
+        assert_eq!(existence.asked.load(Ordering::SeqCst), 1);
+
+        let stream = DomainEventStream {
+            id: "s".into(),
+            request_id: "r-1".into(),
+            command_id: "c-1".into(),
+            aggregate_id: aggregate.clone(),
+            version: 1,
+            create_time: 5,
+            fingerprint: "f".into(),
+            header: Default::default(),
+            body: vec![DomainEvent {
+                id: "e".into(),
+                name: "Opened".into(),
+                revision: "0.0.1".into(),
+                body: serde_json::json!({}),
+            }],
+        };
+        store.append(&stream).await.unwrap();
+        match checker.check(&aggregate, "r-1").await {
+            RequestIdCheck::Duplicate(record) => {
+                assert_eq!((record.version, record.command_id.as_str()), (1, "c-1"))
+            }
+            other => panic!("expected a duplicate, got {other:?}"),
+        }
+        assert_eq!(existence.asked.load(Ordering::SeqCst), 2);
+    }
+}
