@@ -2,7 +2,9 @@
 //! aggregate's commands in order.
 
 use std::fmt;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
@@ -89,7 +91,7 @@ impl InMemoryCommandBus {
         Self {
             partitions,
             subscriber,
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
         }
     }
 

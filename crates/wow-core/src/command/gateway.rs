@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::error::duplicate_result;
 use super::{
     CommandBus, CommandKind, CommandResult, CommandResultError, CommandStage, JsonCommand,
-    WaitCoordinator, WaitHandle, WaitPlan,
+    WaitCoordinator, WaitHandle, WaitPlan, WAIT_STAGE_HEADER,
 };
 use crate::aggregate::AggregateRegistry;
 use crate::idempotency::{
@@ -311,6 +311,9 @@ impl CommandGateway {
         }
         let mut command = command;
         command.kind = decoded.kind();
+        command
+            .header
+            .insert(WAIT_STAGE_HEADER.to_owned(), plan.stage.as_str().to_owned());
         let aggregate_id = command.aggregate_id.clone();
         let request_id = command.request_id.clone();
         if let RequestIdCheck::Duplicate(record) =

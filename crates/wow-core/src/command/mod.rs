@@ -26,5 +26,6 @@ pub use node::{DefaultCommandHandler, DefaultCommandHandlerBuilder, DEFAULT_CONF
 pub use result::CommandResult;
 pub use stage::{CommandStage, UnknownStage};
 pub use wait::{
-    WaitCoordinator, WaitHandle, WaitNotifier, WaitPlan, DEFAULT_WAIT_TIMEOUT, RECORDED,
+    signal_wanted, WaitCoordinator, WaitHandle, WaitNotifier, WaitPlan, DEFAULT_WAIT_TIMEOUT,
+    RECORDED, WAIT_STAGE_HEADER,
 };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::error::duplicate_result;
-use super::wait::RECORDED;
+use super::wait::{signal_wanted, RECORDED};
 use super::{CommandHandler, CommandKind, CommandResult, CommandStage, JsonCommand, WaitNotifier};
 use crate::aggregate::{
     check_command, AggregateError, AggregateRegistry, AggregateRuntime, AggregateState,
@@ -143,7 +143,9 @@ impl DefaultCommandHandler {
     /// Runs `command` to its `PROCESSED` result (also signalled to the waiting caller).
     pub async fn process(&self, command: &JsonCommand) -> CommandResult {
         let result = self.decide_and_append(command).await;
-        self.notifier.notify(result.clone());
+        if signal_wanted(&command.header, CommandStage::Processed) {
+            self.notifier.notify(result.clone());
+        }
         result
     }
 

@@ -5,8 +5,10 @@
 //! is dropped: on completion, on timeout, or when the caller goes away (SPEC ST-6). Dropping a
 //! handle ends only that caller's observation; the command goes on.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -91,6 +93,25 @@ impl WaitPlan {
 /// The `result` key that says whether a processed command recorded a stream (SPEC RQ-13).
 pub const RECORDED: &str = "recorded";
 
+/// The command header naming the last stage its caller waits for. Components skip building
+/// signals of later stages; a command without it (from a gateway that predates it) gets
+/// every signal.
+pub const WAIT_STAGE_HEADER: &str = "wow.wait.stage";
+
+/// Whether a signal of `stage` may be awaited for a command or stream with `header`.
+pub fn signal_wanted(
+    header: &std::collections::BTreeMap<String, String>,
+    stage: CommandStage,
+) -> bool {
+    match header
+        .get(WAIT_STAGE_HEADER)
+        .map(|s| s.parse::<CommandStage>())
+    {
+        Some(Ok(awaited)) => stage <= awaited,
+        _ => true,
+    }
+}
+
 /// Where stage signals are sent: the transport back to waiting callers.
 pub trait WaitNotifier: Send + Sync + std::fmt::Debug {
     /// Delivers `result` to the caller waiting on `result.wait_command_id`, if one still
@@ -114,8 +135,10 @@ pub struct WaitCoordinator {
 impl Default for WaitCoordinator {
     fn default() -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
+            hasher: RandomState::default(),
             next_token: AtomicU64::new(0),
         }
     }

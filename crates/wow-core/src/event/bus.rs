@@ -1,7 +1,9 @@
 //! The DomainEventBus: carries appended streams to the consumers of each stage.
 
 use std::fmt;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -68,7 +70,7 @@ impl InMemoryDomainEventBus {
             .collect();
         Self {
             partitions,
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
         }
     }
 }

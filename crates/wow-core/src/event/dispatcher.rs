@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::{json, Value};
 
 use super::{ConsumerError, EventConsumer};
-use crate::command::{CommandGateway, CommandResultError, WaitNotifier};
+use crate::command::{signal_wanted, CommandGateway, CommandResultError, WaitNotifier};
 use crate::eventsourcing::Snapshotter;
 use crate::saga::{saga_request_id, Saga};
 use crate::{CommandResult, CommandStage, DomainEventStream, ErrorCode};
@@ -201,6 +201,9 @@ impl EventDispatcher {
         function: Option<&str>,
         outcome: Result<Value, ConsumerError>,
     ) {
+        if !signal_wanted(&stream.header, stage) {
+            return;
+        }
         let (code, message, detail) = match outcome {
             Ok(detail) => (ErrorCode::Ok, String::new(), detail),
             Err(error) => (error.code, error.message, Value::Null),

@@ -1,7 +1,9 @@
 //! A bounded in-memory cache of hot aggregates' states, owned by one processing node.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
+use foldhash::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::aggregate::AggregateState;
@@ -28,9 +30,11 @@ impl AggregateCache {
     /// A cache of about `capacity` states (0 disables it).
     pub fn new(capacity: usize) -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
             per_shard: capacity.div_ceil(SHARDS),
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
         }
     }
 

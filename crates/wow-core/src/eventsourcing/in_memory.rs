@@ -4,8 +4,11 @@
 //! exist for tests, examples and the `memory://` store. Each check and its write happen under
 //! one lock, with no await in between, so they are honest about concurrency.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasher, RandomState};
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -49,8 +52,10 @@ impl InMemoryEventStore {
     /// An empty store.
     pub fn new() -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
+            hasher: RandomState::default(),
         }
     }
 

@@ -9,7 +9,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use std::hash::BuildHasher;
+
 use fastbloom::BloomFilter;
+use foldhash::fast::FixedState;
 
 use super::IdempotencyConfig;
 use crate::id::{Clock, SystemClock};
@@ -39,12 +42,18 @@ impl IdempotencyChecker for NoopIdempotencyChecker {
 }
 
 const SHARDS: usize = 16;
-const SEED: u128 = 0x5745_575f_5253_5f49_4445_4d50_4f54_454e;
+const SEED: u64 = 0x5745_575f_5253_5f49;
+/// Bits set per request id. The classic optimum for a 0.00001 false-positive rate is 17;
+/// 8 costs about a quarter more memory for the same rate and halves the memory touched
+/// per check, which is what the check's time is made of.
+const HASHES: u32 = 8;
+
+type Filter = BloomFilter<FixedState>;
 
 #[derive(Debug)]
 struct Shard {
-    current: BloomFilter,
-    previous: Option<BloomFilter>,
+    current: Filter,
+    previous: Option<Filter>,
     generation_start: i64,
     released: HashSet<String>,
 }
@@ -59,10 +68,15 @@ pub struct BloomIdempotencyChecker {
     clock: Arc<dyn Clock>,
 }
 
-fn new_filter(fpp: f64, expected: usize) -> BloomFilter {
-    BloomFilter::with_false_pos(fpp)
-        .seed(&SEED)
-        .expected_items(expected.max(1))
+/// A filter of `HASHES` hashes sized so that `expected` ids give a false-positive rate of
+/// `fpp`: m = -k·n / ln(1 - fpp^(1/k)).
+fn new_filter(fpp: f64, expected: usize) -> Filter {
+    let k = f64::from(HASHES);
+    let bits_per_item = -k / (1.0 - fpp.powf(1.0 / k)).ln();
+    let bits = (bits_per_item * expected.max(1) as f64).ceil() as usize;
+    BloomFilter::with_num_bits(bits.max(64))
+        .hasher(FixedState::with_seed(SEED))
+        .hashes(HASHES)
 }
 
 impl BloomIdempotencyChecker {
@@ -102,13 +116,8 @@ impl BloomIdempotencyChecker {
     }
 
     fn hash(&self, request_id: &str) -> u64 {
-        // Every filter shares one seed, so one source hash serves all generations.
-        self.hasher().source_hash(request_id)
-    }
-
-    fn hasher(&self) -> &BloomFilter {
-        static PROBE: std::sync::OnceLock<BloomFilter> = std::sync::OnceLock::new();
-        PROBE.get_or_init(|| new_filter(0.5, 1))
+        // Every filter shares one seeded hasher, so one source hash serves all generations.
+        FixedState::with_seed(SEED).hash_one(request_id)
     }
 
     fn rotate_if_due(&self, shard: &mut Shard) {
@@ -138,7 +147,7 @@ impl IdempotencyChecker for BloomIdempotencyChecker {
         let in_current = shard.current.insert_hash(hash);
         if in_current || in_previous {
             // A released id is new again, once.
-            return shard.released.remove(request_id);
+            return !shard.released.is_empty() && shard.released.remove(request_id);
         }
         true
     }
