@@ -8,6 +8,11 @@
 //!
 //! `cargo bench -p wow-core --bench pipeline`
 
+/// The allocator a service built on wow-rs should use: the pipeline allocates per command,
+/// and glibc's malloc spends a large share of the time in its own locks and consolidation.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "../tests/support/mod.rs"]
 mod support;
 

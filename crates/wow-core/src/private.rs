@@ -21,7 +21,7 @@ pub fn unit_body() -> Value {
 }
 
 /// Reads the payload of `name`, naming the failing field's path when there is one.
-pub fn decode_payload<T: DeserializeOwned>(name: &str, body: Value) -> Result<T, BodyDecodeError> {
+pub fn decode_payload<T: DeserializeOwned>(name: &str, body: &Value) -> Result<T, BodyDecodeError> {
     serde_path_to_error::deserialize(body).map_err(|error| {
         let path = error.path().to_string();
         BodyDecodeError::InvalidBody {
@@ -33,7 +33,7 @@ pub fn decode_payload<T: DeserializeOwned>(name: &str, body: Value) -> Result<T,
 }
 
 /// Accepts the body of a command or event without a payload: `{}` or `null`.
-pub fn decode_unit(name: &str, body: Value) -> Result<(), BodyDecodeError> {
+pub fn decode_unit(name: &str, body: &Value) -> Result<(), BodyDecodeError> {
     match body {
         Value::Null => Ok(()),
         Value::Object(map) if map.is_empty() => Ok(()),

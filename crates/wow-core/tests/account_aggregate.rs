@@ -198,41 +198,41 @@ fn runtime_decodes_validates_and_rejects_bad_bodies() {
     let account = registry.get("account").unwrap();
     assert_eq!(account.named_aggregate().context_name, "bank");
 
-    let unknown = account.decode_command("close", json!({})).unwrap_err();
+    let unknown = account.decode_command("close", &json!({})).unwrap_err();
     assert_eq!(unknown.error_code(), ErrorCode::NotFound);
 
     let wrong_type = account
-        .decode_command("deposit", json!({"amount": "ten"}))
+        .decode_command("deposit", &json!({"amount": "ten"}))
         .unwrap_err();
     assert_eq!(wrong_type.error_code(), ErrorCode::BadRequest);
     assert_eq!(wrong_type.binding_errors()[0].name, "amount");
 
-    let missing = account.decode_command("deposit", json!({})).unwrap_err();
+    let missing = account.decode_command("deposit", &json!({})).unwrap_err();
     assert_eq!(missing.error_code(), ErrorCode::BadRequest);
     assert_eq!(missing.binding_errors()[0].name, "amount");
 
     let negative = account
-        .decode_command("deposit", json!({"amount": -5}))
+        .decode_command("deposit", &json!({"amount": -5}))
         .unwrap_err();
     assert_eq!(negative.error_code(), ErrorCode::BadRequest);
 
     let unknown_field = account
-        .decode_command("deposit", json!({"amount": 5, "extra": 1}))
+        .decode_command("deposit", &json!({"amount": 5, "extra": 1}))
         .unwrap_err();
     assert_eq!(unknown_field.binding_errors()[0].name, "extra");
 
     let invalid = account
-        .decode_command("deposit", json!({"amount": 0}))
+        .decode_command("deposit", &json!({"amount": 0}))
         .unwrap_err();
     assert!(matches!(&invalid, AggregateError::Validation(errors) if errors[0].name == "amount"));
     assert_eq!(invalid.error_code(), ErrorCode::CommandValidation);
 
     let unit_with_fields = account
-        .decode_command("freeze", json!({"now": true}))
+        .decode_command("freeze", &json!({"now": true}))
         .unwrap_err();
     assert_eq!(unit_with_fields.error_code(), ErrorCode::BadRequest);
-    assert!(account.decode_command("freeze", json!({})).is_ok());
-    assert!(account.decode_command("freeze", json!(null)).is_ok());
+    assert!(account.decode_command("freeze", &json!({})).is_ok());
+    assert!(account.decode_command("freeze", &json!(null)).is_ok());
 }
 
 fn stream_of(
@@ -269,7 +269,7 @@ fn runtime_handles_and_applies_through_json() {
     };
 
     let open = account
-        .decode_command("open", json!({"name": "Ann", "balance": 5}))
+        .decode_command("open", &json!({"name": "Ann", "balance": 5}))
         .unwrap();
     assert_eq!((open.name(), open.kind()), ("open", CommandKind::Create));
     let events = account.handle(&state, &open, &ctx(0)).unwrap();
@@ -279,7 +279,7 @@ fn runtime_handles_and_applies_through_json() {
         .unwrap();
 
     let deposit = account
-        .decode_command("deposit", json!({"amount": 7}))
+        .decode_command("deposit", &json!({"amount": 7}))
         .unwrap();
     let events = account.handle(&state, &deposit, &ctx(1)).unwrap();
     account
@@ -293,7 +293,7 @@ fn runtime_handles_and_applies_through_json() {
     assert_eq!(state.downcast_ref::<AccountState>().unwrap().balance, 12);
 
     let withdraw = account
-        .decode_command("withdraw", json!({"amount": 100}))
+        .decode_command("withdraw", &json!({"amount": 100}))
         .unwrap();
     let rejected = account.handle(&state, &withdraw, &ctx(2)).unwrap_err();
     assert_eq!(

@@ -221,7 +221,7 @@ fn expand_command(input: &DeriveInput) -> syn::Result<TokenStream2> {
 
             fn from_body(
                 name: &str,
-                body: ::wow_core::__private::serde_json::Value,
+                body: &::wow_core::__private::serde_json::Value,
             ) -> ::std::result::Result<Self, ::wow_core::command::BodyDecodeError> {
                 match name {
                     #(#from_body)*
@@ -262,7 +262,7 @@ fn expand_event(input: &DeriveInput) -> syn::Result<TokenStream2> {
 
             fn from_body(
                 name: &str,
-                body: ::wow_core::__private::serde_json::Value,
+                body: &::wow_core::__private::serde_json::Value,
             ) -> ::std::result::Result<Self, ::wow_core::command::BodyDecodeError> {
                 match name {
                     #(#from_body)*

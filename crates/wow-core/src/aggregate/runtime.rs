@@ -59,7 +59,7 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     ///
     /// Fails with [`AggregateError::UnknownCommand`], [`AggregateError::InvalidBody`] or
     /// [`AggregateError::Validation`]; nothing else has happened when it fails.
-    fn decode_command(&self, name: &str, body: Value) -> Result<DecodedCommand, AggregateError>;
+    fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError>;
 
     /// The state before the first event (version 0).
     fn initial_state(&self) -> AggregateState;
@@ -170,7 +170,7 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
         A::Event::EVENTS
     }
 
-    fn decode_command(&self, name: &str, body: Value) -> Result<DecodedCommand, AggregateError> {
+    fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError> {
         let Some(info) = A::Command::COMMANDS.iter().find(|info| info.name == name) else {
             return Err(AggregateError::UnknownCommand {
                 aggregate: A::AGGREGATE_NAME.to_owned(),

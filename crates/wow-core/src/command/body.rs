@@ -64,7 +64,7 @@ pub trait CommandBody: Sized + Send + Sync + 'static {
     fn to_body(&self) -> Result<Value, serde_json::Error>;
 
     /// The command `name` with the JSON `body`; a unit command accepts `{}` or `null`.
-    fn from_body(name: &str, body: Value) -> Result<Self, BodyDecodeError>;
+    fn from_body(name: &str, body: &Value) -> Result<Self, BodyDecodeError>;
 
     /// The kind of the command called `name`, if the enum has one.
     fn kind_of(name: &str) -> Option<CommandKind> {
@@ -94,5 +94,5 @@ pub trait EventBody: Sized + Send + Sync + 'static {
     fn to_body(&self) -> Result<Value, serde_json::Error>;
 
     /// The event `name` with the JSON `body`.
-    fn from_body(name: &str, body: Value) -> Result<Self, BodyDecodeError>;
+    fn from_body(name: &str, body: &Value) -> Result<Self, BodyDecodeError>;
 }

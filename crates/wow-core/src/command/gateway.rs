@@ -295,7 +295,7 @@ impl CommandGateway {
             ));
         };
         let decoded = runtime
-            .decode_command(&command.name, command.body.clone())
+            .decode_command(&command.name, &command.body)
             .map_err(|error| {
                 not_sent(error.error_code(), error.to_string())
                     .with_binding_errors(error.binding_errors())

@@ -166,7 +166,7 @@ impl DefaultCommandHandler {
                 ),
             );
         };
-        let decoded = match runtime.decode_command(&command.name, command.body.clone()) {
+        let decoded = match runtime.decode_command(&command.name, &command.body) {
             Ok(decoded) => decoded,
             Err(error) => {
                 return fail(error.error_code(), error.to_string())

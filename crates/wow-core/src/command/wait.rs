@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use super::{CommandResult, CommandStage};
 
@@ -121,7 +121,32 @@ pub trait WaitNotifier: Send + Sync + std::fmt::Debug {
 
 const SHARDS: usize = 32;
 
-type Waiters = HashMap<String, Vec<(u64, mpsc::UnboundedSender<CommandResult>)>>;
+/// Where the signals of one wait collect until its handle takes them.
+#[derive(Debug, Default)]
+struct Slot {
+    results: Mutex<Vec<CommandResult>>,
+    arrived: Notify,
+}
+
+impl Slot {
+    fn push(&self, result: CommandResult) {
+        self.results
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(result);
+        // A permit is kept when nobody waits yet, so no signal is missed.
+        self.arrived.notify_one();
+    }
+
+    fn drain_into(&self, held: &mut Vec<CommandResult>) -> bool {
+        let mut results = self.results.lock().unwrap_or_else(|p| p.into_inner());
+        let any = !results.is_empty();
+        held.append(&mut results);
+        any
+    }
+}
+
+type Waiters = HashMap<String, Vec<(u64, Arc<Slot>)>>;
 
 /// Routes stage signals to the callers waiting for them, keyed by command id. Several
 /// handles may wait on one command (a caller and an observer); each gets every signal.
@@ -175,18 +200,18 @@ impl WaitCoordinator {
         plan: WaitPlan,
         sent_seen: bool,
     ) -> WaitHandle {
-        let (sender, receiver) = mpsc::unbounded_channel();
+        let slot = Arc::new(Slot::default());
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         self.shard(command_id)
             .entry(command_id.to_owned())
             .or_default()
-            .push((token, sender));
+            .push((token, slot.clone()));
         WaitHandle {
             coordinator: self.clone(),
             command_id: command_id.to_owned(),
             token,
             plan,
-            receiver,
+            slot,
             held: Vec::new(),
             sent_seen,
             processed_seen: false,
@@ -224,12 +249,11 @@ impl WaitNotifier for WaitCoordinator {
     fn notify(&self, result: CommandResult) {
         let shard = self.shard(&result.wait_command_id);
         if let Some(waiters) = shard.get(&result.wait_command_id) {
-            // A closed receiver means the caller is gone; its handle removes the entry.
             if let [(_, only)] = waiters.as_slice() {
-                let _ = only.send(result);
+                only.push(result);
             } else {
-                for (_, sender) in waiters {
-                    let _ = sender.send(result.clone());
+                for (_, slot) in waiters {
+                    slot.push(result.clone());
                 }
             }
         }
@@ -243,7 +267,7 @@ pub struct WaitHandle {
     command_id: String,
     token: u64,
     plan: WaitPlan,
-    receiver: mpsc::UnboundedReceiver<CommandResult>,
+    slot: Arc<Slot>,
     held: Vec<CommandResult>,
     sent_seen: bool,
     processed_seen: bool,
@@ -285,8 +309,10 @@ impl WaitHandle {
                 self.finished = self.plan.is_final(&result);
                 return Some(result);
             }
-            let result = self.receiver.recv().await?;
-            self.held.push(result);
+            let arrived = self.slot.arrived.notified();
+            if !self.slot.drain_into(&mut self.held) {
+                arrived.await;
+            }
         }
     }
 

@@ -35,7 +35,7 @@ impl DomainEvent {
 
     /// The typed event this stored event holds.
     pub fn decode<E: EventBody>(&self) -> Result<E, crate::command::BodyDecodeError> {
-        E::from_body(&self.name, self.body.clone())
+        E::from_body(&self.name, &self.body)
     }
 }
 
