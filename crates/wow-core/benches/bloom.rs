@@ -5,6 +5,9 @@
 //! `read_id_only` is the cost of fetching the next pre-generated id from memory, which the
 //! other two include; subtract it to get the check alone.
 
+// criterion_group! makes undocumented public functions.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

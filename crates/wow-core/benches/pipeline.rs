@@ -8,6 +8,9 @@
 //!
 //! `cargo bench -p wow-core --bench pipeline`
 
+// criterion_group! makes undocumented public functions.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
 /// The allocator a service built on wow-rs should use: the pipeline allocates per command,
 /// and glibc's malloc spends a large share of the time in its own locks and consolidation.
 #[global_allocator]

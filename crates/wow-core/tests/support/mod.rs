@@ -1,5 +1,5 @@
 //! The example `account` aggregate the tests share, written the way a team writes one.
-#![allow(dead_code, unreachable_pub, missing_docs)]
+#![allow(dead_code, unreachable_pub, missing_docs, clippy::expect_used)]
 
 use serde::{Deserialize, Serialize};
 use validator::Validate;
