@@ -468,3 +468,28 @@ async fn a_replayed_create_reports_the_original_outcome_and_a_competing_create_i
     assert_eq!(error.result().error_code, ErrorCode::DuplicateAggregateId);
     assert_eq!(roles.store.load(&id, 1, u64::MAX).await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn a_node_accepts_commands_from_an_older_gateway_and_refuses_a_newer_protocol() {
+    let roles = Roles::new();
+    roles.start_node(true, clock());
+    let id = account_id();
+    // An older gateway sends neither the protocol nor the wait-stage header.
+    let old = open(&id, 1);
+    assert!(old.header.is_empty());
+    let mut observer = roles.waits.observe(&old.id, WaitPlan::processed());
+    roles.bus.send(old).await.unwrap();
+    let processed = observer.next().await.unwrap();
+    assert_eq!(
+        (processed.stage, processed.succeeded),
+        (CommandStage::Processed, true)
+    );
+    drop(observer);
+
+    let newer = deposit(&id, 1).with_header(wow_core::command::PROTOCOL_HEADER, "99");
+    let mut observer = roles.waits.observe(&newer.id, WaitPlan::processed());
+    roles.bus.send(newer).await.unwrap();
+    let refused = observer.next().await.unwrap();
+    assert_eq!(refused.error_code, ErrorCode::IllegalState);
+    assert_eq!(roles.store.load(&id, 1, u64::MAX).await.unwrap().len(), 1);
+}

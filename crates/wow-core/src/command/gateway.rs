@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::error::duplicate_result;
 use super::{
     CommandBus, CommandKind, CommandResult, CommandResultError, CommandStage, JsonCommand,
-    WaitCoordinator, WaitHandle, WaitPlan, WAIT_STAGE_HEADER,
+    WaitCoordinator, WaitHandle, WaitPlan, PROTOCOL_HEADER, PROTOCOL_VERSION, WAIT_STAGE_HEADER,
 };
 use crate::aggregate::AggregateRegistry;
 use crate::idempotency::{
@@ -314,6 +314,9 @@ impl CommandGateway {
         command
             .header
             .insert(WAIT_STAGE_HEADER.to_owned(), plan.stage.as_str().to_owned());
+        command
+            .header
+            .insert(PROTOCOL_HEADER.to_owned(), PROTOCOL_VERSION.to_string());
         let aggregate_id = command.aggregate_id.clone();
         let request_id = command.request_id.clone();
         if let RequestIdCheck::Duplicate(record) =

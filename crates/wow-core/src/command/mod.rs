@@ -27,5 +27,5 @@ pub use result::CommandResult;
 pub use stage::{CommandStage, UnknownStage};
 pub use wait::{
     signal_wanted, WaitCoordinator, WaitHandle, WaitNotifier, WaitPlan, DEFAULT_WAIT_TIMEOUT,
-    RECORDED, WAIT_STAGE_HEADER,
+    PROTOCOL_HEADER, PROTOCOL_VERSION, RECORDED, WAIT_STAGE_HEADER,
 };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::error::duplicate_result;
-use super::wait::{signal_wanted, RECORDED};
+use super::wait::{signal_wanted, PROTOCOL_HEADER, PROTOCOL_VERSION, RECORDED};
 use super::{CommandHandler, CommandKind, CommandResult, CommandStage, JsonCommand, WaitNotifier};
 use crate::aggregate::{
     check_command, AggregateError, AggregateRegistry, AggregateRuntime, AggregateState,
@@ -153,6 +153,19 @@ impl DefaultCommandHandler {
         let fail = |code: ErrorCode, message: String| {
             CommandResult::failure(command, CommandStage::Processed, code, message)
         };
+        let protocol = command
+            .header
+            .get(PROTOCOL_HEADER)
+            .map_or(Ok(0), |v| v.parse::<u32>());
+        if !matches!(protocol, Ok(version) if version <= PROTOCOL_VERSION) {
+            return fail(
+                ErrorCode::IllegalState,
+                format!(
+                    "the command speaks wire protocol {:?}; this node speaks up to {PROTOCOL_VERSION}: upgrade processing nodes before gateways",
+                    command.header.get(PROTOCOL_HEADER)
+                ),
+            );
+        }
         let Some(runtime) = self
             .registry
             .get(&command.aggregate_id.aggregate_name)

@@ -98,6 +98,14 @@ pub const RECORDED: &str = "recorded";
 /// every signal.
 pub const WAIT_STAGE_HEADER: &str = "wow.wait.stage";
 
+/// The command header carrying the wire protocol version of the gateway that sent it
+/// (SPEC RQ-14). A command without it comes from a gateway that predates it: version 0.
+pub const PROTOCOL_HEADER: &str = "wow.protocol";
+
+/// The wire protocol version this build speaks. Processing nodes accept this version and
+/// every older one, so upgrade processing nodes first, then gateway-only services.
+pub const PROTOCOL_VERSION: u32 = 1;
+
 /// Whether a signal of `stage` may be awaited for a command or stream with `header`.
 pub fn signal_wanted(
     header: &std::collections::BTreeMap<String, String>,
