@@ -1,0 +1,35 @@
+//! # wow-sqlite
+//!
+//! The embedded default backend of wow-rs: event streams and snapshots in one SQLite file
+//! (bundled SQLite, WAL), durable on acknowledgement.
+//!
+//! - One writer thread owns the write connection. Concurrent appends queue up and commit
+//!   together in one transaction (group commit); a stream that conflicts fails alone and the
+//!   rest of its batch commits. An append is acknowledged once its transaction is durable.
+//! - Reads use a small pool of read-only connections; under WAL they never wait for the
+//!   writer.
+//! - The schema is versioned and migrated on open; a file written by a newer schema is
+//!   refused.
+//!
+//! [`SqliteStore`] implements both [`EventStore`](wow_core::eventsourcing::EventStore) and
+//! [`SnapshotStore`](wow_core::eventsourcing::SnapshotStore) and passes the whole `wow-tck`
+//! suite.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), wow_sqlite::OpenError> {
+//! let store = wow_sqlite::SqliteStore::open("sqlite://./data/wow.db".parse()?).await?;
+//! # Ok(()) }
+//! ```
+
+mod codec;
+mod error;
+mod options;
+mod reader;
+mod schema;
+mod store;
+mod writer;
+
+pub use error::OpenError;
+pub use options::{SqliteOptions, Synchronous};
+pub use schema::SCHEMA_VERSION;
+pub use store::SqliteStore;

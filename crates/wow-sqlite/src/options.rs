@@ -1,0 +1,121 @@
+//! How a SQLite store is opened.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::OpenError;
+
+/// When SQLite syncs the file to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// Sync at every commit: nothing acknowledged is lost, even on power loss. The default.
+    #[default]
+    Full,
+    /// Sync at checkpoints only: faster; an operating-system crash or power loss can lose the
+    /// last acknowledged appends (never corrupt the file). A process crash loses nothing.
+    Normal,
+}
+
+impl Synchronous {
+    pub(crate) fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
+}
+
+/// Where and how to open a store. Plain values with defaults, as a URL
+/// (`sqlite://PATH`, `sqlite::memory:` is not supported: use `memory://` stores instead).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// The database file; its folder is created if missing.
+    pub path: PathBuf,
+    /// The sync mode. Default [`Synchronous::Full`].
+    pub synchronous: Synchronous,
+    /// Read connections in the pool. Default 4.
+    pub read_connections: usize,
+    /// Appends committed together at most. Default 1024.
+    pub max_batch: usize,
+}
+
+impl SqliteOptions {
+    /// Options for the file at `path`, with the defaults.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            synchronous: Synchronous::Full,
+            read_connections: 4,
+            max_batch: 1024,
+        }
+    }
+
+    /// Sets the sync mode.
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// Sets the number of read connections (at least 1).
+    pub fn read_connections(mut self, count: usize) -> Self {
+        self.read_connections = count.max(1);
+        self
+    }
+
+    /// Sets the largest group commit (at least 1).
+    pub fn max_batch(mut self, count: usize) -> Self {
+        self.max_batch = count.max(1);
+        self
+    }
+}
+
+impl FromStr for SqliteOptions {
+    type Err = OpenError;
+
+    /// Reads `sqlite://PATH` (`sqlite:PATH` too), with an optional `?synchronous=normal`.
+    fn from_str(url: &str) -> Result<Self, Self::Err> {
+        let rest = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .ok_or_else(|| OpenError::BadUrl(format!("`{url}` is not a sqlite:// URL")))?;
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        if path.is_empty() {
+            return Err(OpenError::BadUrl(format!("`{url}` names no file")));
+        }
+        let mut options = SqliteOptions::new(path);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("synchronous", value)) if value.eq_ignore_ascii_case("full") => {
+                    options.synchronous = Synchronous::Full
+                }
+                Some(("synchronous", value)) if value.eq_ignore_ascii_case("normal") => {
+                    options.synchronous = Synchronous::Normal
+                }
+                _ => {
+                    return Err(OpenError::BadUrl(format!(
+                        "unknown option `{pair}` in `{url}`"
+                    )))
+                }
+            }
+        }
+        Ok(options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_sqlite_urls() {
+        let options: SqliteOptions = "sqlite://./data/wow.db".parse().unwrap();
+        assert_eq!(options.path, PathBuf::from("./data/wow.db"));
+        assert_eq!(options.synchronous, Synchronous::Full);
+        let options: SqliteOptions = "sqlite:///tmp/x.db?synchronous=normal".parse().unwrap();
+        assert_eq!(options.path, PathBuf::from("/tmp/x.db"));
+        assert_eq!(options.synchronous, Synchronous::Normal);
+        assert!("postgres://x".parse::<SqliteOptions>().is_err());
+        assert!("sqlite://".parse::<SqliteOptions>().is_err());
+        assert!("sqlite://x.db?fast=yes".parse::<SqliteOptions>().is_err());
+    }
+}

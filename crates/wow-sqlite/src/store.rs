@@ -1,0 +1,255 @@
+//! The store: event streams and snapshots over one SQLite file.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
+use tokio::sync::oneshot;
+use wow_core::eventsourcing::{
+    check_appendable, check_time_range, check_version_range, EventStore, EventStoreError,
+    RejectedStream, RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
+};
+use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+
+use crate::codec::{decode_request, decode_snapshot, decode_stream, StreamRow, STREAM_COLUMNS};
+use crate::error::{gone, snapshot_error, store_error};
+use crate::reader::ReadPool;
+use crate::schema::{connect, migrate};
+use crate::writer::{self, WriteJob, WriterHandle};
+use crate::{OpenError, SqliteOptions};
+
+/// Event streams and snapshots in one SQLite file. Cloning is cheap; clones share the writer
+/// and the read pool. The writer thread ends when the last clone is dropped, after it has
+/// committed every write already queued.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    writer: WriterHandle,
+    reads: Arc<ReadPool>,
+    options: Arc<SqliteOptions>,
+}
+
+fn clamp(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the store described by `options`, migrating its schema.
+    ///
+    /// Fails with [`OpenError::SchemaTooNew`] for a file written by a newer build, and with
+    /// [`OpenError::Io`] or [`OpenError::Sqlite`] when the file cannot be opened.
+    pub async fn open(options: SqliteOptions) -> Result<Self, OpenError> {
+        tokio::task::spawn_blocking(move || Self::open_blocking(options))
+            .await
+            .map_err(|error| OpenError::Io {
+                path: String::new(),
+                source: std::io::Error::other(error.to_string()),
+            })?
+    }
+
+    fn open_blocking(options: SqliteOptions) -> Result<Self, OpenError> {
+        let io = |source| OpenError::Io {
+            path: options.path.display().to_string(),
+            source,
+        };
+        if let Some(folder) = options.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(folder).map_err(io)?;
+        }
+        let mut connection = connect(&options, false)?;
+        migrate(&mut connection)?;
+        let writer = writer::spawn(connection, options.max_batch).map_err(io)?;
+        let reads = ReadPool::open(&options)?;
+        Ok(Self {
+            writer,
+            reads,
+            options: Arc::new(options),
+        })
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &SqliteOptions {
+        &self.options
+    }
+
+    async fn streams(
+        &self,
+        sql: &'static str,
+        aggregate_id: &AggregateId,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        let (name, id) = (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone());
+        self.reads
+            .read(move |connection| {
+                let mut statement = connection.prepare_cached(sql)?;
+                let rows = statement.query_map(params![name, id, from, to], decode_stream)?;
+                rows.collect()
+            })
+            .await
+            .map_err(store_error)
+    }
+}
+
+const LOAD: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND version BETWEEN ?3 AND ?4 ORDER BY version";
+const LOAD_BY_TIME: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND create_time BETWEEN ?3 AND ?4 ORDER BY version";
+
+#[async_trait]
+impl EventStore for SqliteStore {
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        check_appendable(stream)?;
+        let row = StreamRow::encode(stream).map_err(|e| EventStoreError::Internal(Box::new(e)))?;
+        let (reply, answer) = oneshot::channel();
+        let job = WriteJob::Append {
+            row: Box::new(row),
+            rejected: Box::new(RejectedStream::of(stream)),
+            reply,
+        };
+        self.writer
+            .send(job)
+            .await
+            .map_err(|_| EventStoreError::Unavailable(gone()))?;
+        answer
+            .await
+            .map_err(|_| EventStoreError::Unavailable(gone()))?
+    }
+
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        check_version_range(head, tail)?;
+        self.streams(LOAD, aggregate_id, clamp(head), clamp(tail))
+            .await
+    }
+
+    async fn load_by_time(
+        &self,
+        aggregate_id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        check_time_range(start, end)?;
+        self.streams(LOAD_BY_TIME, aggregate_id, start, end).await
+    }
+
+    async fn last(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<DomainEventStream>, EventStoreError> {
+        let (name, id) = (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone());
+        self.reads
+            .read(move |connection| {
+                let sql = format!("SELECT {STREAM_COLUMNS} FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 ORDER BY version DESC LIMIT 1");
+                connection
+                    .prepare_cached(&sql)?
+                    .query_row(params![name, id], decode_stream)
+                    .optional()
+            })
+            .await
+            .map_err(store_error)
+    }
+
+    async fn find_request(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestRecord>, EventStoreError> {
+        let (name, id, request) = (
+            aggregate_id.aggregate_name.clone(),
+            aggregate_id.id.clone(),
+            request_id.to_owned(),
+        );
+        self.reads
+            .read(move |connection| {
+                connection
+                    .prepare_cached("SELECT stream_id, version, command_id, create_time, fingerprint FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3")?
+                    .query_row(params![name, id, request], decode_request)
+                    .optional()
+            })
+            .await
+            .map_err(store_error)
+    }
+
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        let (context, name) = (named.context_name.clone(), named.aggregate_name.clone());
+        let after = after_id.map(str::to_owned);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.reads
+            .read(move |connection| {
+                // Version 1 is the aggregate's first stream: one row per aggregate.
+                let mut statement = connection.prepare_cached(
+                    "SELECT context_name, aggregate_name, aggregate_id, tenant_id FROM event_stream
+                     WHERE aggregate_name = ?1 AND context_name = ?2 AND version = 1 AND (?3 IS NULL OR aggregate_id > ?3)
+                     ORDER BY aggregate_id LIMIT ?4",
+                )?;
+                let rows = statement.query_map(params![name, context, after, limit], |row| {
+                    Ok(AggregateId {
+                        context_name: row.get(0)?,
+                        aggregate_name: row.get(1)?,
+                        id: row.get(2)?,
+                        tenant_id: row.get(3)?,
+                    })
+                })?;
+                rows.collect()
+            })
+            .await
+            .map_err(store_error)
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for SqliteStore {
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<Snapshot>, SnapshotStoreError> {
+        let (name, id) = (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone());
+        self.reads
+            .read(move |connection| {
+                connection
+                    .prepare_cached("SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time FROM snapshot WHERE aggregate_name = ?1 AND aggregate_id = ?2")?
+                    .query_row(params![name, id], decode_snapshot)
+                    .optional()
+            })
+            .await
+            .map_err(snapshot_error)
+    }
+
+    async fn version(&self, aggregate_id: &AggregateId) -> Result<Option<u64>, SnapshotStoreError> {
+        let (name, id) = (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone());
+        self.reads
+            .read(move |connection| {
+                connection
+                    .prepare_cached("SELECT version FROM snapshot WHERE aggregate_name = ?1 AND aggregate_id = ?2")?
+                    .query_row(params![name, id], |row| row.get::<_, i64>(0))
+                    .optional()
+            })
+            .await
+            .map(|version| version.map(|v| u64::try_from(v).unwrap_or(0)))
+            .map_err(snapshot_error)
+    }
+
+    async fn save(&self, snapshot: &Snapshot) -> Result<bool, SnapshotStoreError> {
+        let state = serde_json::to_string(&snapshot.state)
+            .map_err(|e| SnapshotStoreError::Internal(Box::new(e)))?;
+        let (reply, answer) = oneshot::channel();
+        let job = WriteJob::SaveSnapshot {
+            snapshot: snapshot.clone(),
+            state,
+            reply,
+        };
+        self.writer
+            .send(job)
+            .await
+            .map_err(|_| SnapshotStoreError::Unavailable(gone()))?;
+        answer
+            .await
+            .map_err(|_| SnapshotStoreError::Unavailable(gone()))?
+    }
+}

@@ -1,0 +1,325 @@
+//! The one writer: a thread that owns the write connection and commits queued writes
+//! together (group commit).
+//!
+//! Each append is one `INSERT` of one row, so it is atomic by itself: on a constraint
+//! violation SQLite backs out that statement alone and the transaction stays open (its
+//! default `ABORT` resolution works as a savepoint around each statement). So one conflicting
+//! stream fails alone and the rest of its batch commits, at no extra statement per append.
+//! Replies are sent only after `COMMIT` returned, that is once the batch is durable under
+//! `synchronous=FULL`.
+//!
+//! The thread ends when every [`WriterHandle`] is dropped and the queue is drained.
+
+use rusqlite::{params, Connection};
+use tokio::sync::{mpsc, oneshot};
+use wow_core::eventsourcing::{EventStoreError, RejectedStream, Snapshot, SnapshotStoreError};
+
+use crate::codec::StreamRow;
+use crate::error::{snapshot_error, store_error};
+
+/// Work for the writer, with where to send its outcome.
+#[derive(Debug)]
+pub(crate) enum WriteJob {
+    Append {
+        row: Box<StreamRow>,
+        rejected: Box<RejectedStream>,
+        reply: oneshot::Sender<Result<(), EventStoreError>>,
+    },
+    SaveSnapshot {
+        snapshot: Snapshot,
+        state: String,
+        reply: oneshot::Sender<Result<bool, SnapshotStoreError>>,
+    },
+}
+
+/// Sends jobs to the writer thread.
+pub(crate) type WriterHandle = mpsc::Sender<WriteJob>;
+
+const INSERT_STREAM: &str = "INSERT INTO event_stream (aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+const REQUEST_EXISTS: &str = "SELECT 1 FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3";
+
+const SAVE_SNAPSHOT: &str = "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+    ON CONFLICT (aggregate_name, aggregate_id) DO UPDATE SET
+        context_name = excluded.context_name, tenant_id = excluded.tenant_id, version = excluded.version,
+        state = excluded.state, snapshot_time = excluded.snapshot_time
+    WHERE excluded.version >= snapshot.version";
+
+/// Starts the writer thread on `connection`; it commits up to `max_batch` jobs at a time.
+pub(crate) fn spawn(connection: Connection, max_batch: usize) -> std::io::Result<WriterHandle> {
+    let (sender, receiver) = mpsc::channel(max_batch.saturating_mul(4).max(64));
+    std::thread::Builder::new()
+        .name("wow-sqlite-writer".to_owned())
+        .spawn(move || run(connection, receiver, max_batch))?;
+    Ok(sender)
+}
+
+fn run(connection: Connection, mut receiver: mpsc::Receiver<WriteJob>, max_batch: usize) {
+    let mut batch = Vec::with_capacity(max_batch);
+    while let Some(first) = receiver.blocking_recv() {
+        batch.push(first);
+        while batch.len() < max_batch {
+            match receiver.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        commit(&connection, &mut batch);
+    }
+    tracing::debug!("SQLite writer stopped");
+}
+
+/// What one job came to inside the transaction, before the commit decides.
+enum Outcome {
+    Appended,
+    Conflict(EventStoreError),
+    Saved(bool),
+    Failed(rusqlite::Error),
+}
+
+fn commit(connection: &Connection, batch: &mut Vec<WriteJob>) {
+    if let Err(error) = connection.execute_batch("BEGIN IMMEDIATE") {
+        let message = error.to_string();
+        for job in batch.drain(..) {
+            reply_failed(job, &message, &error);
+        }
+        return;
+    }
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for job in batch.iter() {
+        let outcome = apply(connection, job);
+        // Some errors (a full disk, I/O) make SQLite roll the whole transaction back; then
+        // nothing of the batch is written, and nothing may be reported as written.
+        if let Outcome::Failed(error) = &outcome {
+            if connection.is_autocommit() {
+                tracing::error!(%error, "the transaction was rolled back; every write of the batch fails");
+                let message = error.to_string();
+                for job in batch.drain(..) {
+                    reply_failed(job, &message, error);
+                }
+                return;
+            }
+        }
+        outcomes.push(outcome);
+    }
+    match connection.execute_batch("COMMIT") {
+        Ok(()) => {
+            for (job, outcome) in batch.drain(..).zip(outcomes) {
+                reply(job, outcome);
+            }
+        }
+        Err(error) => {
+            tracing::error!(%error, "group commit failed; every write of the batch fails");
+            let _ = connection.execute_batch("ROLLBACK");
+            let message = error.to_string();
+            for job in batch.drain(..) {
+                reply_failed(job, &message, &error);
+            }
+        }
+    }
+}
+
+fn apply(connection: &Connection, job: &WriteJob) -> Outcome {
+    match job {
+        WriteJob::Append { row, rejected, .. } => match insert(connection, row) {
+            Ok(()) => Outcome::Appended,
+            Err(error) => match classify(connection, row, rejected, &error) {
+                Some(conflict) => Outcome::Conflict(conflict),
+                None => Outcome::Failed(error),
+            },
+        },
+        WriteJob::SaveSnapshot {
+            snapshot, state, ..
+        } => match save_snapshot(connection, snapshot, state) {
+            Ok(stored) => Outcome::Saved(stored),
+            Err(error) => Outcome::Failed(error),
+        },
+    }
+}
+
+fn insert(connection: &Connection, row: &StreamRow) -> rusqlite::Result<()> {
+    connection.prepare_cached(INSERT_STREAM)?.execute(params![
+        row.aggregate_name,
+        row.aggregate_id,
+        row.version,
+        row.context_name,
+        row.tenant_id,
+        row.stream_id,
+        row.request_id,
+        row.command_id,
+        row.fingerprint,
+        row.create_time,
+        row.header,
+        row.body,
+    ])?;
+    Ok(())
+}
+
+fn save_snapshot(
+    connection: &Connection,
+    snapshot: &Snapshot,
+    state: &str,
+) -> rusqlite::Result<bool> {
+    let changed = connection.prepare_cached(SAVE_SNAPSHOT)?.execute(params![
+        snapshot.aggregate_id.aggregate_name,
+        snapshot.aggregate_id.id,
+        snapshot.aggregate_id.context_name,
+        snapshot.aggregate_id.tenant_id,
+        i64::try_from(snapshot.version).unwrap_or(i64::MAX),
+        state,
+        snapshot.snapshot_time,
+    ])?;
+    Ok(changed > 0)
+}
+
+/// Which unique constraint a failed insert broke, by the column list SQLite names (SQLite
+/// reports no constraint names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Violated {
+    Version,
+    RequestId,
+}
+
+pub(crate) fn violated(error: &rusqlite::Error) -> Option<Violated> {
+    let rusqlite::Error::SqliteFailure(failure, Some(message)) = error else {
+        return None;
+    };
+    if failure.code != rusqlite::ErrorCode::ConstraintViolation {
+        return None;
+    }
+    let columns = message.strip_prefix("UNIQUE constraint failed: ")?;
+    match columns {
+        "event_stream.aggregate_name, event_stream.aggregate_id, event_stream.version" => {
+            Some(Violated::Version)
+        }
+        "event_stream.aggregate_name, event_stream.aggregate_id, event_stream.request_id" => {
+            Some(Violated::RequestId)
+        }
+        _ => None,
+    }
+}
+
+/// The typed conflict of a failed insert, decided in the same transaction: a request id the
+/// aggregate holds wins over a taken version (SPEC ES-4), whichever index SQLite checked
+/// first.
+fn classify(
+    connection: &Connection,
+    row: &StreamRow,
+    rejected: &RejectedStream,
+    error: &rusqlite::Error,
+) -> Option<EventStoreError> {
+    let boxed = || Box::new(rejected.clone());
+    match violated(error)? {
+        Violated::RequestId => Some(EventStoreError::DuplicateRequestId(boxed())),
+        Violated::Version => {
+            let holds_request = connection
+                .prepare_cached(REQUEST_EXISTS)
+                .and_then(|mut statement| {
+                    statement.exists(params![
+                        row.aggregate_name,
+                        row.aggregate_id,
+                        row.request_id
+                    ])
+                })
+                .unwrap_or(false);
+            Some(if holds_request {
+                EventStoreError::DuplicateRequestId(boxed())
+            } else if row.version == 1 {
+                EventStoreError::DuplicateAggregateId(boxed())
+            } else {
+                EventStoreError::EventVersionConflict(boxed())
+            })
+        }
+    }
+}
+
+fn reply(job: WriteJob, outcome: Outcome) {
+    // A caller that went away no longer needs its answer; the write stands.
+    match (job, outcome) {
+        (WriteJob::Append { reply, .. }, Outcome::Appended) => {
+            let _ = reply.send(Ok(()));
+        }
+        (WriteJob::Append { reply, .. }, Outcome::Conflict(conflict)) => {
+            let _ = reply.send(Err(conflict));
+        }
+        (WriteJob::Append { reply, .. }, Outcome::Failed(error)) => {
+            let _ = reply.send(Err(store_error(error)));
+        }
+        (WriteJob::SaveSnapshot { reply, .. }, Outcome::Saved(stored)) => {
+            let _ = reply.send(Ok(stored));
+        }
+        (WriteJob::SaveSnapshot { reply, .. }, Outcome::Failed(error)) => {
+            let _ = reply.send(Err(snapshot_error(error)));
+        }
+        (job, _) => tracing::error!(?job, "writer outcome does not match its job"),
+    }
+}
+
+fn reply_failed(job: WriteJob, message: &str, error: &rusqlite::Error) {
+    let unavailable = matches!(
+        error.sqlite_error_code(),
+        Some(
+            rusqlite::ErrorCode::DatabaseBusy
+                | rusqlite::ErrorCode::DatabaseLocked
+                | rusqlite::ErrorCode::SystemIoFailure
+                | rusqlite::ErrorCode::DiskFull
+        )
+    );
+    match job {
+        WriteJob::Append { reply, .. } => {
+            let error = if unavailable {
+                EventStoreError::Unavailable(message.to_owned().into())
+            } else {
+                EventStoreError::Internal(message.to_owned().into())
+            };
+            let _ = reply.send(Err(error));
+        }
+        WriteJob::SaveSnapshot { reply, .. } => {
+            let error = if unavailable {
+                SnapshotStoreError::Unavailable(message.to_owned().into())
+            } else {
+                SnapshotStoreError::Internal(message.to_owned().into())
+            };
+            let _ = reply.send(Err(error));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insert_row(
+        connection: &Connection,
+        version: i64,
+        request_id: &str,
+    ) -> rusqlite::Result<usize> {
+        connection.execute(
+            "INSERT INTO event_stream (aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body) VALUES ('a', '1', ?1, 'c', 't', 's', ?2, 'c', 'f', 0, '{}', '[]')",
+            params![version, request_id],
+        )
+    }
+
+    #[test]
+    fn maps_each_unique_constraint_by_its_column_list() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        crate::schema::migrate(&mut connection).unwrap();
+        insert_row(&connection, 1, "r-1").unwrap();
+        let version_taken = insert_row(&connection, 1, "r-2").unwrap_err();
+        assert_eq!(
+            violated(&version_taken),
+            Some(Violated::Version),
+            "{version_taken}"
+        );
+        let request_taken = insert_row(&connection, 2, "r-1").unwrap_err();
+        assert_eq!(
+            violated(&request_taken),
+            Some(Violated::RequestId),
+            "{request_taken}"
+        );
+        let other = connection
+            .execute("INSERT INTO nowhere VALUES (1)", [])
+            .unwrap_err();
+        assert_eq!(violated(&other), None);
+    }
+}
