@@ -207,3 +207,11 @@ impl LocalPipeline {
         &self.store
     }
 }
+
+impl Drop for LocalPipeline {
+    /// Unsubscribes the node, which ends the bus workers once their queues drain and lets
+    /// the stores close (the dispatcher's sagas hold the gateway, which holds the bus).
+    fn drop(&mut self) {
+        self.command_bus.unsubscribe();
+    }
+}
