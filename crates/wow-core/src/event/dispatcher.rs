@@ -5,9 +5,9 @@ use std::sync::{Arc, OnceLock};
 use serde_json::{json, Value};
 
 use super::{ConsumerError, EventConsumer};
-use crate::command::{signal_wanted, CommandGateway, CommandResultError, WaitNotifier};
+use crate::command::{signal_wanted, CommandGateway, WaitNotifier};
 use crate::eventsourcing::Snapshotter;
-use crate::saga::{saga_request_id, Saga};
+use crate::saga::{Saga, SagaContext};
 use crate::{CommandResult, CommandStage, DomainEventStream, ErrorCode};
 
 /// Delivers appended streams to the snapshotter, projections, event processors and sagas,
@@ -158,38 +158,18 @@ impl EventDispatcher {
         saga: &dyn Saga,
         stream: &DomainEventStream,
     ) -> Result<Vec<Value>, ConsumerError> {
+        let Some(gateway) = self.gateway.get() else {
+            return Err(ConsumerError::new(
+                ErrorCode::IllegalState,
+                "no gateway for sagas",
+            ));
+        };
         let mut sent = Vec::new();
         for event in &stream.body {
-            let commands = saga.on_event(event, stream).await?;
-            for (index, mut command) in commands.into_iter().enumerate() {
-                command.request_id = saga_request_id(&event.id, index);
-                let Some(gateway) = self.gateway.get() else {
-                    return Err(ConsumerError::new(
-                        ErrorCode::IllegalState,
-                        "no gateway for sagas",
-                    ));
-                };
-                let summary = json!({
-                    "aggregateName": command.aggregate_id.aggregate_name,
-                    "aggregateId": command.aggregate_id.id,
-                    "command": command.name,
-                    "requestId": command.request_id,
-                    "commandId": command.id,
-                });
-                match gateway.send(command).await {
-                    Ok(_) => {}
-                    // A redelivered event resends the same intent: already done (SPEC DS-3).
-                    Err(CommandResultError::Failed(result))
-                        if result.error_code == ErrorCode::DuplicateRequestId => {}
-                    Err(error) => {
-                        return Err(ConsumerError::new(
-                            error.error_code().clone(),
-                            error.to_string(),
-                        ))
-                    }
-                }
-                sent.push(summary);
-            }
+            let ctx = SagaContext::new(gateway, &event.id);
+            let outcome = saga.on_event(event, stream, &ctx).await;
+            sent.extend(ctx.into_sent());
+            outcome?;
         }
         Ok(sent)
     }
