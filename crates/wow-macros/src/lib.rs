@@ -235,6 +235,23 @@ fn expand_command(input: &DeriveInput) -> syn::Result<TokenStream2> {
 fn expand_event(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let items = parse_items(input, "Event", "event")?;
     let enum_ident = &input.ident;
+    if items.is_empty() {
+        // An aggregate that records nothing (it takes only void commands).
+        return Ok(quote! {
+            impl ::wow_core::command::EventBody for #enum_ident {
+                const EVENTS: &'static [&'static str] = &[];
+                fn event_name(&self) -> &'static str { match *self {} }
+                fn revision(&self) -> &'static str { match *self {} }
+                fn to_body(&self) -> ::std::result::Result<::wow_core::__private::serde_json::Value, ::wow_core::__private::serde_json::Error> { match *self {} }
+                fn from_body(
+                    name: &str,
+                    _body: &::wow_core::__private::serde_json::Value,
+                ) -> ::std::result::Result<Self, ::wow_core::command::BodyDecodeError> {
+                    ::std::result::Result::Err(::wow_core::command::BodyDecodeError::UnknownName(name.to_owned()))
+                }
+            }
+        });
+    }
     let (names, to_body, from_body) = name_and_body_arms(&items);
     let all_names = items.iter().map(|item| &item.name);
     let revisions = items.iter().map(|item| {

@@ -15,7 +15,7 @@ use crate::codec::{decode_request, decode_snapshot, decode_stream, StreamRow, ST
 use crate::error::{gone, snapshot_error, store_error};
 use crate::reader::ReadPool;
 use crate::schema::{connect, migrate};
-use crate::writer::{self, WriteJob, WriterHandle};
+use crate::writer::{self, WriteJob, WriterHandle, WriterStats};
 use crate::{OpenError, SqliteOptions};
 
 /// Event streams and snapshots in one SQLite file. Cloning is cheap; clones share the writer
@@ -24,6 +24,7 @@ use crate::{OpenError, SqliteOptions};
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     writer: WriterHandle,
+    stats: Arc<WriterStats>,
     reads: Arc<ReadPool>,
     options: Arc<SqliteOptions>,
 }
@@ -56,13 +57,26 @@ impl SqliteStore {
         }
         let mut connection = connect(&options, false)?;
         migrate(&mut connection)?;
-        let writer = writer::spawn(connection, options.max_batch).map_err(io)?;
+        let stats = Arc::new(WriterStats::default());
+        let writer = writer::spawn(connection, options.max_batch, stats.clone()).map_err(io)?;
         let reads = ReadPool::open(&options)?;
         Ok(Self {
             writer,
+            stats,
             reads,
             options: Arc::new(options),
         })
+    }
+
+    /// How many transactions the writer committed (or tried to), and how many writes they
+    /// held: their ratio is the average group-commit batch.
+    pub fn writer_stats(&self) -> (u64, u64) {
+        (
+            self.stats
+                .transactions
+                .load(std::sync::atomic::Ordering::Relaxed),
+            self.stats.writes.load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// The options the store was opened with.

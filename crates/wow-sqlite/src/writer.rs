@@ -10,6 +10,9 @@
 //!
 //! The thread ends when every [`WriterHandle`] is dropped and the queue is drained.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use rusqlite::{params, Connection};
 use tokio::sync::{mpsc, oneshot};
 use wow_core::eventsourcing::{EventStoreError, RejectedStream, Snapshot, SnapshotStoreError};
@@ -35,6 +38,13 @@ pub(crate) enum WriteJob {
 /// Sends jobs to the writer thread.
 pub(crate) type WriterHandle = mpsc::Sender<WriteJob>;
 
+/// Counts of the writer's work, for monitoring and benchmarks.
+#[derive(Debug, Default)]
+pub(crate) struct WriterStats {
+    pub(crate) transactions: AtomicU64,
+    pub(crate) writes: AtomicU64,
+}
+
 const INSERT_STREAM: &str = "INSERT INTO event_stream (aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 
 const REQUEST_EXISTS: &str = "SELECT 1 FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3";
@@ -46,15 +56,24 @@ const SAVE_SNAPSHOT: &str = "INSERT INTO snapshot (aggregate_name, aggregate_id,
     WHERE excluded.version >= snapshot.version";
 
 /// Starts the writer thread on `connection`; it commits up to `max_batch` jobs at a time.
-pub(crate) fn spawn(connection: Connection, max_batch: usize) -> std::io::Result<WriterHandle> {
+pub(crate) fn spawn(
+    connection: Connection,
+    max_batch: usize,
+    stats: Arc<WriterStats>,
+) -> std::io::Result<WriterHandle> {
     let (sender, receiver) = mpsc::channel(max_batch.saturating_mul(4).max(64));
     std::thread::Builder::new()
         .name("wow-sqlite-writer".to_owned())
-        .spawn(move || run(connection, receiver, max_batch))?;
+        .spawn(move || run(connection, receiver, max_batch, &stats))?;
     Ok(sender)
 }
 
-fn run(connection: Connection, mut receiver: mpsc::Receiver<WriteJob>, max_batch: usize) {
+fn run(
+    connection: Connection,
+    mut receiver: mpsc::Receiver<WriteJob>,
+    max_batch: usize,
+    stats: &WriterStats,
+) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(first) = receiver.blocking_recv() {
         batch.push(first);
@@ -64,6 +83,10 @@ fn run(connection: Connection, mut receiver: mpsc::Receiver<WriteJob>, max_batch
                 Err(_) => break,
             }
         }
+        stats.transactions.fetch_add(1, Ordering::Relaxed);
+        stats
+            .writes
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         commit(&connection, &mut batch);
     }
     tracing::debug!("SQLite writer stopped");
