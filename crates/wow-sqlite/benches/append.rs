@@ -209,6 +209,11 @@ fn ours(c: &mut Criterion, runtime: &tokio::runtime::Runtime) {
                 }
             })
         });
+        let (transactions, writes) = store.writer_stats();
+        println!(
+            "group commit, {writers} writers: {writes} appends in {transactions} transactions, {:.1} per transaction",
+            writes as f64 / transactions.max(1) as f64
+        );
     }
     group.finish();
 }
