@@ -385,3 +385,36 @@ async fn a_caller_timeout_is_a_distinct_error_that_carries_the_ids_and_the_timeo
         .unwrap()
         .is_some());
 }
+
+#[tokio::test]
+async fn another_tenants_aggregate_is_not_found_and_unchanged() {
+    let pipeline = pipeline();
+    let id = account_id();
+    pipeline
+        .gateway
+        .send_and_wait(open(&id, 10), WaitPlan::processed())
+        .await
+        .unwrap();
+    let mut elsewhere = id.clone();
+    elsewhere.tenant_id = "t2".into();
+    let error = pipeline
+        .gateway
+        .send_and_wait(deposit(&elsewhere, 5), WaitPlan::processed())
+        .await
+        .unwrap_err();
+    assert_eq!(error.result().error_code, ErrorCode::NotFound);
+    let error = pipeline
+        .gateway
+        .send_and_wait(open(&elsewhere, 1), WaitPlan::processed())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.result().error_code,
+        ErrorCode::NotFound,
+        "a create cannot take over the id either"
+    );
+    assert_eq!(
+        pipeline.store().load(&id, 1, u64::MAX).await.unwrap().len(),
+        1
+    );
+}

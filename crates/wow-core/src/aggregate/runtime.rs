@@ -199,7 +199,8 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
                 message: format!("snapshot does not decode: {error}"),
             }
         })?;
-        Ok(AggregateState::new(state, snapshot.version))
+        Ok(AggregateState::new(state, snapshot.version)
+            .with_tenant(&snapshot.aggregate_id.tenant_id))
     }
 
     fn apply(
@@ -226,7 +227,7 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
         for event in &events {
             A::apply(typed, event);
         }
-        state.set_version(stream.version);
+        state.set_version(stream.version, &stream.aggregate_id.tenant_id);
         Ok(())
     }
 

@@ -41,6 +41,7 @@ where
 #[derive(Debug)]
 pub struct AggregateState {
     version: u64,
+    tenant_id: Option<String>,
     inner: Box<dyn StateObject>,
 }
 
@@ -48,6 +49,7 @@ impl Clone for AggregateState {
     fn clone(&self) -> Self {
         Self {
             version: self.version,
+            tenant_id: self.tenant_id.clone(),
             inner: self.inner.clone_box(),
         }
     }
@@ -60,8 +62,24 @@ impl AggregateState {
     {
         Self {
             version,
+            tenant_id: None,
             inner: Box::new(state),
         }
+    }
+
+    pub(crate) fn with_tenant(mut self, tenant_id: &str) -> Self {
+        self.tenant_id = Some(tenant_id.to_owned());
+        self
+    }
+
+    /// The tenant that owns the aggregate, fixed by its first stream (`None` before it).
+    pub fn tenant_id(&self) -> Option<&str> {
+        self.tenant_id.as_deref()
+    }
+
+    /// Whether the aggregate exists and belongs to `tenant_id`.
+    pub fn belongs_to(&self, tenant_id: &str) -> bool {
+        self.exists() && self.tenant_id.as_deref() == Some(tenant_id)
     }
 
     /// The version of the last stream folded in (0 before the first).
@@ -74,8 +92,11 @@ impl AggregateState {
         self.version > 0
     }
 
-    pub(crate) fn set_version(&mut self, version: u64) {
+    pub(crate) fn set_version(&mut self, version: u64, tenant_id: &str) {
         self.version = version;
+        if self.tenant_id.is_none() {
+            self.tenant_id = Some(tenant_id.to_owned());
+        }
     }
 
     /// The typed state, if it is an `S`.

@@ -13,7 +13,9 @@ use crate::aggregate::{
     CommandContext,
 };
 use crate::event::DomainEventBus;
-use crate::eventsourcing::{AggregateCache, EventStore, EventStoreError, SnapshotStore};
+use crate::eventsourcing::{
+    load_aggregate, AggregateCache, EventStore, EventStoreError, LoadError, SnapshotStore,
+};
 use crate::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::idempotency::{RequestIdCheck, RequestIdChecker};
 use crate::metrics::PipelineMetrics;
@@ -233,6 +235,16 @@ impl DefaultCommandHandler {
             Ok(state) => state,
             Err(error) => return fail(error.error_code(), error.to_string()),
         };
+        if state.exists() && !state.belongs_to(&aggregate_id.tenant_id) {
+            // Another tenant's aggregate: to this caller it does not exist.
+            self.cache.put(aggregate_id, state);
+            return Attempt::from(CommandResult::failure(
+                command,
+                CommandStage::Processed,
+                ErrorCode::NotFound,
+                format!("aggregate {} does not exist", aggregate_id.id),
+            ));
+        }
         if let Err(error) = check_command(
             aggregate_id,
             &command.name,
@@ -374,49 +386,13 @@ impl DefaultCommandHandler {
         if let Some(state) = self.cache.take(aggregate_id) {
             return Ok(state);
         }
-        let mut state = runtime.initial_state();
-        if let Some(snapshots) = &self.snapshots {
-            match snapshots.load(aggregate_id).await {
-                Ok(Some(snapshot)) => match runtime.restore_state(&snapshot) {
-                    Ok(restored) => state = restored,
-                    Err(error) => {
-                        tracing::warn!(%aggregate_id, %error, "snapshot ignored; replaying all events")
-                    }
-                },
-                Ok(None) => {}
-                Err(error) => {
-                    tracing::warn!(%aggregate_id, %error, "snapshot store failed; replaying all events")
-                }
-            }
-        }
-        let streams = self
-            .store
-            .load(aggregate_id, state.version() + 1, u64::MAX)
-            .await
-            .map_err(LoadError::Store)?;
-        for stream in &streams {
-            runtime
-                .apply(&mut state, stream)
-                .map_err(LoadError::Aggregate)?;
-        }
-        Ok(state)
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-enum LoadError {
-    #[error(transparent)]
-    Store(EventStoreError),
-    #[error(transparent)]
-    Aggregate(AggregateError),
-}
-
-impl LoadError {
-    fn error_code(&self) -> ErrorCode {
-        match self {
-            LoadError::Store(error) => error.error_code(),
-            LoadError::Aggregate(error) => error.error_code(),
-        }
+        load_aggregate(
+            runtime,
+            self.store.as_ref(),
+            self.snapshots.as_deref(),
+            aggregate_id,
+        )
+        .await
     }
 }
 

@@ -4,6 +4,7 @@ mod cache;
 mod error;
 mod event_store;
 mod in_memory;
+mod repository;
 mod snapshot;
 mod snapshotter;
 
@@ -13,5 +14,6 @@ pub use event_store::{
     check_appendable, check_time_range, check_version_range, EventStore, RequestRecord,
 };
 pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
+pub use repository::{load_aggregate, LoadError};
 pub use snapshot::{Snapshot, SnapshotStore};
 pub use snapshotter::{SnapshotStrategy, Snapshotter};
