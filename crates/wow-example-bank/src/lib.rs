@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use wow_core::aggregate::{AggregateRegistry, DuplicateAggregateName};
 use wow_core::eventsourcing::{EventStore, SnapshotStore, SnapshotStrategy};
+use wow_core::idempotency::IdempotencyConfig;
 use wow_core::pipeline::LocalPipeline;
 
 /// The context every bank aggregate belongs to.
@@ -48,11 +49,21 @@ impl Bank {
         store: Arc<dyn EventStore>,
         snapshots: Option<Arc<dyn SnapshotStore>>,
     ) -> Result<Self, BankError> {
+        Self::start_with(store, snapshots, IdempotencyConfig::default()).await
+    }
+
+    /// [`Bank::start`] with the `idempotency.*` settings of its Bloom filters.
+    pub async fn start_with(
+        store: Arc<dyn EventStore>,
+        snapshots: Option<Arc<dyn SnapshotStore>>,
+        idempotency: IdempotencyConfig,
+    ) -> Result<Self, BankError> {
         let balances = Arc::new(projection::AccountBalanceProjection::default());
         let notifications = Arc::new(notifications::Notifications::default());
         balances.catch_up(store.as_ref()).await?;
         notifications.catch_up(store.as_ref()).await?;
         let mut builder = LocalPipeline::builder(registry()?, store)
+            .idempotency(idempotency)
             .projection(balances.clone())
             .event_processor(notifications.clone())
             .saga(Arc::new(transfer::TransferSaga));

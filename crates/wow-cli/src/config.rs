@@ -1,0 +1,150 @@
+//! `wow serve` settings: flags win over `WOW_*` environment variables, which win over the
+//! TOML file, which wins over the defaults.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use wow_core::idempotency::IdempotencyConfig;
+
+/// The default listen address.
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// The default store.
+pub(crate) const DEFAULT_STORE: &str = "sqlite://./data/wow.db";
+
+/// The TOML file, every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileConfig {
+    pub(crate) listen: Option<String>,
+    pub(crate) store: Option<String>,
+    pub(crate) wait_timeout_ms: Option<u64>,
+    pub(crate) body_limit: Option<usize>,
+    pub(crate) idempotency: Option<IdempotencyConfig>,
+    #[serde(default)]
+    pub(crate) auth_tokens: HashMap<String, String>,
+}
+
+/// Why the settings could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid: {source}")]
+    Parse {
+        path: String,
+        source: toml::de::Error,
+    },
+    #[error("{name} must be {what}, not `{value}`")]
+    Env {
+        name: &'static str,
+        what: &'static str,
+        value: String,
+    },
+    #[error("idempotency settings: {0}")]
+    Idempotency(String),
+}
+
+/// The resolved settings.
+#[derive(Debug)]
+pub(crate) struct ServeConfig {
+    pub(crate) listen: String,
+    pub(crate) store: String,
+    pub(crate) wait_timeout: Duration,
+    pub(crate) body_limit: usize,
+    pub(crate) idempotency: IdempotencyConfig,
+    pub(crate) auth_tokens: HashMap<String, String>,
+}
+
+fn env_number<T: std::str::FromStr>(name: &'static str) -> Result<Option<T>, ConfigError> {
+    match std::env::var(name) {
+        Ok(value) => value
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| ConfigError::Env {
+                name,
+                what: "a whole number",
+                value,
+            }),
+        Err(_) => Ok(None),
+    }
+}
+
+/// `token=tenant,token2=tenant2`.
+fn env_tokens() -> Result<Option<HashMap<String, String>>, ConfigError> {
+    let Ok(value) = std::env::var("WOW_AUTH_TOKENS") else {
+        return Ok(None);
+    };
+    value
+        .split(',')
+        .filter(|pair| !pair.trim().is_empty())
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(token, tenant)| (token.trim().to_owned(), tenant.trim().to_owned()))
+                .ok_or_else(|| ConfigError::Env {
+                    name: "WOW_AUTH_TOKENS",
+                    what: "token=tenant pairs separated by commas",
+                    value: value.clone(),
+                })
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+impl ServeConfig {
+    /// Resolves the settings from the flags (which already hold their environment twins),
+    /// the other `WOW_*` variables, and the file.
+    pub(crate) fn resolve(
+        listen: Option<String>,
+        store: Option<String>,
+        file: Option<&Path>,
+    ) -> Result<Self, ConfigError> {
+        let file = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                    path: path.display().to_string(),
+                    source,
+                })?
+            }
+            None => FileConfig::default(),
+        };
+        let mut idempotency = file.idempotency.unwrap_or_default();
+        if let Some(ttl) = env_number::<u64>("WOW_IDEMPOTENCY_TTL_MS")? {
+            idempotency.ttl = Duration::from_millis(ttl);
+        }
+        if let Some(n) = env_number::<usize>("WOW_IDEMPOTENCY_EXPECTED_INSERTIONS")? {
+            idempotency.expected_insertions = n;
+        }
+        if let Ok(enabled) = std::env::var("WOW_IDEMPOTENCY_ENABLED") {
+            idempotency.enabled = !matches!(enabled.trim(), "false" | "0" | "off");
+        }
+        idempotency.validate().map_err(ConfigError::Idempotency)?;
+        Ok(Self {
+            listen: listen
+                .or(file.listen)
+                .unwrap_or_else(|| DEFAULT_LISTEN.to_owned()),
+            store: store
+                .or(file.store)
+                .unwrap_or_else(|| DEFAULT_STORE.to_owned()),
+            wait_timeout: Duration::from_millis(
+                env_number("WOW_WAIT_TIMEOUT_MS")?
+                    .or(file.wait_timeout_ms)
+                    .unwrap_or(30_000),
+            ),
+            body_limit: env_number("WOW_BODY_LIMIT")?
+                .or(file.body_limit)
+                .unwrap_or(1024 * 1024),
+            idempotency,
+            auth_tokens: env_tokens()?.unwrap_or(file.auth_tokens),
+        })
+    }
+}

@@ -1,0 +1,82 @@
+//! `wow`: the wow-rs command line. `wow serve` runs the `bank` example over HTTP on the
+//! embedded store:
+//!
+//! ```sh
+//! cargo run -p wow-cli -- serve            # sqlite://./data/wow.db on 127.0.0.1:8080
+//! cargo run -p wow-cli -- serve --store memory:// --listen 127.0.0.1:9000
+//! ```
+
+mod config;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The service allocates per command; mimalloc keeps that cheap under concurrency.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The wow-rs command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "wow",
+    version,
+    about = "Event-sourced commands that are safe to retry"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs the `bank` example over HTTP.
+    Serve {
+        /// Where to listen [default: 127.0.0.1:8080].
+        #[arg(long, env = "WOW_LISTEN")]
+        listen: Option<String>,
+        /// The store: sqlite://PATH or memory:// [default: sqlite://./data/wow.db].
+        #[arg(long, env = "WOW_STORE")]
+        store: Option<String>,
+        /// A TOML file of settings.
+        #[arg(long, env = "WOW_CONFIG")]
+        config: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = match cli.command {
+        Command::Serve {
+            listen,
+            store,
+            config,
+        } => runtime.block_on(serve::run(listen, store, config)),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! `wow serve`: open the store, start the bank, serve HTTP, stop gracefully.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use wow_core::eventsourcing::{
+    EventStore, InMemoryEventStore, InMemorySnapshotStore, SnapshotStore,
+};
+use wow_example_bank::Bank;
+use wow_http::{HttpConfig, HttpState};
+use wow_sqlite::{SqliteOptions, SqliteStore};
+
+use crate::config::{ConfigError, ServeConfig};
+
+/// Why `wow serve` stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("unsupported store URL `{0}`: use sqlite://PATH or memory://")]
+    Store(String),
+    #[error("cannot open the store: {0}")]
+    Open(#[from] wow_sqlite::OpenError),
+    #[error("cannot start the bank: {0}")]
+    Bank(#[from] wow_example_bank::BankError),
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("the server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+type Stores = (Arc<dyn EventStore>, Arc<dyn SnapshotStore>);
+
+async fn open_store(url: &str) -> Result<Stores, ServeError> {
+    if url == "memory://" || url == "memory:" {
+        return Ok((
+            Arc::new(InMemoryEventStore::new()),
+            Arc::new(InMemorySnapshotStore::new()),
+        ));
+    }
+    if url.starts_with("sqlite:") {
+        let store = SqliteStore::open(url.parse::<SqliteOptions>()?).await?;
+        return Ok((Arc::new(store.clone()), Arc::new(store)));
+    }
+    Err(ServeError::Store(url.to_owned()))
+}
+
+/// The bank's own read route: `GET /account/{id}/view`.
+fn bank_routes(bank: &Bank) -> Router {
+    use axum::extract::Path;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use axum::routing::get;
+    let balances = bank.balances.clone();
+    Router::new().route(
+        "/account/{id}/view",
+        get(move |Path(id): Path<String>| {
+            let balances = balances.clone();
+            async move {
+                match balances.view(&id) {
+                    Some(view) => axum::Json(view).into_response(),
+                    None => (
+                        StatusCode::NOT_FOUND,
+                        axum::Json(serde_json::json!({"errorCode": "NotFound"})),
+                    )
+                        .into_response(),
+                }
+            }
+        }),
+    )
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "no SIGTERM handler");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight commands");
+}
+
+/// Runs the service until SIGINT or SIGTERM.
+pub(crate) async fn run(
+    listen: Option<String>,
+    store: Option<String>,
+    config: Option<PathBuf>,
+) -> Result<(), ServeError> {
+    let settings = ServeConfig::resolve(listen, store, config.as_deref())?;
+    let (events, snapshots) = open_store(&settings.store).await?;
+    let bank = Bank::start_with(
+        events,
+        Some(snapshots.clone()),
+        settings.idempotency.clone(),
+    )
+    .await?;
+    let http = HttpConfig {
+        body_limit: settings.body_limit,
+        default_wait_timeout: settings.wait_timeout,
+        auth_tokens: settings.auth_tokens.clone(),
+        ..HttpConfig::default()
+    };
+    let app = wow_http::router(HttpState::new(&bank.pipeline, Some(snapshots), http))
+        .merge(bank_routes(&bank));
+    let listener = tokio::net::TcpListener::bind(&settings.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            address: settings.listen.clone(),
+            source,
+        })?;
+    let address = listener.local_addr().map_err(ServeError::Serve)?;
+    tracing::info!(%address, store = %settings.store, "wow serve is up");
+    println!("listening on {address}");
+    let _ = std::io::stdout().flush();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(ServeError::Serve)?;
+    drop(bank);
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! The command routes: `POST /{aggregate}/{id}/{command}` and `POST /{aggregate}/{command}`.
+
+use std::convert::Infallible;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use wow_core::command::{CommandInfo, CommandKind, WaitPlan};
+use wow_core::{id, AggregateId, CommandMessage, ErrorCode};
+
+use crate::input::{self, InputError};
+use crate::status::respond;
+use crate::{auth, HttpState};
+
+/// `POST /{aggregate}/{id}/{command}`.
+pub(crate) async fn send(
+    State(state): State<HttpState>,
+    Path((aggregate, id, command)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    handle(state, aggregate, Some(id), command, headers, body).await
+}
+
+/// `POST /{aggregate}/{command}`: a create whose id comes from `Command-Aggregate-Id`, or
+/// from the server.
+pub(crate) async fn create(
+    State(state): State<HttpState>,
+    Path((aggregate, command)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let named = headers
+        .get("command-aggregate-id")
+        .map(|v| v.to_str().map(str::to_owned).unwrap_or_default());
+    handle(state, aggregate, named, command, headers, body).await
+}
+
+async fn handle(
+    state: HttpState,
+    aggregate: String,
+    id: Option<String>,
+    command: String,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let tenant = match auth::tenant(state.config(), &headers) {
+        Ok(tenant) => tenant.0,
+        Err(unauthorized) => return unauthorized.response(),
+    };
+    let id = id.unwrap_or_else(id::new_id);
+    let Some(runtime) = state.registry().get(&aggregate) else {
+        let unknown = AggregateId::new("", aggregate.clone(), id, tenant);
+        let error = InputError {
+            code: ErrorCode::NotFound,
+            message: format!("no aggregate named `{aggregate}`"),
+            binding_errors: Vec::new(),
+        };
+        return respond(error.result(&unknown, None));
+    };
+    let aggregate_id = runtime.named_aggregate().aggregate_id(id.clone(), tenant);
+    let prepared = input::options(&headers, state.config()).and_then(|options| {
+        input::check_id("aggregateId", &id, true)?;
+        let info = runtime
+            .commands()
+            .iter()
+            .find(|c| c.name == command)
+            .copied()
+            .ok_or_else(|| InputError {
+                code: ErrorCode::NotFound,
+                message: format!("aggregate `{aggregate}` has no command `{command}`"),
+                binding_errors: Vec::new(),
+            })?;
+        Ok((options, info))
+    });
+    let (options, info): (_, CommandInfo) = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            let request_id = headers
+                .get("command-request-id")
+                .and_then(|v| v.to_str().ok());
+            return respond(error.result(&aggregate_id, request_id));
+        }
+    };
+    let value = match input::body(body, state.config().body_limit).await {
+        Ok(value) => value,
+        Err(error) => return respond(error.result(&aggregate_id, options.request_id.as_deref())),
+    };
+    let mut message = CommandMessage::new(aggregate_id, info.name, info.kind, value);
+    if let Some(request_id) = options.request_id {
+        message.request_id = request_id;
+    }
+    message.aggregate_version = options.expected_version;
+    let plan = WaitPlan::new(options.stage).with_timeout(options.timeout);
+    if options.stream && info.kind != CommandKind::Void {
+        let metrics_state = state.clone();
+        let events = state
+            .gateway()
+            .send_and_wait_stream(message, plan)
+            .map(move |result| {
+                metrics_state.metrics().observe(&result, started.elapsed());
+                let event = Event::default()
+                    .id(result.id.clone())
+                    .event(result.stage.as_str());
+                Ok::<_, Infallible>(
+                    event
+                        .json_data(&result)
+                        .unwrap_or_else(|_| Event::default().data("{}")),
+                )
+            });
+        return Sse::new(events)
+            .keep_alive(KeepAlive::default())
+            .into_response();
+    }
+    let result = match state.gateway().send_and_wait(message, plan).await {
+        Ok(result) => result,
+        Err(error) => error.result().clone(),
+    };
+    state.metrics().observe(&result, started.elapsed());
+    respond(result)
+}

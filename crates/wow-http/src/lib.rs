@@ -1,0 +1,119 @@
+//! # wow-http
+//!
+//! The HTTP API of DESIGN.md §5, generated from the aggregate registry: no route is written
+//! per command. Commands answer with a `CommandResult` as JSON, or one server-sent event per
+//! stage; history, state and the outcome look-up (SPEC TO-1) read the event store; bad input
+//! is a 4xx with a `CommandResult` that says what is wrong, and records nothing.
+//!
+//! ```no_run
+//! # async fn demo(pipeline: wow_core::pipeline::LocalPipeline) {
+//! let app = wow_http::router(wow_http::HttpState::new(&pipeline, None, wow_http::HttpConfig::default()));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await.unwrap();
+//! axum::serve(listener, app).await.unwrap();
+//! # }
+//! ```
+
+mod auth;
+mod commands;
+mod config;
+mod input;
+mod metrics;
+mod openapi;
+mod queries;
+mod status;
+
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::Router;
+use wow_core::aggregate::AggregateRegistry;
+use wow_core::command::CommandGateway;
+use wow_core::eventsourcing::{EventStore, SnapshotStore};
+use wow_core::pipeline::LocalPipeline;
+
+pub use auth::Tenant;
+pub use config::HttpConfig;
+pub use metrics::HttpMetrics;
+pub use status::{status_for, ERROR_CODE_HEADER};
+
+/// What every route reads: the gateway, the stores, the registry, the settings.
+#[derive(Debug, Clone)]
+pub struct HttpState {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    gateway: CommandGateway,
+    registry: AggregateRegistry,
+    store: Arc<dyn EventStore>,
+    snapshots: Option<Arc<dyn SnapshotStore>>,
+    config: HttpConfig,
+    metrics: HttpMetrics,
+}
+
+impl HttpState {
+    /// The state of a service running `pipeline`, reading snapshots from `snapshots`.
+    pub fn new(
+        pipeline: &LocalPipeline,
+        snapshots: Option<Arc<dyn SnapshotStore>>,
+        config: HttpConfig,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                gateway: pipeline.gateway.clone(),
+                registry: pipeline.gateway.registry().clone(),
+                store: pipeline.store().clone(),
+                snapshots,
+                config,
+                metrics: HttpMetrics::default(),
+            }),
+        }
+    }
+
+    fn gateway(&self) -> &CommandGateway {
+        &self.inner.gateway
+    }
+
+    fn registry(&self) -> &AggregateRegistry {
+        &self.inner.registry
+    }
+
+    fn store(&self) -> &dyn EventStore {
+        self.inner.store.as_ref()
+    }
+
+    fn snapshots(&self) -> Option<&dyn SnapshotStore> {
+        self.inner.snapshots.as_deref()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &HttpConfig {
+        &self.inner.config
+    }
+
+    /// The request counters and latency histograms.
+    pub fn metrics(&self) -> &HttpMetrics {
+        &self.inner.metrics
+    }
+}
+
+/// The router of DESIGN.md §5 over `state`. Merge a domain's own read routes into it.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/health", get(queries::health))
+        .route("/metrics", get(metrics::render))
+        .route("/openapi.json", get(openapi::document))
+        .route("/{aggregate}/{command}", post(commands::create))
+        .route("/{aggregate}/{id}/{command}", post(commands::send))
+        .route("/{aggregate}/{id}/state", get(queries::state))
+        .route(
+            "/{aggregate}/{id}/event/{head}/{tail}",
+            get(queries::events),
+        )
+        .route(
+            "/{aggregate}/{id}/requests/{request_id}",
+            get(queries::outcome),
+        )
+        .with_state(state)
+}

@@ -1,0 +1,123 @@
+//! `GET /metrics` in the Prometheus text format: commands by stage and error code, command
+//! latency, and the pipeline's duplicate counters (Bloom hits, caught by the store, caught
+//! by the append).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use wow_core::CommandResult;
+
+use crate::HttpState;
+
+/// Latency bucket bounds, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Counters of the HTTP command routes.
+#[derive(Debug, Default)]
+pub struct HttpMetrics {
+    inner: Mutex<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    results: BTreeMap<(String, String), u64>,
+    buckets: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl HttpMetrics {
+    /// Counts one answered command.
+    pub(crate) fn observe(&self, result: &CommandResult, latency: Duration) {
+        let mut counts = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        *counts
+            .results
+            .entry((
+                result.stage.as_str().to_owned(),
+                result.error_code.to_string(),
+            ))
+            .or_default() += 1;
+        let seconds = latency.as_secs_f64();
+        for (bound, bucket) in BUCKETS.iter().zip(counts.buckets.iter_mut()) {
+            if seconds <= *bound {
+                *bucket += 1;
+            }
+        }
+        counts.count += 1;
+        counts.sum += seconds;
+    }
+}
+
+/// `GET /metrics`.
+pub(crate) async fn render(State(state): State<HttpState>) -> impl IntoResponse {
+    let mut out = String::new();
+    {
+        let counts = state
+            .metrics()
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let _ = writeln!(out, "# HELP wow_commands_total Commands answered over HTTP, by stage reached and error code.");
+        let _ = writeln!(out, "# TYPE wow_commands_total counter");
+        for ((stage, code), n) in &counts.results {
+            let _ = writeln!(
+                out,
+                "wow_commands_total{{stage=\"{stage}\",error_code=\"{code}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP wow_command_duration_seconds Time from request to answer."
+        );
+        let _ = writeln!(out, "# TYPE wow_command_duration_seconds histogram");
+        for (bound, n) in BUCKETS.iter().zip(counts.buckets.iter()) {
+            let _ = writeln!(
+                out,
+                "wow_command_duration_seconds_bucket{{le=\"{bound}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "wow_command_duration_seconds_bucket{{le=\"+Inf\"}} {}",
+            counts.count
+        );
+        let _ = writeln!(out, "wow_command_duration_seconds_sum {}", counts.sum);
+        let _ = writeln!(out, "wow_command_duration_seconds_count {}", counts.count);
+    }
+    let pipeline = state.gateway().metrics().snapshot();
+    let _ = writeln!(
+        out,
+        "# HELP wow_duplicates_total Duplicate request ids, by where they were caught."
+    );
+    let _ = writeln!(out, "# TYPE wow_duplicates_total counter");
+    let _ = writeln!(
+        out,
+        "wow_duplicates_total{{caught_by=\"store\"}} {}",
+        pipeline.duplicates_by_store
+    );
+    let _ = writeln!(
+        out,
+        "wow_duplicates_total{{caught_by=\"append\"}} {}",
+        pipeline.duplicates_by_append
+    );
+    let _ = writeln!(
+        out,
+        "# HELP wow_bloom_hits_total Request ids a Bloom filter said it may have seen."
+    );
+    let _ = writeln!(out, "# TYPE wow_bloom_hits_total counter");
+    let _ = writeln!(out, "wow_bloom_hits_total {}", pipeline.bloom_hits);
+    let _ = writeln!(
+        out,
+        "# HELP wow_handler_runs_total Times an aggregate's handler ran."
+    );
+    let _ = writeln!(out, "# TYPE wow_handler_runs_total counter");
+    let _ = writeln!(out, "wow_handler_runs_total {}", pipeline.handler_runs);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}

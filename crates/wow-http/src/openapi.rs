@@ -1,0 +1,107 @@
+//! `GET /openapi.json`: the API generated from the registry, one path per command.
+
+use axum::extract::State;
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+use crate::HttpState;
+
+fn command_headers() -> Value {
+    let header = |name: &str, description: &str, schema: Value| json!({"name": name, "in": "header", "required": false, "description": description, "schema": schema});
+    json!([
+        header(
+            "Command-Request-Id",
+            "The business intent; resend with the same value (1-128 bytes).",
+            json!({"type": "string", "maxLength": 128})
+        ),
+        header(
+            "Command-Wait-Stage",
+            "The stage to wait for.",
+            json!({"type": "string", "enum": ["SENT", "PROCESSED", "SNAPSHOT", "PROJECTED", "EVENT_HANDLED", "SAGA_HANDLED"], "default": "PROCESSED"})
+        ),
+        header(
+            "Command-Wait-Timeout",
+            "Milliseconds to wait.",
+            json!({"type": "integer", "minimum": 1, "default": 30000})
+        ),
+        header(
+            "Command-Aggregate-Version",
+            "The version the aggregate must be at.",
+            json!({"type": "integer", "minimum": 0})
+        ),
+        header(
+            "Command-Tenant-Id",
+            "The tenant (ignored when bearer auth is on).",
+            json!({"type": "string"})
+        ),
+    ])
+}
+
+/// `GET /openapi.json`.
+pub(crate) async fn document(State(state): State<HttpState>) -> Json<Value> {
+    let mut paths = Map::new();
+    for runtime in state.registry().iter() {
+        let aggregate = &runtime.named_aggregate().aggregate_name;
+        for command in runtime.commands() {
+            let path = format!("/{aggregate}/{{id}}/{}", command.name);
+            let mut parameters = vec![
+                json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"}}),
+            ];
+            if let Value::Array(headers) = command_headers() {
+                parameters.extend(headers);
+            }
+            paths.insert(
+                path,
+                json!({"post": {
+                    "operationId": format!("{aggregate}.{}", command.name),
+                    "summary": format!("{} `{}` ({:?})", aggregate, command.name, command.kind),
+                    "x-command-kind": command.kind,
+                    "parameters": parameters,
+                    "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "responses": {
+                        "200": {"description": "The result at the awaited stage", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CommandResult"}}}},
+                        "400": {"description": "Invalid input (CommandValidation, IllegalArgument, BadRequest)"},
+                        "404": {"description": "Unknown aggregate, command, or aggregate"},
+                        "408": {"description": "The wait expired: outcome unknown"},
+                        "409": {"description": "A conflict (DuplicateRequestId, RequestIdReused, versions)"},
+                        "422": {"description": "A business rule"},
+                        "503": {"description": "Bus or store unreachable"}
+                    }
+                }}),
+            );
+        }
+        let id_param =
+            json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+        paths.insert(format!("/{aggregate}/{{id}}/state"), json!({"get": {"operationId": format!("{aggregate}.state"), "parameters": id_param, "responses": {"200": {"description": "{aggregateId, version, state}"}, "404": {"description": "No such aggregate"}}}}));
+        paths.insert(format!("/{aggregate}/{{id}}/requests/{{requestId}}"), json!({"get": {"operationId": format!("{aggregate}.outcome"), "responses": {"200": {"description": "APPENDED"}, "404": {"description": "NOT_APPENDED"}, "503": {"description": "UNKNOWN"}}}}));
+        paths.insert(format!("/{aggregate}/{{id}}/event/{{head}}/{{tail}}"), json!({"get": {"operationId": format!("{aggregate}.events"), "responses": {"200": {"description": "Streams in version order"}}}}));
+    }
+    let result_fields = [
+        "id",
+        "waitCommandId",
+        "stage",
+        "contextName",
+        "aggregateName",
+        "tenantId",
+        "aggregateId",
+        "aggregateVersion",
+        "requestId",
+        "commandId",
+        "errorCode",
+        "errorMsg",
+        "bindingErrors",
+        "result",
+        "signalTime",
+        "succeeded",
+    ];
+    let properties: Map<String, Value> = result_fields
+        .iter()
+        .map(|f| ((*f).to_owned(), json!({})))
+        .collect();
+    Json(json!({
+        "openapi": "3.0.3",
+        "info": {"title": "wow-rs", "version": env!("CARGO_PKG_VERSION")},
+        "paths": paths,
+        "components": {"schemas": {"CommandResult": {"type": "object", "properties": properties}}}
+    }))
+}
