@@ -99,9 +99,11 @@ async fn handle(
     let plan = WaitPlan::new(options.stage).with_timeout(options.timeout);
     if options.stream && info.kind != CommandKind::Void {
         let metrics_state = state.clone();
+        // One event per stage (DESIGN.md §5): the per-consumer signals stay in the library.
         let events = state
             .gateway()
             .send_and_wait_stream(message, plan)
+            .filter(|result| std::future::ready(result.function.is_none()))
             .map(move |result| {
                 metrics_state.metrics().observe(&result, started.elapsed());
                 let event = Event::default()

@@ -1,0 +1,726 @@
+//! The HTTP contract of DESIGN.md §5 over real HTTP: a server on an ephemeral port, a real
+//! client, the `bank` domain.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqwest::{Client, Response, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+use wow_core::eventsourcing::{EventStore, EventStoreError, InMemoryEventStore, RequestRecord};
+use wow_core::pipeline::LocalPipeline;
+use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+use wow_example_bank::Bank;
+use wow_http::{router, HttpConfig, HttpState};
+
+struct Server {
+    base: String,
+    client: Client,
+    store: Arc<dyn EventStore>,
+    _bank: Option<Bank>,
+}
+
+async fn listen(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{address}")
+}
+
+async fn server_with(config: HttpConfig) -> Server {
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let bank = Bank::start(store.clone(), None).await.unwrap();
+    let base = listen(router(HttpState::new(&bank.pipeline, None, config))).await;
+    Server {
+        base,
+        client: Client::new(),
+        store,
+        _bank: Some(bank),
+    }
+}
+
+async fn server() -> Server {
+    server_with(HttpConfig::default()).await
+}
+
+impl Server {
+    async fn post(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (StatusCode, Value, String) {
+        let mut request = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .body(body.to_owned());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        read(request.send().await.unwrap()).await
+    }
+
+    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> (StatusCode, Value) {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let (status, body, _) = read(request.send().await.unwrap()).await;
+        (status, body)
+    }
+
+    async fn open(&self, id: &str, balance: i64) {
+        let (status, body, _) = self
+            .post(
+                &format!("/account/{id}/open"),
+                &[],
+                &json!({"name": "Ann", "balance": balance}).to_string(),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+
+    async fn history(&self, id: &str) -> usize {
+        let aggregate = AggregateId::new("bank", "account", id, "(0)");
+        self.store
+            .load(&aggregate, 1, u64::MAX)
+            .await
+            .unwrap()
+            .len()
+    }
+}
+
+async fn read(response: Response) -> (StatusCode, Value, String) {
+    let status = response.status();
+    let code = response
+        .headers()
+        .get("wow-error-code")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        code,
+    )
+}
+
+#[tokio::test]
+async fn each_outcome_has_its_status_and_error_code_header() {
+    let s = server().await;
+    let (status, body, code) = s
+        .post(
+            "/account/acc-1/open",
+            &[],
+            r#"{"name":"Ann","balance":100}"#,
+        )
+        .await;
+    assert_eq!(
+        (status, code.as_str(), body["errorCode"].as_str()),
+        (StatusCode::OK, "Ok", Some("Ok"))
+    );
+    for field in [
+        "id",
+        "waitCommandId",
+        "stage",
+        "contextName",
+        "aggregateName",
+        "tenantId",
+        "aggregateId",
+        "aggregateVersion",
+        "requestId",
+        "commandId",
+        "errorCode",
+        "errorMsg",
+        "bindingErrors",
+        "result",
+        "signalTime",
+        "succeeded",
+    ] {
+        assert!(body.get(field).is_some(), "missing {field}");
+    }
+
+    let (status, body, code) = s
+        .post("/account/acc-1/withdraw", &[], r#"{"amount":0}"#)
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::BAD_REQUEST, "CommandValidation")
+    );
+    assert_eq!(body["bindingErrors"][0]["name"], "amount");
+
+    let (status, _, code) = s
+        .post("/account/acc-1/withdraw", &[], r#"{"amount":1000}"#)
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "InsufficientBalance")
+    );
+
+    let (status, _, code) = s
+        .post("/account/nobody/deposit", &[], r#"{"amount":1}"#)
+        .await;
+    assert_eq!((status, code.as_str()), (StatusCode::NOT_FOUND, "NotFound"));
+    let (status, _, code) = s
+        .post("/ledger/acc-1/deposit", &[], r#"{"amount":1}"#)
+        .await;
+    assert_eq!((status, code.as_str()), (StatusCode::NOT_FOUND, "NotFound"));
+    let (status, _, code) = s.post("/account/acc-1/close", &[], "{}").await;
+    assert_eq!((status, code.as_str()), (StatusCode::NOT_FOUND, "NotFound"));
+
+    let (status, _, code) = s
+        .post("/account/acc-1/open", &[], r#"{"name":"Bob","balance":1}"#)
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::CONFLICT, "DuplicateAggregateId")
+    );
+    let (status, _, code) = s
+        .post(
+            "/account/acc-1/deposit",
+            &[("Command-Aggregate-Version", "9")],
+            r#"{"amount":1}"#,
+        )
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::CONFLICT, "CommandExpectVersionConflict")
+    );
+
+    let headers = [("Command-Request-Id", "dep-1")];
+    let (status, first, _) = s
+        .post("/account/acc-1/deposit", &headers, r#"{"amount":5}"#)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, again, code) = s
+        .post("/account/acc-1/deposit", &headers, r#"{"amount":5}"#)
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::CONFLICT, "DuplicateRequestId")
+    );
+    assert_eq!(again["aggregateVersion"], first["aggregateVersion"]);
+    assert_eq!(again["result"]["originalCommandId"], first["commandId"]);
+    let (status, _, code) = s
+        .post("/account/acc-1/deposit", &headers, r#"{"amount":6}"#)
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::CONFLICT, "RequestIdReused")
+    );
+}
+
+#[tokio::test]
+async fn create_without_an_id_gets_one_from_the_header_or_the_server() {
+    let s = server().await;
+    let (status, body, _) = s
+        .post(
+            "/account/open",
+            &[("Command-Aggregate-Id", "named-1")],
+            r#"{"name":"Ann","balance":1}"#,
+        )
+        .await;
+    assert_eq!(
+        (status, body["aggregateId"].as_str()),
+        (StatusCode::OK, Some("named-1"))
+    );
+    let (status, body, _) = s
+        .post("/account/open", &[], r#"{"name":"Ann","balance":1}"#)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body["aggregateId"].as_str().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn bad_input_is_a_4xx_that_says_what_is_wrong_and_records_nothing() {
+    let s = server_with(HttpConfig {
+        body_limit: 256,
+        ..HttpConfig::default()
+    })
+    .await;
+    s.open("acc-1", 10).await;
+    let long_id = "r".repeat(129);
+    let cases: Vec<(
+        &str,
+        Vec<(&str, &str)>,
+        String,
+        StatusCode,
+        &str,
+        Option<&str>,
+    )> = vec![
+        (
+            "/account/acc-1/deposit",
+            vec![],
+            "{not json".into(),
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            Some("body"),
+        ),
+        (
+            "/account/acc-1/deposit",
+            vec![],
+            r#"{"amount":"ten"}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            Some("amount"),
+        ),
+        (
+            "/account/acc-1/deposit",
+            vec![],
+            "{}".into(),
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            Some("amount"),
+        ),
+        (
+            "/account/acc-1/deposit",
+            vec![],
+            r#"{"amount":1,"extra":true}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            Some("extra"),
+        ),
+        (
+            "/account/acc-1/deposit",
+            vec![("Command-Wait-Stage", "DONE")],
+            r#"{"amount":1}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            Some("Command-Wait-Stage"),
+        ),
+        (
+            "/account/acc-1/deposit",
+            vec![("Command-Wait-Timeout", "-5")],
+            r#"{"amount":1}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            Some("Command-Wait-Timeout"),
+        ),
+        (
+            "/account/acc-1/deposit",
+            vec![("Command-Wait-Timeout", "99999999999")],
+            r#"{"amount":1}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            Some("Command-Wait-Timeout"),
+        ),
+        (
+            "/account/acc-1/deposit",
+            vec![("Command-Aggregate-Version", "two")],
+            r#"{"amount":1}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            Some("Command-Aggregate-Version"),
+        ),
+        (
+            "/account/acc-1/deposit",
+            vec![("Command-Request-Id", long_id.as_str())],
+            r#"{"amount":1}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            Some("Command-Request-Id"),
+        ),
+        (
+            "/account/acc-1/deposit",
+            vec![],
+            format!(r#"{{"amount":1,"pad":"{}"}}"#, "x".repeat(400)),
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            Some("body"),
+        ),
+        (
+            "/account/acc%20one/deposit",
+            vec![],
+            r#"{"amount":1}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            Some("aggregateId"),
+        ),
+        (
+            "/account/acc-1/deposit",
+            vec![],
+            r#"{"amount":-1}"#.into(),
+            StatusCode::BAD_REQUEST,
+            "CommandValidation",
+            Some("amount"),
+        ),
+    ];
+    for (path, headers, body, status, code, field) in cases {
+        let (got, answer, header) = s.post(path, &headers, &body).await;
+        assert_eq!(got, status, "{path} {headers:?} {body}: {answer}");
+        assert_eq!(header, code, "{path} {headers:?}: {answer}");
+        assert_eq!(answer["errorCode"], code);
+        assert_eq!(answer["succeeded"], false);
+        if let Some(field) = field {
+            assert_eq!(answer["bindingErrors"][0]["name"], field, "{answer}");
+        }
+    }
+    // A request id with a control character cannot even be sent as a header by reqwest;
+    // one with a tab can.
+    let (status, answer, _) = s
+        .post(
+            "/account/acc-1/deposit",
+            &[("Command-Request-Id", "a\tb")],
+            r#"{"amount":1}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(
+        s.history("acc-1").await,
+        1,
+        "no bad request recorded anything"
+    );
+}
+
+#[tokio::test]
+async fn the_stream_sends_one_event_per_stage_in_order() {
+    let s = server().await;
+    s.open("acc-a", 100).await;
+    s.open("acc-b", 0).await;
+    let response = s
+        .client
+        .post(format!("{}/account/acc-a/transfer", s.base))
+        .header("Accept", "text/event-stream")
+        .header("Command-Wait-Stage", "SAGA_HANDLED")
+        .body(r#"{"to":"acc-b","amount":10}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = response.text().await.unwrap();
+    let events: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "SENT",
+            "PROCESSED",
+            "SNAPSHOT",
+            "PROJECTED",
+            "EVENT_HANDLED",
+            "SAGA_HANDLED"
+        ]
+    );
+    let datas: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let ids: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .collect();
+    assert!(datas.iter().all(|d| d["succeeded"] == true));
+    assert_eq!(ids[1], datas[1]["id"]);
+    let (_, view) = s.get("/account/acc-b/state", &[]).await;
+    assert_eq!(view["state"]["balance"], 10);
+}
+
+#[tokio::test]
+async fn sixty_four_concurrent_requests_with_one_request_id_make_one_stream() {
+    let s = Arc::new(server().await);
+    s.open("acc-1", 0).await;
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.post(
+                    "/account/acc-1/deposit",
+                    &[("Command-Request-Id", "same")],
+                    r#"{"amount":1}"#,
+                )
+                .await
+            })
+        })
+        .collect();
+    let mut ok = 0;
+    for task in tasks {
+        let (status, body, _) = task.await.unwrap();
+        match status {
+            StatusCode::OK => ok += 1,
+            StatusCode::CONFLICT => assert_eq!(body["errorCode"], "DuplicateRequestId"),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(ok, 1);
+    assert_eq!(s.history("acc-1").await, 2);
+}
+
+#[tokio::test]
+async fn history_state_and_outcome_look_up() {
+    let s = server().await;
+    s.open("acc-1", 7).await;
+    s.post(
+        "/account/acc-1/deposit",
+        &[("Command-Request-Id", "d-1")],
+        r#"{"amount":3}"#,
+    )
+    .await;
+    let (status, streams) = s.get("/account/acc-1/event/1/2", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(streams.as_array().unwrap().len(), 2);
+    for field in [
+        "id",
+        "requestId",
+        "commandId",
+        "aggregateId",
+        "aggregateName",
+        "contextName",
+        "tenantId",
+        "version",
+        "createTime",
+        "body",
+    ] {
+        assert!(streams[0].get(field).is_some(), "stream field {field}");
+    }
+    assert_eq!(streams[1]["body"][0]["name"], "Deposited");
+    let (status, _) = s.get("/account/acc-1/event/3/1", &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, state) = s.get("/account/acc-1/state", &[]).await;
+    assert_eq!(
+        (
+            status,
+            state["version"].clone(),
+            state["state"]["balance"].clone()
+        ),
+        (StatusCode::OK, json!(2), json!(10))
+    );
+    let (status, outcome) = s.get("/account/acc-1/requests/d-1", &[]).await;
+    assert_eq!(
+        (
+            status,
+            outcome["status"].as_str(),
+            outcome["version"].clone()
+        ),
+        (StatusCode::OK, Some("APPENDED"), json!(2))
+    );
+    assert_eq!(outcome["stream"]["body"][0]["name"], "Deposited");
+    let (status, outcome) = s.get("/account/acc-1/requests/never", &[]).await;
+    assert_eq!(
+        (status, outcome["status"].as_str()),
+        (StatusCode::NOT_FOUND, Some("NOT_APPENDED"))
+    );
+    let (status, _) = s.get("/account/nobody/state", &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, doc) = s.get("/openapi.json", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(doc["paths"]["/account/{id}/transfer"]["post"].is_object());
+    let (status, health) = s.get("/health", &[]).await;
+    assert_eq!(
+        (status, health["status"].as_str()),
+        (StatusCode::OK, Some("UP"))
+    );
+    let metrics = s
+        .client
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("wow_commands_total{stage=\"PROCESSED\",error_code=\"Ok\"} 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("wow_command_duration_seconds_count 2"));
+}
+
+#[tokio::test]
+async fn tenants_only_see_their_own_aggregates() {
+    let s = server().await;
+    let a = [("Command-Tenant-Id", "tenant-a")];
+    let b = [("Command-Tenant-Id", "tenant-b")];
+    let (status, _, _) = s
+        .post(
+            "/account/shared-id/open",
+            &a,
+            r#"{"name":"Ann","balance":5}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    for (path, body) in [
+        ("/account/shared-id/deposit", r#"{"amount":1}"#),
+        ("/account/shared-id/open", r#"{"name":"Eve","balance":1}"#),
+    ] {
+        let (status, answer, _) = s.post(path, &b, body).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    }
+    for path in ["/account/shared-id/state", "/account/shared-id/event/1/10"] {
+        assert_eq!(s.get(path, &b).await.0, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(s.get(path, &a).await.0, StatusCode::OK, "{path}");
+    }
+    let aggregate = AggregateId::new("bank", "account", "shared-id", "tenant-a");
+    assert_eq!(
+        s.store.load(&aggregate, 1, 10).await.unwrap().len(),
+        1,
+        "nothing changed"
+    );
+}
+
+#[tokio::test]
+async fn with_auth_the_token_decides_the_tenant() {
+    let tokens = HashMap::from([
+        ("token-a".to_owned(), "tenant-a".to_owned()),
+        ("token-b".to_owned(), "tenant-b".to_owned()),
+    ]);
+    let s = server_with(HttpConfig {
+        auth_tokens: tokens,
+        ..HttpConfig::default()
+    })
+    .await;
+    let body = r#"{"name":"Ann","balance":5}"#;
+    assert_eq!(
+        s.post("/account/x-1/open", &[], body).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        s.post(
+            "/account/x-1/open",
+            &[("Authorization", "Bearer nope")],
+            body
+        )
+        .await
+        .0,
+        StatusCode::UNAUTHORIZED
+    );
+    let (status, answer, _) = s
+        .post(
+            "/account/x-1/open",
+            &[
+                ("Authorization", "Bearer token-a"),
+                ("Command-Tenant-Id", "tenant-b"),
+            ],
+            body,
+        )
+        .await;
+    assert_eq!(
+        (status, answer["tenantId"].as_str()),
+        (StatusCode::OK, Some("tenant-a")),
+        "the header cannot override the token"
+    );
+    assert_eq!(
+        s.get("/account/x-1/state", &[("Authorization", "Bearer token-b")])
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        s.get("/account/x-1/state", &[("Authorization", "Bearer token-a")])
+            .await
+            .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        s.get("/account/x-1/state", &[]).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+/// An event store whose appends wait for a permit: a slow store.
+#[derive(Debug)]
+struct GatedStore {
+    inner: InMemoryEventStore,
+    gate: Semaphore,
+}
+
+#[async_trait]
+impl EventStore for GatedStore {
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        let _permit = self.gate.acquire().await.unwrap();
+        self.inner.append(stream).await
+    }
+    async fn load(
+        &self,
+        id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        self.inner.load(id, head, tail).await
+    }
+    async fn load_by_time(
+        &self,
+        id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        self.inner.load_by_time(id, start, end).await
+    }
+    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
+        self.inner.last(id).await
+    }
+    async fn find_request(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestRecord>, EventStoreError> {
+        self.inner.find_request(id, request_id).await
+    }
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        self.inner.scan_aggregate_ids(named, after, limit).await
+    }
+}
+
+#[tokio::test]
+async fn a_caller_timeout_is_408_and_the_look_up_later_shows_appended() {
+    let store = Arc::new(GatedStore {
+        inner: InMemoryEventStore::new(),
+        gate: Semaphore::new(0),
+    });
+    let pipeline =
+        LocalPipeline::builder(wow_example_bank::registry().unwrap(), store.clone()).build();
+    let base = listen(router(HttpState::new(
+        &pipeline,
+        None,
+        HttpConfig::default(),
+    )))
+    .await;
+    let client = Client::new();
+    let response = client
+        .post(format!("{base}/account/slow-1/open"))
+        .header("Command-Request-Id", "open-slow")
+        .header("Command-Wait-Timeout", "100")
+        .body(r#"{"name":"Ann","balance":1}"#)
+        .send()
+        .await
+        .unwrap();
+    let (status, body, code) = read(response).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::REQUEST_TIMEOUT, "RequestTimeout")
+    );
+    assert_eq!(body["requestId"], "open-slow");
+    assert_eq!(body["result"]["timeoutMs"], 100);
+
+    let lookup = format!("{base}/account/slow-1/requests/open-slow");
+    let (status, outcome, _) = read(client.get(&lookup).send().await.unwrap()).await;
+    assert_eq!(
+        (status, outcome["status"].as_str()),
+        (StatusCode::NOT_FOUND, Some("NOT_APPENDED"))
+    );
+    store.gate.add_permits(1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, outcome, _) = read(client.get(&lookup).send().await.unwrap()).await;
+        if status == StatusCode::OK {
+            assert_eq!(outcome["status"], "APPENDED");
+            assert_eq!(outcome["commandId"], body["commandId"]);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never landed"
+        );
+        tokio::task::yield_now().await;
+    }
+}
