@@ -1,6 +1,6 @@
 //! The HTTP contract of DESIGN.md §5 over real HTTP: a server on an ephemeral port, a real
+//! client, the `bank` domain.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::sync::Arc;
