@@ -23,11 +23,25 @@ pub mod fixtures;
 pub mod snapshot_store;
 
 /// Runs every EventStore case against stores from `$factory`, an async function or closure
-/// with no arguments returning something that coerces to `Arc<dyn EventStore>`.
+/// with no arguments returning something that coerces to `Arc<dyn EventStore>`. With
+/// `optional: $factory` the factory returns an `Option` of it, and a case whose factory gave
+/// `None` (its service is not reachable and not required) returns at once.
 #[macro_export]
 macro_rules! event_store_tck {
+    (optional: $factory:expr) => {
+        $crate::__event_store_cases!(optional, $factory);
+    };
     ($factory:expr) => {
+        $crate::__event_store_cases!(required, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __event_store_cases {
+    ($mode:ident, $factory:expr) => {
         $crate::__tck_cases!(
+            $mode,
             event_store,
             $factory,
             [
@@ -53,11 +67,24 @@ macro_rules! event_store_tck {
 }
 
 /// Runs every SnapshotStore case against stores from `$factory`, an async function or
-/// closure with no arguments returning something that coerces to `Arc<dyn SnapshotStore>`.
+/// closure with no arguments returning something that coerces to `Arc<dyn SnapshotStore>`
+/// (or, with `optional:`, an `Option` of it).
 #[macro_export]
 macro_rules! snapshot_store_tck {
+    (optional: $factory:expr) => {
+        $crate::__snapshot_store_cases!(optional, $factory);
+    };
     ($factory:expr) => {
+        $crate::__snapshot_store_cases!(required, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __snapshot_store_cases {
+    ($mode:ident, $factory:expr) => {
         $crate::__tck_cases!(
+            $mode,
             snapshot_store,
             $factory,
             [
@@ -72,11 +99,23 @@ macro_rules! snapshot_store_tck {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __tck_cases {
-    ($suite:ident, $factory:expr, [$($case:ident),* $(,)?]) => {
+    (required, $suite:ident, $factory:expr, [$($case:ident),* $(,)?]) => {
         $(
             #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $case() {
                 let store: $crate::$suite::Store = ($factory)().await;
+                $crate::$suite::$case(store).await;
+            }
+        )*
+    };
+    (optional, $suite:ident, $factory:expr, [$($case:ident),* $(,)?]) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                // The factory says why it has no store (and fails instead when the store is
+                // required); the case is then skipped, visibly.
+                let Some(store) = ($factory)().await else { return };
+                let store: $crate::$suite::Store = store;
                 $crate::$suite::$case(store).await;
             }
         )*

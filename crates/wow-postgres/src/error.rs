@@ -1,0 +1,85 @@
+//! Why a store could not be opened, and how PostgreSQL's errors map to the portable ones.
+
+use tokio_postgres::error::SqlState;
+use wow_core::eventsourcing::{EventStoreError, SnapshotStoreError};
+
+/// Why [`PostgresStore::open`](crate::PostgresStore::open) failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The URL or an option is not usable.
+    #[error("bad store URL: {0}")]
+    BadUrl(String),
+    /// PostgreSQL could not be reached or refused.
+    #[error("PostgreSQL failed: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// The pool could not be built or handed out no connection.
+    #[error("connection pool failed: {0}")]
+    Pool(String),
+    /// The schema was written by a newer wow-postgres.
+    #[error("the database has schema version {found}, newer than this build's {supported}: upgrade wow-rs")]
+    SchemaTooNew {
+        /// The database's schema version.
+        found: i32,
+        /// The newest version this build knows.
+        supported: i32,
+    },
+}
+
+/// The unique constraints of `event_stream`, by name.
+pub(crate) const VERSION_CONSTRAINT: &str = "event_stream_pk";
+pub(crate) const REQUEST_CONSTRAINT: &str = "event_stream_request_uq";
+
+/// Which unique constraint `error` broke, if it is a unique violation on `event_stream`.
+pub(crate) fn violated_constraint(error: &tokio_postgres::Error) -> Option<&str> {
+    let db = error.as_db_error()?;
+    (db.code() == &SqlState::UNIQUE_VIOLATION)
+        .then(|| db.constraint())
+        .flatten()
+}
+
+/// Whether `error` means the database could not be reached (rather than refused the work).
+pub(crate) fn is_unavailable(error: &tokio_postgres::Error) -> bool {
+    match error.as_db_error() {
+        None => true,
+        Some(db) => {
+            let code = db.code();
+            code == &SqlState::ADMIN_SHUTDOWN
+                || code == &SqlState::CRASH_SHUTDOWN
+                || code == &SqlState::CANNOT_CONNECT_NOW
+                || code == &SqlState::CONNECTION_FAILURE
+                || code == &SqlState::CONNECTION_EXCEPTION
+                || code == &SqlState::TOO_MANY_CONNECTIONS
+        }
+    }
+}
+
+pub(crate) fn store_error(error: tokio_postgres::Error) -> EventStoreError {
+    if is_unavailable(&error) {
+        EventStoreError::Unavailable(Box::new(error))
+    } else {
+        EventStoreError::Internal(Box::new(error))
+    }
+}
+
+pub(crate) fn snapshot_error(error: tokio_postgres::Error) -> SnapshotStoreError {
+    if is_unavailable(&error) {
+        SnapshotStoreError::Unavailable(Box::new(error))
+    } else {
+        SnapshotStoreError::Internal(Box::new(error))
+    }
+}
+
+pub(crate) fn pool_error(error: deadpool_postgres::PoolError) -> EventStoreError {
+    match error {
+        deadpool_postgres::PoolError::Backend(error) => store_error(error),
+        other => EventStoreError::Unavailable(Box::new(other)),
+    }
+}
+
+pub(crate) fn pool_snapshot_error(error: deadpool_postgres::PoolError) -> SnapshotStoreError {
+    match error {
+        deadpool_postgres::PoolError::Backend(error) => snapshot_error(error),
+        other => SnapshotStoreError::Unavailable(Box::new(other)),
+    }
+}

@@ -1,0 +1,30 @@
+//! # wow-postgres
+//!
+//! The production backend of wow-rs: event streams and snapshots in PostgreSQL, shared by
+//! several processing nodes.
+//!
+//! Built on `tokio-postgres` with a `deadpool` pool rather than sqlx: the store needs nothing
+//! of sqlx's query macros or other databases, and `tokio-postgres` hands over each
+//! failure's SQLSTATE and constraint name directly, which is what maps a conflict to its typed
+//! error.
+//!
+//! - Named constraints: the primary key `event_stream_pk` on (aggregate name, aggregate id,
+//!   version) and the unique `event_stream_request_uq` on (aggregate name, aggregate id,
+//!   request id). Each maps to its conflict; event rows are never written with `ON CONFLICT DO
+//!   NOTHING`. One append is one `INSERT` (autocommit), atomic by itself.
+//! - Migrations run on open; a schema newer than this build is refused.
+//! - A lost connection is [`EventStoreError::Unavailable`](wow_core::eventsourcing::EventStoreError)
+//!   (the outcome of that append is unknown); the pool reconnects by itself.
+//!
+//! [`PostgresStore`] implements both `EventStore` and `SnapshotStore` and passes the whole
+//! `wow-tck` suite.
+
+mod error;
+mod options;
+mod schema;
+mod store;
+
+pub use error::OpenError;
+pub use options::PostgresOptions;
+pub use schema::SCHEMA_VERSION;
+pub use store::PostgresStore;

@@ -1,0 +1,362 @@
+//! The store: event streams and snapshots in PostgreSQL.
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::{NoTls, Row};
+use wow_core::eventsourcing::{
+    check_appendable, check_time_range, check_version_range, EventStore, EventStoreError,
+    RejectedStream, RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
+};
+use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+
+use crate::error::{
+    pool_error, pool_snapshot_error, snapshot_error, store_error, violated_constraint,
+    REQUEST_CONSTRAINT, VERSION_CONSTRAINT,
+};
+use crate::schema::migrate;
+use crate::{OpenError, PostgresOptions};
+
+/// Event streams and snapshots in PostgreSQL, over a pool. Cloning is cheap; clones share
+/// the pool.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    schema: String,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+const INSERT: &str = "INSERT INTO event_stream (aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+const COLUMNS: &str = "aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body";
+
+fn clamp(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn corrupt(message: impl std::fmt::Display) -> EventStoreError {
+    EventStoreError::Internal(message.to_string().into())
+}
+
+fn decode_stream(row: &Row) -> Result<DomainEventStream, EventStoreError> {
+    let header: serde_json::Value = row.try_get(10).map_err(store_error)?;
+    let body: serde_json::Value = row.try_get(11).map_err(store_error)?;
+    Ok(DomainEventStream {
+        aggregate_id: AggregateId {
+            aggregate_name: row.try_get(0).map_err(store_error)?,
+            id: row.try_get(1).map_err(store_error)?,
+            context_name: row.try_get(3).map_err(store_error)?,
+            tenant_id: row.try_get(4).map_err(store_error)?,
+        },
+        version: u64::try_from(row.try_get::<_, i64>(2).map_err(store_error)?).unwrap_or(0),
+        id: row.try_get(5).map_err(store_error)?,
+        request_id: row.try_get(6).map_err(store_error)?,
+        command_id: row.try_get(7).map_err(store_error)?,
+        fingerprint: row.try_get(8).map_err(store_error)?,
+        create_time: row.try_get(9).map_err(store_error)?,
+        header: serde_json::from_value(header).map_err(corrupt)?,
+        body: serde_json::from_value(body).map_err(corrupt)?,
+    })
+}
+
+impl PostgresStore {
+    /// Connects, creates the schema if missing and migrates it.
+    ///
+    /// Fails with [`OpenError::SchemaTooNew`] for a schema written by a newer build, and with
+    /// [`OpenError::Postgres`] or [`OpenError::Pool`] when the database cannot be reached.
+    pub async fn open(options: PostgresOptions) -> Result<Self, OpenError> {
+        let mut config: tokio_postgres::Config = options
+            .url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| OpenError::BadUrl(e.to_string()))?;
+        config.options(format!("-c search_path={}", options.schema));
+        config.connect_timeout(std::time::Duration::from_secs(5));
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.max_connections)
+            .wait_timeout(Some(std::time::Duration::from_secs(10)))
+            .create_timeout(Some(std::time::Duration::from_secs(5)))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| OpenError::Pool(e.to_string()))?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|e| OpenError::Pool(e.to_string()))?;
+        migrate(&mut client, &options.schema).await?;
+        Ok(Self {
+            pool,
+            schema: options.schema,
+        })
+    }
+
+    /// The schema the tables live in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, EventStoreError> {
+        self.pool.get().await.map_err(pool_error)
+    }
+
+    async fn streams(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(sql).await.map_err(store_error)?;
+        let rows = client
+            .query(&statement, params)
+            .await
+            .map_err(store_error)?;
+        rows.iter().map(decode_stream).collect()
+    }
+
+    /// Whether `aggregate` holds `request_id` (asked after a version conflict, so that a
+    /// replayed request is reported as the duplicate it is, SPEC ES-4).
+    async fn holds_request(&self, stream: &DomainEventStream) -> Result<bool, EventStoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT 1 FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3",
+                &[&stream.aggregate_id.aggregate_name, &stream.aggregate_id.id, &stream.request_id],
+            )
+            .await
+            .map_err(store_error)?;
+        Ok(row.is_some())
+    }
+}
+
+#[async_trait]
+impl EventStore for PostgresStore {
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        check_appendable(stream)?;
+        let header = serde_json::to_value(&stream.header).map_err(corrupt)?;
+        let body = serde_json::to_value(&stream.body).map_err(corrupt)?;
+        let client = self.client().await?;
+        let statement = client.prepare_cached(INSERT).await.map_err(store_error)?;
+        let outcome = client
+            .execute(
+                &statement,
+                &[
+                    &stream.aggregate_id.aggregate_name,
+                    &stream.aggregate_id.id,
+                    &clamp(stream.version),
+                    &stream.aggregate_id.context_name,
+                    &stream.aggregate_id.tenant_id,
+                    &stream.id,
+                    &stream.request_id,
+                    &stream.command_id,
+                    &stream.fingerprint,
+                    &stream.create_time,
+                    &header,
+                    &body,
+                ],
+            )
+            .await;
+        drop(client);
+        let Err(error) = outcome else {
+            return Ok(());
+        };
+        match violated_constraint(&error) {
+            Some(REQUEST_CONSTRAINT) => Err(EventStoreError::duplicate_request_id(stream)),
+            Some(VERSION_CONSTRAINT) => {
+                if self.holds_request(stream).await? {
+                    Err(EventStoreError::DuplicateRequestId(Box::new(
+                        RejectedStream::of(stream),
+                    )))
+                } else {
+                    Err(EventStoreError::version_taken(stream))
+                }
+            }
+            _ => Err(store_error(error)),
+        }
+    }
+
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        check_version_range(head, tail)?;
+        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND version BETWEEN $3 AND $4 ORDER BY version");
+        self.streams(
+            &sql,
+            &[
+                &aggregate_id.aggregate_name,
+                &aggregate_id.id,
+                &clamp(head),
+                &clamp(tail),
+            ],
+        )
+        .await
+    }
+
+    async fn load_by_time(
+        &self,
+        aggregate_id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        check_time_range(start, end)?;
+        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND create_time BETWEEN $3 AND $4 ORDER BY version");
+        self.streams(
+            &sql,
+            &[&aggregate_id.aggregate_name, &aggregate_id.id, &start, &end],
+        )
+        .await
+    }
+
+    async fn last(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<DomainEventStream>, EventStoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 ORDER BY version DESC LIMIT 1");
+        Ok(self
+            .streams(&sql, &[&aggregate_id.aggregate_name, &aggregate_id.id])
+            .await?
+            .pop())
+    }
+
+    async fn find_request(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestRecord>, EventStoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT stream_id, version, command_id, create_time, fingerprint FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3")
+            .await
+            .map_err(store_error)?;
+        let row = client
+            .query_opt(
+                &statement,
+                &[&aggregate_id.aggregate_name, &aggregate_id.id, &request_id],
+            )
+            .await
+            .map_err(store_error)?;
+        row.map(|row| {
+            Ok(RequestRecord {
+                stream_id: row.try_get(0).map_err(store_error)?,
+                version: u64::try_from(row.try_get::<_, i64>(1).map_err(store_error)?).unwrap_or(0),
+                command_id: row.try_get(2).map_err(store_error)?,
+                create_time: row.try_get(3).map_err(store_error)?,
+                fingerprint: row.try_get(4).map_err(store_error)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT context_name, aggregate_name, aggregate_id, tenant_id FROM event_stream
+                 WHERE aggregate_name = $1 AND context_name = $2 AND version = 1 AND ($3::TEXT IS NULL OR aggregate_id > $3)
+                 ORDER BY aggregate_id LIMIT $4",
+                &[&named.aggregate_name, &named.context_name, &after_id, &i64::try_from(limit).unwrap_or(i64::MAX)],
+            )
+            .await
+            .map_err(store_error)?;
+        rows.iter()
+            .map(|row| {
+                Ok(AggregateId {
+                    context_name: row.try_get(0).map_err(store_error)?,
+                    aggregate_name: row.try_get(1).map_err(store_error)?,
+                    id: row.try_get(2).map_err(store_error)?,
+                    tenant_id: row.try_get(3).map_err(store_error)?,
+                })
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for PostgresStore {
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<Snapshot>, SnapshotStoreError> {
+        let client = self.pool.get().await.map_err(pool_snapshot_error)?;
+        let row = client
+            .query_opt(
+                "SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time FROM snapshot WHERE aggregate_name = $1 AND aggregate_id = $2",
+                &[&aggregate_id.aggregate_name, &aggregate_id.id],
+            )
+            .await
+            .map_err(snapshot_error)?;
+        row.map(|row| {
+            Ok(Snapshot {
+                aggregate_id: AggregateId {
+                    aggregate_name: row.try_get(0).map_err(snapshot_error)?,
+                    id: row.try_get(1).map_err(snapshot_error)?,
+                    context_name: row.try_get(2).map_err(snapshot_error)?,
+                    tenant_id: row.try_get(3).map_err(snapshot_error)?,
+                },
+                version: u64::try_from(row.try_get::<_, i64>(4).map_err(snapshot_error)?)
+                    .unwrap_or(0),
+                state: row.try_get(5).map_err(snapshot_error)?,
+                snapshot_time: row.try_get(6).map_err(snapshot_error)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn version(&self, aggregate_id: &AggregateId) -> Result<Option<u64>, SnapshotStoreError> {
+        let client = self.pool.get().await.map_err(pool_snapshot_error)?;
+        let row = client
+            .query_opt(
+                "SELECT version FROM snapshot WHERE aggregate_name = $1 AND aggregate_id = $2",
+                &[&aggregate_id.aggregate_name, &aggregate_id.id],
+            )
+            .await
+            .map_err(snapshot_error)?;
+        Ok(row
+            .and_then(|row| row.try_get::<_, i64>(0).ok())
+            .map(|v| u64::try_from(v).unwrap_or(0)))
+    }
+
+    async fn save(&self, snapshot: &Snapshot) -> Result<bool, SnapshotStoreError> {
+        let client = self.pool.get().await.map_err(pool_snapshot_error)?;
+        // Version-guarded upsert: an older snapshot never replaces a newer one, whatever the
+        // order concurrent saves land in.
+        let changed = client
+            .execute(
+                "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time) VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (aggregate_name, aggregate_id) DO UPDATE SET
+                    context_name = EXCLUDED.context_name, tenant_id = EXCLUDED.tenant_id, version = EXCLUDED.version,
+                    state = EXCLUDED.state, snapshot_time = EXCLUDED.snapshot_time
+                 WHERE EXCLUDED.version >= snapshot.version",
+                &[
+                    &snapshot.aggregate_id.aggregate_name,
+                    &snapshot.aggregate_id.id,
+                    &snapshot.aggregate_id.context_name,
+                    &snapshot.aggregate_id.tenant_id,
+                    &clamp(snapshot.version),
+                    &snapshot.state,
+                    &snapshot.snapshot_time,
+                ],
+            )
+            .await
+            .map_err(snapshot_error)?;
+        Ok(changed > 0)
+    }
+}

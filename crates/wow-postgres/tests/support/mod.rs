@@ -1,0 +1,144 @@
+//! A PostgreSQL store per test, in its own schema, dropped when the test's store is dropped.
+#![allow(dead_code, unreachable_pub, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use wow_core::eventsourcing::{
+    EventStore, EventStoreError, RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
+};
+use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+use wow_postgres::{PostgresOptions, PostgresStore};
+
+/// The server the tests use: `WOW_TEST_POSTGRES_URL`, or the local one.
+pub fn url() -> String {
+    std::env::var("WOW_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// Whether a missing server fails the tests (`.ci/run` sets it under `CI=true`).
+pub fn required() -> bool {
+    std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1")
+}
+
+/// Drops its schema when dropped, from a thread of its own (the test's runtime may be gone).
+#[derive(Debug)]
+pub struct SchemaGuard(String);
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        let schema = self.0.clone();
+        let url = url();
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .ok()?;
+                tokio::spawn(connection);
+                client
+                    .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                    .await
+                    .ok()
+            })
+        });
+        let _ = dropped.join();
+    }
+}
+
+/// A store in a fresh schema; the schema goes when the store does.
+#[derive(Debug)]
+pub struct TestStore {
+    pub store: PostgresStore,
+    _guard: SchemaGuard,
+}
+
+/// A store in a new schema, or `None` (said on stderr) when PostgreSQL is not reachable and
+/// not required.
+pub async fn fresh() -> Option<Arc<TestStore>> {
+    fresh_with(16).await
+}
+
+/// [`fresh`] with a pool of `connections`.
+pub async fn fresh_with(connections: usize) -> Option<Arc<TestStore>> {
+    let schema = format!("wow_test_{}", uuid::Uuid::now_v7().simple());
+    let options = url()
+        .parse::<PostgresOptions>()
+        .expect("a postgres:// URL")
+        .schema(&schema)
+        .max_connections(connections);
+    match PostgresStore::open(options).await {
+        Ok(store) => Some(Arc::new(TestStore {
+            store,
+            _guard: SchemaGuard(schema),
+        })),
+        Err(error) if !required() => {
+            eprintln!(
+                "SKIPPED: PostgreSQL suite, no server at {} ({error}). Start PostgreSQL or set WOW_TEST_POSTGRES_URL; .ci/run requires it.",
+                url()
+            );
+            None
+        }
+        Err(error) => panic!(
+            "PostgreSQL is required (WOW_REQUIRE_BACKENDS=1) but {} is not usable: {error}",
+            url()
+        ),
+    }
+}
+
+#[async_trait]
+impl EventStore for TestStore {
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        self.store.append(stream).await
+    }
+    async fn load(
+        &self,
+        id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        EventStore::load(&self.store, id, head, tail).await
+    }
+    async fn load_by_time(
+        &self,
+        id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        self.store.load_by_time(id, start, end).await
+    }
+    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
+        self.store.last(id).await
+    }
+    async fn find_request(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestRecord>, EventStoreError> {
+        self.store.find_request(id, request_id).await
+    }
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        self.store.scan_aggregate_ids(named, after, limit).await
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for TestStore {
+    async fn load(&self, id: &AggregateId) -> Result<Option<Snapshot>, SnapshotStoreError> {
+        SnapshotStore::load(&self.store, id).await
+    }
+    async fn version(&self, id: &AggregateId) -> Result<Option<u64>, SnapshotStoreError> {
+        self.store.version(id).await
+    }
+    async fn save(&self, snapshot: &Snapshot) -> Result<bool, SnapshotStoreError> {
+        self.store.save(snapshot).await
+    }
+}
