@@ -76,10 +76,16 @@ pub async fn fresh_with(connections: usize) -> Option<Arc<TestStore>> {
             _guard: SchemaGuard(schema),
         })),
         Err(error) if !required() => {
-            eprintln!(
-                "SKIPPED: PostgreSQL suite, no server at {} ({error}). Start PostgreSQL or set WOW_TEST_POSTGRES_URL; .ci/run requires it.",
-                url()
-            );
+            // Written to stderr directly, past the test harness's capture, once per binary.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: the PostgreSQL suites of this test binary: no server at {} ({error}). Start PostgreSQL or set WOW_TEST_POSTGRES_URL to run them; .ci/run requires them.",
+                    url()
+                );
+            });
             None
         }
         Err(error) => panic!(
