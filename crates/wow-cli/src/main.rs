@@ -37,7 +37,7 @@ enum Command {
         /// Where to listen [default: 127.0.0.1:8080].
         #[arg(long, env = "WOW_LISTEN")]
         listen: Option<String>,
-        /// The store: sqlite://PATH or memory:// [default: sqlite://./data/wow.db].
+        /// The store: sqlite://PATH, postgres://... or memory:// [default: sqlite://./data/wow.db].
         #[arg(long, env = "WOW_STORE")]
         store: Option<String>,
         /// A TOML file of settings.

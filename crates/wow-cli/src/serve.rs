@@ -10,6 +10,7 @@ use wow_core::eventsourcing::{
 };
 use wow_example_bank::Bank;
 use wow_http::{HttpConfig, HttpState};
+use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 use crate::config::{ConfigError, ServeConfig};
@@ -19,10 +20,12 @@ use crate::config::{ConfigError, ServeConfig};
 pub(crate) enum ServeError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("unsupported store URL `{0}`: use sqlite://PATH or memory://")]
+    #[error("unsupported store URL `{0}`: use sqlite://PATH, postgres://... or memory://")]
     Store(String),
     #[error("cannot open the store: {0}")]
     Open(#[from] wow_sqlite::OpenError),
+    #[error("cannot open the store: {0}")]
+    OpenPostgres(#[from] wow_postgres::OpenError),
     #[error("cannot start the bank: {0}")]
     Bank(#[from] wow_example_bank::BankError),
     #[error("cannot listen on {address}: {source}")]
@@ -45,6 +48,10 @@ async fn open_store(url: &str) -> Result<Stores, ServeError> {
     }
     if url.starts_with("sqlite:") {
         let store = SqliteStore::open(url.parse::<SqliteOptions>()?).await?;
+        return Ok((Arc::new(store.clone()), Arc::new(store)));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let store = PostgresStore::open(url.parse::<PostgresOptions>()?).await?;
         return Ok((Arc::new(store.clone()), Arc::new(store)));
     }
     Err(ServeError::Store(url.to_owned()))
