@@ -9,14 +9,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::json;
 use support::*;
-use tokio::sync::Semaphore;
 use wow_core::command::{
     CommandGateway, DefaultCommandHandler, InMemoryCommandBus, WaitCoordinator, WaitPlan,
 };
 use wow_core::event::{ConsumerError, DomainEventBus, EventBusError, EventConsumer};
-use wow_core::eventsourcing::{EventStore, EventStoreError, InMemoryEventStore, RequestRecord};
+use wow_core::eventsourcing::{EventStore, GatedEventStore};
 use wow_core::pipeline::LocalPipeline;
-use wow_core::{AggregateId, CommandStage, DomainEventStream, ErrorCode, NamedAggregate};
+use wow_core::{CommandStage, DomainEventStream, ErrorCode};
 
 /// An event bus whose transport is down.
 #[derive(Debug)]
@@ -147,61 +146,9 @@ async fn a_consumer_failure_fails_its_stage_only_and_keeps_history() {
     );
 }
 
-/// An event store whose appends wait for a permit: a node stuck mid-command.
-#[derive(Debug)]
-struct GatedStore {
-    inner: InMemoryEventStore,
-    gate: Semaphore,
-}
-
-#[async_trait]
-impl EventStore for GatedStore {
-    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        let _permit = self.gate.acquire().await.expect("gate open");
-        self.inner.append(stream).await
-    }
-    async fn load(
-        &self,
-        id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner.load(id, head, tail).await
-    }
-    async fn load_by_time(
-        &self,
-        id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner.load_by_time(id, start, end).await
-    }
-    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
-        self.inner.last(id).await
-    }
-    async fn find_request(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
-        self.inner.find_request(id, request_id).await
-    }
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.inner.scan_aggregate_ids(named, after, limit).await
-    }
-}
-
 #[tokio::test]
 async fn a_caller_that_goes_away_releases_its_wait_and_the_command_goes_on() {
-    let store = Arc::new(GatedStore {
-        inner: InMemoryEventStore::new(),
-        gate: Semaphore::new(0),
-    });
+    let store = Arc::new(GatedEventStore::new(memory_store()));
     let pipeline = LocalPipeline::builder(registry(), store.clone()).build();
     let id = account_id();
     let create = open(&id, 1).with_request_id("abandoned");
@@ -224,7 +171,7 @@ async fn a_caller_that_goes_away_releases_its_wait_and_the_command_goes_on() {
     assert!(caller.await.unwrap_err().is_cancelled());
 
     let mut observer = observer;
-    store.gate.add_permits(1);
+    store.release(1);
     let mut last = None;
     while let Some(result) = observer.next().await {
         last = Some(result);

@@ -6,13 +6,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{json, Value};
-use tokio::sync::Semaphore;
-use wow_core::eventsourcing::{EventStore, EventStoreError, InMemoryEventStore, RequestRecord};
+use wow_core::eventsourcing::{EventStore, GatedEventStore, InMemoryEventStore};
 use wow_core::pipeline::LocalPipeline;
-use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+use wow_core::AggregateId;
 use wow_example_bank::Bank;
 use wow_http::{router, HttpConfig, HttpState};
 
@@ -622,61 +620,9 @@ async fn with_auth_the_token_decides_the_tenant() {
     );
 }
 
-/// An event store whose appends wait for a permit: a slow store.
-#[derive(Debug)]
-struct GatedStore {
-    inner: InMemoryEventStore,
-    gate: Semaphore,
-}
-
-#[async_trait]
-impl EventStore for GatedStore {
-    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        let _permit = self.gate.acquire().await.unwrap();
-        self.inner.append(stream).await
-    }
-    async fn load(
-        &self,
-        id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner.load(id, head, tail).await
-    }
-    async fn load_by_time(
-        &self,
-        id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner.load_by_time(id, start, end).await
-    }
-    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
-        self.inner.last(id).await
-    }
-    async fn find_request(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
-        self.inner.find_request(id, request_id).await
-    }
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.inner.scan_aggregate_ids(named, after, limit).await
-    }
-}
-
 #[tokio::test]
 async fn a_caller_timeout_is_408_and_the_look_up_later_shows_appended() {
-    let store = Arc::new(GatedStore {
-        inner: InMemoryEventStore::new(),
-        gate: Semaphore::new(0),
-    });
+    let store = Arc::new(GatedEventStore::new(Arc::new(InMemoryEventStore::new())));
     let pipeline =
         LocalPipeline::builder(wow_example_bank::registry().unwrap(), store.clone()).build();
     let base = listen(router(HttpState::new(
@@ -708,7 +654,7 @@ async fn a_caller_timeout_is_408_and_the_look_up_later_shows_appended() {
         (status, outcome["status"].as_str()),
         (StatusCode::NOT_FOUND, Some("NOT_APPENDED"))
     );
-    store.gate.add_permits(1);
+    store.release(1);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let (status, outcome, _) = read(client.get(&lookup).send().await.unwrap()).await;

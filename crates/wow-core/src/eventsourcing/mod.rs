@@ -3,6 +3,7 @@
 mod cache;
 mod error;
 mod event_store;
+mod gated;
 mod in_memory;
 mod repository;
 mod snapshot;
@@ -13,6 +14,7 @@ pub use error::{BoxError, EventStoreError, RejectedStream, SnapshotStoreError};
 pub use event_store::{
     check_appendable, check_time_range, check_version_range, EventStore, RequestRecord,
 };
+pub use gated::GatedEventStore;
 pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
 pub use repository::{load_aggregate, LoadError};
 pub use snapshot::{Snapshot, SnapshotStore};
