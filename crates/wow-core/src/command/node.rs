@@ -410,9 +410,16 @@ fn aggregate_failure(command: &JsonCommand, error: &AggregateError) -> CommandRe
 impl CommandHandler for DefaultCommandHandler {
     async fn handle(&self, command: JsonCommand) {
         if command.is_void() {
-            // No aggregate handles a void command (SPEC RQ-12); its consumers read it from
-            // the bus elsewhere. Nothing to record or signal beyond SENT.
-            tracing::debug!(command_id = %command.id, name = %command.name, "void command passed by");
+            // No aggregate handles a void command (SPEC RQ-12): the node logs it, at least
+            // once (a resend the gateway let through is logged again). Nothing is recorded or
+            // signalled beyond SENT.
+            tracing::info!(
+                aggregate = %command.aggregate_id,
+                command = %command.name,
+                request_id = %command.request_id,
+                body = %command.body,
+                "void command"
+            );
             return;
         }
         self.process(&command).await;
