@@ -45,6 +45,16 @@ pub fn decode_unit(name: &str, body: &Value) -> Result<(), BodyDecodeError> {
     }
 }
 
+/// The JSON Schema of a command's payload.
+pub fn schema_of<T: schemars::JsonSchema>() -> Value {
+    serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
+}
+
+/// The JSON Schema of a command without a payload: an empty object.
+pub fn unit_schema() -> Value {
+    serde_json::json!({"type": "object", "additionalProperties": false})
+}
+
 /// The error code named `code`.
 pub fn error_code(code: &str) -> ErrorCode {
     let Ok(code) = code.parse();

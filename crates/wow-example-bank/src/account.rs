@@ -23,7 +23,7 @@ pub struct AccountState {
 }
 
 /// `open`: the holder's name and the opening balance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Open {
     /// The holder's name; not empty.
@@ -35,7 +35,7 @@ pub struct Open {
 }
 
 /// `deposit` and `withdraw`: an amount above 0.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Amount {
     /// The amount; above 0.
@@ -44,7 +44,7 @@ pub struct Amount {
 }
 
 /// `transfer`: move `amount` to the account `to`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Transfer {
     /// The target account's id; not empty.
@@ -56,7 +56,7 @@ pub struct Transfer {
 }
 
 /// `receive_transfer`: `amount` arrives from the account `from` (sent by the saga).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiveTransfer {
     /// The source account's id.

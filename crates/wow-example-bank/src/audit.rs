@@ -12,7 +12,7 @@ use wow_core::{Command, Event};
 pub struct Audit;
 
 /// `note`: a line for the audit log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Note {
     /// The text; not empty.

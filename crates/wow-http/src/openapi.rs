@@ -57,7 +57,7 @@ pub(crate) async fn document(State(state): State<HttpState>) -> Json<Value> {
                     "summary": format!("{} `{}` ({:?})", aggregate, command.name, command.kind),
                     "x-command-kind": command.kind,
                     "parameters": parameters,
-                    "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "requestBody": {"required": false, "content": {"application/json": {"schema": (command.schema)()}}},
                     "responses": {
                         "200": {"description": "The result at the awaited stage", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CommandResult"}}}},
                         "400": {"description": "Invalid input (CommandValidation, IllegalArgument, BadRequest)"},
@@ -99,7 +99,7 @@ pub(crate) async fn document(State(state): State<HttpState>) -> Json<Value> {
         .map(|f| ((*f).to_owned(), json!({})))
         .collect();
     Json(json!({
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {"title": "wow-rs", "version": env!("CARGO_PKG_VERSION")},
         "paths": paths,
         "components": {"schemas": {"CommandResult": {"type": "object", "properties": properties}}}

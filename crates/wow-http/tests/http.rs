@@ -507,7 +507,10 @@ async fn history_state_and_outcome_look_up() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, doc) = s.get("/openapi.json", &[]).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(doc["paths"]["/account/{id}/transfer"]["post"].is_object());
+    let body = &doc["paths"]["/account/{id}/transfer"]["post"]["requestBody"]["content"]
+        ["application/json"]["schema"];
+    assert_eq!(body["properties"]["amount"]["minimum"], 1, "{body}");
+    assert!(body["required"].as_array().unwrap().contains(&json!("to")));
     let (status, health) = s.get("/health", &[]).await;
     assert_eq!(
         (status, health["status"].as_str()),

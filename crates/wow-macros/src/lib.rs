@@ -16,6 +16,7 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, Ident, LitStr, Variant};
 /// variant's name in `snake_case` unless `#[command(name = "...")]` gives one. One attribute
 /// each marks the kind and the validation: `#[command(create)]`, `#[command(allow_create)]`,
 /// `#[command(void)]`, `#[command(validate)]` (the payload derives `validator::Validate`).
+/// Every payload derives `schemars::JsonSchema`: its schema is the body's in OpenAPI.
 #[proc_macro_derive(Command, attributes(command))]
 pub fn derive_command(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -54,6 +55,7 @@ pub fn derive_domain_error(input: TokenStream) -> TokenStream {
 struct Item<'a> {
     ident: &'a Ident,
     has_payload: bool,
+    payload: Option<&'a syn::Type>,
     name: String,
     kind: &'static str,
     validate: bool,
@@ -108,6 +110,10 @@ fn parse_items<'a>(input: &'a DeriveInput, what: &str, attr: &str) -> syn::Resul
         let mut item = Item {
             ident: &variant.ident,
             has_payload: payload(variant, what)?,
+            payload: match &variant.fields {
+                Fields::Unnamed(fields) => fields.unnamed.first().map(|field| &field.ty),
+                _ => None,
+            },
             name: if attr == "command" {
                 snake_case(&variant.ident)
             } else {
@@ -192,7 +198,11 @@ fn expand_command(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let infos = items.iter().map(|item| {
         let name = &item.name;
         let kind = Ident::new(item.kind, Span::call_site());
-        quote!(::wow_core::command::CommandInfo { name: #name, kind: ::wow_core::command::CommandKind::#kind })
+        let schema = match item.payload {
+            Some(ty) => quote!(::wow_core::__private::schema_of::<#ty>),
+            None => quote!(::wow_core::__private::unit_schema),
+        };
+        quote!(::wow_core::command::CommandInfo { name: #name, kind: ::wow_core::command::CommandKind::#kind, schema: #schema })
     });
     let validations = items.iter().filter(|item| item.validate).map(|item| {
         let pat = pattern(item);

@@ -14,7 +14,7 @@ pub struct CounterState {
 }
 
 /// Add `by` to the counter; `by` is at least 1.
-#[derive(Debug, Clone, Serialize, Deserialize, validator::Validate)]
+#[derive(Debug, Clone, Serialize, Deserialize, validator::Validate, schemars::JsonSchema)]
 pub struct Add {
     /// The amount.
     #[validate(range(min = 1))]

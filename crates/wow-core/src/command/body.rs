@@ -5,12 +5,14 @@ use serde_json::Value;
 use super::{BindingError, CommandKind};
 
 /// One command of an aggregate, as the registry lists it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct CommandInfo {
     /// The command's stable name (the last segment of its HTTP route).
     pub name: &'static str,
     /// Whether it creates, may create, acts on an existing aggregate, or is void.
     pub kind: CommandKind,
+    /// The JSON Schema of its body (for OpenAPI).
+    pub schema: fn() -> Value,
 }
 
 /// The body could not be turned into the named command or event.

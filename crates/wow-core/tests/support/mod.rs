@@ -16,14 +16,14 @@ pub struct AccountState {
     pub frozen: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, Validate)]
+#[derive(Debug, Clone, Serialize, Deserialize, Validate, schemars::JsonSchema)]
 pub struct Open {
     #[validate(length(min = 1))]
     pub name: String,
     pub balance: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, Validate)]
+#[derive(Debug, Clone, Serialize, Deserialize, Validate, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Amount {
     #[validate(range(min = 1))]
