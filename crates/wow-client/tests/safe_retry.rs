@@ -1,0 +1,190 @@
+//! The safe-retry sequence of SPEC TO-2 against a real server: it never makes one intent two.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use wow_client::{CommandRequest, Lookup, Outcome, RetryPolicy, WowClient};
+use wow_core::event::{ConsumerError, EventConsumer};
+use wow_core::eventsourcing::{EventStore, GatedEventStore, InMemoryEventStore};
+use wow_core::pipeline::LocalPipeline;
+use wow_core::{AggregateId, CommandStage, DomainEventStream};
+use wow_http::{router, HttpConfig, HttpState};
+
+async fn serve(pipeline: &LocalPipeline) -> String {
+    let app = router(HttpState::new(pipeline, None, HttpConfig::default()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{address}")
+}
+
+fn open(id: &str) -> CommandRequest {
+    CommandRequest::new("account", id, "open", json!({"name": "Ann", "balance": 10}))
+        .request_id(format!("open-{id}"))
+}
+
+async fn streams_holding(store: &dyn EventStore, id: &str, request_id: &str) -> usize {
+    let aggregate = AggregateId::new("bank", "account", id, "(0)");
+    store
+        .load(&aggregate, 1, u64::MAX)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|s| s.request_id == request_id)
+        .count()
+}
+
+fn quick() -> RetryPolicy {
+    RetryPolicy {
+        attempts: 3,
+        backoff: Duration::from_millis(10),
+    }
+}
+
+#[tokio::test]
+async fn a_plain_success_completes() {
+    let pipeline = LocalPipeline::builder(
+        wow_example_bank::registry().unwrap(),
+        Arc::new(InMemoryEventStore::new()),
+    )
+    .build();
+    let client = WowClient::new(serve(&pipeline).await).unwrap();
+    match client.send_safely(&open("a-1")).await {
+        Outcome::Completed(result) => assert_eq!(result.aggregate_version, Some(1)),
+        other => panic!("expected Completed, got {other:?}"),
+    }
+    let rejected =
+        CommandRequest::new("account", "a-1", "withdraw", json!({"amount": 100})).request_id("w-1");
+    assert!(
+        matches!(client.send_safely(&rejected).await, Outcome::Rejected(r) if r.error_code.as_str() == "InsufficientBalance")
+    );
+}
+
+#[tokio::test]
+async fn resending_an_applied_intent_reports_it_applied() {
+    let pipeline = LocalPipeline::builder(
+        wow_example_bank::registry().unwrap(),
+        Arc::new(InMemoryEventStore::new()),
+    )
+    .build();
+    let client = WowClient::new(serve(&pipeline).await).unwrap();
+    let first = client.send_safely(&open("a-2")).await;
+    let Outcome::Completed(first) = first else {
+        panic!("{first:?}")
+    };
+    match client.send_safely(&open("a-2")).await {
+        Outcome::AlreadyApplied {
+            version,
+            command_id,
+            ..
+        } => {
+            assert_eq!(version, 1);
+            assert_eq!(command_id, first.command_id);
+        }
+        other => panic!("expected AlreadyApplied, got {other:?}"),
+    }
+    assert_eq!(
+        streams_holding(pipeline.store().as_ref(), "a-2", "open-a-2").await,
+        1
+    );
+}
+
+/// A projection that never finishes: waits for PROJECTED can only expire.
+#[derive(Debug)]
+struct Stuck;
+
+#[async_trait]
+impl EventConsumer for Stuck {
+    fn name(&self) -> &str {
+        "stuck"
+    }
+
+    async fn handle(&self, _stream: &DomainEventStream) -> Result<(), ConsumerError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_timeout_after_the_append_is_resolved_by_the_look_up_without_a_resend() {
+    let pipeline = LocalPipeline::builder(
+        wow_example_bank::registry().unwrap(),
+        Arc::new(InMemoryEventStore::new()),
+    )
+    .projection(Arc::new(Stuck))
+    .build();
+    let client = WowClient::new(serve(&pipeline).await)
+        .unwrap()
+        .retry(quick());
+    let request = open("a-3").wait(CommandStage::Projected, Duration::from_millis(200));
+    match client.send_safely(&request).await {
+        Outcome::AlreadyApplied {
+            version, result, ..
+        } => {
+            assert_eq!(version, 1);
+            assert!(
+                result.is_none(),
+                "known from the look-up, not from a resend"
+            );
+        }
+        other => panic!("expected AlreadyApplied, got {other:?}"),
+    }
+    assert_eq!(
+        streams_holding(pipeline.store().as_ref(), "a-3", "open-a-3").await,
+        1
+    );
+    assert_eq!(
+        pipeline.metrics.snapshot().handler_runs,
+        1,
+        "it was never resent"
+    );
+}
+
+#[tokio::test]
+async fn an_intent_still_in_flight_stays_unknown_and_lands_once() {
+    let store = Arc::new(GatedEventStore::new(Arc::new(InMemoryEventStore::new())));
+    let pipeline =
+        LocalPipeline::builder(wow_example_bank::registry().unwrap(), store.clone()).build();
+    let base = serve(&pipeline).await;
+    let client = WowClient::new(&base).unwrap().retry(quick());
+    let request = open("a-4").wait(CommandStage::Processed, Duration::from_millis(100));
+    match client.send_safely(&request).await {
+        Outcome::Unknown { request_id, reason } => {
+            assert_eq!(request_id, "open-a-4");
+            assert!(reason.contains("3 attempts"), "{reason}");
+        }
+        other => panic!("expected Unknown, got {other:?}"),
+    }
+    // The store comes back: the first attempt lands, every resend is a duplicate.
+    store.release(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Lookup::Appended { version, .. } =
+            client.lookup("account", "a-4", "open-a-4", None).await
+        {
+            assert_eq!(version, 1);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the intent never landed"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        streams_holding(store.as_ref(), "a-4", "open-a-4").await,
+        1,
+        "one intent, one stream"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_service_leaves_the_outcome_unknown() {
+    let client = WowClient::new("http://127.0.0.1:9").unwrap().retry(quick());
+    match client.send_safely(&open("a-5")).await {
+        Outcome::Unknown { request_id, .. } => assert_eq!(request_id, "open-a-5"),
+        other => panic!("expected Unknown, got {other:?}"),
+    }
+}
