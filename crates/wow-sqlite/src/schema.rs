@@ -9,10 +9,11 @@ use rusqlite::{Connection, OpenFlags};
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`.
-const MIGRATIONS: [&str; 1] = [r#"
+const MIGRATIONS: [&str; 2] = [
+    r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
     CREATE TABLE event_stream (
@@ -42,7 +43,18 @@ const MIGRATIONS: [&str; 1] = [r#"
         snapshot_time  INTEGER NOT NULL,
         PRIMARY KEY (aggregate_name, aggregate_id)
     ) WITHOUT ROWID;
-"#];
+"#,
+    r#"
+    -- A consumer's record that it processed a message, written in the transaction of the
+    -- consumer's own writes (SPEC DS-2).
+    CREATE TABLE processed_message (
+        consumer       TEXT    NOT NULL,
+        message_id     TEXT    NOT NULL,
+        processed_time INTEGER NOT NULL,
+        PRIMARY KEY (consumer, message_id)
+    ) WITHOUT ROWID;
+"#,
+];
 
 /// Opens a connection with the store's settings.
 pub(crate) fn connect(options: &SqliteOptions, read_only: bool) -> Result<Connection, OpenError> {

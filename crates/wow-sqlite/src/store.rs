@@ -5,6 +5,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 use tokio::sync::oneshot;
+use wow_core::event::{ProcessError, Processed};
+use wow_core::eventsourcing::BoxError;
 use wow_core::eventsourcing::{
     check_appendable, check_time_range, check_version_range, EventStore, EventStoreError,
     RejectedStream, RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
@@ -15,7 +17,7 @@ use crate::codec::{decode_request, decode_snapshot, decode_stream, StreamRow, ST
 use crate::error::{gone, snapshot_error, store_error};
 use crate::reader::ReadPool;
 use crate::schema::{connect, migrate};
-use crate::writer::{self, WriteJob, WriterHandle, WriterStats};
+use crate::writer::{self, Work, WorkFn, WriteJob, WriterHandle, WriterStats};
 use crate::{OpenError, SqliteOptions};
 
 /// Event streams and snapshots in one SQLite file. Cloning is cheap; clones share the writer
@@ -77,6 +79,61 @@ impl SqliteStore {
                 .load(std::sync::atomic::Ordering::Relaxed),
             self.stats.writes.load(std::sync::atomic::Ordering::Relaxed),
         )
+    }
+
+    /// Runs `work` once per (`consumer`, `message_id`), in one transaction with the record
+    /// that it ran (SPEC DS-2): a redelivered message finds the record and `work` does not
+    /// run; a failing `work` leaves neither its writes nor the record. `work` runs on the
+    /// store's writer thread, inside its group commit, so it should be short: a few
+    /// statements on the consumer's own tables.
+    pub async fn process_once(
+        &self,
+        consumer: &str,
+        message_id: &str,
+        work: impl FnOnce(&rusqlite::Connection) -> Result<(), BoxError> + Send + 'static,
+    ) -> Result<Processed, ProcessError> {
+        self.submit(
+            Some((consumer.to_owned(), message_id.to_owned())),
+            Box::new(work),
+        )
+        .await
+    }
+
+    /// Runs `work` in the writer's transaction (for example a consumer's table setup).
+    pub async fn transact(
+        &self,
+        work: impl FnOnce(&rusqlite::Connection) -> Result<(), BoxError> + Send + 'static,
+    ) -> Result<(), ProcessError> {
+        self.submit(None, Box::new(work)).await.map(|_| ())
+    }
+
+    async fn submit(
+        &self,
+        record: Option<(String, String)>,
+        work: Work,
+    ) -> Result<Processed, ProcessError> {
+        let (reply, answer) = oneshot::channel();
+        let job = WriteJob::Work {
+            record,
+            work: Some(WorkFn(work)),
+            reply,
+        };
+        self.writer
+            .send(job)
+            .await
+            .map_err(|_| ProcessError::Store(gone()))?;
+        answer.await.map_err(|_| ProcessError::Store(gone()))?
+    }
+
+    /// Runs `read` on a read-only connection of the pool (for a consumer's own tables).
+    pub async fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, BoxError> {
+        self.reads
+            .read(read)
+            .await
+            .map_err(|e| Box::new(e) as BoxError)
     }
 
     /// The options the store was opened with.

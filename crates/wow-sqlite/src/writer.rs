@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection};
 use tokio::sync::{mpsc, oneshot};
-use wow_core::eventsourcing::{EventStoreError, RejectedStream, Snapshot, SnapshotStoreError};
+use wow_core::event::{ProcessError, Processed};
+use wow_core::eventsourcing::{
+    BoxError, EventStoreError, RejectedStream, Snapshot, SnapshotStoreError,
+};
 
 use crate::codec::StreamRow;
 use crate::error::{snapshot_error, store_error};
@@ -34,6 +37,24 @@ pub(crate) enum WriteJob {
         state: String,
         reply: oneshot::Sender<Result<bool, SnapshotStoreError>>,
     },
+    /// A consumer's work, with its processed-message record when it has one.
+    Work {
+        record: Option<(String, String)>,
+        work: Option<WorkFn>,
+        reply: oneshot::Sender<Result<Processed, ProcessError>>,
+    },
+}
+
+/// A consumer's writes, run on the writer's connection inside its transaction.
+pub(crate) type Work = Box<dyn FnOnce(&Connection) -> Result<(), BoxError> + Send>;
+
+/// A [`Work`] that can be printed (as a placeholder).
+pub(crate) struct WorkFn(pub(crate) Work);
+
+impl std::fmt::Debug for WorkFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkFn(..)")
+    }
 }
 
 /// Sends jobs to the writer thread.
@@ -121,6 +142,8 @@ enum Outcome {
     Appended,
     Conflict(EventStoreError),
     Saved(bool),
+    Worked(Processed),
+    WorkFailed(String),
     Failed(rusqlite::Error),
 }
 
@@ -133,7 +156,7 @@ fn commit(connection: &Connection, batch: &mut Vec<WriteJob>) {
         return;
     }
     let mut outcomes = Vec::with_capacity(batch.len());
-    for job in batch.iter() {
+    for job in batch.iter_mut() {
         let outcome = apply(connection, job);
         // Some errors (a full disk, I/O) make SQLite roll the whole transaction back; then
         // nothing of the batch is written, and nothing may be reported as written.
@@ -166,8 +189,12 @@ fn commit(connection: &Connection, batch: &mut Vec<WriteJob>) {
     }
 }
 
-fn apply(connection: &Connection, job: &WriteJob) -> Outcome {
+fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
     match job {
+        WriteJob::Work { record, work, .. } => match work.take() {
+            Some(work) => run_work(connection, record.as_ref(), work.0),
+            None => Outcome::WorkFailed("the work ran already".to_owned()),
+        },
         WriteJob::Append { row, rejected, .. } => match insert(connection, row) {
             Ok(()) => Outcome::Appended,
             Err(error) => match classify(connection, row, rejected, &error) {
@@ -181,6 +208,43 @@ fn apply(connection: &Connection, job: &WriteJob) -> Outcome {
             Ok(stored) => Outcome::Saved(stored),
             Err(error) => Outcome::Failed(error),
         },
+    }
+}
+
+/// Runs `work` in a savepoint, after writing its record: a record already there means the
+/// message was processed (the work does not run); a failing or panicking work rolls back its
+/// writes and the record, and the rest of the batch goes on.
+fn run_work(connection: &Connection, record: Option<&(String, String)>, work: Work) -> Outcome {
+    if let Err(error) = connection.execute_batch("SAVEPOINT wow_work") {
+        return Outcome::Failed(error);
+    }
+    let undo = |outcome: Outcome| match connection
+        .execute_batch("ROLLBACK TO wow_work; RELEASE wow_work")
+    {
+        Ok(()) => outcome,
+        Err(error) => Outcome::Failed(error),
+    };
+    if let Some((consumer, message_id)) = record {
+        let recorded = connection
+            .prepare_cached("INSERT INTO processed_message (consumer, message_id, processed_time) VALUES (?1, ?2, ?3)")
+            .and_then(|mut statement| statement.execute(params![consumer, message_id, wow_core::id::now_millis()]));
+        match recorded {
+            Ok(_) => {}
+            Err(rusqlite::Error::SqliteFailure(failure, _))
+                if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                return undo(Outcome::Worked(Processed::AlreadyProcessed))
+            }
+            Err(error) => return undo(Outcome::Failed(error)),
+        }
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(connection))) {
+        Ok(Ok(())) => match connection.execute_batch("RELEASE wow_work") {
+            Ok(()) => Outcome::Worked(Processed::Applied),
+            Err(error) => Outcome::Failed(error),
+        },
+        Ok(Err(error)) => undo(Outcome::WorkFailed(error.to_string())),
+        Err(_) => undo(Outcome::WorkFailed("the work panicked".to_owned())),
     }
 }
 
@@ -298,6 +362,15 @@ fn reply(job: WriteJob, outcome: Outcome) {
         (WriteJob::SaveSnapshot { reply, .. }, Outcome::Failed(error)) => {
             let _ = reply.send(Err(snapshot_error(error)));
         }
+        (WriteJob::Work { reply, .. }, Outcome::Worked(processed)) => {
+            let _ = reply.send(Ok(processed));
+        }
+        (WriteJob::Work { reply, .. }, Outcome::WorkFailed(message)) => {
+            let _ = reply.send(Err(ProcessError::Work(message.into())));
+        }
+        (WriteJob::Work { reply, .. }, Outcome::Failed(error)) => {
+            let _ = reply.send(Err(ProcessError::Store(Box::new(error))));
+        }
         (job, _) => tracing::error!(?job, "writer outcome does not match its job"),
     }
 }
@@ -320,6 +393,9 @@ fn reply_failed(job: WriteJob, message: &str, error: &rusqlite::Error) {
                 EventStoreError::Internal(message.to_owned().into())
             };
             let _ = reply.send(Err(error));
+        }
+        WriteJob::Work { reply, .. } => {
+            let _ = reply.send(Err(ProcessError::Store(message.to_owned().into())));
         }
         WriteJob::SaveSnapshot { reply, .. } => {
             let error = if unavailable {

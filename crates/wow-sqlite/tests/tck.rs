@@ -26,3 +26,70 @@ mod snapshot_store {
     use super::*;
     wow_tck::snapshot_store_tck!(fresh);
 }
+
+mod processed_message {
+    use async_trait::async_trait;
+    use wow_core::event::{ProcessError, Processed};
+    use wow_tck::processed_message::Ledger;
+
+    use super::*;
+
+    /// A consumer's own table beside the processed-message records, in the same file.
+    #[derive(Debug)]
+    struct SqliteLedger(Arc<SqliteStore>);
+
+    #[async_trait]
+    impl Ledger for SqliteLedger {
+        async fn apply_once(
+            &self,
+            consumer: &str,
+            message_id: &str,
+            amount: i64,
+            fail: bool,
+        ) -> Result<Processed, ProcessError> {
+            let owner = consumer.to_owned();
+            self.0
+                .process_once(consumer, message_id, move |connection| {
+                    connection.execute(
+                        "INSERT INTO ledger (consumer, total) VALUES (?1, ?2) ON CONFLICT (consumer) DO UPDATE SET total = total + excluded.total",
+                        rusqlite::params![owner, amount],
+                    )?;
+                    if fail {
+                        return Err("the work failed after writing".into());
+                    }
+                    Ok(())
+                })
+                .await
+        }
+
+        async fn total(&self, consumer: &str) -> i64 {
+            let owner = consumer.to_owned();
+            self.0
+                .read(move |connection| {
+                    connection.query_row(
+                        "SELECT COALESCE(SUM(total), 0) FROM ledger WHERE consumer = ?1",
+                        [owner],
+                        |row| row.get(0),
+                    )
+                })
+                .await
+                .expect("the ledger reads")
+        }
+    }
+
+    async fn ledger() -> Arc<SqliteLedger> {
+        let store = fresh().await;
+        store
+            .transact(|connection| {
+                connection.execute_batch(
+                    "CREATE TABLE ledger (consumer TEXT PRIMARY KEY, total INTEGER NOT NULL)",
+                )?;
+                Ok(())
+            })
+            .await
+            .expect("the ledger table is made");
+        Arc::new(SqliteLedger(store))
+    }
+
+    wow_tck::processed_message_tck!(ledger);
+}

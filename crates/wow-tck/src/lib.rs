@@ -20,6 +20,7 @@
 
 pub mod event_store;
 pub mod fixtures;
+pub mod processed_message;
 pub mod snapshot_store;
 
 /// Runs every EventStore case against stores from `$factory`, an async function or closure
@@ -91,6 +92,37 @@ macro_rules! __snapshot_store_cases {
                 saves_and_loads_snapshot,
                 keeps_the_highest_version,
                 concurrent_saves_keep_the_highest_version,
+            ]
+        );
+    };
+}
+
+/// Runs every processed-message case against ledgers from `$factory` (see
+/// [`processed_message::Ledger`]); `optional:` as for the other suites.
+#[macro_export]
+macro_rules! processed_message_tck {
+    (optional: $factory:expr) => {
+        $crate::__processed_message_cases!(optional, $factory);
+    };
+    ($factory:expr) => {
+        $crate::__processed_message_cases!(required, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __processed_message_cases {
+    ($mode:ident, $factory:expr) => {
+        $crate::__tck_cases!(
+            $mode,
+            processed_message,
+            $factory,
+            [
+                applies_a_message_once,
+                a_failed_work_leaves_nothing_and_runs_again,
+                consumers_keep_their_own_records,
+                concurrent_deliveries_apply_once,
+                random_redeliveries_end_equal_to_a_fold,
             ]
         );
     };

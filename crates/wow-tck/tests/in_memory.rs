@@ -13,3 +13,42 @@ mod snapshot_store {
     use super::*;
     wow_tck::snapshot_store_tck!(|| async { Arc::new(InMemorySnapshotStore::new()) });
 }
+
+mod processed_message {
+    use std::collections::HashMap;
+
+    use async_trait::async_trait;
+    use wow_core::event::{InMemoryProcessedMessages, ProcessError, Processed};
+    use wow_tck::processed_message::Ledger;
+
+    use super::*;
+
+    #[derive(Debug, Default)]
+    struct MemoryLedger(InMemoryProcessedMessages<HashMap<String, i64>>);
+
+    #[async_trait]
+    impl Ledger for MemoryLedger {
+        async fn apply_once(
+            &self,
+            consumer: &str,
+            message_id: &str,
+            amount: i64,
+            fail: bool,
+        ) -> Result<Processed, ProcessError> {
+            self.0.process_once(consumer, message_id, |totals| {
+                *totals.entry(consumer.to_owned()).or_default() += amount;
+                if fail {
+                    return Err("the work failed after writing".into());
+                }
+                Ok(())
+            })
+        }
+
+        async fn total(&self, consumer: &str) -> i64 {
+            self.0
+                .read(|totals| totals.get(consumer).copied().unwrap_or(0))
+        }
+    }
+
+    wow_tck::processed_message_tck!(|| async { Arc::new(MemoryLedger::default()) });
+}
