@@ -5,13 +5,14 @@ use deadpool_postgres::Object;
 use crate::OpenError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`. The request-id index
 /// is created before the primary key on purpose: PostgreSQL checks unique indexes in creation
 /// order, so a stream that repeats a request id at a taken version reports the request id
 /// (SPEC ES-4). The store also confirms it after a version conflict.
-const MIGRATIONS: [&str; 1] = [r#"
+const MIGRATIONS: [&str; 2] = [
+    r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
         aggregate_name TEXT      NOT NULL,
@@ -39,7 +40,16 @@ const MIGRATIONS: [&str; 1] = [r#"
         snapshot_time  BIGINT NOT NULL,
         CONSTRAINT snapshot_pk PRIMARY KEY (aggregate_name, aggregate_id)
     );
-"#];
+"#,
+    r#"
+    CREATE TABLE processed_message (
+        consumer       TEXT   NOT NULL,
+        message_id     TEXT   NOT NULL,
+        processed_time BIGINT NOT NULL,
+        CONSTRAINT processed_message_pk PRIMARY KEY (consumer, message_id)
+    );
+"#,
+];
 
 /// Creates `schema` if missing and brings it to [`SCHEMA_VERSION`], in one transaction,
 /// serialised against other nodes migrating at the same time.

@@ -2,7 +2,10 @@
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use futures::future::BoxFuture;
 use tokio_postgres::{NoTls, Row};
+use wow_core::event::{ProcessError, Processed};
+use wow_core::eventsourcing::BoxError;
 use wow_core::eventsourcing::{
     check_appendable, check_time_range, check_version_range, EventStore, EventStoreError,
     RejectedStream, RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
@@ -99,6 +102,54 @@ impl PostgresStore {
             pool,
             schema: options.schema,
         })
+    }
+
+    /// Runs `work` once per (`consumer`, `message_id`), in one transaction with the record
+    /// that it ran (SPEC DS-2): a redelivered message finds the record and `work` does not
+    /// run; a failing `work` leaves neither its writes nor the record. Concurrent deliveries
+    /// of one message wait for each other on the record's key; one of them runs `work`.
+    pub async fn process_once<F>(
+        &self,
+        consumer: &str,
+        message_id: &str,
+        work: F,
+    ) -> Result<Processed, ProcessError>
+    where
+        F: for<'t> FnOnce(
+                &'t tokio_postgres::Transaction<'t>,
+            ) -> BoxFuture<'t, Result<(), BoxError>>
+            + Send,
+    {
+        let store = |error: tokio_postgres::Error| ProcessError::Store(Box::new(error));
+        let mut client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| ProcessError::Store(Box::new(e)))?;
+        let transaction = client.transaction().await.map_err(store)?;
+        // The record first: its key makes concurrent deliveries of one message queue up.
+        let recorded = transaction
+            .execute(
+                "INSERT INTO processed_message (consumer, message_id, processed_time) VALUES ($1, $2, $3) ON CONFLICT (consumer, message_id) DO NOTHING",
+                &[&consumer, &message_id, &wow_core::id::now_millis()],
+            )
+            .await
+            .map_err(store)?;
+        if recorded == 0 {
+            transaction.rollback().await.map_err(store)?;
+            return Ok(Processed::AlreadyProcessed);
+        }
+        if let Err(error) = work(&transaction).await {
+            transaction.rollback().await.map_err(store)?;
+            return Err(ProcessError::Work(error));
+        }
+        transaction.commit().await.map_err(store)?;
+        Ok(Processed::Applied)
+    }
+
+    /// The pool, for a consumer's own reads.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
     }
 
     /// The schema the tables live in.

@@ -10,3 +10,72 @@ mod event_store {
 mod snapshot_store {
     wow_tck::snapshot_store_tck!(optional: super::support::fresh);
 }
+
+mod processed_message {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use wow_core::event::{ProcessError, Processed};
+    use wow_tck::processed_message::Ledger;
+
+    use super::support::{fresh, TestStore};
+
+    /// A consumer's own table beside the processed-message records, in the same schema.
+    #[derive(Debug)]
+    struct PostgresLedger(Arc<TestStore>);
+
+    #[async_trait]
+    impl Ledger for PostgresLedger {
+        async fn apply_once(
+            &self,
+            consumer: &str,
+            message_id: &str,
+            amount: i64,
+            fail: bool,
+        ) -> Result<Processed, ProcessError> {
+            let owner = consumer.to_owned();
+            self.0
+                .store
+                .process_once(consumer, message_id, move |transaction| {
+                    Box::pin(async move {
+                        transaction
+                            .execute(
+                                "INSERT INTO ledger (consumer, total) VALUES ($1, $2) ON CONFLICT (consumer) DO UPDATE SET total = ledger.total + EXCLUDED.total",
+                                &[&owner, &amount],
+                            )
+                            .await?;
+                        if fail {
+                            return Err("the work failed after writing".into());
+                        }
+                        Ok(())
+                    })
+                })
+                .await
+        }
+
+        async fn total(&self, consumer: &str) -> i64 {
+            let client = self.0.store.pool().get().await.expect("a connection");
+            client
+                .query_one(
+                    "SELECT COALESCE(SUM(total), 0)::BIGINT FROM ledger WHERE consumer = $1",
+                    &[&consumer],
+                )
+                .await
+                .expect("the ledger reads")
+                .get(0)
+        }
+    }
+
+    async fn ledger() -> Option<Arc<PostgresLedger>> {
+        let store = fresh().await?;
+        let client = store.store.pool().get().await.expect("a connection");
+        client
+            .batch_execute("CREATE TABLE ledger (consumer TEXT PRIMARY KEY, total BIGINT NOT NULL)")
+            .await
+            .expect("the ledger table is made");
+        drop(client);
+        Some(Arc::new(PostgresLedger(store)))
+    }
+
+    wow_tck::processed_message_tck!(optional: ledger);
+}
