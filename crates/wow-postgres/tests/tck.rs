@@ -1,5 +1,6 @@
 //! The PostgreSQL store passes the whole conformance suite, each case in a schema of its own,
 //! the race and duplicate-storm cases over separate pooled connections.
+#![allow(clippy::expect_used)]
 
 mod support;
 
