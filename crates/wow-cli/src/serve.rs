@@ -8,7 +8,7 @@ use axum::Router;
 use wow_core::eventsourcing::{
     EventStore, InMemoryEventStore, InMemorySnapshotStore, SnapshotStore,
 };
-use wow_example_bank::Bank;
+use wow_example_bank::{Bank, ReadModels};
 use wow_http::{HttpConfig, HttpState};
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_sqlite::{SqliteOptions, SqliteStore};
@@ -37,22 +37,31 @@ pub(crate) enum ServeError {
     Serve(std::io::Error),
 }
 
-type Stores = (Arc<dyn EventStore>, Arc<dyn SnapshotStore>);
+type Stores = (Arc<dyn EventStore>, Arc<dyn SnapshotStore>, ReadModels);
 
 async fn open_store(url: &str) -> Result<Stores, ServeError> {
     if url == "memory://" || url == "memory:" {
         return Ok((
             Arc::new(InMemoryEventStore::new()),
             Arc::new(InMemorySnapshotStore::new()),
+            ReadModels::memory(),
         ));
     }
     if url.starts_with("sqlite:") {
         let store = SqliteStore::open(url.parse::<SqliteOptions>()?).await?;
-        return Ok((Arc::new(store.clone()), Arc::new(store)));
+        return Ok((
+            Arc::new(store.clone()),
+            Arc::new(store.clone()),
+            ReadModels::Sqlite(store),
+        ));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let store = PostgresStore::open(url.parse::<PostgresOptions>()?).await?;
-        return Ok((Arc::new(store.clone()), Arc::new(store)));
+        return Ok((
+            Arc::new(store.clone()),
+            Arc::new(store.clone()),
+            ReadModels::Postgres(store),
+        ));
     }
     Err(ServeError::Store(url.to_owned()))
 }
@@ -69,11 +78,12 @@ fn bank_routes(bank: &Bank) -> Router {
         get(move |Path(id): Path<String>| {
             let balances = balances.clone();
             async move {
-                match balances.view(&id) {
-                    Some(view) => axum::Json(view).into_response(),
-                    None => (
-                        StatusCode::NOT_FOUND,
-                        axum::Json(serde_json::json!({"errorCode": "NotFound"})),
+                match balances.view(&id).await {
+                    Ok(Some(view)) => axum::Json(view).into_response(),
+                    Ok(None) => (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"errorCode": "NotFound"}))).into_response(),
+                    Err(error) => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        axum::Json(serde_json::json!({"errorCode": "ServiceUnavailable", "errorMsg": error.to_string()})),
                     )
                         .into_response(),
                 }
@@ -112,11 +122,12 @@ pub(crate) async fn run(
     config: Option<PathBuf>,
 ) -> Result<(), ServeError> {
     let settings = ServeConfig::resolve(listen, store, config.as_deref())?;
-    let (events, snapshots) = open_store(&settings.store).await?;
+    let (events, snapshots, read_models) = open_store(&settings.store).await?;
     let bank = Bank::start_with(
         events,
         Some(snapshots.clone()),
         settings.idempotency.clone(),
+        read_models,
     )
     .await?;
     let http = HttpConfig {

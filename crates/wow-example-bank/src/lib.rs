@@ -10,6 +10,7 @@ pub mod account;
 pub mod audit;
 pub mod notifications;
 pub mod projection;
+pub mod read_model;
 pub mod transfer;
 
 use std::sync::Arc;
@@ -18,6 +19,8 @@ use wow_core::aggregate::{AggregateRegistry, DuplicateAggregateName};
 use wow_core::eventsourcing::{EventStore, SnapshotStore, SnapshotStrategy};
 use wow_core::idempotency::IdempotencyConfig;
 use wow_core::pipeline::LocalPipeline;
+
+pub use read_model::ReadModels;
 
 /// The context every bank aggregate belongs to.
 pub const CONTEXT: &str = "bank";
@@ -49,17 +52,30 @@ impl Bank {
         store: Arc<dyn EventStore>,
         snapshots: Option<Arc<dyn SnapshotStore>>,
     ) -> Result<Self, BankError> {
-        Self::start_with(store, snapshots, IdempotencyConfig::default()).await
+        Self::start_with(
+            store,
+            snapshots,
+            IdempotencyConfig::default(),
+            ReadModels::memory(),
+        )
+        .await
     }
 
-    /// [`Bank::start`] with the `idempotency.*` settings of its Bloom filters.
+    /// [`Bank::start`] with the `idempotency.*` settings of its Bloom filters and the
+    /// database of its read models (the store's own, so that they commit with their
+    /// processed-message records).
     pub async fn start_with(
         store: Arc<dyn EventStore>,
         snapshots: Option<Arc<dyn SnapshotStore>>,
         idempotency: IdempotencyConfig,
+        read_models: ReadModels,
     ) -> Result<Self, BankError> {
-        let balances = Arc::new(projection::AccountBalanceProjection::default());
-        let notifications = Arc::new(notifications::Notifications::default());
+        read_models.prepare().await.map_err(BankError::ReadModels)?;
+        let read_models = Arc::new(read_models);
+        let balances = Arc::new(projection::AccountBalanceProjection::new(
+            read_models.clone(),
+        ));
+        let notifications = Arc::new(notifications::Notifications::new(read_models));
         balances.catch_up(store.as_ref()).await?;
         notifications.catch_up(store.as_ref()).await?;
         let mut builder = LocalPipeline::builder(registry()?, store)
@@ -88,4 +104,7 @@ pub enum BankError {
     /// The read models could not read the history.
     #[error("catching up from the event store failed: {0}")]
     CatchUp(#[from] wow_core::eventsourcing::EventStoreError),
+    /// The read models' tables could not be made.
+    #[error("the read models' tables could not be made: {0}")]
+    ReadModels(wow_core::eventsourcing::BoxError),
 }

@@ -1,16 +1,20 @@
-//! The `notifications` processor: one outbox row per `Withdrawn` event, exactly once per
-//! event id (a redelivered event finds its row and adds nothing). The outbox lives in memory
-//! and is rebuilt from history at start; a durable outbox in the store's database comes with
-//! the downstream work (SPEC DS-2).
+//! The `notifications` processor: one outbox row per `Withdrawn` event, in the store's
+//! database, exactly once: the rows and the stream's processed-message record commit
+//! together (SPEC DS-2), and the row's key is the event id.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::Serialize;
 use wow_core::event::{ConsumerError, EventConsumer};
-use wow_core::eventsourcing::{EventStore, EventStoreError};
+use wow_core::eventsourcing::{BoxError, EventStore, EventStoreError};
 use wow_core::DomainEventStream;
+
+use crate::projection::{account_streams, consumer_error};
+use crate::read_model::ReadModels;
+
+/// The consumer name of the processor.
+pub const NAME: &str = "notifications";
 
 /// One notification to send.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -23,56 +27,48 @@ pub struct OutboxRow {
     pub amount: i64,
 }
 
-#[derive(Debug, Default)]
-struct Outbox {
-    rows: Vec<OutboxRow>,
-    seen: HashSet<String>,
-}
-
-/// The processor and its outbox.
-#[derive(Debug, Default)]
+/// The processor.
+#[derive(Debug)]
 pub struct Notifications {
-    outbox: Mutex<Outbox>,
+    models: Arc<ReadModels>,
 }
 
 impl Notifications {
-    /// Every row written so far, in order.
-    pub fn rows(&self) -> Vec<OutboxRow> {
-        self.outbox
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .rows
-            .clone()
+    /// The processor writing into `models`.
+    pub fn new(models: Arc<ReadModels>) -> Self {
+        Self { models }
     }
 
-    fn record(&self, stream: &DomainEventStream) {
-        let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
-        for event in stream.body.iter().filter(|e| e.name == "Withdrawn") {
-            if outbox.seen.insert(event.id.clone()) {
-                let amount = event.body["amount"].as_i64().unwrap_or(0);
-                outbox.rows.push(OutboxRow {
-                    event_id: event.id.clone(),
-                    account_id: stream.aggregate_id.id.clone(),
-                    amount,
-                });
+    /// Every row written so far.
+    pub async fn rows(&self) -> Result<Vec<OutboxRow>, BoxError> {
+        self.models.outbox().await
+    }
+
+    /// Records every `Withdrawn` event of `store` not recorded yet.
+    pub async fn catch_up(&self, store: &dyn EventStore) -> Result<(), EventStoreError> {
+        for stream in account_streams(store).await? {
+            if let Err(error) = self.handle(&stream).await {
+                tracing::warn!(%error, stream = %stream.id, "catch-up of notifications failed for a stream");
             }
         }
-    }
-
-    /// Records every `Withdrawn` event already in `store`.
-    pub async fn catch_up(&self, store: &dyn EventStore) -> Result<(), EventStoreError> {
-        crate::projection::for_each_stream(store, |stream| self.record(stream)).await
+        Ok(())
     }
 }
 
 #[async_trait]
 impl EventConsumer for Notifications {
     fn name(&self) -> &str {
-        "notifications"
+        NAME
     }
 
     async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
-        self.record(stream);
-        Ok(())
+        if stream.aggregate_id.aggregate_name != "account" {
+            return Ok(());
+        }
+        self.models
+            .record_withdrawals(NAME, stream)
+            .await
+            .map(|_| ())
+            .map_err(consumer_error)
     }
 }

@@ -1,23 +1,20 @@
-//! The `account_balance` projection: each account's balance, hold and last applied version.
-//!
-//! Applies each stream once: a stream at or below the last applied version is a redelivery
-//! and is skipped. It lives in memory and catches up from the event store at start; keeping
-//! it in the store's database with a processed-message record in the same transaction comes
-//! with the downstream work (SPEC DS-2).
+//! The `account_balance` projection: each account's balance, hold and last applied version,
+//! in the store's database. Each stream is applied once: its processed-message record is
+//! written in the same transaction as the row (SPEC DS-2), so a redelivered stream changes
+//! nothing.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::Serialize;
-use wow_core::aggregate::typed_events;
 use wow_core::event::{ConsumerError, EventConsumer};
-use wow_core::eventsourcing::{EventStore, EventStoreError};
+use wow_core::eventsourcing::{BoxError, EventStore, EventStoreError};
 use wow_core::{DomainEventStream, ErrorCode, NamedAggregate};
 
-use wow_core::aggregate::Aggregate;
+use crate::read_model::ReadModels;
 
-use crate::account::{Account, AccountState};
+/// The consumer name of the projection.
+pub const NAME: &str = "account_balance";
 
 /// One account as the read model shows it (`GET /account/{id}/view`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -34,83 +31,74 @@ pub struct AccountView {
     pub version: u64,
 }
 
-/// The projection: the account's state folded from its events, with the last version.
-#[derive(Debug, Default)]
+/// The projection.
+#[derive(Debug)]
 pub struct AccountBalanceProjection {
-    accounts: Mutex<HashMap<String, (AccountState, u64)>>,
+    models: Arc<ReadModels>,
 }
 
 impl AccountBalanceProjection {
+    /// The projection writing into `models`.
+    pub fn new(models: Arc<ReadModels>) -> Self {
+        Self { models }
+    }
+
     /// The view of account `id`, if it exists.
-    pub fn view(&self, id: &str) -> Option<AccountView> {
-        let accounts = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
-        accounts.get(id).map(|(state, version)| AccountView {
-            id: id.to_owned(),
-            name: state.name.clone(),
-            balance: state.balance,
-            held: state.held,
-            version: *version,
-        })
+    pub async fn view(&self, id: &str) -> Result<Option<AccountView>, BoxError> {
+        self.models.view(id).await
     }
 
-    fn apply(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
-        if stream.aggregate_id.aggregate_name != "account" {
-            return Ok(());
-        }
-        let events = typed_events::<Account>(stream)
-            .map_err(|e| ConsumerError::new(ErrorCode::InternalServerError, e.to_string()))?;
-        let mut accounts = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
-        let (state, version) = accounts.entry(stream.aggregate_id.id.clone()).or_default();
-        if stream.version <= *version {
-            return Ok(()); // a redelivery: applied before
-        }
-        for event in &events {
-            Account::apply(state, event);
-        }
-        *version = stream.version;
-        Ok(())
-    }
-
-    /// Applies every account stream already in `store`.
+    /// Applies every account stream of `store` it has not applied yet (on start, and for a
+    /// read model added later).
     pub async fn catch_up(&self, store: &dyn EventStore) -> Result<(), EventStoreError> {
-        for_each_stream(store, |stream| {
-            let _ = self.apply(stream);
-        })
-        .await
+        for stream in account_streams(store).await? {
+            if let Err(error) = self.handle(&stream).await {
+                tracing::warn!(%error, stream = %stream.id, "catch-up of account_balance failed for a stream");
+            }
+        }
+        Ok(())
     }
 }
 
-/// Calls `each` with every `account` stream in `store`, aggregate by aggregate, in version
-/// order.
-pub(crate) async fn for_each_stream(
+/// Every `account` stream in `store`, aggregate by aggregate, in version order.
+pub(crate) async fn account_streams(
     store: &dyn EventStore,
-    mut each: impl FnMut(&DomainEventStream),
-) -> Result<(), EventStoreError> {
+) -> Result<Vec<DomainEventStream>, EventStoreError> {
     let named = NamedAggregate::new(crate::CONTEXT, "account");
     let mut after: Option<String> = None;
+    let mut streams = Vec::new();
     loop {
         let page = store
             .scan_aggregate_ids(&named, after.as_deref(), 500)
             .await?;
         let Some(last) = page.last() else {
-            return Ok(());
+            return Ok(streams);
         };
         after = Some(last.id.clone());
         for aggregate in &page {
-            for stream in store.load(aggregate, 1, u64::MAX).await? {
-                each(&stream);
-            }
+            streams.extend(store.load(aggregate, 1, u64::MAX).await?);
         }
     }
+}
+
+pub(crate) fn consumer_error(error: impl std::fmt::Display) -> ConsumerError {
+    ConsumerError::new(ErrorCode::ServiceUnavailable, error.to_string())
 }
 
 #[async_trait]
 impl EventConsumer for AccountBalanceProjection {
     fn name(&self) -> &str {
-        "account_balance"
+        NAME
     }
 
     async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
-        self.apply(stream)
+        if stream.aggregate_id.aggregate_name != "account" {
+            return Ok(());
+        }
+        self.models
+            .project_balance(NAME, stream)
+            .await
+            .map(|_| ())
+            .map_err(consumer_error)
     }
 }

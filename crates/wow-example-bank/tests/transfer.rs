@@ -71,9 +71,9 @@ async fn a_transfer_moves_the_money_and_the_views_follow() {
     assert_eq!(commands[0]["command"], "receive_transfer");
     assert_eq!(commands[1]["command"], "confirm_transfer");
 
-    let view_a = bank.balances.view(&a.id).unwrap();
+    let view_a = bank.balances.view(&a.id).await.unwrap().unwrap();
     assert_eq!((view_a.balance, view_a.held, view_a.version), (70, 0, 3));
-    let view_b = bank.balances.view(&b.id).unwrap();
+    let view_b = bank.balances.view(&b.id).await.unwrap().unwrap();
     assert_eq!((view_b.balance, view_b.version), (35, 2));
 }
 
@@ -92,7 +92,7 @@ async fn a_transfer_to_a_missing_or_frozen_account_is_cancelled() {
         let done = transfer(&bank, &a, target, 40).await;
         assert_eq!(done.result["commands"][1]["command"], "cancel_transfer");
     }
-    let view = bank.balances.view(&a.id).unwrap();
+    let view = bank.balances.view(&a.id).await.unwrap().unwrap();
     assert_eq!((view.balance, view.held), (100, 0), "every hold released");
 }
 
@@ -111,9 +111,15 @@ async fn a_redelivered_transfer_event_moves_the_money_once() {
         .unwrap()
         .remove(0);
     bank.pipeline.dispatcher.dispatch(&prepared).await;
-    assert_eq!(bank.balances.view(&b.id).unwrap().balance, 10);
-    assert_eq!(bank.balances.view(&a.id).unwrap().balance, 90);
-    assert_eq!(bank.balances.view(&a.id).unwrap().held, 0);
+    assert_eq!(
+        bank.balances.view(&b.id).await.unwrap().unwrap().balance,
+        10
+    );
+    assert_eq!(
+        bank.balances.view(&a.id).await.unwrap().unwrap().balance,
+        90
+    );
+    assert_eq!(bank.balances.view(&a.id).await.unwrap().unwrap().held, 0);
     let withdrawn = bank
         .pipeline
         .gateway
@@ -124,7 +130,7 @@ async fn a_redelivered_transfer_event_moves_the_money_once() {
         .await
         .unwrap();
     assert_eq!(withdrawn.aggregate_version, Some(4));
-    let rows = bank.notifications.rows();
+    let rows = bank.notifications.rows().await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].amount, 5);
     let again = bank
@@ -136,7 +142,7 @@ async fn a_redelivered_transfer_event_moves_the_money_once() {
         .remove(0);
     bank.pipeline.dispatcher.dispatch(&again).await;
     assert_eq!(
-        bank.notifications.rows().len(),
+        bank.notifications.rows().await.unwrap().len(),
         1,
         "one notification per Withdrawn event"
     );

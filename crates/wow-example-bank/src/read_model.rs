@@ -1,0 +1,255 @@
+//! Where the bank's read models live: in the store's own database when it has one, so that
+//! each consumer's write and its processed-message record commit together (SPEC DS-2).
+
+use std::collections::HashMap;
+
+use wow_core::aggregate::Aggregate;
+use wow_core::event::{InMemoryProcessedMessages, ProcessError, Processed};
+use wow_core::eventsourcing::BoxError;
+use wow_core::DomainEventStream;
+use wow_postgres::PostgresStore;
+use wow_sqlite::SqliteStore;
+
+use crate::account::{Account, AccountEvent, AccountState};
+use crate::notifications::OutboxRow;
+use crate::projection::AccountView;
+
+/// The database of the read models.
+#[derive(Debug)]
+pub enum ReadModels {
+    /// In memory (for `memory://` stores and tests).
+    Memory(InMemoryProcessedMessages<MemoryTables>),
+    /// In the SQLite file of the event store.
+    Sqlite(SqliteStore),
+    /// In the PostgreSQL schema of the event store.
+    Postgres(PostgresStore),
+}
+
+/// The in-memory tables.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryTables {
+    balances: HashMap<String, (AccountState, u64)>,
+    outbox: Vec<OutboxRow>,
+}
+
+fn fold(state: &mut AccountState, stream: &DomainEventStream) -> Result<(), BoxError> {
+    for event in wow_core::aggregate::typed_events::<Account>(stream)? {
+        Account::apply(state, &event);
+    }
+    Ok(())
+}
+
+fn withdrawals(stream: &DomainEventStream) -> Vec<OutboxRow> {
+    stream
+        .body
+        .iter()
+        .filter(|event| event.name == "Withdrawn")
+        .filter_map(|event| match event.decode::<AccountEvent>() {
+            Ok(AccountEvent::Withdrawn(moved)) => Some(OutboxRow {
+                event_id: event.id.clone(),
+                account_id: stream.aggregate_id.id.clone(),
+                amount: moved.amount,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+const SQL_TABLES: &str = "
+    CREATE TABLE IF NOT EXISTS account_balance (
+        id TEXT PRIMARY KEY, name TEXT NOT NULL, balance BIGINT NOT NULL, held BIGINT NOT NULL,
+        frozen BOOLEAN NOT NULL, version BIGINT NOT NULL);
+    CREATE TABLE IF NOT EXISTS notification_outbox (
+        event_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, amount BIGINT NOT NULL);";
+
+impl ReadModels {
+    /// In memory.
+    pub fn memory() -> Self {
+        ReadModels::Memory(InMemoryProcessedMessages::new(MemoryTables::default()))
+    }
+
+    /// Creates the tables when missing.
+    pub async fn prepare(&self) -> Result<(), BoxError> {
+        match self {
+            ReadModels::Memory(_) => Ok(()),
+            ReadModels::Sqlite(store) => store
+                .transact(|connection| Ok(connection.execute_batch(SQL_TABLES)?))
+                .await
+                .map_err(Into::into),
+            ReadModels::Postgres(store) => {
+                let client = store.pool().get().await?;
+                client.batch_execute(SQL_TABLES).await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Folds `stream` into the account's balance row, once per stream.
+    pub async fn project_balance(
+        &self,
+        consumer: &str,
+        stream: &DomainEventStream,
+    ) -> Result<Processed, ProcessError> {
+        let id = stream.aggregate_id.id.clone();
+        match self {
+            ReadModels::Memory(tables) => tables.process_once(consumer, &stream.id, |tables| {
+                let (state, version) = tables.balances.entry(id).or_default();
+                fold(state, stream)?;
+                *version = stream.version;
+                Ok(())
+            }),
+            ReadModels::Sqlite(store) => {
+                let stream = stream.clone();
+                store
+                    .process_once(consumer, &stream.id.clone(), move |connection| {
+                        let mut state = connection
+                            .query_row(
+                                "SELECT name, balance, held, frozen FROM account_balance WHERE id = ?1",
+                                [&id],
+                                |row| Ok(AccountState { name: row.get(0)?, balance: row.get(1)?, held: row.get(2)?, frozen: row.get(3)? }),
+                            )
+                            .or_else(|error| match error {
+                                rusqlite::Error::QueryReturnedNoRows => Ok(AccountState::default()),
+                                other => Err(other),
+                            })?;
+                        fold(&mut state, &stream)?;
+                        connection.execute(
+                            "INSERT INTO account_balance (id, name, balance, held, frozen, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                             ON CONFLICT (id) DO UPDATE SET name = excluded.name, balance = excluded.balance, held = excluded.held, frozen = excluded.frozen, version = excluded.version",
+                            rusqlite::params![id, state.name, state.balance, state.held, state.frozen, stream.version as i64],
+                        )?;
+                        Ok(())
+                    })
+                    .await
+            }
+            ReadModels::Postgres(store) => {
+                let stream = stream.clone();
+                store
+                    .process_once(consumer, &stream.id.clone(), move |transaction| {
+                        Box::pin(async move {
+                            let row = transaction
+                                .query_opt("SELECT name, balance, held, frozen FROM account_balance WHERE id = $1 FOR UPDATE", &[&id])
+                                .await?;
+                            let mut state = match row {
+                                Some(row) => AccountState { name: row.get(0), balance: row.get(1), held: row.get(2), frozen: row.get(3) },
+                                None => AccountState::default(),
+                            };
+                            fold(&mut state, &stream)?;
+                            let version = i64::try_from(stream.version).unwrap_or(i64::MAX);
+                            transaction
+                                .execute(
+                                    "INSERT INTO account_balance (id, name, balance, held, frozen, version) VALUES ($1, $2, $3, $4, $5, $6)
+                                     ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, balance = EXCLUDED.balance, held = EXCLUDED.held, frozen = EXCLUDED.frozen, version = EXCLUDED.version",
+                                    &[&id, &state.name, &state.balance, &state.held, &state.frozen, &version],
+                                )
+                                .await?;
+                            Ok(())
+                        })
+                    })
+                    .await
+            }
+        }
+    }
+
+    /// Writes one outbox row per `Withdrawn` event of `stream`, once per stream.
+    pub async fn record_withdrawals(
+        &self,
+        consumer: &str,
+        stream: &DomainEventStream,
+    ) -> Result<Processed, ProcessError> {
+        let rows = withdrawals(stream);
+        match self {
+            ReadModels::Memory(tables) => tables.process_once(consumer, &stream.id, |tables| {
+                tables.outbox.extend(rows);
+                Ok(())
+            }),
+            ReadModels::Sqlite(store) => {
+                store
+                    .process_once(consumer, &stream.id, move |connection| {
+                        for row in rows {
+                            connection.execute(
+                                "INSERT INTO notification_outbox (event_id, account_id, amount) VALUES (?1, ?2, ?3)",
+                                rusqlite::params![row.event_id, row.account_id, row.amount],
+                            )?;
+                        }
+                        Ok(())
+                    })
+                    .await
+            }
+            ReadModels::Postgres(store) => {
+                store
+                    .process_once(consumer, &stream.id, move |transaction| {
+                        Box::pin(async move {
+                            for row in rows {
+                                transaction
+                                    .execute(
+                                        "INSERT INTO notification_outbox (event_id, account_id, amount) VALUES ($1, $2, $3)",
+                                        &[&row.event_id, &row.account_id, &row.amount],
+                                    )
+                                    .await?;
+                            }
+                            Ok(())
+                        })
+                    })
+                    .await
+            }
+        }
+    }
+
+    /// The balance row of account `id`.
+    pub async fn view(&self, id: &str) -> Result<Option<AccountView>, BoxError> {
+        let id = id.to_owned();
+        match self {
+            ReadModels::Memory(tables) => Ok(tables.read(|tables| {
+                tables.balances.get(&id).map(|(state, version)| AccountView {
+                    id: id.clone(),
+                    name: state.name.clone(),
+                    balance: state.balance,
+                    held: state.held,
+                    version: *version,
+                })
+            })),
+            ReadModels::Sqlite(store) => {
+                store
+                    .read(move |connection| {
+                        connection
+                            .query_row("SELECT id, name, balance, held, version FROM account_balance WHERE id = ?1", [&id], |row| {
+                                Ok(AccountView { id: row.get(0)?, name: row.get(1)?, balance: row.get(2)?, held: row.get(3)?, version: row.get::<_, i64>(4)? as u64 })
+                            })
+                            .map(Some)
+                            .or_else(|error| match error {
+                                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                                other => Err(other),
+                            })
+                    })
+                    .await
+            }
+            ReadModels::Postgres(store) => {
+                let client = store.pool().get().await?;
+                let row = client.query_opt("SELECT id, name, balance, held, version FROM account_balance WHERE id = $1", &[&id]).await?;
+                Ok(row.map(|row| AccountView { id: row.get(0), name: row.get(1), balance: row.get(2), held: row.get(3), version: u64::try_from(row.get::<_, i64>(4)).unwrap_or(0) }))
+            }
+        }
+    }
+
+    /// Every outbox row, in order of event id.
+    pub async fn outbox(&self) -> Result<Vec<OutboxRow>, BoxError> {
+        match self {
+            ReadModels::Memory(tables) => Ok(tables.read(|tables| tables.outbox.clone())),
+            ReadModels::Sqlite(store) => {
+                store
+                    .read(|connection| {
+                        let mut statement = connection.prepare("SELECT event_id, account_id, amount FROM notification_outbox ORDER BY event_id")?;
+                        let rows = statement.query_map([], |row| Ok(OutboxRow { event_id: row.get(0)?, account_id: row.get(1)?, amount: row.get(2)? }))?;
+                        rows.collect()
+                    })
+                    .await
+            }
+            ReadModels::Postgres(store) => {
+                let client = store.pool().get().await?;
+                let rows = client.query("SELECT event_id, account_id, amount FROM notification_outbox ORDER BY event_id", &[]).await?;
+                Ok(rows.iter().map(|row| OutboxRow { event_id: row.get(0), account_id: row.get(1), amount: row.get(2) }).collect())
+            }
+        }
+    }
+}
