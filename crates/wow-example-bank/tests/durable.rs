@@ -1,0 +1,121 @@
+//! The read models in the store's database: redelivered streams, and a restart that replays
+//! the whole history into them, change nothing (SPEC DS-1, DS-2).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use wow_core::command::{JsonCommand, WaitPlan};
+use wow_core::eventsourcing::EventStore;
+use wow_core::idempotency::IdempotencyConfig;
+use wow_core::{id, AggregateId, CommandMessage, CommandStage};
+use wow_example_bank::account::*;
+use wow_example_bank::{Bank, ReadModels};
+use wow_sqlite::{SqliteOptions, SqliteStore};
+
+fn cmd(id: &AggregateId, command: AccountCommand) -> JsonCommand {
+    CommandMessage::of(id.clone(), command).into_json().unwrap()
+}
+
+async fn bank(store: &SqliteStore) -> Bank {
+    let events: Arc<dyn EventStore> = Arc::new(store.clone());
+    Bank::start_with(
+        events,
+        Some(Arc::new(store.clone())),
+        IdempotencyConfig::default(),
+        ReadModels::Sqlite(store.clone()),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redeliveries_and_restarts_leave_one_effect_per_event() {
+    let folder = tempfile::tempdir().unwrap();
+    let options = SqliteOptions::new(folder.path().join("bank.db"));
+    let (a, b) = (
+        AggregateId::new("bank", "account", id::new_id(), "(0)"),
+        AggregateId::new("bank", "account", id::new_id(), "(0)"),
+    );
+    {
+        let store = SqliteStore::open(options.clone()).await.unwrap();
+        let bank = bank(&store).await;
+        let gateway = &bank.pipeline.gateway;
+        gateway
+            .send_and_wait(
+                cmd(
+                    &a,
+                    AccountCommand::Open(Open {
+                        name: "Ann".into(),
+                        balance: 100,
+                    }),
+                ),
+                WaitPlan::processed(),
+            )
+            .await
+            .unwrap();
+        gateway
+            .send_and_wait(
+                cmd(
+                    &b,
+                    AccountCommand::Open(Open {
+                        name: "Bob".into(),
+                        balance: 0,
+                    }),
+                ),
+                WaitPlan::processed(),
+            )
+            .await
+            .unwrap();
+        gateway
+            .send_and_wait(
+                cmd(
+                    &a,
+                    AccountCommand::Transfer(Transfer {
+                        to: b.id.clone(),
+                        amount: 30,
+                    }),
+                ),
+                WaitPlan::new(CommandStage::SagaHandled),
+            )
+            .await
+            .unwrap();
+        gateway
+            .send_and_wait(
+                cmd(&a, AccountCommand::Withdraw(Amount { amount: 5 })),
+                WaitPlan::new(CommandStage::EventHandled),
+            )
+            .await
+            .unwrap();
+
+        // Every stream of A delivered again, as after a crash before the acknowledge.
+        for stream in store.load(&a, 1, u64::MAX).await.unwrap() {
+            bank.pipeline.dispatcher.dispatch(&stream).await;
+        }
+        let view = bank.balances.view(&a.id).await.unwrap().unwrap();
+        assert_eq!((view.balance, view.held, view.version), (65, 0, 4));
+        assert_eq!(bank.notifications.rows().await.unwrap().len(), 1);
+    }
+
+    // A new process on the same file: the read models catch up by replaying every stream,
+    // and every one of them is found processed.
+    let store = SqliteStore::open(options).await.unwrap();
+    let bank = bank(&store).await;
+    let view_a = bank.balances.view(&a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            view_a.name.as_str(),
+            view_a.balance,
+            view_a.held,
+            view_a.version
+        ),
+        ("Ann", 65, 0, 4)
+    );
+    let view_b = bank.balances.view(&b.id).await.unwrap().unwrap();
+    assert_eq!((view_b.balance, view_b.version), (30, 2));
+    let rows = bank.notifications.rows().await.unwrap();
+    assert_eq!(rows.len(), 1, "one outbox row per Withdrawn event");
+    assert_eq!(
+        (rows[0].account_id.as_str(), rows[0].amount),
+        (a.id.as_str(), 5)
+    );
+}
