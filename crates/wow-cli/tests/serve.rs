@@ -33,6 +33,7 @@ async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {
     let opened = client
         .post(format!("http://{address}/account/cli-1/open"))
         .header("Command-Request-Id", "open-cli-1")
+        .header("Command-Wait-Stage", "PROJECTED")
         .body(r#"{"name":"Ann","balance":3}"#)
         .send()
         .await

@@ -9,6 +9,29 @@ use wow_core::{id, AggregateId, CommandMessage, CommandStage};
 use wow_example_bank::account::*;
 use wow_example_bank::Bank;
 
+/// The view of `id` once it has applied `version`: projections run after the stage a test
+/// waited for, on the account's own event partition.
+async fn view_at(
+    bank: &Bank,
+    id: &AggregateId,
+    version: u64,
+) -> wow_example_bank::projection::AccountView {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(view) = bank.balances.view(&id.id).await.unwrap() {
+            if view.version >= version {
+                return view;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the view of {} never reached version {version}",
+            id.id
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
 async fn bank() -> Bank {
     let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
     Bank::start(store, None).await.unwrap()
@@ -71,9 +94,9 @@ async fn a_transfer_moves_the_money_and_the_views_follow() {
     assert_eq!(commands[0]["command"], "receive_transfer");
     assert_eq!(commands[1]["command"], "confirm_transfer");
 
-    let view_a = bank.balances.view(&a.id).await.unwrap().unwrap();
+    let view_a = view_at(&bank, &a, 3).await;
     assert_eq!((view_a.balance, view_a.held, view_a.version), (70, 0, 3));
-    let view_b = bank.balances.view(&b.id).await.unwrap().unwrap();
+    let view_b = view_at(&bank, &b, 2).await;
     assert_eq!((view_b.balance, view_b.version), (35, 2));
 }
 
@@ -92,7 +115,7 @@ async fn a_transfer_to_a_missing_or_frozen_account_is_cancelled() {
         let done = transfer(&bank, &a, target, 40).await;
         assert_eq!(done.result["commands"][1]["command"], "cancel_transfer");
     }
-    let view = bank.balances.view(&a.id).await.unwrap().unwrap();
+    let view = view_at(&bank, &a, 5).await;
     assert_eq!((view.balance, view.held), (100, 0), "every hold released");
 }
 
@@ -111,15 +134,9 @@ async fn a_redelivered_transfer_event_moves_the_money_once() {
         .unwrap()
         .remove(0);
     bank.pipeline.dispatcher.dispatch(&prepared).await;
-    assert_eq!(
-        bank.balances.view(&b.id).await.unwrap().unwrap().balance,
-        10
-    );
-    assert_eq!(
-        bank.balances.view(&a.id).await.unwrap().unwrap().balance,
-        90
-    );
-    assert_eq!(bank.balances.view(&a.id).await.unwrap().unwrap().held, 0);
+    assert_eq!(view_at(&bank, &b, 2).await.balance, 10);
+    let view_a = view_at(&bank, &a, 3).await;
+    assert_eq!((view_a.balance, view_a.held), (90, 0));
     let withdrawn = bank
         .pipeline
         .gateway
