@@ -4,6 +4,17 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
+/// Kills the server if the test ends before it stopped it (a failed assertion).
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.0.to_string()])
+            .status();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {
     let folder = tempfile::tempdir().unwrap();
@@ -23,6 +34,7 @@ async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let guard = KillOnDrop(child.id());
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().expect("a line").unwrap();
     let address = first
@@ -55,6 +67,7 @@ async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {
         .unwrap();
     assert!(killed.success());
     let status = child.wait().unwrap();
+    std::mem::forget(guard);
     assert!(status.success(), "exit status {status}");
     assert!(
         folder.path().join("data/wow.db").exists(),
