@@ -3,6 +3,7 @@
 use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Map, Value};
+use wow_core::{AggregateId, CommandResult, CommandStage, ErrorCode};
 
 use crate::HttpState;
 
@@ -76,28 +77,20 @@ pub(crate) async fn document(State(state): State<HttpState>) -> Json<Value> {
         paths.insert(format!("/{aggregate}/{{id}}/requests/{{requestId}}"), json!({"get": {"operationId": format!("{aggregate}.outcome"), "responses": {"200": {"description": "APPENDED"}, "404": {"description": "NOT_APPENDED"}, "503": {"description": "UNKNOWN"}}}}));
         paths.insert(format!("/{aggregate}/{{id}}/event/{{head}}/{{tail}}"), json!({"get": {"operationId": format!("{aggregate}.events"), "responses": {"200": {"description": "Streams in version order"}}}}));
     }
-    let result_fields = [
-        "id",
-        "waitCommandId",
-        "stage",
-        "contextName",
-        "aggregateName",
-        "tenantId",
-        "aggregateId",
-        "aggregateVersion",
-        "requestId",
-        "commandId",
-        "errorCode",
-        "errorMsg",
-        "bindingErrors",
-        "result",
-        "signalTime",
-        "succeeded",
-    ];
-    let properties: Map<String, Value> = result_fields
-        .iter()
-        .map(|f| ((*f).to_owned(), json!({})))
-        .collect();
+    // The fields of a result, read off a serialized one, so the document cannot drift from
+    // the type.
+    let sample = CommandResult::for_ids(
+        &AggregateId::new("", "", "", ""),
+        "",
+        "",
+        CommandStage::Sent,
+        ErrorCode::Ok,
+        String::new(),
+    );
+    let properties: Map<String, Value> = match serde_json::to_value(sample) {
+        Ok(Value::Object(fields)) => fields.keys().map(|f| (f.clone(), json!({}))).collect(),
+        _ => Map::new(),
+    };
     Json(json!({
         "openapi": "3.1.0",
         "info": {"title": "wow-rs", "version": env!("CARGO_PKG_VERSION")},

@@ -673,3 +673,106 @@ async fn a_caller_timeout_is_408_and_the_look_up_later_shows_appended() {
         tokio::task::yield_now().await;
     }
 }
+
+/// A store that cannot be reached: every call fails as unavailable.
+#[derive(Debug)]
+struct UnreachableStore;
+
+fn unreachable() -> wow_core::eventsourcing::EventStoreError {
+    wow_core::eventsourcing::EventStoreError::Unavailable("connection refused".into())
+}
+
+#[async_trait::async_trait]
+impl EventStore for UnreachableStore {
+    async fn append(
+        &self,
+        _: &wow_core::DomainEventStream,
+    ) -> Result<(), wow_core::eventsourcing::EventStoreError> {
+        Err(unreachable())
+    }
+    async fn load(
+        &self,
+        _: &AggregateId,
+        _: u64,
+        _: u64,
+    ) -> Result<Vec<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
+        Err(unreachable())
+    }
+    async fn load_by_time(
+        &self,
+        _: &AggregateId,
+        _: i64,
+        _: i64,
+    ) -> Result<Vec<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
+        Err(unreachable())
+    }
+    async fn last(
+        &self,
+        _: &AggregateId,
+    ) -> Result<Option<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
+        Err(unreachable())
+    }
+    async fn find_request(
+        &self,
+        _: &AggregateId,
+        _: &str,
+    ) -> Result<
+        Option<wow_core::eventsourcing::RequestRecord>,
+        wow_core::eventsourcing::EventStoreError,
+    > {
+        Err(unreachable())
+    }
+    async fn scan_aggregate_ids(
+        &self,
+        _: &wow_core::NamedAggregate,
+        _: Option<&str>,
+        _: usize,
+    ) -> Result<Vec<AggregateId>, wow_core::eventsourcing::EventStoreError> {
+        Err(unreachable())
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_store_is_503_and_the_look_up_says_unknown() {
+    let pipeline = LocalPipeline::builder(
+        wow_example_bank::registry().unwrap(),
+        Arc::new(UnreachableStore),
+    )
+    .build();
+    let base = listen(router(HttpState::new(
+        &pipeline,
+        None,
+        HttpConfig::default(),
+    )))
+    .await;
+    let client = Client::new();
+    let response = client
+        .post(format!("{base}/account/down-1/open"))
+        .header("Command-Request-Id", "open-down")
+        .body(r#"{"name":"Ann","balance":1}"#)
+        .send()
+        .await
+        .unwrap();
+    let (status, body, code) = read(response).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),
+        "{body}"
+    );
+    assert_eq!(
+        body["requestId"], "open-down",
+        "the ids survive the failure"
+    );
+    let (status, outcome, _) = read(
+        client
+            .get(format!("{base}/account/down-1/requests/open-down"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, outcome["status"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("UNKNOWN"))
+    );
+}
