@@ -18,6 +18,7 @@ pub mod __private;
 pub mod aggregate;
 mod aggregate_id;
 pub mod command;
+pub mod compensation;
 mod error_code;
 pub mod event;
 pub mod eventsourcing;

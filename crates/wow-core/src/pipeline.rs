@@ -6,14 +6,20 @@ use std::time::Duration;
 
 use crate::aggregate::AggregateRegistry;
 use crate::command::{CommandGateway, DefaultCommandHandler, InMemoryCommandBus, WaitCoordinator};
-use crate::event::{EventConsumer, EventDispatcher, InMemoryDomainEventBus};
+use crate::compensation::{CompensationError, CompensationScheduler, CompensationStore, RetrySpec};
+use crate::event::{
+    catch_up, CatchUpError, CatchUpProgress, ConsumerPositions, EventConsumer, EventDispatcher,
+    InMemoryDomainEventBus,
+};
 use crate::eventsourcing::{EventStore, SnapshotStore, SnapshotStrategy, Snapshotter};
+use crate::id::Clock;
 use crate::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
     IdempotencyConfig, RequestIdChecker,
 };
 use crate::metrics::PipelineMetrics;
 use crate::saga::Saga;
+use crate::NamedAggregate;
 
 /// Builds a [`LocalPipeline`].
 #[derive(Debug)]
@@ -27,9 +33,32 @@ pub struct LocalPipelineBuilder {
     idempotency: IdempotencyConfig,
     partitions: usize,
     send_timeout: Duration,
+    compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
+    positions: Option<Arc<dyn ConsumerPositions>>,
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl LocalPipelineBuilder {
+    /// Records every consumer failure in `store` for retries by `retry` (SPEC DS-4); see
+    /// [`LocalPipeline::compensation`].
+    pub fn compensation(mut self, store: Arc<dyn CompensationStore>, retry: RetrySpec) -> Self {
+        self.compensation = Some((store, retry));
+        self
+    }
+
+    /// Keeps every consumer's position in `positions`, so that [`LocalPipeline::catch_up`]
+    /// resumes where each consumer stopped.
+    pub fn positions(mut self, positions: Arc<dyn ConsumerPositions>) -> Self {
+        self.positions = Some(positions);
+        self
+    }
+
+    /// The clock of failure records and retries (the system clock by default).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// Loads from and saves snapshots to `store` by `strategy`.
     pub fn snapshots(mut self, store: Arc<dyn SnapshotStore>, strategy: SnapshotStrategy) -> Self {
         self.snapshots = Some((store, strategy));
@@ -93,6 +122,15 @@ impl LocalPipelineBuilder {
         }
         for saga in self.sagas {
             dispatcher = dispatcher.saga(saga);
+        }
+        if let Some((store, retry)) = self.compensation {
+            dispatcher = dispatcher.compensation(store, retry);
+        }
+        if let Some(positions) = self.positions {
+            dispatcher = dispatcher.positions(positions);
+        }
+        if let Some(clock) = self.clock {
+            dispatcher = dispatcher.clock(clock);
         }
         let dispatcher = dispatcher.build();
         let event_bus = Arc::new(InMemoryDomainEventBus::new(
@@ -180,6 +218,9 @@ impl LocalPipeline {
             idempotency: IdempotencyConfig::default(),
             partitions: cores * 4,
             send_timeout: crate::command::DEFAULT_SEND_TIMEOUT,
+            compensation: None,
+            positions: None,
+            clock: None,
         }
     }
 
@@ -205,6 +246,35 @@ impl LocalPipeline {
     /// The event store.
     pub fn store(&self) -> &Arc<dyn EventStore> {
         &self.store
+    }
+
+    /// The retrier of recorded consumer failures (SPEC DS-4); `NotConfigured` unless the
+    /// pipeline was built with a compensation store.
+    pub fn compensation(&self) -> Result<CompensationScheduler, CompensationError> {
+        CompensationScheduler::new(self.dispatcher.clone(), self.store.clone())
+    }
+
+    /// Runs every consumer over the history of `aggregates` it has not handled yet, one
+    /// consumer after another (see [`catch_up`]); `progress` is told the consumer's name and
+    /// how far it is.
+    pub async fn catch_up(
+        &self,
+        aggregates: &[NamedAggregate],
+        progress: &mut (dyn FnMut(&str, &CatchUpProgress) + Send),
+    ) -> Result<Vec<(String, CatchUpProgress)>, CatchUpError> {
+        let mut report = Vec::new();
+        for name in self.dispatcher.consumer_names() {
+            let done = catch_up(
+                &self.dispatcher,
+                &name,
+                self.store.as_ref(),
+                aggregates,
+                &mut |step| progress(&name, step),
+            )
+            .await?;
+            report.push((name, done));
+        }
+        Ok(report)
     }
 }
 

@@ -19,6 +19,7 @@
 //! [`PostgresStore`] implements both `EventStore` and `SnapshotStore` and passes the whole
 //! `wow-tck` suite.
 
+mod downstream;
 mod error;
 mod options;
 mod schema;

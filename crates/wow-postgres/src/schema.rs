@@ -5,13 +5,13 @@ use deadpool_postgres::Object;
 use crate::OpenError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`. The request-id index
 /// is created before the primary key on purpose: PostgreSQL checks unique indexes in creation
 /// order, so a stream that repeats a request id at a taken version reports the request id
 /// (SPEC ES-4). The store also confirms it after a version conflict.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -48,6 +48,46 @@ const MIGRATIONS: [&str; 2] = [
         processed_time BIGINT NOT NULL,
         CONSTRAINT processed_message_pk PRIMARY KEY (consumer, message_id)
     );
+"#,
+    r#"
+    CREATE TABLE consumer_position (
+        consumer       TEXT   NOT NULL,
+        aggregate_name TEXT   NOT NULL,
+        aggregate_id   TEXT   NOT NULL,
+        version        BIGINT NOT NULL,
+        CONSTRAINT consumer_position_pk PRIMARY KEY (consumer, aggregate_name, aggregate_id)
+    );
+    CREATE TABLE external_effect (
+        consumer       TEXT   NOT NULL,
+        effect_key     TEXT   NOT NULL,
+        status         TEXT   NOT NULL,
+        attempts       INT    NOT NULL,
+        first_started  BIGINT NOT NULL,
+        done_time      BIGINT,
+        CONSTRAINT external_effect_pk PRIMARY KEY (consumer, effect_key)
+    );
+    CREATE TABLE execution_failed (
+        id             TEXT   NOT NULL,
+        consumer       TEXT   NOT NULL,
+        stage          TEXT   NOT NULL,
+        context_name   TEXT   NOT NULL,
+        aggregate_name TEXT   NOT NULL,
+        aggregate_id   TEXT   NOT NULL,
+        tenant_id      TEXT   NOT NULL,
+        version        BIGINT NOT NULL,
+        stream_id      TEXT   NOT NULL,
+        event_ids      JSONB  NOT NULL,
+        error_code     TEXT   NOT NULL,
+        error_message  TEXT   NOT NULL,
+        attempts       INT    NOT NULL,
+        status         TEXT   NOT NULL,
+        next_retry_at  BIGINT,
+        created_at     BIGINT NOT NULL,
+        updated_at     BIGINT NOT NULL,
+        CONSTRAINT execution_failed_pk PRIMARY KEY (id),
+        CONSTRAINT execution_failed_stream_uq UNIQUE (consumer, stream_id)
+    );
+    CREATE INDEX execution_failed_due ON execution_failed (status, next_retry_at);
 "#,
 ];
 

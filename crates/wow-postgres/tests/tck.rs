@@ -12,6 +12,19 @@ mod snapshot_store {
     wow_tck::snapshot_store_tck!(optional: super::support::fresh);
 }
 
+mod downstream {
+    use std::sync::Arc;
+
+    use wow_tck::downstream::Stores;
+
+    async fn stores() -> Option<Stores> {
+        let test = super::support::fresh().await?;
+        Some(Stores::of(Arc::new(test.store.clone())).keeping(test))
+    }
+
+    wow_tck::downstream_tck!(optional: stores);
+}
+
 mod processed_message {
     use std::sync::Arc;
 

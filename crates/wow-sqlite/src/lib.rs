@@ -22,6 +22,7 @@
 //! ```
 
 mod codec;
+mod downstream;
 mod error;
 mod options;
 mod reader;

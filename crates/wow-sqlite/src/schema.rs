@@ -9,10 +9,10 @@ use rusqlite::{Connection, OpenFlags};
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -53,6 +53,48 @@ const MIGRATIONS: [&str; 2] = [
         processed_time INTEGER NOT NULL,
         PRIMARY KEY (consumer, message_id)
     ) WITHOUT ROWID;
+"#,
+    r#"
+    -- How far each consumer has read each aggregate (a resume point for catch-up).
+    CREATE TABLE consumer_position (
+        consumer       TEXT    NOT NULL,
+        aggregate_name TEXT    NOT NULL,
+        aggregate_id   TEXT    NOT NULL,
+        version        INTEGER NOT NULL,
+        PRIMARY KEY (consumer, aggregate_name, aggregate_id)
+    ) WITHOUT ROWID;
+    -- External effects: started / done under an idempotency key (SPEC DS-2).
+    CREATE TABLE external_effect (
+        consumer       TEXT    NOT NULL,
+        effect_key     TEXT    NOT NULL,
+        status         TEXT    NOT NULL,
+        attempts       INTEGER NOT NULL,
+        first_started  INTEGER NOT NULL,
+        done_time      INTEGER,
+        PRIMARY KEY (consumer, effect_key)
+    ) WITHOUT ROWID;
+    -- Event compensation: failed consumer executions (SPEC DS-4).
+    CREATE TABLE execution_failed (
+        id             TEXT    PRIMARY KEY,
+        consumer       TEXT    NOT NULL,
+        stage          TEXT    NOT NULL,
+        context_name   TEXT    NOT NULL,
+        aggregate_name TEXT    NOT NULL,
+        aggregate_id   TEXT    NOT NULL,
+        tenant_id      TEXT    NOT NULL,
+        version        INTEGER NOT NULL,
+        stream_id      TEXT    NOT NULL,
+        event_ids      TEXT    NOT NULL,
+        error_code     TEXT    NOT NULL,
+        error_message  TEXT    NOT NULL,
+        attempts       INTEGER NOT NULL,
+        status         TEXT    NOT NULL,
+        next_retry_at  INTEGER,
+        created_at     INTEGER NOT NULL,
+        updated_at     INTEGER NOT NULL,
+        CONSTRAINT execution_failed_stream UNIQUE (consumer, stream_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX execution_failed_due ON execution_failed (status, next_retry_at);
 "#,
 ];
 

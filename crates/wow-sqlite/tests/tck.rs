@@ -27,6 +27,11 @@ mod snapshot_store {
     wow_tck::snapshot_store_tck!(fresh);
 }
 
+mod downstream {
+    use super::*;
+    wow_tck::downstream_tck!(|| async { wow_tck::downstream::Stores::of(fresh().await) });
+}
+
 mod processed_message {
     use async_trait::async_trait;
     use wow_core::event::{ProcessError, Processed};

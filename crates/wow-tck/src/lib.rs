@@ -18,6 +18,7 @@
 //! `unwrap` and `expect`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod downstream;
 pub mod event_store;
 pub mod fixtures;
 pub mod processed_message;
@@ -123,6 +124,40 @@ macro_rules! __processed_message_cases {
                 consumers_keep_their_own_records,
                 concurrent_deliveries_apply_once,
                 random_redeliveries_end_equal_to_a_fold,
+            ]
+        );
+    };
+}
+
+/// Runs every downstream case (positions, effect journal, compensation records) against
+/// [`downstream::Stores`] from `$factory`; `optional:` as for the other suites.
+#[macro_export]
+macro_rules! downstream_tck {
+    (optional: $factory:expr) => {
+        $crate::__downstream_cases!(optional, $factory);
+    };
+    ($factory:expr) => {
+        $crate::__downstream_cases!(required, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __downstream_cases {
+    ($mode:ident, $factory:expr) => {
+        $crate::__tck_cases!(
+            $mode,
+            downstream,
+            $factory,
+            [
+                positions_only_move_forward,
+                reset_forgets_one_consumer,
+                an_effect_is_started_then_done_once,
+                records_failures_and_counts_attempts,
+                exhausts_after_max_attempts,
+                due_records_come_in_version_order,
+                lists_by_status_and_consumer_in_pages,
+                concurrent_failures_make_one_record,
             ]
         );
     };

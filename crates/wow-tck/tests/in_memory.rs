@@ -52,3 +52,20 @@ mod processed_message {
 
     wow_tck::processed_message_tck!(|| async { Arc::new(MemoryLedger::default()) });
 }
+
+mod downstream {
+    use wow_core::compensation::InMemoryCompensationStore;
+    use wow_core::event::{InMemoryConsumerPositions, InMemoryEffectJournal};
+    use wow_tck::downstream::Stores;
+
+    use super::*;
+
+    wow_tck::downstream_tck!(|| async {
+        Stores {
+            compensation: Arc::new(InMemoryCompensationStore::new()),
+            positions: Arc::new(InMemoryConsumerPositions::new()),
+            effects: Arc::new(InMemoryEffectJournal::new()),
+            owner: None,
+        }
+    });
+}

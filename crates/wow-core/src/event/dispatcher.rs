@@ -4,9 +4,11 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Value};
 
-use super::{ConsumerError, EventConsumer};
+use super::{ConsumerError, ConsumerPositions, EventConsumer};
 use crate::command::{signal_wanted, CommandGateway, WaitNotifier};
+use crate::compensation::{CompensationStore, FailedExecution, RetrySpec};
 use crate::eventsourcing::Snapshotter;
+use crate::id::{Clock, SystemClock};
 use crate::saga::{Saga, SagaContext};
 use crate::{CommandResult, CommandStage, DomainEventStream, ErrorCode};
 
@@ -17,6 +19,10 @@ use crate::{CommandResult, CommandStage, DomainEventStream, ErrorCode};
 /// A consumer's failure fails its own signal and its stage (SPEC ST-5); later stages still
 /// run, and history is never touched. A stage with no consumers succeeds at once, so a wait
 /// for it does not hang.
+///
+/// With a [`CompensationStore`], every failure is recorded durably for a later retry (SPEC
+/// DS-4); with [`ConsumerPositions`], every success moves the consumer's position on the
+/// aggregate, from which [`catch_up`](super::catch_up) resumes.
 #[derive(Debug)]
 pub struct EventDispatcher {
     snapshotter: Option<Snapshotter>,
@@ -25,6 +31,31 @@ pub struct EventDispatcher {
     sagas: Vec<Arc<dyn Saga>>,
     notifier: Arc<dyn WaitNotifier>,
     gateway: OnceLock<CommandGateway>,
+    compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
+    positions: Option<Arc<dyn ConsumerPositions>>,
+    clock: Arc<dyn Clock>,
+}
+
+/// One consumer the dispatcher runs, found by name.
+#[derive(Debug, Clone)]
+pub enum NamedConsumer {
+    /// A projection (stage `PROJECTED`).
+    Projection(Arc<dyn EventConsumer>),
+    /// An event processor (stage `EVENT_HANDLED`).
+    Processor(Arc<dyn EventConsumer>),
+    /// A saga (stage `SAGA_HANDLED`).
+    Saga(Arc<dyn Saga>),
+}
+
+impl NamedConsumer {
+    /// The consumer's stage.
+    pub fn stage(&self) -> CommandStage {
+        match self {
+            NamedConsumer::Projection(_) => CommandStage::Projected,
+            NamedConsumer::Processor(_) => CommandStage::EventHandled,
+            NamedConsumer::Saga(_) => CommandStage::SagaHandled,
+        }
+    }
 }
 
 /// Builds an [`EventDispatcher`].
@@ -59,6 +90,24 @@ impl EventDispatcherBuilder {
         self
     }
 
+    /// Records every consumer failure in `store`, retried as `retry` says (SPEC DS-4).
+    pub fn compensation(mut self, store: Arc<dyn CompensationStore>, retry: RetrySpec) -> Self {
+        self.inner.compensation = Some((store, retry));
+        self
+    }
+
+    /// Keeps every consumer's position in `positions`.
+    pub fn positions(mut self, positions: Arc<dyn ConsumerPositions>) -> Self {
+        self.inner.positions = Some(positions);
+        self
+    }
+
+    /// Reads the time of failure records from `clock` (the system clock by default).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.inner.clock = clock;
+        self
+    }
+
     /// The dispatcher.
     pub fn build(self) -> Arc<EventDispatcher> {
         Arc::new(self.inner)
@@ -76,6 +125,9 @@ impl EventDispatcher {
                 sagas: Vec::new(),
                 notifier,
                 gateway: OnceLock::new(),
+                compensation: None,
+                positions: None,
+                clock: Arc::new(SystemClock),
             },
         }
     }
@@ -111,8 +163,8 @@ impl EventDispatcher {
         let mut first_failure = None;
         for consumer in consumers {
             let outcome = consumer.handle(stream).await;
+            self.settle(consumer.name(), stage, stream, &outcome).await;
             if let Err(error) = &outcome {
-                tracing::warn!(consumer = consumer.name(), %stage, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "consumer failed");
                 first_failure.get_or_insert_with(|| error.clone());
             }
             self.signal(
@@ -135,10 +187,16 @@ impl EventDispatcher {
         let mut all_sent = Vec::new();
         for saga in &self.sagas {
             let outcome = self.run_saga(saga.as_ref(), stream).await;
+            self.settle(
+                saga.name(),
+                CommandStage::SagaHandled,
+                stream,
+                &outcome.as_ref().map(|_| ()).map_err(Clone::clone),
+            )
+            .await;
             match &outcome {
                 Ok(sent) => all_sent.extend(sent.iter().cloned()),
                 Err(error) => {
-                    tracing::warn!(saga = saga.name(), aggregate_id = %stream.aggregate_id, %error, "saga failed");
                     first_failure.get_or_insert_with(|| error.clone());
                 }
             }
@@ -151,6 +209,108 @@ impl EventDispatcher {
         }
         let stage = first_failure.map_or(Ok(json!({"commands": all_sent})), Err);
         self.signal(stream, CommandStage::SagaHandled, None, stage);
+    }
+
+    /// Records the outcome of `consumer` on `stream`: a success moves its position, a failure
+    /// is logged and recorded for compensation. Recording failures are logged, never raised:
+    /// the consumer's own outcome stands.
+    async fn settle(
+        &self,
+        consumer: &str,
+        stage: CommandStage,
+        stream: &DomainEventStream,
+        outcome: &Result<(), ConsumerError>,
+    ) {
+        match outcome {
+            Ok(()) => {
+                if let Some(positions) = &self.positions {
+                    if let Err(error) = positions
+                        .advance(consumer, &stream.aggregate_id, stream.version)
+                        .await
+                    {
+                        tracing::warn!(consumer, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "could not move the consumer's position");
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(consumer, %stage, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "consumer failed");
+                if let Some((store, retry)) = &self.compensation {
+                    let failure = FailedExecution::of(consumer, stage, stream, error.clone());
+                    if let Err(error) = store
+                        .record_failure(&failure, retry, self.clock.now_millis())
+                        .await
+                    {
+                        tracing::error!(consumer, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "could not record the consumer's failure for compensation");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The consumer named `name`, if the dispatcher runs one.
+    pub fn consumer(&self, name: &str) -> Option<NamedConsumer> {
+        let named = |c: &&Arc<dyn EventConsumer>| c.name() == name;
+        self.projections
+            .iter()
+            .find(named)
+            .map(|c| NamedConsumer::Projection(c.clone()))
+            .or_else(|| {
+                self.processors
+                    .iter()
+                    .find(named)
+                    .map(|c| NamedConsumer::Processor(c.clone()))
+            })
+            .or_else(|| {
+                self.sagas
+                    .iter()
+                    .find(|saga| saga.name() == name)
+                    .map(|saga| NamedConsumer::Saga(saga.clone()))
+            })
+    }
+
+    /// The names of every consumer, in stage order.
+    pub fn consumer_names(&self) -> Vec<String> {
+        self.projections
+            .iter()
+            .chain(&self.processors)
+            .map(|c| c.name().to_owned())
+            .chain(self.sagas.iter().map(|saga| saga.name().to_owned()))
+            .collect()
+    }
+
+    /// Runs only `consumer` on `stream`, without signalling any wait, and records the outcome
+    /// as a live delivery does (position or compensation record). For catch-up and retries.
+    pub async fn run_consumer(
+        &self,
+        consumer: &NamedConsumer,
+        stream: &DomainEventStream,
+    ) -> Result<(), ConsumerError> {
+        let (name, outcome) = match consumer {
+            NamedConsumer::Projection(c) | NamedConsumer::Processor(c) => {
+                (c.name(), c.handle(stream).await)
+            }
+            NamedConsumer::Saga(saga) => (
+                saga.name(),
+                self.run_saga(saga.as_ref(), stream).await.map(|_| ()),
+            ),
+        };
+        self.settle(name, consumer.stage(), stream, &outcome).await;
+        outcome
+    }
+
+    /// The consumer positions, if the dispatcher keeps them.
+    pub fn positions(&self) -> Option<&Arc<dyn ConsumerPositions>> {
+        self.positions.as_ref()
+    }
+
+    /// The compensation store and retry spec, if failures are recorded.
+    pub fn compensation(&self) -> Option<&(Arc<dyn CompensationStore>, RetrySpec)> {
+        self.compensation.as_ref()
+    }
+
+    /// The clock failure records are timed by.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
     }
 
     async fn run_saga(

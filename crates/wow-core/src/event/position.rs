@@ -1,0 +1,101 @@
+//! Consumer positions: how far each consumer has read each aggregate's history, so that a
+//! consumer added later, or restarted, catches up from there instead of from the start.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use super::ConsumerStoreError;
+use crate::AggregateId;
+
+/// The last version each consumer has handled, per aggregate, kept durably.
+///
+/// A position is a resume point, not the guard against double effects: it is advanced after
+/// the consumer's own transaction, so a crash between the two replays a stream the consumer
+/// has already handled, which its processed-message record then ignores (SPEC DS-1, DS-2).
+#[async_trait]
+pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
+    /// The positions of `consumer` on `aggregates` (all of one aggregate type), keyed by
+    /// aggregate id; an aggregate the consumer has not handled yet is absent.
+    async fn positions(
+        &self,
+        consumer: &str,
+        aggregates: &[AggregateId],
+    ) -> Result<HashMap<String, u64>, ConsumerStoreError>;
+
+    /// Moves the position of `consumer` on `aggregate` to `version`, unless it is already
+    /// there or further (positions never go back).
+    async fn advance(
+        &self,
+        consumer: &str,
+        aggregate: &AggregateId,
+        version: u64,
+    ) -> Result<(), ConsumerStoreError>;
+
+    /// Forgets every position of `consumer`, so that its next catch-up reads all history
+    /// (a rebuild; the consumer's own tables and records are its own to clear).
+    async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError>;
+}
+
+type PositionKey = (String, String, String);
+
+/// Consumer positions in memory: the reference for the durable versions.
+#[derive(Debug, Default)]
+pub struct InMemoryConsumerPositions {
+    positions: Mutex<HashMap<PositionKey, u64>>,
+}
+
+impl InMemoryConsumerPositions {
+    /// No positions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn key(consumer: &str, aggregate: &AggregateId) -> PositionKey {
+    (
+        consumer.to_owned(),
+        aggregate.aggregate_name.clone(),
+        aggregate.id.clone(),
+    )
+}
+
+#[async_trait]
+impl ConsumerPositions for InMemoryConsumerPositions {
+    async fn positions(
+        &self,
+        consumer: &str,
+        aggregates: &[AggregateId],
+    ) -> Result<HashMap<String, u64>, ConsumerStoreError> {
+        let positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(aggregates
+            .iter()
+            .filter_map(|aggregate| {
+                positions
+                    .get(&key(consumer, aggregate))
+                    .map(|version| (aggregate.id.clone(), *version))
+            })
+            .collect())
+    }
+
+    async fn advance(
+        &self,
+        consumer: &str,
+        aggregate: &AggregateId,
+        version: u64,
+    ) -> Result<(), ConsumerStoreError> {
+        let mut positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
+        let position = positions.entry(key(consumer, aggregate)).or_default();
+        *position = (*position).max(version);
+        Ok(())
+    }
+
+    async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError> {
+        self.positions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(name, _, _), _| name != consumer);
+        Ok(())
+    }
+}

@@ -1,0 +1,340 @@
+//! The downstream stores in the same file as history: consumer positions, the effect journal
+//! and compensation records.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use wow_core::compensation::{
+    next_record, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
+    FailedExecution, FailureQuery, RetrySpec,
+};
+use wow_core::event::{
+    ConsumerPositions, ConsumerStoreError, EffectJournal, EffectState, ProcessError,
+};
+use wow_core::eventsourcing::BoxError;
+use wow_core::{AggregateId, CommandStage, ErrorCode};
+
+use crate::SqliteStore;
+
+fn internal(error: impl Into<BoxError>) -> ConsumerStoreError {
+    ConsumerStoreError::Internal(error.into())
+}
+
+fn clamp(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+impl SqliteStore {
+    /// Runs `work` in the writer's transaction and returns what it made.
+    async fn write<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, BoxError> + Send + 'static,
+    ) -> Result<T, ConsumerStoreError> {
+        let made = Arc::new(Mutex::new(None));
+        let slot = made.clone();
+        self.transact(move |connection| {
+            let value = work(connection)?;
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+            Ok(())
+        })
+        .await
+        .map_err(|error| match error {
+            ProcessError::Store(error) => ConsumerStoreError::Unavailable(error),
+            other => internal(other),
+        })?;
+        let value = made.lock().unwrap_or_else(|p| p.into_inner()).take();
+        value.ok_or_else(|| internal("the writer ran no work"))
+    }
+
+    async fn read_rows<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, ConsumerStoreError> {
+        self.read(read).await.map_err(ConsumerStoreError::Internal)
+    }
+}
+
+#[async_trait]
+impl ConsumerPositions for SqliteStore {
+    async fn positions(
+        &self,
+        consumer: &str,
+        aggregates: &[AggregateId],
+    ) -> Result<HashMap<String, u64>, ConsumerStoreError> {
+        let consumer = consumer.to_owned();
+        let aggregates = aggregates.to_vec();
+        self.read_rows(move |connection| {
+            let mut statement = connection.prepare_cached(
+                "SELECT version FROM consumer_position WHERE consumer = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3",
+            )?;
+            let mut found = HashMap::new();
+            for aggregate in &aggregates {
+                let version: Option<i64> = statement
+                    .query_row(params![consumer, aggregate.aggregate_name, aggregate.id], |row| row.get(0))
+                    .optional()?;
+                if let Some(version) = version {
+                    found.insert(aggregate.id.clone(), u64::try_from(version).unwrap_or(0));
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn advance(
+        &self,
+        consumer: &str,
+        aggregate: &AggregateId,
+        version: u64,
+    ) -> Result<(), ConsumerStoreError> {
+        let (consumer, name, id) = (
+            consumer.to_owned(),
+            aggregate.aggregate_name.clone(),
+            aggregate.id.clone(),
+        );
+        self.write(move |connection| {
+            connection.execute(
+                "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (consumer, aggregate_name, aggregate_id) DO UPDATE SET version = MAX(version, excluded.version)",
+                params![consumer, name, id, clamp(version)],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError> {
+        let consumer = consumer.to_owned();
+        self.write(move |connection| {
+            connection.execute(
+                "DELETE FROM consumer_position WHERE consumer = ?1",
+                [consumer],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn effect_state(status: &str, attempts: i64, first_started: i64) -> EffectState {
+    if status == "DONE" {
+        EffectState::Done
+    } else {
+        EffectState::Started {
+            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            first_started,
+        }
+    }
+}
+
+#[async_trait]
+impl EffectJournal for SqliteStore {
+    async fn start(
+        &self,
+        consumer: &str,
+        key: &str,
+        now: i64,
+    ) -> Result<EffectState, ConsumerStoreError> {
+        let (consumer, key) = (consumer.to_owned(), key.to_owned());
+        self.write(move |connection| {
+            let (status, attempts, first_started): (String, i64, i64) = connection.query_row(
+                "INSERT INTO external_effect (consumer, effect_key, status, attempts, first_started) VALUES (?1, ?2, 'STARTED', 1, ?3)
+                 ON CONFLICT (consumer, effect_key) DO UPDATE SET attempts = attempts + (status = 'STARTED')
+                 RETURNING status, attempts, first_started",
+                params![consumer, key, now],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )?;
+            Ok(effect_state(&status, attempts, first_started))
+        })
+        .await
+    }
+
+    async fn finish(&self, consumer: &str, key: &str, now: i64) -> Result<(), ConsumerStoreError> {
+        let (consumer, key) = (consumer.to_owned(), key.to_owned());
+        self.write(move |connection| {
+            connection.execute(
+                "INSERT INTO external_effect (consumer, effect_key, status, attempts, first_started, done_time) VALUES (?1, ?2, 'DONE', 1, ?3, ?3)
+                 ON CONFLICT (consumer, effect_key) DO UPDATE SET status = 'DONE', done_time = ?3",
+                params![consumer, key, now],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn state(
+        &self,
+        consumer: &str,
+        key: &str,
+    ) -> Result<Option<EffectState>, ConsumerStoreError> {
+        let (consumer, key) = (consumer.to_owned(), key.to_owned());
+        self.read_rows(move |connection| {
+            connection
+                .query_row(
+                    "SELECT status, attempts, first_started FROM external_effect WHERE consumer = ?1 AND effect_key = ?2",
+                    params![consumer, key],
+                    |row| Ok(effect_state(&row.get::<_, String>(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()
+        })
+        .await
+    }
+}
+
+const FAILED_COLUMNS: &str = "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at";
+
+fn bad_column(index: usize, error: impl Into<BoxError>) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, error.into())
+}
+
+fn decode_failed(row: &Row<'_>) -> rusqlite::Result<ExecutionFailed> {
+    let stage: String = row.get(2)?;
+    let event_ids: String = row.get(9)?;
+    let error_code: String = row.get(10)?;
+    let status: String = row.get(13)?;
+    Ok(ExecutionFailed {
+        id: row.get(0)?,
+        consumer: row.get(1)?,
+        stage: stage
+            .parse::<CommandStage>()
+            .map_err(|e| bad_column(2, e.to_string()))?,
+        aggregate_id: AggregateId {
+            context_name: row.get(3)?,
+            aggregate_name: row.get(4)?,
+            id: row.get(5)?,
+            tenant_id: row.get(6)?,
+        },
+        version: u64::try_from(row.get::<_, i64>(7)?).unwrap_or(0),
+        stream_id: row.get(8)?,
+        event_ids: serde_json::from_str(&event_ids).map_err(|e| bad_column(9, e))?,
+        error_code: error_code
+            .parse::<ErrorCode>()
+            .map_err(|e| bad_column(10, e.to_string()))?,
+        error_message: row.get(11)?,
+        attempts: u32::try_from(row.get::<_, i64>(12)?).unwrap_or(u32::MAX),
+        status: ExecutionFailedStatus::parse(&status)
+            .ok_or_else(|| bad_column(13, format!("unknown status `{status}`")))?,
+        next_retry_at: row.get(14)?,
+        created_at: row.get(15)?,
+        updated_at: row.get(16)?,
+    })
+}
+
+fn save_failed(connection: &Connection, record: &ExecutionFailed) -> Result<(), BoxError> {
+    connection.execute(
+        &format!("INSERT OR REPLACE INTO execution_failed ({FAILED_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
+        params![
+            record.id,
+            record.consumer,
+            record.stage.as_str(),
+            record.aggregate_id.context_name,
+            record.aggregate_id.aggregate_name,
+            record.aggregate_id.id,
+            record.aggregate_id.tenant_id,
+            clamp(record.version),
+            record.stream_id,
+            serde_json::to_string(&record.event_ids)?,
+            record.error_code.as_str(),
+            record.error_message,
+            record.attempts,
+            record.status.as_str(),
+            record.next_retry_at,
+            record.created_at,
+            record.updated_at,
+        ],
+    )?;
+    Ok(())
+}
+
+fn select_failed(
+    connection: &Connection,
+    clause: &str,
+    values: &[&dyn rusqlite::ToSql],
+) -> rusqlite::Result<Vec<ExecutionFailed>> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {FAILED_COLUMNS} FROM execution_failed {clause}"
+    ))?;
+    let rows = statement.query_map(values, decode_failed)?;
+    rows.collect()
+}
+
+#[async_trait]
+impl CompensationStore for SqliteStore {
+    async fn record_failure(
+        &self,
+        failure: &FailedExecution,
+        retry: &RetrySpec,
+        now: i64,
+    ) -> Result<ExecutionFailed, ConsumerStoreError> {
+        let (failure, retry) = (failure.clone(), *retry);
+        self.write(move |connection| {
+            let existing = select_failed(
+                connection,
+                "WHERE consumer = ?1 AND stream_id = ?2",
+                &[&failure.consumer, &failure.stream_id],
+            )?
+            .pop();
+            let record = next_record(existing, &failure, &retry, now);
+            save_failed(connection, &record)?;
+            Ok(record)
+        })
+        .await
+    }
+
+    async fn mark_succeeded(
+        &self,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let id = id.to_owned();
+        self.write(move |connection| {
+            let Some(record) = select_failed(connection, "WHERE id = ?1", &[&id])?.pop() else {
+                return Ok(None);
+            };
+            let record = succeeded(record, now);
+            save_failed(connection, &record)?;
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let id = id.to_owned();
+        self.read_rows(move |connection| {
+            Ok(select_failed(connection, "WHERE id = ?1", &[&id])?.pop())
+        })
+        .await
+    }
+
+    async fn list(&self, query: &FailureQuery) -> Result<Vec<ExecutionFailed>, ConsumerStoreError> {
+        let query = query.clone();
+        self.read_rows(move |connection| {
+            let status = query.status.map(|status| status.as_str());
+            let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+            select_failed(
+                connection,
+                "WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR id > ?3) ORDER BY id LIMIT ?4",
+                &[&status, &query.consumer, &query.after_id, &limit],
+            )
+        })
+        .await
+    }
+
+    async fn due(
+        &self,
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<ExecutionFailed>, ConsumerStoreError> {
+        self.read_rows(move |connection| {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            select_failed(
+                connection,
+                "WHERE status = 'FAILED' AND next_retry_at <= ?1 ORDER BY aggregate_name, aggregate_id, version, consumer LIMIT ?2",
+                &[&now, &limit],
+            )
+        })
+        .await
+    }
+}

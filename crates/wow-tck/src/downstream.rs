@@ -1,0 +1,342 @@
+//! The downstream conformance suite: consumer positions, the effect journal (SPEC DS-2) and
+//! compensation records (SPEC DS-4). Run every case with
+//! [`downstream_tck!`](crate::downstream_tck).
+
+use std::sync::Arc;
+
+use wow_core::compensation::{
+    CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RetrySpec,
+};
+use wow_core::event::{ConsumerError, ConsumerPositions, EffectJournal, EffectState};
+use wow_core::{AggregateId, CommandStage, ErrorCode};
+
+/// The three stores of one backend.
+#[derive(Debug, Clone)]
+pub struct Stores {
+    /// Compensation records.
+    pub compensation: Arc<dyn CompensationStore>,
+    /// Consumer positions.
+    pub positions: Arc<dyn ConsumerPositions>,
+    /// The effect journal.
+    pub effects: Arc<dyn EffectJournal>,
+    /// Whatever must live as long as the stores (a test schema's guard, say).
+    pub owner: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl Stores {
+    /// The three stores of a backend that implements them all on one type.
+    pub fn of<T>(store: Arc<T>) -> Self
+    where
+        T: CompensationStore + ConsumerPositions + EffectJournal + 'static,
+    {
+        Self {
+            compensation: store.clone(),
+            positions: store.clone(),
+            effects: store,
+            owner: None,
+        }
+    }
+
+    /// These stores, keeping `owner` alive as long as they are.
+    pub fn keeping(mut self, owner: Arc<dyn std::any::Any + Send + Sync>) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+}
+
+/// The stores under test.
+pub type Store = Stores;
+
+fn account(id: &str) -> AggregateId {
+    AggregateId::new("tck", "account", id, "tenant-a")
+}
+
+fn failure(consumer: &str, id: &str, version: u64, message: &str) -> FailedExecution {
+    FailedExecution {
+        consumer: consumer.to_owned(),
+        stage: CommandStage::Projected,
+        aggregate_id: account(id),
+        version,
+        stream_id: format!("stream-{id}-{version}"),
+        event_ids: vec![
+            format!("event-{id}-{version}-a"),
+            format!("event-{id}-{version}-b"),
+        ],
+        error: ConsumerError::new(ErrorCode::ServiceUnavailable, message),
+    }
+}
+
+const SPEC: RetrySpec = RetrySpec {
+    max_attempts: 3,
+    initial_backoff_ms: 1_000,
+    max_backoff_ms: 60_000,
+};
+
+/// Positions start absent, only move forward, and are kept per consumer and aggregate.
+pub async fn positions_only_move_forward(stores: Store) {
+    let positions = stores.positions;
+    let (a, b) = (account("a"), account("b"));
+    assert!(positions
+        .positions("view", &[a.clone()])
+        .await
+        .unwrap()
+        .is_empty());
+    positions.advance("view", &a, 3).await.unwrap();
+    positions.advance("view", &a, 2).await.unwrap();
+    positions.advance("view", &b, 1).await.unwrap();
+    positions.advance("other", &a, 9).await.unwrap();
+    let found = positions
+        .positions("view", &[a.clone(), b.clone(), account("c")])
+        .await
+        .unwrap();
+    assert_eq!(found.get("a"), Some(&3), "a position never goes back");
+    assert_eq!(found.get("b"), Some(&1));
+    assert_eq!(found.get("c"), None);
+    positions.advance("view", &a, 5).await.unwrap();
+    assert_eq!(
+        positions
+            .positions("view", &[a.clone()])
+            .await
+            .unwrap()
+            .get("a"),
+        Some(&5)
+    );
+}
+
+/// A reset forgets one consumer's positions and keeps the others'.
+pub async fn reset_forgets_one_consumer(stores: Store) {
+    let positions = stores.positions;
+    let a = account("a");
+    positions.advance("view", &a, 4).await.unwrap();
+    positions.advance("other", &a, 7).await.unwrap();
+    positions.reset("view").await.unwrap();
+    assert!(positions
+        .positions("view", &[a.clone()])
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        positions
+            .positions("other", &[a.clone()])
+            .await
+            .unwrap()
+            .get("a"),
+        Some(&7)
+    );
+}
+
+/// An effect is started, counted on every unfinished restart, and once done stays done.
+pub async fn an_effect_is_started_then_done_once(stores: Store) {
+    let effects = stores.effects;
+    assert_eq!(effects.state("mailer", "k-1").await.unwrap(), None);
+    assert_eq!(
+        effects.start("mailer", "k-1", 100).await.unwrap(),
+        EffectState::Started {
+            attempts: 1,
+            first_started: 100
+        }
+    );
+    assert_eq!(
+        effects.start("mailer", "k-1", 200).await.unwrap(),
+        EffectState::Started {
+            attempts: 2,
+            first_started: 100
+        },
+        "a restart after a crash sees the earlier start"
+    );
+    effects.finish("mailer", "k-1", 300).await.unwrap();
+    assert_eq!(
+        effects.start("mailer", "k-1", 400).await.unwrap(),
+        EffectState::Done
+    );
+    assert_eq!(
+        effects.state("mailer", "k-1").await.unwrap(),
+        Some(EffectState::Done)
+    );
+    assert_eq!(
+        effects.start("other", "k-1", 500).await.unwrap(),
+        EffectState::Started {
+            attempts: 1,
+            first_started: 500
+        },
+        "another consumer's effect under the same key is its own"
+    );
+}
+
+/// A first failure makes a `FAILED` record with every field; a second failure of the same
+/// consumer on the same stream adds an attempt to it and backs off further.
+pub async fn records_failures_and_counts_attempts(stores: Store) {
+    let store = stores.compensation;
+    let first = store
+        .record_failure(&failure("view", "a", 2, "down"), &SPEC, 10_000)
+        .await
+        .unwrap();
+    assert_eq!(first.attempts, 1);
+    assert_eq!(first.status, ExecutionFailedStatus::Failed);
+    assert_eq!(first.next_retry_at, Some(11_000));
+    assert_eq!(first.aggregate_id, account("a"));
+    assert_eq!(first.version, 2);
+    assert_eq!(first.stream_id, "stream-a-2");
+    assert_eq!(first.event_ids, vec!["event-a-2-a", "event-a-2-b"]);
+    assert_eq!(first.stage, CommandStage::Projected);
+    assert_eq!(first.error_code, ErrorCode::ServiceUnavailable);
+    assert_eq!(first.error_message, "down");
+    assert_eq!(store.get(&first.id).await.unwrap(), Some(first.clone()));
+
+    let second = store
+        .record_failure(&failure("view", "a", 2, "still down"), &SPEC, 12_000)
+        .await
+        .unwrap();
+    assert_eq!(second.id, first.id, "one record per consumer and stream");
+    assert_eq!(second.attempts, 2);
+    assert_eq!(second.next_retry_at, Some(14_000));
+    assert_eq!(second.error_message, "still down");
+    assert_eq!(second.created_at, 10_000);
+    assert_eq!(second.updated_at, 12_000);
+
+    let other = store
+        .record_failure(&failure("mailer", "a", 2, "down"), &SPEC, 12_000)
+        .await
+        .unwrap();
+    assert_ne!(other.id, first.id, "another consumer has its own record");
+}
+
+/// After `max_attempts` failures a record is `EXHAUSTED` and no longer due.
+pub async fn exhausts_after_max_attempts(stores: Store) {
+    let store = stores.compensation;
+    let mut record = None;
+    for attempt in 0..3 {
+        record = Some(
+            store
+                .record_failure(&failure("view", "a", 1, "down"), &SPEC, 1_000 * attempt)
+                .await
+                .unwrap(),
+        );
+    }
+    let record = record.unwrap();
+    assert_eq!(record.attempts, 3);
+    assert_eq!(record.status, ExecutionFailedStatus::Exhausted);
+    assert_eq!(record.next_retry_at, None);
+    assert!(store.due(i64::MAX, 10).await.unwrap().is_empty());
+}
+
+/// `due` returns the `FAILED` records whose time has come, in aggregate and version order;
+/// a record marked succeeded is no longer due.
+pub async fn due_records_come_in_version_order(stores: Store) {
+    let store = stores.compensation;
+    let late = store
+        .record_failure(&failure("view", "a", 3, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    let early = store
+        .record_failure(&failure("view", "a", 2, "down"), &SPEC, 500)
+        .await
+        .unwrap();
+    let other = store
+        .record_failure(&failure("view", "b", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    let not_yet = store
+        .record_failure(&failure("view", "c", 1, "down"), &SPEC, 50_000)
+        .await
+        .unwrap();
+    let due: Vec<_> = store
+        .due(2_000, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(
+        due,
+        vec![early.id.clone(), late.id.clone(), other.id.clone()]
+    );
+    assert_eq!(store.due(2_000, 1).await.unwrap().len(), 1);
+
+    let done = store
+        .mark_succeeded(&early.id, 3_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.status, ExecutionFailedStatus::Succeeded);
+    assert_eq!(done.next_retry_at, None);
+    assert_eq!(done.attempts, 1);
+    let due: Vec<_> = store
+        .due(100_000, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(due, vec![late.id, other.id, not_yet.id]);
+    assert_eq!(store.mark_succeeded("no-such-id", 0).await.unwrap(), None);
+}
+
+/// `list` filters by status and consumer and pages by id.
+pub async fn lists_by_status_and_consumer_in_pages(stores: Store) {
+    let store = stores.compensation;
+    let mut ids = Vec::new();
+    for version in 1..=5 {
+        let record = store
+            .record_failure(&failure("view", "a", version, "down"), &SPEC, 0)
+            .await
+            .unwrap();
+        ids.push(record.id);
+    }
+    store
+        .record_failure(&failure("mailer", "a", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    store.mark_succeeded(&ids[0], 1).await.unwrap();
+
+    let view = |status, after_id, limit| FailureQuery {
+        status,
+        consumer: Some("view".to_owned()),
+        after_id,
+        limit,
+    };
+    let all = store.list(&FailureQuery::default()).await.unwrap();
+    assert_eq!(all.len(), 6);
+    let failed = store
+        .list(&view(Some(ExecutionFailedStatus::Failed), None, 100))
+        .await
+        .unwrap();
+    assert_eq!(
+        failed.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        ids[1..].to_vec()
+    );
+    let page = store.list(&view(None, None, 2)).await.unwrap();
+    assert_eq!(page.len(), 2);
+    let next = store
+        .list(&view(None, page.last().map(|r| r.id.clone()), 10))
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 3);
+    assert!(next.iter().all(|r| r.id > page[1].id));
+}
+
+/// Concurrent failures of one consumer on one stream make one record that counts them all.
+pub async fn concurrent_failures_make_one_record(stores: Store) {
+    let store = stores.compensation;
+    let spec = RetrySpec {
+        max_attempts: 100,
+        ..SPEC
+    };
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .record_failure(&failure("view", "a", 1, "down"), &spec, 0)
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let records = store.list(&FailureQuery::default()).await.unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].attempts, 16);
+}
