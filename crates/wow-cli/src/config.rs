@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
+use wow_core::compensation::RetrySpec;
 use wow_core::idempotency::IdempotencyConfig;
 
 /// The default listen address.
@@ -22,8 +23,20 @@ pub(crate) struct FileConfig {
     pub(crate) wait_timeout_ms: Option<u64>,
     pub(crate) body_limit: Option<usize>,
     pub(crate) idempotency: Option<IdempotencyConfig>,
+    pub(crate) compensation: Option<CompensationConfig>,
     #[serde(default)]
     pub(crate) auth_tokens: HashMap<String, String>,
+}
+
+/// `[compensation]`: how failed consumers are retried (SPEC DS-4).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CompensationConfig {
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) initial_backoff_ms: Option<u64>,
+    pub(crate) max_backoff_ms: Option<u64>,
+    /// How often the scheduler looks for due retries; 0 turns automatic retries off.
+    pub(crate) interval_ms: Option<u64>,
 }
 
 /// Why the settings could not be read.
@@ -57,6 +70,8 @@ pub(crate) struct ServeConfig {
     pub(crate) wait_timeout: Duration,
     pub(crate) body_limit: usize,
     pub(crate) idempotency: IdempotencyConfig,
+    pub(crate) retry: RetrySpec,
+    pub(crate) retry_every: Option<Duration>,
     pub(crate) auth_tokens: HashMap<String, String>,
 }
 
@@ -128,7 +143,25 @@ impl ServeConfig {
             idempotency.enabled = !matches!(enabled.trim(), "false" | "0" | "off");
         }
         idempotency.validate().map_err(ConfigError::Idempotency)?;
+        let compensation = file.compensation.unwrap_or_default();
+        let defaults = RetrySpec::default();
+        let retry = RetrySpec {
+            max_attempts: env_number("WOW_COMPENSATION_MAX_ATTEMPTS")?
+                .or(compensation.max_attempts)
+                .unwrap_or(defaults.max_attempts),
+            initial_backoff_ms: env_number("WOW_COMPENSATION_INITIAL_BACKOFF_MS")?
+                .or(compensation.initial_backoff_ms)
+                .unwrap_or(defaults.initial_backoff_ms),
+            max_backoff_ms: env_number("WOW_COMPENSATION_MAX_BACKOFF_MS")?
+                .or(compensation.max_backoff_ms)
+                .unwrap_or(defaults.max_backoff_ms),
+        };
+        let interval_ms = env_number::<u64>("WOW_COMPENSATION_INTERVAL_MS")?
+            .or(compensation.interval_ms)
+            .unwrap_or(1_000);
         Ok(Self {
+            retry,
+            retry_every: (interval_ms > 0).then(|| Duration::from_millis(interval_ms)),
             listen: listen
                 .or(file.listen)
                 .unwrap_or_else(|| DEFAULT_LISTEN.to_owned()),
@@ -146,5 +179,16 @@ impl ServeConfig {
             idempotency,
             auth_tokens: env_tokens()?.unwrap_or(file.auth_tokens),
         })
+    }
+}
+
+impl ServeConfig {
+    /// The bank's options from these settings.
+    pub(crate) fn bank_options(&self) -> wow_example_bank::BankOptions {
+        wow_example_bank::BankOptions {
+            idempotency: self.idempotency.clone(),
+            retry: self.retry,
+            retry_every: self.retry_every,
+        }
     }
 }

@@ -4,10 +4,14 @@
 //! ```sh
 //! cargo run -p wow-cli -- serve            # sqlite://./data/wow.db on 127.0.0.1:8080
 //! cargo run -p wow-cli -- serve --store memory:// --listen 127.0.0.1:9000
+//! cargo run -p wow-cli -- catch-up         # consumers read the history they missed
+//! cargo run -p wow-cli -- compensation list --status FAILED
+//! cargo run -p wow-cli -- compensation retry 0190...
 //! ```
 
 mod config;
 mod serve;
+mod tend;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +48,51 @@ enum Command {
         #[arg(long, env = "WOW_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Runs every consumer of the `bank` over the history it has not handled yet, with a
+    /// progress bar, and exits.
+    CatchUp {
+        /// The store: sqlite://PATH, postgres://... [default: sqlite://./data/wow.db].
+        #[arg(long, env = "WOW_STORE")]
+        store: Option<String>,
+        /// A TOML file of settings.
+        #[arg(long, env = "WOW_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Lists or retries the recorded consumer failures of a running service (event
+    /// compensation).
+    Compensation {
+        #[command(subcommand)]
+        action: CompensationAction,
+        /// The service's base URL.
+        #[arg(
+            long,
+            env = "WOW_SERVER",
+            default_value = "http://127.0.0.1:8080",
+            global = true
+        )]
+        server: String,
+        /// A bearer token, when the service requires one.
+        #[arg(long, env = "WOW_TOKEN", global = true)]
+        token: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CompensationAction {
+    /// Prints the recorded failures.
+    List {
+        /// Only FAILED, EXHAUSTED or SUCCEEDED records.
+        #[arg(long)]
+        status: Option<String>,
+        /// Only this consumer's records.
+        #[arg(long)]
+        consumer: Option<String>,
+    },
+    /// Runs exactly the recorded consumer on exactly the recorded stream again, now.
+    Retry {
+        /// The record's id.
+        id: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -70,7 +119,26 @@ fn main() -> ExitCode {
             listen,
             store,
             config,
-        } => runtime.block_on(serve::run(listen, store, config)),
+        } => runtime
+            .block_on(serve::run(listen, store, config))
+            .map_err(|e| e.to_string()),
+        Command::CatchUp { store, config } => runtime
+            .block_on(tend::catch_up(store, config))
+            .map_err(|e| e.to_string()),
+        Command::Compensation {
+            action,
+            server,
+            token,
+        } => runtime
+            .block_on(async {
+                match action {
+                    CompensationAction::List { status, consumer } => {
+                        tend::list(&server, status, consumer, token).await
+                    }
+                    CompensationAction::Retry { id } => tend::retry(&server, &id, token).await,
+                }
+            })
+            .map_err(|e| e.to_string()),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

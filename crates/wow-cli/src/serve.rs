@@ -37,9 +37,9 @@ pub(crate) enum ServeError {
     Serve(std::io::Error),
 }
 
-type Stores = (Arc<dyn EventStore>, Arc<dyn SnapshotStore>, ReadModels);
+pub(crate) type Stores = (Arc<dyn EventStore>, Arc<dyn SnapshotStore>, ReadModels);
 
-async fn open_store(url: &str) -> Result<Stores, ServeError> {
+pub(crate) async fn open_store(url: &str) -> Result<Stores, ServeError> {
     if url == "memory://" || url == "memory:" {
         return Ok((
             Arc::new(InMemoryEventStore::new()),
@@ -126,7 +126,7 @@ pub(crate) async fn run(
     let bank = Bank::start_with(
         events,
         Some(snapshots.clone()),
-        settings.idempotency.clone(),
+        settings.bank_options(),
         read_models,
     )
     .await?;

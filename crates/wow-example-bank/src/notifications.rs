@@ -7,10 +7,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Serialize;
 use wow_core::event::{ConsumerError, EventConsumer};
-use wow_core::eventsourcing::{BoxError, EventStore, EventStoreError};
+use wow_core::eventsourcing::BoxError;
 use wow_core::DomainEventStream;
 
-use crate::projection::{account_streams, consumer_error};
+use crate::projection::consumer_error;
 use crate::read_model::ReadModels;
 
 /// The consumer name of the processor.
@@ -42,16 +42,6 @@ impl Notifications {
     /// Every row written so far.
     pub async fn rows(&self) -> Result<Vec<OutboxRow>, BoxError> {
         self.models.outbox().await
-    }
-
-    /// Records every `Withdrawn` event of `store` not recorded yet.
-    pub async fn catch_up(&self, store: &dyn EventStore) -> Result<(), EventStoreError> {
-        for stream in account_streams(store).await? {
-            if let Err(error) = self.handle(&stream).await {
-                tracing::warn!(%error, stream = %stream.id, "catch-up of notifications failed for a stream");
-            }
-        }
-        Ok(())
     }
 }
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::Serialize;
-use wow_core::event::{ConsumerError, EventConsumer};
-use wow_core::eventsourcing::{BoxError, EventStore, EventStoreError};
-use wow_core::{DomainEventStream, ErrorCode, NamedAggregate};
+use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
+use wow_core::eventsourcing::BoxError;
+use wow_core::{DomainEventStream, ErrorCode};
 
 use crate::read_model::ReadModels;
 
@@ -47,42 +47,16 @@ impl AccountBalanceProjection {
     pub async fn view(&self, id: &str) -> Result<Option<AccountView>, BoxError> {
         self.models.view(id).await
     }
-
-    /// Applies every account stream of `store` it has not applied yet (on start, and for a
-    /// read model added later).
-    pub async fn catch_up(&self, store: &dyn EventStore) -> Result<(), EventStoreError> {
-        for stream in account_streams(store).await? {
-            if let Err(error) = self.handle(&stream).await {
-                tracing::warn!(%error, stream = %stream.id, "catch-up of account_balance failed for a stream");
-            }
-        }
-        Ok(())
-    }
 }
 
-/// Every `account` stream in `store`, aggregate by aggregate, in version order.
-pub(crate) async fn account_streams(
-    store: &dyn EventStore,
-) -> Result<Vec<DomainEventStream>, EventStoreError> {
-    let named = NamedAggregate::new(crate::CONTEXT, "account");
-    let mut after: Option<String> = None;
-    let mut streams = Vec::new();
-    loop {
-        let page = store
-            .scan_aggregate_ids(&named, after.as_deref(), 500)
-            .await?;
-        let Some(last) = page.last() else {
-            return Ok(streams);
-        };
-        after = Some(last.id.clone());
-        for aggregate in &page {
-            streams.extend(store.load(aggregate, 1, u64::MAX).await?);
-        }
-    }
-}
-
-pub(crate) fn consumer_error(error: impl std::fmt::Display) -> ConsumerError {
-    ConsumerError::new(ErrorCode::ServiceUnavailable, error.to_string())
+/// A read model's failure as a consumer error: the database's failures are
+/// `ServiceUnavailable`, the work's (an out-of-order stream, say) `IllegalState`.
+pub(crate) fn consumer_error(error: ProcessError) -> ConsumerError {
+    let code = match &error {
+        ProcessError::Store(_) => ErrorCode::ServiceUnavailable,
+        _ => ErrorCode::IllegalState,
+    };
+    ConsumerError::new(code, error.to_string())
 }
 
 #[async_trait]

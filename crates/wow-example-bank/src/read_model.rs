@@ -2,9 +2,14 @@
 //! each consumer's write and its processed-message record commit together (SPEC DS-2).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use wow_core::aggregate::Aggregate;
-use wow_core::event::{InMemoryProcessedMessages, ProcessError, Processed};
+use wow_core::compensation::{CompensationStore, InMemoryCompensationStore};
+use wow_core::event::{
+    ConsumerPositions, EffectJournal, InMemoryConsumerPositions, InMemoryEffectJournal,
+    InMemoryProcessedMessages, ProcessError, Processed,
+};
 use wow_core::eventsourcing::BoxError;
 use wow_core::DomainEventStream;
 use wow_postgres::PostgresStore;
@@ -14,11 +19,12 @@ use crate::account::{Account, AccountEvent, AccountState};
 use crate::notifications::OutboxRow;
 use crate::projection::AccountView;
 
-/// The database of the read models.
+/// The database of the read models, and of the consumers' positions, effect journal and
+/// compensation records.
 #[derive(Debug)]
 pub enum ReadModels {
     /// In memory (for `memory://` stores and tests).
-    Memory(InMemoryProcessedMessages<MemoryTables>),
+    Memory(Box<MemoryModels>),
     /// In the SQLite file of the event store.
     Sqlite(SqliteStore),
     /// In the PostgreSQL schema of the event store.
@@ -30,6 +36,40 @@ pub enum ReadModels {
 pub struct MemoryTables {
     balances: HashMap<String, (AccountState, u64)>,
     outbox: Vec<OutboxRow>,
+}
+
+/// The read models and consumer records in memory.
+#[derive(Debug, Default)]
+pub struct MemoryModels {
+    tables: InMemoryProcessedMessages<MemoryTables>,
+    compensation: Arc<InMemoryCompensationStore>,
+    positions: Arc<InMemoryConsumerPositions>,
+    effects: Arc<InMemoryEffectJournal>,
+}
+
+/// Why a stream cannot be folded into a balance row: an earlier stream of the account has
+/// not been applied (it failed, and waits for its retry), so applying this one would skip it.
+#[derive(Debug, thiserror::Error)]
+#[error("account {account} is at version {at}; version {got} must wait for the versions before it")]
+pub struct OutOfOrder {
+    account: String,
+    at: u64,
+    got: u64,
+}
+
+/// Checks that `stream` is the next version after `at`; `Ok(false)` when it is already in.
+fn next_in_order(stream: &DomainEventStream, at: u64) -> Result<bool, BoxError> {
+    if stream.version <= at {
+        return Ok(false);
+    }
+    if stream.version != at + 1 {
+        return Err(Box::new(OutOfOrder {
+            account: stream.aggregate_id.id.clone(),
+            at,
+            got: stream.version,
+        }));
+    }
+    Ok(true)
 }
 
 fn fold(state: &mut AccountState, stream: &DomainEventStream) -> Result<(), BoxError> {
@@ -65,7 +105,34 @@ const SQL_TABLES: &str = "
 impl ReadModels {
     /// In memory.
     pub fn memory() -> Self {
-        ReadModels::Memory(InMemoryProcessedMessages::new(MemoryTables::default()))
+        ReadModels::Memory(Box::default())
+    }
+
+    /// Where consumer failures are recorded (SPEC DS-4).
+    pub fn compensation_store(&self) -> Arc<dyn CompensationStore> {
+        match self {
+            ReadModels::Memory(models) => models.compensation.clone(),
+            ReadModels::Sqlite(store) => Arc::new(store.clone()),
+            ReadModels::Postgres(store) => Arc::new(store.clone()),
+        }
+    }
+
+    /// Where consumer positions are kept.
+    pub fn positions(&self) -> Arc<dyn ConsumerPositions> {
+        match self {
+            ReadModels::Memory(models) => models.positions.clone(),
+            ReadModels::Sqlite(store) => Arc::new(store.clone()),
+            ReadModels::Postgres(store) => Arc::new(store.clone()),
+        }
+    }
+
+    /// Where external effects are journaled (SPEC DS-2).
+    pub fn effects(&self) -> Arc<dyn EffectJournal> {
+        match self {
+            ReadModels::Memory(models) => models.effects.clone(),
+            ReadModels::Sqlite(store) => Arc::new(store.clone()),
+            ReadModels::Postgres(store) => Arc::new(store.clone()),
+        }
     }
 
     /// Creates the tables when missing.
@@ -92,26 +159,33 @@ impl ReadModels {
     ) -> Result<Processed, ProcessError> {
         let id = stream.aggregate_id.id.clone();
         match self {
-            ReadModels::Memory(tables) => tables.process_once(consumer, &stream.id, |tables| {
-                let (state, version) = tables.balances.entry(id).or_default();
-                fold(state, stream)?;
-                *version = stream.version;
-                Ok(())
-            }),
+            ReadModels::Memory(models) => {
+                models.tables.process_once(consumer, &stream.id, |tables| {
+                    let (state, version) = tables.balances.entry(id).or_default();
+                    if next_in_order(stream, *version)? {
+                        fold(state, stream)?;
+                        *version = stream.version;
+                    }
+                    Ok(())
+                })
+            }
             ReadModels::Sqlite(store) => {
                 let stream = stream.clone();
                 store
                     .process_once(consumer, &stream.id.clone(), move |connection| {
-                        let mut state = connection
+                        let (mut state, at) = connection
                             .query_row(
-                                "SELECT name, balance, held, frozen FROM account_balance WHERE id = ?1",
+                                "SELECT name, balance, held, frozen, version FROM account_balance WHERE id = ?1",
                                 [&id],
-                                |row| Ok(AccountState { name: row.get(0)?, balance: row.get(1)?, held: row.get(2)?, frozen: row.get(3)? }),
+                                |row| Ok((AccountState { name: row.get(0)?, balance: row.get(1)?, held: row.get(2)?, frozen: row.get(3)? }, row.get::<_, i64>(4)?)),
                             )
                             .or_else(|error| match error {
-                                rusqlite::Error::QueryReturnedNoRows => Ok(AccountState::default()),
+                                rusqlite::Error::QueryReturnedNoRows => Ok((AccountState::default(), 0)),
                                 other => Err(other),
                             })?;
+                        if !next_in_order(&stream, u64::try_from(at).unwrap_or(0))? {
+                            return Ok(());
+                        }
                         fold(&mut state, &stream)?;
                         connection.execute(
                             "INSERT INTO account_balance (id, name, balance, held, frozen, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -128,12 +202,15 @@ impl ReadModels {
                     .process_once(consumer, &stream.id.clone(), move |transaction| {
                         Box::pin(async move {
                             let row = transaction
-                                .query_opt("SELECT name, balance, held, frozen FROM account_balance WHERE id = $1 FOR UPDATE", &[&id])
+                                .query_opt("SELECT name, balance, held, frozen, version FROM account_balance WHERE id = $1 FOR UPDATE", &[&id])
                                 .await?;
-                            let mut state = match row {
-                                Some(row) => AccountState { name: row.get(0), balance: row.get(1), held: row.get(2), frozen: row.get(3) },
-                                None => AccountState::default(),
+                            let (mut state, at) = match row {
+                                Some(row) => (AccountState { name: row.get(0), balance: row.get(1), held: row.get(2), frozen: row.get(3) }, row.get::<_, i64>(4)),
+                                None => (AccountState::default(), 0),
                             };
+                            if !next_in_order(&stream, u64::try_from(at).unwrap_or(0))? {
+                                return Ok(());
+                            }
                             fold(&mut state, &stream)?;
                             let version = i64::try_from(stream.version).unwrap_or(i64::MAX);
                             transaction
@@ -159,10 +236,12 @@ impl ReadModels {
     ) -> Result<Processed, ProcessError> {
         let rows = withdrawals(stream);
         match self {
-            ReadModels::Memory(tables) => tables.process_once(consumer, &stream.id, |tables| {
-                tables.outbox.extend(rows);
-                Ok(())
-            }),
+            ReadModels::Memory(models) => {
+                models.tables.process_once(consumer, &stream.id, |tables| {
+                    tables.outbox.extend(rows);
+                    Ok(())
+                })
+            }
             ReadModels::Sqlite(store) => {
                 store
                     .process_once(consumer, &stream.id, move |connection| {
@@ -200,7 +279,7 @@ impl ReadModels {
     pub async fn view(&self, id: &str) -> Result<Option<AccountView>, BoxError> {
         let id = id.to_owned();
         match self {
-            ReadModels::Memory(tables) => Ok(tables.read(|tables| {
+            ReadModels::Memory(models) => Ok(models.tables.read(|tables| {
                 tables.balances.get(&id).map(|(state, version)| AccountView {
                     id: id.clone(),
                     name: state.name.clone(),
@@ -235,7 +314,7 @@ impl ReadModels {
     /// Every outbox row, in order of event id.
     pub async fn outbox(&self) -> Result<Vec<OutboxRow>, BoxError> {
         match self {
-            ReadModels::Memory(tables) => Ok(tables.read(|tables| tables.outbox.clone())),
+            ReadModels::Memory(models) => Ok(models.tables.read(|tables| tables.outbox.clone())),
             ReadModels::Sqlite(store) => {
                 store
                     .read(|connection| {

@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use wow_core::command::{JsonCommand, WaitPlan};
 use wow_core::eventsourcing::EventStore;
-use wow_core::idempotency::IdempotencyConfig;
 use wow_core::{id, AggregateId, CommandMessage, CommandStage};
 use wow_example_bank::account::*;
-use wow_example_bank::{Bank, ReadModels};
+use wow_example_bank::{Bank, BankOptions, ReadModels};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 fn cmd(id: &AggregateId, command: AccountCommand) -> JsonCommand {
@@ -21,7 +20,7 @@ async fn bank(store: &SqliteStore) -> Bank {
     Bank::start_with(
         events,
         Some(Arc::new(store.clone())),
-        IdempotencyConfig::default(),
+        BankOptions::default(),
         ReadModels::Sqlite(store.clone()),
     )
     .await

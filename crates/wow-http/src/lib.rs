@@ -15,6 +15,7 @@
 
 mod auth;
 mod commands;
+mod compensation;
 mod config;
 mod input;
 mod metrics;
@@ -28,6 +29,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use wow_core::aggregate::AggregateRegistry;
 use wow_core::command::CommandGateway;
+use wow_core::compensation::CompensationScheduler;
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
 use wow_core::pipeline::LocalPipeline;
 
@@ -50,6 +52,7 @@ struct Inner {
     snapshots: Option<Arc<dyn SnapshotStore>>,
     config: HttpConfig,
     metrics: HttpMetrics,
+    compensation: Option<CompensationScheduler>,
 }
 
 impl HttpState {
@@ -67,6 +70,7 @@ impl HttpState {
                 snapshots,
                 config,
                 metrics: HttpMetrics::default(),
+                compensation: pipeline.compensation().ok(),
             }),
         }
     }
@@ -81,6 +85,10 @@ impl HttpState {
 
     fn store(&self) -> &dyn EventStore {
         self.inner.store.as_ref()
+    }
+
+    fn compensation(&self) -> Option<&CompensationScheduler> {
+        self.inner.compensation.as_ref()
     }
 
     fn snapshots(&self) -> Option<&dyn SnapshotStore> {
@@ -104,6 +112,11 @@ pub fn router(state: HttpState) -> Router {
         .route("/health", get(queries::health))
         .route("/metrics", get(metrics::render))
         .route("/openapi.json", get(openapi::document))
+        .route("/compensation/failures", get(compensation::list))
+        .route(
+            "/compensation/failures/{id}/retry",
+            post(compensation::retry),
+        )
         .route("/{aggregate}/{command}", post(commands::create))
         .route("/{aggregate}/{id}/{command}", post(commands::send))
         .route("/{aggregate}/{id}/state", get(queries::state))

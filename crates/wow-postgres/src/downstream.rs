@@ -315,8 +315,8 @@ impl CompensationStore for PostgresStore {
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
         select_failed(
             &client,
-            "WHERE ($1::TEXT IS NULL OR status = $1) AND ($2::TEXT IS NULL OR consumer = $2) AND ($3::TEXT IS NULL OR id > $3) ORDER BY id LIMIT $4",
-            &[&status, &query.consumer, &query.after_id, &limit],
+            "WHERE ($1::TEXT IS NULL OR status = $1) AND ($2::TEXT IS NULL OR consumer = $2) AND ($3::TEXT IS NULL OR id > $3) AND ($5::TEXT IS NULL OR tenant_id = $5) ORDER BY id LIMIT $4",
+            &[&status, &query.consumer, &query.after_id, &limit, &query.tenant_id],
         )
         .await
     }

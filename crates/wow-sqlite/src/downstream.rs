@@ -315,8 +315,8 @@ impl CompensationStore for SqliteStore {
             let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
             select_failed(
                 connection,
-                "WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR id > ?3) ORDER BY id LIMIT ?4",
-                &[&status, &query.consumer, &query.after_id, &limit],
+                "WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR id > ?3) AND (?5 IS NULL OR tenant_id = ?5) ORDER BY id LIMIT ?4",
+                &[&status, &query.consumer, &query.after_id, &limit, &query.tenant_id],
             )
         })
         .await

@@ -294,6 +294,7 @@ pub async fn lists_by_status_and_consumer_in_pages(stores: Store) {
         consumer: Some("view".to_owned()),
         after_id,
         limit,
+        ..FailureQuery::default()
     };
     let all = store.list(&FailureQuery::default()).await.unwrap();
     assert_eq!(all.len(), 6);
@@ -313,6 +314,20 @@ pub async fn lists_by_status_and_consumer_in_pages(stores: Store) {
         .unwrap();
     assert_eq!(next.len(), 3);
     assert!(next.iter().all(|r| r.id > page[1].id));
+
+    let mut elsewhere = failure("view", "z", 1, "down");
+    elsewhere.aggregate_id.tenant_id = "tenant-b".to_owned();
+    let theirs = store.record_failure(&elsewhere, &SPEC, 0).await.unwrap();
+    let by_tenant = |tenant: &str| FailureQuery {
+        tenant_id: Some(tenant.to_owned()),
+        ..FailureQuery::default()
+    };
+    assert_eq!(store.list(&by_tenant("tenant-a")).await.unwrap().len(), 6);
+    assert_eq!(
+        store.list(&by_tenant("tenant-b")).await.unwrap(),
+        vec![theirs],
+        "a tenant sees its own records"
+    );
 }
 
 /// Concurrent failures of one consumer on one stream make one record that counts them all.

@@ -260,18 +260,34 @@ impl DefaultCommandHandler {
                 error,
                 AggregateError::AlreadyExists(_) | AggregateError::ExpectedVersionConflict { .. }
             ) {
-                if let Ok(Some(record)) = self
+                match self
                     .store
                     .find_request(aggregate_id, &command.request_id)
                     .await
                 {
-                    self.metrics.record_duplicate_by_store();
-                    return Attempt::from(duplicate_result(
-                        command,
-                        CommandStage::Processed,
-                        fingerprint,
-                        &record,
-                    ));
+                    Ok(Some(record)) => {
+                        self.metrics.record_duplicate_by_store();
+                        return Attempt::from(duplicate_result(
+                            command,
+                            CommandStage::Processed,
+                            fingerprint,
+                            &record,
+                        ));
+                    }
+                    Ok(None) => {}
+                    // Unknown whether this very request made the conflict: saying
+                    // `DuplicateAggregateId` would reject an intent that may have been
+                    // applied (found by wow-sim, seed 6). The caller looks it up.
+                    Err(error) => {
+                        return fail(
+                            error.error_code(),
+                            format!(
+                                "{error}; cannot tell whether request id `{}` made the conflict ({error_kind}): look it up",
+                                command.request_id,
+                                error_kind = aggregate_failure(command, &error_of(&error)).error_code
+                            ),
+                        )
+                    }
                 }
             }
             return Attempt::from(aggregate_failure(command, &error).with_version(version));

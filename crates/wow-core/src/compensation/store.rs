@@ -15,6 +15,8 @@ pub struct FailureQuery {
     pub status: Option<ExecutionFailedStatus>,
     /// Only records of this consumer.
     pub consumer: Option<String>,
+    /// Only records of aggregates of this tenant.
+    pub tenant_id: Option<String>,
     /// Only records whose id sorts after this one (the last id of the previous page).
     pub after_id: Option<String>,
     /// At most this many.
@@ -26,6 +28,7 @@ impl Default for FailureQuery {
         Self {
             status: None,
             consumer: None,
+            tenant_id: None,
             after_id: None,
             limit: 100,
         }
@@ -40,6 +43,10 @@ impl FailureQuery {
                 .consumer
                 .as_deref()
                 .is_none_or(|consumer| record.consumer == consumer)
+            && self
+                .tenant_id
+                .as_deref()
+                .is_none_or(|tenant| record.aggregate_id.tenant_id == tenant)
             && self
                 .after_id
                 .as_deref()

@@ -1,0 +1,170 @@
+//! `wow catch-up` and `wow compensation`: tend the bank's consumers by hand.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::Value;
+use wow_example_bank::Bank;
+
+use crate::config::ServeConfig;
+use crate::serve::{open_store, ServeError};
+
+/// Why a tending command failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TendError {
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error("cannot reach the service at {url}: {source}")]
+    Request { url: String, source: reqwest::Error },
+    #[error("the service answered {status}: {body}")]
+    Refused { status: u16, body: String },
+}
+
+/// `wow catch-up`: opens the store, runs every consumer over the history it has not handled
+/// yet with a progress bar per consumer, prints what each did, and exits.
+pub(crate) async fn catch_up(
+    store: Option<String>,
+    config: Option<PathBuf>,
+) -> Result<(), TendError> {
+    let settings =
+        ServeConfig::resolve(None, store, config.as_deref()).map_err(ServeError::from)?;
+    let (events, snapshots, read_models) = open_store(&settings.store).await?;
+    let style =
+        ProgressStyle::with_template("{prefix:>16} [{bar:40}] {pos}/{len} aggregates {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+    let mut bar: Option<(String, ProgressBar)> = None;
+    let mut progress = |consumer: &str, step: &wow_core::event::CatchUpProgress| {
+        if bar.as_ref().is_none_or(|(name, _)| name != consumer) {
+            if let Some((_, done)) = bar.take() {
+                done.finish();
+            }
+            let next = ProgressBar::new(step.aggregates_total)
+                .with_style(style.clone())
+                .with_prefix(consumer.to_owned());
+            bar = Some((consumer.to_owned(), next));
+        }
+        if let Some((_, current)) = &bar {
+            current.set_position(step.aggregates_done);
+            current.set_message(format!(
+                "{} streams, {} failed",
+                step.streams_handled, step.aggregates_failed
+            ));
+        }
+    };
+    let mut options = settings.bank_options();
+    options.retry_every = None;
+    let bank =
+        Bank::start_with_progress(events, Some(snapshots), options, read_models, &mut progress)
+            .await
+            .map_err(ServeError::from)?;
+    if let Some((_, done)) = bar.take() {
+        done.finish();
+    }
+    for (consumer, done) in &bank.caught_up {
+        println!(
+            "{consumer}: {} streams handled over {} aggregates, {} aggregates stopped on a failure",
+            done.streams_handled, done.aggregates_done, done.aggregates_failed
+        );
+    }
+    Ok(())
+}
+
+fn client() -> Result<reqwest::Client, TendError> {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|source| TendError::Request {
+            url: String::new(),
+            source,
+        })
+}
+
+async fn answer(
+    url: &str,
+    request: reqwest::RequestBuilder,
+    token: Option<&str>,
+) -> Result<Value, TendError> {
+    let request = match token {
+        Some(token) => request.bearer_auth(token),
+        None => request,
+    };
+    let response = request.send().await.map_err(|source| TendError::Request {
+        url: url.to_owned(),
+        source,
+    })?;
+    let status = response.status();
+    let body = response.text().await.map_err(|source| TendError::Request {
+        url: url.to_owned(),
+        source,
+    })?;
+    if !status.is_success() {
+        return Err(TendError::Refused {
+            status: status.as_u16(),
+            body,
+        });
+    }
+    serde_json::from_str(&body).map_err(|_| TendError::Refused {
+        status: status.as_u16(),
+        body,
+    })
+}
+
+/// `wow compensation list`: prints the recorded failures, one per line.
+pub(crate) async fn list(
+    server: &str,
+    status: Option<String>,
+    consumer: Option<String>,
+    token: Option<String>,
+) -> Result<(), TendError> {
+    let url = format!("{}/compensation/failures", server.trim_end_matches('/'));
+    let mut query = vec![("limit", "1000".to_owned())];
+    query.extend(status.map(|s| ("status", s)));
+    query.extend(consumer.map(|c| ("consumer", c)));
+    let records = answer(&url, client()?.get(&url).query(&query), token.as_deref()).await?;
+    let records = records.as_array().cloned().unwrap_or_default();
+    println!(
+        "{:<38} {:<10} {:<18} {:<40} {:>4} {:>8}  error",
+        "id", "status", "consumer", "aggregate", "v", "attempts"
+    );
+    for record in &records {
+        println!(
+            "{:<38} {:<10} {:<18} {:<40} {:>4} {:>8}  {}: {}",
+            text(&record["id"]),
+            text(&record["status"]),
+            text(&record["consumer"]),
+            format!(
+                "{}/{}",
+                text(&record["aggregateId"]["aggregateName"]),
+                text(&record["aggregateId"]["aggregateId"])
+            ),
+            record["version"],
+            record["attempts"],
+            text(&record["errorCode"]),
+            text(&record["errorMessage"]),
+        );
+    }
+    println!("{} record(s)", records.len());
+    Ok(())
+}
+
+/// `wow compensation retry ID`: retries one record and prints it after.
+pub(crate) async fn retry(server: &str, id: &str, token: Option<String>) -> Result<(), TendError> {
+    let url = format!(
+        "{}/compensation/failures/{id}/retry",
+        server.trim_end_matches('/')
+    );
+    let record = answer(&url, client()?.post(&url), token.as_deref()).await?;
+    println!(
+        "{}: {} after {} attempt(s)",
+        text(&record["id"]),
+        text(&record["status"]),
+        record["attempts"]
+    );
+    Ok(())
+}
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or("")
+}
