@@ -278,15 +278,14 @@ impl DefaultCommandHandler {
                     // Unknown whether this very request made the conflict: saying
                     // `DuplicateAggregateId` would reject an intent that may have been
                     // applied (found by wow-sim, seed 6). The caller looks it up.
-                    Err(error) => {
+                    Err(lookup) => {
                         return fail(
-                            error.error_code(),
+                            lookup.error_code(),
                             format!(
-                                "{error}; cannot tell whether request id `{}` made the conflict ({error_kind}): look it up",
-                                command.request_id,
-                                error_kind = aggregate_failure(command, &error_of(&error)).error_code
+                                "{error}, and whether request id `{}` made it is unknown: {lookup}; look it up",
+                                command.request_id
                             ),
-                        )
+                        );
                     }
                 }
             }
