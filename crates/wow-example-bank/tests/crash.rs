@@ -1,0 +1,301 @@
+//! Each consumer kind is killed (a real `abort` of the process) after its write committed and
+//! before the delivery was acknowledged; the next process catches up, redelivers, and the
+//! read model, outbox or transfer shows exactly one effect (SPEC DS-1, DS-2, DS-3).
+//!
+//! The killed process is this test binary run again with `crash_child` and an environment
+//! variable naming the consumer to kill.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use wow_core::command::{JsonCommand, WaitPlan};
+use wow_core::event::{ConsumerError, EventConsumer};
+use wow_core::eventsourcing::EventStore;
+use wow_core::pipeline::LocalPipeline;
+use wow_core::saga::{Saga, SagaContext};
+use wow_core::{AggregateId, CommandMessage, CommandStage, DomainEvent, DomainEventStream};
+use wow_example_bank::account::*;
+use wow_example_bank::notifications::Notifications;
+use wow_example_bank::projection::AccountBalanceProjection;
+use wow_example_bank::transfer::TransferSaga;
+use wow_example_bank::{registry, Bank, BankOptions, ReadModels};
+use wow_sqlite::{SqliteOptions, SqliteStore};
+
+const KIND: &str = "WOW_BANK_CRASH_KIND";
+const DB: &str = "WOW_BANK_CRASH_DB";
+const A: &str = "WOW_BANK_CRASH_A";
+const B: &str = "WOW_BANK_CRASH_B";
+
+fn cmd(id: &AggregateId, command: AccountCommand) -> JsonCommand {
+    CommandMessage::of(id.clone(), command).into_json().unwrap()
+}
+
+fn account(id: &str) -> AggregateId {
+    AggregateId::new("bank", "account", id, "(0)")
+}
+
+/// Runs `inner`, then kills the process when it succeeded on a stream holding `event`:
+/// after the consumer's transaction, before the position and the acknowledge.
+#[derive(Debug)]
+struct KillAfter {
+    inner: Arc<dyn EventConsumer>,
+    event: &'static str,
+}
+
+#[async_trait]
+impl EventConsumer for KillAfter {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
+        let outcome = self.inner.handle(stream).await;
+        if outcome.is_ok() && stream.body.iter().any(|e| e.name == self.event) {
+            std::process::abort();
+        }
+        outcome
+    }
+}
+
+/// The transfer saga, killed after it sent its commands for a `TransferPrepared`.
+#[derive(Debug)]
+struct KillAfterSaga;
+
+#[async_trait]
+impl Saga for KillAfterSaga {
+    fn name(&self) -> &str {
+        TransferSaga.name()
+    }
+
+    async fn on_event(
+        &self,
+        event: &DomainEvent,
+        stream: &DomainEventStream,
+        ctx: &SagaContext<'_>,
+    ) -> Result<(), ConsumerError> {
+        let outcome = TransferSaga.on_event(event, stream, ctx).await;
+        if outcome.is_ok() && event.name == "TransferPrepared" {
+            std::process::abort();
+        }
+        outcome
+    }
+}
+
+/// The process that gets killed: the bank's consumers, one of them wrapped to die.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by the crash tests in a child process"]
+async fn crash_child() {
+    let (Ok(kind), Ok(db), Ok(a), Ok(b)) = (
+        std::env::var(KIND),
+        std::env::var(DB),
+        std::env::var(A),
+        std::env::var(B),
+    ) else {
+        return;
+    };
+    let (a, b) = (account(&a), account(&b));
+    let store = SqliteStore::open(SqliteOptions::new(db)).await.unwrap();
+    let models = ReadModels::Sqlite(store.clone());
+    models.prepare().await.unwrap();
+    let compensation = models.compensation_store();
+    let positions = models.positions();
+    let models = Arc::new(models);
+    let projection: Arc<dyn EventConsumer> =
+        Arc::new(AccountBalanceProjection::new(models.clone()));
+    let processor: Arc<dyn EventConsumer> = Arc::new(Notifications::new(models.clone()));
+    let (projection, processor, saga, last): (_, _, Arc<dyn Saga>, _) = match kind.as_str() {
+        "projection" => (
+            Arc::new(KillAfter {
+                inner: projection,
+                event: "Deposited",
+            }) as Arc<dyn EventConsumer>,
+            processor,
+            Arc::new(TransferSaga),
+            (
+                AccountCommand::Deposit(Amount { amount: 10 }),
+                CommandStage::Projected,
+            ),
+        ),
+        "processor" => (
+            projection,
+            Arc::new(KillAfter {
+                inner: processor,
+                event: "Withdrawn",
+            }) as Arc<dyn EventConsumer>,
+            Arc::new(TransferSaga),
+            (
+                AccountCommand::Withdraw(Amount { amount: 5 }),
+                CommandStage::EventHandled,
+            ),
+        ),
+        _ => (
+            projection,
+            processor,
+            Arc::new(KillAfterSaga),
+            (
+                AccountCommand::Transfer(Transfer {
+                    to: b.id.clone(),
+                    amount: 30,
+                }),
+                CommandStage::SagaHandled,
+            ),
+        ),
+    };
+    let events: Arc<dyn EventStore> = Arc::new(store.clone());
+    let pipeline = LocalPipeline::builder(registry().unwrap(), events)
+        .projection(projection)
+        .event_processor(processor)
+        .saga(saga)
+        .compensation(compensation, Default::default())
+        .positions(positions)
+        .build();
+    for (id, name) in [(&a, "Ann"), (&b, "Bob")] {
+        let open = AccountCommand::Open(Open {
+            name: name.into(),
+            balance: if id == &a { 100 } else { 0 },
+        });
+        pipeline
+            .gateway
+            .send_and_wait(cmd(id, open), WaitPlan::new(CommandStage::SagaHandled))
+            .await
+            .unwrap();
+    }
+    let _ = pipeline
+        .gateway
+        .send_and_wait(cmd(&a, last.0), WaitPlan::new(last.1))
+        .await;
+    // Reaching here means the consumer was not killed: the parent sees a clean exit.
+}
+
+/// Runs the child for `kind` on `db` until it dies; it must die, not exit.
+fn kill_during(kind: &str, db: &Path, a: &AggregateId, b: &AggregateId) {
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["crash_child", "--exact", "--ignored", "--test-threads=1"])
+        .env(KIND, kind)
+        .env(DB, db)
+        .env(A, &a.id)
+        .env(B, &b.id)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the {kind} was not killed: {status}");
+}
+
+/// The bank in a new process on the same file, caught up.
+async fn restart(db: &Path) -> Bank {
+    let store = SqliteStore::open(SqliteOptions::new(db)).await.unwrap();
+    Bank::start_with(
+        Arc::new(store.clone()),
+        Some(Arc::new(store.clone())),
+        BankOptions {
+            retry_every: None,
+            ..BankOptions::default()
+        },
+        ReadModels::Sqlite(store),
+    )
+    .await
+    .unwrap()
+}
+
+fn ids() -> (AggregateId, AggregateId) {
+    (
+        account(&wow_core::id::new_id()),
+        account(&wow_core::id::new_id()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projection_killed_before_its_acknowledge_applies_the_stream_once() {
+    let folder = tempfile::tempdir().unwrap();
+    let db = folder.path().join("bank.db");
+    let (a, b) = ids();
+    kill_during("projection", &db, &a, &b);
+    let bank = restart(&db).await;
+    let caught_up = &bank
+        .caught_up
+        .iter()
+        .find(|(name, _)| name == "account_balance")
+        .unwrap()
+        .1;
+    assert_eq!(
+        caught_up.streams_handled, 1,
+        "the unacknowledged stream is delivered again"
+    );
+    let view = bank.balances.view(&a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (view.balance, view.version),
+        (110, 2),
+        "the deposit counted once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processor_killed_before_its_acknowledge_writes_one_outbox_row() {
+    let folder = tempfile::tempdir().unwrap();
+    let db = folder.path().join("bank.db");
+    let (a, b) = ids();
+    kill_during("processor", &db, &a, &b);
+    let bank = restart(&db).await;
+    let caught_up = &bank
+        .caught_up
+        .iter()
+        .find(|(name, _)| name == "notifications")
+        .unwrap()
+        .1;
+    assert_eq!(
+        caught_up.streams_handled, 1,
+        "the unacknowledged stream is delivered again"
+    );
+    let rows = bank.notifications.rows().await.unwrap();
+    assert_eq!(rows.len(), 1, "one notification for one withdrawal");
+    assert_eq!(
+        (rows[0].account_id.as_str(), rows[0].amount),
+        (a.id.as_str(), 5)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saga_killed_before_its_acknowledge_moves_the_money_once() {
+    let folder = tempfile::tempdir().unwrap();
+    let db = folder.path().join("bank.db");
+    let (a, b) = ids();
+    kill_during("saga", &db, &a, &b);
+    let bank = restart(&db).await;
+    let caught_up = &bank
+        .caught_up
+        .iter()
+        .find(|(name, _)| name == "transfer")
+        .unwrap()
+        .1;
+    assert!(
+        caught_up.streams_handled >= 1,
+        "the unacknowledged stream is delivered again"
+    );
+    let store = bank.pipeline.store();
+    let received = store.load(&b, 1, u64::MAX).await.unwrap();
+    assert_eq!(
+        received.len(),
+        2,
+        "Bob's account: opened, and credited once"
+    );
+    let state = |streams: &[DomainEventStream]| {
+        let mut state = AccountState::default();
+        for stream in streams {
+            for event in wow_core::aggregate::typed_events::<Account>(stream).unwrap() {
+                <Account as wow_core::aggregate::Aggregate>::apply(&mut state, &event);
+            }
+        }
+        state
+    };
+    let ann = state(&store.load(&a, 1, u64::MAX).await.unwrap());
+    let bob = state(&received);
+    assert_eq!(
+        (ann.balance, ann.held),
+        (70, 0),
+        "the transfer was confirmed once"
+    );
+    assert_eq!(bob.balance, 30);
+}
