@@ -77,6 +77,22 @@ pub(crate) async fn document(State(state): State<HttpState>) -> Json<Value> {
         paths.insert(format!("/{aggregate}/{{id}}/requests/{{requestId}}"), json!({"get": {"operationId": format!("{aggregate}.outcome"), "responses": {"200": {"description": "APPENDED"}, "404": {"description": "NOT_APPENDED"}, "503": {"description": "UNKNOWN"}}}}));
         paths.insert(format!("/{aggregate}/{{id}}/event/{{head}}/{{tail}}"), json!({"get": {"operationId": format!("{aggregate}.events"), "responses": {"200": {"description": "Streams in version order"}}}}));
     }
+    paths.insert("/compensation/failures".to_owned(), json!({"get": {
+        "operationId": "compensation.failures",
+        "summary": "Recorded consumer failures (event compensation), in the order first recorded",
+        "parameters": [
+            {"name": "status", "in": "query", "schema": {"enum": ["FAILED", "EXHAUSTED", "SUCCEEDED"]}},
+            {"name": "consumer", "in": "query", "schema": {"type": "string"}},
+            {"name": "after", "in": "query", "description": "The last id of the previous page", "schema": {"type": "string"}},
+            {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+        ],
+        "responses": {"200": {"description": "ExecutionFailed records"}, "400": {"description": "A bad filter"}, "503": {"description": "The store cannot be read"}},
+    }}));
+    paths.insert("/compensation/failures/{id}/retry".to_owned(), json!({"post": {
+        "operationId": "compensation.retry",
+        "summary": "Runs exactly the recorded consumer on exactly the recorded stream again",
+        "responses": {"200": {"description": "The record after the retry: SUCCEEDED, or one attempt more"}, "404": {"description": "No such record"}, "409": {"description": "Its consumer or stream is gone"}, "503": {"description": "A store cannot be reached"}},
+    }}));
     // The fields of a result, read off a serialized one, so the document cannot drift from
     // the type.
     let sample = CommandResult::for_ids(

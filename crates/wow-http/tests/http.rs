@@ -776,3 +776,177 @@ async fn an_unreachable_store_is_503_and_the_look_up_says_unknown() {
         (StatusCode::SERVICE_UNAVAILABLE, Some("UNKNOWN"))
     );
 }
+
+/// A projection that fails while its switch is on.
+#[derive(Debug, Default)]
+struct Switchable {
+    failing: std::sync::atomic::AtomicBool,
+    applied: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl wow_core::event::EventConsumer for Switchable {
+    fn name(&self) -> &str {
+        "switchable"
+    }
+
+    async fn handle(
+        &self,
+        stream: &wow_core::DomainEventStream,
+    ) -> Result<(), wow_core::event::ConsumerError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(wow_core::event::ConsumerError::new(
+                wow_core::ErrorCode::ServiceUnavailable,
+                "the view is down",
+            ));
+        }
+        self.applied.lock().unwrap().push(stream.id.clone());
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn compensation_routes_list_failures_and_retry_one() {
+    let projection = Arc::new(Switchable::default());
+    projection
+        .failing
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let pipeline = LocalPipeline::builder(
+        wow_example_bank::registry().unwrap(),
+        Arc::new(InMemoryEventStore::new()),
+    )
+    .projection(projection.clone())
+    .compensation(
+        Arc::new(wow_core::compensation::InMemoryCompensationStore::new()),
+        wow_core::compensation::RetrySpec::default(),
+    )
+    .build();
+    let base = listen(router(HttpState::new(
+        &pipeline,
+        None,
+        HttpConfig::default(),
+    )))
+    .await;
+    let client = Client::new();
+    for (id, tenant) in [("c-1", "t-a"), ("c-2", "t-b")] {
+        let (status, body, code) = read(
+            client
+                .post(format!("{base}/account/{id}/open"))
+                .header("Command-Wait-Stage", "PROJECTED")
+                .header("Command-Tenant-Id", tenant)
+                .body(r#"{"name":"Ann","balance":1}"#)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),
+            "{body}"
+        );
+    }
+
+    let (status, all, _) = read(
+        client
+            .get(format!("{base}/compensation/failures"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let all = all.as_array().unwrap().clone();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0]["consumer"], "switchable");
+    assert_eq!(all[0]["status"], "FAILED");
+    assert_eq!(all[0]["attempts"], 1);
+    assert_eq!(all[0]["stage"], "PROJECTED");
+    assert_eq!(all[0]["errorCode"], "ServiceUnavailable");
+    assert_eq!(all[0]["aggregateId"]["aggregateId"], "c-1");
+
+    let (_, mine, _) = read(
+        client
+            .get(format!("{base}/compensation/failures?status=failed"))
+            .header("Command-Tenant-Id", "t-b")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        mine.as_array().unwrap().len(),
+        1,
+        "a tenant sees its own records"
+    );
+    assert_eq!(mine[0]["aggregateId"]["aggregateId"], "c-2");
+
+    for bad in ["status=BROKEN", "limit=0", "limit=5000", "colour=red"] {
+        let (status, body, _) = read(
+            client
+                .get(format!("{base}/compensation/failures?{bad}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert_eq!(body["errorCode"], "BadRequest");
+    }
+
+    projection
+        .failing
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let id = all[0]["id"].as_str().unwrap();
+    let (status, retried, _) = read(
+        client
+            .post(format!("{base}/compensation/failures/{id}/retry"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{retried}");
+    assert_eq!(retried["status"], "SUCCEEDED");
+    assert_eq!(
+        projection.applied.lock().unwrap().len(),
+        1,
+        "exactly that stream, once"
+    );
+
+    let (status, _, _) = read(
+        client
+            .post(format!(
+                "{base}/compensation/failures/{}/retry",
+                all[1]["id"].as_str().unwrap()
+            ))
+            .header("Command-Tenant-Id", "t-a")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "another tenant's record is not there"
+    );
+    let (status, _, _) = read(
+        client
+            .post(format!("{base}/compensation/failures/nope/retry"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, failed, _) = read(
+        client
+            .get(format!("{base}/compensation/failures?status=FAILED"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(failed.as_array().unwrap().len(), 1);
+}
