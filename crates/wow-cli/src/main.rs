@@ -54,6 +54,10 @@ enum Command {
         /// The store: sqlite://PATH, postgres://... [default: sqlite://./data/wow.db].
         #[arg(long, env = "WOW_STORE")]
         store: Option<String>,
+        /// Empties this read model (`account_balance` or `notifications`) first, so that it
+        /// is rebuilt from the whole history.
+        #[arg(long)]
+        rebuild: Option<String>,
         /// A TOML file of settings.
         #[arg(long, env = "WOW_CONFIG")]
         config: Option<PathBuf>,
@@ -122,8 +126,12 @@ fn main() -> ExitCode {
         } => runtime
             .block_on(serve::run(listen, store, config))
             .map_err(|e| e.to_string()),
-        Command::CatchUp { store, config } => runtime
-            .block_on(tend::catch_up(store, config))
+        Command::CatchUp {
+            store,
+            config,
+            rebuild,
+        } => runtime
+            .block_on(tend::catch_up(store, config, rebuild))
             .map_err(|e| e.to_string()),
         Command::Compensation {
             action,

@@ -19,17 +19,29 @@ pub(crate) enum TendError {
     Request { url: String, source: reqwest::Error },
     #[error("the service answered {status}: {body}")]
     Refused { status: u16, body: String },
+    #[error("cannot rebuild: {0}")]
+    Rebuild(wow_core::eventsourcing::BoxError),
 }
 
-/// `wow catch-up`: opens the store, runs every consumer over the history it has not handled
+/// `wow catch-up`: opens the store, empties the `rebuild` read model if one is named, runs
+/// every consumer over the history it has not handled
 /// yet with a progress bar per consumer, prints what each did, and exits.
 pub(crate) async fn catch_up(
     store: Option<String>,
     config: Option<PathBuf>,
+    rebuild: Option<String>,
 ) -> Result<(), TendError> {
     let settings =
         ServeConfig::resolve(None, store, config.as_deref()).map_err(ServeError::from)?;
     let (events, snapshots, read_models) = open_store(&settings.store).await?;
+    if let Some(consumer) = rebuild {
+        read_models.prepare().await.map_err(TendError::Rebuild)?;
+        read_models
+            .rebuild(&consumer)
+            .await
+            .map_err(TendError::Rebuild)?;
+        println!("{consumer}: emptied; rebuilding from history");
+    }
     let style =
         ProgressStyle::with_template("{prefix:>16} [{bar:40}] {pos}/{len} aggregates {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())

@@ -151,6 +151,54 @@ impl ReadModels {
         }
     }
 
+    /// Empties the table of `consumer` (`account_balance` or `notifications`) with its
+    /// processed-message records and positions, so that the next catch-up rebuilds it from
+    /// history. Other consumers keep theirs.
+    pub async fn rebuild(&self, consumer: &str) -> Result<(), BoxError> {
+        let table = match consumer {
+            crate::projection::NAME => "account_balance",
+            crate::notifications::NAME => "notification_outbox",
+            other => return Err(format!("no read model is named `{other}`").into()),
+        };
+        match self {
+            ReadModels::Memory(models) => {
+                models.tables.forget(consumer, |tables| match table {
+                    "account_balance" => tables.balances.clear(),
+                    _ => tables.outbox.clear(),
+                });
+            }
+            ReadModels::Sqlite(store) => {
+                let consumer = consumer.to_owned();
+                store
+                    .transact(move |connection| {
+                        connection.execute(&format!("DELETE FROM {table}"), [])?;
+                        connection.execute(
+                            "DELETE FROM processed_message WHERE consumer = ?1",
+                            [&consumer],
+                        )?;
+                        Ok(())
+                    })
+                    .await?;
+            }
+            ReadModels::Postgres(store) => {
+                let mut client = store.pool().get().await?;
+                let transaction = client.transaction().await?;
+                transaction
+                    .execute(&format!("DELETE FROM {table}"), &[])
+                    .await?;
+                transaction
+                    .execute(
+                        "DELETE FROM processed_message WHERE consumer = $1",
+                        &[&consumer],
+                    )
+                    .await?;
+                transaction.commit().await?;
+            }
+        }
+        self.positions().reset(consumer).await?;
+        Ok(())
+    }
+
     /// Folds `stream` into the account's balance row, once per stream.
     pub async fn project_balance(
         &self,

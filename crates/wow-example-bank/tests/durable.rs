@@ -118,3 +118,51 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
         (a.id.as_str(), 5)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuilt_read_model_is_filled_again_from_history_once() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(SqliteOptions::new(folder.path().join("bank.db")))
+        .await
+        .unwrap();
+    let a = AggregateId::new("bank", "account", id::new_id(), "(0)");
+    {
+        let bank = bank(&store).await;
+        let open = AccountCommand::Open(Open {
+            name: "Ann".into(),
+            balance: 50,
+        });
+        for command in [
+            open,
+            AccountCommand::Withdraw(Amount { amount: 5 }),
+            AccountCommand::Deposit(Amount { amount: 20 }),
+        ] {
+            bank.pipeline
+                .gateway
+                .send_and_wait(cmd(&a, command), WaitPlan::new(CommandStage::EventHandled))
+                .await
+                .unwrap();
+        }
+    }
+    let models = ReadModels::Sqlite(store.clone());
+    models.rebuild("account_balance").await.unwrap();
+    models.rebuild("notifications").await.unwrap();
+    assert!(models.view(&a.id).await.unwrap().is_none(), "emptied");
+    assert!(models.rebuild("no_such_model").await.is_err());
+
+    let bank = bank(&store).await;
+    let view = bank.balances.view(&a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (view.balance, view.version),
+        (65, 3),
+        "a fold of the whole history"
+    );
+    assert_eq!(bank.notifications.rows().await.unwrap().len(), 1);
+    let transfer = &bank
+        .caught_up
+        .iter()
+        .find(|(n, _)| n == "transfer")
+        .unwrap()
+        .1;
+    assert_eq!(transfer.streams_handled, 0, "the saga kept its position");
+}

@@ -65,6 +65,14 @@ impl<S: Clone> InMemoryProcessedMessages<S> {
         Ok(Processed::Applied)
     }
 
+    /// Forgets every record of `consumer` and lets `clear` empty its part of the state, in
+    /// one step (a rebuild).
+    pub fn forget(&self, consumer: &str, clear: impl FnOnce(&mut S)) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.0.retain(|(name, _)| name != consumer);
+        clear(&mut inner.1);
+    }
+
     /// Reads the state.
     pub fn read<T>(&self, read: impl FnOnce(&S) -> T) -> T {
         read(&self.inner.lock().unwrap_or_else(|p| p.into_inner()).1)
