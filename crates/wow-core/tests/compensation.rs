@@ -122,7 +122,7 @@ async fn a_failed_projection_is_recorded_and_retried_with_backoff_until_it_succe
     let flaky = Flaky::new("balances", 2);
     let pipeline = pipeline_with(
         memory_store(),
-        &[flaky.clone()],
+        std::slice::from_ref(&flaky),
         failures.clone(),
         clock.clone(),
     );
@@ -260,7 +260,7 @@ async fn an_exhausted_record_waits_for_a_manual_retry() {
     flaky.failing.store(true, Ordering::SeqCst);
     let pipeline = pipeline_with(
         memory_store(),
-        &[flaky.clone()],
+        std::slice::from_ref(&flaky),
         failures.clone(),
         clock.clone(),
     );

@@ -77,7 +77,7 @@ pub async fn positions_only_move_forward(stores: Store) {
     let positions = stores.positions;
     let (a, b) = (account("a"), account("b"));
     assert!(positions
-        .positions("view", &[a.clone()])
+        .positions("view", std::slice::from_ref(&a))
         .await
         .unwrap()
         .is_empty());
@@ -95,7 +95,7 @@ pub async fn positions_only_move_forward(stores: Store) {
     positions.advance("view", &a, 5).await.unwrap();
     assert_eq!(
         positions
-            .positions("view", &[a.clone()])
+            .positions("view", std::slice::from_ref(&a))
             .await
             .unwrap()
             .get("a"),
@@ -111,13 +111,13 @@ pub async fn reset_forgets_one_consumer(stores: Store) {
     positions.advance("other", &a, 7).await.unwrap();
     positions.reset("view").await.unwrap();
     assert!(positions
-        .positions("view", &[a.clone()])
+        .positions("view", std::slice::from_ref(&a))
         .await
         .unwrap()
         .is_empty());
     assert_eq!(
         positions
-            .positions("other", &[a.clone()])
+            .positions("other", std::slice::from_ref(&a))
             .await
             .unwrap()
             .get("a"),

@@ -278,7 +278,15 @@ impl DefaultCommandHandler {
                     // Unknown whether this very request made the conflict: saying
                     // `DuplicateAggregateId` would reject an intent that may have been
                     // applied (found by wow-sim, seed 6). The caller looks it up.
-                    Err(_) => {}
+                    Err(lookup) => {
+                        return fail(
+                            lookup.error_code(),
+                            format!(
+                                "{error}, and whether request id `{}` made it is unknown: {lookup}; look it up",
+                                command.request_id
+                            ),
+                        );
+                    }
                 }
             }
             return Attempt::from(aggregate_failure(command, &error).with_version(version));
