@@ -79,11 +79,26 @@ impl ConsumerPositions for PostgresStore {
         version: u64,
     ) -> Result<(), ConsumerStoreError> {
         let client = self.downstream_client().await?;
+        let version = clamp(version);
+        // One statement: move to the next version, or make the row at version 1.
         client
             .execute(
-                "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (consumer, aggregate_name, aggregate_id) DO UPDATE SET version = GREATEST(consumer_position.version, EXCLUDED.version)",
-                &[&consumer, &aggregate.aggregate_name, &aggregate.id, &clamp(version)],
+                "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version)
+                 SELECT $1, $2, $3, $4::BIGINT WHERE $4::BIGINT = 1
+                 ON CONFLICT (consumer, aggregate_name, aggregate_id) DO NOTHING",
+                &[
+                    &consumer,
+                    &aggregate.aggregate_name,
+                    &aggregate.id,
+                    &version,
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+        client
+            .execute(
+                "UPDATE consumer_position SET version = $4 WHERE consumer = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND version = $4::BIGINT - 1",
+                &[&consumer, &aggregate.aggregate_name, &aggregate.id, &version],
             )
             .await
             .map_err(db_error)?;

@@ -95,11 +95,18 @@ impl ConsumerPositions for SqliteStore {
             aggregate.id.clone(),
         );
         self.write(move |connection| {
-            connection.execute(
-                "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (consumer, aggregate_name, aggregate_id) DO UPDATE SET version = MAX(version, excluded.version)",
-                params![consumer, name, id, clamp(version)],
+            let version = clamp(version);
+            let moved = connection.execute(
+                "UPDATE consumer_position SET version = ?4 WHERE consumer = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3 AND version = ?4 - 1",
+                params![consumer, name, id, version],
             )?;
+            if moved == 0 && version == 1 {
+                connection.execute(
+                    "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES (?1, ?2, ?3, 1)
+                     ON CONFLICT (consumer, aggregate_name, aggregate_id) DO NOTHING",
+                    params![consumer, name, id],
+                )?;
+            }
             Ok(())
         })
         .await

@@ -72,34 +72,67 @@ const SPEC: RetrySpec = RetrySpec {
     max_backoff_ms: 60_000,
 };
 
-/// Positions start absent, only move forward, and are kept per consumer and aggregate.
-pub async fn positions_only_move_forward(stores: Store) {
+/// Positions start absent, move only to the next version (never past a gap, never back),
+/// and are kept per consumer and aggregate.
+pub async fn positions_move_only_to_the_next_version(stores: Store) {
     let positions = stores.positions;
     let (a, b) = (account("a"), account("b"));
+    let at = |found: std::collections::HashMap<String, u64>, id: &str| found.get(id).copied();
     assert!(positions
         .positions("view", std::slice::from_ref(&a))
         .await
         .unwrap()
         .is_empty());
-    positions.advance("view", &a, 3).await.unwrap();
     positions.advance("view", &a, 2).await.unwrap();
+    assert_eq!(
+        at(
+            positions
+                .positions("view", std::slice::from_ref(&a))
+                .await
+                .unwrap(),
+            "a"
+        ),
+        None,
+        "version 2 without version 1 is a gap"
+    );
+    for version in [1, 2, 2, 4, 1] {
+        positions.advance("view", &a, version).await.unwrap();
+    }
     positions.advance("view", &b, 1).await.unwrap();
-    positions.advance("other", &a, 9).await.unwrap();
+    for version in 1..=9 {
+        positions.advance("other", &a, version).await.unwrap();
+    }
     let found = positions
         .positions("view", &[a.clone(), b.clone(), account("c")])
         .await
         .unwrap();
-    assert_eq!(found.get("a"), Some(&3), "a position never goes back");
-    assert_eq!(found.get("b"), Some(&1));
-    assert_eq!(found.get("c"), None);
-    positions.advance("view", &a, 5).await.unwrap();
     assert_eq!(
-        positions
-            .positions("view", std::slice::from_ref(&a))
-            .await
-            .unwrap()
-            .get("a"),
-        Some(&5)
+        at(found.clone(), "a"),
+        Some(2),
+        "4 waits for 3; 1 does not move it back"
+    );
+    assert_eq!(at(found.clone(), "b"), Some(1));
+    assert_eq!(at(found, "c"), None);
+    positions.advance("view", &a, 3).await.unwrap();
+    assert_eq!(
+        at(
+            positions
+                .positions("view", std::slice::from_ref(&a))
+                .await
+                .unwrap(),
+            "a"
+        ),
+        Some(3)
+    );
+    assert_eq!(
+        at(
+            positions
+                .positions("other", std::slice::from_ref(&a))
+                .await
+                .unwrap(),
+            "a"
+        ),
+        Some(9)
     );
 }
 
@@ -107,8 +140,12 @@ pub async fn positions_only_move_forward(stores: Store) {
 pub async fn reset_forgets_one_consumer(stores: Store) {
     let positions = stores.positions;
     let a = account("a");
-    positions.advance("view", &a, 4).await.unwrap();
-    positions.advance("other", &a, 7).await.unwrap();
+    for version in 1..=4 {
+        positions.advance("view", &a, version).await.unwrap();
+    }
+    for version in 1..=7 {
+        positions.advance("other", &a, version).await.unwrap();
+    }
     positions.reset("view").await.unwrap();
     assert!(positions
         .positions("view", std::slice::from_ref(&a))

@@ -150,7 +150,7 @@ macro_rules! __downstream_cases {
             downstream,
             $factory,
             [
-                positions_only_move_forward,
+                positions_move_only_to_the_next_version,
                 reset_forgets_one_consumer,
                 an_effect_is_started_then_done_once,
                 records_failures_and_counts_attempts,

@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use super::ConsumerStoreError;
 use crate::AggregateId;
 
-/// The last version each consumer has handled, per aggregate, kept durably.
+/// How far each consumer has handled each aggregate's history, kept durably: the position is
+/// the highest version such that the consumer handled every version up to it.
 ///
 /// A position is a resume point, not the guard against double effects: it is advanced after
 /// the consumer's own transaction, so a crash between the two replays a stream the consumer
@@ -24,8 +25,11 @@ pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
         aggregates: &[AggregateId],
     ) -> Result<HashMap<String, u64>, ConsumerStoreError>;
 
-    /// Moves the position of `consumer` on `aggregate` to `version`, unless it is already
-    /// there or further (positions never go back).
+    /// Records that `consumer` handled `version` of `aggregate`: the position moves to it
+    /// when it is the next version (1 on a new aggregate), and stays otherwise. A stream
+    /// handled past a gap (an earlier stream failed, or was never delivered) leaves the
+    /// position before the gap, so catch-up delivers the missing stream; positions never go
+    /// back.
     async fn advance(
         &self,
         consumer: &str,
@@ -86,8 +90,11 @@ impl ConsumerPositions for InMemoryConsumerPositions {
         version: u64,
     ) -> Result<(), ConsumerStoreError> {
         let mut positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
-        let position = positions.entry(key(consumer, aggregate)).or_default();
-        *position = (*position).max(version);
+        let key = key(consumer, aggregate);
+        let at = positions.get(&key).copied().unwrap_or(0);
+        if version == at + 1 {
+            positions.insert(key, version);
+        }
         Ok(())
     }
 

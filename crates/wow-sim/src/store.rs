@@ -1,0 +1,116 @@
+//! The event store under faults: a decorator over the real in-memory store that adds
+//! latency, outages, failed appends, appends whose answer is lost, and failed reads.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use wow_core::eventsourcing::{EventStore, EventStoreError, RequestRecord};
+use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+
+use crate::chaos::{Chaos, FaultKind};
+
+/// Wraps a store; every fault is drawn from the run's [`Chaos`].
+#[derive(Debug)]
+pub(crate) struct FaultyEventStore {
+    inner: Arc<dyn EventStore>,
+    chaos: Arc<Chaos>,
+}
+
+impl FaultyEventStore {
+    pub(crate) fn new(inner: Arc<dyn EventStore>, chaos: Arc<Chaos>) -> Self {
+        Self { inner, chaos }
+    }
+
+    fn unavailable(what: &str) -> EventStoreError {
+        EventStoreError::Unavailable(format!("simulated: {what}").into())
+    }
+
+    fn check_up(&self) -> Result<(), EventStoreError> {
+        if self.chaos.store_down() {
+            return Err(Self::unavailable("store outage"));
+        }
+        Ok(())
+    }
+
+    fn read_fault(&self, what: &str) -> Result<(), EventStoreError> {
+        self.check_up()?;
+        if self.chaos.inject(FaultKind::StoreReadFailed, || {
+            format!("store {what} failed")
+        }) {
+            return Err(Self::unavailable("read failed"));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl EventStore for FaultyEventStore {
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        if self.chaos.faults_on() {
+            let latency = self.chaos.range(0, 30);
+            tokio::time::sleep(Duration::from_millis(latency)).await;
+        }
+        self.check_up()?;
+        let label = || {
+            format!(
+                "append {}@v{} request {}",
+                stream.aggregate_id.id,
+                stream.version,
+                self.chaos.show(&stream.request_id)
+            )
+        };
+        if self.chaos.inject(FaultKind::StoreAppendFailed, label) {
+            return Err(Self::unavailable("append failed before writing"));
+        }
+        self.inner.append(stream).await?;
+        if self.chaos.inject(FaultKind::StoreAppendAckLost, label) {
+            return Err(Self::unavailable("append written, answer lost"));
+        }
+        Ok(())
+    }
+
+    async fn load(
+        &self,
+        id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        self.read_fault("load")?;
+        self.inner.load(id, head, tail).await
+    }
+
+    async fn load_by_time(
+        &self,
+        id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        self.read_fault("load_by_time")?;
+        self.inner.load_by_time(id, start, end).await
+    }
+
+    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
+        self.read_fault("last")?;
+        self.inner.last(id).await
+    }
+
+    async fn find_request(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestRecord>, EventStoreError> {
+        self.read_fault("find_request")?;
+        self.inner.find_request(id, request_id).await
+    }
+
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        self.read_fault("scan")?;
+        self.inner.scan_aggregate_ids(named, after, limit).await
+    }
+}
