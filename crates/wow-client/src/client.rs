@@ -141,6 +141,9 @@ impl WowClient {
     /// 4. confirmed absent: resend with the same request id (up to the policy's attempts);
     /// 5. history unavailable: stay [`Outcome::Unknown`] and escalate.
     ///
+    /// A rejection of the first send is final. A rejection of a resend is confirmed in
+    /// history first: an earlier send of the intent may have been appended after all.
+    ///
     /// A command without a request id gets one here, kept for every attempt.
     pub async fn send_safely(&self, command: &CommandRequest) -> Outcome {
         let request_id = command
@@ -172,7 +175,38 @@ impl WowClient {
                         StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE
                     ) =>
                 {
-                    return Outcome::Rejected(*result)
+                    if attempt == 1 {
+                        return Outcome::Rejected(*result);
+                    }
+                    // A resend's rejection answers for this message only: an earlier message
+                    // of the intent may still have been appended (found by wow-sim). History
+                    // decides.
+                    return match self
+                        .lookup(
+                            &command.aggregate,
+                            &command.id,
+                            &request_id,
+                            command.tenant.as_deref(),
+                        )
+                        .await
+                    {
+                        Lookup::Appended {
+                            version,
+                            command_id,
+                        } => Outcome::AlreadyApplied {
+                            version,
+                            command_id,
+                            result: None,
+                        },
+                        Lookup::NotAppended => Outcome::Rejected(*result),
+                        Lookup::Unknown(reason) => Outcome::Unknown {
+                            request_id,
+                            reason: format!(
+                                "a resend was rejected ({}), and history cannot be asked: {reason}",
+                                result.error_code
+                            ),
+                        },
+                    };
                 }
                 Sent::Answered(status, result) => {
                     last_unknown = format!("{status}: {}", result.error_msg)

@@ -188,3 +188,90 @@ async fn an_unreachable_service_leaves_the_outcome_unknown() {
         other => panic!("expected Unknown, got {other:?}"),
     }
 }
+
+/// A service scripted to answer a withdrawal 503 then 422, and the look-up NOT_APPENDED then
+/// `second_lookup`: the situation wow-sim found, where an earlier send of the intent is
+/// appended after a resend was rejected (an at-least-once bus delivered both).
+async fn scripted(second_lookup: &'static str) -> String {
+    use axum::extract::Path;
+    use axum::http::StatusCode;
+    use axum::routing::{get, post};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let sends = Arc::new(AtomicU32::new(0));
+    let lookups = Arc::new(AtomicU32::new(0));
+    let answer = |code: wow_core::ErrorCode| {
+        let id = AggregateId::new("bank", "account", "s-1", "(0)");
+        let result = wow_core::CommandResult::for_ids(
+            &id,
+            "cmd",
+            "withdraw-s-1",
+            CommandStage::Processed,
+            code,
+            "scripted".to_owned(),
+        );
+        serde_json::to_value(result).unwrap()
+    };
+    let app = axum::Router::new()
+        .route(
+            "/account/{id}/withdraw",
+            post(move |Path(_id): Path<String>| {
+                let sends = sends.clone();
+                async move {
+                    if sends.fetch_add(1, Ordering::SeqCst) == 0 {
+                        let body = answer(wow_core::ErrorCode::ServiceUnavailable);
+                        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body))
+                    } else {
+                        let body = answer(wow_core::ErrorCode::domain("InsufficientBalance"));
+                        (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(body))
+                    }
+                }
+            }),
+        )
+        .route(
+            "/account/{id}/requests/{request_id}",
+            get(move || {
+                let lookups = lookups.clone();
+                async move {
+                    if lookups.fetch_add(1, Ordering::SeqCst) == 0 || second_lookup == "NOT_APPENDED" {
+                        (StatusCode::NOT_FOUND, axum::Json(json!({"status": "NOT_APPENDED"})))
+                    } else {
+                        (
+                            StatusCode::OK,
+                            axum::Json(json!({"status": "APPENDED", "version": 2, "commandId": "cmd-first"})),
+                        )
+                    }
+                }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{address}")
+}
+
+fn withdraw() -> CommandRequest {
+    CommandRequest::new("account", "s-1", "withdraw", json!({"amount": 10}))
+        .request_id("withdraw-s-1")
+}
+
+#[tokio::test]
+async fn a_rejected_resend_is_confirmed_in_history_before_it_is_reported() {
+    let client = WowClient::new(&scripted("APPENDED").await)
+        .unwrap()
+        .retry(quick());
+    match client.send_safely(&withdraw()).await {
+        Outcome::AlreadyApplied {
+            version,
+            command_id,
+            ..
+        } => assert_eq!((version, command_id.as_str()), (2, "cmd-first")),
+        other => panic!("history has it: expected AlreadyApplied, got {other:?}"),
+    }
+    let client = WowClient::new(&scripted("NOT_APPENDED").await)
+        .unwrap()
+        .retry(quick());
+    match client.send_safely(&withdraw()).await {
+        Outcome::Rejected(result) => assert_eq!(result.error_code.as_str(), "InsufficientBalance"),
+        other => panic!("history has no trace: expected Rejected, got {other:?}"),
+    }
+}
