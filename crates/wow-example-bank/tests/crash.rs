@@ -6,7 +6,6 @@
 //! variable naming the consumer to kill.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -21,10 +20,11 @@ use wow_example_bank::notifications::Notifications;
 use wow_example_bank::projection::AccountBalanceProjection;
 use wow_example_bank::transfer::TransferSaga;
 use wow_example_bank::{registry, Bank, BankOptions, ReadModels};
+use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 const KIND: &str = "WOW_BANK_CRASH_KIND";
-const DB: &str = "WOW_BANK_CRASH_DB";
+const DB: &str = "WOW_BANK_CRASH_STORE";
 const A: &str = "WOW_BANK_CRASH_A";
 const B: &str = "WOW_BANK_CRASH_B";
 
@@ -96,8 +96,7 @@ async fn crash_child() {
         return;
     };
     let (a, b) = (account(&a), account(&b));
-    let store = SqliteStore::open(SqliteOptions::new(db)).await.unwrap();
-    let models = ReadModels::Sqlite(store.clone());
+    let (events, models) = open(&db).await;
     models.prepare().await.unwrap();
     let compensation = models.compensation_store();
     let positions = models.positions();
@@ -143,7 +142,6 @@ async fn crash_child() {
             ),
         ),
     };
-    let events: Arc<dyn EventStore> = Arc::new(store.clone());
     let pipeline = LocalPipeline::builder(registry().unwrap(), events)
         .projection(projection)
         .event_processor(processor)
@@ -169,12 +167,26 @@ async fn crash_child() {
     // Reaching here means the consumer was not killed: the parent sees a clean exit.
 }
 
-/// Runs the child for `kind` on `db` until it dies; it must die, not exit.
-fn kill_during(kind: &str, db: &Path, a: &AggregateId, b: &AggregateId) {
+/// The store at `url` (`sqlite://PATH` or `postgres://...?schema=NAME`) and its read models.
+async fn open(url: &str) -> (Arc<dyn EventStore>, ReadModels) {
+    if url.starts_with("sqlite:") {
+        let store = SqliteStore::open(url.parse::<SqliteOptions>().unwrap())
+            .await
+            .unwrap();
+        return (Arc::new(store.clone()), ReadModels::Sqlite(store));
+    }
+    let store = PostgresStore::open(url.parse::<PostgresOptions>().unwrap())
+        .await
+        .unwrap();
+    (Arc::new(store.clone()), ReadModels::Postgres(store))
+}
+
+/// Runs the child for `kind` on the store at `url` until it dies; it must die, not exit.
+fn kill_during(kind: &str, url: &str, a: &AggregateId, b: &AggregateId) {
     let status = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["crash_child", "--exact", "--ignored", "--test-threads=1"])
         .env(KIND, kind)
-        .env(DB, db)
+        .env(DB, url)
         .env(A, &a.id)
         .env(B, &b.id)
         .stdout(std::process::Stdio::null())
@@ -184,20 +196,88 @@ fn kill_during(kind: &str, db: &Path, a: &AggregateId, b: &AggregateId) {
     assert!(!status.success(), "the {kind} was not killed: {status}");
 }
 
-/// The bank in a new process on the same file, caught up.
-async fn restart(db: &Path) -> Bank {
-    let store = SqliteStore::open(SqliteOptions::new(db)).await.unwrap();
+/// The bank in a new process on the same store, caught up.
+async fn restart(url: &str) -> Bank {
+    let (events, models) = open(url).await;
     Bank::start_with(
-        Arc::new(store.clone()),
-        Some(Arc::new(store.clone())),
+        events,
+        None,
         BankOptions {
             retry_every: None,
             ..BankOptions::default()
         },
-        ReadModels::Sqlite(store),
+        models,
     )
     .await
     .unwrap()
+}
+
+/// Where a crash test runs: a fresh SQLite file, or a fresh PostgreSQL schema (dropped after).
+enum Target {
+    Sqlite(tempfile::TempDir),
+    Postgres(String),
+}
+
+impl Target {
+    fn sqlite() -> Self {
+        Target::Sqlite(tempfile::tempdir().unwrap())
+    }
+
+    /// A fresh schema, or `None` with a visible SKIPPED line when there is no server and
+    /// backends are not required.
+    async fn postgres() -> Option<Self> {
+        let schema = format!("wow_crash_{}", uuid::Uuid::now_v7().simple());
+        let url = format!("{}?schema={schema}", postgres_url());
+        match PostgresStore::open(url.parse::<PostgresOptions>().unwrap()).await {
+            Ok(_) => Some(Target::Postgres(schema)),
+            Err(error) if std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1") => {
+                panic!("PostgreSQL is required but unreachable: {error}")
+            }
+            Err(error) => {
+                eprintln!("SKIPPED: PostgreSQL crash test ({error})");
+                None
+            }
+        }
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Target::Sqlite(folder) => {
+                format!("sqlite://{}", folder.path().join("bank.db").display())
+            }
+            Target::Postgres(schema) => format!("{}?schema={schema}", postgres_url()),
+        }
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let Target::Postgres(schema) = self else {
+            return;
+        };
+        let (url, schema) = (postgres_url(), schema.clone());
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async move {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .map_err(std::io::Error::other)?;
+                tokio::spawn(connection);
+                client
+                    .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                    .await
+                    .map_err(std::io::Error::other)
+            })
+        })
+        .join();
+    }
+}
+
+fn postgres_url() -> String {
+    std::env::var("WOW_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
 fn ids() -> (AggregateId, AggregateId) {
@@ -208,12 +288,22 @@ fn ids() -> (AggregateId, AggregateId) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_projection_killed_before_its_acknowledge_applies_the_stream_once() {
-    let folder = tempfile::tempdir().unwrap();
-    let db = folder.path().join("bank.db");
+async fn sqlite_a_projection_killed_before_its_acknowledge_applies_the_stream_once() {
+    a_projection_killed_before_its_acknowledge_applies_the_stream_once(Target::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_projection_killed_before_its_acknowledge_applies_the_stream_once() {
+    if let Some(target) = Target::postgres().await {
+        a_projection_killed_before_its_acknowledge_applies_the_stream_once(target).await;
+    }
+}
+
+async fn a_projection_killed_before_its_acknowledge_applies_the_stream_once(target: Target) {
+    let url = target.url();
     let (a, b) = ids();
-    kill_during("projection", &db, &a, &b);
-    let bank = restart(&db).await;
+    kill_during("projection", &url, &a, &b);
+    let bank = restart(&url).await;
     let caught_up = &bank
         .caught_up
         .iter()
@@ -233,12 +323,22 @@ async fn a_projection_killed_before_its_acknowledge_applies_the_stream_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_processor_killed_before_its_acknowledge_writes_one_outbox_row() {
-    let folder = tempfile::tempdir().unwrap();
-    let db = folder.path().join("bank.db");
+async fn sqlite_a_processor_killed_before_its_acknowledge_writes_one_outbox_row() {
+    a_processor_killed_before_its_acknowledge_writes_one_outbox_row(Target::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_processor_killed_before_its_acknowledge_writes_one_outbox_row() {
+    if let Some(target) = Target::postgres().await {
+        a_processor_killed_before_its_acknowledge_writes_one_outbox_row(target).await;
+    }
+}
+
+async fn a_processor_killed_before_its_acknowledge_writes_one_outbox_row(target: Target) {
+    let url = target.url();
     let (a, b) = ids();
-    kill_during("processor", &db, &a, &b);
-    let bank = restart(&db).await;
+    kill_during("processor", &url, &a, &b);
+    let bank = restart(&url).await;
     let caught_up = &bank
         .caught_up
         .iter()
@@ -258,12 +358,22 @@ async fn a_processor_killed_before_its_acknowledge_writes_one_outbox_row() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_saga_killed_before_its_acknowledge_moves_the_money_once() {
-    let folder = tempfile::tempdir().unwrap();
-    let db = folder.path().join("bank.db");
+async fn sqlite_a_saga_killed_before_its_acknowledge_moves_the_money_once() {
+    a_saga_killed_before_its_acknowledge_moves_the_money_once(Target::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_saga_killed_before_its_acknowledge_moves_the_money_once() {
+    if let Some(target) = Target::postgres().await {
+        a_saga_killed_before_its_acknowledge_moves_the_money_once(target).await;
+    }
+}
+
+async fn a_saga_killed_before_its_acknowledge_moves_the_money_once(target: Target) {
+    let url = target.url();
     let (a, b) = ids();
-    kill_during("saga", &db, &a, &b);
-    let bank = restart(&db).await;
+    kill_during("saga", &url, &a, &b);
+    let bank = restart(&url).await;
     let caught_up = &bank
         .caught_up
         .iter()
