@@ -7,9 +7,16 @@
 //! cargo run -p wow-cli -- catch-up         # consumers read the history they missed
 //! cargo run -p wow-cli -- compensation list --status FAILED
 //! cargo run -p wow-cli -- compensation retry 0190...
+//! cargo run -p wow-cli -- send account alice deposit '{"amount":5}' --request-id dep-1
+//! cargo run -p wow-cli -- outcome account alice dep-1   # APPENDED / NOT_APPENDED / UNKNOWN
+//! cargo run -p wow-cli -- events account alice
 //! ```
+//!
+//! `send` and `outcome` exit 0 when applied (appended), 3 when rejected (not appended) and 4
+//! when the outcome stays unknown.
 
 mod config;
+mod remote;
 mod serve;
 mod tend;
 
@@ -62,6 +69,59 @@ enum Command {
         #[arg(long, env = "WOW_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Sends one command to a running service the safe way: a stable request id, and a
+    /// look-up in history before any resend (SPEC TO-2). Prints the outcome as JSON.
+    Send {
+        /// The aggregate type, e.g. `account`.
+        aggregate: String,
+        /// The aggregate id.
+        id: String,
+        /// The command, e.g. `deposit`.
+        command: String,
+        /// The command body as JSON.
+        #[arg(default_value = "{}")]
+        body: String,
+        /// The request id: keep it to resend the same intent [default: a new one].
+        #[arg(long)]
+        request_id: Option<String>,
+        /// The stage to wait for.
+        #[arg(long, default_value = "PROCESSED")]
+        wait_stage: wow_core::CommandStage,
+        /// How long to wait for it, in milliseconds.
+        #[arg(long, default_value_t = 30_000)]
+        wait_timeout_ms: u64,
+        /// Sends at most (the first one included) while history says "not appended".
+        #[arg(long, default_value_t = 3)]
+        attempts: u32,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// What history says of a request id (SPEC TO-1): APPENDED with its stream,
+    /// NOT_APPENDED, or UNKNOWN.
+    Outcome {
+        /// The aggregate type.
+        aggregate: String,
+        /// The aggregate id.
+        id: String,
+        /// The request id.
+        request_id: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// An aggregate's history: the streams with versions from `head` to `tail`.
+    Events {
+        /// The aggregate type.
+        aggregate: String,
+        /// The aggregate id.
+        id: String,
+        /// The first version.
+        #[arg(default_value_t = 1)]
+        head: u64,
+        /// The last version [default: the latest].
+        tail: Option<u64>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
     /// Lists or retries the recorded consumer failures of a running service (event
     /// compensation).
     Compensation {
@@ -79,6 +139,30 @@ enum Command {
         #[arg(long, env = "WOW_TOKEN", global = true)]
         token: Option<String>,
     },
+}
+
+/// Where a remote command talks, and as whom.
+#[derive(Debug, clap::Args)]
+struct RemoteArgs {
+    /// The service's base URL.
+    #[arg(long, env = "WOW_SERVER", default_value = "http://127.0.0.1:8080")]
+    server: String,
+    /// A bearer token, when the service requires one.
+    #[arg(long, env = "WOW_TOKEN")]
+    token: Option<String>,
+    /// The tenant (when the service has no auth).
+    #[arg(long, env = "WOW_TENANT")]
+    tenant: Option<String>,
+}
+
+impl RemoteArgs {
+    fn remote(self) -> remote::Remote {
+        remote::Remote {
+            server: self.server,
+            token: self.token,
+            tenant: self.tenant,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -125,6 +209,7 @@ fn main() -> ExitCode {
             config,
         } => runtime
             .block_on(serve::run(listen, store, config))
+            .map(|()| 0)
             .map_err(|e| e.to_string()),
         Command::CatchUp {
             store,
@@ -132,6 +217,60 @@ fn main() -> ExitCode {
             rebuild,
         } => runtime
             .block_on(tend::catch_up(store, config, rebuild))
+            .map(|()| 0)
+            .map_err(|e| e.to_string()),
+        Command::Send {
+            aggregate,
+            id,
+            command,
+            body,
+            request_id,
+            wait_stage,
+            wait_timeout_ms,
+            attempts,
+            remote,
+        } => {
+            let args = remote::SendArgs {
+                aggregate,
+                id,
+                command,
+                body,
+                request_id,
+                wait_stage,
+                wait_timeout: std::time::Duration::from_millis(wait_timeout_ms),
+                attempts,
+            };
+            runtime
+                .block_on(remote::send(&remote.remote(), args))
+                .map_err(|e| e.to_string())
+        }
+        Command::Outcome {
+            aggregate,
+            id,
+            request_id,
+            remote,
+        } => runtime
+            .block_on(remote::outcome(
+                &remote.remote(),
+                &aggregate,
+                &id,
+                &request_id,
+            ))
+            .map_err(|e| e.to_string()),
+        Command::Events {
+            aggregate,
+            id,
+            head,
+            tail,
+            remote,
+        } => runtime
+            .block_on(remote::events(
+                &remote.remote(),
+                &aggregate,
+                &id,
+                head,
+                tail,
+            ))
             .map_err(|e| e.to_string()),
         Command::Compensation {
             action,
@@ -146,10 +285,11 @@ fn main() -> ExitCode {
                     CompensationAction::Retry { id } => tend::retry(&server, &id, token).await,
                 }
             })
+            .map(|()| 0)
             .map_err(|e| e.to_string()),
     };
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(error) => {
             eprintln!("error: {error}");
             ExitCode::FAILURE

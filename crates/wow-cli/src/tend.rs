@@ -83,7 +83,7 @@ pub(crate) async fn catch_up(
     Ok(())
 }
 
-fn client() -> Result<reqwest::Client, TendError> {
+pub(crate) fn client() -> Result<reqwest::Client, TendError> {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
@@ -93,7 +93,7 @@ fn client() -> Result<reqwest::Client, TendError> {
         })
 }
 
-async fn answer(
+pub(crate) async fn answer(
     url: &str,
     request: reqwest::RequestBuilder,
     token: Option<&str>,

@@ -74,3 +74,116 @@ async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {
         "the store's folder was created"
     );
 }
+
+/// Runs `wow ARGS` and returns its exit code and stdout.
+fn wow(args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_wow"))
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remote_commands_send_safely_look_up_and_list() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", folder.path().join("wow.db").display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wow"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", &store])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let guard = KillOnDrop(child.id());
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a line").unwrap();
+    let server = format!("http://{}", first.strip_prefix("listening on ").unwrap());
+    let server = server.as_str();
+
+    let (code, out) = wow(&[
+        "send",
+        "account",
+        "r-1",
+        "open",
+        r#"{"name":"Ann","balance":10}"#,
+        "--request-id",
+        "open-r-1",
+        "--server",
+        server,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("\"COMPLETED\""), "{out}");
+    let (code, out) = wow(&[
+        "send",
+        "account",
+        "r-1",
+        "open",
+        r#"{"name":"Ann","balance":10}"#,
+        "--request-id",
+        "open-r-1",
+        "--server",
+        server,
+    ]);
+    assert_eq!(code, 0, "a resend of the same intent: {out}");
+    assert!(out.contains("\"ALREADY_APPLIED\""), "{out}");
+    let (code, out) = wow(&[
+        "send",
+        "account",
+        "r-1",
+        "withdraw",
+        r#"{"amount":500}"#,
+        "--server",
+        server,
+    ]);
+    assert_eq!(code, 3, "a business rule refuses it: {out}");
+    assert!(out.contains("InsufficientBalance"), "{out}");
+
+    let (code, out) = wow(&["outcome", "account", "r-1", "open-r-1", "--server", server]);
+    assert_eq!(code, 0, "{out}");
+    let found: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (found["status"].as_str(), found["version"].as_u64()),
+        (Some("APPENDED"), Some(1))
+    );
+    assert_eq!(found["stream"]["body"][0]["name"], "AccountOpened");
+    let (code, out) = wow(&[
+        "outcome",
+        "account",
+        "r-1",
+        "never-sent",
+        "--server",
+        server,
+    ]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("NOT_APPENDED"), "{out}");
+    let (code, out) = wow(&[
+        "outcome",
+        "account",
+        "r-1",
+        "open-r-1",
+        "--server",
+        "http://127.0.0.1:9",
+    ]);
+    assert_eq!(code, 4, "nobody to ask: unknown, {out}");
+    assert!(out.contains("UNKNOWN"), "{out}");
+
+    let (code, out) = wow(&["events", "account", "r-1", "--server", server]);
+    assert_eq!(code, 0, "{out}");
+    let streams: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(streams.as_array().map(Vec::len), Some(1));
+    let (code, out) = wow(&["compensation", "list", "--server", server]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("0 record(s)"), "{out}");
+    let (code, _) = wow(&[
+        "compensation",
+        "retry",
+        "no-such-record",
+        "--server",
+        server,
+    ]);
+    assert_eq!(code, 1, "a missing record is an error");
+}
