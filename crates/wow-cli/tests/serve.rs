@@ -186,4 +186,12 @@ async fn the_remote_commands_send_safely_look_up_and_list() {
         server,
     ]);
     assert_eq!(code, 1, "a missing record is an error");
+
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    std::mem::forget(guard);
+    assert!(status.success(), "exit status {status}");
 }
