@@ -152,6 +152,7 @@ pub(crate) async fn run(
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(ServeError::Serve)?;
+    bank.flush().await;
     drop(bank);
     tracing::info!("stopped");
     Ok(())

@@ -566,6 +566,7 @@ async fn catch_up_delivers_a_stream_that_was_never_published_before_a_later_one(
     let history = store.load(&id, 1, u64::MAX).await.unwrap();
     pipeline.dispatcher.dispatch(&history[0]).await;
     pipeline.dispatcher.dispatch(&history[2]).await;
+    pipeline.dispatcher.flush_positions().await;
     let found = positions
         .positions("late", std::slice::from_ref(&id))
         .await

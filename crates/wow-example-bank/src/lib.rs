@@ -163,6 +163,15 @@ impl Bank {
     }
 }
 
+impl Bank {
+    /// Returns once every consumer position recorded so far is written (they are written in
+    /// the background): call it before a graceful stop, so that the next start resumes
+    /// exactly where this one ended.
+    pub async fn flush(&self) {
+        self.pipeline.dispatcher.flush_positions().await;
+    }
+}
+
 impl Drop for Bank {
     /// Stops the compensation scheduler.
     fn drop(&mut self) {

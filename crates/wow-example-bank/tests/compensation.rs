@@ -235,6 +235,7 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(db: &dyn Database
             history
         );
         assert_eq!(bank.compensation.run_due(100).await.unwrap().retried, 0);
+        bank.flush().await;
     }
 
     // A restart resumes from the positions: nothing is handled twice, nothing is left.

@@ -139,10 +139,11 @@ async fn a_rebuilt_read_model_is_filled_again_from_history_once() {
         ] {
             bank.pipeline
                 .gateway
-                .send_and_wait(cmd(&a, command), WaitPlan::new(CommandStage::EventHandled))
+                .send_and_wait(cmd(&a, command), WaitPlan::new(CommandStage::SagaHandled))
                 .await
                 .unwrap();
         }
+        bank.flush().await;
     }
     let models = ReadModels::Sqlite(store.clone());
     models.rebuild("account_balance").await.unwrap();

@@ -78,31 +78,46 @@ impl ConsumerPositions for PostgresStore {
         aggregate: &AggregateId,
         version: u64,
     ) -> Result<(), ConsumerStoreError> {
-        let client = self.downstream_client().await?;
-        let version = clamp(version);
-        // One statement: move to the next version, or make the row at version 1.
-        client
-            .execute(
-                "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version)
-                 SELECT $1, $2, $3, $4::BIGINT WHERE $4::BIGINT = 1
+        self.advance_many(&[(consumer.to_owned(), aggregate.clone(), version)])
+            .await
+    }
+
+    async fn advance_many(
+        &self,
+        advances: &[(String, AggregateId, u64)],
+    ) -> Result<(), ConsumerStoreError> {
+        let mut client = self.downstream_client().await?;
+        let transaction = client.transaction().await.map_err(db_error)?;
+        let first = transaction
+            .prepare_cached(
+                "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES ($1, $2, $3, 1)
                  ON CONFLICT (consumer, aggregate_name, aggregate_id) DO NOTHING",
-                &[
-                    &consumer,
-                    &aggregate.aggregate_name,
-                    &aggregate.id,
-                    &version,
-                ],
             )
             .await
             .map_err(db_error)?;
-        client
-            .execute(
-                "UPDATE consumer_position SET version = $4 WHERE consumer = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND version = $4::BIGINT - 1",
-                &[&consumer, &aggregate.aggregate_name, &aggregate.id, &version],
+        let moved = transaction
+            .prepare_cached(
+                "UPDATE consumer_position SET version = $4::BIGINT WHERE consumer = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND version = $4::BIGINT - 1",
             )
             .await
             .map_err(db_error)?;
-        Ok(())
+        for (consumer, aggregate, version) in advances {
+            let version = clamp(*version);
+            let (name, id) = (&aggregate.aggregate_name, &aggregate.id);
+            if transaction
+                .execute(&moved, &[consumer, name, id, &version])
+                .await
+                .map_err(db_error)?
+                == 0
+                && version == 1
+            {
+                transaction
+                    .execute(&first, &[consumer, name, id])
+                    .await
+                    .map_err(db_error)?;
+            }
+        }
+        transaction.commit().await.map_err(db_error)
     }
 
     async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError> {

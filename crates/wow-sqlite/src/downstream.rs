@@ -89,23 +89,29 @@ impl ConsumerPositions for SqliteStore {
         aggregate: &AggregateId,
         version: u64,
     ) -> Result<(), ConsumerStoreError> {
-        let (consumer, name, id) = (
-            consumer.to_owned(),
-            aggregate.aggregate_name.clone(),
-            aggregate.id.clone(),
-        );
+        self.advance_many(&[(consumer.to_owned(), aggregate.clone(), version)])
+            .await
+    }
+
+    async fn advance_many(
+        &self,
+        advances: &[(String, AggregateId, u64)],
+    ) -> Result<(), ConsumerStoreError> {
+        let advances = advances.to_vec();
         self.write(move |connection| {
-            let version = clamp(version);
-            let moved = connection.execute(
+            let mut moved = connection.prepare_cached(
                 "UPDATE consumer_position SET version = ?4 WHERE consumer = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3 AND version = ?4 - 1",
-                params![consumer, name, id, version],
             )?;
-            if moved == 0 && version == 1 {
-                connection.execute(
-                    "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES (?1, ?2, ?3, 1)
-                     ON CONFLICT (consumer, aggregate_name, aggregate_id) DO NOTHING",
-                    params![consumer, name, id],
-                )?;
+            let mut first = connection.prepare_cached(
+                "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES (?1, ?2, ?3, 1)
+                 ON CONFLICT (consumer, aggregate_name, aggregate_id) DO NOTHING",
+            )?;
+            for (consumer, aggregate, version) in &advances {
+                let version = clamp(*version);
+                let (name, id) = (&aggregate.aggregate_name, &aggregate.id);
+                if moved.execute(params![consumer, name, id, version])? == 0 && version == 1 {
+                    first.execute(params![consumer, name, id])?;
+                }
             }
             Ok(())
         })

@@ -43,6 +43,8 @@ const PAGE: usize = 500;
 /// so the consumer never sees an aggregate's history out of order. Calls `progress` after
 /// every aggregate.
 ///
+/// Returns once the positions it moved are written.
+///
 /// Catching up while live deliveries run is safe: a stream handled by both is applied once
 /// by the consumer's processed-message record (SPEC DS-1).
 pub async fn catch_up(
@@ -88,6 +90,7 @@ pub async fn catch_up(
             }
         }
     }
+    dispatcher.flush_positions().await;
     Ok(done)
 }
 

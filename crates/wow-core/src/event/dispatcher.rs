@@ -4,6 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Value};
 
+use super::position_writer::PositionWriter;
 use super::{ConsumerError, ConsumerPositions, EventConsumer};
 use crate::command::{signal_wanted, CommandGateway, WaitNotifier};
 use crate::compensation::{CompensationStore, FailedExecution, RetrySpec};
@@ -32,7 +33,7 @@ pub struct EventDispatcher {
     notifier: Arc<dyn WaitNotifier>,
     gateway: OnceLock<CommandGateway>,
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
-    positions: Option<Arc<dyn ConsumerPositions>>,
+    positions: Option<PositionWriter>,
     clock: Arc<dyn Clock>,
 }
 
@@ -96,9 +97,11 @@ impl EventDispatcherBuilder {
         self
     }
 
-    /// Keeps every consumer's position in `positions`.
+    /// Keeps every consumer's position in `positions`. Positions are written in the
+    /// background, in order and batched, so a delivery never waits for one; build the
+    /// dispatcher inside a tokio runtime for that (outside one they are written in line).
     pub fn positions(mut self, positions: Arc<dyn ConsumerPositions>) -> Self {
-        self.inner.positions = Some(positions);
+        self.inner.positions = Some(PositionWriter::start(positions));
         self
     }
 
@@ -224,12 +227,13 @@ impl EventDispatcher {
         match outcome {
             Ok(()) => {
                 if let Some(positions) = &self.positions {
-                    if let Err(error) = positions
-                        .advance(consumer, &stream.aggregate_id, stream.version)
-                        .await
-                    {
-                        tracing::warn!(consumer, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "could not move the consumer's position");
-                    }
+                    positions
+                        .advance((
+                            consumer.to_owned(),
+                            stream.aggregate_id.clone(),
+                            stream.version,
+                        ))
+                        .await;
                 }
             }
             Err(error) => {
@@ -300,7 +304,15 @@ impl EventDispatcher {
 
     /// The consumer positions, if the dispatcher keeps them.
     pub fn positions(&self) -> Option<&Arc<dyn ConsumerPositions>> {
-        self.positions.as_ref()
+        self.positions.as_ref().map(PositionWriter::positions)
+    }
+
+    /// Returns once every position recorded so far is written: before a graceful stop, or
+    /// before reading positions.
+    pub async fn flush_positions(&self) {
+        if let Some(positions) = &self.positions {
+            positions.flush().await;
+        }
     }
 
     /// The compensation store and retry spec, if failures are recorded.

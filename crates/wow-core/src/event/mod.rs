@@ -8,6 +8,7 @@ mod consumer;
 mod dispatcher;
 mod effect;
 mod position;
+mod position_writer;
 mod processed;
 mod store_error;
 mod stream;

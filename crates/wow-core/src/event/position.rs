@@ -37,6 +37,18 @@ pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
         version: u64,
     ) -> Result<(), ConsumerStoreError>;
 
+    /// [`advance`](Self::advance) for each of `advances` (consumer, aggregate, version), in
+    /// order; a backend may write them in one transaction.
+    async fn advance_many(
+        &self,
+        advances: &[(String, AggregateId, u64)],
+    ) -> Result<(), ConsumerStoreError> {
+        for (consumer, aggregate, version) in advances {
+            self.advance(consumer, aggregate, *version).await?;
+        }
+        Ok(())
+    }
+
     /// Forgets every position of `consumer`, so that its next catch-up reads all history
     /// (a rebuild; the consumer's own tables and records are its own to clear).
     async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError>;
