@@ -44,6 +44,8 @@ pub struct DefaultCommandHandler {
     metrics: Arc<PipelineMetrics>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
+    /// Whether `ids` also names the events (set by [`DefaultCommandHandlerBuilder::id_generator`]).
+    ids_name_events: bool,
     conflict_retries: u32,
 }
 
@@ -92,9 +94,12 @@ impl DefaultCommandHandlerBuilder {
         self
     }
 
-    /// Makes stream ids with `ids`.
+    /// Makes the ids of streams and of their events with `ids` (for example a seeded
+    /// generator, so that a simulation replays exactly). By default streams get UUIDv7 ids
+    /// and events keep the ones the aggregate runtime gave them.
     pub fn id_generator(mut self, ids: Arc<dyn IdGenerator>) -> Self {
         self.inner.ids = ids;
+        self.inner.ids_name_events = true;
         self
     }
 
@@ -137,6 +142,7 @@ impl DefaultCommandHandler {
                 metrics: Arc::new(PipelineMetrics::default()),
                 clock: Arc::new(SystemClock),
                 ids: Arc::new(UuidV7IdGenerator),
+                ids_name_events: false,
                 conflict_retries: DEFAULT_CONFLICT_RETRIES,
             },
         }
@@ -300,7 +306,7 @@ impl DefaultCommandHandler {
             now,
         };
         self.metrics.record_handler_run();
-        let events = match runtime.handle(&state, decoded, &ctx) {
+        let mut events = match runtime.handle(&state, decoded, &ctx) {
             Ok(events) => events,
             Err(error) => {
                 let version = state.version();
@@ -316,6 +322,11 @@ impl DefaultCommandHandler {
                     .with_version(version)
                     .with_result(RECORDED, false),
             );
+        }
+        if self.ids_name_events {
+            for event in &mut events {
+                event.id = self.ids.next_id();
+            }
         }
         let stream = DomainEventStream {
             id: self.ids.next_id(),
