@@ -38,10 +38,12 @@ pub(crate) fn violated_constraint(error: &tokio_postgres::Error) -> Option<&str>
         .flatten()
 }
 
-/// Whether `error` means the database could not be reached (rather than refused the work).
+/// Whether `error` means the database could not be reached (rather than refused the work):
+/// a closed connection, an I/O failure on the way, or the server saying it is shutting down
+/// or full. A parameter that could not be encoded, or any other error of ours, is not.
 pub(crate) fn is_unavailable(error: &tokio_postgres::Error) -> bool {
     match error.as_db_error() {
-        None => true,
+        None => error.is_closed() || caused_by_io(error),
         Some(db) => {
             let code = db.code();
             code == &SqlState::ADMIN_SHUTDOWN
@@ -52,6 +54,18 @@ pub(crate) fn is_unavailable(error: &tokio_postgres::Error) -> bool {
                 || code == &SqlState::TOO_MANY_CONNECTIONS
         }
     }
+}
+
+/// Whether an I/O error is among the causes of `error`.
+fn caused_by_io(error: &tokio_postgres::Error) -> bool {
+    let mut cause = std::error::Error::source(error);
+    while let Some(inner) = cause {
+        if inner.is::<std::io::Error>() {
+            return true;
+        }
+        cause = inner.source();
+    }
+    false
 }
 
 pub(crate) fn store_error(error: tokio_postgres::Error) -> EventStoreError {
