@@ -1,5 +1,5 @@
-//! The read models in the store's database: redelivered streams, and a restart that replays
-//! the whole history into them, change nothing (SPEC DS-1, DS-2).
+//! The read models in the store's database: redelivered streams, and a restart that catches
+//! up from the positions, change nothing (SPEC DS-1, DS-2).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -95,8 +95,9 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
         assert_eq!(bank.notifications.rows().await.unwrap().len(), 1);
     }
 
-    // A new process on the same file: the read models catch up by replaying every stream,
-    // and every one of them is found processed.
+    // A new process on the same file, without a graceful stop: the consumers catch up from
+    // their positions, and any stream whose position was not written yet is delivered again
+    // and found processed.
     let store = SqliteStore::open(options).await.unwrap();
     let bank = bank(&store).await;
     let view_a = bank.balances.view(&a.id).await.unwrap().unwrap();
