@@ -1,6 +1,8 @@
 //! Catch-up: a consumer added later, rebuilt, or restarted reads the history it has not
 //! handled yet from the event store, aggregate by aggregate, from its position.
 
+use futures::StreamExt;
+
 use super::{ConsumerError, EventDispatcher};
 use crate::eventsourcing::{EventStore, EventStoreError};
 use crate::{AggregateId, NamedAggregate};
@@ -37,9 +39,12 @@ pub enum CatchUpError {
 
 const PAGE: usize = 500;
 
+/// Aggregates caught up at the same time: their writes share the store's group commits.
+const PARALLEL_AGGREGATES: usize = 16;
+
 /// Runs `consumer` on every stream of the `aggregates` types it has not handled yet: for each
 /// aggregate, the streams after its position (all of them without positions), in version
-/// order. A failure on a stream is recorded like a live one and stops that aggregate only,
+/// order; several aggregates at a time. A failure on a stream is recorded like a live one and stops that aggregate only,
 /// so the consumer never sees an aggregate's history out of order. Calls `progress` after
 /// every aggregate.
 ///
@@ -73,11 +78,19 @@ pub async fn catch_up(
                 Some(positions) => positions.positions(consumer, &page).await?,
                 None => Default::default(),
             };
-            for aggregate in &page {
+            let mut aggregates = futures::stream::iter(page.iter().map(|aggregate| {
                 let from = positions.get(&aggregate.id).copied().unwrap_or(0) + 1;
-                match catch_up_aggregate(dispatcher, &named_consumer, store, aggregate, from)
-                    .await?
-                {
+                let named_consumer = &named_consumer;
+                async move {
+                    let outcome =
+                        catch_up_aggregate(dispatcher, named_consumer, store, aggregate, from)
+                            .await;
+                    (aggregate, outcome)
+                }
+            }))
+            .buffer_unordered(PARALLEL_AGGREGATES);
+            while let Some((aggregate, outcome)) = aggregates.next().await {
+                match outcome? {
                     Ok(handled) => done.streams_handled += handled,
                     Err((handled, error)) => {
                         done.streams_handled += handled;
