@@ -591,3 +591,107 @@ async fn catch_up_delivers_a_stream_that_was_never_published_before_a_later_one(
         .unwrap();
     assert_eq!(found.get(&id.id), Some(&3));
 }
+
+/// A compensation store that refuses every write while it is down.
+#[derive(Debug, Default)]
+struct Unreachable {
+    inner: InMemoryCompensationStore,
+    down: AtomicBool,
+}
+
+#[async_trait]
+impl CompensationStore for Unreachable {
+    async fn record_failure(
+        &self,
+        failure: &wow_core::compensation::FailedExecution,
+        retry: &RetrySpec,
+        now: i64,
+    ) -> Result<wow_core::compensation::ExecutionFailed, wow_core::event::ConsumerStoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(wow_core::event::ConsumerStoreError::Unavailable(
+                "down".into(),
+            ));
+        }
+        self.inner.record_failure(failure, retry, now).await
+    }
+
+    async fn mark_succeeded(
+        &self,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<wow_core::compensation::ExecutionFailed>, wow_core::event::ConsumerStoreError>
+    {
+        self.inner.mark_succeeded(id, now).await
+    }
+
+    async fn get(
+        &self,
+        id: &str,
+    ) -> Result<Option<wow_core::compensation::ExecutionFailed>, wow_core::event::ConsumerStoreError>
+    {
+        self.inner.get(id).await
+    }
+
+    async fn list(
+        &self,
+        query: &FailureQuery,
+    ) -> Result<Vec<wow_core::compensation::ExecutionFailed>, wow_core::event::ConsumerStoreError>
+    {
+        self.inner.list(query).await
+    }
+
+    async fn due(
+        &self,
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<wow_core::compensation::ExecutionFailed>, wow_core::event::ConsumerStoreError>
+    {
+        self.inner.due(now, limit).await
+    }
+}
+
+#[tokio::test]
+async fn a_failure_the_store_could_not_take_is_recorded_when_it_is_back() {
+    let clock = Arc::new(ManualClock::at(0));
+    let failures = Arc::new(Unreachable::default());
+    failures.down.store(true, Ordering::SeqCst);
+    let flaky = Flaky::new("flaky", 0);
+    flaky.failing.store(true, Ordering::SeqCst);
+    let pipeline = LocalPipeline::builder(registry(), memory_store())
+        .projection(flaky.clone())
+        .compensation(failures.clone(), SPEC)
+        .clock(clock.clone())
+        .build();
+    wait_for(&pipeline, open(&account_id(), 1), CommandStage::Projected).await;
+    assert!(failures
+        .inner
+        .list(&FailureQuery::default())
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        pipeline.dispatcher.record_pending_failures().await,
+        1,
+        "kept while the store is down"
+    );
+
+    failures.down.store(false, Ordering::SeqCst);
+    flaky.failing.store(false, Ordering::SeqCst);
+    let scheduler = pipeline.compensation().unwrap();
+    assert_eq!(
+        scheduler.run_due(10).await.unwrap().retried,
+        0,
+        "recorded first, due later"
+    );
+    let recorded = failures.inner.list(&FailureQuery::default()).await.unwrap();
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(
+        (recorded[0].attempts, recorded[0].next_retry_at),
+        (1, Some(1_000)),
+        "timed when it happened"
+    );
+    clock.advance(1_000);
+    assert_eq!(scheduler.run_due(10).await.unwrap().succeeded, 1);
+    assert_eq!(flaky.applied().len(), 1);
+    assert_eq!(pipeline.dispatcher.record_pending_failures().await, 0);
+}

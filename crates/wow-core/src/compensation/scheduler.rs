@@ -102,10 +102,12 @@ impl CompensationScheduler {
         self.run(record).await
     }
 
-    /// Retries every record due at the dispatcher clock's now (up to `limit`), in aggregate
-    /// and version order. A record that cannot run (its consumer or stream is gone) is
+    /// Records the failures that could not be recorded when they happened, then retries
+    /// every record due at the dispatcher clock's now (up to `limit`), in aggregate and
+    /// version order. A record that cannot run (its consumer or stream is gone) is
     /// logged and left for a manual decision.
     pub async fn run_due(&self, limit: usize) -> Result<RetryPass, CompensationError> {
+        self.dispatcher.record_pending_failures().await;
         let now = self.dispatcher.clock().now_millis();
         let mut pass = RetryPass::default();
         for record in self.failures.due(now, limit).await? {

@@ -1,6 +1,6 @@
 //! Runs every consumer of an appended stream, stage by stage, and signals each stage.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value};
 
@@ -35,7 +35,14 @@ pub struct EventDispatcher {
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
     positions: Option<PositionWriter>,
     clock: Arc<dyn Clock>,
+    /// Failures the compensation store could not take when they happened, kept to record
+    /// later (see [`EventDispatcher::record_pending_failures`]).
+    unrecorded: Mutex<Vec<(FailedExecution, i64)>>,
 }
+
+/// How many unrecorded failures are kept in memory; past it the oldest are dropped (their
+/// streams are still delivered again by catch-up, as positions stop before them).
+const MAX_UNRECORDED: usize = 10_000;
 
 /// One consumer the dispatcher runs, found by name.
 #[derive(Debug, Clone)]
@@ -131,6 +138,7 @@ impl EventDispatcher {
                 compensation: None,
                 positions: None,
                 clock: Arc::new(SystemClock),
+                unrecorded: Mutex::new(Vec::new()),
             },
         }
     }
@@ -240,11 +248,15 @@ impl EventDispatcher {
                 tracing::warn!(consumer, %stage, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "consumer failed");
                 if let Some((store, retry)) = &self.compensation {
                     let failure = FailedExecution::of(consumer, stage, stream, error.clone());
-                    if let Err(error) = store
-                        .record_failure(&failure, retry, self.clock.now_millis())
-                        .await
-                    {
-                        tracing::error!(consumer, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "could not record the consumer's failure for compensation");
+                    let now = self.clock.now_millis();
+                    if let Err(error) = store.record_failure(&failure, retry, now).await {
+                        tracing::error!(consumer, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "could not record the consumer's failure for compensation; kept to record later");
+                        let mut unrecorded =
+                            self.unrecorded.lock().unwrap_or_else(|p| p.into_inner());
+                        if unrecorded.len() >= MAX_UNRECORDED {
+                            unrecorded.remove(0);
+                        }
+                        unrecorded.push((failure, now));
                     }
                 }
             }
@@ -300,6 +312,30 @@ impl EventDispatcher {
         };
         self.settle(name, consumer.stage(), stream, &outcome).await;
         outcome
+    }
+
+    /// Records the failures the compensation store could not take when they happened (it was
+    /// unreachable), and returns how many are still waiting. The compensation scheduler calls
+    /// it before every pass. A failure lost with the process is not lost for good: the
+    /// consumer's position stops before its stream, so catch-up delivers it again.
+    pub async fn record_pending_failures(&self) -> usize {
+        let Some((store, retry)) = &self.compensation else {
+            return 0;
+        };
+        let pending =
+            std::mem::take(&mut *self.unrecorded.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut still = Vec::new();
+        for (failure, at) in pending {
+            if still.is_empty() && store.record_failure(&failure, retry, at).await.is_ok() {
+                continue;
+            }
+            still.push((failure, at));
+        }
+        // Failures that arrived meanwhile go after the older ones.
+        let mut unrecorded = self.unrecorded.lock().unwrap_or_else(|p| p.into_inner());
+        still.append(&mut unrecorded);
+        *unrecorded = still;
+        unrecorded.len()
     }
 
     /// The consumer positions, if the dispatcher keeps them.
