@@ -192,3 +192,44 @@ impl ServeConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn from_file(text: &str) -> Result<ServeConfig, ConfigError> {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("wow.toml");
+        std::fs::write(&path, text).unwrap();
+        ServeConfig::resolve(None, None, Some(&path))
+    }
+
+    #[test]
+    fn the_file_sets_compensation_and_zero_turns_automatic_retries_off() {
+        let settings = from_file(
+            "[compensation]\nmax_attempts = 3\ninitial_backoff_ms = 50\nmax_backoff_ms = 400\ninterval_ms = 0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            settings.retry,
+            RetrySpec {
+                max_attempts: 3,
+                initial_backoff_ms: 50,
+                max_backoff_ms: 400
+            }
+        );
+        assert_eq!(settings.retry_every, None);
+        let defaults = from_file("").unwrap();
+        assert_eq!(defaults.retry, RetrySpec::default());
+        assert_eq!(defaults.retry_every, Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn an_unknown_compensation_key_is_a_clear_error() {
+        let error = from_file("[compensation]\nmax_tries = 3\n").unwrap_err();
+        assert!(matches!(error, ConfigError::Parse { .. }), "{error}");
+        assert!(error.to_string().contains("max_tries"), "{error}");
+    }
+}
