@@ -30,10 +30,8 @@ impl Remote {
     }
 
     fn client(&self) -> Result<WowClient, TendError> {
-        let client = WowClient::new(self.base()).map_err(|error| TendError::Refused {
-            status: 0,
-            body: error.to_string(),
-        })?;
+        let client =
+            WowClient::new(self.base()).map_err(|error| TendError::Client(error.to_string()))?;
         Ok(match &self.token {
             Some(token) => client.bearer(token.clone()),
             None => client,
@@ -57,10 +55,8 @@ pub(crate) struct SendArgs {
 /// `wow send`: sends one command the safe way (SPEC TO-2: a stable request id, a look-up
 /// before any resend) and prints what became of it as JSON.
 pub(crate) async fn send(remote: &Remote, args: SendArgs) -> Result<u8, TendError> {
-    let body: Value = serde_json::from_str(&args.body).map_err(|error| TendError::Refused {
-        status: 0,
-        body: format!("the body is not JSON: {error}"),
-    })?;
+    let body: Value = serde_json::from_str(&args.body)
+        .map_err(|error| TendError::BadInput(format!("the body is not JSON: {error}")))?;
     let mut request = CommandRequest::new(&args.aggregate, &args.id, &args.command, body)
         .wait(args.wait_stage, args.wait_timeout);
     let request_id = args.request_id.unwrap_or_else(wow_core::id::new_id);

@@ -21,6 +21,10 @@ pub(crate) enum TendError {
     Refused { status: u16, body: String },
     #[error("cannot rebuild: {0}")]
     Rebuild(wow_core::eventsourcing::BoxError),
+    #[error("cannot make an HTTP client: {0}")]
+    Client(String),
+    #[error("{0}")]
+    BadInput(String),
 }
 
 /// `wow catch-up`: opens the store, empties the `rebuild` read model if one is named, runs
@@ -87,10 +91,7 @@ pub(crate) fn client() -> Result<reqwest::Client, TendError> {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
-        .map_err(|source| TendError::Request {
-            url: String::new(),
-            source,
-        })
+        .map_err(|error| TendError::Client(error.to_string()))
 }
 
 pub(crate) async fn answer(

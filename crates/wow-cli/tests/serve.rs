@@ -2,16 +2,61 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 
-/// Kills the server if the test ends before it stopped it (a failed assertion).
-struct KillOnDrop(u32);
+/// A `wow serve` process, killed if the test ends before it stopped it (a failed assertion).
+struct Served {
+    child: Option<Child>,
+    /// Where it listens, as its first line said.
+    address: String,
+    /// The rest of its standard output, kept open so that the server can still write.
+    stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
 
-impl Drop for KillOnDrop {
+impl Served {
+    /// Starts `wow serve ARGS` with `env`, and waits for its `listening on` line.
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wow"))
+            .arg("serve")
+            .args(args)
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        // Owned by the guard from here on, so a failed start still kills the process.
+        let mut served = Self {
+            child: Some(child),
+            address: String::new(),
+            stdout,
+        };
+        let first = served.stdout.next().expect("a line").unwrap();
+        served.address = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+            .to_owned();
+        served
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    fn stop(mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let killed = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        child.wait().unwrap()
+    }
+}
+
+impl Drop for Served {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", &self.0.to_string()])
-            .status();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -26,20 +71,16 @@ async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {
     )
     .unwrap();
     let store = format!("sqlite://{}", folder.path().join("data/wow.db").display());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wow"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .env("WOW_STORE", &store)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let guard = KillOnDrop(child.id());
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a line").unwrap();
-    let address = first
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line: {first}"));
+    let served = Served::start(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[("WOW_STORE", &store)],
+    );
+    let address = served.address.clone();
 
     let client = reqwest::Client::new();
     let opened = client
@@ -61,13 +102,7 @@ async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {
         .unwrap();
     assert_eq!(view["balance"], 3);
 
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = child.wait().unwrap();
-    std::mem::forget(guard);
+    let status = served.stop();
     assert!(status.success(), "exit status {status}");
     assert!(
         folder.path().join("data/wow.db").exists(),
@@ -92,16 +127,8 @@ fn wow(args: &[&str]) -> (i32, String) {
 async fn the_remote_commands_send_safely_look_up_and_list() {
     let folder = tempfile::tempdir().unwrap();
     let store = format!("sqlite://{}", folder.path().join("wow.db").display());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wow"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--store", &store])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let guard = KillOnDrop(child.id());
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a line").unwrap();
-    let server = format!("http://{}", first.strip_prefix("listening on ").unwrap());
+    let served = Served::start(&["--listen", "127.0.0.1:0", "--store", &store], &[]);
+    let server = format!("http://{}", served.address);
     let server = server.as_str();
 
     let (code, out) = wow(&[
@@ -187,11 +214,6 @@ async fn the_remote_commands_send_safely_look_up_and_list() {
     ]);
     assert_eq!(code, 1, "a missing record is an error");
 
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let status = child.wait().unwrap();
-    std::mem::forget(guard);
+    let status = served.stop();
     assert!(status.success(), "exit status {status}");
 }

@@ -132,6 +132,17 @@ impl WowClient {
         }
     }
 
+    /// What history says of `command` sent under `request_id`.
+    async fn lookup_intent(&self, command: &CommandRequest, request_id: &str) -> Lookup {
+        self.lookup(
+            &command.aggregate,
+            &command.id,
+            request_id,
+            command.tenant.as_deref(),
+        )
+        .await
+    }
+
     /// Sends `command` and resolves its outcome the safe way (SPEC TO-2):
     ///
     /// 1. keep the ids; an answer that is not a result (timeout, lost connection, 408, 503)
@@ -181,15 +192,7 @@ impl WowClient {
                     // A resend's rejection answers for this message only: an earlier message
                     // of the intent may still have been appended (found by wow-sim). History
                     // decides.
-                    return match self
-                        .lookup(
-                            &command.aggregate,
-                            &command.id,
-                            &request_id,
-                            command.tenant.as_deref(),
-                        )
-                        .await
-                    {
+                    return match self.lookup_intent(command, &request_id).await {
                         Lookup::Appended {
                             version,
                             command_id,
@@ -214,15 +217,7 @@ impl WowClient {
                 Sent::NoAnswer(reason) => last_unknown = reason,
             }
             tracing::info!(request_id, attempt, reason = %last_unknown, "outcome unknown; asking history");
-            match self
-                .lookup(
-                    &command.aggregate,
-                    &command.id,
-                    &request_id,
-                    command.tenant.as_deref(),
-                )
-                .await
-            {
+            match self.lookup_intent(command, &request_id).await {
                 Lookup::Appended {
                     version,
                     command_id,

@@ -310,9 +310,7 @@ impl Saga for SweepThenFail {
             return Ok(());
         }
         let amount = event.body["amount"].as_u64().unwrap_or(0);
-        ctx.send(deposit(&self.savings, amount))
-            .await
-            .map_err(|error| ConsumerError::new(error.error_code().clone(), error.to_string()))?;
+        ctx.send(deposit(&self.savings, amount)).await?;
         if self.fail_once.swap(false, Ordering::SeqCst) {
             return Err(ConsumerError::internal("crashed after sending"));
         }

@@ -37,9 +37,7 @@ impl Saga for Sweep {
         let amount = event.body["amount"]
             .as_u64()
             .ok_or_else(|| ConsumerError::internal("no amount"))?;
-        ctx.send(deposit(&self.savings, amount))
-            .await
-            .map_err(|error| ConsumerError::new(error.error_code().clone(), error.to_string()))?;
+        ctx.send(deposit(&self.savings, amount)).await?;
         Ok(())
     }
 }

@@ -69,11 +69,9 @@ impl Saga for TransferSaga {
             {
                 AccountCommand::CancelTransfer(Transfer { to, amount })
             }
-            Err(error) => return Err(failed(&error, error.error_code().clone())),
+            Err(error) => return Err(error.into()),
         };
-        ctx.send(to_json(source, settle)?)
-            .await
-            .map_err(|error| failed(&error, error.error_code().clone()))?;
+        ctx.send(to_json(source, settle)?).await?;
         Ok(())
     }
 }

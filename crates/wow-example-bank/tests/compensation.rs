@@ -4,20 +4,14 @@
 //! restart resumes every consumer from its position.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+mod support;
 
+use support::{account, cmd, Store, Target};
 use wow_core::command::{CommandResultError, JsonCommand, WaitPlan};
 use wow_core::compensation::{ExecutionFailedStatus, FailureQuery, RetrySpec};
-use wow_core::eventsourcing::{EventStore, SnapshotStore};
-use wow_core::{id, AggregateId, CommandMessage, CommandResult, CommandStage, ErrorCode};
+use wow_core::{id, CommandResult, CommandStage, ErrorCode};
 use wow_example_bank::account::*;
-use wow_example_bank::{Bank, BankOptions, ReadModels};
-use wow_postgres::{PostgresOptions, PostgresStore};
-use wow_sqlite::{SqliteOptions, SqliteStore};
-
-fn cmd(id: &AggregateId, command: AccountCommand) -> JsonCommand {
-    CommandMessage::of(id.clone(), command).into_json().unwrap()
-}
+use wow_example_bank::{Bank, BankOptions};
 
 async fn projected(bank: &Bank, command: JsonCommand) -> CommandResult {
     match bank
@@ -44,123 +38,15 @@ fn options() -> BankOptions {
     }
 }
 
-/// One durable database under test.
-#[async_trait::async_trait]
-trait Database: Send + Sync {
-    fn models(&self) -> ReadModels;
-    fn events(&self) -> Arc<dyn EventStore>;
-    fn snapshots(&self) -> Arc<dyn SnapshotStore>;
-    /// Runs `sql` on the read models' database.
-    async fn execute(&self, sql: &str);
-}
-
-/// The store, and the folder its file lives in (removed on drop).
-struct Sqlite(SqliteStore, #[allow(dead_code)] tempfile::TempDir);
-
-#[async_trait::async_trait]
-impl Database for Sqlite {
-    fn models(&self) -> ReadModels {
-        ReadModels::Sqlite(self.0.clone())
-    }
-    fn events(&self) -> Arc<dyn EventStore> {
-        Arc::new(self.0.clone())
-    }
-    fn snapshots(&self) -> Arc<dyn SnapshotStore> {
-        Arc::new(self.0.clone())
-    }
-    async fn execute(&self, sql: &str) {
-        let sql = sql.to_owned();
-        self.0
-            .transact(move |connection| Ok(connection.execute_batch(&sql)?))
-            .await
-            .unwrap();
-    }
-}
-
-struct Postgres(PostgresStore, String);
-
-#[async_trait::async_trait]
-impl Database for Postgres {
-    fn models(&self) -> ReadModels {
-        ReadModels::Postgres(self.0.clone())
-    }
-    fn events(&self) -> Arc<dyn EventStore> {
-        Arc::new(self.0.clone())
-    }
-    fn snapshots(&self) -> Arc<dyn SnapshotStore> {
-        Arc::new(self.0.clone())
-    }
-    async fn execute(&self, sql: &str) {
-        let client = self.0.pool().get().await.unwrap();
-        client.batch_execute(sql).await.unwrap();
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        let (url, schema) = (postgres_url(), self.1.clone());
-        // The pool's connections close with the store; drop the schema from a thread of its
-        // own, as the test's runtime is shutting down.
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async move {
-                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                    .await
-                    .map_err(std::io::Error::other)?;
-                tokio::spawn(connection);
-                client
-                    .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-                    .await
-                    .map_err(std::io::Error::other)
-            })
-        })
-        .join();
-    }
-}
-
-fn postgres_url() -> String {
-    std::env::var("WOW_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-async fn sqlite() -> Sqlite {
-    let folder = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(SqliteOptions::new(folder.path().join("bank.db")))
-        .await
-        .unwrap();
-    Sqlite(store, folder)
-}
-
-/// A fresh schema on the test server, or `None` (with a visible SKIPPED line) when there is
-/// none and backends are not required.
-async fn postgres() -> Option<Postgres> {
-    let schema = format!("wow_bank_{}", uuid::Uuid::now_v7().simple());
-    let options = postgres_url()
-        .parse::<PostgresOptions>()
-        .unwrap()
-        .schema(schema.clone());
-    match PostgresStore::open(options).await {
-        Ok(store) => Some(Postgres(store, schema)),
-        Err(error) if std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1") => {
-            panic!("PostgreSQL is required but unreachable: {error}")
-        }
-        Err(error) => {
-            eprintln!("SKIPPED: PostgreSQL bank compensation test ({error})");
-            None
-        }
-    }
-}
-
-async fn start(db: &dyn Database) -> Bank {
+async fn start(db: &Store) -> Bank {
     Bank::start_with(db.events(), Some(db.snapshots()), options(), db.models())
         .await
         .unwrap()
 }
 
-async fn a_broken_projection_is_recorded_and_repaired_in_order(db: &dyn Database) {
-    let a = AggregateId::new("bank", "account", id::new_id(), "(0)");
+async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
+    let db = &Store::open(&target.url()).await;
+    let a = account(&id::new_id());
     {
         let bank = start(db).await;
         let opened = projected(
@@ -260,12 +146,12 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(db: &dyn Database
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_broken_projection_is_recorded_and_repaired_in_order() {
-    a_broken_projection_is_recorded_and_repaired_in_order(&sqlite().await).await;
+    a_broken_projection_is_recorded_and_repaired_in_order(Target::sqlite()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_broken_projection_is_recorded_and_repaired_in_order() {
-    if let Some(db) = postgres().await {
-        a_broken_projection_is_recorded_and_repaired_in_order(&db).await;
+    if let Some(target) = Target::postgres().await {
+        a_broken_projection_is_recorded_and_repaired_in_order(target).await;
     }
 }

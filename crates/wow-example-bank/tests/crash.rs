@@ -6,35 +6,27 @@
 //! variable naming the consumer to kill.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use wow_core::command::{JsonCommand, WaitPlan};
+use support::{account, cmd, Store, Target};
+use wow_core::command::WaitPlan;
 use wow_core::event::{ConsumerError, EventConsumer};
-use wow_core::eventsourcing::EventStore;
 use wow_core::pipeline::LocalPipeline;
 use wow_core::saga::{Saga, SagaContext};
-use wow_core::{AggregateId, CommandMessage, CommandStage, DomainEvent, DomainEventStream};
+use wow_core::{AggregateId, CommandStage, DomainEvent, DomainEventStream};
 use wow_example_bank::account::*;
 use wow_example_bank::notifications::Notifications;
 use wow_example_bank::projection::AccountBalanceProjection;
 use wow_example_bank::transfer::TransferSaga;
-use wow_example_bank::{registry, Bank, BankOptions, ReadModels};
-use wow_postgres::{PostgresOptions, PostgresStore};
-use wow_sqlite::{SqliteOptions, SqliteStore};
+use wow_example_bank::{registry, Bank, BankOptions};
 
 const KIND: &str = "WOW_BANK_CRASH_KIND";
 const DB: &str = "WOW_BANK_CRASH_STORE";
 const A: &str = "WOW_BANK_CRASH_A";
 const B: &str = "WOW_BANK_CRASH_B";
-
-fn cmd(id: &AggregateId, command: AccountCommand) -> JsonCommand {
-    CommandMessage::of(id.clone(), command).into_json().unwrap()
-}
-
-fn account(id: &str) -> AggregateId {
-    AggregateId::new("bank", "account", id, "(0)")
-}
 
 /// Runs `inner`, then kills the process when it succeeded on a stream holding `event`:
 /// after the consumer's transaction, before the position and the acknowledge.
@@ -96,7 +88,8 @@ async fn crash_child() {
         return;
     };
     let (a, b) = (account(&a), account(&b));
-    let (events, models) = open(&db).await;
+    let store = Store::open(&db).await;
+    let (events, models) = (store.events(), store.models());
     models.prepare().await.unwrap();
     let compensation = models.compensation_store();
     let positions = models.positions();
@@ -167,20 +160,6 @@ async fn crash_child() {
     // Reaching here means the consumer was not killed: the parent sees a clean exit.
 }
 
-/// The store at `url` (`sqlite://PATH` or `postgres://...?schema=NAME`) and its read models.
-async fn open(url: &str) -> (Arc<dyn EventStore>, ReadModels) {
-    if url.starts_with("sqlite:") {
-        let store = SqliteStore::open(url.parse::<SqliteOptions>().unwrap())
-            .await
-            .unwrap();
-        return (Arc::new(store.clone()), ReadModels::Sqlite(store));
-    }
-    let store = PostgresStore::open(url.parse::<PostgresOptions>().unwrap())
-        .await
-        .unwrap();
-    (Arc::new(store.clone()), ReadModels::Postgres(store))
-}
-
 /// Runs the child for `kind` on the store at `url` until it dies; it must die, not exit.
 fn kill_during(kind: &str, url: &str, a: &AggregateId, b: &AggregateId) {
     let status = std::process::Command::new(std::env::current_exe().unwrap())
@@ -198,86 +177,18 @@ fn kill_during(kind: &str, url: &str, a: &AggregateId, b: &AggregateId) {
 
 /// The bank in a new process on the same store, caught up.
 async fn restart(url: &str) -> Bank {
-    let (events, models) = open(url).await;
+    let store = Store::open(url).await;
     Bank::start_with(
-        events,
+        store.events(),
         None,
         BankOptions {
             retry_every: None,
             ..BankOptions::default()
         },
-        models,
+        store.models(),
     )
     .await
     .unwrap()
-}
-
-/// Where a crash test runs: a fresh SQLite file, or a fresh PostgreSQL schema (dropped after).
-enum Target {
-    Sqlite(tempfile::TempDir),
-    Postgres(String),
-}
-
-impl Target {
-    fn sqlite() -> Self {
-        Target::Sqlite(tempfile::tempdir().unwrap())
-    }
-
-    /// A fresh schema, or `None` with a visible SKIPPED line when there is no server and
-    /// backends are not required.
-    async fn postgres() -> Option<Self> {
-        let schema = format!("wow_crash_{}", uuid::Uuid::now_v7().simple());
-        let url = format!("{}?schema={schema}", postgres_url());
-        match PostgresStore::open(url.parse::<PostgresOptions>().unwrap()).await {
-            Ok(_) => Some(Target::Postgres(schema)),
-            Err(error) if std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1") => {
-                panic!("PostgreSQL is required but unreachable: {error}")
-            }
-            Err(error) => {
-                eprintln!("SKIPPED: PostgreSQL crash test ({error})");
-                None
-            }
-        }
-    }
-
-    fn url(&self) -> String {
-        match self {
-            Target::Sqlite(folder) => {
-                format!("sqlite://{}", folder.path().join("bank.db").display())
-            }
-            Target::Postgres(schema) => format!("{}?schema={schema}", postgres_url()),
-        }
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        let Target::Postgres(schema) = self else {
-            return;
-        };
-        let (url, schema) = (postgres_url(), schema.clone());
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async move {
-                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                    .await
-                    .map_err(std::io::Error::other)?;
-                tokio::spawn(connection);
-                client
-                    .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-                    .await
-                    .map_err(std::io::Error::other)
-            })
-        })
-        .join();
-    }
-}
-
-fn postgres_url() -> String {
-    std::env::var("WOW_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
 fn ids() -> (AggregateId, AggregateId) {

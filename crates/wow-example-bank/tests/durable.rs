@@ -2,18 +2,17 @@
 //! up from the positions, change nothing (SPEC DS-1, DS-2).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::sync::Arc;
 
-use wow_core::command::{JsonCommand, WaitPlan};
+use support::cmd;
+use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::EventStore;
-use wow_core::{id, AggregateId, CommandMessage, CommandStage};
+use wow_core::{id, AggregateId, CommandStage};
 use wow_example_bank::account::*;
 use wow_example_bank::{Bank, BankOptions, ReadModels};
 use wow_sqlite::{SqliteOptions, SqliteStore};
-
-fn cmd(id: &AggregateId, command: AccountCommand) -> JsonCommand {
-    CommandMessage::of(id.clone(), command).into_json().unwrap()
-}
 
 async fn bank(store: &SqliteStore) -> Bank {
     let events: Arc<dyn EventStore> = Arc::new(store.clone());

@@ -807,39 +807,39 @@ impl wow_core::event::EventConsumer for Switchable {
 
 #[tokio::test]
 async fn compensation_routes_list_failures_and_retry_one() {
+    use wow_core::compensation::CompensationStore;
+    use wow_core::compensation::{FailedExecution, InMemoryCompensationStore, RetrySpec};
+
     let projection = Arc::new(Switchable::default());
     projection
         .failing
         .store(true, std::sync::atomic::Ordering::SeqCst);
-    let pipeline = LocalPipeline::builder(
-        wow_example_bank::registry().unwrap(),
-        Arc::new(InMemoryEventStore::new()),
-    )
-    .projection(projection.clone())
-    .compensation(
-        Arc::new(wow_core::compensation::InMemoryCompensationStore::new()),
-        wow_core::compensation::RetrySpec::default(),
-    )
-    .build();
-    let base = listen(router(HttpState::new(
-        &pipeline,
-        None,
-        HttpConfig::default(),
-    )))
-    .await;
-    let client = Client::new();
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let failures = Arc::new(InMemoryCompensationStore::new());
+    let pipeline = LocalPipeline::builder(wow_example_bank::registry().unwrap(), store.clone())
+        .projection(projection.clone())
+        .compensation(failures.clone(), RetrySpec::default())
+        .build();
+    let server = Server {
+        base: listen(router(HttpState::new(
+            &pipeline,
+            None,
+            HttpConfig::default(),
+        )))
+        .await,
+        client: Client::new(),
+        store: store.clone(),
+        _bank: None,
+    };
+    let open = r#"{"name":"Ann","balance":1}"#;
     for (id, tenant) in [("c-1", "t-a"), ("c-2", "t-b")] {
-        let (status, body, code) = read(
-            client
-                .post(format!("{base}/account/{id}/open"))
-                .header("Command-Wait-Stage", "PROJECTED")
-                .header("Command-Tenant-Id", tenant)
-                .body(r#"{"name":"Ann","balance":1}"#)
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let headers = [
+            ("Command-Wait-Stage", "PROJECTED"),
+            ("Command-Tenant-Id", tenant),
+        ];
+        let (status, body, code) = server
+            .post(&format!("/account/{id}/open"), &headers, open)
+            .await;
         assert_eq!(
             (status, code.as_str()),
             (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),
@@ -847,14 +847,7 @@ async fn compensation_routes_list_failures_and_retry_one() {
         );
     }
 
-    let (status, all, _) = read(
-        client
-            .get(format!("{base}/compensation/failures"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, all) = server.get("/compensation/failures", &[]).await;
     assert_eq!(status, StatusCode::OK);
     let all = all.as_array().unwrap().clone();
     assert_eq!(all.len(), 2);
@@ -865,15 +858,12 @@ async fn compensation_routes_list_failures_and_retry_one() {
     assert_eq!(all[0]["errorCode"], "ServiceUnavailable");
     assert_eq!(all[0]["aggregateId"]["aggregateId"], "c-1");
 
-    let (_, mine, _) = read(
-        client
-            .get(format!("{base}/compensation/failures?status=failed"))
-            .header("Command-Tenant-Id", "t-b")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, mine) = server
+        .get(
+            "/compensation/failures?status=failed",
+            &[("Command-Tenant-Id", "t-b")],
+        )
+        .await;
     assert_eq!(
         mine.as_array().unwrap().len(),
         1,
@@ -882,14 +872,9 @@ async fn compensation_routes_list_failures_and_retry_one() {
     assert_eq!(mine[0]["aggregateId"]["aggregateId"], "c-2");
 
     for bad in ["status=BROKEN", "limit=0", "limit=5000", "colour=red"] {
-        let (status, body, _) = read(
-            client
-                .get(format!("{base}/compensation/failures?{bad}"))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (status, body) = server
+            .get(&format!("/compensation/failures?{bad}"), &[])
+            .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
         assert_eq!(body["errorCode"], "BadRequest");
     }
@@ -897,15 +882,10 @@ async fn compensation_routes_list_failures_and_retry_one() {
     projection
         .failing
         .store(false, std::sync::atomic::Ordering::SeqCst);
-    let id = all[0]["id"].as_str().unwrap();
-    let (status, retried, _) = read(
-        client
-            .post(format!("{base}/compensation/failures/{id}/retry"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let retry = |id: &str| format!("/compensation/failures/{id}/retry");
+    let (status, retried, _) = server
+        .post(&retry(all[0]["id"].as_str().unwrap()), &[], "")
+        .await;
     assert_eq!(status, StatusCode::OK, "{retried}");
     assert_eq!(retried["status"], "SUCCEEDED");
     assert_eq!(
@@ -914,39 +894,47 @@ async fn compensation_routes_list_failures_and_retry_one() {
         "exactly that stream, once"
     );
 
-    let (status, _, _) = read(
-        client
-            .post(format!(
-                "{base}/compensation/failures/{}/retry",
-                all[1]["id"].as_str().unwrap()
-            ))
-            .header("Command-Tenant-Id", "t-a")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, _, _) = server
+        .post(
+            &retry(all[1]["id"].as_str().unwrap()),
+            &[("Command-Tenant-Id", "t-a")],
+            "",
+        )
+        .await;
     assert_eq!(
         status,
         StatusCode::NOT_FOUND,
         "another tenant's record is not there"
     );
-    let (status, _, _) = read(
-        client
-            .post(format!("{base}/compensation/failures/nope/retry"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, _, _) = server.post(&retry("nope"), &[], "").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (_, failed, _) = read(
-        client
-            .get(format!("{base}/compensation/failures?status=FAILED"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, failed) = server
+        .get("/compensation/failures?status=FAILED", &[])
+        .await;
     assert_eq!(failed.as_array().unwrap().len(), 1);
+
+    // A record whose consumer this service no longer runs cannot be retried: 409, kept.
+    let c1 = AggregateId::new("bank", "account", "c-1", "t-a");
+    let stream = store.last(&c1).await.unwrap().unwrap();
+    let gone = FailedExecution::of(
+        "retired_view",
+        wow_core::CommandStage::Projected,
+        &stream,
+        wow_core::event::ConsumerError::internal("down"),
+    );
+    let orphan = failures
+        .record_failure(&gone, &RetrySpec::default(), 0)
+        .await
+        .unwrap();
+    let (status, body, _) = server.post(&retry(&orphan.id), &[], "").await;
+    assert_eq!(
+        (status, body["errorCode"].as_str()),
+        (StatusCode::CONFLICT, Some("IllegalState")),
+        "{body}"
+    );
+    assert!(
+        body["errorMsg"].as_str().unwrap().contains("retired_view"),
+        "{body}"
+    );
+    assert_eq!(failures.get(&orphan.id).await.unwrap(), Some(orphan));
 }

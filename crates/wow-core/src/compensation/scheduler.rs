@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CompensationStore, ExecutionFailed, ExecutionFailedStatus, RetrySpec};
+use super::{CompensationStore, ExecutionFailed, ExecutionFailedStatus};
 use crate::event::{ConsumerStoreError, EventDispatcher};
 use crate::eventsourcing::{EventStore, EventStoreError};
 
@@ -48,7 +48,7 @@ pub struct RetryPass {
 /// Re-runs failed executions (SPEC DS-4): exactly the recorded consumer on exactly the
 /// recorded stream, read back from the event store. History is never touched. A success
 /// marks the record `SUCCEEDED`; a failure adds an attempt and schedules the next retry
-/// with exponential backoff until the [`RetrySpec`] limit, after which the record is
+/// with exponential backoff until the [`RetrySpec`](super::RetrySpec) limit, after which the record is
 /// `EXHAUSTED` and only [`retry`](Self::retry) runs it again.
 #[derive(Debug, Clone)]
 pub struct CompensationScheduler {
@@ -77,14 +77,6 @@ impl CompensationScheduler {
     /// The records, to list and read.
     pub fn failures(&self) -> &Arc<dyn CompensationStore> {
         &self.failures
-    }
-
-    /// The retry spec in force.
-    pub fn retry_spec(&self) -> RetrySpec {
-        self.dispatcher
-            .compensation()
-            .map(|(_, retry)| *retry)
-            .unwrap_or_default()
     }
 
     /// Re-runs record `id` now, whatever its retry time or status (a manual retry), and

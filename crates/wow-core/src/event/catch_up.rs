@@ -67,36 +67,23 @@ pub async fn catch_up(
         ..CatchUpProgress::default()
     };
     for named in aggregates {
-        let mut after: Option<String> = None;
-        loop {
-            let page = store
-                .scan_aggregate_ids(named, after.as_deref(), PAGE)
-                .await?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.id.clone());
+        let mut pages = IdPages::new(store, named);
+        while let Some(page) = pages.next().await? {
             let positions = match dispatcher.positions() {
                 Some(positions) => positions.positions(consumer, &page).await?,
                 None => Default::default(),
             };
-            let mut aggregates = futures::stream::iter(page.iter().map(|aggregate| {
+            let mut caught_up = futures::stream::iter(page.iter().map(|aggregate| {
                 let from = positions.get(&aggregate.id).copied().unwrap_or(0) + 1;
-                let named_consumer = &named_consumer;
-                async move {
-                    let outcome =
-                        catch_up_aggregate(dispatcher, named_consumer, store, aggregate, from)
-                            .await;
-                    (aggregate, outcome)
-                }
+                catch_up_aggregate(dispatcher, &named_consumer, store, aggregate, from)
             }))
             .buffer_unordered(PARALLEL_AGGREGATES);
-            while let Some((aggregate, outcome)) = aggregates.next().await {
-                match outcome? {
-                    Ok(handled) => done.streams_handled += handled,
-                    Err((handled, error)) => {
-                        done.streams_handled += handled;
-                        done.aggregates_failed += 1;
-                        tracing::warn!(consumer, %aggregate, %error, "catch-up stopped on a failing stream");
-                    }
+            while let Some(outcome) = caught_up.next().await {
+                let outcome = outcome?;
+                done.streams_handled += outcome.handled;
+                if let Some(error) = outcome.stopped_on {
+                    done.aggregates_failed += 1;
+                    tracing::warn!(consumer, aggregate = %outcome.aggregate, %error, "catch-up stopped on a failing stream");
                 }
                 done.aggregates_done += 1;
                 progress(&done);
@@ -107,37 +94,77 @@ pub async fn catch_up(
     Ok(done)
 }
 
+/// The ids of one aggregate type, a page at a time, in id order.
+struct IdPages<'a> {
+    store: &'a dyn EventStore,
+    named: &'a NamedAggregate,
+    after: Option<String>,
+}
+
+impl<'a> IdPages<'a> {
+    fn new(store: &'a dyn EventStore, named: &'a NamedAggregate) -> Self {
+        Self {
+            store,
+            named,
+            after: None,
+        }
+    }
+
+    /// The next page; `None` after the last.
+    async fn next(&mut self) -> Result<Option<Vec<AggregateId>>, EventStoreError> {
+        let page = self
+            .store
+            .scan_aggregate_ids(self.named, self.after.as_deref(), PAGE)
+            .await?;
+        let Some(last) = page.last() else {
+            return Ok(None);
+        };
+        self.after = Some(last.id.clone());
+        Ok(Some(page))
+    }
+}
+
+/// How many aggregates of the `aggregates` types the store holds.
 async fn count(store: &dyn EventStore, aggregates: &[NamedAggregate]) -> Result<u64, CatchUpError> {
     let mut total = 0;
     for named in aggregates {
-        let mut after: Option<String> = None;
-        loop {
-            let page = store
-                .scan_aggregate_ids(named, after.as_deref(), PAGE)
-                .await?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.id.clone());
+        let mut pages = IdPages::new(store, named);
+        while let Some(page) = pages.next().await? {
             total += page.len() as u64;
         }
     }
     Ok(total)
 }
 
-/// Handles the streams of `aggregate` from version `from`; the count handled, and the error
-/// it stopped on if it did.
-async fn catch_up_aggregate(
+/// What catching up one aggregate did.
+struct AggregateCaughtUp<'a> {
+    aggregate: &'a AggregateId,
+    /// Streams the consumer handled.
+    handled: u64,
+    /// The failure it stopped on, if it did.
+    stopped_on: Option<ConsumerError>,
+}
+
+/// Handles the streams of `aggregate` from version `from`, in order, stopping at the first
+/// failure.
+async fn catch_up_aggregate<'a>(
     dispatcher: &EventDispatcher,
     consumer: &super::NamedConsumer,
     store: &dyn EventStore,
-    aggregate: &AggregateId,
+    aggregate: &'a AggregateId,
     from: u64,
-) -> Result<Result<u64, (u64, ConsumerError)>, CatchUpError> {
-    let mut handled = 0;
+) -> Result<AggregateCaughtUp<'a>, CatchUpError> {
+    let mut done = AggregateCaughtUp {
+        aggregate,
+        handled: 0,
+        stopped_on: None,
+    };
     for stream in store.load(aggregate, from, u64::MAX).await? {
         if let Err(error) = dispatcher.run_consumer(consumer, &stream).await {
-            return Ok(Err((handled, error)));
+            done.stopped_on = Some(error);
+            break;
         }
-        handled += 1;
+        done.handled += 1;
     }
-    Ok(Ok(handled))
+    Ok(done)
 }

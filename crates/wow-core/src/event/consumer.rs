@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 
+use crate::command::CommandResultError;
 use crate::{DomainEventStream, ErrorCode};
 
 /// A consumer's failure: reported on its own stage (SPEC ST-5), never undoing history.
@@ -26,6 +27,14 @@ impl ConsumerError {
     /// An unexpected failure (`InternalServerError`).
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InternalServerError, message)
+    }
+}
+
+impl From<CommandResultError> for ConsumerError {
+    /// A command a saga sent failed (or its wait expired): the saga fails with the command's
+    /// code and the whole story in the message.
+    fn from(error: CommandResultError) -> Self {
+        Self::new(error.error_code().clone(), error.to_string())
     }
 }
 
