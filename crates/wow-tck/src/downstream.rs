@@ -72,26 +72,29 @@ const SPEC: RetrySpec = RetrySpec {
     max_backoff_ms: 60_000,
 };
 
+/// The position of `consumer` on `aggregate`, if it has one.
+async fn position(
+    positions: &dyn ConsumerPositions,
+    consumer: &str,
+    aggregate: &AggregateId,
+) -> Option<u64> {
+    positions
+        .positions(consumer, std::slice::from_ref(aggregate))
+        .await
+        .unwrap()
+        .get(&aggregate.id)
+        .copied()
+}
+
 /// Positions start absent, move only to the next version (never past a gap, never back),
 /// and are kept per consumer and aggregate.
 pub async fn positions_move_only_to_the_next_version(stores: Store) {
-    let positions = stores.positions;
+    let positions = stores.positions.as_ref();
     let (a, b) = (account("a"), account("b"));
-    let at = |found: std::collections::HashMap<String, u64>, id: &str| found.get(id).copied();
-    assert!(positions
-        .positions("view", std::slice::from_ref(&a))
-        .await
-        .unwrap()
-        .is_empty());
+    assert_eq!(position(positions, "view", &a).await, None);
     positions.advance("view", &a, 2).await.unwrap();
     assert_eq!(
-        at(
-            positions
-                .positions("view", std::slice::from_ref(&a))
-                .await
-                .unwrap(),
-            "a"
-        ),
+        position(positions, "view", &a).await,
         None,
         "version 2 without version 1 is a gap"
     );
@@ -107,38 +110,20 @@ pub async fn positions_move_only_to_the_next_version(stores: Store) {
         .await
         .unwrap();
     assert_eq!(
-        at(found.clone(), "a"),
-        Some(2),
+        found.get("a"),
+        Some(&2),
         "4 waits for 3; 1 does not move it back"
     );
-    assert_eq!(at(found.clone(), "b"), Some(1));
-    assert_eq!(at(found, "c"), None);
+    assert_eq!(found.get("b"), Some(&1));
+    assert_eq!(found.get("c"), None);
     positions.advance("view", &a, 3).await.unwrap();
-    assert_eq!(
-        at(
-            positions
-                .positions("view", std::slice::from_ref(&a))
-                .await
-                .unwrap(),
-            "a"
-        ),
-        Some(3)
-    );
-    assert_eq!(
-        at(
-            positions
-                .positions("other", std::slice::from_ref(&a))
-                .await
-                .unwrap(),
-            "a"
-        ),
-        Some(9)
-    );
+    assert_eq!(position(positions, "view", &a).await, Some(3));
+    assert_eq!(position(positions, "other", &a).await, Some(9));
 }
 
 /// A reset forgets one consumer's positions and keeps the others'.
 pub async fn reset_forgets_one_consumer(stores: Store) {
-    let positions = stores.positions;
+    let positions = stores.positions.as_ref();
     let a = account("a");
     for version in 1..=4 {
         positions.advance("view", &a, version).await.unwrap();
@@ -147,19 +132,8 @@ pub async fn reset_forgets_one_consumer(stores: Store) {
         positions.advance("other", &a, version).await.unwrap();
     }
     positions.reset("view").await.unwrap();
-    assert!(positions
-        .positions("view", std::slice::from_ref(&a))
-        .await
-        .unwrap()
-        .is_empty());
-    assert_eq!(
-        positions
-            .positions("other", std::slice::from_ref(&a))
-            .await
-            .unwrap()
-            .get("a"),
-        Some(&7)
-    );
+    assert_eq!(position(positions, "view", &a).await, None);
+    assert_eq!(position(positions, "other", &a).await, Some(7));
 }
 
 /// An effect is started, counted on every unfinished restart, and once done stays done.
