@@ -94,6 +94,23 @@ async fn wait_for(
     }
 }
 
+/// An event store holding the streams of `commands`, written by a pipeline without
+/// consumers (history made before a consumer existed).
+async fn history(
+    commands: Vec<wow_core::command::JsonCommand>,
+) -> Arc<dyn wow_core::eventsourcing::EventStore> {
+    let store = memory_store();
+    let writer = LocalPipeline::builder(registry(), store.clone()).build();
+    for command in commands {
+        writer
+            .gateway
+            .send_and_wait(command, WaitPlan::processed())
+            .await
+            .unwrap();
+    }
+    store
+}
+
 const SPEC: RetrySpec = RetrySpec {
     max_attempts: 4,
     initial_backoff_ms: 1_000,
@@ -342,6 +359,11 @@ async fn a_retried_saga_resends_under_the_same_request_id_and_moves_money_once()
     let withdraw = command(&checking, AccountCommand::Withdraw(Amount { amount: 30 }));
     let handled = wait_for(&pipeline, withdraw, CommandStage::SagaHandled).await;
     assert_eq!(handled.error_code, ErrorCode::InternalServerError);
+    let sent = handled.result["commands"].as_array().unwrap();
+    assert_eq!(sent.len(), 1, "a failed saga still reports what it sent");
+    assert_eq!(sent[0]["command"], "deposit");
+    assert_eq!(sent[0]["aggregateId"], savings.id.as_str());
+    assert!(sent[0]["requestId"].as_str().unwrap().ends_with("/0"));
     let record = failures
         .list(&FailureQuery::default())
         .await
@@ -365,25 +387,13 @@ async fn a_retried_saga_resends_under_the_same_request_id_and_moves_money_once()
 
 #[tokio::test]
 async fn a_consumer_added_later_catches_up_and_resumes_from_its_position() {
-    let store = memory_store();
     let accounts: Vec<_> = (0..3).map(|_| account_id()).collect();
-    {
-        let first = LocalPipeline::builder(registry(), store.clone()).build();
-        for (n, id) in accounts.iter().enumerate() {
-            first
-                .gateway
-                .send_and_wait(open(id, 0), WaitPlan::processed())
-                .await
-                .unwrap();
-            for amount in 0..=n as u64 {
-                first
-                    .gateway
-                    .send_and_wait(deposit(id, amount + 1), WaitPlan::processed())
-                    .await
-                    .unwrap();
-            }
-        }
+    let mut commands = Vec::new();
+    for (n, id) in accounts.iter().enumerate() {
+        commands.push(open(id, 0));
+        commands.extend((0..=n as u64).map(|amount| deposit(id, amount + 1)));
     }
+    let store = history(commands).await;
     let total_streams = 3 + 1 + 2 + 3;
     let positions = Arc::new(InMemoryConsumerPositions::new());
     let late = Flaky::new("late", 0);
@@ -435,18 +445,8 @@ async fn a_consumer_added_later_catches_up_and_resumes_from_its_position() {
 
 #[tokio::test]
 async fn catch_up_stops_an_aggregate_at_its_failing_stream_and_records_it() {
-    let store = memory_store();
     let id = account_id();
-    {
-        let first = LocalPipeline::builder(registry(), store.clone()).build();
-        for command in [open(&id, 0), deposit(&id, 1), deposit(&id, 2)] {
-            first
-                .gateway
-                .send_and_wait(command, WaitPlan::processed())
-                .await
-                .unwrap();
-        }
-    }
+    let store = history(vec![open(&id, 0), deposit(&id, 1), deposit(&id, 2)]).await;
     let failures = Arc::new(InMemoryCompensationStore::new());
     let flaky = Flaky::new("late", 0);
     flaky.failing.store(true, Ordering::SeqCst);
@@ -542,18 +542,8 @@ async fn an_external_effect_cut_off_after_it_started_resumes_with_the_same_key()
 
 #[tokio::test]
 async fn catch_up_delivers_a_stream_that_was_never_published_before_a_later_one() {
-    let store = memory_store();
     let id = account_id();
-    {
-        let first = LocalPipeline::builder(registry(), store.clone()).build();
-        for command in [open(&id, 0), deposit(&id, 1), deposit(&id, 2)] {
-            first
-                .gateway
-                .send_and_wait(command, WaitPlan::processed())
-                .await
-                .unwrap();
-        }
-    }
+    let store = history(vec![open(&id, 0), deposit(&id, 1), deposit(&id, 2)]).await;
     let late = Flaky::new("late", 0);
     let positions = Arc::new(InMemoryConsumerPositions::new());
     let pipeline = LocalPipeline::builder(registry(), store.clone())

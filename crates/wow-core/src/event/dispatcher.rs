@@ -151,13 +151,17 @@ impl EventDispatcher {
     /// Runs every consumer on `stream` and signals each stage.
     pub async fn dispatch(&self, stream: &DomainEventStream) {
         let snapshot = match &self.snapshotter {
-            Some(snapshotter) => snapshotter
-                .handle(stream)
-                .await
-                .map(|saved| json!({"saved": saved})),
-            None => Ok(json!({"saved": false})),
+            Some(snapshotter) => snapshotter.handle(stream).await,
+            None => Ok(false),
         };
-        self.signal(stream, CommandStage::Snapshot, None, snapshot);
+        let saved = json!({"saved": snapshot.as_ref().is_ok_and(|saved| *saved)});
+        self.signal(
+            stream,
+            CommandStage::Snapshot,
+            None,
+            snapshot.map(|_| ()),
+            saved,
+        );
         self.run_stage(stream, CommandStage::Projected, &self.projections)
             .await;
         self.run_stage(stream, CommandStage::EventHandled, &self.processors)
@@ -178,18 +182,14 @@ impl EventDispatcher {
             if let Err(error) = &outcome {
                 first_failure.get_or_insert_with(|| error.clone());
             }
-            self.signal(
-                stream,
-                stage,
-                Some(consumer.name()),
-                outcome.map(|()| Value::Null),
-            );
+            self.signal(stream, stage, Some(consumer.name()), outcome, Value::Null);
         }
         self.signal(
             stream,
             stage,
             None,
-            first_failure.map_or(Ok(Value::Null), Err),
+            first_failure.map_or(Ok(()), Err),
+            Value::Null,
         );
     }
 
@@ -197,29 +197,30 @@ impl EventDispatcher {
         let mut first_failure = None;
         let mut all_sent = Vec::new();
         for saga in &self.sagas {
-            let outcome = self.run_saga(saga.as_ref(), stream).await;
-            self.settle(
-                saga.name(),
-                CommandStage::SagaHandled,
-                stream,
-                &outcome.as_ref().map(|_| ()).map_err(Clone::clone),
-            )
-            .await;
-            match &outcome {
-                Ok(sent) => all_sent.extend(sent.iter().cloned()),
-                Err(error) => {
-                    first_failure.get_or_insert_with(|| error.clone());
-                }
+            let (sent, outcome) = self.run_saga(saga.as_ref(), stream).await;
+            self.settle(saga.name(), CommandStage::SagaHandled, stream, &outcome)
+                .await;
+            if let Err(error) = &outcome {
+                first_failure.get_or_insert_with(|| error.clone());
             }
+            all_sent.extend(sent.iter().cloned());
+            // A failed saga reports what it sent too: those commands' ids are how a caller
+            // finds out what the saga did before it failed (SPEC ID-4).
             self.signal(
                 stream,
                 CommandStage::SagaHandled,
                 Some(saga.name()),
-                outcome.map(|sent| json!({"commands": sent})),
+                outcome,
+                json!({"commands": sent}),
             );
         }
-        let stage = first_failure.map_or(Ok(json!({"commands": all_sent})), Err);
-        self.signal(stream, CommandStage::SagaHandled, None, stage);
+        self.signal(
+            stream,
+            CommandStage::SagaHandled,
+            None,
+            first_failure.map_or(Ok(()), Err),
+            json!({"commands": all_sent}),
+        );
     }
 
     /// Records the outcome of `consumer` on `stream`: a success moves its position, a failure
@@ -305,10 +306,9 @@ impl EventDispatcher {
             NamedConsumer::Projection(c) | NamedConsumer::Processor(c) => {
                 (c.name(), c.handle(stream).await)
             }
-            NamedConsumer::Saga(saga) => (
-                saga.name(),
-                self.run_saga(saga.as_ref(), stream).await.map(|_| ()),
-            ),
+            NamedConsumer::Saga(saga) => {
+                (saga.name(), self.run_saga(saga.as_ref(), stream).await.1)
+            }
         };
         self.settle(name, consumer.stage(), stream, &outcome).await;
         outcome
@@ -361,25 +361,27 @@ impl EventDispatcher {
         &self.clock
     }
 
+    /// Runs `saga` on every event of `stream`, stopping at the first failure; the commands
+    /// it sent (up to and including the failing one) and the outcome.
     async fn run_saga(
         &self,
         saga: &dyn Saga,
         stream: &DomainEventStream,
-    ) -> Result<Vec<Value>, ConsumerError> {
+    ) -> (Vec<Value>, Result<(), ConsumerError>) {
         let Some(gateway) = self.gateway.get() else {
-            return Err(ConsumerError::new(
-                ErrorCode::IllegalState,
-                "no gateway for sagas",
-            ));
+            let error = ConsumerError::new(ErrorCode::IllegalState, "no gateway for sagas");
+            return (Vec::new(), Err(error));
         };
         let mut sent = Vec::new();
         for event in &stream.body {
             let ctx = SagaContext::new(gateway, &event.id);
             let outcome = saga.on_event(event, stream, &ctx).await;
             sent.extend(ctx.into_sent());
-            outcome?;
+            if outcome.is_err() {
+                return (sent, outcome);
+            }
         }
-        Ok(sent)
+        (sent, Ok(()))
     }
 
     fn signal(
@@ -387,14 +389,15 @@ impl EventDispatcher {
         stream: &DomainEventStream,
         stage: CommandStage,
         function: Option<&str>,
-        outcome: Result<Value, ConsumerError>,
+        outcome: Result<(), ConsumerError>,
+        detail: Value,
     ) {
         if !signal_wanted(&stream.header, stage) {
             return;
         }
-        let (code, message, detail) = match outcome {
-            Ok(detail) => (ErrorCode::Ok, String::new(), detail),
-            Err(error) => (error.code, error.message, Value::Null),
+        let (code, message) = match outcome {
+            Ok(()) => (ErrorCode::Ok, String::new()),
+            Err(error) => (error.code, error.message),
         };
         let mut result = CommandResult::for_ids(
             &stream.aggregate_id,
