@@ -683,3 +683,39 @@ async fn a_failure_the_store_could_not_take_is_recorded_when_it_is_back() {
     assert_eq!(flaky.applied().len(), 1);
     assert_eq!(pipeline.dispatcher.record_pending_failures().await, 0);
 }
+
+#[tokio::test]
+async fn a_record_whose_stream_is_not_in_history_is_left_for_a_person() {
+    let clock = Arc::new(ManualClock::at(0));
+    let failures = Arc::new(InMemoryCompensationStore::new());
+    let flaky = Flaky::new("flaky", 0);
+    let id = account_id();
+    let pipeline = pipeline_with(
+        history(vec![open(&id, 1)]).await,
+        std::slice::from_ref(&flaky),
+        failures.clone(),
+        clock.clone(),
+    );
+    let stream = pipeline.store().last(&id).await.unwrap().unwrap();
+    let mut failure = wow_core::compensation::FailedExecution::of(
+        "flaky",
+        CommandStage::Projected,
+        &stream,
+        ConsumerError::internal("down"),
+    );
+    failure.stream_id = "a-stream-history-never-had".to_owned();
+    let record = failures.record_failure(&failure, &SPEC, 0).await.unwrap();
+
+    let scheduler = pipeline.compensation().unwrap();
+    match scheduler.retry(&record.id).await {
+        Err(wow_core::compensation::CompensationError::StreamMissing { aggregate, version }) => {
+            assert_eq!((aggregate, version), (id.to_string(), 1));
+        }
+        other => panic!("expected StreamMissing, got {other:?}"),
+    }
+    clock.advance(60_000);
+    let pass = scheduler.run_due(10).await.unwrap();
+    assert_eq!(pass.retried, 0, "a pass goes on past it");
+    assert_eq!(failures.get(&record.id).await.unwrap(), Some(record));
+    assert!(flaky.applied().is_empty(), "the consumer never ran");
+}
