@@ -70,6 +70,31 @@ enum Answer {
 }
 
 impl Client {
+    /// What history says of `intent` (SPEC TO-1): the version that holds its request id, or
+    /// `None` when it is not there. A hit is noted in the trace.
+    async fn look_up(
+        &self,
+        intent: &Intent,
+        context: &str,
+    ) -> Result<Option<u64>, wow_core::eventsourcing::EventStoreError> {
+        let found = self
+            .store
+            .find_request(&intent.aggregate, &intent.request_id)
+            .await?;
+        if let Some(record) = &found {
+            let context = if context.is_empty() {
+                String::new()
+            } else {
+                format!(" {context}")
+            };
+            self.chaos.note(format!(
+                "{} look-up{context}: appended at v{}",
+                intent.label, record.version
+            ));
+        }
+        Ok(found.map(|record| record.version))
+    }
+
     /// Runs `intents` one after the other and records each.
     pub(crate) async fn run(self, intents: Vec<Intent>) -> Vec<IntentRecord> {
         let mut records = Vec::with_capacity(intents.len());
@@ -187,22 +212,18 @@ impl Client {
                 // A rejection of a resend answers for that message only: an earlier one may
                 // have been applied. Confirm it in history (SPEC TO-2).
                 Answer::Final(Verdict::Rejected { code, stage }) if sends > 1 => {
-                    match self
-                        .store
-                        .find_request(&intent.aggregate, &intent.request_id)
-                        .await
-                    {
-                        Ok(Some(record)) => {
-                            self.chaos.note(format!(
-                                "{} look-up after rejection: appended at v{}",
-                                intent.label, record.version
-                            ));
+                    match self.look_up(&intent, "after rejection").await {
+                        Ok(Some(version)) => {
                             break 'intent Verdict::Applied {
-                                version: Some(record.version),
+                                version: Some(version),
                                 how: format!("look-up after {code} on a resend"),
                             };
                         }
-                        Ok(None) | Err(_) => break 'intent Verdict::Rejected { code, stage },
+                        Ok(None) => break 'intent Verdict::Rejected { code, stage },
+                        // History cannot say: unknown, like any other unanswered send.
+                        Err(error) => {
+                            format!("{code} on a resend, and the look-up failed: {error}")
+                        }
                     }
                 }
                 Answer::Final(verdict) => break 'intent verdict,
@@ -212,18 +233,10 @@ impl Client {
             let mut lookups = 0;
             loop {
                 lookups += 1;
-                match self
-                    .store
-                    .find_request(&intent.aggregate, &intent.request_id)
-                    .await
-                {
-                    Ok(Some(record)) => {
-                        self.chaos.note(format!(
-                            "{} look-up: appended at v{}",
-                            intent.label, record.version
-                        ));
+                match self.look_up(&intent, "").await {
+                    Ok(Some(version)) => {
                         break 'intent Verdict::Applied {
-                            version: Some(record.version),
+                            version: Some(version),
                             how: "look-up".to_owned(),
                         };
                     }
