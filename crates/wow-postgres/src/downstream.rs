@@ -14,23 +14,12 @@ use wow_core::compensation::{
 use wow_core::event::{ConsumerPositions, ConsumerStoreError, EffectJournal, EffectState};
 use wow_core::{AggregateId, CommandStage, ErrorCode};
 
-use crate::error::is_unavailable;
+use crate::error::consumer_store_error as db_error;
+use crate::store::clamp;
 use crate::PostgresStore;
-
-fn db_error(error: tokio_postgres::Error) -> ConsumerStoreError {
-    if is_unavailable(&error) {
-        ConsumerStoreError::Unavailable(Box::new(error))
-    } else {
-        ConsumerStoreError::Internal(Box::new(error))
-    }
-}
 
 fn internal(error: impl Into<wow_core::eventsourcing::BoxError>) -> ConsumerStoreError {
     ConsumerStoreError::Internal(error.into())
-}
-
-fn clamp(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 impl PostgresStore {

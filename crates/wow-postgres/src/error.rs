@@ -1,6 +1,7 @@
 //! Why a store could not be opened, and how PostgreSQL's errors map to the portable ones.
 
 use tokio_postgres::error::SqlState;
+use wow_core::event::ConsumerStoreError;
 use wow_core::eventsourcing::{EventStoreError, SnapshotStoreError};
 
 /// Why [`PostgresStore::open`](crate::PostgresStore::open) failed.
@@ -73,6 +74,14 @@ pub(crate) fn store_error(error: tokio_postgres::Error) -> EventStoreError {
         EventStoreError::Unavailable(Box::new(error))
     } else {
         EventStoreError::Internal(Box::new(error))
+    }
+}
+
+pub(crate) fn consumer_store_error(error: tokio_postgres::Error) -> ConsumerStoreError {
+    if is_unavailable(&error) {
+        ConsumerStoreError::Unavailable(Box::new(error))
+    } else {
+        ConsumerStoreError::Internal(Box::new(error))
     }
 }
 

@@ -16,14 +16,11 @@ use wow_core::event::{
 use wow_core::eventsourcing::BoxError;
 use wow_core::{AggregateId, CommandStage, ErrorCode};
 
+use crate::store::clamp;
 use crate::SqliteStore;
 
 fn internal(error: impl Into<BoxError>) -> ConsumerStoreError {
     ConsumerStoreError::Internal(error.into())
-}
-
-fn clamp(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 impl SqliteStore {

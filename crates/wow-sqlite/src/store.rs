@@ -31,7 +31,8 @@ pub struct SqliteStore {
     options: Arc<SqliteOptions>,
 }
 
-fn clamp(value: u64) -> i64 {
+/// `value` as a database integer, saturating.
+pub(crate) fn clamp(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
