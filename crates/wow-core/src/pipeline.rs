@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::aggregate::AggregateRegistry;
-use crate::command::{CommandGateway, DefaultCommandHandler, InMemoryCommandBus, WaitCoordinator};
+use crate::command::{
+    CommandGateway, DefaultCommandHandler, InFlightRequests, InMemoryCommandBus, WaitCoordinator,
+};
 use crate::compensation::{CompensationError, CompensationScheduler, CompensationStore, RetrySpec};
 use crate::event::{
     catch_up, CatchUpError, CatchUpProgress, ConsumerPositions, EventConsumer, EventDispatcher,
@@ -138,7 +140,9 @@ impl LocalPipelineBuilder {
             dispatcher.clone(),
         ));
         let command_bus = Arc::new(InMemoryCommandBus::new(self.partitions, 1024));
+        let in_flight = Arc::new(InFlightRequests::new());
         let gateway = CommandGateway::builder(self.registry.clone(), command_bus.clone())
+            .in_flight(in_flight.clone())
             .request_id_checker(store_checker(&self.idempotency, &self.store, &metrics))
             .wait_coordinator(waits.clone())
             .send_timeout(self.send_timeout)
@@ -156,6 +160,7 @@ impl LocalPipelineBuilder {
             store: self.store,
             snapshots: self.snapshots.map(|(store, _)| store),
             idempotency: self.idempotency,
+            in_flight,
         };
         pipeline.restart_node();
         pipeline
@@ -199,6 +204,7 @@ pub struct LocalPipeline {
     store: Arc<dyn EventStore>,
     snapshots: Option<Arc<dyn SnapshotStore>>,
     idempotency: IdempotencyConfig,
+    in_flight: Arc<InFlightRequests>,
 }
 
 impl LocalPipeline {
@@ -234,6 +240,7 @@ impl LocalPipeline {
             self.waits.clone(),
         )
         .request_id_checker(store_checker(&self.idempotency, &self.store, &self.metrics))
+        .in_flight(self.in_flight.clone())
         .metrics(self.metrics.clone());
         if let Some(snapshots) = &self.snapshots {
             node = node.snapshot_store(snapshots.clone());
@@ -241,6 +248,21 @@ impl LocalPipeline {
         let node = Arc::new(node.build());
         self.command_bus.subscribe(node.clone());
         node
+    }
+
+    /// What happened to `request_id` of `aggregate_id` (SPEC TO-1).
+    pub async fn look_up_request(
+        &self,
+        aggregate_id: &crate::AggregateId,
+        request_id: &str,
+    ) -> crate::command::RequestOutcome {
+        crate::command::look_up_request(
+            &self.gateway,
+            self.store.as_ref(),
+            aggregate_id,
+            request_id,
+        )
+        .await
     }
 
     /// The event store.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::CommandResult;
-use crate::eventsourcing::RequestRecord;
+use crate::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::{CommandMessage, CommandStage, ErrorCode};
 
 /// Why `send_and_wait` did not return a successful result. Both variants hold the complete
@@ -47,6 +47,56 @@ impl CommandResultError {
 
 /// The `result` key naming the command id of the stream a duplicate collided with.
 pub const ORIGINAL_COMMAND_ID: &str = "originalCommandId";
+
+/// The `result` key set to `true` on a result that replays a recorded decision rather than
+/// deciding anew (SPEC ID-6); over HTTP it is the header `Wow-Replayed: true`.
+pub const REPLAYED: &str = "replayed";
+
+/// The answer to a command whose request id already holds `decision` (SPEC ID-6): for an
+/// appended stream, [`duplicate_result`]; for a recorded rejection, the original code and
+/// message with its command id and [`REPLAYED`]. `RequestIdReused` wins when the original
+/// was a different command or body (SPEC ID-5).
+pub fn decided_result<B>(
+    command: &CommandMessage<B>,
+    stage: CommandStage,
+    fingerprint: &str,
+    decision: &RequestDecision,
+) -> CommandResult {
+    match decision {
+        RequestDecision::Appended(record) => duplicate_result(command, stage, fingerprint, record),
+        RequestDecision::Rejected(record) => rejection_result(command, stage, fingerprint, record),
+    }
+}
+
+fn rejection_result<B>(
+    command: &CommandMessage<B>,
+    stage: CommandStage,
+    fingerprint: &str,
+    record: &RejectionRecord,
+) -> CommandResult {
+    if !record.fingerprint.is_empty() && record.fingerprint != fingerprint {
+        return CommandResult::failure(
+            command,
+            stage,
+            ErrorCode::RequestIdReused,
+            format!(
+                "request id `{}` was used for a different command or body, rejected with {}",
+                command.request_id, record.error_code
+            ),
+        )
+        .with_version(record.version)
+        .with_result(ORIGINAL_COMMAND_ID, record.command_id.clone());
+    }
+    CommandResult::failure(
+        command,
+        stage,
+        record.error_code.clone(),
+        record.error_msg.clone(),
+    )
+    .with_version(record.version)
+    .with_result(ORIGINAL_COMMAND_ID, record.command_id.clone())
+    .with_result(REPLAYED, true)
+}
 
 /// The result for a command whose request id `record` already holds: `DuplicateRequestId`
 /// with the original stream's version and command id, or `RequestIdReused` when the original

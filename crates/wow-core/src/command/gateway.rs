@@ -6,10 +6,10 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
-use super::error::duplicate_result;
+use super::error::decided_result;
 use super::{
-    CommandBus, CommandKind, CommandResult, CommandResultError, CommandStage, JsonCommand,
-    WaitCoordinator, WaitHandle, WaitPlan, PROTOCOL_HEADER, PROTOCOL_VERSION, WAIT_STAGE_HEADER,
+    CommandBus, CommandKind, CommandResult, CommandResultError, CommandStage, InFlightRequests,
+    JsonCommand, WaitCoordinator, WaitHandle, WaitPlan, PROTOCOL_HEADER, PROTOCOL_VERSION, WAIT_STAGE_HEADER,
 };
 use crate::aggregate::AggregateRegistry;
 use crate::idempotency::{
@@ -46,6 +46,7 @@ struct Inner {
     waits: Arc<WaitCoordinator>,
     send_timeout: Duration,
     metrics: Arc<PipelineMetrics>,
+    in_flight: Option<Arc<InFlightRequests>>,
 }
 
 /// Builds a [`CommandGateway`].
@@ -58,6 +59,7 @@ pub struct CommandGatewayBuilder {
     idempotency: IdempotencyConfig,
     send_timeout: Duration,
     metrics: Arc<PipelineMetrics>,
+    in_flight: Option<Arc<InFlightRequests>>,
 }
 
 impl CommandGatewayBuilder {
@@ -93,6 +95,14 @@ impl CommandGatewayBuilder {
         self
     }
 
+    /// Enters every command's request in `in_flight` before it is sent (SPEC TO-1). Share
+    /// it with the processing node behind this gateway, which leaves it once decided; a
+    /// gateway without a node in its process must not be given one. Default: none.
+    pub fn in_flight(mut self, in_flight: Arc<InFlightRequests>) -> Self {
+        self.in_flight = Some(in_flight);
+        self
+    }
+
     /// The gateway.
     pub fn build(self) -> CommandGateway {
         let metrics = self.metrics;
@@ -113,6 +123,7 @@ impl CommandGatewayBuilder {
                 waits: self.waits.unwrap_or_default(),
                 send_timeout: self.send_timeout,
                 metrics,
+                in_flight: self.in_flight,
             }),
         }
     }
@@ -129,6 +140,7 @@ impl CommandGateway {
             idempotency: IdempotencyConfig::default(),
             send_timeout: DEFAULT_SEND_TIMEOUT,
             metrics: Arc::new(PipelineMetrics::default()),
+            in_flight: None,
         }
     }
 
@@ -140,6 +152,15 @@ impl CommandGateway {
     /// The aggregates this gateway accepts commands for.
     pub fn registry(&self) -> &AggregateRegistry {
         &self.inner.registry
+    }
+
+    /// Whether `request_id` of `aggregate_id` was sent by this gateway and not yet decided
+    /// by the node behind it (always `false` without an in-flight registry).
+    pub fn is_in_flight(&self, aggregate_id: &crate::AggregateId, request_id: &str) -> bool {
+        self.inner
+            .in_flight
+            .as_ref()
+            .is_some_and(|in_flight| in_flight.contains(aggregate_id, request_id))
     }
 
     /// The counters this gateway updates.
@@ -319,14 +340,33 @@ impl CommandGateway {
             .insert(PROTOCOL_HEADER.to_owned(), PROTOCOL_VERSION.to_string());
         let aggregate_id = command.aggregate_id.clone();
         let request_id = command.request_id.clone();
-        if let RequestIdCheck::Duplicate(record) =
-            self.inner.checker.check(&aggregate_id, &request_id).await
-        {
-            let fingerprint = command.json_fingerprint();
-            return Err(
-                duplicate_result(&command, CommandStage::Sent, &fingerprint, &record)
-                    .with_result(SENT, false),
-            );
+        match self.inner.checker.check(&aggregate_id, &request_id).await {
+            RequestIdCheck::Decided(decision) => {
+                let fingerprint = command.json_fingerprint();
+                return Err(
+                    decided_result(&command, CommandStage::Sent, &fingerprint, &decision)
+                        .with_result(SENT, false),
+                );
+            }
+            // A void command leaves nothing in history: within its filter's window a gateway
+            // backed by history drops the resend (SPEC RQ-12); past it, it is at-least-once.
+            RequestIdCheck::MaybeSeen if command.kind == CommandKind::Void => {
+                let message = format!(
+                    "void command `{}` with request id `{request_id}` was sent before",
+                    command.name
+                );
+                return Err(CommandResult::failure(
+                    &command,
+                    CommandStage::Sent,
+                    ErrorCode::DuplicateRequestId,
+                    message,
+                )
+                .with_result(SENT, false));
+            }
+            RequestIdCheck::MaybeSeen | RequestIdCheck::Fresh => {}
+        }
+        if let Some(in_flight) = &self.inner.in_flight {
+            in_flight.enter(&aggregate_id, &request_id);
         }
         let mut handle = self.inner.waits.register(&command.id, plan);
         let sent = CommandResult::success(&command, CommandStage::Sent).with_result(SENT, true);
@@ -352,6 +392,9 @@ impl CommandGateway {
         };
         if let Some(failure) = failed_to_send {
             self.inner.checker.release(&aggregate_id, &request_id);
+            if let Some(in_flight) = &self.inner.in_flight {
+                in_flight.leave(&aggregate_id, &request_id);
+            }
             return Err(failure);
         }
         handle.push(sent.clone());

@@ -7,9 +7,11 @@ mod bus;
 mod error;
 mod fingerprint;
 mod gateway;
+mod in_flight;
 mod kind;
 mod message;
 mod node;
+mod outcome;
 mod result;
 mod stage;
 mod wait;
@@ -17,12 +19,16 @@ mod wait;
 pub use binding_error::BindingError;
 pub use body::{BodyDecodeError, CommandBody, CommandInfo, EventBody};
 pub use bus::{CommandBus, CommandBusError, CommandHandler, InMemoryCommandBus, JsonCommand};
-pub use error::{duplicate_result, CommandResultError, ORIGINAL_COMMAND_ID};
+pub use error::{
+    decided_result, duplicate_result, CommandResultError, ORIGINAL_COMMAND_ID, REPLAYED,
+};
 pub use fingerprint::request_fingerprint;
 pub use gateway::{CommandGateway, CommandGatewayBuilder, DEFAULT_SEND_TIMEOUT, SENT, TIMEOUT_MS};
+pub use in_flight::InFlightRequests;
 pub use kind::CommandKind;
 pub use message::CommandMessage;
 pub use node::{DefaultCommandHandler, DefaultCommandHandlerBuilder, DEFAULT_CONFLICT_RETRIES};
+pub use outcome::{look_up_request, RequestOutcome};
 pub use result::CommandResult;
 pub use stage::{CommandStage, UnknownStage};
 pub use wait::{

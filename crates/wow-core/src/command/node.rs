@@ -5,16 +5,17 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::error::duplicate_result;
+use super::error::decided_result;
 use super::wait::{signal_wanted, PROTOCOL_HEADER, PROTOCOL_VERSION, RECORDED};
-use super::{CommandHandler, CommandKind, CommandResult, CommandStage, JsonCommand, WaitNotifier};
+use super::{CommandHandler, CommandResult, CommandStage, InFlightRequests, JsonCommand, WaitNotifier};
 use crate::aggregate::{
     check_command, AggregateError, AggregateRegistry, AggregateRuntime, AggregateState,
     CommandContext,
 };
 use crate::event::DomainEventBus;
 use crate::eventsourcing::{
-    load_aggregate, AggregateCache, EventStore, EventStoreError, LoadError, SnapshotStore,
+    is_recorded_rejection, load_aggregate, AggregateCache, EventStore, EventStoreError,
+    LoadError, RejectionRecord, SnapshotStore,
 };
 use crate::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::idempotency::{RequestIdCheck, RequestIdChecker};
@@ -47,6 +48,7 @@ pub struct DefaultCommandHandler {
     /// Whether `ids` also names the events (set by [`DefaultCommandHandlerBuilder::id_generator`]).
     ids_name_events: bool,
     conflict_retries: u32,
+    in_flight: Option<Arc<InFlightRequests>>,
 }
 
 /// Builds a [`DefaultCommandHandler`].
@@ -85,6 +87,13 @@ impl DefaultCommandHandlerBuilder {
     /// Counts into `metrics`.
     pub fn metrics(mut self, metrics: Arc<PipelineMetrics>) -> Self {
         self.inner.metrics = metrics;
+        self
+    }
+
+    /// Leaves each command's request in `in_flight` once it is decided: the registry the
+    /// gateway in front of this node entered it in (SPEC TO-1).
+    pub fn in_flight(mut self, in_flight: Arc<InFlightRequests>) -> Self {
+        self.inner.in_flight = Some(in_flight);
         self
     }
 
@@ -144,6 +153,7 @@ impl DefaultCommandHandler {
                 ids: Arc::new(UuidV7IdGenerator),
                 ids_name_events: false,
                 conflict_retries: DEFAULT_CONFLICT_RETRIES,
+                in_flight: None,
             },
         }
     }
@@ -199,8 +209,8 @@ impl DefaultCommandHandler {
             let check = checker
                 .check(&command.aggregate_id, &command.request_id)
                 .await;
-            if let RequestIdCheck::Duplicate(record) = check {
-                return duplicate_result(command, CommandStage::Processed, &fingerprint, &record);
+            if let RequestIdCheck::Decided(decision) = check {
+                return decided_result(command, CommandStage::Processed, &fingerprint, &decision);
             }
         }
         for _ in 0..=self.conflict_retries {
@@ -237,12 +247,13 @@ impl DefaultCommandHandler {
             ))
         };
         let aggregate_id = &command.aggregate_id;
-        let mut state = match self.load(runtime, aggregate_id).await {
-            Ok(state) => state,
+        let (mut state, cached) = match self.load(runtime, aggregate_id).await {
+            Ok(loaded) => loaded,
             Err(error) => return fail(error.error_code(), error.to_string()),
         };
         if state.exists() && !state.belongs_to(&aggregate_id.tenant_id) {
-            // Another tenant's aggregate: to this caller it does not exist.
+            // Another tenant's aggregate: to this caller it does not exist. Not recorded: the
+            // key is the other tenant's.
             self.cache.put(aggregate_id, state);
             return Attempt::from(CommandResult::failure(
                 command,
@@ -251,78 +262,48 @@ impl DefaultCommandHandler {
                 format!("aggregate {} does not exist", aggregate_id.id),
             ));
         }
-        if let Err(error) = check_command(
+        let now = self.clock.now_millis();
+        let decided = check_command(
             aggregate_id,
             &command.name,
             decoded.kind(),
             state.version(),
             command.aggregate_version,
-        ) {
-            let version = state.version();
-            self.cache.put(aggregate_id, state);
-            // The first attempt of this very request may be what moved the aggregate on: a
-            // replayed create or a resend that pinned the old version (SPEC ES-4).
-            if matches!(
-                error,
-                AggregateError::AlreadyExists(_) | AggregateError::ExpectedVersionConflict { .. }
-            ) {
-                match self
-                    .store
-                    .find_request(aggregate_id, &command.request_id)
-                    .await
-                {
-                    Ok(Some(record)) => {
-                        self.metrics.record_duplicate_by_store();
-                        return Attempt::from(duplicate_result(
-                            command,
-                            CommandStage::Processed,
-                            fingerprint,
-                            &record,
-                        ));
-                    }
-                    Ok(None) => {}
-                    // Unknown whether this very request made the conflict: saying
-                    // `DuplicateAggregateId` would reject an intent that may have been
-                    // applied (found by wow-sim, seed 6). The caller looks it up.
-                    Err(lookup) => {
-                        return fail(
-                            lookup.error_code(),
-                            format!(
-                                "{error}, and whether request id `{}` made it is unknown: {lookup}; look it up",
-                                command.request_id
-                            ),
-                        );
-                    }
+        )
+        .and_then(|()| {
+            self.metrics.record_handler_run();
+            runtime.handle(
+                &state,
+                decoded,
+                &CommandContext {
+                    aggregate_id,
+                    version: state.version(),
+                    command_id: &command.id,
+                    request_id: &command.request_id,
+                    now,
+                },
+            )
+        });
+        let mut events = match decided {
+            Ok(events) if !events.is_empty() => events,
+            // SPEC ID-7: a rejection or a result with no events is confirmed against
+            // history before it is answered.
+            outcome => {
+                if cached && self.history_moved_on(aggregate_id, state.version()).await {
+                    // Decided on a cached state that history has passed (another process
+                    // appended): decide again on fresh state.
+                    return Attempt::Retry;
                 }
-            }
-            return Attempt::from(aggregate_failure(command, &error).with_version(version));
-        }
-        let now = self.clock.now_millis();
-        let ctx = CommandContext {
-            aggregate_id,
-            version: state.version(),
-            command_id: &command.id,
-            request_id: &command.request_id,
-            now,
-        };
-        self.metrics.record_handler_run();
-        let mut events = match runtime.handle(&state, decoded, &ctx) {
-            Ok(events) => events,
-            Err(error) => {
-                let version = state.version();
-                self.cache.put(aggregate_id, state);
-                return Attempt::from(aggregate_failure(command, &error).with_version(version));
+                return match outcome {
+                    Ok(_) => self.nothing_recorded(command, fingerprint, state).await,
+                    Err(error) => {
+                        // A rejection never puts state back into the cache.
+                        self.reject(command, fingerprint, state.version(), &error, now)
+                            .await
+                    }
+                };
             }
         };
-        if events.is_empty() {
-            let version = state.version();
-            self.cache.put(aggregate_id, state);
-            return Attempt::from(
-                CommandResult::success(command, CommandStage::Processed)
-                    .with_version(version)
-                    .with_result(RECORDED, false),
-            );
-        }
         if self.ids_name_events {
             for event in &mut events {
                 event.id = self.ids.next_id();
@@ -342,27 +323,21 @@ impl DefaultCommandHandler {
         match self.store.append(&stream).await {
             Ok(()) => {}
             Err(EventStoreError::DuplicateRequestId(_)) => {
-                self.cache.evict(aggregate_id);
                 self.metrics.record_duplicate_by_append();
                 return Attempt::from(self.duplicate(command, fingerprint).await);
             }
+            // The decision used a state that history has passed (SPEC ES-3, ID-7): decide
+            // again on reloaded state; a pinned version or a create then meets its rule.
             Err(
                 EventStoreError::EventVersionConflict(_) | EventStoreError::DuplicateAggregateId(_),
-            ) if command.aggregate_version.is_none() && decoded.kind() != CommandKind::Create => {
-                self.cache.evict(aggregate_id);
-                return Attempt::Retry;
-            }
-            Err(error) => {
-                self.cache.evict(aggregate_id);
-                return fail(error.error_code(), error.to_string());
-            }
+            ) => return Attempt::Retry,
+            Err(error) => return fail(error.error_code(), error.to_string()),
         }
         let version = stream.version;
         match runtime.apply(&mut state, &stream) {
             Ok(()) => self.cache.put(aggregate_id, state),
             Err(error) => {
                 tracing::error!(%aggregate_id, %error, "appended stream does not apply; state evicted");
-                self.cache.evict(aggregate_id);
             }
         }
         let appended = CommandResult::success(command, CommandStage::Processed)
@@ -384,33 +359,153 @@ impl DefaultCommandHandler {
         }
     }
 
-    /// The original outcome of a request id the append found taken (SPEC ES-4).
+    /// Whether history holds streams after `version` of `aggregate_id`; a failed read counts
+    /// as "moved on", so the decision is made again on a fresh load.
+    async fn history_moved_on(&self, aggregate_id: &crate::AggregateId, version: u64) -> bool {
+        match self.store.load(aggregate_id, version + 1, u64::MAX).await {
+            Ok(newer) => !newer.is_empty(),
+            Err(error) => {
+                tracing::warn!(%aggregate_id, %error, "cannot confirm a cached state; reloading");
+                true
+            }
+        }
+    }
+
+    /// `Ok` with no events (SPEC RQ-13), unless history already holds a decision on this
+    /// request id (SPEC ID-7): then that decision is the answer.
+    async fn nothing_recorded(
+        &self,
+        command: &JsonCommand,
+        fingerprint: &str,
+        state: AggregateState,
+    ) -> Attempt {
+        let version = state.version();
+        self.cache.put(&command.aggregate_id, state);
+        match self
+            .store
+            .find_decision(&command.aggregate_id, &command.request_id)
+            .await
+        {
+            Ok(Some(decision)) => {
+                self.metrics.record_duplicate_by_store();
+                Attempt::from(decided_result(
+                    command,
+                    CommandStage::Processed,
+                    fingerprint,
+                    &decision,
+                ))
+            }
+            Ok(None) => Attempt::from(
+                CommandResult::success(command, CommandStage::Processed)
+                    .with_version(version)
+                    .with_result(RECORDED, false),
+            ),
+            Err(error) => Attempt::from(CommandResult::failure(
+                command,
+                CommandStage::Processed,
+                error.error_code(),
+                format!(
+                    "the command recorded nothing, and whether request id `{}` was decided before is unknown: {error}; look it up",
+                    command.request_id
+                ),
+            )),
+        }
+    }
+
+    /// Answers a rejection decided on a state at `version` (SPEC ID-6, ID-7): a final one is
+    /// recorded under the request id's key first, and when that key already holds a decision
+    /// (the intent was appended or rejected before) that decision is the answer. A rejection
+    /// that cannot be recorded is answered as unavailable, never as final.
+    async fn reject(
+        &self,
+        command: &JsonCommand,
+        fingerprint: &str,
+        version: u64,
+        error: &AggregateError,
+        now: i64,
+    ) -> Attempt {
+        let rejected = aggregate_failure(command, error).with_version(version);
+        let passed_pin = match error {
+            AggregateError::ExpectedVersionConflict {
+                expected, actual, ..
+            } => expected < actual,
+            _ => true,
+        };
+        if !is_recorded_rejection(&rejected.error_code) || !passed_pin {
+            return Attempt::from(rejected);
+        }
+        let record = RejectionRecord {
+            command_id: command.id.clone(),
+            fingerprint: fingerprint.to_owned(),
+            error_code: rejected.error_code.clone(),
+            error_msg: rejected.error_msg.clone(),
+            version,
+            create_time: now,
+        };
+        match self
+            .store
+            .record_rejection(&command.aggregate_id, &command.request_id, &record)
+            .await
+        {
+            Ok(()) => Attempt::from(rejected),
+            Err(EventStoreError::DuplicateRequestId(_)) => {
+                self.metrics.record_duplicate_by_store();
+                Attempt::from(self.duplicate(command, fingerprint).await)
+            }
+            Err(store) => Attempt::from(
+                CommandResult::failure(
+                    command,
+                    CommandStage::Processed,
+                    store.error_code(),
+                    format!(
+                        "rejected with {} ({}), but the decision could not be recorded: {store}; resend with the same request id",
+                        rejected.error_code, rejected.error_msg
+                    ),
+                )
+                .with_version(version),
+            ),
+        }
+    }
+
+    /// The original decision on a request id whose key was found taken (SPEC ES-4, ID-6).
     async fn duplicate(&self, command: &JsonCommand, fingerprint: &str) -> CommandResult {
         match self
             .store
-            .find_request(&command.aggregate_id, &command.request_id)
+            .find_decision(&command.aggregate_id, &command.request_id)
             .await
         {
-            Ok(Some(record)) => {
-                duplicate_result(command, CommandStage::Processed, fingerprint, &record)
+            Ok(Some(decision)) => {
+                decided_result(command, CommandStage::Processed, fingerprint, &decision)
             }
-            Ok(None) | Err(_) => CommandResult::failure(
+            Ok(None) => CommandResult::failure(
                 command,
                 CommandStage::Processed,
                 ErrorCode::DuplicateRequestId,
                 format!("request id `{}` was recorded before", command.request_id),
             ),
+            // Unknown which decision holds the key: saying `DuplicateRequestId` could hide a
+            // rejection, saying a rejection could hide an append (found by wow-sim, seed 6).
+            Err(error) => CommandResult::failure(
+                command,
+                CommandStage::Processed,
+                error.error_code(),
+                format!(
+                    "request id `{}` was decided before, and the decision cannot be read: {error}; look it up",
+                    command.request_id
+                ),
+            ),
         }
     }
 
-    /// The aggregate's state: cached, or rebuilt from its snapshot and later events.
+    /// The aggregate's state, and whether it came from the cache (else it was rebuilt from
+    /// its snapshot and later events just now).
     async fn load(
         &self,
         runtime: &dyn AggregateRuntime,
         aggregate_id: &crate::AggregateId,
-    ) -> Result<AggregateState, LoadError> {
+    ) -> Result<(AggregateState, bool), LoadError> {
         if let Some(state) = self.cache.take(aggregate_id) {
-            return Ok(state);
+            return Ok((state, true));
         }
         load_aggregate(
             runtime,
@@ -419,6 +514,7 @@ impl DefaultCommandHandler {
             aggregate_id,
         )
         .await
+        .map(|state| (state, false))
     }
 }
 
@@ -446,8 +542,12 @@ impl CommandHandler for DefaultCommandHandler {
                 body = %command.body,
                 "void command"
             );
-            return;
+        } else {
+            self.process(&command).await;
         }
-        self.process(&command).await;
+        // Decided (durably) or failed without a decision: either way no longer in flight.
+        if let Some(in_flight) = &self.in_flight {
+            in_flight.leave(&command.aggregate_id, &command.request_id);
+        }
     }
 }

@@ -40,9 +40,9 @@ impl RejectedStream {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EventStoreError {
-    /// The aggregate already holds a stream with this request id: the intent was recorded
-    /// before. Look it up with `find_request` to learn the original outcome; do not resend it
-    /// under a new request id.
+    /// The aggregate already holds a decision on this request id (a stream, or a recorded
+    /// rejection, SPEC ID-6): the intent was decided before. Look it up with `find_decision`
+    /// to learn the original outcome; do not resend it under a new request id.
     #[error("aggregate {} already holds request id `{}`", .0.aggregate_id, .0.request_id)]
     DuplicateRequestId(Box<RejectedStream>),
     /// The version is taken: the decision used stale state. Reload, decide again, and only
@@ -70,6 +70,22 @@ impl EventStoreError {
     /// `DuplicateRequestId` for `stream`.
     pub fn duplicate_request_id(stream: &crate::DomainEventStream) -> Self {
         EventStoreError::DuplicateRequestId(Box::new(RejectedStream::of(stream)))
+    }
+
+    /// `DuplicateRequestId` for a rejection of `request_id` that found the key taken; the
+    /// rejected "stream" has no id and the version the rejection was decided on.
+    pub fn request_decided(
+        aggregate_id: &AggregateId,
+        request_id: &str,
+        rejection: &super::RejectionRecord,
+    ) -> Self {
+        EventStoreError::DuplicateRequestId(Box::new(RejectedStream {
+            aggregate_id: aggregate_id.clone(),
+            stream_id: String::new(),
+            request_id: request_id.to_owned(),
+            command_id: rejection.command_id.clone(),
+            version: rejection.version,
+        }))
     }
 
     /// The conflict of `stream` at a taken version: `DuplicateAggregateId` for a create

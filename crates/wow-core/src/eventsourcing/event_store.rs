@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::EventStoreError;
+use super::{EventStoreError, RejectionRecord, RequestDecision};
 use crate::{AggregateId, DomainEventStream, NamedAggregate};
 
 /// What a store knows of one request id within one aggregate (SPEC ES-5): enough to tell a
@@ -36,6 +36,16 @@ pub fn check_appendable(stream: &DomainEventStream) -> Result<(), EventStoreErro
     if stream.request_id.is_empty() {
         return Err(EventStoreError::IllegalArgument(
             "a stream's request id must not be empty".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the arguments every store's `record_rejection` shares; a backend calls it first.
+pub fn check_rejectable(request_id: &str) -> Result<(), EventStoreError> {
+    if request_id.is_empty() {
+        return Err(EventStoreError::IllegalArgument(
+            "a rejection's request id must not be empty".to_owned(),
         ));
     }
     Ok(())
@@ -110,13 +120,44 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
         aggregate_id: &AggregateId,
     ) -> Result<Option<DomainEventStream>, EventStoreError>;
 
-    /// The record of `request_id` within `aggregate_id`, if that aggregate holds it
-    /// (SPEC ES-5, RQ-6). Another aggregate's use of the same value is not seen.
+    /// The record of the stream that holds `request_id` within `aggregate_id`, if one was
+    /// appended (SPEC ES-5, RQ-6). A recorded rejection is not a stream: see
+    /// [`EventStore::find_decision`]. Another aggregate's use of the same value is not seen.
     async fn find_request(
         &self,
         aggregate_id: &AggregateId,
         request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError>;
+    ) -> Result<Option<RequestRecord>, EventStoreError> {
+        Ok(self
+            .find_decision(aggregate_id, request_id)
+            .await?
+            .and_then(RequestDecision::appended))
+    }
+
+    /// The decision recorded for `request_id` within `aggregate_id` (SPEC ID-6, TO-1): its
+    /// appended stream, its recorded rejection, or `None` when no decision was recorded (a
+    /// resend with that request id is safe). One indexed read.
+    async fn find_decision(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestDecision>, EventStoreError>;
+
+    /// Records `rejection` as the final decision on `request_id` within `aggregate_id`
+    /// (SPEC ID-6), under the same unique key as appended streams: from then on an append
+    /// of a stream with that request id fails with [`EventStoreError::DuplicateRequestId`].
+    ///
+    /// Fails with [`EventStoreError::DuplicateRequestId`] when the key already holds a
+    /// decision (a stream, or an earlier rejection): the store's own constraint decides
+    /// which came first, also when a rejection and an append race. Look the winner up with
+    /// [`EventStore::find_decision`]. An empty request id is
+    /// [`EventStoreError::IllegalArgument`].
+    async fn record_rejection(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError>;
 
     /// Up to `limit` aggregates of the type `named` (context and name) whose ids sort after
     /// `after_id` (all when `None`), each once, in id order, with their tenants.

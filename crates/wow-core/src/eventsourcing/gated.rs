@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
-use super::{EventStore, EventStoreError, RequestRecord};
+use super::{EventStore, EventStoreError, RejectionRecord, RequestDecision};
 use crate::{AggregateId, DomainEventStream, NamedAggregate};
 
 /// Wraps a store; every append waits for a permit from [`GatedEventStore::release`] before it
@@ -66,12 +66,21 @@ impl EventStore for GatedEventStore {
         self.inner.last(id).await
     }
 
-    async fn find_request(
+    async fn find_decision(
         &self,
         id: &AggregateId,
         request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
-        self.inner.find_request(id, request_id).await
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
+        self.inner.find_decision(id, request_id).await
+    }
+
+    async fn record_rejection(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        self.inner.record_rejection(id, request_id, rejection).await
     }
 
     async fn scan_aggregate_ids(

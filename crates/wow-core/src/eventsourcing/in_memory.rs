@@ -14,18 +14,29 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    check_appendable, check_time_range, check_version_range, EventStore, EventStoreError,
-    RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
+    check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
+    EventStoreError, RejectionRecord, RequestDecision, RequestRecord, Snapshot, SnapshotStore,
+    SnapshotStoreError,
 };
 use crate::{AggregateId, DomainEventStream, NamedAggregate};
 
 const SHARDS: usize = 64;
 
-/// Streams of one aggregate, keyed by version, with its request-id index.
+/// What one request id of an aggregate came to: one key, one decision (SPEC ID-6).
+#[derive(Debug)]
+enum Decided {
+    /// Appended as the stream at this version.
+    Appended(u64),
+    /// Rejected, for good.
+    Rejected(Box<RejectionRecord>),
+}
+
+/// Streams of one aggregate, keyed by version, with its request-id index (streams and
+/// rejections share it).
 #[derive(Debug, Default)]
 struct History {
     streams: BTreeMap<u64, Arc<DomainEventStream>>,
-    requests: HashMap<String, u64>,
+    requests: HashMap<String, Decided>,
 }
 
 type Key = (String, String);
@@ -104,7 +115,7 @@ impl EventStore for InMemoryEventStore {
         }
         history
             .requests
-            .insert(stream.request_id.clone(), stream.version);
+            .insert(stream.request_id.clone(), Decided::Appended(stream.version));
         history
             .streams
             .insert(stream.version, Arc::new(stream.clone()));
@@ -143,27 +154,60 @@ impl EventStore for InMemoryEventStore {
             .map(|s| DomainEventStream::clone(s)))
     }
 
-    async fn find_request(
+    async fn find_decision(
         &self,
         aggregate_id: &AggregateId,
         request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
         let key = key(aggregate_id);
         let shard = self.shard(&key);
         let Some(history) = shard.get(&key) else {
             return Ok(None);
         };
-        Ok(history
-            .requests
-            .get(request_id)
-            .and_then(|version| history.streams.get(version))
-            .map(|stream| RequestRecord {
-                stream_id: stream.id.clone(),
-                version: stream.version,
-                command_id: stream.command_id.clone(),
-                create_time: stream.create_time,
-                fingerprint: stream.fingerprint.clone(),
-            }))
+        Ok(match history.requests.get(request_id) {
+            None => None,
+            Some(Decided::Rejected(rejection)) => {
+                Some(RequestDecision::Rejected(RejectionRecord::clone(rejection)))
+            }
+            Some(Decided::Appended(version)) => {
+                history
+                    .streams
+                    .get(version)
+                    .map(|stream| {
+                        RequestDecision::Appended(RequestRecord {
+                            stream_id: stream.id.clone(),
+                            version: stream.version,
+                            command_id: stream.command_id.clone(),
+                            create_time: stream.create_time,
+                            fingerprint: stream.fingerprint.clone(),
+                        })
+                    })
+            }
+        })
+    }
+
+    async fn record_rejection(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        check_rejectable(request_id)?;
+        let key = key(aggregate_id);
+        let mut shard = self.shard(&key);
+        let history = shard.entry(key).or_default();
+        if history.requests.contains_key(request_id) {
+            return Err(EventStoreError::request_decided(
+                aggregate_id,
+                request_id,
+                rejection,
+            ));
+        }
+        history.requests.insert(
+            request_id.to_owned(),
+            Decided::Rejected(Box::new(rejection.clone())),
+        );
+        Ok(())
     }
 
     async fn scan_aggregate_ids(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{IdempotencyCheckerProvider, RequestIdExistenceChecker};
-use crate::eventsourcing::RequestRecord;
+use crate::eventsourcing::RequestDecision;
 use crate::metrics::PipelineMetrics;
 use crate::AggregateId;
 
@@ -15,8 +15,13 @@ pub enum RequestIdCheck {
     /// Go on: the id is new, or the store does not hold it. Not proof: the append decides
     /// (SPEC RQ-11).
     Fresh,
-    /// Persisted history holds the id: the intent was recorded before, in this stream.
-    Duplicate(RequestRecord),
+    /// The filter has seen the id and persisted history holds no decision on it: go on (for
+    /// an aggregate's command the append decides); a void command's resend is dropped
+    /// (SPEC RQ-12). Only a checker backed by history answers this.
+    MaybeSeen,
+    /// Persisted history holds a decision on the id (SPEC ID-6): an appended stream or a
+    /// recorded rejection. Answer it; never run the command again.
+    Decided(RequestDecision),
 }
 
 /// Checks a request id before a command goes further (SPEC RQ-1, RQ-2).
@@ -69,10 +74,11 @@ impl RequestIdChecker for DefaultRequestIdChecker {
         }
         self.metrics.record_bloom_hit();
         match self.existence.find(aggregate_id, request_id).await {
-            Ok(Some(record)) => {
+            Ok(Some(decision)) => {
                 self.metrics.record_duplicate_by_store();
-                RequestIdCheck::Duplicate(record)
+                RequestIdCheck::Decided(decision)
             }
+            Ok(None) if self.existence.is_authoritative() => RequestIdCheck::MaybeSeen,
             Ok(None) => RequestIdCheck::Fresh,
             Err(error) => {
                 tracing::warn!(%aggregate_id, request_id, %error, "request-id existence check failed; the append decides");
@@ -112,7 +118,7 @@ mod tests {
             &self,
             aggregate_id: &AggregateId,
             request_id: &str,
-        ) -> Result<Option<RequestRecord>, EventStoreError> {
+        ) -> Result<Option<RequestDecision>, EventStoreError> {
             self.asked.fetch_add(1, Ordering::SeqCst);
             self.inner.find(aggregate_id, request_id).await
         }
@@ -142,10 +148,10 @@ mod tests {
             "a new id is let through at once"
         );
 
-        // Maybe seen, but not in history (the first attempt never got appended): fresh.
+        // Maybe seen, but not in history (the first attempt never got appended): go on.
         assert_eq!(
             checker.check(&aggregate, "r-1").await,
-            RequestIdCheck::Fresh
+            RequestIdCheck::MaybeSeen
         );
         assert_eq!(existence.asked.load(Ordering::SeqCst), 1);
 
@@ -167,7 +173,7 @@ mod tests {
         };
         store.append(&stream).await.unwrap();
         match checker.check(&aggregate, "r-1").await {
-            RequestIdCheck::Duplicate(record) => {
+            RequestIdCheck::Decided(RequestDecision::Appended(record)) => {
                 assert_eq!((record.version, record.command_id.as_str()), (1, "c-1"))
             }
             other => panic!("expected a duplicate, got {other:?}"),

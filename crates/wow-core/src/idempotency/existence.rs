@@ -4,19 +4,27 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::eventsourcing::{EventStore, EventStoreError, RequestRecord};
+use crate::eventsourcing::{EventStore, EventStoreError, RequestDecision};
 use crate::AggregateId;
 
 /// Looks a request id up in persisted history (SPEC RQ-1), after the Bloom filter said
 /// "maybe seen".
 #[async_trait]
 pub trait RequestIdExistenceChecker: Send + Sync + std::fmt::Debug {
-    /// The record of `request_id` in `aggregate_id`'s history, or `None` when it is absent.
+    /// The decision recorded on `request_id` in `aggregate_id`'s history (an appended
+    /// stream or a recorded rejection, SPEC ID-6), or `None` when there is none.
     async fn find(
         &self,
         aggregate_id: &AggregateId,
         request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError>;
+    ) -> Result<Option<RequestDecision>, EventStoreError>;
+
+    /// Whether this checker asks persisted history (`false` for a node without an event
+    /// store). A void command's resend is dropped only where the answer is authoritative
+    /// (SPEC RQ-12).
+    fn is_authoritative(&self) -> bool {
+        true
+    }
 }
 
 /// Answers "absent" for every request id: for a node without an event store, such as a
@@ -30,8 +38,12 @@ impl RequestIdExistenceChecker for NoopRequestIdExistenceChecker {
         &self,
         _aggregate_id: &AggregateId,
         _request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
         Ok(None)
+    }
+
+    fn is_authoritative(&self) -> bool {
+        false
     }
 }
 
@@ -54,7 +66,7 @@ impl RequestIdExistenceChecker for EventStoreRequestIdExistenceChecker {
         &self,
         aggregate_id: &AggregateId,
         request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
-        self.store.find_request(aggregate_id, request_id).await
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
+        self.store.find_decision(aggregate_id, request_id).await
     }
 }

@@ -1,0 +1,92 @@
+//! The one decision a store records per request id (SPEC ID-6): an appended stream, or a
+//! final rejection, under the same unique key.
+
+use super::RequestRecord;
+use crate::ErrorCode;
+
+/// A final rejection of a request id: what was decided, on which version, by which command.
+///
+/// Only business and existence rejections are recorded (a domain rule, `NotFound`,
+/// `DuplicateAggregateId`, a pinned version that history has passed). Transient failures
+/// (unavailable, timeout, internal) and validation failures are not decisions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectionRecord {
+    /// The command id of the message that was rejected.
+    pub command_id: String,
+    /// The request fingerprint (SPEC ID-5) of that message.
+    pub fingerprint: String,
+    /// The rejection's code.
+    pub error_code: ErrorCode,
+    /// The rejection's message, for a person.
+    pub error_msg: String,
+    /// The aggregate's version the decision was made on (0: the aggregate did not exist).
+    pub version: u64,
+    /// When it was decided, in milliseconds since the Unix epoch.
+    pub create_time: i64,
+}
+
+/// The decision a store holds for one request id within one aggregate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestDecision {
+    /// The request's stream was appended.
+    Appended(RequestRecord),
+    /// The request was rejected, for good.
+    Rejected(RejectionRecord),
+}
+
+impl RequestDecision {
+    /// The command id of the message that was decided on.
+    pub fn command_id(&self) -> &str {
+        match self {
+            RequestDecision::Appended(record) => &record.command_id,
+            RequestDecision::Rejected(record) => &record.command_id,
+        }
+    }
+
+    /// The fingerprint of the message that was decided on (empty when unknown).
+    pub fn fingerprint(&self) -> &str {
+        match self {
+            RequestDecision::Appended(record) => &record.fingerprint,
+            RequestDecision::Rejected(record) => &record.fingerprint,
+        }
+    }
+
+    /// The appended stream's version, or the version a rejection was decided on.
+    pub fn version(&self) -> u64 {
+        match self {
+            RequestDecision::Appended(record) => record.version,
+            RequestDecision::Rejected(record) => record.version,
+        }
+    }
+
+    /// When it was decided, in milliseconds since the Unix epoch.
+    pub fn create_time(&self) -> i64 {
+        match self {
+            RequestDecision::Appended(record) => record.create_time,
+            RequestDecision::Rejected(record) => record.create_time,
+        }
+    }
+
+    /// The appended stream's record, if the request was appended.
+    pub fn appended(self) -> Option<RequestRecord> {
+        match self {
+            RequestDecision::Appended(record) => Some(record),
+            RequestDecision::Rejected(_) => None,
+        }
+    }
+}
+
+/// Whether a rejection with `code` is a final decision that a store records (SPEC ID-6).
+///
+/// Business rules of the domain, `NotFound`, `DuplicateAggregateId` and
+/// `CommandExpectVersionConflict` are; transient failures, validation and conflicts the
+/// node resolves itself are not.
+pub fn is_recorded_rejection(code: &ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::Domain(_)
+            | ErrorCode::NotFound
+            | ErrorCode::DuplicateAggregateId
+            | ErrorCode::CommandExpectVersionConflict
+    )
+}
