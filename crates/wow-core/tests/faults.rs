@@ -237,9 +237,11 @@ async fn a_stale_node_re_decides_an_unpinned_command_and_fails_a_pinned_one() {
         .unwrap_err();
     assert_eq!(
         error.result().error_code,
-        ErrorCode::EventVersionConflict,
-        "a pinned command is never moved to another version"
+        ErrorCode::CommandExpectVersionConflict,
+        "a pinned command is never moved to another version: decided again on fresh state, \
+         where history has passed its pin"
     );
+    assert_eq!(error.result().aggregate_version, Some(5));
 
     let history = store.load(&id, 1, u64::MAX).await.unwrap();
     let versions: Vec<u64> = history.iter().map(|s| s.version).collect();

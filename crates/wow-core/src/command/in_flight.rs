@@ -1,21 +1,28 @@
 //! The requests a node holds in flight: handed to the bus by its gateway and not yet decided
 //! by its processing node (SPEC TO-1).
 
+use std::hash::BuildHasher;
 use std::sync::{Mutex, MutexGuard};
 
+use foldhash::quality::FixedState;
 use foldhash::HashMap;
 
 use crate::AggregateId;
 
-type Key = (String, String, String, String);
+const SHARDS: usize = 16;
+
+/// A request's key: a 64-bit hash of tenant, aggregate and request id, so that entering and
+/// leaving allocate nothing on the command path. Two requests whose hashes collide (about
+/// one chance in 2^64 per pair in flight) would make one look in flight while the other is.
+type Key = u64;
 
 fn key(aggregate_id: &AggregateId, request_id: &str) -> Key {
-    (
-        aggregate_id.tenant_id.clone(),
-        aggregate_id.aggregate_name.clone(),
-        aggregate_id.id.clone(),
-        request_id.to_owned(),
-    )
+    FixedState::with_seed(0x5eed_f1a6).hash_one((
+        &aggregate_id.tenant_id,
+        &aggregate_id.aggregate_name,
+        &aggregate_id.id,
+        request_id,
+    ))
 }
 
 /// Request ids between "the gateway is sending it" and "the processing node has decided on
@@ -29,53 +36,66 @@ fn key(aggregate_id: &AggregateId, request_id: &str) -> Key {
 ///
 /// Entries are counted: two sends of one request id in flight at once stay in flight until
 /// both are decided. A redelivered message that leaves twice is harmless.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct InFlightRequests {
-    requests: Mutex<HashMap<Key, usize>>,
+    shards: Vec<Mutex<HashMap<Key, usize>>>,
+}
+
+impl Default for InFlightRequests {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl InFlightRequests {
     /// An empty registry.
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
+        }
     }
 
-    fn requests(&self) -> MutexGuard<'_, HashMap<Key, usize>> {
+    fn shard(&self, key: Key) -> MutexGuard<'_, HashMap<Key, usize>> {
         // Every update below completes without panicking, so a poisoned lock holds
         // consistent data.
-        self.requests.lock().unwrap_or_else(|p| p.into_inner())
+        self.shards[(key % SHARDS as u64) as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Marks `request_id` of `aggregate_id` in flight.
     pub fn enter(&self, aggregate_id: &AggregateId, request_id: &str) {
-        *self
-            .requests()
-            .entry(key(aggregate_id, request_id))
-            .or_default() += 1;
+        let key = key(aggregate_id, request_id);
+        *self.shard(key).entry(key).or_default() += 1;
     }
 
     /// Ends one flight of `request_id` of `aggregate_id`; call it once its decision is
     /// durable or it failed without one.
     pub fn leave(&self, aggregate_id: &AggregateId, request_id: &str) {
         let key = key(aggregate_id, request_id);
-        let mut requests = self.requests();
-        if let Some(count) = requests.get_mut(&key) {
+        let mut shard = self.shard(key);
+        if let Some(count) = shard.get_mut(&key) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                requests.remove(&key);
+                shard.remove(&key);
             }
         }
     }
 
     /// Whether `request_id` of `aggregate_id` is in flight here.
     pub fn contains(&self, aggregate_id: &AggregateId, request_id: &str) -> bool {
-        self.requests()
-            .contains_key(&key(aggregate_id, request_id))
+        let key = key(aggregate_id, request_id);
+        self.shard(key).contains_key(&key)
     }
 
     /// How many requests are in flight.
     pub fn len(&self) -> usize {
-        self.requests().len()
+        self.shards
+            .iter()
+            .map(|shard| shard.lock().unwrap_or_else(|p| p.into_inner()).len())
+            .sum()
     }
 
     /// Whether no request is in flight.
