@@ -8,12 +8,14 @@
 //! cargo run -p wow-cli -- compensation list --status FAILED
 //! cargo run -p wow-cli -- compensation retry 0190...
 //! cargo run -p wow-cli -- send account alice deposit '{"amount":5}' --request-id dep-1
-//! cargo run -p wow-cli -- outcome account alice dep-1   # APPENDED / NOT_APPENDED / UNKNOWN
+//! cargo run -p wow-cli -- outcome account alice dep-1   # APPENDED / REJECTED / IN_FLIGHT / NONE / UNKNOWN
 //! cargo run -p wow-cli -- events account alice
 //! ```
 //!
-//! `send` and `outcome` exit 0 when applied (appended), 3 when rejected (not appended) and 4
-//! when the outcome stays unknown.
+//! `send` and `outcome` exit 0 when applied, 3 when rejected for good (do not resend), 5
+//! when no decision is recorded yet (`IN_FLIGHT`: look again; `NONE`: resending with the
+//! same request id is safe) and 4 when the outcome stays unknown (escalate; never resend
+//! under a new request id).
 
 mod config;
 mod remote;
@@ -71,6 +73,11 @@ enum Command {
     },
     /// Sends one command to a running service the safe way: a stable request id, and a
     /// look-up in history before any resend (SPEC TO-2). Prints the outcome as JSON.
+    ///
+    /// An answer that is lost, a timeout, a 5xx: the request is looked up. APPENDED ends it
+    /// (applied); REJECTED ends it (rejected, final); IN_FLIGHT is looked up again until
+    /// --in-flight-wait-ms; NONE is resent with the same request id, up to --attempts.
+    #[command(after_help = remote::EXIT_CODES)]
     Send {
         /// The aggregate type, e.g. `account`.
         aggregate: String,
@@ -90,14 +97,20 @@ enum Command {
         /// How long to wait for it, in milliseconds.
         #[arg(long, default_value_t = 30_000)]
         wait_timeout_ms: u64,
-        /// Sends at most (the first one included) while history says "not appended".
+        /// Sends at most (the first one included) while history records no decision (NONE).
         #[arg(long, default_value_t = 3)]
         attempts: u32,
+        /// How long to keep looking the request up while the service holds it in flight,
+        /// in milliseconds; past it, exit 5.
+        #[arg(long, default_value_t = 30_000)]
+        in_flight_wait_ms: u64,
         #[command(flatten)]
         remote: RemoteArgs,
     },
-    /// What history says of a request id (SPEC TO-1): APPENDED with its stream,
-    /// NOT_APPENDED, or UNKNOWN.
+    /// What the service says of a request id (SPEC TO-1), as JSON: APPENDED (version,
+    /// command id, the stream), REJECTED (code, message, command id, version), IN_FLIGHT,
+    /// NONE, or UNKNOWN. The request id may hold any character (a saga's holds `/`).
+    #[command(after_help = remote::EXIT_CODES)]
     Outcome {
         /// The aggregate type.
         aggregate: String,
@@ -228,6 +241,7 @@ fn main() -> ExitCode {
             wait_stage,
             wait_timeout_ms,
             attempts,
+            in_flight_wait_ms,
             remote,
         } => {
             let args = remote::SendArgs {
@@ -239,6 +253,7 @@ fn main() -> ExitCode {
                 wait_stage,
                 wait_timeout: std::time::Duration::from_millis(wait_timeout_ms),
                 attempts,
+                in_flight_wait: std::time::Duration::from_millis(in_flight_wait_ms),
             };
             runtime
                 .block_on(remote::send(&remote.remote(), args))

@@ -1,20 +1,39 @@
 //! `wow send`, `wow outcome` and `wow events`: a running service's commands and history from
-//! the command line. Exit codes tell scripts what happened: 0 applied (or appended), 3
-//! rejected (or not appended), 4 unknown (history could not be asked: escalate, do not send
-//! the intent again under a new request id).
+//! the command line. Exit codes tell scripts what happened, and what to do next:
+//!
+//! - 0 applied: appended now, or by an earlier attempt. Never resend it as a new intent.
+//! - 3 rejected, for good: the rejection is recorded (SPEC ID-6); do not resend, a resend
+//!   gets the same answer.
+//! - 5 no decision yet: `IN_FLIGHT` (the service holds it: look again later) or `NONE`
+//!   (nothing recorded: resending with the same request id is safe).
+//! - 4 unknown: history could not be asked. Escalate; never resend under a new request id.
 
 use std::time::Duration;
 
-use serde_json::Value;
-use wow_client::{CommandRequest, Outcome, RetryPolicy, WowClient};
+use serde_json::{json, Value};
+use wow_client::{CommandRequest, Lookup, Outcome, RetryPolicy, WowClient};
 use wow_core::CommandStage;
 
 use crate::tend::{answer, client, TendError};
 
-/// The exit code of an intent refused, or of a request id not in history.
+/// The exit code of a rejected intent: final, do not resend.
 pub(crate) const REJECTED: u8 = 3;
-/// The exit code of an outcome that stays unknown.
+/// The exit code of an outcome that stays unknown: escalate.
 pub(crate) const UNKNOWN: u8 = 4;
+/// The exit code of an intent with no decision yet (`IN_FLIGHT` or `NONE`).
+pub(crate) const NO_DECISION_YET: u8 = 5;
+
+/// What the exit codes of `wow send` and `wow outcome` mean, for `--help`.
+pub(crate) const EXIT_CODES: &str = "\
+Exit codes:
+  0  applied: appended now or by an earlier attempt (APPENDED, COMPLETED, ALREADY_APPLIED).
+     Never resend it as a new intent.
+  3  rejected, for good (REJECTED): the rejection is recorded and every resend gets the same
+     answer. Do not resend.
+  5  no decision yet: IN_FLIGHT (the service holds it: look it up again later) or NONE
+     (nothing recorded: resending with the same request id is safe).
+  4  unknown (UNKNOWN): history could not be asked. Escalate and look it up later; never
+     resend under a new request id.";
 
 /// Where and as whom the remote commands talk.
 #[derive(Debug)]
@@ -50,10 +69,11 @@ pub(crate) struct SendArgs {
     pub(crate) wait_stage: CommandStage,
     pub(crate) wait_timeout: Duration,
     pub(crate) attempts: u32,
+    pub(crate) in_flight_wait: Duration,
 }
 
 /// `wow send`: sends one command the safe way (SPEC TO-2: a stable request id, a look-up
-/// before any resend) and prints what became of it as JSON.
+/// before any resend) and prints what became of it as JSON; the exit code says which.
 pub(crate) async fn send(remote: &Remote, args: SendArgs) -> Result<u8, TendError> {
     let body: Value = serde_json::from_str(&args.body)
         .map_err(|error| TendError::BadInput(format!("the body is not JSON: {error}")))?;
@@ -66,12 +86,13 @@ pub(crate) async fn send(remote: &Remote, args: SendArgs) -> Result<u8, TendErro
     }
     let client = remote.client()?.retry(RetryPolicy {
         attempts: args.attempts.max(1),
+        in_flight_wait: args.in_flight_wait,
         ..RetryPolicy::default()
     });
     let (code, report) = match client.send_safely(&request).await {
         Outcome::Completed(result) => (
             0,
-            serde_json::json!({"outcome": "COMPLETED", "requestId": request_id, "result": result}),
+            json!({"outcome": "COMPLETED", "requestId": request_id, "result": result}),
         ),
         Outcome::AlreadyApplied {
             version,
@@ -79,62 +100,87 @@ pub(crate) async fn send(remote: &Remote, args: SendArgs) -> Result<u8, TendErro
             ..
         } => (
             0,
-            serde_json::json!({"outcome": "ALREADY_APPLIED", "requestId": request_id, "version": version, "commandId": command_id}),
+            json!({"outcome": "ALREADY_APPLIED", "requestId": request_id, "version": version, "commandId": command_id}),
         ),
-        Outcome::Rejected(result) => (
+        Outcome::Rejected {
+            error_code,
+            error_msg,
+            command_id,
+            version,
+            result,
+        } => (
             REJECTED,
-            serde_json::json!({"outcome": "REJECTED", "requestId": request_id, "result": result}),
+            json!({
+                "outcome": "REJECTED",
+                "requestId": request_id,
+                "errorCode": error_code,
+                "errorMsg": error_msg,
+                "commandId": command_id,
+                "version": version,
+                "result": result,
+            }),
+        ),
+        Outcome::NoDecisionYet {
+            request_id,
+            in_flight,
+            reason,
+        } => (
+            NO_DECISION_YET,
+            json!({
+                "outcome": "NO_DECISION_YET",
+                "status": if in_flight { "IN_FLIGHT" } else { "NONE" },
+                "requestId": request_id,
+                "reason": reason,
+            }),
         ),
         Outcome::Unknown { request_id, reason } => (
             UNKNOWN,
-            serde_json::json!({"outcome": "UNKNOWN", "requestId": request_id, "reason": reason}),
+            json!({"outcome": "UNKNOWN", "requestId": request_id, "reason": reason}),
         ),
     };
     println!("{report:#}");
     Ok(code)
 }
 
-/// `wow outcome`: what history says of a request id (SPEC TO-1), printed as JSON:
-/// `APPENDED` (with version, command id and the stream), `NOT_APPENDED`, or `UNKNOWN`.
+/// `wow outcome`: what the service says of a request id (SPEC TO-1), printed as JSON with
+/// the look-up's fields: `APPENDED` (version, command id, the stream), `REJECTED` (code,
+/// message, command id, version), `IN_FLIGHT`, `NONE`, or `UNKNOWN` (with the reason).
+/// The exit code says which (see [`EXIT_CODES`]).
 pub(crate) async fn outcome(
     remote: &Remote,
     aggregate: &str,
     id: &str,
     request_id: &str,
 ) -> Result<u8, TendError> {
-    let url = format!("{}/{aggregate}/{id}/requests/{request_id}", remote.base());
-    let mut request = client()?.get(&url);
-    if let Some(token) = &remote.token {
-        request = request.bearer_auth(token);
-    }
-    if let Some(tenant) = &remote.tenant {
-        request = request.header("Command-Tenant-Id", tenant);
-    }
-    let (status, body) = match request.send().await {
-        Ok(response) => {
-            let status = response.status();
-            (
-                status.as_u16(),
-                response.json::<Value>().await.unwrap_or(Value::Null),
-            )
-        }
-        Err(error) => (
+    let found = remote
+        .client()?
+        .lookup(aggregate, id, request_id, remote.tenant.as_deref())
+        .await;
+    let (code, report) = match found {
+        Lookup::Appended {
+            version,
+            command_id,
+            create_time,
+            stream,
+        } => (
             0,
-            serde_json::json!({"status": "UNKNOWN", "errorMsg": format!("the service cannot be reached: {error}")}),
+            json!({"status": "APPENDED", "version": version, "commandId": command_id, "createTime": create_time, "stream": stream}),
         ),
+        Lookup::Rejected {
+            error_code,
+            error_msg,
+            command_id,
+            version,
+            create_time,
+        } => (
+            REJECTED,
+            json!({"status": "REJECTED", "errorCode": error_code, "errorMsg": error_msg, "commandId": command_id, "version": version, "createTime": create_time}),
+        ),
+        Lookup::InFlight => (NO_DECISION_YET, json!({"status": "IN_FLIGHT"})),
+        Lookup::None => (NO_DECISION_YET, json!({"status": "NONE"})),
+        Lookup::Unknown(reason) => (UNKNOWN, json!({"status": "UNKNOWN", "reason": reason})),
     };
-    let code = match (status, body["status"].as_str()) {
-        (200, Some("APPENDED")) => 0,
-        (404, Some("NOT_APPENDED")) => REJECTED,
-        (_, Some(_)) => UNKNOWN,
-        _ => {
-            return Err(TendError::Refused {
-                status,
-                body: body.to_string(),
-            })
-        }
-    };
-    println!("{body:#}");
+    println!("{report:#}");
     Ok(code)
 }
 

@@ -157,17 +157,24 @@ async fn the_remote_commands_send_safely_look_up_and_list() {
     ]);
     assert_eq!(code, 0, "a resend of the same intent: {out}");
     assert!(out.contains("\"ALREADY_APPLIED\""), "{out}");
-    let (code, out) = wow(&[
+    let withdraw = [
         "send",
         "account",
         "r-1",
         "withdraw",
         r#"{"amount":500}"#,
+        "--request-id",
+        "withdraw-r-1",
         "--server",
         server,
-    ]);
+    ];
+    let (code, out) = wow(&withdraw);
     assert_eq!(code, 3, "a business rule refuses it: {out}");
     assert!(out.contains("InsufficientBalance"), "{out}");
+    let (code, out) = wow(&withdraw);
+    assert_eq!(code, 3, "the resend gets the recorded rejection: {out}");
+    let replayed: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(replayed["result"]["result"]["replayed"], true, "{out}");
 
     let (code, out) = wow(&["outcome", "account", "r-1", "open-r-1", "--server", server]);
     assert_eq!(code, 0, "{out}");
@@ -181,12 +188,26 @@ async fn the_remote_commands_send_safely_look_up_and_list() {
         "outcome",
         "account",
         "r-1",
+        "withdraw-r-1",
+        "--server",
+        server,
+    ]);
+    assert_eq!(code, 3, "rejected for good: {out}");
+    let found: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (found["status"].as_str(), found["errorCode"].as_str()),
+        (Some("REJECTED"), Some("InsufficientBalance"))
+    );
+    let (code, out) = wow(&[
+        "outcome",
+        "account",
+        "r-1",
         "never-sent",
         "--server",
         server,
     ]);
-    assert_eq!(code, 3, "{out}");
-    assert!(out.contains("NOT_APPENDED"), "{out}");
+    assert_eq!(code, 5, "no decision yet: {out}");
+    assert!(out.contains("\"NONE\""), "{out}");
     let (code, out) = wow(&[
         "outcome",
         "account",
@@ -216,4 +237,25 @@ async fn the_remote_commands_send_safely_look_up_and_list() {
 
     let status = served.stop();
     assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn send_and_outcome_help_say_what_each_exit_code_asks_of_the_caller() {
+    for command in ["send", "outcome"] {
+        let (code, out) = wow(&[command, "--help"]);
+        assert_eq!(code, 0, "{out}");
+        for line in [
+            "3  rejected, for good",
+            "Do not resend",
+            "5  no decision yet",
+            "resending with the same request id is safe",
+            "4  unknown",
+            "Escalate",
+        ] {
+            assert!(
+                out.contains(line),
+                "`wow {command} --help` lacks {line:?}:\n{out}"
+            );
+        }
+    }
 }

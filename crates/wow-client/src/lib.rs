@@ -14,14 +14,18 @@
 //! match client.send_safely(&request).await {
 //!     Outcome::Completed(result) => println!("done at version {:?}", result.aggregate_version),
 //!     Outcome::AlreadyApplied { version, .. } => println!("an earlier attempt did it, at version {version}"),
-//!     Outcome::Rejected(result) => println!("refused: {}", result.error_code),
+//!     Outcome::Rejected { error_code, .. } => println!("refused for good: {error_code}"),
+//!     Outcome::NoDecisionYet { in_flight: true, .. } => println!("still in flight: look again later"),
+//!     Outcome::NoDecisionYet { .. } => println!("nothing recorded: resend with the same request id"),
 //!     Outcome::Unknown { reason, .. } => eprintln!("escalate: {reason}"),
 //! }
 //! # Ok(()) }
 //! ```
 
 mod client;
+mod lookup;
 mod outcome;
+mod path;
 mod request;
 
 pub use client::{ClientError, WowClient};

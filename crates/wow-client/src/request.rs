@@ -70,14 +70,20 @@ impl CommandRequest {
     }
 }
 
-/// How many times the safe-retry helper resends an intent that history says was not
-/// appended, and how long it waits between tries (doubling each time).
+/// How many times the safe-retry helper resends an intent that history says has no
+/// decision (`NONE`), how long it waits between tries (doubling each time), and how long it
+/// keeps looking while the service says the request is `IN_FLIGHT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Sends in all, the first included. Default 3.
     pub attempts: u32,
-    /// The pause before the first resend. Default 100 ms.
+    /// The pause before the first resend, and before the first look-up again of a request
+    /// in flight. Default 100 ms.
     pub backoff: Duration,
+    /// How long, per unknown answer, the helper keeps looking a request up while the
+    /// service holds it in flight; past it the helper reports
+    /// [`Outcome::NoDecisionYet`](crate::Outcome::NoDecisionYet). Default 30 s.
+    pub in_flight_wait: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -85,6 +91,7 @@ impl Default for RetryPolicy {
         Self {
             attempts: 3,
             backoff: Duration::from_millis(100),
+            in_flight_wait: Duration::from_secs(30),
         }
     }
 }

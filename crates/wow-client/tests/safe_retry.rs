@@ -41,6 +41,7 @@ fn quick() -> RetryPolicy {
     RetryPolicy {
         attempts: 3,
         backoff: Duration::from_millis(10),
+        in_flight_wait: Duration::from_millis(300),
     }
 }
 
@@ -59,7 +60,7 @@ async fn a_plain_success_completes() {
     let rejected =
         CommandRequest::new("account", "a-1", "withdraw", json!({"amount": 100})).request_id("w-1");
     assert!(
-        matches!(client.send_safely(&rejected).await, Outcome::Rejected(r) if r.error_code.as_str() == "InsufficientBalance")
+        matches!(client.send_safely(&rejected).await, Outcome::Rejected { error_code, .. } if error_code.as_str() == "InsufficientBalance")
     );
 }
 
@@ -143,7 +144,7 @@ async fn a_timeout_after_the_append_is_resolved_by_the_look_up_without_a_resend(
 }
 
 #[tokio::test]
-async fn an_intent_still_in_flight_stays_unknown_and_lands_once() {
+async fn an_intent_still_in_flight_is_awaited_not_resent_and_lands_once() {
     let store = Arc::new(GatedEventStore::new(Arc::new(InMemoryEventStore::new())));
     let pipeline =
         LocalPipeline::builder(wow_example_bank::registry().unwrap(), store.clone()).build();
@@ -151,12 +152,20 @@ async fn an_intent_still_in_flight_stays_unknown_and_lands_once() {
     let client = WowClient::new(&base).unwrap().retry(quick());
     let request = open("a-4").wait(CommandStage::Processed, Duration::from_millis(100));
     match client.send_safely(&request).await {
-        Outcome::Unknown { request_id, reason } => {
+        Outcome::NoDecisionYet {
+            request_id,
+            in_flight,
+            reason,
+        } => {
             assert_eq!(request_id, "open-a-4");
-            assert!(reason.contains("3 attempts"), "{reason}");
+            assert!(in_flight, "the service still holds it: {reason}");
         }
-        other => panic!("expected Unknown, got {other:?}"),
+        other => panic!("expected NoDecisionYet, got {other:?}"),
     }
+    assert_eq!(
+        client.lookup("account", "a-4", "open-a-4", None).await,
+        Lookup::InFlight
+    );
     // The store comes back: the first attempt lands, every resend is a duplicate.
     store.release(10);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -189,7 +198,7 @@ async fn an_unreachable_service_leaves_the_outcome_unknown() {
     }
 }
 
-/// A service scripted to answer a withdrawal 503 then 422, and the look-up NOT_APPENDED then
+/// A service scripted to answer a withdrawal 503 then 422, and the look-up NONE then
 /// `second_lookup`: the situation wow-sim found, where an earlier send of the intent is
 /// appended after a resend was rejected (an at-least-once bus delivered both).
 async fn scripted(second_lookup: &'static str) -> String {
@@ -232,8 +241,8 @@ async fn scripted(second_lookup: &'static str) -> String {
             get(move || {
                 let lookups = lookups.clone();
                 async move {
-                    if lookups.fetch_add(1, Ordering::SeqCst) == 0 || second_lookup == "NOT_APPENDED" {
-                        (StatusCode::NOT_FOUND, axum::Json(json!({"status": "NOT_APPENDED"})))
+                    if lookups.fetch_add(1, Ordering::SeqCst) == 0 || second_lookup == "NONE" {
+                        (StatusCode::NOT_FOUND, axum::Json(json!({"status": "NONE"})))
                     } else {
                         (
                             StatusCode::OK,
@@ -267,11 +276,278 @@ async fn a_rejected_resend_is_confirmed_in_history_before_it_is_reported() {
         } => assert_eq!((version, command_id.as_str()), (2, "cmd-first")),
         other => panic!("history has it: expected AlreadyApplied, got {other:?}"),
     }
-    let client = WowClient::new(&scripted("NOT_APPENDED").await)
+    let client = WowClient::new(&scripted("NONE").await)
         .unwrap()
         .retry(quick());
     match client.send_safely(&withdraw()).await {
-        Outcome::Rejected(result) => assert_eq!(result.error_code.as_str(), "InsufficientBalance"),
+        Outcome::Rejected { error_code, .. } => {
+            assert_eq!(error_code.as_str(), "InsufficientBalance")
+        }
         other => panic!("history has no trace: expected Rejected, got {other:?}"),
     }
+}
+
+async fn bank() -> (LocalPipeline, WowClient) {
+    let pipeline = LocalPipeline::builder(
+        wow_example_bank::registry().unwrap(),
+        Arc::new(InMemoryEventStore::new()),
+    )
+    .build();
+    let client = WowClient::new(serve(&pipeline).await)
+        .unwrap()
+        .retry(quick());
+    (pipeline, client)
+}
+
+#[tokio::test]
+async fn a_rejected_intent_resent_is_reported_rejected_with_its_original_code() {
+    let (_pipeline, client) = bank().await;
+    assert!(matches!(
+        client.send_safely(&open("r-1")).await,
+        Outcome::Completed(_)
+    ));
+    let withdraw = CommandRequest::new("account", "r-1", "withdraw", json!({"amount": 500}))
+        .request_id("w-r-1");
+    let Outcome::Rejected {
+        error_code,
+        command_id: first,
+        ..
+    } = client.send_safely(&withdraw).await
+    else {
+        panic!("a business rule refuses it")
+    };
+    assert_eq!(error_code.as_str(), "InsufficientBalance");
+    let deposit = CommandRequest::new("account", "r-1", "deposit", json!({"amount": 1000}))
+        .request_id("d-r-1");
+    assert!(matches!(
+        client.send_safely(&deposit).await,
+        Outcome::Completed(_)
+    ));
+    match client.send_safely(&withdraw).await {
+        Outcome::Rejected {
+            error_code,
+            command_id,
+            version,
+            result,
+            ..
+        } => {
+            assert_eq!(
+                error_code.as_str(),
+                "InsufficientBalance",
+                "final: not run again"
+            );
+            assert_eq!(command_id, first, "the original command");
+            assert_eq!(version, Some(1), "decided on version 1");
+            assert_eq!(result.unwrap().result["replayed"], true);
+        }
+        other => panic!("expected the recorded rejection, got {other:?}"),
+    }
+    match client.lookup("account", "r-1", "w-r-1", None).await {
+        Lookup::Rejected {
+            error_code,
+            command_id,
+            version,
+            ..
+        } => {
+            assert_eq!(error_code.as_str(), "InsufficientBalance");
+            assert_eq!((command_id, version), (first, 1));
+        }
+        other => panic!("expected REJECTED, got {other:?}"),
+    }
+    assert_eq!(
+        client.lookup("account", "r-1", "never-sent", None).await,
+        Lookup::None
+    );
+}
+
+#[tokio::test]
+async fn a_request_id_with_a_slash_round_trips_through_the_client() {
+    let (_pipeline, client) = bank().await;
+    assert!(matches!(
+        client.send_safely(&open("s-2")).await,
+        Outcome::Completed(_)
+    ));
+    // A saga's request id: `{event id}/{index}`, plus characters a URL gives meaning to.
+    let request_id = "0192a0b1-0000-7000-8000-000000000001/0 ?#%";
+    let deposit = CommandRequest::new("account", "s-2", "deposit", json!({"amount": 1}))
+        .request_id(request_id);
+    let Outcome::Completed(sent) = client.send_safely(&deposit).await else {
+        panic!("the deposit completes")
+    };
+    match client.lookup("account", "s-2", request_id, None).await {
+        Lookup::Appended {
+            version,
+            command_id,
+            stream,
+            ..
+        } => {
+            assert_eq!((version, command_id), (2, sent.command_id));
+            assert_eq!(stream.unwrap().request_id, request_id);
+        }
+        other => panic!("expected APPENDED, got {other:?}"),
+    }
+    assert_eq!(
+        client
+            .lookup(
+                "account",
+                "s-2",
+                "0192a0b1-0000-7000-8000-000000000001/1",
+                None
+            )
+            .await,
+        Lookup::None
+    );
+}
+
+/// A service that answers each send and each look-up from a script, in order (the last
+/// answer repeats), and records the request id of every send.
+struct Scripted {
+    base: String,
+    request_ids: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+async fn scripted_service(
+    sends: Vec<(u16, serde_json::Value)>,
+    lookups: Vec<(u16, serde_json::Value)>,
+) -> Scripted {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::routing::{get, post};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let request_ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = request_ids.clone();
+    let next = |script: Vec<(u16, serde_json::Value)>| {
+        let at = Arc::new(AtomicUsize::new(0));
+        move || {
+            let i = at.fetch_add(1, Ordering::SeqCst).min(script.len() - 1);
+            let (status, body) = script[i].clone();
+            (StatusCode::from_u16(status).unwrap(), axum::Json(body))
+        }
+    };
+    let send = next(sends);
+    let lookup = next(lookups);
+    let app = axum::Router::new()
+        .route(
+            "/account/{id}/{command}",
+            post(move |headers: HeaderMap| {
+                let answer = send();
+                let request_id = headers["command-request-id"].to_str().unwrap().to_owned();
+                recorded.lock().unwrap().push(request_id);
+                async move { answer }
+            }),
+        )
+        .route(
+            "/account/{id}/requests/{request_id}",
+            get(move || {
+                let answer = lookup();
+                async move { answer }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Scripted {
+        base: format!("http://{address}"),
+        request_ids,
+    }
+}
+
+fn result_of(code: wow_core::ErrorCode) -> serde_json::Value {
+    let id = AggregateId::new("bank", "account", "s-1", "(0)");
+    let result = wow_core::CommandResult::for_ids(
+        &id,
+        "cmd-now",
+        "withdraw-s-1",
+        CommandStage::Processed,
+        code,
+        "scripted".to_owned(),
+    );
+    serde_json::to_value(result).unwrap()
+}
+
+#[tokio::test]
+async fn a_500_is_unknown_never_rejected() {
+    let service = scripted_service(
+        vec![(500, result_of(wow_core::ErrorCode::InternalServerError))],
+        vec![(503, json!({"status": "UNKNOWN", "errorMsg": "store down"}))],
+    )
+    .await;
+    let client = WowClient::new(&service.base).unwrap().retry(quick());
+    match client.send_safely(&withdraw()).await {
+        Outcome::Unknown { request_id, reason } => {
+            assert_eq!(request_id, "withdraw-s-1");
+            assert!(reason.contains("500"), "{reason}");
+        }
+        other => panic!("a 500 says nothing of the intent: expected Unknown, got {other:?}"),
+    }
+    // A look-up that itself fails with a 500 is no answer either.
+    let service = scripted_service(
+        vec![(500, result_of(wow_core::ErrorCode::InternalServerError))],
+        vec![(500, json!({"status": "NONE"}))],
+    )
+    .await;
+    let client = WowClient::new(&service.base).unwrap().retry(quick());
+    assert!(matches!(
+        client.send_safely(&withdraw()).await,
+        Outcome::Unknown { .. }
+    ));
+    assert!(matches!(
+        client.lookup("account", "s-1", "withdraw-s-1", None).await,
+        Lookup::Unknown(_)
+    ));
+}
+
+#[tokio::test]
+async fn a_rejection_found_by_the_look_up_is_final() {
+    let service = scripted_service(
+        vec![(503, result_of(wow_core::ErrorCode::ServiceUnavailable))],
+        vec![
+            (202, json!({"status": "IN_FLIGHT"})),
+            (
+                200,
+                json!({"status": "REJECTED", "errorCode": "InsufficientBalance", "errorMsg": "balance 3", "commandId": "cmd-first", "createTime": 1, "version": 4}),
+            ),
+        ],
+    )
+    .await;
+    let client = WowClient::new(&service.base).unwrap().retry(quick());
+    match client.send_safely(&withdraw()).await {
+        Outcome::Rejected {
+            error_code,
+            error_msg,
+            command_id,
+            version,
+            result,
+        } => {
+            assert_eq!(error_code.as_str(), "InsufficientBalance");
+            assert_eq!(
+                (error_msg.as_str(), command_id.as_str(), version),
+                ("balance 3", "cmd-first", Some(4))
+            );
+            assert!(result.is_none(), "known from the look-up");
+        }
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    assert_eq!(service.request_ids.lock().unwrap().len(), 1, "never resent");
+}
+
+#[tokio::test]
+async fn no_decision_recorded_is_resent_with_the_same_request_id() {
+    let ok = result_of(wow_core::ErrorCode::Ok);
+    let service = scripted_service(
+        vec![
+            (503, result_of(wow_core::ErrorCode::ServiceUnavailable)),
+            (200, ok),
+        ],
+        vec![(404, json!({"status": "NONE"}))],
+    )
+    .await;
+    let client = WowClient::new(&service.base).unwrap().retry(quick());
+    assert!(matches!(
+        client.send_safely(&withdraw()).await,
+        Outcome::Completed(_)
+    ));
+    assert_eq!(
+        *service.request_ids.lock().unwrap(),
+        ["withdraw-s-1", "withdraw-s-1"]
+    );
 }

@@ -10,8 +10,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use wow_core::command::{CommandInfo, CommandKind, WaitPlan};
-use wow_core::{id, AggregateId, CommandMessage, ErrorCode};
+use wow_core::{id, AggregateId, CommandMessage, CommandStage, ErrorCode};
 
+use crate::create_id::derived_aggregate_id;
 use crate::input::{self, InputError};
 use crate::status::respond;
 use crate::{auth, HttpState};
@@ -26,8 +27,10 @@ pub(crate) async fn send(
     handle(state, aggregate, Some(id), command, headers, body).await
 }
 
-/// `POST /{aggregate}/{command}`: a create whose id comes from `Command-Aggregate-Id`, or
-/// from the server.
+/// `POST /{aggregate}/{command}`: a create whose id comes from `Command-Aggregate-Id`; or,
+/// absent that, derived from the tenant, the aggregate name and `Command-Request-Id` (so a
+/// resend reaches the same aggregate and is answered as a duplicate, never opens a second
+/// one); or, with neither header, made by the server.
 pub(crate) async fn create(
     State(state): State<HttpState>,
     Path((aggregate, command)): Path<(String, String)>,
@@ -38,6 +41,20 @@ pub(crate) async fn create(
         .get("command-aggregate-id")
         .map(|v| v.to_str().map(str::to_owned).unwrap_or_default());
     handle(state, aggregate, named, command, headers, body).await
+}
+
+/// The id of a create that names none: derived from the intent when the request carries a
+/// valid request id, else a fresh one.
+fn unnamed_id(headers: &HeaderMap, tenant: &str, aggregate: &str) -> String {
+    let request_id = headers
+        .get("command-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| input::check_id("Command-Request-Id", id, false).is_ok());
+    match request_id {
+        // SPEC ES-4: the resend of a create must meet its first attempt in one aggregate.
+        Some(request_id) => derived_aggregate_id(tenant, aggregate, request_id),
+        None => id::new_id(),
+    }
 }
 
 async fn handle(
@@ -53,7 +70,7 @@ async fn handle(
         Ok(tenant) => tenant.0,
         Err(unauthorized) => return unauthorized.response(),
     };
-    let id = id.unwrap_or_else(id::new_id);
+    let id = id.unwrap_or_else(|| unnamed_id(&headers, &tenant, &aggregate));
     let Some(runtime) = state.registry().get(&aggregate) else {
         let unknown = AggregateId::new("", aggregate.clone(), id, tenant);
         let error = InputError {
@@ -96,7 +113,14 @@ async fn handle(
         message.request_id = request_id;
     }
     message.aggregate_version = options.expected_version;
-    let plan = WaitPlan::new(options.stage).with_timeout(options.timeout);
+    // A void command can be awaited only up to SENT (SPEC RQ-12), so that is its default; an
+    // explicit later stage is still refused by the gateway.
+    let stage = options.stage.unwrap_or(if info.kind == CommandKind::Void {
+        CommandStage::Sent
+    } else {
+        CommandStage::Processed
+    });
+    let plan = WaitPlan::new(stage).with_timeout(options.timeout);
     if options.stream && info.kind != CommandKind::Void {
         let metrics_state = state.clone();
         // One event per stage (DESIGN.md §5): the per-consumer signals stay in the library.

@@ -18,7 +18,9 @@ pub(crate) const MAX_ID_BYTES: usize = 128;
 #[derive(Debug)]
 pub(crate) struct CommandOptions {
     pub(crate) request_id: Option<String>,
-    pub(crate) stage: CommandStage,
+    /// `None`: no `Command-Wait-Stage`; the command's kind decides (`SENT` for a void
+    /// command, `PROCESSED` otherwise).
+    pub(crate) stage: Option<CommandStage>,
     pub(crate) timeout: Duration,
     pub(crate) expected_version: Option<u64>,
     pub(crate) stream: bool,
@@ -81,16 +83,17 @@ pub(crate) fn options(
     let request_id = header(headers, "command-request-id")?
         .map(|id| check_id("Command-Request-Id", id, false).map(|()| id.to_owned()))
         .transpose()?;
-    let stage = match header(headers, "command-wait-stage")? {
-        None => CommandStage::Processed,
-        Some(name) => name.parse().map_err(|e: wow_core::command::UnknownStage| {
-            InputError::bad(
-                ErrorCode::IllegalArgument,
-                "Command-Wait-Stage",
-                e.to_string(),
-            )
-        })?,
-    };
+    let stage = header(headers, "command-wait-stage")?
+        .map(|name| {
+            name.parse().map_err(|e: wow_core::command::UnknownStage| {
+                InputError::bad(
+                    ErrorCode::IllegalArgument,
+                    "Command-Wait-Stage",
+                    e.to_string(),
+                )
+            })
+        })
+        .transpose()?;
     let timeout = match header(headers, "command-wait-timeout")? {
         None => config.default_wait_timeout,
         Some(text) => {

@@ -17,6 +17,7 @@ mod auth;
 mod commands;
 mod compensation;
 mod config;
+mod create_id;
 mod input;
 mod metrics;
 mod openapi;
@@ -35,8 +36,9 @@ use wow_core::pipeline::LocalPipeline;
 
 pub use auth::Tenant;
 pub use config::HttpConfig;
+pub use create_id::derived_aggregate_id;
 pub use metrics::HttpMetrics;
-pub use status::{status_for, ERROR_CODE_HEADER};
+pub use status::{status_for, ERROR_CODE_HEADER, REPLAYED_HEADER};
 
 /// What every route reads: the gateway, the stores, the registry, the settings.
 #[derive(Debug, Clone)]

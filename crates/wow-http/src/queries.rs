@@ -5,9 +5,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
+use wow_core::command::{look_up_request, RequestOutcome};
 use wow_core::eventsourcing::{load_aggregate, EventStoreError};
-use wow_core::AggregateId;
+use wow_core::{AggregateId, ErrorCode};
 
+use crate::status::look_up_status;
 use crate::{auth, HttpState};
 
 fn not_found(message: impl Into<String>) -> Response {
@@ -121,8 +123,15 @@ pub(crate) async fn events(
     }
 }
 
-/// `GET /{aggregate}/{id}/requests/{requestId}` (SPEC TO-1): `APPENDED` with the stream,
-/// `NOT_APPENDED` (404), or `UNKNOWN` (503) when the store cannot be asked.
+/// `GET /{aggregate}/{id}/requests/{requestId}` (SPEC TO-1), through
+/// [`look_up_request`]: 200 `APPENDED` with its stream, 200 `REJECTED` with the recorded
+/// code and message, 202 `IN_FLIGHT` (this node holds it: look again), 404 `NONE` (no
+/// decision recorded: a resend with the same request id is safe), 503 `UNKNOWN`.
+///
+/// An appended record whose stream cannot be loaded (the load fails or finds nothing) is
+/// `UNKNOWN`, never `NONE`: the intent was appended, and `NONE` would invite a resend that
+/// history says is not needed. A decision on another tenant's aggregate is `NONE` to this
+/// caller, as the aggregate itself is absent to it (SPEC TN-1).
 pub(crate) async fn outcome(
     State(state): State<HttpState>,
     Path((name, id, request_id)): Path<(String, String, String)>,
@@ -132,45 +141,106 @@ pub(crate) async fn outcome(
         Ok(aggregate_id) => aggregate_id,
         Err(response) => return response,
     };
-    let unknown = |error: &EventStoreError| {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "UNKNOWN", "errorMsg": error.to_string()})),
-        )
-            .into_response()
+    let record = match look_up_request(state.gateway(), state.store(), &aggregate_id, &request_id)
+        .await
+    {
+        RequestOutcome::Appended(record) => record,
+        RequestOutcome::Rejected(record) => {
+            return match owned(state.store(), &aggregate_id, record.version).await {
+                Ok(true) => answer(
+                    "REJECTED",
+                    json!({
+                        "errorCode": record.error_code,
+                        "errorMsg": record.error_msg,
+                        "commandId": record.command_id,
+                        "createTime": record.create_time,
+                        "version": record.version,
+                    }),
+                ),
+                Ok(false) => answer("NONE", json!({})),
+                Err(response) => response,
+            }
+        }
+        RequestOutcome::InFlight => return answer("IN_FLIGHT", json!({})),
+        RequestOutcome::None => return answer("NONE", json!({})),
+        RequestOutcome::Unknown(error) => return unknown(error.error_code(), error.to_string()),
+        // An answer this version does not know: it cannot say what happened.
+        _ => {
+            return unknown(
+                ErrorCode::InternalServerError,
+                "the look-up gave an answer this service does not know".to_owned(),
+            )
+        }
     };
-    let not_appended = || {
-        (
-            StatusCode::NOT_FOUND,
-            Json(json!({"status": "NOT_APPENDED"})),
-        )
-            .into_response()
-    };
-    let record = match state.store().find_request(&aggregate_id, &request_id).await {
-        Ok(Some(record)) => record,
-        Ok(None) => return not_appended(),
-        Err(error) => return unknown(&error),
-    };
-    match state
+    let stream = match state
         .store()
         .load(&aggregate_id, record.version, record.version)
         .await
     {
-        Ok(mut streams) if !streams.is_empty() => {
-            let stream = streams.remove(0);
-            if stream.aggregate_id.tenant_id != aggregate_id.tenant_id {
-                return not_appended();
-            }
-            Json(json!({
-                "status": "APPENDED",
+        Ok(streams) => streams.into_iter().next(),
+        Err(error) => {
+            return unknown(
+                error.error_code(),
+                format!(
+                    "request id `{request_id}` was appended at version {}, but its stream cannot be read: {error}",
+                    record.version
+                ),
+            )
+        }
+    };
+    match stream {
+        Some(stream) if stream.aggregate_id.tenant_id == aggregate_id.tenant_id => answer(
+            "APPENDED",
+            json!({
                 "version": record.version,
                 "commandId": record.command_id,
                 "createTime": record.create_time,
                 "stream": stream,
-            }))
-            .into_response()
-        }
-        Ok(_) => not_appended(),
-        Err(error) => unknown(&error),
+            }),
+        ),
+        Some(_) => answer("NONE", json!({})),
+        None => unknown(
+            ErrorCode::ServiceUnavailable,
+            format!(
+                "request id `{request_id}` was appended at version {}, but its stream cannot be found",
+                record.version
+            ),
+        ),
+    }
+}
+
+/// One answer of the look-up: `status` added to `body`, with the status code of
+/// [`look_up_status`].
+fn answer(status: &'static str, mut body: serde_json::Value) -> Response {
+    body["status"] = json!(status);
+    (look_up_status(status), Json(body)).into_response()
+}
+
+fn unknown(code: ErrorCode, message: String) -> Response {
+    answer("UNKNOWN", json!({"errorCode": code, "errorMsg": message}))
+}
+
+/// Whether the aggregate a rejection was decided on (at `version`) is the caller's: its
+/// first stream is in the caller's tenant. A rejection decided on no aggregate (version 0)
+/// names no tenant's data and is shown. `Err` is the `UNKNOWN` answer when history cannot
+/// tell.
+#[allow(clippy::result_large_err)] // the error is the response itself, built once
+async fn owned(
+    store: &dyn wow_core::eventsourcing::EventStore,
+    aggregate_id: &AggregateId,
+    version: u64,
+) -> Result<bool, Response> {
+    if version == 0 {
+        return Ok(true);
+    }
+    match store.load(aggregate_id, 1, 1).await {
+        Ok(streams) => match streams.first() {
+            Some(first) => Ok(first.aggregate_id.tenant_id == aggregate_id.tenant_id),
+            None => Err(unknown(
+                ErrorCode::ServiceUnavailable,
+                format!("a rejection was decided at version {version}, but the aggregate's history cannot be found"),
+            )),
+        },
+        Err(error) => Err(unknown(error.error_code(), error.to_string())),
     }
 }

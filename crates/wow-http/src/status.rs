@@ -3,14 +3,25 @@
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde_json::Value;
+use wow_core::command::REPLAYED;
 use wow_core::{CommandResult, ErrorCode};
 
 /// The header that repeats a result's error code.
 pub const ERROR_CODE_HEADER: HeaderName = HeaderName::from_static("wow-error-code");
 
+/// The header set to `true` on an answer that replays a decision recorded for the request id
+/// before (SPEC ID-6): the handler did not run again, and the status, code and message are
+/// those of the original decision.
+pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("wow-replayed");
+
 /// The status of a result with `code`: 200 `Ok`; 400 validation and unreadable input; 404
 /// missing aggregates and commands; 409 conflicts; 408 an expired wait; 503 an unreachable
 /// bus or store; 500 internal faults; 422 a domain's business rule.
+///
+/// A replayed rejection (SPEC ID-6) carries its original code, so it gets the status of the
+/// original answer: 422 for a business rule, 404 `NotFound`, 409 `DuplicateAggregateId` or
+/// `CommandExpectVersionConflict`.
 pub fn status_for(code: &ErrorCode) -> StatusCode {
     match code {
         ErrorCode::Ok => StatusCode::OK,
@@ -32,12 +43,35 @@ pub fn status_for(code: &ErrorCode) -> StatusCode {
     }
 }
 
-/// `result` as the response body, with its status and `Wow-Error-Code`.
+/// Whether `result` replays a recorded decision (`result.replayed` is `true`).
+pub(crate) fn is_replayed(result: &CommandResult) -> bool {
+    result.result.get(REPLAYED) == Some(&Value::Bool(true))
+}
+
+/// `result` as the response body, with its status, `Wow-Error-Code`, and `Wow-Replayed: true`
+/// when it replays a recorded decision.
 pub(crate) fn respond(result: CommandResult) -> Response {
     let status = status_for(&result.error_code);
     let code = HeaderValue::from_str(result.error_code.as_str())
         .unwrap_or(HeaderValue::from_static("InternalServerError"));
+    let replayed = is_replayed(&result);
     let mut response = (status, Json(result)).into_response();
     response.headers_mut().insert(ERROR_CODE_HEADER, code);
+    if replayed {
+        response
+            .headers_mut()
+            .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+    }
     response
+}
+
+/// The status of each answer of the request look-up (SPEC TO-1, DESIGN.md §5): 200 a
+/// decision (`APPENDED` or `REJECTED`), 202 `IN_FLIGHT`, 404 `NONE`, 503 `UNKNOWN`.
+pub(crate) fn look_up_status(status: &str) -> StatusCode {
+    match status {
+        "APPENDED" | "REJECTED" => StatusCode::OK,
+        "IN_FLIGHT" => StatusCode::ACCEPTED,
+        "NONE" => StatusCode::NOT_FOUND,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    }
 }

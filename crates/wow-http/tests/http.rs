@@ -501,7 +501,7 @@ async fn history_state_and_outcome_look_up() {
     let (status, outcome) = s.get("/account/acc-1/requests/never", &[]).await;
     assert_eq!(
         (status, outcome["status"].as_str()),
-        (StatusCode::NOT_FOUND, Some("NOT_APPENDED"))
+        (StatusCode::NOT_FOUND, Some("NONE"))
     );
     let (status, _) = s.get("/account/nobody/state", &[]).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -651,11 +651,12 @@ async fn a_caller_timeout_is_408_and_the_look_up_later_shows_appended() {
     assert_eq!(body["requestId"], "open-slow");
     assert_eq!(body["result"]["timeoutMs"], 100);
 
+    // The gateway still holds it: in flight, not "no decision" (a resend is not needed).
     let lookup = format!("{base}/account/slow-1/requests/open-slow");
     let (status, outcome, _) = read(client.get(&lookup).send().await.unwrap()).await;
     assert_eq!(
         (status, outcome["status"].as_str()),
-        (StatusCode::NOT_FOUND, Some("NOT_APPENDED"))
+        (StatusCode::ACCEPTED, Some("IN_FLIGHT"))
     );
     store.release(1);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -712,14 +713,22 @@ impl EventStore for UnreachableStore {
     ) -> Result<Option<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
         Err(unreachable())
     }
-    async fn find_request(
+    async fn find_decision(
         &self,
         _: &AggregateId,
         _: &str,
     ) -> Result<
-        Option<wow_core::eventsourcing::RequestRecord>,
+        Option<wow_core::eventsourcing::RequestDecision>,
         wow_core::eventsourcing::EventStoreError,
     > {
+        Err(unreachable())
+    }
+    async fn record_rejection(
+        &self,
+        _: &AggregateId,
+        _: &str,
+        _: &wow_core::eventsourcing::RejectionRecord,
+    ) -> Result<(), wow_core::eventsourcing::EventStoreError> {
         Err(unreachable())
     }
     async fn scan_aggregate_ids(
@@ -937,4 +946,443 @@ async fn compensation_routes_list_failures_and_retry_one() {
         "{body}"
     );
     assert_eq!(failures.get(&orphan.id).await.unwrap(), Some(orphan));
+}
+
+/// Posts `body` to `path` and returns the status, the body and the `Wow-Replayed` header.
+async fn post_replayed(
+    s: &Server,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, Value, Option<String>) {
+    let mut request = s
+        .client
+        .post(format!("{}{path}", s.base))
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let replayed = response
+        .headers()
+        .get("wow-replayed")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let (status, body, _) = read(response).await;
+    (status, body, replayed)
+}
+
+#[tokio::test]
+async fn a_rejected_withdraw_resent_with_its_request_id_gets_the_original_rejection() {
+    let s = server().await;
+    s.open("acc-r", 10).await;
+    let headers = [("Command-Request-Id", "withdraw-r-1")];
+    let (status, first, replayed) =
+        post_replayed(&s, "/account/acc-r/withdraw", &headers, r#"{"amount":500}"#).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{first}");
+    assert_eq!(first["errorCode"], "InsufficientBalance");
+    assert_eq!(
+        replayed, None,
+        "the first answer is a decision, not a replay"
+    );
+
+    // The balance would now allow it: the handler must not run again (SPEC ID-6).
+    let (status, _, _) = s
+        .post("/account/acc-r/deposit", &[], r#"{"amount":1000}"#)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, again, replayed) =
+        post_replayed(&s, "/account/acc-r/withdraw", &headers, r#"{"amount":500}"#).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{again}");
+    assert_eq!(again["errorCode"], "InsufficientBalance");
+    assert_eq!(again["errorMsg"], first["errorMsg"]);
+    assert_eq!(replayed.as_deref(), Some("true"));
+    assert_eq!(again["result"]["originalCommandId"], first["commandId"]);
+    assert_eq!(again["result"]["replayed"], true);
+    assert_eq!(
+        again["aggregateVersion"], 1,
+        "the version it was decided on"
+    );
+    assert_ne!(again["commandId"], first["commandId"], "a new message");
+
+    let (status, reused, replayed) =
+        post_replayed(&s, "/account/acc-r/withdraw", &headers, r#"{"amount":5}"#).await;
+    assert_eq!(
+        (status, reused["errorCode"].as_str()),
+        (StatusCode::CONFLICT, Some("RequestIdReused")),
+        "{reused}"
+    );
+    assert_eq!(replayed, None);
+
+    let (status, found) = s.get("/account/acc-r/requests/withdraw-r-1", &[]).await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    assert_eq!(found["status"], "REJECTED");
+    assert_eq!(found["errorCode"], "InsufficientBalance");
+    assert_eq!(found["errorMsg"], first["errorMsg"]);
+    assert_eq!(found["commandId"], first["commandId"]);
+    assert_eq!(found["version"], 1);
+    assert!(found["createTime"].as_i64().is_some(), "{found}");
+    assert_eq!(s.history("acc-r").await, 2, "open and deposit only");
+}
+
+#[tokio::test]
+async fn a_replayed_rejection_keeps_the_status_of_its_original_code() {
+    let s = server().await;
+    s.open("acc-e", 1).await;
+    let cases = [
+        (
+            "/account/nobody-e/deposit",
+            "dep-missing",
+            r#"{"amount":1}"#,
+            StatusCode::NOT_FOUND,
+            "NotFound",
+        ),
+        (
+            "/account/acc-e/open",
+            "open-again",
+            r#"{"name":"Bob","balance":1}"#,
+            StatusCode::CONFLICT,
+            "DuplicateAggregateId",
+        ),
+    ];
+    for (path, request_id, body, status, code) in cases {
+        let headers = [("Command-Request-Id", request_id)];
+        let (got, first, _) = post_replayed(&s, path, &headers, body).await;
+        assert_eq!((got, first["errorCode"].as_str()), (status, Some(code)));
+        let (got, again, replayed) = post_replayed(&s, path, &headers, body).await;
+        assert_eq!(
+            (got, again["errorCode"].as_str()),
+            (status, Some(code)),
+            "{again}"
+        );
+        assert_eq!(replayed.as_deref(), Some("true"), "{path}");
+        assert_eq!(again["result"]["originalCommandId"], first["commandId"]);
+    }
+}
+
+#[tokio::test]
+async fn the_look_up_answers_none_for_a_request_id_nobody_sent() {
+    let s = server().await;
+    s.open("acc-n", 1).await;
+    let (status, found) = s.get("/account/acc-n/requests/never-sent", &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(found, json!({"status": "NONE"}));
+    // Another tenant's request id is not seen (SPEC TN-1).
+    let (status, _, _) = s
+        .post(
+            "/account/acc-n/deposit",
+            &[("Command-Request-Id", "dep-n")],
+            r#"{"amount":1}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, found) = s
+        .get(
+            "/account/acc-n/requests/dep-n",
+            &[("Command-Tenant-Id", "tenant-x")],
+        )
+        .await;
+    assert_eq!(
+        (status, found["status"].as_str()),
+        (StatusCode::NOT_FOUND, Some("NONE")),
+        "another tenant's append: {found}"
+    );
+    let (status, _, _) = s
+        .post(
+            "/account/acc-n/withdraw",
+            &[("Command-Request-Id", "w-n")],
+            r#"{"amount":500}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        s.get("/account/acc-n/requests/w-n", &[]).await.1["status"],
+        "REJECTED"
+    );
+    let (status, found) = s
+        .get(
+            "/account/acc-n/requests/w-n",
+            &[("Command-Tenant-Id", "tenant-x")],
+        )
+        .await;
+    assert_eq!(
+        (status, found["status"].as_str()),
+        (StatusCode::NOT_FOUND, Some("NONE")),
+        "another tenant's rejection: {found}"
+    );
+}
+
+#[tokio::test]
+async fn a_request_id_with_a_slash_is_looked_up_as_itself() {
+    let s = server().await;
+    s.open("acc-s", 1).await;
+    let request_id = "0192a0b1-0000-7000-8000-000000000001/0";
+    let (status, sent, _) = s
+        .post(
+            "/account/acc-s/deposit",
+            &[("Command-Request-Id", request_id)],
+            r#"{"amount":2}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{sent}");
+    let (status, found) = s
+        .get(
+            "/account/acc-s/requests/0192a0b1-0000-7000-8000-000000000001%2F0",
+            &[],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    assert_eq!(found["status"], "APPENDED");
+    assert_eq!(found["commandId"], sent["commandId"]);
+    assert_eq!(found["stream"]["requestId"], request_id);
+}
+
+#[tokio::test]
+async fn a_create_without_an_id_resent_with_its_request_id_opens_one_aggregate() {
+    let s = server().await;
+    let headers = [("Command-Request-Id", "open-unnamed-1")];
+    let body = r#"{"name":"Ann","balance":4}"#;
+    let (status, first, _) = s.post("/account/open", &headers, body).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let id = first["aggregateId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        id,
+        wow_http::derived_aggregate_id("(0)", "account", "open-unnamed-1")
+    );
+
+    let (status, again, code) = s.post("/account/open", &headers, body).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::CONFLICT, "DuplicateRequestId"),
+        "{again}"
+    );
+    assert_eq!(again["aggregateId"], id.as_str());
+    assert_eq!(again["aggregateVersion"], 1);
+    assert_eq!(again["result"]["originalCommandId"], first["commandId"]);
+
+    let named = wow_core::NamedAggregate::new("bank", "account");
+    let aggregates = s.store.scan_aggregate_ids(&named, None, 100).await.unwrap();
+    assert_eq!(
+        aggregates.len(),
+        1,
+        "one intent, one aggregate: {aggregates:?}"
+    );
+    assert_eq!(s.history(&id).await, 1);
+
+    // Another intent, or the same request id in another tenant, opens its own aggregate.
+    let (status, other, _) = s
+        .post(
+            "/account/open",
+            &[("Command-Request-Id", "open-unnamed-2")],
+            body,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(other["aggregateId"], id.as_str());
+    let (status, elsewhere, _) = s
+        .post(
+            "/account/open",
+            &[
+                ("Command-Request-Id", "open-unnamed-1"),
+                ("Command-Tenant-Id", "tenant-b"),
+            ],
+            body,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{elsewhere}");
+    assert_ne!(elsewhere["aggregateId"], id.as_str());
+}
+
+#[tokio::test]
+async fn a_void_command_without_a_stage_header_waits_for_sent() {
+    let s = server().await;
+    let (status, body, code) = s
+        .post("/audit/log-1/note", &[], r#"{"text":"checked the vault"}"#)
+        .await;
+    assert_eq!((status, code.as_str()), (StatusCode::OK, "Ok"), "{body}");
+    assert_eq!(body["stage"], "SENT");
+    let (status, body, code) = s
+        .post(
+            "/audit/log-1/note",
+            &[("Command-Wait-Stage", "PROCESSED")],
+            r#"{"text":"again"}"#,
+        )
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::BAD_REQUEST, "IllegalArgument"),
+        "an explicit later stage is still refused: {body}"
+    );
+    // A command with a kind of its own still waits for PROCESSED by default.
+    s.open("acc-v", 1).await;
+    let (_, body, _) = s
+        .post("/account/acc-v/deposit", &[], r#"{"amount":1}"#)
+        .await;
+    assert_eq!(body["stage"], "PROCESSED");
+}
+
+#[tokio::test]
+async fn openapi_documents_the_look_up_void_stages_and_creates_without_an_id() {
+    let s = server().await;
+    let (status, doc) = s.get("/openapi.json", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let stage = |path: &str| {
+        doc["paths"][path]["post"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "Command-Wait-Stage")
+            .cloned()
+            .unwrap()
+    };
+    let void = stage("/audit/{id}/note");
+    assert_eq!(void["schema"]["enum"], json!(["SENT"]));
+    assert_eq!(void["schema"]["default"], "SENT");
+    assert_eq!(
+        stage("/account/{id}/deposit")["schema"]["default"],
+        "PROCESSED"
+    );
+    let create = &doc["paths"]["/account/open"]["post"];
+    let named = create["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "Command-Aggregate-Id")
+        .unwrap();
+    assert!(
+        named["description"]
+            .as_str()
+            .unwrap()
+            .contains("derived from (tenant, aggregate name, request id)"),
+        "{named}"
+    );
+    assert!(doc["paths"]["/account/deposit"].is_null(), "only creates");
+    let responses = &doc["paths"]["/account/{id}/requests/{requestId}"]["get"]["responses"];
+    for (status, name) in [("202", "IN_FLIGHT"), ("404", "NONE"), ("503", "UNKNOWN")] {
+        assert_eq!(
+            responses[status]["content"]["application/json"]["schema"]["properties"]["status"]
+                ["enum"],
+            json!([name]),
+            "{status}"
+        );
+    }
+    let decided = &responses["200"]["content"]["application/json"]["schema"]["oneOf"];
+    assert_eq!(
+        decided[1]["properties"]["status"]["enum"],
+        json!(["REJECTED"])
+    );
+}
+
+/// How [`StreamsLost`] answers loads.
+const LOADS_PASS: u8 = 0;
+const LOADS_FIND_NOTHING: u8 = 1;
+const LOADS_FAIL: u8 = 2;
+
+/// A store whose decisions survive but whose streams cannot be read, once switched: the
+/// look-up must then say UNKNOWN, never NONE.
+#[derive(Debug)]
+struct StreamsLost {
+    inner: InMemoryEventStore,
+    loads: std::sync::atomic::AtomicU8,
+}
+
+#[async_trait::async_trait]
+impl EventStore for StreamsLost {
+    async fn append(
+        &self,
+        stream: &wow_core::DomainEventStream,
+    ) -> Result<(), wow_core::eventsourcing::EventStoreError> {
+        self.inner.append(stream).await
+    }
+    async fn load(
+        &self,
+        id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
+        match self.loads.load(std::sync::atomic::Ordering::SeqCst) {
+            LOADS_FIND_NOTHING => Ok(Vec::new()),
+            LOADS_FAIL => Err(wow_core::eventsourcing::EventStoreError::Unavailable(
+                "connection reset".into(),
+            )),
+            _ => self.inner.load(id, head, tail).await,
+        }
+    }
+    async fn load_by_time(
+        &self,
+        id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
+        self.inner.load_by_time(id, start, end).await
+    }
+    async fn last(
+        &self,
+        id: &AggregateId,
+    ) -> Result<Option<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
+        self.inner.last(id).await
+    }
+    async fn find_decision(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+    ) -> Result<
+        Option<wow_core::eventsourcing::RequestDecision>,
+        wow_core::eventsourcing::EventStoreError,
+    > {
+        self.inner.find_decision(id, request_id).await
+    }
+    async fn record_rejection(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+        rejection: &wow_core::eventsourcing::RejectionRecord,
+    ) -> Result<(), wow_core::eventsourcing::EventStoreError> {
+        self.inner.record_rejection(id, request_id, rejection).await
+    }
+    async fn scan_aggregate_ids(
+        &self,
+        named: &wow_core::NamedAggregate,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, wow_core::eventsourcing::EventStoreError> {
+        self.inner.scan_aggregate_ids(named, after, limit).await
+    }
+}
+
+#[tokio::test]
+async fn an_appended_request_whose_stream_cannot_be_read_is_unknown_never_none() {
+    let store = Arc::new(StreamsLost {
+        inner: InMemoryEventStore::new(),
+        loads: std::sync::atomic::AtomicU8::new(LOADS_PASS),
+    });
+    let pipeline =
+        LocalPipeline::builder(wow_example_bank::registry().unwrap(), store.clone()).build();
+    let base = listen(router(HttpState::new(
+        &pipeline,
+        None,
+        HttpConfig::default(),
+    )))
+    .await;
+    let client = Client::new();
+    let (status, body, _) = read(
+        client
+            .post(format!("{base}/account/lost-1/open"))
+            .header("Command-Request-Id", "open-lost")
+            .body(r#"{"name":"Ann","balance":1}"#)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let lookup = format!("{base}/account/lost-1/requests/open-lost");
+    for mode in [LOADS_FIND_NOTHING, LOADS_FAIL] {
+        store.loads.store(mode, std::sync::atomic::Ordering::SeqCst);
+        let (status, found, _) = read(client.get(&lookup).send().await.unwrap()).await;
+        assert_eq!(
+            (status, found["status"].as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, Some("UNKNOWN")),
+            "loads mode {mode}: {found}"
+        );
+    }
 }

@@ -374,6 +374,9 @@ impl CommandGateway {
             CommandResult::failure(&command, CommandStage::Sent, code, message)
                 .with_result(SENT, false)
         };
+        // A failure that may have delivered (the transport failed, the send timed out) keeps
+        // the request in flight until the node decides or the registry's horizon passes;
+        // one that surely did not (the bus is closed, nobody subscribes) ends it.
         let failed_to_send = match tokio::time::timeout(
             self.inner.send_timeout,
             self.inner.bus.send(command.clone()),
@@ -381,19 +384,29 @@ impl CommandGateway {
         .await
         {
             Ok(Ok(())) => None,
-            Ok(Err(error)) => Some(failed(error.error_code(), error.to_string())),
-            Err(_) => Some(failed(
-                ErrorCode::ServiceUnavailable,
-                format!(
-                    "the bus did not accept the command within {} ms",
-                    self.inner.send_timeout.as_millis()
+            Ok(Err(error)) => {
+                let unsure = matches!(error, super::CommandBusError::Unavailable(_));
+                Some((failed(error.error_code(), error.to_string()), unsure))
+            }
+            Err(_) => Some((
+                failed(
+                    ErrorCode::ServiceUnavailable,
+                    format!(
+                        "the bus did not accept the command within {} ms",
+                        self.inner.send_timeout.as_millis()
+                    ),
                 ),
+                true,
             )),
         };
-        if let Some(failure) = failed_to_send {
+        if let Some((failure, unsure)) = failed_to_send {
             self.inner.checker.release(&aggregate_id, &request_id);
             if let Some(in_flight) = &self.inner.in_flight {
-                in_flight.leave(&aggregate_id, &request_id);
+                if unsure {
+                    in_flight.unsure(&aggregate_id, &request_id);
+                } else {
+                    in_flight.leave(&aggregate_id, &request_id);
+                }
             }
             return Err(failure);
         }

@@ -24,7 +24,7 @@ pub use error::{
 };
 pub use fingerprint::request_fingerprint;
 pub use gateway::{CommandGateway, CommandGatewayBuilder, DEFAULT_SEND_TIMEOUT, SENT, TIMEOUT_MS};
-pub use in_flight::InFlightRequests;
+pub use in_flight::{InFlightRequests, DEFAULT_UNSURE_HORIZON};
 pub use kind::CommandKind;
 pub use message::CommandMessage;
 pub use node::{DefaultCommandHandler, DefaultCommandHandlerBuilder, DEFAULT_CONFLICT_RETRIES};
