@@ -4,15 +4,16 @@
 //! Every decision of a run is drawn here, in the order the single-threaded runtime reaches
 //! it, so a seed replays the same run.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 use wow_core::id::{Clock, IdGenerator};
+use wow_core::ErrorCode;
 
 /// A kind of fault the simulation injects; each is counted when it happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -27,6 +28,9 @@ pub enum FaultKind {
     AckLost,
     /// The bus delivered the command twice.
     CommandRedelivered,
+    /// The bus delivered a command that a node had rejected again, later (after other
+    /// commands may have changed the state so that the handler would now accept it).
+    RejectedRedelivered,
     /// The node crashed after the append, before publishing (and before `PROCESSED`).
     CrashAfterAppend,
     /// The node crashed after publishing, before the `PROCESSED` signal.
@@ -47,12 +51,19 @@ pub enum FaultKind {
     ConsumerCrashAfterWrite,
     /// A consumer was down (failed before writing; redelivered later).
     ConsumerDown,
+    /// The saga ran again on a stream it had handled (a compensation retry, or a start-up
+    /// catch-up from the beginning).
+    SagaRerun,
     /// The event store was unreachable for a while.
     StoreOutage,
     /// One append failed before writing.
     StoreAppendFailed,
     /// One append was written but its answer was lost.
     StoreAppendAckLost,
+    /// One rejection record failed before writing.
+    RejectionWriteFailed,
+    /// One rejection record was written but its answer was lost.
+    RejectionWriteAckLost,
     /// One read failed.
     StoreReadFailed,
     /// A caller gave up waiting (its timeout expired).
@@ -63,12 +74,13 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in table order.
-    pub const ALL: [FaultKind; 21] = [
+    pub const ALL: [FaultKind; 25] = [
         FaultKind::Validation,
         FaultKind::SendRejected,
         FaultKind::SendTimeout,
         FaultKind::AckLost,
         FaultKind::CommandRedelivered,
+        FaultKind::RejectedRedelivered,
         FaultKind::CrashAfterAppend,
         FaultKind::CrashAfterPublish,
         FaultKind::SignalLost,
@@ -79,9 +91,12 @@ impl FaultKind {
         FaultKind::EventRedelivered,
         FaultKind::ConsumerCrashAfterWrite,
         FaultKind::ConsumerDown,
+        FaultKind::SagaRerun,
         FaultKind::StoreOutage,
         FaultKind::StoreAppendFailed,
         FaultKind::StoreAppendAckLost,
+        FaultKind::RejectionWriteFailed,
+        FaultKind::RejectionWriteAckLost,
         FaultKind::StoreReadFailed,
         FaultKind::CallerTimeout,
         FaultKind::ConcurrentResend,
@@ -92,6 +107,44 @@ impl fmt::Display for FaultKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)
     }
+}
+
+/// What the decision log holds about one request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Logged {
+    /// A stream of the request was appended (the write took effect, whatever its answer).
+    Appended {
+        /// The stream's version.
+        version: u64,
+        /// The command that appended it.
+        command_id: String,
+    },
+    /// A node answered a message of the request with a final rejection (SPEC ID-6).
+    Rejected {
+        /// The rejection's code.
+        code: ErrorCode,
+        /// The message's command id.
+        command_id: String,
+        /// Whether the answer replayed a recorded decision.
+        replayed: bool,
+    },
+    /// A caller's look-up answered `NONE` (no decision recorded, not in flight, SPEC TO-1).
+    LookedUpNone {
+        /// The command ids of the messages the caller had sent for the request by then.
+        sent: Vec<String>,
+    },
+}
+
+/// One line of the decision log: the appends that took effect, the final rejections the
+/// nodes answered and the look-ups that answered `NONE`, in the order they happened.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LogEntry {
+    /// The wallet.
+    pub(crate) aggregate: String,
+    /// The request id.
+    pub(crate) request_id: String,
+    /// What happened.
+    pub(crate) what: Logged,
 }
 
 /// How likely each fault is in one run: drawn from the seed, so runs differ in what they
@@ -128,8 +181,9 @@ pub(crate) struct Chaos {
     start: Instant,
     store_down_until: Mutex<Option<Instant>>,
     next_id: AtomicU64,
-    again: Mutex<BTreeSet<String>>,
     aliases: Mutex<BTreeMap<String, String>>,
+    log: Mutex<Vec<LogEntry>>,
+    pending: AtomicUsize,
 }
 
 impl Chaos {
@@ -146,8 +200,9 @@ impl Chaos {
             start: Instant::now(),
             store_down_until: Mutex::new(None),
             next_id: AtomicU64::new(0),
-            again: Mutex::new(BTreeSet::new()),
             aliases: Mutex::new(BTreeMap::new()),
+            log: Mutex::new(Vec::new()),
+            pending: AtomicUsize::new(0),
         }
     }
 
@@ -170,18 +225,36 @@ impl Chaos {
             .unwrap_or_else(|| request_id.to_owned())
     }
 
-    /// Notes that a message of `request_id` may be decided again after its caller got an
-    /// answer (the bus delivered it twice, or delivered it and then failed the send).
-    pub(crate) fn may_arrive_again(&self, request_id: &str) {
-        self.again
+    /// Appends `what` about `request_id` of the wallet `aggregate` to the decision log.
+    pub(crate) fn log(&self, aggregate: &str, request_id: &str, what: Logged) {
+        self.log
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(request_id.to_owned());
+            .push(LogEntry {
+                aggregate: aggregate.to_owned(),
+                request_id: request_id.to_owned(),
+                what,
+            });
     }
 
-    /// The request ids of [`Chaos::may_arrive_again`].
-    pub(crate) fn arriving_again(&self) -> BTreeSet<String> {
-        self.again.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    /// The decision log so far, in the order things happened.
+    pub(crate) fn logged(&self) -> Vec<LogEntry> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Notes that a delayed delivery (a redelivery, a saga re-run) is scheduled.
+    pub(crate) fn begin_pending(&self) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Notes that a delayed delivery of [`Chaos::begin_pending`] has run.
+    pub(crate) fn end_pending(&self) {
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Delayed deliveries scheduled and not yet run.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
     }
 
     fn rng(&self) -> std::sync::MutexGuard<'_, ChaCha8Rng> {
@@ -219,6 +292,11 @@ impl Chaos {
         }
         self.record(kind, detail());
         true
+    }
+
+    /// Whether `kind` may happen in this run (its profile has it, and faults are on).
+    pub(crate) fn enabled(&self, kind: FaultKind) -> bool {
+        self.faults_on() && self.profile.rate(kind) > 0.0
     }
 
     /// Counts and traces a fault that happened (one drawn elsewhere).

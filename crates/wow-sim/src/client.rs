@@ -1,22 +1,30 @@
 //! Simulated callers. Each follows SPEC TO-2 as `wow-client`'s `send_safely` does: keep the
-//! request id; on a timeout or an unavailable answer, confirm history by request id; if
-//! appended, stop (never resend as a new intent); if absent, resend with the same request id;
-//! if history cannot be asked, stay unknown. Every intent and every answer is recorded.
+//! request id; on a timeout or an unavailable answer, look the request up (SPEC TO-1,
+//! [`look_up_request`]); if appended, stop (never resend as a new intent); if rejected, that
+//! is final (SPEC ID-6); if in flight, look again; if no decision is recorded, resend with
+//! the same request id; if history cannot be asked, stay unknown. A business rejection is
+//! final as answered: the node recorded it before answering. Every intent and every answer
+//! is recorded.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wow_core::command::{CommandGateway, CommandResultError, WaitPlan, RECORDED};
-use wow_core::eventsourcing::EventStore;
+use wow_core::command::{
+    look_up_request, CommandGateway, CommandResultError, RequestOutcome, WaitPlan, RECORDED,
+    REPLAYED,
+};
+use wow_core::eventsourcing::{is_recorded_rejection, EventStore};
 use wow_core::{AggregateId, CommandMessage, CommandResult, CommandStage, ErrorCode};
 
-use crate::chaos::{Chaos, FaultKind};
+use crate::chaos::{Chaos, FaultKind, Logged};
 use crate::domain::WalletCommand;
 
 /// Sends of one intent before the caller gives up and leaves it unknown.
 const MAX_ATTEMPTS: u32 = 4;
+/// The longest a caller waits between two tries (its backoff doubles up to this).
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Look-ups of one unknown answer before the caller leaves it unknown.
-const MAX_LOOKUPS: u32 = 4;
+const MAX_LOOKUPS: u32 = 6;
 
 /// One business intent of a caller: one request id.
 #[derive(Debug, Clone)]
@@ -52,8 +60,30 @@ pub(crate) struct IntentRecord {
     pub(crate) side_verdicts: Vec<Verdict>,
     /// Results reported as `PROCESSED` (or later) and succeeded, with a recorded stream.
     pub(crate) reported_ok: Vec<CommandResult>,
+    /// Every answer any message of the intent got, in order.
+    pub(crate) answers: Vec<Answered>,
     /// Messages sent for it.
     pub(crate) sends: u32,
+}
+
+/// One answer to one message of an intent.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Answered {
+    /// Its code (`Ok` for a success).
+    pub(crate) code: ErrorCode,
+    /// The stage it came from.
+    pub(crate) stage: CommandStage,
+    /// Whether it replayed a recorded decision.
+    pub(crate) replayed: bool,
+}
+
+/// What the sends of one intent collect, shared with its concurrent resends.
+#[derive(Debug, Default)]
+struct Collected {
+    reported: Vec<CommandResult>,
+    answers: Vec<Answered>,
+    /// The command ids of the messages sent so far.
+    sent: Vec<String>,
 }
 
 /// One simulated caller.
@@ -70,29 +100,36 @@ enum Answer {
 }
 
 impl Client {
-    /// What history says of `intent` (SPEC TO-1): the version that holds its request id, or
-    /// `None` when it is not there. A hit is noted in the trace.
-    async fn look_up(
-        &self,
-        intent: &Intent,
-        context: &str,
-    ) -> Result<Option<u64>, wow_core::eventsourcing::EventStoreError> {
-        let found = self
-            .store
-            .find_request(&intent.aggregate, &intent.request_id)
-            .await?;
-        if let Some(record) = &found {
-            let context = if context.is_empty() {
-                String::new()
-            } else {
-                format!(" {context}")
-            };
-            self.chaos.note(format!(
-                "{} look-up{context}: appended at v{}",
-                intent.label, record.version
-            ));
+    /// What the pipeline says of `intent` (SPEC TO-1): the authoritative look-up, noted in
+    /// the trace; a `NONE` is also logged for the checks, with the messages sent by then.
+    async fn look_up(&self, intent: &Intent, collected: &Mutex<Collected>) -> RequestOutcome {
+        let outcome = look_up_request(
+            &self.gateway,
+            self.store.as_ref(),
+            &intent.aggregate,
+            &intent.request_id,
+        )
+        .await;
+        let said = match &outcome {
+            RequestOutcome::Appended(record) => format!("appended at v{}", record.version),
+            RequestOutcome::Rejected(record) => format!("rejected with {}", record.error_code),
+            RequestOutcome::Unknown(error) => format!("unknown: {error}"),
+            other => other.status().to_owned(),
+        };
+        self.chaos.note(format!("{} look-up: {said}", intent.label));
+        if matches!(outcome, RequestOutcome::None) {
+            let sent = collected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .sent
+                .clone();
+            self.chaos.log(
+                &intent.aggregate.id,
+                &intent.request_id,
+                Logged::LookedUpNone { sent },
+            );
         }
-        Ok(found.map(|record| record.version))
+        outcome
     }
 
     /// Runs `intents` one after the other and records each.
@@ -143,8 +180,13 @@ impl Client {
     }
 
     /// One send, classified.
-    async fn send_once(&self, intent: &Intent, reported: &Mutex<Vec<CommandResult>>) -> Answer {
+    async fn send_once(&self, intent: &Intent, collected: &Mutex<Collected>) -> Answer {
         let message = self.message(intent);
+        collected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sent
+            .push(message.id.clone());
         let plan = self.plan(intent);
         self.chaos.note(format!(
             "{} {} {} on {} as {} request {} wait {} {}ms",
@@ -159,14 +201,23 @@ impl Client {
         ));
         let outcome = self.gateway.send_and_wait(message, plan).await;
         let answer = classify(&outcome);
-        if let Ok(result) = &outcome {
-            if result.result.get(RECORDED) == Some(&true.into())
-                || result.stage > CommandStage::Processed
-            {
-                reported
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(result.clone());
+        {
+            let mut collected = collected.lock().unwrap_or_else(|p| p.into_inner());
+            let result = match &outcome {
+                Ok(result) => result,
+                Err(error) => error.result(),
+            };
+            collected.answers.push(Answered {
+                code: result.error_code.clone(),
+                stage: result.stage,
+                replayed: result.result.get(REPLAYED) == Some(&true.into()),
+            });
+            if let Ok(result) = &outcome {
+                if result.result.get(RECORDED) == Some(&true.into())
+                    || result.stage > CommandStage::Processed
+                {
+                    collected.reported.push(result.clone());
+                }
             }
         }
         let said = match &outcome {
@@ -188,7 +239,7 @@ impl Client {
 
     /// Carries out one intent to a verdict (SPEC TO-2).
     async fn carry_out(&self, intent: Intent) -> IntentRecord {
-        let reported = Arc::new(Mutex::new(Vec::new()));
+        let collected = Arc::new(Mutex::new(Collected::default()));
         let mut side = Vec::new();
         let mut sends = 0;
         let mut backoff = Duration::from_millis(50);
@@ -200,71 +251,67 @@ impl Client {
                 sends += 1;
                 let twin = self.clone();
                 let twin_intent = intent.clone();
-                let twin_reported = reported.clone();
+                let twin_collected = collected.clone();
                 side.push(tokio::spawn(async move {
-                    match twin.send_once(&twin_intent, &twin_reported).await {
+                    match twin.send_once(&twin_intent, &twin_collected).await {
                         Answer::Final(verdict) => verdict,
                         Answer::Unknown(reason) => Verdict::Unknown { reason },
                     }
                 }));
             }
-            let reason = match self.send_once(&intent, &reported).await {
-                // A rejection of a resend answers for that message only: an earlier one may
-                // have been applied. Confirm it in history (SPEC TO-2).
-                Answer::Final(Verdict::Rejected { code, stage }) if sends > 1 => {
-                    match self.look_up(&intent, "after rejection").await {
-                        Ok(Some(version)) => {
-                            break 'intent Verdict::Applied {
-                                version: Some(version),
-                                how: format!("look-up after {code} on a resend"),
-                            };
-                        }
-                        Ok(None) => break 'intent Verdict::Rejected { code, stage },
-                        // History cannot say: unknown, like any other unanswered send.
-                        Err(error) => {
-                            format!("{code} on a resend, and the look-up failed: {error}")
-                        }
-                    }
-                }
+            let reason = match self.send_once(&intent, &collected).await {
+                // Applied, or rejected for good: a rejection is recorded before it is
+                // answered (SPEC ID-6), so no look-up is needed, and none may mask one that
+                // was not.
                 Answer::Final(verdict) => break 'intent verdict,
                 Answer::Unknown(reason) => reason,
             };
-            // Unknown: confirm history before anything else.
+            // Unknown: look the request up before anything else.
             let mut lookups = 0;
             loop {
                 lookups += 1;
-                match self.look_up(&intent, "").await {
-                    Ok(Some(version)) => {
+                match self.look_up(&intent, &collected).await {
+                    RequestOutcome::Appended(record) => {
                         break 'intent Verdict::Applied {
-                            version: Some(version),
+                            version: Some(record.version),
                             how: "look-up".to_owned(),
                         };
                     }
-                    Ok(None) if sends < MAX_ATTEMPTS => {
+                    RequestOutcome::Rejected(record) => {
+                        break 'intent Verdict::Rejected {
+                            code: record.error_code,
+                            stage: CommandStage::Processed,
+                        };
+                    }
+                    RequestOutcome::None if sends < MAX_ATTEMPTS => {
                         self.chaos
-                            .note(format!("{} look-up: not appended; resend", intent.label));
+                            .note(format!("{} no decision recorded; resend", intent.label));
                         break;
                     }
-                    Ok(None) => {
+                    RequestOutcome::None => {
                         break 'intent Verdict::Unknown {
-                            reason: format!("{reason}; not appended after {sends} sends"),
+                            reason: format!("{reason}; no decision after {sends} sends"),
                         }
                     }
-                    Err(error) if lookups < MAX_LOOKUPS => {
-                        self.chaos
-                            .note(format!("{} look-up failed: {error}", intent.label));
+                    // In flight (wait for it), or the store could not be asked: look again.
+                    RequestOutcome::InFlight | RequestOutcome::Unknown(_)
+                        if lookups < MAX_LOOKUPS =>
+                    {
                         tokio::time::sleep(backoff).await;
-                        backoff = backoff.saturating_mul(2);
+                        backoff = backoff.saturating_mul(2).min(MAX_BACKOFF);
                     }
-                    Err(error) => {
+                    outcome => {
                         break 'intent Verdict::Unknown {
-                            reason: format!("{reason}; history unreachable: {error}"),
+                            reason: format!(
+                                "{reason}; still {} after {lookups} look-ups",
+                                outcome.status()
+                            ),
                         }
                     }
                 }
             }
             tokio::time::sleep(backoff).await;
-            backoff = backoff.saturating_mul(2);
+            backoff = backoff.saturating_mul(2).min(MAX_BACKOFF);
         };
         let mut side_verdicts = Vec::new();
         for twin in side {
@@ -274,12 +321,13 @@ impl Client {
         }
         self.chaos
             .note(format!("{} verdict {verdict:?}", intent.label));
-        let reported_ok = reported.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let collected = std::mem::take(&mut *collected.lock().unwrap_or_else(|p| p.into_inner()));
         IntentRecord {
             intent,
             verdict,
             side_verdicts,
-            reported_ok,
+            reported_ok: collected.reported,
+            answers: collected.answers,
             sends,
         }
     }
@@ -312,16 +360,21 @@ fn classify(outcome: &Result<CommandResult, CommandResultError>) -> Answer {
             version: result.aggregate_version,
             how: "duplicate".to_owned(),
         }),
-        // Unavailable, or the node gave up on a busy aggregate: nothing is known.
-        ErrorCode::ServiceUnavailable
-        | ErrorCode::RequestTimeout
-        | ErrorCode::EventVersionConflict
-        | ErrorCode::InternalServerError => {
-            Answer::Unknown(format!("{} at {}", result.error_code, result.stage))
+        // Final: a business rejection (recorded, SPEC ID-6), a validation failure (its body
+        // never passes), or a request id reused for another body (SPEC ID-5).
+        code if is_recorded_rejection(code)
+            || matches!(
+                code,
+                ErrorCode::CommandValidation | ErrorCode::RequestIdReused
+            ) =>
+        {
+            Answer::Final(Verdict::Rejected {
+                code: code.clone(),
+                stage: result.stage,
+            })
         }
-        code => Answer::Final(Verdict::Rejected {
-            code: code.clone(),
-            stage: result.stage,
-        }),
+        // Unavailable, the node gave up on a busy aggregate, or anything else: nothing is
+        // known.
+        code => Answer::Unknown(format!("{code} at {}", result.stage)),
     }
 }

@@ -3,25 +3,29 @@
 //! A projection of balances and an event processor writing an outbox row per event, both
 //! through the real [`InMemoryProcessedMessages`] (effect and record in one transaction,
 //! keyed by event id, SPEC DS-2); a saga crediting a reward for every large deposit, through
-//! the real [`SagaContext`] (request ids derived from the event, SPEC DS-3). Each is wrapped
-//! so that it can be down, or crash after its write and before its acknowledgement; either
-//! way the stream is redelivered later through the real [`EventDispatcher`].
+//! the real [`SagaContext`] (request ids derived from the event, SPEC DS-3), which also
+//! completes transfers. Each is wrapped so that it can be down, or crash after its write and
+//! before its acknowledgement; either way the stream is redelivered later through the real
+//! [`EventDispatcher`]. The saga is also run again on streams it handled (`SagaRerun`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use wow_core::command::RECORDED;
+use wow_core::command::{CommandResultError, RECORDED, REPLAYED};
 use wow_core::event::{ConsumerError, EventConsumer, EventDispatcher, InMemoryProcessedMessages};
+use wow_core::eventsourcing::is_recorded_rejection;
 use wow_core::saga::{saga_request_id, Saga, SagaContext};
 use wow_core::{
     AggregateId, CommandMessage, CommandResult, DomainEvent, DomainEventStream, ErrorCode,
 };
 
 use crate::chaos::{Chaos, FaultKind};
-use crate::domain::{balance_delta, Amount, WalletCommand, WalletEvent, REWARDS, REWARD_THRESHOLD};
+use crate::domain::{
+    balance_delta, Amount, Held, HoldRef, Receive, WalletCommand, WalletEvent, REWARDS,
+    REWARD_AMOUNT, REWARD_THRESHOLD,
+};
 
 /// The projection's read model: balances, and how often each event was applied.
 #[derive(Debug, Default, Clone)]
@@ -33,15 +37,15 @@ pub(crate) struct Balances {
 /// The outbox: one row per event (its id), in the order written.
 pub(crate) type Outbox = Vec<String>;
 
-/// Redelivers streams whose consumer failed, after a while, through the real dispatcher.
+/// Redelivers streams whose consumer failed, after a while, through the real dispatcher; and
+/// runs the saga again on streams it handled (the `SagaRerun` fault).
 #[derive(Debug)]
 pub(crate) struct Redelivery {
     chaos: Arc<Chaos>,
     dispatcher: OnceLock<Weak<EventDispatcher>>,
-    pending: Arc<AtomicUsize>,
-    /// Streams with a redelivery scheduled: a second failure before it runs adds none (a
-    /// broker redelivers a message once per failure of its consumer group, not once per
-    /// consumer), which keeps redeliveries from multiplying.
+    /// Streams with a redelivery (or a saga re-run) scheduled: a second failure before it
+    /// runs adds none (a broker redelivers a message once per failure of its consumer group,
+    /// not once per consumer), which keeps redeliveries from multiplying.
     scheduled: Arc<Mutex<BTreeSet<String>>>,
 }
 
@@ -50,7 +54,6 @@ impl Redelivery {
         Self {
             chaos,
             dispatcher: OnceLock::new(),
-            pending: Arc::new(AtomicUsize::new(0)),
             scheduled: Arc::new(Mutex::new(BTreeSet::new())),
         }
     }
@@ -59,9 +62,12 @@ impl Redelivery {
         let _ = self.dispatcher.set(Arc::downgrade(dispatcher));
     }
 
-    /// Redeliveries scheduled and not yet run.
-    pub(crate) fn pending(&self) -> usize {
-        self.pending.load(Ordering::SeqCst)
+    /// Reserves `key` for one scheduled delivery; `false` when one is already pending.
+    fn reserve(&self, key: String) -> bool {
+        self.scheduled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key)
     }
 
     /// Delivers `stream` again to every consumer, 10..500 ms of virtual time from now.
@@ -69,12 +75,7 @@ impl Redelivery {
         let Some(dispatcher) = self.dispatcher.get().cloned() else {
             return;
         };
-        if !self
-            .scheduled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(stream.id.clone())
-        {
+        if !self.reserve(stream.id.clone()) {
             return;
         }
         let delay = self.chaos.range(10, 500);
@@ -83,9 +84,9 @@ impl Redelivery {
             stream.aggregate_id.id, stream.version
         ));
         let stream = stream.clone();
-        let pending = self.pending.clone();
+        let chaos = self.chaos.clone();
         let scheduled = self.scheduled.clone();
-        pending.fetch_add(1, Ordering::SeqCst);
+        chaos.begin_pending();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(delay)).await;
             scheduled
@@ -95,7 +96,46 @@ impl Redelivery {
             if let Some(dispatcher) = dispatcher.upgrade() {
                 dispatcher.dispatch(&stream).await;
             }
-            pending.fetch_sub(1, Ordering::SeqCst);
+            chaos.end_pending();
+        });
+    }
+
+    /// Runs the saga `saga` again on `stream`, 200..3000 ms of virtual time from now, through
+    /// the dispatcher's `run_consumer` (as a compensation retry or a catch-up does).
+    pub(crate) fn rerun_saga(&self, stream: &DomainEventStream, saga: &str) {
+        let Some(dispatcher) = self.dispatcher.get().cloned() else {
+            return;
+        };
+        let key = format!("rerun {saga} {}", stream.id);
+        if !self.reserve(key.clone()) {
+            return;
+        }
+        let delay = self.chaos.range(200, 3000);
+        self.chaos.note(format!(
+            "  re-run saga {saga} on {}@v{} in {delay}ms",
+            stream.aggregate_id.id, stream.version
+        ));
+        let stream = stream.clone();
+        let saga = saga.to_owned();
+        let chaos = self.chaos.clone();
+        let scheduled = self.scheduled.clone();
+        chaos.begin_pending();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            scheduled
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+            if let Some(dispatcher) = dispatcher.upgrade() {
+                if let Some(consumer) = dispatcher.consumer(&saga) {
+                    chaos.note(format!(
+                        "saga {saga} runs again on {}@v{}",
+                        stream.aggregate_id.id, stream.version
+                    ));
+                    let _ = dispatcher.run_consumer(&consumer, &stream).await;
+                }
+            }
+            chaos.end_pending();
         });
     }
 }
@@ -202,24 +242,175 @@ impl<C: EventConsumer> EventConsumer for Flaky<C> {
     }
 }
 
-/// The reward saga (stage `SAGA_HANDLED`): a deposit of at least [`REWARD_THRESHOLD`] into a
-/// wallet other than the rewards wallet credits 1 to the rewards wallet.
+/// The wallet saga (stage `SAGA_HANDLED`), through the real [`SagaContext`] (request ids
+/// derived from the event, SPEC DS-3):
+///
+/// - a deposit of at least [`REWARD_THRESHOLD`] into a wallet other than the rewards wallet
+///   credits 1 to the rewards wallet (request id index 0);
+/// - a transfer's hold (`TransferHeld` on the source) sends `Receive` to the target (index
+///   0); when it is appended (or was before) the hold is confirmed, when it is rejected for
+///   good (the target does not exist: `NotFound`, SPEC ID-6) the hold is cancelled (index 1).
+///   Any other failure fails the saga, which runs again later: redelivery, compensation.
 #[derive(Debug)]
-pub(crate) struct RewardSaga {
+pub(crate) struct WalletSaga {
     pub(crate) chaos: Arc<Chaos>,
     /// Every result the gateway reported to the saga as `PROCESSED` and succeeded.
     pub(crate) reported: Arc<Mutex<Vec<CommandResult>>>,
 }
+
+/// The wallet saga's name.
+pub(crate) const SAGA: &str = "wallet";
 
 /// Whether `event` of a stream of `wallet` makes the saga send a reward.
 pub(crate) fn earns_reward(wallet: &str, event: &WalletEvent) -> bool {
     wallet != REWARDS && matches!(event, WalletEvent::Deposited(m) if m.amount >= REWARD_THRESHOLD)
 }
 
+/// Whether the wallet saga sends commands for `event` of a stream of `wallet`.
+pub(crate) fn saga_acts_on(wallet: &str, event: &WalletEvent) -> bool {
+    earns_reward(wallet, event) || matches!(event, WalletEvent::TransferHeld(_))
+}
+
+fn sibling(of: &AggregateId, id: &str) -> AggregateId {
+    AggregateId::new(
+        of.context_name.clone(),
+        of.aggregate_name.clone(),
+        id,
+        of.tenant_id.clone(),
+    )
+}
+
+impl WalletSaga {
+    fn command(
+        &self,
+        to: AggregateId,
+        body: WalletCommand,
+    ) -> Result<wow_core::command::JsonCommand, ConsumerError> {
+        let mut command = CommandMessage::of(to, body)
+            .into_json()
+            .map_err(|e| ConsumerError::internal(e.to_string()))?;
+        command.id = self.chaos.next_id("saga-cmd");
+        Ok(command)
+    }
+
+    fn report(&self, result: CommandResult) {
+        if result.succeeded && result.result.get(RECORDED) == Some(&true.into()) {
+            self.reported
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(result);
+        }
+    }
+
+    fn failed(&self, command_id: &str, at: &str, error: &CommandResultError) -> ConsumerError {
+        self.chaos.note(format!(
+            "  saga command {command_id} for {at}: {}",
+            error.error_code()
+        ));
+        ConsumerError::new(
+            error.error_code().clone(),
+            format!("saga command {command_id} did not complete"),
+        )
+    }
+
+    async fn reward(
+        &self,
+        event: &DomainEvent,
+        stream: &DomainEventStream,
+        ctx: &SagaContext<'_>,
+    ) -> Result<(), ConsumerError> {
+        let at = format!("{}@v{}", stream.aggregate_id.id, stream.version);
+        let rewards = sibling(&stream.aggregate_id, REWARDS);
+        let command = self.command(
+            rewards,
+            WalletCommand::Credit(Amount {
+                amount: REWARD_AMOUNT,
+            }),
+        )?;
+        self.chaos
+            .alias(saga_request_id(&event.id, 0), format!("reward<{at}>"));
+        let command_id = command.id.clone();
+        match ctx.send(command).await {
+            Ok(result) => {
+                self.report(result);
+                Ok(())
+            }
+            Err(error) => Err(self.failed(&command_id, &at, &error)),
+        }
+    }
+
+    async fn transfer(
+        &self,
+        event: &DomainEvent,
+        held: &Held,
+        stream: &DomainEventStream,
+        ctx: &SagaContext<'_>,
+    ) -> Result<(), ConsumerError> {
+        let source = &stream.aggregate_id;
+        let at = format!("{}@v{}", source.id, stream.version);
+        self.chaos
+            .alias(saga_request_id(&event.id, 0), format!("receive<{at}>"));
+        self.chaos
+            .alias(saga_request_id(&event.id, 1), format!("settle<{at}>"));
+        let receive = self.command(
+            sibling(source, &held.to),
+            WalletCommand::Receive(Receive {
+                from: source.id.clone(),
+                hold: held.hold.clone(),
+                amount: held.amount,
+            }),
+        )?;
+        let command_id = receive.id.clone();
+        let credited = match ctx.send(receive).await {
+            // Appended now, or before (`DuplicateRequestId` comes back as `Ok`).
+            Ok(result) => {
+                self.report(result);
+                true
+            }
+            // Rejected for good (SPEC ID-6): every later message gets this same answer.
+            Err(CommandResultError::Failed(result))
+                if is_recorded_rejection(&result.error_code) =>
+            {
+                self.chaos.note(format!(
+                    "  transfer {at} to {}: credit rejected with {}{}; cancel the hold",
+                    held.to,
+                    result.error_code,
+                    if result.result.get(REPLAYED) == Some(&true.into()) {
+                        " (replayed)"
+                    } else {
+                        ""
+                    }
+                ));
+                false
+            }
+            Err(error) => return Err(self.failed(&command_id, &at, &error)),
+        };
+        let hold = HoldRef {
+            hold: held.hold.clone(),
+        };
+        let settle = self.command(
+            source.clone(),
+            if credited {
+                WalletCommand::ConfirmHold(hold)
+            } else {
+                WalletCommand::CancelHold(hold)
+            },
+        )?;
+        let command_id = settle.id.clone();
+        match ctx.send(settle).await {
+            Ok(result) => {
+                self.report(result);
+                Ok(())
+            }
+            Err(error) => Err(self.failed(&command_id, &at, &error)),
+        }
+    }
+}
+
 #[async_trait]
-impl Saga for RewardSaga {
+impl Saga for WalletSaga {
     fn name(&self) -> &str {
-        "rewards"
+        SAGA
     }
 
     async fn on_event(
@@ -231,46 +422,12 @@ impl Saga for RewardSaga {
         let Ok(typed) = event.decode::<WalletEvent>() else {
             return Ok(());
         };
-        if !earns_reward(&stream.aggregate_id.id, &typed) {
-            return Ok(());
-        }
-        let rewards = AggregateId::new(
-            stream.aggregate_id.context_name.clone(),
-            stream.aggregate_id.aggregate_name.clone(),
-            REWARDS,
-            stream.aggregate_id.tenant_id.clone(),
-        );
-        let mut command = CommandMessage::of(rewards, WalletCommand::Credit(Amount { amount: 1 }))
-            .into_json()
-            .map_err(|e| ConsumerError::internal(e.to_string()))?;
-        command.id = self.chaos.next_id("saga-cmd");
-        self.chaos.alias(
-            saga_request_id(&event.id, 0),
-            format!("reward<{}@v{}>", stream.aggregate_id.id, stream.version),
-        );
-        let command_id = command.id.clone();
-        match ctx.send(command).await {
-            Ok(result) => {
-                if result.succeeded && result.result.get(RECORDED) == Some(&true.into()) {
-                    self.reported
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(result);
-                }
-                Ok(())
+        match &typed {
+            WalletEvent::TransferHeld(held) => self.transfer(event, held, stream, ctx).await,
+            typed if earns_reward(&stream.aggregate_id.id, typed) => {
+                self.reward(event, stream, ctx).await
             }
-            Err(error) => {
-                self.chaos.note(format!(
-                    "  saga command {command_id} for {}@v{}: {}",
-                    stream.aggregate_id.id,
-                    stream.version,
-                    error.error_code()
-                ));
-                Err(ConsumerError::new(
-                    error.error_code().clone(),
-                    "the reward credit did not complete",
-                ))
-            }
+            _ => Ok(()),
         }
     }
 }
@@ -312,6 +469,12 @@ impl<S: Saga> Saga for FlakySaga<S> {
             return Err(ConsumerError::internal(
                 "saga crashed after sending, before ack",
             ));
+        }
+        let acted = event
+            .decode::<WalletEvent>()
+            .is_ok_and(|typed| saga_acts_on(&stream.aggregate_id.id, &typed));
+        if acted && self.chaos.inject(FaultKind::SagaRerun, label) {
+            self.redelivery.rerun_saga(stream, self.inner.name());
         }
         Ok(())
     }

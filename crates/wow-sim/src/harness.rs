@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wow_core::aggregate::AggregateRegistry;
-use wow_core::command::{CommandGateway, WaitCoordinator};
+use wow_core::command::{CommandGateway, InFlightRequests, WaitCoordinator};
 use wow_core::compensation::{
     CompensationScheduler, CompensationStore, ExecutionFailedStatus, FailureQuery,
     InMemoryCompensationStore, RetrySpec,
@@ -17,7 +17,7 @@ use wow_core::event::{
     catch_up, EventDispatcher, InMemoryConsumerPositions, InMemoryDomainEventBus,
     InMemoryProcessedMessages,
 };
-use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
+use wow_core::eventsourcing::{EventStore, InMemoryEventStore, RequestDecision};
 use wow_core::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
     IdempotencyConfig, NoopRequestIdExistenceChecker, RequestIdExistenceChecker,
@@ -28,11 +28,13 @@ use wow_core::{AggregateId, NamedAggregate};
 use crate::chaos::{Chaos, FaultKind, SimClock};
 use crate::client::{Client, Intent};
 use crate::consumers::{
-    BalanceProjection, Balances, Flaky, FlakySaga, OutboxProcessor, Redelivery, RewardSaga,
+    BalanceProjection, Balances, Flaky, FlakySaga, OutboxProcessor, Redelivery, WalletSaga, SAGA,
 };
-use crate::domain::{Amount, Open, Wallet, WalletCommand, REWARDS};
+use crate::domain::{Amount, Open, Transfer, Wallet, WalletCommand, REWARDS};
 use crate::invariants::{check, read_history, IntentTally, Observed};
-use crate::nodes::{FaultyCommandBus, FaultyEventBus, FaultyNotifier, NodeParts, Nodes};
+use crate::nodes::{
+    FaultyCommandBus, FaultyEventBus, FaultyNotifier, NodeParts, Nodes, SentCommands,
+};
 use crate::store::FaultyEventStore;
 
 /// The size of a run. Small on purpose: many short runs find more than a few long ones.
@@ -42,20 +44,26 @@ pub struct SimConfig {
     pub clients: usize,
     /// Intents per caller.
     pub intents_per_client: usize,
-    /// Wallets the callers use (besides the rewards wallet the saga credits).
+    /// Wallets the callers use (besides the rewards wallet the saga credits); at least 2
+    /// are used, since a transfer needs two.
     pub wallets: usize,
     /// Processing nodes.
     pub nodes: usize,
+    /// The mutation of the mutation test: the store answers `Ok` to every rejection record
+    /// and records nothing (SPEC ID-6 switched off). The campaign must then find violations;
+    /// `false` in every real run.
+    pub forget_rejections: bool,
 }
 
 impl Default for SimConfig {
-    /// 3 callers × 8 intents over 3 wallets and 2 nodes.
+    /// 3 callers × 8 intents over 3 wallets and 2 nodes, the store intact.
     fn default() -> Self {
         Self {
             clients: 3,
             intents_per_client: 8,
             wallets: 3,
             nodes: 2,
+            forget_rejections: false,
         }
     }
 }
@@ -114,17 +122,18 @@ pub fn run_seed(seed: u64, config: SimConfig) -> RunReport {
         .build();
     match runtime {
         Ok(runtime) => runtime.block_on(async {
-            match tokio::time::timeout(RUN_LIMIT, simulate(seed, config)).await {
+            let chaos = Arc::new(Chaos::new(seed));
+            match tokio::time::timeout(RUN_LIMIT, simulate(seed, config, chaos.clone())).await {
                 Ok(report) => report,
                 Err(_) => RunReport {
                     seed,
-                    faults: BTreeMap::new(),
+                    faults: chaos.counts(),
                     tally: IntentTally::default(),
                     streams: 0,
                     violations: vec![format!(
                         "the run did not go quiet within {RUN_LIMIT:?} of virtual time"
                     )],
-                    trace: Vec::new(),
+                    trace: chaos.trace(),
                 },
             }
         }),
@@ -139,30 +148,42 @@ pub fn run_seed(seed: u64, config: SimConfig) -> RunReport {
     }
 }
 
+/// The callers' wallets of a run: `w0..w<n>`.
+fn wallet_count(config: SimConfig) -> usize {
+    config.wallets.max(2)
+}
+
 fn wallet_id(name: &str) -> AggregateId {
     AggregateId::new("sim", "wallet", name, "t1")
 }
 
-/// The callers' scripts: opens, deposits (some invalid), withdrawals, on a few wallets.
+/// The callers' scripts: opens, deposits (some invalid), withdrawals and transfers (to a
+/// wallet that may not be open yet), on a few wallets.
 fn scripts(chaos: &Chaos, config: SimConfig) -> Vec<Vec<Intent>> {
+    let wallets = wallet_count(config) as u64;
     (0..config.clients)
         .map(|client| {
             (0..config.intents_per_client)
                 .map(|n| {
-                    let wallet = format!("w{}", chaos.range(0, config.wallets as u64));
+                    let from = chaos.range(0, wallets);
+                    let wallet = format!("w{from}");
                     let label = format!("c{client}#{n}");
                     let command = match chaos.range(0, 10) {
                         0 | 1 => WalletCommand::Open(Open {
                             initial: chaos.range(0, 100),
                         }),
-                        2..=5 => {
+                        2..=4 => {
                             let invalid = chaos
                                 .inject(FaultKind::Validation, || format!("{label} deposits 0"));
                             let amount = if invalid { 0 } else { chaos.range(1, 100) };
                             WalletCommand::Deposit(Amount { amount })
                         }
-                        _ => WalletCommand::Withdraw(Amount {
+                        5 | 6 => WalletCommand::Withdraw(Amount {
                             amount: chaos.range(1, 80),
+                        }),
+                        _ => WalletCommand::Transfer(Transfer {
+                            to: format!("w{}", (from + chaos.range(1, wallets)) % wallets),
+                            amount: chaos.range(1, 60),
                         }),
                     };
                     Intent {
@@ -214,11 +235,17 @@ async fn background_faults(
     }
 }
 
-async fn simulate(seed: u64, config: SimConfig) -> RunReport {
-    let chaos = Arc::new(Chaos::new(seed));
+async fn simulate(seed: u64, config: SimConfig, chaos: Arc<Chaos>) -> RunReport {
     let clock = Arc::new(SimClock::new());
     let raw = Arc::new(InMemoryEventStore::new());
-    let store: Arc<dyn EventStore> = Arc::new(FaultyEventStore::new(raw.clone(), chaos.clone()));
+    let store: Arc<dyn EventStore> = Arc::new(FaultyEventStore::new(
+        raw.clone(),
+        chaos.clone(),
+        config.forget_rejections,
+    ));
+    if config.forget_rejections {
+        chaos.note("MUTATION: the store records no rejection".to_owned());
+    }
     let mut registry = AggregateRegistry::new();
     if let Err(error) = registry.register::<Wallet>() {
         chaos.note(format!("registry: {error}"));
@@ -230,10 +257,12 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
     let metrics = Arc::new(PipelineMetrics::default());
     let waits = WaitCoordinator::new();
     let crashed = Arc::new(Mutex::new(BTreeSet::new()));
+    let sent: SentCommands = Arc::new(Mutex::new(BTreeMap::new()));
     let notifier = Arc::new(FaultyNotifier::new(
         waits.clone(),
         chaos.clone(),
         crashed.clone(),
+        sent.clone(),
     ));
 
     // Downstream: projection, outbox processor, saga, each flaky.
@@ -264,7 +293,7 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
             redelivery: redelivery.clone(),
         }))
         .saga(Arc::new(FlakySaga {
-            inner: RewardSaga {
+            inner: WalletSaga {
                 chaos: chaos.clone(),
                 reported: saga_reported.clone(),
             },
@@ -279,7 +308,11 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
         crashed,
     ));
 
-    // Processing nodes and the gateway.
+    // Processing nodes and the gateway. Half the runs: a monolith, whose gateway asks the
+    // store on a Bloom hit and shares its in-flight registry with the nodes (SPEC TO-1);
+    // half: a gateway-only service (SPEC RQ-3), whose Bloom hits the processing node decides.
+    let monolith = chaos.chance(0.5);
+    let in_flight = monolith.then(|| Arc::new(InFlightRequests::new()));
     let nodes = Arc::new(Nodes::start(
         chaos.clone(),
         NodeParts {
@@ -290,15 +323,14 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
             clock: clock.clone(),
             idempotency: idempotency.clone(),
             metrics: metrics.clone(),
+            in_flight: in_flight.clone(),
         },
         config.nodes,
     ));
     events.set_nodes(&nodes);
     notifier.set_nodes(&nodes);
-    // Half the runs: a monolith gateway that asks the store; half: a gateway-only node
-    // (SPEC RQ-3), whose Bloom hits the processing node decides.
-    let existence: Arc<dyn RequestIdExistenceChecker> = if chaos.chance(0.5) {
-        chaos.note("gateway asks the store on a Bloom hit".to_owned());
+    let existence: Arc<dyn RequestIdExistenceChecker> = if monolith {
+        chaos.note("monolith: the gateway asks the store on a Bloom hit".to_owned());
         Arc::new(EventStoreRequestIdExistenceChecker::new(store.clone()))
     } else {
         chaos.note("gateway-only: the node decides Bloom hits".to_owned());
@@ -312,15 +344,18 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
         existence,
     )
     .with_metrics(metrics.clone());
-    let gateway = CommandGateway::builder(
+    let mut gateway = CommandGateway::builder(
         registry,
-        Arc::new(FaultyCommandBus::new(nodes.clone(), chaos.clone())),
+        Arc::new(FaultyCommandBus::new(nodes.clone(), chaos.clone(), sent)),
     )
     .request_id_checker(Arc::new(gateway_checker))
     .wait_coordinator(waits.clone())
     .send_timeout(Duration::from_secs(1))
-    .metrics(metrics)
-    .build();
+    .metrics(metrics);
+    if let Some(in_flight) = &in_flight {
+        gateway = gateway.in_flight(in_flight.clone());
+    }
+    let gateway = gateway.build();
     dispatcher.set_gateway(gateway.clone());
 
     // The run.
@@ -353,10 +388,20 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
     }
     done.store(true, Ordering::SeqCst);
     let _ = background.await;
+    // Some runs restart the saga's service with its positions lost: it catches up from the
+    // start of history, after every wallet the callers open is open.
+    // Half the runs that re-run sagas do this once.
+    let rerun_all = chaos.enabled(FaultKind::SagaRerun) && chaos.chance(0.5);
+    if rerun_all {
+        chaos.record(
+            FaultKind::SagaRerun,
+            "the saga catches up from the start of history once quiet".to_owned(),
+        );
+    }
 
     // Quiet: faults off, everything in flight lands, then consumers catch up from the store.
     chaos.calm();
-    let mut aggregates: Vec<AggregateId> = (0..config.wallets)
+    let mut aggregates: Vec<AggregateId> = (0..wallet_count(config))
         .map(|w| wallet_id(&format!("w{w}")))
         .collect();
     aggregates.push(wallet_id(REWARDS));
@@ -365,7 +410,7 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
     let named = [NamedAggregate::new("sim", "wallet")];
     let scheduler = CompensationScheduler::new(dispatcher.clone(), raw.clone());
     for round in 0..8 {
-        wait_quiet(&redelivery).await;
+        wait_quiet(&chaos).await;
         let history = match read_history(raw.as_ref(), &aggregates).await {
             Ok(history) => history,
             Err(error) => {
@@ -373,6 +418,9 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
                 break;
             }
         };
+        if round == 0 && rerun_all {
+            rerun_saga_over(&dispatcher, &history).await;
+        }
         let count: usize = history.values().map(Vec::len).sum();
         let mut handled = 0;
         for consumer in dispatcher.consumer_names() {
@@ -381,6 +429,7 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
                 Err(error) => violations.push(format!("catch-up of {consumer} failed: {error}")),
             }
         }
+        let before = violations.len();
         let retried = match &scheduler {
             Ok(scheduler) => retry_until_settled(scheduler, &failures, &mut violations).await,
             Err(error) => {
@@ -391,6 +440,10 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
         chaos.note(format!(
             "catch-up round {round}: {count} streams, {handled} caught up, {retried} retried"
         ));
+        if violations.len() > before {
+            // Compensation cannot settle: more rounds would only repeat it.
+            break;
+        }
         if count == last_count && handled == 0 && retried == 0 {
             break;
         }
@@ -420,7 +473,7 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
             "compensation records left open once quiet: {open:?}"
         ));
     }
-    wait_quiet(&redelivery).await;
+    wait_quiet(&chaos).await;
 
     // The checks.
     let history = match read_history(raw.as_ref(), &aggregates).await {
@@ -435,6 +488,27 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
+    // The decision the store holds on each caller's request (SPEC ID-6).
+    let mut rejections = BTreeMap::new();
+    for record in &intents {
+        let intent = &record.intent;
+        match raw
+            .find_decision(&intent.aggregate, &intent.request_id)
+            .await
+        {
+            Ok(Some(RequestDecision::Rejected(rejection))) => {
+                rejections.insert(
+                    (intent.aggregate.id.clone(), intent.request_id.clone()),
+                    rejection.error_code,
+                );
+            }
+            Ok(_) => {}
+            Err(error) => violations.push(format!(
+                "TO-1: the decision on {} is unreadable without faults: {error}",
+                intent.label
+            )),
+        }
+    }
     let observed = Observed {
         history,
         intents: &intents,
@@ -443,7 +517,10 @@ async fn simulate(seed: u64, config: SimConfig) -> RunReport {
         outbox: outbox.read(Clone::clone),
         waiting: waits.waiting(),
         rewards_wallet: REWARDS,
-        arriving_again: chaos.arriving_again(),
+        log: chaos.logged(),
+        rejections,
+        in_flight: in_flight.as_ref().map_or(0, |in_flight| in_flight.len()),
+        monolith,
     };
     let (found, tally) = check(&observed);
     violations.extend(found);
@@ -500,13 +577,27 @@ async fn retry_until_settled(
     retried
 }
 
-/// Lets virtual time run until nothing is in flight: every wait (30 s at most), send and
-/// redelivery has ended.
-async fn wait_quiet(redelivery: &Redelivery) {
+/// Lets virtual time run until nothing is in flight: every wait (30 s at most), send,
+/// redelivery and saga re-run has ended.
+async fn wait_quiet(chaos: &Chaos) {
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_secs(60)).await;
-        if redelivery.pending() == 0 {
+        if chaos.pending() == 0 {
             return;
         }
+    }
+}
+
+/// Runs the saga again on every stream of `history`, in order, as a saga service that lost
+/// its positions does when it starts (the saga's failures are recorded for compensation).
+async fn rerun_saga_over(
+    dispatcher: &EventDispatcher,
+    history: &BTreeMap<String, Vec<wow_core::DomainEventStream>>,
+) {
+    let Some(saga) = dispatcher.consumer(SAGA) else {
+        return;
+    };
+    for stream in history.values().flatten() {
+        let _ = dispatcher.run_consumer(&saga, stream).await;
     }
 }

@@ -1,15 +1,23 @@
 //! The invariants checked after every run, once the system is quiet. Each violation is a
-//! line naming the clause it breaks.
+//! line naming the clause it breaks; the three of SPEC ID-6/ID-7 and money are tagged
+//! `(a)`, `(b)` and `(c)`:
+//!
+//! - (a) no intent is answered rejected (final) and later applied;
+//! - (b) no applied intent is answered with a business error;
+//! - (c) money is conserved (see [`check`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use wow_core::eventsourcing::EventStore;
+use wow_core::eventsourcing::{is_recorded_rejection, EventStore};
 use wow_core::saga::saga_request_id;
 use wow_core::{AggregateId, CommandResult, CommandStage, DomainEventStream, ErrorCode};
 
+use crate::chaos::{LogEntry, Logged};
 use crate::client::{IntentRecord, Verdict};
 use crate::consumers::{earns_reward, typed_events, Balances};
-use crate::domain::{balance_delta, WalletEvent};
+use crate::domain::{
+    balance_delta, held_delta, Amount, Open, WalletCommand, WalletEvent, REWARD_AMOUNT,
+};
 
 /// What a run left behind, read after it went quiet.
 #[derive(Debug)]
@@ -22,8 +30,14 @@ pub(crate) struct Observed<'a> {
     pub(crate) outbox: Vec<String>,
     pub(crate) waiting: usize,
     pub(crate) rewards_wallet: &'a str,
-    /// Request ids a message of which the bus may have delivered again after its answer.
-    pub(crate) arriving_again: BTreeSet<String>,
+    /// The appends that took effect and the final rejections nodes answered, in order.
+    pub(crate) log: Vec<LogEntry>,
+    /// The callers' requests the store holds a rejection of, with its code.
+    pub(crate) rejections: BTreeMap<(String, String), ErrorCode>,
+    /// Requests the in-flight registry still holds (0 without one).
+    pub(crate) in_flight: usize,
+    /// Whether the gateway shares an in-flight registry with the nodes.
+    pub(crate) monolith: bool,
 }
 
 /// How the intents of a run ended, for the report.
@@ -35,14 +49,37 @@ pub struct IntentTally {
     pub rejected: u64,
     /// Intents left unknown that the final look-up found appended.
     pub unknown_then_applied: u64,
-    /// Intents left unknown that the final look-up found absent.
+    /// Intents left unknown that the final look-up found rejected (SPEC ID-6).
+    pub unknown_then_rejected: u64,
+    /// Intents left unknown that the final look-up found undecided.
     pub unknown_then_absent: u64,
     /// Messages sent beyond the first per intent (resends).
     pub resends: u64,
-    /// Rejections superseded: the caller was told "rejected", and another message of the
-    /// same intent (a resend, or a redelivery by the bus) was applied afterwards. A rejection
-    /// answers for one message, not for the intent (see `docs/reliability.md`, finding 2).
-    pub rejected_then_applied: u64,
+    /// Answers of the nodes that replayed a recorded rejection (a resend, a redelivery, a
+    /// saga re-run).
+    pub replayed_rejections: u64,
+    /// Of those, `NotFound` replayed after the aggregate had been opened: a message that the
+    /// handler would now accept (a deposit, a transfer's credit) got the original answer.
+    pub replayed_after_opened: u64,
+    /// Of those, a transfer's credit to its target (the saga ran again, or its message was
+    /// redelivered, after the target was opened): the re-run got the original rejection
+    /// and did not credit the target of a cancelled hold.
+    pub credits_replayed_after_opened: u64,
+    /// Look-ups that answered `NONE` for a request that a message sent before the look-up
+    /// appended afterwards, with no new message (SPEC TO-1 says this never happens), in runs
+    /// whose gateway shares an in-flight registry with the nodes (a monolith).
+    pub none_then_appended: u64,
+    /// The same, in runs with a gateway-only service, which cannot know what the nodes
+    /// hold in flight.
+    pub none_then_appended_gateway_only: u64,
+    /// Transfers whose hold was confirmed (the target was credited).
+    pub transfers_confirmed: u64,
+    /// Transfers whose hold was cancelled (the target did not exist when the credit was
+    /// decided).
+    pub transfers_cancelled: u64,
+    /// Of those, transfers whose target was opened later: every saga re-run after that had
+    /// to replay the rejection rather than credit the target.
+    pub cancelled_then_target_opened: u64,
 }
 
 /// Loads every aggregate's history from `store` (the store without faults).
@@ -146,13 +183,15 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
                     Some(_) => {}
                 },
                 Verdict::Rejected { code, stage } => {
-                    let superseded =
-                        record.sends > 1 || observed.arriving_again.contains(&intent.request_id);
-                    if in_history.is_some() && superseded {
-                        tally.rejected_then_applied += 1;
-                    } else if in_history.is_some() {
+                    if let Some(stream) = in_history {
                         violations.push(format!(
-                            "TO-2: {} request {} was reported rejected ({code} at {stage}) but is in history",
+                            "(a) ID-6: {} request {} was reported rejected ({code} at {stage}), and history holds it at v{} (command {})",
+                            intent.label, intent.request_id, stream.version, stream.command_id
+                        ));
+                    } else if is_recorded_rejection(code) && !observed.rejections.contains_key(&key)
+                    {
+                        violations.push(format!(
+                            "ID-6: {} request {} was reported rejected ({code} at {stage}), and the store holds no rejection of it",
                             intent.label, intent.request_id
                         ));
                     }
@@ -172,31 +211,61 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
                 Verdict::Unknown { .. } => {}
             }
         }
+        // (b) at the caller: a message of an applied intent answered with a business error.
+        if let Some(stream) = in_history {
+            if let Some(answer) = record
+                .answers
+                .iter()
+                .find(|answer| is_recorded_rejection(&answer.code))
+            {
+                violations.push(format!(
+                    "(b) ID-7: {} request {} is in history at v{}, and a message of it was answered {} at {}{}",
+                    intent.label,
+                    intent.request_id,
+                    stream.version,
+                    answer.code,
+                    answer.stage,
+                    if answer.replayed { " (replayed)" } else { "" }
+                ));
+            }
+        }
         match (&record.verdict, in_history) {
             (Verdict::Applied { .. }, _) => tally.applied += 1,
             (Verdict::Rejected { .. }, _) => tally.rejected += 1,
             (Verdict::Unknown { .. }, Some(_)) => tally.unknown_then_applied += 1,
+            (Verdict::Unknown { .. }, None) if observed.rejections.contains_key(&key) => {
+                tally.unknown_then_rejected += 1
+            }
             (Verdict::Unknown { .. }, None) => tally.unknown_then_absent += 1,
         }
     }
 
+    decision_order(&observed.log, &mut violations, &mut tally);
+    none_then_appended(observed, &mut tally);
+
     // No stream without an intent: callers' and the saga's request ids only (TO-2, DS-3).
     let mut rewards_due: BTreeSet<String> = BTreeSet::new();
+    let mut saga_requests: BTreeSet<(String, String)> = BTreeSet::new();
     for (wallet, streams) in &observed.history {
         for stream in streams {
             for (event_id, event) in typed_events(stream) {
                 if earns_reward(wallet, &event) {
                     rewards_due.insert(saga_request_id(&event_id, 0));
                 }
+                if let WalletEvent::TransferHeld(held) = &event {
+                    saga_requests.insert((held.to.clone(), saga_request_id(&event_id, 0)));
+                    saga_requests.insert((wallet.clone(), saga_request_id(&event_id, 1)));
+                }
             }
         }
     }
     for (wallet, streams) in &observed.history {
         for stream in streams {
+            let key = (wallet.clone(), stream.request_id.clone());
             let known = if wallet == observed.rewards_wallet {
                 rewards_due.contains(&stream.request_id)
             } else {
-                intent_requests.contains(&(wallet.clone(), stream.request_id.clone()))
+                intent_requests.contains(&key) || saga_requests.contains(&key)
             };
             if !known {
                 violations.push(format!(
@@ -217,6 +286,9 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
             violations.push(format!("DS-3: the reward {due} was never credited"));
         }
     }
+
+    transfers(observed, &by_request, &mut violations, &mut tally);
+    conservation(observed, &by_request, &mut violations);
 
     // Each downstream effect at most once per event and, once quiet, exactly once (DS-1, DS-2).
     let expected: BTreeSet<&String> = event_ids.iter().collect();
@@ -264,7 +336,7 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
         let mut balance: i64 = 0;
         for stream in streams {
             for (_, event) in typed_events(stream) {
-                balance += balance_delta(&event);
+                balance = balance.saturating_add(balance_delta(&event));
                 if balance < 0 {
                     violations.push(format!(
                         "ES-3: {wallet} went below zero at v{} ({event:?})",
@@ -287,12 +359,229 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
         }
     }
 
-    // No wait handle left registered (ST-6).
+    // No wait handle left registered (ST-6), no request left in flight (TO-1).
     if observed.waiting != 0 {
         violations.push(format!(
             "ST-6: {} wait handles still registered once quiet",
             observed.waiting
         ));
     }
+    if observed.in_flight != 0 {
+        violations.push(format!(
+            "TO-1: {} requests still in flight once quiet (a look-up would answer IN_FLIGHT for good)",
+            observed.in_flight
+        ));
+    }
     (violations, tally)
+}
+
+/// (a) and (b) from the decision log, for every request (callers' and the saga's): a final
+/// rejection answered before the request was appended is (a); one answered after is (b).
+fn decision_order(log: &[LogEntry], violations: &mut Vec<String>, tally: &mut IntentTally) {
+    let mut appended: BTreeMap<(&str, &str), (usize, u64, &str)> = BTreeMap::new();
+    let mut opened: BTreeMap<&str, usize> = BTreeMap::new();
+    for (seq, entry) in log.iter().enumerate() {
+        if let Logged::Appended {
+            version,
+            command_id,
+        } = &entry.what
+        {
+            appended
+                .entry((entry.aggregate.as_str(), entry.request_id.as_str()))
+                .or_insert((seq, *version, command_id.as_str()));
+            opened.entry(entry.aggregate.as_str()).or_insert(seq);
+        }
+    }
+    for (seq, entry) in log.iter().enumerate() {
+        let Logged::Rejected {
+            code,
+            command_id,
+            replayed,
+        } = &entry.what
+        else {
+            continue;
+        };
+        if *replayed {
+            tally.replayed_rejections += 1;
+            let exists = opened
+                .get(entry.aggregate.as_str())
+                .is_some_and(|at| *at < seq);
+            if *code == ErrorCode::NotFound && exists {
+                tally.replayed_after_opened += 1;
+                // The saga's request ids are `<event id>/<index>`; the callers' never hold `/`.
+                if entry.request_id.contains('/') {
+                    tally.credits_replayed_after_opened += 1;
+                }
+            }
+        }
+        let Some((at, version, by)) =
+            appended.get(&(entry.aggregate.as_str(), entry.request_id.as_str()))
+        else {
+            continue;
+        };
+        let replay = if *replayed { " (replayed)" } else { "" };
+        if seq < *at {
+            violations.push(format!(
+                "(a) ID-6: request {} of {} was answered {code}{replay} (command {command_id}), then appended at v{version} (command {by})",
+                entry.request_id, entry.aggregate
+            ));
+        } else {
+            violations.push(format!(
+                "(b) ID-7: request {} of {} was appended at v{version} (command {by}), then a message of it (command {command_id}) was answered {code}{replay}",
+                entry.request_id, entry.aggregate
+            ));
+        }
+    }
+}
+
+/// Counts look-ups that answered `NONE` for a request that one of the messages already
+/// sent then appended (see [`IntentTally::none_then_appended`]).
+fn none_then_appended(observed: &Observed<'_>, tally: &mut IntentTally) {
+    let mut appended: BTreeMap<(&str, &str), (usize, &str)> = BTreeMap::new();
+    for (seq, entry) in observed.log.iter().enumerate() {
+        if let Logged::Appended { command_id, .. } = &entry.what {
+            appended
+                .entry((entry.aggregate.as_str(), entry.request_id.as_str()))
+                .or_insert((seq, command_id.as_str()));
+        }
+    }
+    for (seq, entry) in observed.log.iter().enumerate() {
+        let Logged::LookedUpNone { sent } = &entry.what else {
+            continue;
+        };
+        let Some((at, by)) = appended.get(&(entry.aggregate.as_str(), entry.request_id.as_str()))
+        else {
+            continue;
+        };
+        if *at > seq && sent.iter().any(|id| id == by) {
+            if observed.monolith {
+                tally.none_then_appended += 1;
+            } else {
+                tally.none_then_appended_gateway_only += 1;
+            }
+        }
+    }
+}
+
+type ByRequest<'h> = BTreeMap<(&'h str, &'h str), &'h DomainEventStream>;
+
+/// Every transfer's hold ends once quiet, exactly once, and consistently with its target: the
+/// hold confirmed if and only if the target received the amount (under the saga's request
+/// ids for that hold's event: index 0 on the target, index 1 on the source).
+fn transfers(
+    observed: &Observed<'_>,
+    by_request: &ByRequest<'_>,
+    violations: &mut Vec<String>,
+    tally: &mut IntentTally,
+) {
+    for (wallet, streams) in &observed.history {
+        for stream in streams {
+            for (event_id, event) in typed_events(stream) {
+                let WalletEvent::TransferHeld(held) = event else {
+                    continue;
+                };
+                let at = format!(
+                    "{wallet}@v{} ({} to {})",
+                    stream.version, held.amount, held.to
+                );
+                let receive_id = saga_request_id(&event_id, 0);
+                let settle_id = saga_request_id(&event_id, 1);
+                let received = by_request
+                    .get(&(held.to.as_str(), receive_id.as_str()))
+                    .is_some_and(|s| {
+                        typed_events(s).iter().any(|(_, e)| {
+                            matches!(e, WalletEvent::TransferReceived(r) if r.hold == held.hold && r.amount == held.amount && r.from == *wallet)
+                        })
+                    });
+                let settled: Vec<WalletEvent> = by_request
+                    .get(&(wallet.as_str(), settle_id.as_str()))
+                    .map(|s| typed_events(s).into_iter().map(|(_, e)| e).collect())
+                    .unwrap_or_default();
+                let ends = |confirm: bool| {
+                    settled.iter().any(|e| match e {
+                        WalletEvent::HoldConfirmed(x) => confirm && x.hold == held.hold,
+                        WalletEvent::HoldCancelled(x) => !confirm && x.hold == held.hold,
+                        _ => false,
+                    })
+                };
+                match (ends(true), ends(false), received) {
+                    (true, false, true) => tally.transfers_confirmed += 1,
+                    (false, true, false) => {
+                        tally.transfers_cancelled += 1;
+                        if observed
+                            .history
+                            .get(&held.to)
+                            .is_some_and(|target| !target.is_empty())
+                        {
+                            tally.cancelled_then_target_opened += 1;
+                        }
+                    }
+                    (false, true, true) => violations.push(format!(
+                        "(c) transfer {at}: the target received it and the hold was cancelled (money made)"
+                    )),
+                    (true, false, false) => violations.push(format!(
+                        "(c) transfer {at}: the hold was confirmed and the target never received it (money lost)"
+                    )),
+                    (false, false, _) => violations.push(format!(
+                        "DS-3: transfer {at}: the hold never ended once quiet (target received: {received})"
+                    )),
+                    (true, true, _) => violations.push(format!(
+                        "DS-3: transfer {at}: the hold was both confirmed and cancelled"
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// (c) Money is conserved. From history, counting each request once (history holds at most
+/// one stream per request id, checked above):
+///
+/// Σ balances + Σ open holds ==
+///   Σ opens' initial balances + Σ deposits + Σ reward credits − Σ withdrawals
+///
+/// of the callers' intents that history holds (each intent's amount as its caller sent it)
+/// and the reward credits it holds. A transfer brings no money in: its hold takes the
+/// amount out of the source's balance into the holds, and the hold ends either confirmed,
+/// with the amount in the target's balance, or cancelled, with it back in the source's.
+fn conservation(observed: &Observed<'_>, by_request: &ByRequest<'_>, violations: &mut Vec<String>) {
+    let signed = |amount: u64| i128::from(amount);
+    let (mut opens, mut deposits, mut withdrawals) = (0_i128, 0_i128, 0_i128);
+    for record in observed.intents {
+        let intent = &record.intent;
+        if !by_request.contains_key(&(intent.aggregate.id.as_str(), intent.request_id.as_str())) {
+            continue;
+        }
+        match &intent.command {
+            WalletCommand::Open(Open { initial }) => opens += signed(*initial),
+            WalletCommand::Deposit(Amount { amount }) => deposits += signed(*amount),
+            WalletCommand::Withdraw(Amount { amount }) => withdrawals += signed(*amount),
+            _ => {}
+        }
+    }
+    let rewards = observed
+        .history
+        .get(observed.rewards_wallet)
+        .map_or(0, |streams| {
+            streams
+                .iter()
+                .flat_map(typed_events)
+                .filter(|(_, e)| matches!(e, WalletEvent::Credited(_)))
+                .count()
+        });
+    let rewards = i128::try_from(rewards).unwrap_or(i128::MAX) * signed(REWARD_AMOUNT);
+    let (mut balances, mut held) = (0_i128, 0_i128);
+    for streams in observed.history.values() {
+        for (_, event) in streams.iter().flat_map(typed_events) {
+            balances += i128::from(balance_delta(&event));
+            held += i128::from(held_delta(&event));
+        }
+    }
+    let came_in = opens + deposits + rewards - withdrawals;
+    if balances + held != came_in {
+        violations.push(format!(
+            "(c) money: wallets hold {balances} and holds {held}, {} in all; the applied intents bring {came_in} (opens {opens} + deposits {deposits} + rewards {rewards} − withdrawals {withdrawals})",
+            balances + held
+        ));
+    }
 }

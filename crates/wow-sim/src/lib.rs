@@ -10,8 +10,10 @@
 //! One seed drives every decision through one random source, and each run has its own
 //! single-threaded tokio runtime with paused (virtual) time, so a seed replays the same run.
 //! After each run the system is brought to quiet (faults off, in-flight work lands, consumers
-//! catch up from the store) and the invariants of SPEC ID/ST/RQ/ES/RS/TO/DS are checked; see
-//! [`run_seed`] and `docs/reliability.md`.
+//! catch up from the store) and the invariants of SPEC ID/ST/RQ/ES/RS/TO/DS are checked —
+//! among them that no intent is answered rejected and applied later (ID-6), that no applied
+//! intent is answered with a business error (ID-7), and that the wallets' money is
+//! conserved through the saga-driven transfers; see [`run_seed`] and `docs/reliability.md`.
 //!
 //! ```no_run
 //! let report = wow_sim::run_seed(42, wow_sim::SimConfig::default());
@@ -29,7 +31,8 @@ mod store;
 
 pub use chaos::FaultKind;
 pub use domain::{
-    Amount, Moved, Open, Wallet, WalletCommand, WalletError, WalletEvent, WalletState,
+    Amount, Held, HoldEnded, HoldRef, Moved, Open, Receive, Received, Transfer, Wallet,
+    WalletCommand, WalletError, WalletEvent, WalletState,
 };
 pub use harness::{run_seed, RunReport, SimConfig};
 pub use invariants::IntentTally;

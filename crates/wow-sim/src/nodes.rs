@@ -8,7 +8,7 @@
 //! [`wow_core::pipeline::LocalPipeline::restart_node`] does; a command already being handled
 //! by the old one finishes there, like a slow process that has not died yet.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -16,11 +16,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use wow_core::aggregate::AggregateRegistry;
 use wow_core::command::{
-    CommandBus, CommandBusError, DefaultCommandHandler, InMemoryCommandBus, JsonCommand,
-    WaitCoordinator, WaitNotifier,
+    CommandBus, CommandBusError, DefaultCommandHandler, InFlightRequests, InMemoryCommandBus,
+    JsonCommand, WaitCoordinator, WaitNotifier, ORIGINAL_COMMAND_ID, REPLAYED,
 };
 use wow_core::event::{DomainEventBus, EventBusError, InMemoryDomainEventBus};
-use wow_core::eventsourcing::EventStore;
+use wow_core::eventsourcing::{is_recorded_rejection, EventStore};
 use wow_core::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
     IdempotencyConfig,
@@ -28,10 +28,14 @@ use wow_core::idempotency::{
 use wow_core::metrics::PipelineMetrics;
 use wow_core::{AggregateId, CommandResult, CommandStage, DomainEventStream};
 
-use crate::chaos::{Chaos, FaultKind, SimClock, SimIds};
+use crate::chaos::{Chaos, FaultKind, Logged, SimClock, SimIds};
 
 /// Command ids whose node crashed after the append: their `PROCESSED` signal never leaves.
 pub(crate) type Crashed = Arc<Mutex<BTreeSet<String>>>;
+
+/// Every command the bus was handed, by command id: what it delivers again when it redelivers
+/// a rejected message.
+pub(crate) type SentCommands = Arc<Mutex<BTreeMap<String, JsonCommand>>>;
 
 /// What every node of a run is built from.
 #[derive(Debug)]
@@ -43,6 +47,9 @@ pub(crate) struct NodeParts {
     pub(crate) clock: Arc<SimClock>,
     pub(crate) idempotency: IdempotencyConfig,
     pub(crate) metrics: Arc<PipelineMetrics>,
+    /// The in-flight registry the gateway shares with the nodes (a monolith), or none (a
+    /// gateway-only service in front of them).
+    pub(crate) in_flight: Option<Arc<InFlightRequests>>,
 }
 
 /// The processing nodes of a run.
@@ -94,7 +101,7 @@ impl Nodes {
             )),
         )
         .with_metrics(parts.metrics.clone());
-        let node = DefaultCommandHandler::builder(
+        let mut node = DefaultCommandHandler::builder(
             parts.registry.clone(),
             parts.store.clone(),
             parts.events.clone(),
@@ -103,8 +110,11 @@ impl Nodes {
         .request_id_checker(Arc::new(checker))
         .clock(parts.clock.clone())
         .id_generator(Arc::new(SimIds(self.chaos.clone())))
-        .metrics(parts.metrics.clone())
-        .build();
+        .metrics(parts.metrics.clone());
+        if let Some(in_flight) = &parts.in_flight {
+            node = node.in_flight(in_flight.clone());
+        }
+        let node = node.build();
         self.buses[index].subscribe(Arc::new(node));
     }
 
@@ -153,11 +163,12 @@ impl Nodes {
 pub(crate) struct FaultyCommandBus {
     nodes: Arc<Nodes>,
     chaos: Arc<Chaos>,
+    sent: SentCommands,
 }
 
 impl FaultyCommandBus {
-    pub(crate) fn new(nodes: Arc<Nodes>, chaos: Arc<Chaos>) -> Self {
-        Self { nodes, chaos }
+    pub(crate) fn new(nodes: Arc<Nodes>, chaos: Arc<Chaos>, sent: SentCommands) -> Self {
+        Self { nodes, chaos, sent }
     }
 }
 
@@ -182,10 +193,13 @@ impl CommandBus for FaultyCommandBus {
         if chaos.inject(FaultKind::SendRejected, label) {
             return Err(bus_down("send rejected"));
         }
+        self.sent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(command.id.clone(), command.clone());
         if chaos.inject(FaultKind::SendTimeout, label) {
             if chaos.chance(0.5) {
                 chaos.note(format!("  (delivered {} before hanging)", command.id));
-                chaos.may_arrive_again(&command.request_id);
                 self.nodes.deliver(command.clone()).await?;
             }
             // Hangs past the gateway's send timeout; the gateway drops this future.
@@ -194,7 +208,6 @@ impl CommandBus for FaultyCommandBus {
         }
         self.nodes.deliver(command.clone()).await?;
         if chaos.inject(FaultKind::CommandRedelivered, label) {
-            chaos.may_arrive_again(&command.request_id);
             let nodes = self.nodes.clone();
             let delay = chaos.range(0, 400);
             let again = command.clone();
@@ -204,7 +217,6 @@ impl CommandBus for FaultyCommandBus {
             });
         }
         if chaos.inject(FaultKind::AckLost, label) {
-            chaos.may_arrive_again(&command.request_id);
             return Err(bus_down("delivered, acknowledgement lost"));
         }
         Ok(())
@@ -282,20 +294,31 @@ impl DomainEventBus for FaultyEventBus {
 
 /// The path of stage signals back to waiting callers, under faults: signals lost or
 /// duplicated, and a node that crashes after publishing, before its `PROCESSED` signal.
+///
+/// Every `PROCESSED` answer passes here, so it is also where the run logs each final
+/// rejection a node answered (for the checks), and where the bus's redelivery of a rejected
+/// message is decided (`RejectedRedelivered`).
 #[derive(Debug)]
 pub(crate) struct FaultyNotifier {
     inner: Arc<WaitCoordinator>,
     chaos: Arc<Chaos>,
     crashed: Crashed,
+    sent: SentCommands,
     nodes: OnceLock<Weak<Nodes>>,
 }
 
 impl FaultyNotifier {
-    pub(crate) fn new(inner: Arc<WaitCoordinator>, chaos: Arc<Chaos>, crashed: Crashed) -> Self {
+    pub(crate) fn new(
+        inner: Arc<WaitCoordinator>,
+        chaos: Arc<Chaos>,
+        crashed: Crashed,
+        sent: SentCommands,
+    ) -> Self {
         Self {
             inner,
             chaos,
             crashed,
+            sent,
             nodes: OnceLock::new(),
         }
     }
@@ -303,11 +326,66 @@ impl FaultyNotifier {
     pub(crate) fn set_nodes(&self, nodes: &Arc<Nodes>) {
         let _ = self.nodes.set(Arc::downgrade(nodes));
     }
+
+    /// Logs a final rejection answered at `PROCESSED`, and maybe has the bus deliver that
+    /// message again later (100..3000 ms), when the state may have changed.
+    fn rejected(&self, result: &CommandResult) {
+        let replayed = result.result.get(REPLAYED) == Some(&true.into());
+        self.chaos.log(
+            &result.aggregate_id,
+            &result.request_id,
+            Logged::Rejected {
+                code: result.error_code.clone(),
+                command_id: result.command_id.clone(),
+                replayed,
+            },
+        );
+        let label = || {
+            format!(
+                "command {} request {} rejected with {}{}",
+                result.command_id,
+                self.chaos.show(&result.request_id),
+                result.error_code,
+                match result.result.get(ORIGINAL_COMMAND_ID) {
+                    Some(original) if replayed => format!(" (replayed from {original})"),
+                    _ => String::new(),
+                }
+            )
+        };
+        if !self.chaos.inject(FaultKind::RejectedRedelivered, label) {
+            return;
+        }
+        let command = self
+            .sent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&result.command_id)
+            .cloned();
+        let (Some(command), Some(nodes)) = (command, self.nodes.get().cloned()) else {
+            return;
+        };
+        let delay = self.chaos.range(100, 3000);
+        self.chaos
+            .note(format!("  redeliver {} in {delay}ms", command.id));
+        let chaos = self.chaos.clone();
+        chaos.begin_pending();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            if let Some(nodes) = nodes.upgrade() {
+                chaos.note(format!("the bus delivers {} again", command.id));
+                let _ = nodes.deliver(command).await;
+            }
+            chaos.end_pending();
+        });
+    }
 }
 
 impl WaitNotifier for FaultyNotifier {
     fn notify(&self, result: CommandResult) {
         let processed = result.stage == CommandStage::Processed && result.function.is_none();
+        if processed && !result.succeeded && is_recorded_rejection(&result.error_code) {
+            self.rejected(&result);
+        }
         let label = || {
             format!(
                 "{} {}{} of command {} ({})",

@@ -1,8 +1,9 @@
 //! The fault campaign: a fixed set of seeds on every `cargo test`, a long one by hand.
 //!
 //! - `cargo test -p wow-sim` runs seeds `0..600` (four shards in parallel).
-//! - `WOW_SIM_SEEDS=5000 cargo test -p wow-sim --release -- --nocapture campaign` runs
-//!   seeds `0..5000` and prints the fault table.
+//! - `WOW_SIM_SEEDS=10000 cargo test -p wow-sim --release --test campaign -- --nocapture
+//!   campaign` runs seeds `0..10000` on one thread per core and prints the fault table (what
+//!   CI runs).
 //! - `WOW_SIM_SEED=1234 cargo test -p wow-sim -- --nocapture campaign` replays one seed and
 //!   prints its trace.
 //!
@@ -31,12 +32,44 @@ fn seeds() -> (Vec<u64>, bool) {
     ((0..DEFAULT_SEEDS).collect(), false)
 }
 
+/// Runs `seeds` on one thread per core (each run has its own single-threaded runtime, so
+/// runs are independent); the reports in seed order.
+fn run_all(seeds: Vec<u64>) -> Vec<RunReport> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut reports: Vec<RunReport> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let at = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some(seed) = seeds.get(at) else {
+                            return mine;
+                        };
+                        mine.push(run_seed(*seed, SimConfig::default()));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().expect("a campaign thread panicked"))
+            .collect()
+    });
+    reports.sort_by_key(|report| report.seed);
+    reports
+}
+
 fn summary(reports: &[RunReport]) -> String {
     let mut faults: BTreeMap<FaultKind, u64> = BTreeMap::new();
     let mut with_faults = 0;
     let (mut applied, mut rejected, mut unknown_applied, mut unknown_absent, mut resends) =
         (0, 0, 0, 0, 0);
-    let mut superseded = 0;
+    let (mut unknown_rejected, mut replayed, mut confirmed, mut cancelled, mut opened_later) =
+        (0, 0, 0, 0, 0);
+    let (mut replayed_opened, mut credits_replayed) = (0, 0);
+    let (mut none_appended, mut none_appended_gw) = (0, 0);
     let mut streams = 0;
     for report in reports {
         if report.faults.values().sum::<u64>() > 0 {
@@ -50,13 +83,26 @@ fn summary(reports: &[RunReport]) -> String {
         unknown_applied += report.tally.unknown_then_applied;
         unknown_absent += report.tally.unknown_then_absent;
         resends += report.tally.resends;
-        superseded += report.tally.rejected_then_applied;
+        unknown_rejected += report.tally.unknown_then_rejected;
+        replayed += report.tally.replayed_rejections;
+        replayed_opened += report.tally.replayed_after_opened;
+        credits_replayed += report.tally.credits_replayed_after_opened;
+        none_appended += report.tally.none_then_appended;
+        none_appended_gw += report.tally.none_then_appended_gateway_only;
+        confirmed += report.tally.transfers_confirmed;
+        cancelled += report.tally.transfers_cancelled;
+        opened_later += report.tally.cancelled_then_target_opened;
         streams += report.streams;
     }
     let mut text = format!(
         "{} runs ({} with faults), {streams} streams; intents: {applied} applied, {rejected} rejected, \
-         {unknown_applied} unknown→applied, {unknown_absent} unknown→absent; {resends} resends; \
-         {superseded} rejections superseded by a later delivery\n\
+         {unknown_applied} unknown→applied, {unknown_rejected} unknown→rejected, \
+         {unknown_absent} unknown→undecided; {resends} resends; {replayed} rejections replayed \
+         ({replayed_opened} of them NotFound after the aggregate was opened, \
+         {credits_replayed} of these a transfer's credit); \
+         transfers: {confirmed} confirmed, {cancelled} cancelled ({opened_later} of them to a \
+         target opened later); look-ups NONE then appended by an earlier message: \
+         {none_appended} (monolith), {none_appended_gw} (gateway-only)\n\
          | fault | injected |\n| --- | ---: |\n",
         reports.len(),
         with_faults
@@ -75,25 +121,32 @@ fn campaign(shard: u64) {
     if from_env && shard != 0 {
         return;
     }
-    let mine: Vec<u64> = seeds
-        .into_iter()
-        .filter(|seed| from_env || seed % SHARDS == shard)
+    let started = std::time::Instant::now();
+    let reports = if from_env {
+        // The seeds from the environment: shard 0 runs them all, on every core.
+        run_all(seeds)
+    } else {
+        seeds
+            .into_iter()
+            .filter(|seed| seed % SHARDS == shard)
+            .map(|seed| run_seed(seed, SimConfig::default()))
+            .collect()
+    };
+    let failures: Vec<String> = reports
+        .iter()
+        .filter(|report| !report.held())
+        .map(RunReport::explain)
         .collect();
-    let mut reports = Vec::with_capacity(mine.len());
-    let mut failures = Vec::new();
-    for seed in mine {
-        let report = run_seed(seed, SimConfig::default());
-        if !report.held() {
-            failures.push(report.explain());
-        }
-        reports.push(report);
-    }
     if reports.len() == 1 {
         for line in &reports[0].trace {
             println!("{line}");
         }
     }
-    println!("{}", summary(&reports));
+    println!(
+        "{}in {:.1} s\n",
+        summary(&reports),
+        started.elapsed().as_secs_f64()
+    );
     let with_faults = reports
         .iter()
         .filter(|r| r.faults.values().sum::<u64>() > 0)
@@ -154,3 +207,42 @@ fn a_seed_replays_the_same_run() {
         assert_eq!(first.faults, second.faults);
     }
 }
+
+/// The invariants bite: with the store's rejection records switched off (a store that
+/// answers `Ok` to `record_rejection` and records nothing), the campaign finds an intent
+/// answered rejected and applied later (a), and money made by a transfer whose saga ran
+/// again after its target was opened (c).
+#[test]
+fn the_campaign_detects_a_store_that_forgets_rejections() {
+    let broken = SimConfig {
+        forget_rejections: true,
+        ..SimConfig::default()
+    };
+    let (mut a, mut c) = (None, None);
+    for seed in 0..MUTATION_SEEDS {
+        let report = run_seed(seed, broken);
+        for violation in &report.violations {
+            if violation.starts_with("(a)") {
+                a.get_or_insert((seed, violation.clone()));
+            }
+            if violation.starts_with("(c)") {
+                c.get_or_insert((seed, violation.clone()));
+            }
+        }
+        if a.is_some() && c.is_some() {
+            break;
+        }
+    }
+    println!("(a) first found: {a:?}\n(c) first found: {c:?}");
+    assert!(
+        a.is_some(),
+        "no (a) violation in {MUTATION_SEEDS} seeds of a broken store"
+    );
+    assert!(
+        c.is_some(),
+        "no (c) violation in {MUTATION_SEEDS} seeds of a broken store"
+    );
+}
+
+/// Seeds the mutation test may run before it must have found both violations.
+const MUTATION_SEEDS: u64 = 300;
