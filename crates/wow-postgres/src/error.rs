@@ -27,7 +27,8 @@ pub enum OpenError {
     },
 }
 
-/// The unique constraints of `event_stream`, by name.
+/// The unique constraints of `event_stream`, by name: the version, and the one decision per
+/// request id, which appended streams and recorded rejections share (SPEC ID-6).
 pub(crate) const VERSION_CONSTRAINT: &str = "event_stream_pk";
 pub(crate) const REQUEST_CONSTRAINT: &str = "event_stream_request_uq";
 

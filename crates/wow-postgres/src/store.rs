@@ -7,10 +7,11 @@ use tokio_postgres::{NoTls, Row};
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::BoxError;
 use wow_core::eventsourcing::{
-    check_appendable, check_time_range, check_version_range, EventStore, EventStoreError,
-    RejectedStream, RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
+    check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
+    EventStoreError, RejectedStream, RejectionRecord, RequestDecision, RequestRecord, Snapshot,
+    SnapshotStore, SnapshotStoreError,
 };
-use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+use wow_core::{AggregateId, DomainEventStream, ErrorCode, NamedAggregate};
 
 use crate::error::{
     pool_error, pool_snapshot_error, snapshot_error, store_error, violated_constraint,
@@ -37,6 +38,16 @@ impl std::fmt::Debug for PostgresStore {
 
 const INSERT: &str = "INSERT INTO event_stream (aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
 const COLUMNS: &str = "aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body";
+
+/// A rejection is a row of `event_stream` (see `schema.rs`): minus its position as its
+/// version, no stream id, no events, and its own columns. It shares `event_stream_request_uq`
+/// with the appended streams, which refuses it when the key holds a decision.
+const INSERT_REJECTION: &str = "INSERT INTO event_stream (position, aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, error_code, error_msg, decided_on_version)
+    SELECT p, $1, $2, -p, $3, $4, '', $5, $6, $7, $8, '{}'::JSONB, '[]'::JSONB, $9, $10, $11 FROM nextval(pg_get_serial_sequence('event_stream', 'position')) AS p";
+
+/// The decision on one request id: the row that holds its key, an appended stream (version
+/// from 1 up) or a rejection (a negative version). One read of `event_stream_request_uq`.
+const FIND_DECISION: &str = "SELECT version, stream_id, command_id, create_time, fingerprint, error_code, error_msg, decided_on_version FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3";
 
 /// `value` as a database integer, saturating.
 pub(crate) fn clamp(value: u64) -> i64 {
@@ -66,6 +77,62 @@ fn decode_stream(row: &Row) -> Result<DomainEventStream, EventStoreError> {
         header: serde_json::from_value(header).map_err(corrupt)?,
         body: serde_json::from_value(body).map_err(corrupt)?,
     })
+}
+
+/// Column `index` of `row`, which must not be NULL: a NULL is a row this build cannot read
+/// (an [`EventStoreError::Internal`]).
+fn required<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    index: usize,
+    what: &str,
+) -> Result<T, EventStoreError> {
+    row.try_get::<_, Option<T>>(index)
+        .map_err(store_error)?
+        .ok_or_else(|| corrupt(format!("a recorded rejection has no {what}")))
+}
+
+/// Decodes a row of [`FIND_DECISION`]. A row that makes no decision (version 0, an appended
+/// stream with a rejection's columns, a rejection without them, a negative decided-on
+/// version) is [`EventStoreError::Internal`], never taken for "no decision".
+fn decode_decision(row: &Row) -> Result<RequestDecision, EventStoreError> {
+    let version: i64 = row.try_get(0).map_err(store_error)?;
+    let command_id: String = row.try_get(2).map_err(store_error)?;
+    let create_time: i64 = row.try_get(3).map_err(store_error)?;
+    let fingerprint: String = row.try_get(4).map_err(store_error)?;
+    let error_code: Option<String> = row.try_get(5).map_err(store_error)?;
+    match u64::try_from(version) {
+        Ok(0) => Err(corrupt("a request id is held at version 0")),
+        Ok(version) => {
+            if error_code.is_some() {
+                return Err(corrupt(format!(
+                    "the stream at version {version} carries a rejection's error code"
+                )));
+            }
+            Ok(RequestDecision::Appended(RequestRecord {
+                stream_id: row.try_get(1).map_err(store_error)?,
+                version,
+                command_id,
+                create_time,
+                fingerprint,
+            }))
+        }
+        Err(_) => {
+            let decided_on: i64 = required(row, 7, "decided-on version")?;
+            let decided_on = u64::try_from(decided_on)
+                .map_err(|_| corrupt(format!("a rejection was decided on version {decided_on}")))?;
+            let error_code =
+                error_code.ok_or_else(|| corrupt("a recorded rejection has no error code"))?;
+            let Ok(error_code) = error_code.parse::<ErrorCode>();
+            Ok(RequestDecision::Rejected(RejectionRecord {
+                command_id,
+                fingerprint,
+                error_code,
+                error_msg: required(row, 6, "error message")?,
+                version: decided_on,
+                create_time,
+            }))
+        }
+    }
 }
 
 impl PostgresStore {
@@ -176,8 +243,9 @@ impl PostgresStore {
         rows.iter().map(decode_stream).collect()
     }
 
-    /// Whether `aggregate` holds `request_id` (asked after a version conflict, so that a
-    /// replayed request is reported as the duplicate it is, SPEC ES-4).
+    /// Whether `aggregate` holds a decision on `request_id`, a stream or a rejection (asked
+    /// after a version conflict, so that a replayed request is reported as the duplicate it
+    /// is, SPEC ES-4).
     async fn holds_request(&self, stream: &DomainEventStream) -> Result<bool, EventStoreError> {
         let client = self.client().await?;
         let row = client
@@ -264,7 +332,7 @@ impl EventStore for PostgresStore {
         end: i64,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
         check_time_range(start, end)?;
-        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND create_time BETWEEN $3 AND $4 ORDER BY version");
+        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND version > 0 AND create_time BETWEEN $3 AND $4 ORDER BY version");
         self.streams(
             &sql,
             &[&aggregate_id.aggregate_name, &aggregate_id.id, &start, &end],
@@ -276,21 +344,21 @@ impl EventStore for PostgresStore {
         &self,
         aggregate_id: &AggregateId,
     ) -> Result<Option<DomainEventStream>, EventStoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 ORDER BY version DESC LIMIT 1");
+        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND version > 0 ORDER BY version DESC LIMIT 1");
         Ok(self
             .streams(&sql, &[&aggregate_id.aggregate_name, &aggregate_id.id])
             .await?
             .pop())
     }
 
-    async fn find_request(
+    async fn find_decision(
         &self,
         aggregate_id: &AggregateId,
         request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
         let client = self.client().await?;
         let statement = client
-            .prepare_cached("SELECT stream_id, version, command_id, create_time, fingerprint FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3")
+            .prepare_cached(FIND_DECISION)
             .await
             .map_err(store_error)?;
         let row = client
@@ -300,16 +368,46 @@ impl EventStore for PostgresStore {
             )
             .await
             .map_err(store_error)?;
-        row.map(|row| {
-            Ok(RequestRecord {
-                stream_id: row.try_get(0).map_err(store_error)?,
-                version: u64::try_from(row.try_get::<_, i64>(1).map_err(store_error)?).unwrap_or(0),
-                command_id: row.try_get(2).map_err(store_error)?,
-                create_time: row.try_get(3).map_err(store_error)?,
-                fingerprint: row.try_get(4).map_err(store_error)?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(decode_decision).transpose()
+    }
+
+    async fn record_rejection(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        check_rejectable(request_id)?;
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(INSERT_REJECTION)
+            .await
+            .map_err(store_error)?;
+        let outcome = client
+            .execute(
+                &statement,
+                &[
+                    &aggregate_id.aggregate_name,
+                    &aggregate_id.id,
+                    &aggregate_id.context_name,
+                    &aggregate_id.tenant_id,
+                    &request_id,
+                    &rejection.command_id,
+                    &rejection.fingerprint,
+                    &rejection.create_time,
+                    &rejection.error_code.as_str(),
+                    &rejection.error_msg,
+                    &clamp(rejection.version),
+                ],
+            )
+            .await;
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(error) if violated_constraint(&error) == Some(REQUEST_CONSTRAINT) => Err(
+                EventStoreError::request_decided(aggregate_id, request_id, rejection),
+            ),
+            Err(error) => Err(store_error(error)),
+        }
     }
 
     async fn scan_aggregate_ids(

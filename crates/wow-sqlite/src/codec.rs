@@ -1,8 +1,8 @@
 //! Streams and snapshots to rows and back.
 
 use rusqlite::Row;
-use wow_core::eventsourcing::{RequestRecord, Snapshot};
-use wow_core::{AggregateId, DomainEventStream};
+use wow_core::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord, Snapshot};
+use wow_core::{AggregateId, DomainEventStream, ErrorCode};
 
 /// The columns of a stream, encoded before it reaches the writer thread so that JSON work
 /// happens on the callers' threads.
@@ -77,15 +77,64 @@ fn text_error(text: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, text)
 }
 
-/// Decodes `stream_id, version, command_id, create_time, fingerprint`.
-pub(crate) fn decode_request(row: &Row<'_>) -> rusqlite::Result<RequestRecord> {
-    Ok(RequestRecord {
-        stream_id: row.get(0)?,
-        version: u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0),
-        command_id: row.get(2)?,
-        create_time: row.get(3)?,
-        fingerprint: row.get(4)?,
-    })
+/// The columns [`decode_decision`] reads, in this order.
+pub(crate) const DECISION_COLUMNS: &str = "version, stream_id, command_id, create_time, fingerprint, error_code, error_msg, decided_on_version";
+
+/// Decodes a row of [`DECISION_COLUMNS`]: an appended stream (version from 1 up) or a
+/// recorded rejection (a negative version). A row that makes no decision (version 0, a
+/// stream with a rejection's columns, a rejection without them) is an error, never taken for
+/// "no decision".
+pub(crate) fn decode_decision(row: &Row<'_>) -> rusqlite::Result<RequestDecision> {
+    let corrupt = |index: usize, message: &str| {
+        rusqlite::Error::FromSqlConversionFailure(
+            index,
+            rusqlite::types::Type::Null,
+            Box::new(text_error(message.to_owned())),
+        )
+    };
+    let version: i64 = row.get(0)?;
+    let command_id: String = row.get(2)?;
+    let create_time: i64 = row.get(3)?;
+    let fingerprint: String = row.get(4)?;
+    let error_code: Option<String> = row.get(5)?;
+    match u64::try_from(version) {
+        Ok(0) => Err(corrupt(0, "a request id is held at version 0")),
+        Ok(version) => match error_code {
+            Some(_) => Err(corrupt(
+                5,
+                "an appended stream carries a rejection's error code",
+            )),
+            None => Ok(RequestDecision::Appended(RequestRecord {
+                stream_id: row.get(1)?,
+                version,
+                command_id,
+                create_time,
+                fingerprint,
+            })),
+        },
+        Err(_) => {
+            let code = error_code.ok_or_else(|| corrupt(5, "a rejection has no error code"))?;
+            let error_msg: Option<String> = row.get(6)?;
+            let decided_on: Option<i64> = row.get(7)?;
+            let decided_on = decided_on
+                .and_then(|v| u64::try_from(v).ok())
+                .ok_or_else(|| {
+                    corrupt(
+                        7,
+                        "a rejection has no decided-on version, or a negative one",
+                    )
+                })?;
+            let Ok(error_code) = code.parse::<ErrorCode>();
+            Ok(RequestDecision::Rejected(RejectionRecord {
+                command_id,
+                fingerprint,
+                error_code,
+                error_msg: error_msg.ok_or_else(|| corrupt(6, "a rejection has no message"))?,
+                version: decided_on,
+                create_time,
+            }))
+        }
+    }
 }
 
 /// Decodes `aggregate_name, aggregate_id, context_name, tenant_id, version, state,

@@ -8,16 +8,19 @@ use tokio::sync::oneshot;
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::BoxError;
 use wow_core::eventsourcing::{
-    check_appendable, check_time_range, check_version_range, EventStore, EventStoreError,
-    RejectedStream, RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
+    check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
+    EventStoreError, RejectedStream, RejectionRecord, RequestDecision, Snapshot, SnapshotStore,
+    SnapshotStoreError,
 };
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
-use crate::codec::{decode_request, decode_snapshot, decode_stream, StreamRow, STREAM_COLUMNS};
+use crate::codec::{
+    decode_decision, decode_snapshot, decode_stream, StreamRow, DECISION_COLUMNS, STREAM_COLUMNS,
+};
 use crate::error::{gone, snapshot_error, store_error};
 use crate::reader::ReadPool;
 use crate::schema::{connect, migrate};
-use crate::writer::{self, Work, WorkFn, WriteJob, WriterHandle, WriterStats};
+use crate::writer::{self, Rejection, Work, WorkFn, WriteJob, WriterHandle, WriterStats};
 use crate::{OpenError, SqliteOptions};
 
 /// Event streams and snapshots in one SQLite file. Cloning is cheap; clones share the writer
@@ -162,7 +165,7 @@ impl SqliteStore {
 }
 
 const LOAD: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND version BETWEEN ?3 AND ?4 ORDER BY version";
-const LOAD_BY_TIME: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND create_time BETWEEN ?3 AND ?4 ORDER BY version";
+const LOAD_BY_TIME: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 AND create_time BETWEEN ?3 AND ?4 ORDER BY version";
 
 #[async_trait]
 impl EventStore for SqliteStore {
@@ -212,7 +215,7 @@ impl EventStore for SqliteStore {
         let (name, id) = (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone());
         self.reads
             .read(move |connection| {
-                let sql = format!("SELECT {STREAM_COLUMNS} FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 ORDER BY version DESC LIMIT 1");
+                let sql = format!("SELECT {STREAM_COLUMNS} FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 ORDER BY version DESC LIMIT 1");
                 connection
                     .prepare_cached(&sql)?
                     .query_row(params![name, id], decode_stream)
@@ -222,11 +225,11 @@ impl EventStore for SqliteStore {
             .map_err(store_error)
     }
 
-    async fn find_request(
+    async fn find_decision(
         &self,
         aggregate_id: &AggregateId,
         request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
         let (name, id, request) = (
             aggregate_id.aggregate_name.clone(),
             aggregate_id.id.clone(),
@@ -234,13 +237,39 @@ impl EventStore for SqliteStore {
         );
         self.reads
             .read(move |connection| {
+                let sql = format!("SELECT {DECISION_COLUMNS} FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3");
                 connection
-                    .prepare_cached("SELECT stream_id, version, command_id, create_time, fingerprint FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3")?
-                    .query_row(params![name, id, request], decode_request)
+                    .prepare_cached(&sql)?
+                    .query_row(params![name, id, request], decode_decision)
                     .optional()
             })
             .await
             .map_err(store_error)
+    }
+
+    async fn record_rejection(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        check_rejectable(request_id)?;
+        let (reply, answer) = oneshot::channel();
+        let job = WriteJob::Reject {
+            rejection: Box::new(Rejection {
+                aggregate_id: aggregate_id.clone(),
+                request_id: request_id.to_owned(),
+                record: rejection.clone(),
+            }),
+            reply,
+        };
+        self.writer
+            .send(job)
+            .await
+            .map_err(|_| EventStoreError::Unavailable(gone()))?;
+        answer
+            .await
+            .map_err(|_| EventStoreError::Unavailable(gone()))?
     }
 
     async fn scan_aggregate_ids(

@@ -5,6 +5,8 @@
 //! violation SQLite backs out that statement alone and the transaction stays open (its
 //! default `ABORT` resolution works as a savepoint around each statement). So one conflicting
 //! stream fails alone and the rest of its batch commits, at no extra statement per append.
+//! A recorded rejection (SPEC ID-6) is one `INSERT` of one row into the same table, sharing
+//! the request-id constraint with the streams, and commits in the same batches.
 //! Replies are sent only after `COMMIT` returned, that is once the batch is durable under
 //! `synchronous=FULL`.
 //!
@@ -18,8 +20,9 @@ use rusqlite::{params, Connection};
 use tokio::sync::{mpsc, oneshot};
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::{
-    BoxError, EventStoreError, RejectedStream, Snapshot, SnapshotStoreError,
+    BoxError, EventStoreError, RejectedStream, RejectionRecord, Snapshot, SnapshotStoreError,
 };
+use wow_core::AggregateId;
 
 use crate::codec::StreamRow;
 use crate::error::{snapshot_error, store_error};
@@ -30,6 +33,11 @@ pub(crate) enum WriteJob {
     Append {
         row: Box<StreamRow>,
         rejected: Box<RejectedStream>,
+        reply: oneshot::Sender<Result<(), EventStoreError>>,
+    },
+    /// A rejection of `request_id` to record (SPEC ID-6).
+    Reject {
+        rejection: Box<Rejection>,
         reply: oneshot::Sender<Result<(), EventStoreError>>,
     },
     SaveSnapshot {
@@ -43,6 +51,14 @@ pub(crate) enum WriteJob {
         work: Option<WorkFn>,
         reply: oneshot::Sender<Result<Processed, ProcessError>>,
     },
+}
+
+/// A rejection of a request id on an aggregate.
+#[derive(Debug)]
+pub(crate) struct Rejection {
+    pub(crate) aggregate_id: AggregateId,
+    pub(crate) request_id: String,
+    pub(crate) record: RejectionRecord,
 }
 
 /// A consumer's writes, run on the writer's connection inside its transaction.
@@ -68,6 +84,11 @@ pub(crate) struct WriterStats {
 }
 
 const INSERT_STREAM: &str = "INSERT INTO event_stream (aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+/// A rejection takes minus its own position as its version (see `schema.rs`); the one writer
+/// makes `MAX(position) + 1` the position no other row has.
+const INSERT_REJECTION: &str = "INSERT INTO event_stream (position, aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, error_code, error_msg, decided_on_version)
+    SELECT p, ?1, ?2, -p, ?3, ?4, '', ?5, ?6, ?7, ?8, '{}', '[]', ?9, ?10, ?11 FROM (SELECT COALESCE(MAX(position), 0) + 1 AS p FROM event_stream)";
 
 const REQUEST_EXISTS: &str = "SELECT 1 FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3";
 
@@ -140,6 +161,7 @@ fn drain(receiver: &mut mpsc::Receiver<WriteJob>, batch: &mut Vec<WriteJob>, max
 /// What one job came to inside the transaction, before the commit decides.
 enum Outcome {
     Appended,
+    Rejected,
     Conflict(EventStoreError),
     Saved(bool),
     Worked(Processed),
@@ -202,6 +224,17 @@ fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
                 None => Outcome::Failed(error),
             },
         },
+        WriteJob::Reject { rejection, .. } => match insert_rejection(connection, rejection) {
+            Ok(()) => Outcome::Rejected,
+            Err(error) if violated(&error) == Some(Violated::RequestId) => {
+                Outcome::Conflict(EventStoreError::request_decided(
+                    &rejection.aggregate_id,
+                    &rejection.request_id,
+                    &rejection.record,
+                ))
+            }
+            Err(error) => Outcome::Failed(error),
+        },
         WriteJob::SaveSnapshot {
             snapshot, state, ..
         } => match save_snapshot(connection, snapshot, state) {
@@ -263,6 +296,26 @@ fn insert(connection: &Connection, row: &StreamRow) -> rusqlite::Result<()> {
         row.header,
         row.body,
     ])?;
+    Ok(())
+}
+
+fn insert_rejection(connection: &Connection, rejection: &Rejection) -> rusqlite::Result<()> {
+    let (aggregate, record) = (&rejection.aggregate_id, &rejection.record);
+    connection
+        .prepare_cached(INSERT_REJECTION)?
+        .execute(params![
+            aggregate.aggregate_name,
+            aggregate.id,
+            aggregate.context_name,
+            aggregate.tenant_id,
+            rejection.request_id,
+            record.command_id,
+            record.fingerprint,
+            record.create_time,
+            record.error_code.as_str(),
+            record.error_msg,
+            i64::try_from(record.version).unwrap_or(i64::MAX),
+        ])?;
     Ok(())
 }
 
@@ -356,6 +409,15 @@ fn reply(job: WriteJob, outcome: Outcome) {
         (WriteJob::Append { reply, .. }, Outcome::Failed(error)) => {
             let _ = reply.send(Err(store_error(error)));
         }
+        (WriteJob::Reject { reply, .. }, Outcome::Rejected) => {
+            let _ = reply.send(Ok(()));
+        }
+        (WriteJob::Reject { reply, .. }, Outcome::Conflict(conflict)) => {
+            let _ = reply.send(Err(conflict));
+        }
+        (WriteJob::Reject { reply, .. }, Outcome::Failed(error)) => {
+            let _ = reply.send(Err(store_error(error)));
+        }
         (WriteJob::SaveSnapshot { reply, .. }, Outcome::Saved(stored)) => {
             let _ = reply.send(Ok(stored));
         }
@@ -386,7 +448,7 @@ fn reply_failed(job: WriteJob, message: &str, error: &rusqlite::Error) {
         )
     );
     match job {
-        WriteJob::Append { reply, .. } => {
+        WriteJob::Append { reply, .. } | WriteJob::Reject { reply, .. } => {
             let error = if unavailable {
                 EventStoreError::Unavailable(message.to_owned().into())
             } else {

@@ -63,6 +63,13 @@ macro_rules! __event_store_cases {
                 version_race_has_exactly_one_winner,
                 duplicate_storm_stores_one_stream_per_request_id,
                 preserves_every_stream_field,
+                records_a_rejection_and_finds_it,
+                a_rejection_blocks_a_later_append_of_its_request_id,
+                an_append_blocks_a_later_rejection_of_its_request_id,
+                a_second_rejection_of_a_request_id_is_a_duplicate,
+                rejections_are_per_aggregate,
+                rejects_a_rejection_with_an_empty_request_id,
+                rejection_and_append_race_has_exactly_one_decision,
             ]
         );
     };

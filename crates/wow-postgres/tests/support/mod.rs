@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use wow_core::eventsourcing::{
-    EventStore, EventStoreError, RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
+    EventStore, EventStoreError, RejectionRecord, RequestDecision, Snapshot, SnapshotStore,
+    SnapshotStoreError,
 };
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 use wow_postgres::{PostgresOptions, PostgresStore};
@@ -119,12 +120,20 @@ impl EventStore for TestStore {
     async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
         self.store.last(id).await
     }
-    async fn find_request(
+    async fn find_decision(
         &self,
         id: &AggregateId,
         request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
-        self.store.find_request(id, request_id).await
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
+        self.store.find_decision(id, request_id).await
+    }
+    async fn record_rejection(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        self.store.record_rejection(id, request_id, rejection).await
     }
     async fn scan_aggregate_ids(
         &self,
