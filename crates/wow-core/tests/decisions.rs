@@ -179,7 +179,11 @@ async fn a_rejection_is_recorded_and_every_later_message_gets_it_without_effect(
         let replayed = failed(node, resend(&too_much)).await;
         assert_eq!(replayed.error_code, rejected.error_code);
         assert_eq!(replayed.error_msg, rejected.error_msg);
-        assert_eq!(replayed.aggregate_version, Some(1), "the version it was decided on");
+        assert_eq!(
+            replayed.aggregate_version,
+            Some(1),
+            "the version it was decided on"
+        );
         assert_eq!(replayed.result.get(REPLAYED), Some(&json!(true)));
         assert_eq!(
             replayed.result.get(ORIGINAL_COMMAND_ID),
@@ -187,7 +191,11 @@ async fn a_rejection_is_recorded_and_every_later_message_gets_it_without_effect(
         );
     }
     let history = store.load(&id, 1, u64::MAX).await.unwrap();
-    assert_eq!(history.len(), 2, "the rejected withdrawal never took effect");
+    assert_eq!(
+        history.len(),
+        2,
+        "the rejected withdrawal never took effect"
+    );
 
     // Another body under the same request id is a reuse, not a replay (SPEC ID-5).
     let other = withdraw(&id, 1).with_request_id("w-2");

@@ -108,7 +108,9 @@ async fn a_rerun_after_the_target_opened_keeps_the_first_branch(backend: Backend
         .await
         .unwrap()
     {
-        Some(RequestDecision::Rejected(record)) => assert_eq!(record.error_code, ErrorCode::NotFound),
+        Some(RequestDecision::Rejected(record)) => {
+            assert_eq!(record.error_code, ErrorCode::NotFound)
+        }
         other => panic!("the first step's rejection is recorded, got {other:?}"),
     }
 
@@ -123,9 +125,15 @@ async fn a_rerun_after_the_target_opened_keeps_the_first_branch(backend: Backend
     rerun_saga(&bank, &prepared).await;
     rerun_saga(&bank, &prepared).await;
 
-    let (a, b) = (state(store.as_ref(), &alice).await, state(store.as_ref(), &bob).await);
+    let (a, b) = (
+        state(store.as_ref(), &alice).await,
+        state(store.as_ref(), &bob).await,
+    );
     assert_eq!((a.balance, a.held), (100, 0), "Alice's hold released once");
-    assert_eq!(b.balance, 0, "Bob was never credited: the transfer was cancelled");
+    assert_eq!(
+        b.balance, 0,
+        "Bob was never credited: the transfer was cancelled"
+    );
     assert_eq!(
         a.balance + a.held + b.balance + b.held,
         100,

@@ -9,7 +9,8 @@ use tokio::time::Instant;
 use super::error::decided_result;
 use super::{
     CommandBus, CommandKind, CommandResult, CommandResultError, CommandStage, InFlightRequests,
-    JsonCommand, WaitCoordinator, WaitHandle, WaitPlan, PROTOCOL_HEADER, PROTOCOL_VERSION, WAIT_STAGE_HEADER,
+    JsonCommand, WaitCoordinator, WaitHandle, WaitPlan, PROTOCOL_HEADER, PROTOCOL_VERSION,
+    WAIT_STAGE_HEADER,
 };
 use crate::aggregate::AggregateRegistry;
 use crate::idempotency::{

@@ -191,7 +191,10 @@ mod tests {
         registry.enter(&account, "r");
         registry.unsure(&account, "r");
         tokio::time::advance(Duration::from_secs(9)).await;
-        assert!(registry.contains(&account, "r"), "it may still be delivered");
+        assert!(
+            registry.contains(&account, "r"),
+            "it may still be delivered"
+        );
         registry.leave(&account, "r");
         assert!(!registry.contains(&account, "r"), "the node decided on it");
 

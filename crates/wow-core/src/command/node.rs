@@ -7,15 +7,17 @@ use async_trait::async_trait;
 
 use super::error::decided_result;
 use super::wait::{signal_wanted, PROTOCOL_HEADER, PROTOCOL_VERSION, RECORDED};
-use super::{CommandHandler, CommandResult, CommandStage, InFlightRequests, JsonCommand, WaitNotifier};
+use super::{
+    CommandHandler, CommandResult, CommandStage, InFlightRequests, JsonCommand, WaitNotifier,
+};
 use crate::aggregate::{
     check_command, AggregateError, AggregateRegistry, AggregateRuntime, AggregateState,
     CommandContext,
 };
 use crate::event::DomainEventBus;
 use crate::eventsourcing::{
-    is_recorded_rejection, load_aggregate, AggregateCache, EventStore, EventStoreError,
-    LoadError, RejectionRecord, SnapshotStore,
+    is_recorded_rejection, load_aggregate, AggregateCache, EventStore, EventStoreError, LoadError,
+    RejectionRecord, SnapshotStore,
 };
 use crate::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::idempotency::{RequestIdCheck, RequestIdChecker};

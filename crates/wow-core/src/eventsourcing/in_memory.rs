@@ -169,20 +169,15 @@ impl EventStore for InMemoryEventStore {
             Some(Decided::Rejected(rejection)) => {
                 Some(RequestDecision::Rejected(RejectionRecord::clone(rejection)))
             }
-            Some(Decided::Appended(version)) => {
-                history
-                    .streams
-                    .get(version)
-                    .map(|stream| {
-                        RequestDecision::Appended(RequestRecord {
-                            stream_id: stream.id.clone(),
-                            version: stream.version,
-                            command_id: stream.command_id.clone(),
-                            create_time: stream.create_time,
-                            fingerprint: stream.fingerprint.clone(),
-                        })
-                    })
-            }
+            Some(Decided::Appended(version)) => history.streams.get(version).map(|stream| {
+                RequestDecision::Appended(RequestRecord {
+                    stream_id: stream.id.clone(),
+                    version: stream.version,
+                    command_id: stream.command_id.clone(),
+                    create_time: stream.create_time,
+                    fingerprint: stream.fingerprint.clone(),
+                })
+            }),
         })
     }
 

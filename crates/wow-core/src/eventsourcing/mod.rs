@@ -14,7 +14,8 @@ pub use cache::AggregateCache;
 pub use decision::{is_recorded_rejection, RejectionRecord, RequestDecision};
 pub use error::{BoxError, EventStoreError, RejectedStream, SnapshotStoreError};
 pub use event_store::{
-    check_appendable, check_rejectable, check_time_range, check_version_range, EventStore, RequestRecord,
+    check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
+    RequestRecord,
 };
 pub use gated::GatedEventStore;
 pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
