@@ -418,3 +418,30 @@ async fn a_void_resend_within_the_filter_window_is_dropped_by_a_gateway_backed_b
     assert_eq!(error.error_code(), &ErrorCode::DuplicateRequestId);
     assert_eq!(error.result().result.get("sent"), Some(&json!(false)));
 }
+
+#[tokio::test]
+async fn another_tenant_resending_a_request_id_learns_nothing_of_its_decision() {
+    let store = memory_store();
+    let pipeline = process(&store);
+    let id = opened(&pipeline, 1).await;
+    let refused = withdraw(&id, 500).with_request_id("w-t");
+    failed(&pipeline, refused.clone()).await;
+    processed(&pipeline, deposit(&id, 1).with_request_id("d-t")).await;
+
+    let mut elsewhere = id.clone();
+    elsewhere.tenant_id = "t2".into();
+    for intent in [&refused, &deposit(&id, 1).with_request_id("d-t")] {
+        let mut probe = resend(intent);
+        probe.aggregate_id = elsewhere.clone();
+        for node in [&pipeline, &process(&store)] {
+            let answer = failed(node, probe.clone()).await;
+            assert_eq!(answer.error_code, ErrorCode::NotFound, "{answer:?}");
+            assert_eq!(answer.result.get(ORIGINAL_COMMAND_ID), None);
+            assert_eq!(answer.result.get(REPLAYED), None);
+        }
+        assert!(matches!(
+            pipeline.look_up_request(&elsewhere, &intent.request_id).await,
+            RequestOutcome::None
+        ));
+    }
+}

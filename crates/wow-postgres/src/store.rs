@@ -47,7 +47,7 @@ const INSERT_REJECTION: &str = "INSERT INTO event_stream (position, aggregate_na
 
 /// The decision on one request id: the row that holds its key, an appended stream (version
 /// from 1 up) or a rejection (a negative version). One read of `event_stream_request_uq`.
-const FIND_DECISION: &str = "SELECT version, stream_id, command_id, create_time, fingerprint, error_code, error_msg, decided_on_version FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3";
+const FIND_DECISION: &str = "SELECT version, stream_id, command_id, create_time, fingerprint, error_code, error_msg, decided_on_version FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3 AND tenant_id = $4";
 
 /// `value` as a database integer, saturating.
 pub(crate) fn clamp(value: u64) -> i64 {
@@ -364,7 +364,12 @@ impl EventStore for PostgresStore {
         let row = client
             .query_opt(
                 &statement,
-                &[&aggregate_id.aggregate_name, &aggregate_id.id, &request_id],
+                &[
+                    &aggregate_id.aggregate_name,
+                    &aggregate_id.id,
+                    &request_id,
+                    &aggregate_id.tenant_id,
+                ],
             )
             .await
             .map_err(store_error)?;

@@ -230,17 +230,19 @@ impl EventStore for SqliteStore {
         aggregate_id: &AggregateId,
         request_id: &str,
     ) -> Result<Option<RequestDecision>, EventStoreError> {
-        let (name, id, request) = (
+        let (name, id, request, tenant) = (
             aggregate_id.aggregate_name.clone(),
             aggregate_id.id.clone(),
             request_id.to_owned(),
+            aggregate_id.tenant_id.clone(),
         );
         self.reads
             .read(move |connection| {
-                let sql = format!("SELECT {DECISION_COLUMNS} FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3");
+                // Another tenant's decision is not this caller's to see (SPEC TN-1).
+                let sql = format!("SELECT {DECISION_COLUMNS} FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3 AND tenant_id = ?4");
                 connection
                     .prepare_cached(&sql)?
-                    .query_row(params![name, id, request], decode_decision)
+                    .query_row(params![name, id, request, tenant], decode_decision)
                     .optional()
             })
             .await

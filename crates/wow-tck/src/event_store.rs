@@ -665,6 +665,35 @@ pub async fn rejections_are_per_aggregate(store: Store) {
     );
 }
 
+/// A decision is seen only under the tenant that made it (SPEC TN-1): another tenant asking
+/// for the same aggregate id and request id finds none, so no answer tells it what the
+/// first tenant did.
+pub async fn decisions_are_seen_only_by_their_tenant(store: Store) {
+    let (a, b) = (aggregate(), aggregate());
+    let refused = rejection(ErrorCode::domain("Refused"), 0);
+    reject_ok(&store, &a, "mine", &refused).await;
+    let appended_stream = stream(&b, 1, "mine");
+    append_ok(&store, &appended_stream).await;
+    for own in [&a, &b] {
+        let mut elsewhere = own.clone();
+        elsewhere.tenant_id = format!("{}-other", own.tenant_id);
+        assert_eq!(decision(&store, &elsewhere, "mine").await, None);
+        assert!(store
+            .find_request(&elsewhere, "mine")
+            .await
+            .unwrap()
+            .is_none());
+    }
+    assert_eq!(
+        decision(&store, &a, "mine").await,
+        Some(RequestDecision::Rejected(refused))
+    );
+    assert_eq!(
+        decision(&store, &b, "mine").await,
+        Some(appended(&appended_stream))
+    );
+}
+
 /// A rejection with an empty request id is `IllegalArgument`, and nothing is recorded.
 pub async fn rejects_a_rejection_with_an_empty_request_id(store: Store) {
     let order = aggregate();

@@ -68,6 +68,7 @@ macro_rules! __event_store_cases {
                 an_append_blocks_a_later_rejection_of_its_request_id,
                 a_second_rejection_of_a_request_id_is_a_duplicate,
                 rejections_are_per_aggregate,
+                decisions_are_seen_only_by_their_tenant,
                 rejects_a_rejection_with_an_empty_request_id,
                 rejection_and_append_race_has_exactly_one_decision,
             ]

@@ -136,7 +136,8 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
 
     /// The decision recorded for `request_id` within `aggregate_id` (SPEC ID-6, TO-1): its
     /// appended stream, its recorded rejection, or `None` when no decision was recorded (a
-    /// resend with that request id is safe). One indexed read.
+    /// resend with that request id is safe). One indexed read. A decision made under
+    /// another tenant is not seen (SPEC TN-1): it answers `None`.
     async fn find_decision(
         &self,
         aggregate_id: &AggregateId,

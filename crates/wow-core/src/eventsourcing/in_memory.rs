@@ -27,8 +27,11 @@ const SHARDS: usize = 64;
 enum Decided {
     /// Appended as the stream at this version.
     Appended(u64),
-    /// Rejected, for good.
-    Rejected(Box<RejectionRecord>),
+    /// Rejected, for good, in this tenant's name.
+    Rejected {
+        tenant_id: String,
+        record: Box<RejectionRecord>,
+    },
 }
 
 /// Streams of one aggregate, keyed by version, with its request-id index (streams and
@@ -164,20 +167,25 @@ impl EventStore for InMemoryEventStore {
         let Some(history) = shard.get(&key) else {
             return Ok(None);
         };
+        // Another tenant's decision is not this caller's to see (SPEC TN-1).
+        let tenant = &aggregate_id.tenant_id;
         Ok(match history.requests.get(request_id) {
             None => None,
-            Some(Decided::Rejected(rejection)) => {
-                Some(RequestDecision::Rejected(RejectionRecord::clone(rejection)))
-            }
-            Some(Decided::Appended(version)) => history.streams.get(version).map(|stream| {
-                RequestDecision::Appended(RequestRecord {
-                    stream_id: stream.id.clone(),
-                    version: stream.version,
-                    command_id: stream.command_id.clone(),
-                    create_time: stream.create_time,
-                    fingerprint: stream.fingerprint.clone(),
-                })
-            }),
+            Some(Decided::Rejected { tenant_id, record }) => (tenant_id == tenant)
+                .then(|| RequestDecision::Rejected(RejectionRecord::clone(record))),
+            Some(Decided::Appended(version)) => history
+                .streams
+                .get(version)
+                .filter(|stream| &stream.aggregate_id.tenant_id == tenant)
+                .map(|stream| {
+                    RequestDecision::Appended(RequestRecord {
+                        stream_id: stream.id.clone(),
+                        version: stream.version,
+                        command_id: stream.command_id.clone(),
+                        create_time: stream.create_time,
+                        fingerprint: stream.fingerprint.clone(),
+                    })
+                }),
         })
     }
 
@@ -200,7 +208,10 @@ impl EventStore for InMemoryEventStore {
         }
         history.requests.insert(
             request_id.to_owned(),
-            Decided::Rejected(Box::new(rejection.clone())),
+            Decided::Rejected {
+                tenant_id: aggregate_id.tenant_id.clone(),
+                record: Box::new(rejection.clone()),
+            },
         );
         Ok(())
     }
