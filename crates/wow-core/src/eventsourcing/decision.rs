@@ -35,38 +35,6 @@ pub enum RequestDecision {
 }
 
 impl RequestDecision {
-    /// The command id of the message that was decided on.
-    pub fn command_id(&self) -> &str {
-        match self {
-            RequestDecision::Appended(record) => &record.command_id,
-            RequestDecision::Rejected(record) => &record.command_id,
-        }
-    }
-
-    /// The fingerprint of the message that was decided on (empty when unknown).
-    pub fn fingerprint(&self) -> &str {
-        match self {
-            RequestDecision::Appended(record) => &record.fingerprint,
-            RequestDecision::Rejected(record) => &record.fingerprint,
-        }
-    }
-
-    /// The appended stream's version, or the version a rejection was decided on.
-    pub fn version(&self) -> u64 {
-        match self {
-            RequestDecision::Appended(record) => record.version,
-            RequestDecision::Rejected(record) => record.version,
-        }
-    }
-
-    /// When it was decided, in milliseconds since the Unix epoch.
-    pub fn create_time(&self) -> i64 {
-        match self {
-            RequestDecision::Appended(record) => record.create_time,
-            RequestDecision::Rejected(record) => record.create_time,
-        }
-    }
-
     /// The appended stream's record, if the request was appended.
     pub fn appended(self) -> Option<RequestRecord> {
         match self {
