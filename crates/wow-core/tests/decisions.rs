@@ -440,7 +440,9 @@ async fn another_tenant_resending_a_request_id_learns_nothing_of_its_decision() 
             assert_eq!(answer.result.get(REPLAYED), None);
         }
         assert!(matches!(
-            pipeline.look_up_request(&elsewhere, &intent.request_id).await,
+            pipeline
+                .look_up_request(&elsewhere, &intent.request_id)
+                .await,
             RequestOutcome::None
         ));
     }
