@@ -5,9 +5,11 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::json;
 use support::*;
 use wow_core::command::{
@@ -15,13 +17,15 @@ use wow_core::command::{
     RequestOutcome, WaitCoordinator, WaitPlan, ORIGINAL_COMMAND_ID, RECORDED, REPLAYED,
 };
 use wow_core::event::NoopDomainEventBus;
-use wow_core::eventsourcing::{EventStore, GatedEventStore, RequestDecision};
+use wow_core::eventsourcing::{
+    EventStore, EventStoreError, GatedEventStore, RejectionRecord, RequestDecision,
+};
 use wow_core::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
     IdempotencyConfig,
 };
 use wow_core::pipeline::LocalPipeline;
-use wow_core::{AggregateId, CommandResult, ErrorCode};
+use wow_core::{AggregateId, CommandResult, DomainEventStream, ErrorCode, NamedAggregate};
 
 fn withdraw(id: &AggregateId, amount: u64) -> JsonCommand {
     command(id, AccountCommand::Withdraw(Amount { amount }))
@@ -446,4 +450,103 @@ async fn another_tenant_resending_a_request_id_learns_nothing_of_its_decision() 
             RequestOutcome::None
         ));
     }
+}
+
+/// A store whose rejection records fail while `down` is set; everything else passes through.
+#[derive(Debug)]
+struct RejectionsDown {
+    inner: Arc<dyn EventStore>,
+    down: AtomicBool,
+}
+
+#[async_trait]
+impl EventStore for RejectionsDown {
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        self.inner.append(stream).await
+    }
+
+    async fn load(
+        &self,
+        id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        self.inner.load(id, head, tail).await
+    }
+
+    async fn load_by_time(
+        &self,
+        id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        self.inner.load_by_time(id, start, end).await
+    }
+
+    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
+        self.inner.last(id).await
+    }
+
+    async fn find_decision(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
+        self.inner.find_decision(id, request_id).await
+    }
+
+    async fn record_rejection(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(EventStoreError::Unavailable("rejections are down".into()));
+        }
+        self.inner.record_rejection(id, request_id, rejection).await
+    }
+
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        self.inner.scan_aggregate_ids(named, after, limit).await
+    }
+}
+
+#[tokio::test]
+async fn a_rejection_that_cannot_be_recorded_is_not_final_and_a_resend_decides_again() {
+    let faulty = Arc::new(RejectionsDown {
+        inner: memory_store(),
+        down: AtomicBool::new(false),
+    });
+    let store: Arc<dyn EventStore> = faulty.clone();
+    let pipeline = process(&store);
+    let id = opened(&pipeline, 10).await;
+    faulty.down.store(true, Ordering::SeqCst);
+    let too_much = withdraw(&id, 50).with_request_id("w-down");
+    let answer = failed(&pipeline, too_much.clone()).await;
+    assert_eq!(
+        answer.error_code,
+        ErrorCode::ServiceUnavailable,
+        "not the business code: the decision is not durable"
+    );
+    assert!(
+        answer.error_msg.contains("InsufficientBalance"),
+        "{answer:?}"
+    );
+    assert!(store.find_decision(&id, "w-down").await.unwrap().is_none());
+    assert!(matches!(
+        pipeline.look_up_request(&id, "w-down").await,
+        RequestOutcome::None
+    ));
+
+    // Nothing was decided: once the account can pay, the same intent goes through.
+    faulty.down.store(false, Ordering::SeqCst);
+    processed(&pipeline, deposit(&id, 100)).await;
+    let paid = processed(&process(&store), resend(&too_much)).await;
+    assert_eq!(paid.aggregate_version, Some(3));
 }

@@ -164,6 +164,24 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// Hands `job` (an append or a rejection) to the writer and waits for its answer; a
+    /// writer that has stopped is [`EventStoreError::Unavailable`].
+    async fn write_history(
+        &self,
+        job: WriteJob,
+        answer: oneshot::Receiver<Result<(), EventStoreError>>,
+    ) -> Result<(), EventStoreError> {
+        self.writer
+            .send(job)
+            .await
+            .map_err(|_| EventStoreError::Unavailable(gone()))?;
+        answer
+            .await
+            .map_err(|_| EventStoreError::Unavailable(gone()))?
+    }
+}
+
 const LOAD: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND version BETWEEN ?3 AND ?4 ORDER BY version";
 const LOAD_BY_TIME: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 AND create_time BETWEEN ?3 AND ?4 ORDER BY version";
 
@@ -178,13 +196,7 @@ impl EventStore for SqliteStore {
             rejected: Box::new(RejectedStream::of(stream)),
             reply,
         };
-        self.writer
-            .send(job)
-            .await
-            .map_err(|_| EventStoreError::Unavailable(gone()))?;
-        answer
-            .await
-            .map_err(|_| EventStoreError::Unavailable(gone()))?
+        self.write_history(job, answer).await
     }
 
     async fn load(
@@ -265,13 +277,7 @@ impl EventStore for SqliteStore {
             }),
             reply,
         };
-        self.writer
-            .send(job)
-            .await
-            .map_err(|_| EventStoreError::Unavailable(gone()))?;
-        answer
-            .await
-            .map_err(|_| EventStoreError::Unavailable(gone()))?
+        self.write_history(job, answer).await
     }
 
     async fn scan_aggregate_ids(
