@@ -83,13 +83,13 @@ pub enum AccountCommand {
     #[command(validate)]
     Transfer(Transfer),
     /// Receives a transfer (sent by the saga).
-    #[command(validate)]
+    #[command(validate, internal)]
     ReceiveTransfer(ReceiveTransfer),
     /// Completes a transfer: the held amount leaves (sent by the saga).
-    #[command(validate)]
+    #[command(validate, internal)]
     ConfirmTransfer(Transfer),
     /// Cancels a transfer: the held amount is released (sent by the saga).
-    #[command(validate)]
+    #[command(validate, internal)]
     CancelTransfer(Transfer),
     /// Freezes the account.
     Freeze,
@@ -160,6 +160,16 @@ pub enum AccountError {
     /// A transfer to the same account.
     #[error("an account cannot transfer to itself")]
     SameAccount,
+    /// The account would hold more than an `i64` can count (available and held together).
+    #[error("balance {balance} and held {held} cannot take {amount} more")]
+    BalanceOverflow {
+        /// The available balance.
+        balance: i64,
+        /// What is held.
+        held: i64,
+        /// The amount that would not fit.
+        amount: i64,
+    },
     /// Confirming or cancelling more than is held.
     #[error("only {held} is held, not {amount}")]
     NotHeld {
@@ -181,6 +191,26 @@ fn available(state: &AccountState, amount: i64) -> Result<(), AccountError> {
         });
     }
     Ok(())
+}
+
+/// Money in: refused when the account is frozen, or when available and held together would
+/// overflow (a transfer or a cancel only moves money between them, so they never can).
+fn receivable(state: &AccountState, amount: i64) -> Result<(), AccountError> {
+    if state.frozen {
+        return Err(AccountError::AccountFrozen);
+    }
+    match state
+        .balance
+        .checked_add(state.held)
+        .and_then(|total| total.checked_add(amount))
+    {
+        Some(_) => Ok(()),
+        None => Err(AccountError::BalanceOverflow {
+            balance: state.balance,
+            held: state.held,
+            amount,
+        }),
+    }
 }
 
 fn held(state: &AccountState, amount: i64) -> Result<(), AccountError> {
@@ -214,9 +244,7 @@ impl Aggregate for Account {
                 vec![E::AccountOpened(AccountOpened { name, balance })]
             }
             C::Deposit(Amount { amount }) => {
-                if state.frozen {
-                    return Err(AccountError::AccountFrozen);
-                }
+                receivable(state, amount)?;
                 vec![E::Deposited(Moved { amount })]
             }
             C::Withdraw(Amount { amount }) => {
@@ -231,9 +259,7 @@ impl Aggregate for Account {
                 vec![E::TransferPrepared(step(to, amount))]
             }
             C::ReceiveTransfer(ReceiveTransfer { from, amount }) => {
-                if state.frozen {
-                    return Err(AccountError::AccountFrozen);
-                }
+                receivable(state, amount)?;
                 vec![E::TransferReceived(step(from, amount))]
             }
             C::ConfirmTransfer(Transfer { to, amount }) => {

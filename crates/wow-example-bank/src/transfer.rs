@@ -1,5 +1,5 @@
 //! The `transfer` saga: after `TransferPrepared`, credit the target, then confirm the
-//! transfer at the source, or cancel it when the target is missing or frozen.
+//! transfer at the source, or cancel it when the target is missing, frozen or full.
 //!
 //! Every command it sends carries a request id derived from the event, so a redelivered
 //! `TransferPrepared` resends the same intents and they come back as duplicates, never as a
@@ -65,7 +65,8 @@ impl Saga for TransferSaga {
             Ok(_) => AccountCommand::ConfirmTransfer(Transfer { to, amount }),
             Err(CommandResultError::Failed(result))
                 if result.error_code == ErrorCode::NotFound
-                    || result.error_code == ErrorCode::domain("AccountFrozen") =>
+                    || result.error_code == ErrorCode::domain("AccountFrozen")
+                    || result.error_code == ErrorCode::domain("BalanceOverflow") =>
             {
                 AccountCommand::CancelTransfer(Transfer { to, amount })
             }

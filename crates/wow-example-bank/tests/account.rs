@@ -145,3 +145,28 @@ fn a_frozen_account_refuses_an_incoming_transfer() {
         }))
         .expect_error_code(ErrorCode::domain("AccountFrozen"));
 }
+
+#[test]
+fn money_in_that_would_overflow_the_account_is_refused() {
+    // Available and held together count: a hold does not make room.
+    let prepared = AccountEvent::TransferPrepared(TransferStep {
+        account: "acc-b".into(),
+        amount: 10,
+    });
+    for command in [
+        AccountCommand::Deposit(Amount { amount: 1 }),
+        AccountCommand::ReceiveTransfer(ReceiveTransfer {
+            from: "acc-b".into(),
+            amount: 1,
+        }),
+    ] {
+        spec()
+            .given([opened(i64::MAX), prepared.clone()])
+            .when(command)
+            .expect_error_code(ErrorCode::domain("BalanceOverflow"));
+    }
+    spec()
+        .given([opened(i64::MAX - 1)])
+        .when(AccountCommand::Deposit(Amount { amount: 1 }))
+        .expect_events([AccountEvent::Deposited(Moved { amount: 1 })]);
+}

@@ -86,7 +86,8 @@ async fn handle(
         let info = runtime
             .commands()
             .iter()
-            .find(|c| c.name == command)
+            // An internal command is sent by sagas only: to a caller it does not exist.
+            .find(|c| c.name == command && !c.internal)
             .copied()
             .ok_or_else(|| InputError {
                 code: ErrorCode::NotFound,

@@ -135,7 +135,7 @@ pub(crate) async fn document(State(state): State<HttpState>) -> Json<Value> {
     let mut paths = Map::new();
     for runtime in state.registry().iter() {
         let aggregate = &runtime.named_aggregate().aggregate_name;
-        for command in runtime.commands() {
+        for command in runtime.commands().iter().filter(|c| !c.internal) {
             let path = format!("/{aggregate}/{{id}}/{}", command.name);
             let mut parameters = vec![
                 json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"}}),

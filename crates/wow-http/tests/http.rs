@@ -1386,3 +1386,91 @@ async fn an_appended_request_whose_stream_cannot_be_read_is_unknown_never_none()
         );
     }
 }
+
+#[tokio::test]
+async fn commands_only_sagas_send_are_not_routed_and_the_saga_still_sends_them() {
+    let s = server().await;
+    s.open("int-a", 100).await;
+    s.open("int-b", 0).await;
+    for command in ["receive_transfer", "confirm_transfer", "cancel_transfer"] {
+        let body = if command == "receive_transfer" {
+            r#"{"from":"nobody","amount":1000000}"#
+        } else {
+            r#"{"to":"int-b","amount":1}"#
+        };
+        let (status, answer, code) = s
+            .post(&format!("/account/int-b/{command}"), &[], body)
+            .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::NOT_FOUND, "NotFound"),
+            "{command}: {answer}"
+        );
+    }
+    assert_eq!(s.history("int-b").await, 1, "no money from nothing");
+    let (_, openapi) = s.get("/openapi.json", &[]).await;
+    let paths = openapi["paths"].as_object().unwrap();
+    assert!(paths.keys().any(|path| path.ends_with("/transfer")));
+    for internal in ["receive_transfer", "confirm_transfer", "cancel_transfer"] {
+        assert!(
+            !paths.keys().any(|path| path.ends_with(internal)),
+            "{internal} is not in OpenAPI"
+        );
+    }
+
+    let (status, done, _) = s
+        .post(
+            "/account/int-a/transfer",
+            &[("Command-Wait-Stage", "SAGA_HANDLED")],
+            r#"{"to":"int-b","amount":30}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["result"]["commands"][0]["command"], "receive_transfer");
+    assert_eq!(done["result"]["commands"][1]["command"], "confirm_transfer");
+    assert_eq!(s.history("int-b").await, 2, "credited by the saga");
+}
+
+#[tokio::test]
+async fn a_deposit_that_would_overflow_is_a_recorded_422_and_appends_nothing() {
+    let s = server().await;
+    s.open("full", i64::MAX).await;
+    let headers = [("Command-Request-Id", "one-more")];
+    let (status, answer, code) = s
+        .post("/account/full/deposit", &headers, r#"{"amount":1}"#)
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "BalanceOverflow"),
+        "{answer}"
+    );
+    assert_eq!(s.history("full").await, 1);
+    let (_, found) = s.get("/account/full/requests/one-more", &[]).await;
+    assert_eq!(
+        (found["status"].as_str(), found["errorCode"].as_str()),
+        (Some("REJECTED"), Some("BalanceOverflow"))
+    );
+    let (_, state) = s.get("/account/full/state", &[]).await;
+    assert_eq!(state["state"]["balance"], i64::MAX, "{state}");
+
+    // A transfer into the full account is cancelled: the source gets its hold back.
+    s.open("payer", 10).await;
+    let (status, done, _) = s
+        .post(
+            "/account/payer/transfer",
+            &[("Command-Wait-Stage", "SAGA_HANDLED")],
+            r#"{"to":"full","amount":5}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["result"]["commands"][1]["command"], "cancel_transfer");
+    let (_, payer) = s.get("/account/payer/state", &[]).await;
+    assert_eq!(
+        (
+            payer["state"]["balance"].as_i64(),
+            payer["state"]["held"].as_i64()
+        ),
+        (Some(10), Some(0)),
+        "{payer}"
+    );
+}

@@ -15,7 +15,9 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, Ident, LitStr, Variant};
 /// Each variant is a unit (`Freeze`) or holds one payload (`Deposit(Deposit)`). Its name is the
 /// variant's name in `snake_case` unless `#[command(name = "...")]` gives one. One attribute
 /// each marks the kind and the validation: `#[command(create)]`, `#[command(allow_create)]`,
-/// `#[command(void)]`, `#[command(validate)]` (the payload derives `validator::Validate`).
+/// `#[command(void)]`, `#[command(validate)]` (the payload derives `validator::Validate`),
+/// and `#[command(internal)]` marks a command that only sagas and processors send: it is not
+/// routed over HTTP.
 /// Every payload derives `schemars::JsonSchema`: its schema is the body's in OpenAPI.
 #[proc_macro_derive(Command, attributes(command))]
 pub fn derive_command(input: TokenStream) -> TokenStream {
@@ -59,6 +61,7 @@ struct Item<'a> {
     name: String,
     kind: &'static str,
     validate: bool,
+    internal: bool,
     revision: String,
 }
 
@@ -121,6 +124,7 @@ fn parse_items<'a>(input: &'a DeriveInput, what: &str, attr: &str) -> syn::Resul
             },
             kind: "Normal",
             validate: false,
+            internal: false,
             revision: "0.0.1".to_owned(),
         };
         for a in variant.attrs.iter().filter(|a| a.path().is_ident(attr)) {
@@ -135,6 +139,7 @@ fn parse_items<'a>(input: &'a DeriveInput, what: &str, attr: &str) -> syn::Resul
                     ("command", "create") => item.kind = "Create",
                     ("command", "allow_create") => item.kind = "AllowCreate",
                     ("command", "void") => item.kind = "Void",
+                    ("command", "internal") => item.internal = true,
                     ("command", "validate") if item.has_payload => item.validate = true,
                     ("command", "validate") => {
                         return Err(meta.error("only a command with a payload can be validated"))
@@ -202,7 +207,8 @@ fn expand_command(input: &DeriveInput) -> syn::Result<TokenStream2> {
             Some(ty) => quote!(::wow_core::__private::schema_of::<#ty>),
             None => quote!(::wow_core::__private::unit_schema),
         };
-        quote!(::wow_core::command::CommandInfo { name: #name, kind: ::wow_core::command::CommandKind::#kind, schema: #schema })
+        let internal = item.internal;
+        quote!(::wow_core::command::CommandInfo { name: #name, kind: ::wow_core::command::CommandKind::#kind, internal: #internal, schema: #schema })
     });
     let validations = items.iter().filter(|item| item.validate).map(|item| {
         let pat = pattern(item);

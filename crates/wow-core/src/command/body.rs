@@ -11,6 +11,10 @@ pub struct CommandInfo {
     pub name: &'static str,
     /// Whether it creates, may create, acts on an existing aggregate, or is void.
     pub kind: CommandKind,
+    /// Sent only by sagas and event processors (`#[command(internal)]`): the gateway takes
+    /// it, but it is not routed over HTTP and not in OpenAPI, so no caller outside the
+    /// service can send it.
+    pub internal: bool,
     /// The JSON Schema of its body (for OpenAPI).
     pub schema: fn() -> Value,
 }
