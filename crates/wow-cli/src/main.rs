@@ -18,6 +18,7 @@
 //! under a new request id).
 
 mod config;
+mod output;
 mod remote;
 mod serve;
 mod tend;

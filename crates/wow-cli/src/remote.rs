@@ -8,6 +8,7 @@
 //!   (nothing recorded: resending with the same request id is safe).
 //! - 4 unknown: history could not be asked. Escalate; never resend under a new request id.
 
+use crate::output::out;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -138,7 +139,7 @@ pub(crate) async fn send(remote: &Remote, args: SendArgs) -> Result<u8, TendErro
             json!({"outcome": "UNKNOWN", "requestId": request_id, "reason": reason}),
         ),
     };
-    println!("{report:#}");
+    out!("{report:#}");
     Ok(code)
 }
 
@@ -180,7 +181,7 @@ pub(crate) async fn outcome(
         Lookup::None => (NO_DECISION_YET, json!({"status": "NONE"})),
         Lookup::Unknown(reason) => (UNKNOWN, json!({"status": "UNKNOWN", "reason": reason})),
     };
-    println!("{report:#}");
+    out!("{report:#}");
     Ok(code)
 }
 
@@ -199,6 +200,6 @@ pub(crate) async fn events(
         request = request.header("Command-Tenant-Id", tenant);
     }
     let streams = answer(&url, request, remote.token.as_deref()).await?;
-    println!("{streams:#}");
+    out!("{streams:#}");
     Ok(0)
 }

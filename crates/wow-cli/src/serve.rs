@@ -1,5 +1,6 @@
 //! `wow serve`: open the store, start the bank, serve HTTP, stop gracefully.
 
+use crate::output::out;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -146,7 +147,7 @@ pub(crate) async fn run(
         })?;
     let address = listener.local_addr().map_err(ServeError::Serve)?;
     tracing::info!(%address, store = %settings.store, "wow serve is up");
-    println!("listening on {address}");
+    out!("listening on {address}");
     let _ = std::io::stdout().flush();
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

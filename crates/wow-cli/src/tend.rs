@@ -1,5 +1,6 @@
 //! `wow catch-up` and `wow compensation`: tend the bank's consumers by hand.
 
+use crate::output::out;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -44,7 +45,7 @@ pub(crate) async fn catch_up(
             .rebuild(&consumer)
             .await
             .map_err(TendError::Rebuild)?;
-        println!("{consumer}: emptied; rebuilding from history");
+        out!("{consumer}: emptied; rebuilding from history");
     }
     let style =
         ProgressStyle::with_template("{prefix:>16} [{bar:40}] {pos}/{len} aggregates {msg}")
@@ -79,9 +80,11 @@ pub(crate) async fn catch_up(
         done.finish();
     }
     for (consumer, done) in &bank.caught_up {
-        println!(
+        out!(
             "{consumer}: {} streams handled over {} aggregates, {} aggregates stopped on a failure",
-            done.streams_handled, done.aggregates_done, done.aggregates_failed
+            done.streams_handled,
+            done.aggregates_done,
+            done.aggregates_failed
         );
     }
     Ok(())
@@ -137,12 +140,17 @@ pub(crate) async fn list(
     query.extend(consumer.map(|c| ("consumer", c)));
     let records = answer(&url, client()?.get(&url).query(&query), token.as_deref()).await?;
     let records = records.as_array().cloned().unwrap_or_default();
-    println!(
+    out!(
         "{:<38} {:<10} {:<18} {:<40} {:>4} {:>8}  error",
-        "id", "status", "consumer", "aggregate", "v", "attempts"
+        "id",
+        "status",
+        "consumer",
+        "aggregate",
+        "v",
+        "attempts"
     );
     for record in &records {
-        println!(
+        out!(
             "{:<38} {:<10} {:<18} {:<40} {:>4} {:>8}  {}: {}",
             text(&record["id"]),
             text(&record["status"]),
@@ -158,7 +166,7 @@ pub(crate) async fn list(
             text(&record["errorMessage"]),
         );
     }
-    println!("{} record(s)", records.len());
+    out!("{} record(s)", records.len());
     Ok(())
 }
 
@@ -169,7 +177,7 @@ pub(crate) async fn retry(server: &str, id: &str, token: Option<String>) -> Resu
         server.trim_end_matches('/')
     );
     let record = answer(&url, client()?.post(&url), token.as_deref()).await?;
-    println!(
+    out!(
         "{}: {} after {} attempt(s)",
         text(&record["id"]),
         text(&record["status"]),

@@ -259,3 +259,34 @@ fn send_and_outcome_help_say_what_each_exit_code_asks_of_the_caller() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_goes_away_ends_the_output_quietly() {
+    let served = Served::start(&["--listen", "127.0.0.1:0", "--store", "memory://"], &[]);
+    let server = format!("http://{}", served.address);
+    let (code, out) = wow(&[
+        "send",
+        "account",
+        "pipe-1",
+        "open",
+        r#"{"name":"Ann","balance":10}"#,
+        "--server",
+        &server,
+    ]);
+    assert_eq!(code, 0, "{out}");
+
+    // `wow events … | head -c 0`: the reader is gone before the first line is written (the
+    // command asks the server first).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wow"))
+        .args(["events", "account", "pipe-1", "--server", &server])
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+}
