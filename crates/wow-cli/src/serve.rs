@@ -139,6 +139,7 @@ pub(crate) async fn run(
     };
     let app = wow_http::router(HttpState::new(&bank.pipeline, Some(snapshots), http))
         .merge(bank_routes(&bank));
+    let app = wow_http::error_fallbacks(app, bank.pipeline.gateway.registry());
     let listener = tokio::net::TcpListener::bind(&settings.listen)
         .await
         .map_err(|source| ServeError::Listen {

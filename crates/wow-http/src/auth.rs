@@ -26,7 +26,7 @@ pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant,
     let token = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer_token)
         .ok_or(Unauthorized)?;
     config
         .auth_tokens
@@ -35,14 +35,39 @@ pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant,
         .ok_or(Unauthorized)
 }
 
+/// The token of an `Authorization: Bearer TOKEN` value; the scheme's case does not matter
+/// (RFC 9110 §11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
+}
+
 impl Unauthorized {
+    /// 401 with a code, `Wow-Error-Code` and the challenge `WWW-Authenticate: Bearer`.
     pub(crate) fn response(self) -> axum::response::Response {
-        use axum::response::IntoResponse;
-        let body = serde_json::json!({
-            "errorCode": "Unauthorized",
-            "errorMsg": "a valid bearer token is required",
-            "succeeded": false,
-        });
-        (axum::http::StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()
+        let mut response = crate::fallback::error_response(
+            axum::http::StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            "a valid bearer token is required".to_owned(),
+        );
+        response.headers_mut().insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Bearer"),
+        );
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn the_bearer_scheme_is_read_whatever_its_case() {
+        for value in ["Bearer t", "bearer t", "BEARER t", "  Bearer t"] {
+            assert_eq!(bearer_token(value), Some("t"), "{value}");
+        }
+        assert_eq!(bearer_token("Basic t"), None);
+        assert_eq!(bearer_token("Bearer"), None);
     }
 }

@@ -18,6 +18,7 @@ mod commands;
 mod compensation;
 mod config;
 mod create_id;
+mod fallback;
 mod input;
 mod metrics;
 mod openapi;
@@ -37,6 +38,7 @@ use wow_core::pipeline::LocalPipeline;
 pub use auth::Tenant;
 pub use config::HttpConfig;
 pub use create_id::derived_aggregate_id;
+pub use fallback::error_fallbacks;
 pub use metrics::HttpMetrics;
 pub use status::{status_for, ERROR_CODE_HEADER, REPLAYED_HEADER};
 
@@ -108,9 +110,11 @@ impl HttpState {
     }
 }
 
-/// The router of DESIGN.md §5 over `state`. Merge a domain's own read routes into it.
+/// The router of DESIGN.md §5 over `state`. Merge a domain's own read routes into it, then
+/// call [`error_fallbacks`] again so that they answer 405 with a code too.
 pub fn router(state: HttpState) -> Router {
-    Router::new()
+    let registry = state.registry().clone();
+    let routes = Router::new()
         .route("/health", get(queries::health))
         .route("/metrics", get(metrics::render))
         .route("/openapi.json", get(openapi::document))
@@ -130,5 +134,6 @@ pub fn router(state: HttpState) -> Router {
             "/{aggregate}/{id}/requests/{request_id}",
             get(queries::outcome),
         )
-        .with_state(state)
+        .with_state(state);
+    error_fallbacks(routes, &registry)
 }

@@ -1474,3 +1474,71 @@ async fn a_deposit_that_would_overflow_is_a_recorded_422_and_appends_nothing() {
         "{payer}"
     );
 }
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_with_a_code() {
+    let s = server().await;
+    let client = &s.client;
+    for (method, path, status) in [
+        (reqwest::Method::GET, "/nope/x/view", StatusCode::NOT_FOUND),
+        (reqwest::Method::GET, "/nope", StatusCode::NOT_FOUND),
+        (reqwest::Method::POST, "/a/b/c/d/e", StatusCode::NOT_FOUND),
+        (
+            reqwest::Method::GET,
+            "/account/x/deposit",
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (
+            reqwest::Method::DELETE,
+            "/health",
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+    ] {
+        let response = client
+            .request(method.clone(), format!("{}{path}", s.base))
+            .send()
+            .await
+            .unwrap();
+        let (got, body, code) = read(response).await;
+        assert_eq!(got, status, "{method} {path}: {body}");
+        assert_eq!(body["errorCode"].as_str(), Some(code.as_str()), "{body}");
+        assert!(!code.is_empty(), "{method} {path} has Wow-Error-Code");
+        assert!(body["errorMsg"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+}
+
+#[tokio::test]
+async fn a_401_challenges_for_a_bearer_token_and_reads_the_scheme_in_any_case() {
+    let s = server_with(HttpConfig {
+        auth_tokens: HashMap::from([("token-a".to_owned(), "tenant-a".to_owned())]),
+        ..HttpConfig::default()
+    })
+    .await;
+    let response = s
+        .client
+        .get(format!("{}/account/x/state", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        response
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok()),
+        Some("Bearer")
+    );
+    let (_, body, code) = read(response).await;
+    assert_eq!(
+        (body["errorCode"].as_str(), code.as_str()),
+        (Some("Unauthorized"), "Unauthorized")
+    );
+    let (status, body, _) = s
+        .post(
+            "/account/x/open",
+            &[("Authorization", "bearer token-a")],
+            r#"{"name":"Ann","balance":5}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
