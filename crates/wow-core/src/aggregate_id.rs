@@ -7,6 +7,24 @@ use serde::{Deserialize, Serialize};
 /// The tenant of an aggregate when the caller names none.
 pub const DEFAULT_TENANT_ID: &str = "(0)";
 
+/// The longest aggregate id, in bytes.
+pub const MAX_AGGREGATE_ID_BYTES: usize = 128;
+
+/// Whether `id` may name an aggregate: 1 to [`MAX_AGGREGATE_ID_BYTES`] bytes of
+/// `A-Z a-z 0-9 . _ : -`. The error says which rule `id` breaks, for a binding error.
+pub fn check_aggregate_id(id: &str) -> Result<(), &'static str> {
+    if id.is_empty() || id.len() > MAX_AGGREGATE_ID_BYTES {
+        return Err("must be 1 to 128 bytes");
+    }
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+    {
+        return Err("may hold only A-Z a-z 0-9 . _ : -");
+    }
+    Ok(())
+}
+
 /// An aggregate type: its bounded context and its name (for example `bank` / `account`).
 ///
 /// Aggregate names are unique within one store; the context is kept with every stream so that

@@ -29,7 +29,9 @@ pub mod pipeline;
 pub mod saga;
 
 pub use aggregate::DomainError;
-pub use aggregate_id::{AggregateId, NamedAggregate, DEFAULT_TENANT_ID};
+pub use aggregate_id::{
+    check_aggregate_id, AggregateId, NamedAggregate, DEFAULT_TENANT_ID, MAX_AGGREGATE_ID_BYTES,
+};
 pub use command::{CommandMessage, CommandResult, CommandStage};
 pub use error_code::ErrorCode;
 pub use event::{DomainEvent, DomainEventStream};

@@ -1,7 +1,7 @@
 //! The `account` aggregate: open, deposit, withdraw, transfer (with a hold), freeze, check.
 
 use serde::{Deserialize, Serialize};
-use validator::Validate;
+use validator::{Validate, ValidationError};
 use wow_core::aggregate::{Aggregate, CommandContext};
 use wow_core::{Command, DomainError, Event};
 
@@ -26,12 +26,32 @@ pub struct AccountState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Open {
-    /// The holder's name; not empty.
-    #[validate(length(min = 1))]
+    /// The holder's name: 1 to 200 characters, not only spaces, no control characters.
+    #[validate(length(min = 1, max = 200), custom(function = "holder_name"))]
+    #[schemars(length(min = 1, max = 200), regex(pattern = r"\S"))]
     pub name: String,
     /// The opening balance; at least 0.
     #[validate(range(min = 0))]
     pub balance: i64,
+}
+
+/// An account id named in a body follows the rules of every aggregate id.
+fn account_id(id: &str) -> Result<(), ValidationError> {
+    wow_core::check_aggregate_id(id)
+        .map_err(|rule| ValidationError::new("id").with_message(rule.into()))
+}
+
+/// A holder's name holds more than spaces and no control characters.
+fn holder_name(name: &str) -> Result<(), ValidationError> {
+    // An empty name is the length rule's to report.
+    if !name.is_empty() && name.trim().is_empty() {
+        return Err(ValidationError::new("blank").with_message("must not be blank".into()));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(ValidationError::new("control")
+            .with_message("must not contain control characters".into()));
+    }
+    Ok(())
 }
 
 /// `deposit` and `withdraw`: an amount above 0.
@@ -47,8 +67,9 @@ pub struct Amount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Transfer {
-    /// The target account's id; not empty.
-    #[validate(length(min = 1))]
+    /// The target account's id, by the rules of every aggregate id.
+    #[validate(custom(function = "account_id"))]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub to: String,
     /// The amount; above 0.
     #[validate(range(min = 1))]
@@ -59,8 +80,9 @@ pub struct Transfer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiveTransfer {
-    /// The source account's id.
-    #[validate(length(min = 1))]
+    /// The source account's id, by the rules of every aggregate id.
+    #[validate(custom(function = "account_id"))]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub from: String,
     /// The amount; above 0.
     #[validate(range(min = 1))]

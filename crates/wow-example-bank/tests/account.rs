@@ -170,3 +170,37 @@ fn money_in_that_would_overflow_the_account_is_refused() {
         .when(AccountCommand::Deposit(Amount { amount: 1 }))
         .expect_events([AccountEvent::Deposited(Moved { amount: 1 })]);
 }
+
+#[test]
+fn ids_and_names_in_bodies_follow_the_rules() {
+    for to in ["   ", "../x", "a b", &"x".repeat(129), ""] {
+        spec()
+            .given([opened(100)])
+            .when(AccountCommand::Transfer(Transfer {
+                to: to.to_owned(),
+                amount: 1,
+            }))
+            .expect_error_code(ErrorCode::CommandValidation)
+            .expect_binding_errors(&["to"]);
+    }
+    for name in ["   ", "Ann\u{7}", &"n".repeat(201)] {
+        spec()
+            .given_nothing()
+            .when(AccountCommand::Open(Open {
+                name: name.to_owned(),
+                balance: 1,
+            }))
+            .expect_error_code(ErrorCode::CommandValidation)
+            .expect_binding_errors(&["name"]);
+    }
+    spec()
+        .given([opened(100)])
+        .when(AccountCommand::Transfer(Transfer {
+            to: "bob-2.x:y_z".into(),
+            amount: 1,
+        }))
+        .expect_events([AccountEvent::TransferPrepared(TransferStep {
+            account: "bob-2.x:y_z".into(),
+            amount: 1,
+        })]);
+}

@@ -12,7 +12,7 @@ use wow_core::{id, AggregateId, CommandResult, CommandStage, ErrorCode};
 use crate::HttpConfig;
 
 /// The longest request id or aggregate id accepted, in bytes.
-pub(crate) const MAX_ID_BYTES: usize = 128;
+pub(crate) const MAX_ID_BYTES: usize = wow_core::MAX_AGGREGATE_ID_BYTES;
 
 /// What a request asked for, beyond its body.
 #[derive(Debug)]
@@ -157,16 +157,9 @@ pub(crate) fn check_id(name: &str, id: &str, aggregate: bool) -> Result<(), Inpu
             "must not contain control characters",
         ));
     }
-    if aggregate
-        && !id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
-    {
-        return Err(InputError::bad(
-            ErrorCode::IllegalArgument,
-            name,
-            "may hold only A-Z a-z 0-9 . _ : -",
-        ));
+    if aggregate {
+        wow_core::check_aggregate_id(id)
+            .map_err(|rule| InputError::bad(ErrorCode::IllegalArgument, name, rule))?;
     }
     Ok(())
 }
