@@ -9,30 +9,41 @@ use crate::HttpConfig;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant(pub String);
 
-/// Why a request has no tenant: auth is on and the token is missing or unknown (HTTP 401).
+/// Why a request has no tenant.
 #[derive(Debug)]
-pub(crate) struct Unauthorized;
+pub(crate) enum NoTenant {
+    /// Auth is on and the token is missing or unknown (HTTP 401).
+    Unauthorized,
+    /// `Command-Tenant-Id` breaks the id rules (HTTP 400); the rule it breaks.
+    Invalid(&'static str),
+}
 
 /// The request's tenant: from its bearer token when auth is on (the header cannot override
-/// it), else from `Command-Tenant-Id`, else the default tenant.
-pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant, Unauthorized> {
+/// it), else from `Command-Tenant-Id`, else the default tenant. A tenant id follows the rules
+/// of an aggregate id (the default tenant's own name aside).
+pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant, NoTenant> {
     if config.auth_tokens.is_empty() {
-        let named = headers
-            .get("command-tenant-id")
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty());
-        return Ok(Tenant(named.unwrap_or(DEFAULT_TENANT_ID).to_owned()));
+        let Some(named) = headers.get("command-tenant-id") else {
+            return Ok(Tenant(DEFAULT_TENANT_ID.to_owned()));
+        };
+        let named = named
+            .to_str()
+            .map_err(|_| NoTenant::Invalid("may hold only A-Z a-z 0-9 . _ : -"))?;
+        if named != DEFAULT_TENANT_ID {
+            wow_core::check_aggregate_id(named).map_err(NoTenant::Invalid)?;
+        }
+        return Ok(Tenant(named.to_owned()));
     }
     let token = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token)
-        .ok_or(Unauthorized)?;
+        .ok_or(NoTenant::Unauthorized)?;
     config
         .auth_tokens
         .get(token.trim())
         .map(|tenant| Tenant(tenant.clone()))
-        .ok_or(Unauthorized)
+        .ok_or(NoTenant::Unauthorized)
 }
 
 /// The token of an `Authorization: Bearer TOKEN` value; the scheme's case does not matter
@@ -42,19 +53,29 @@ fn bearer_token(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
-impl Unauthorized {
-    /// 401 with a code, `Wow-Error-Code` and the challenge `WWW-Authenticate: Bearer`.
+impl NoTenant {
+    /// 401 with the challenge `WWW-Authenticate: Bearer`, or 400 naming the header; both with
+    /// a code and `Wow-Error-Code`.
     pub(crate) fn response(self) -> axum::response::Response {
-        let mut response = crate::fallback::error_response(
-            axum::http::StatusCode::UNAUTHORIZED,
-            "Unauthorized",
-            "a valid bearer token is required".to_owned(),
-        );
-        response.headers_mut().insert(
-            axum::http::header::WWW_AUTHENTICATE,
-            axum::http::HeaderValue::from_static("Bearer"),
-        );
-        response
+        match self {
+            NoTenant::Unauthorized => {
+                let mut response = crate::fallback::error_response(
+                    axum::http::StatusCode::UNAUTHORIZED,
+                    "Unauthorized",
+                    "a valid bearer token is required".to_owned(),
+                );
+                response.headers_mut().insert(
+                    axum::http::header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer"),
+                );
+                response
+            }
+            NoTenant::Invalid(rule) => crate::fallback::error_response(
+                axum::http::StatusCode::BAD_REQUEST,
+                "IllegalArgument",
+                format!("Command-Tenant-Id {rule}"),
+            ),
+        }
     }
 }
 

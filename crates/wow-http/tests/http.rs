@@ -1542,3 +1542,33 @@ async fn a_401_challenges_for_a_bearer_token_and_reads_the_scheme_in_any_case() 
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+#[tokio::test]
+async fn a_tenant_id_follows_the_id_rules() {
+    let s = server().await;
+    let body = r#"{"name":"Ann","balance":5}"#;
+    let long = "t".repeat(129);
+    for tenant in ["../x y", "a\tb", long.as_str()] {
+        let (status, answer, code) = s
+            .post("/account/t-1/open", &[("Command-Tenant-Id", tenant)], body)
+            .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::BAD_REQUEST, "IllegalArgument"),
+            "{tenant:?}: {answer}"
+        );
+        let (status, _) = s
+            .get("/account/t-1/state", &[("Command-Tenant-Id", tenant)])
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{tenant:?}");
+    }
+    let (status, answer, _) = s
+        .post(
+            "/account/t-1/open",
+            &[("Command-Tenant-Id", "tenant-ok.1")],
+            body,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["tenantId"], "tenant-ok.1");
+}
