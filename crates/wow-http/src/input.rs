@@ -176,13 +176,15 @@ pub(crate) async fn body(body: Body, limit: usize) -> Result<Value, InputError> 
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Default::default()));
     }
-    serde_json::from_slice(&bytes).map_err(|e| {
-        InputError::bad(
-            ErrorCode::BadRequest,
-            "body",
-            format!("is not valid JSON: {e}"),
-        )
-    })
+    serde_json::from_slice::<crate::strict_json::StrictValue>(&bytes)
+        .map(|strict| strict.0)
+        .map_err(|e| {
+            InputError::bad(
+                ErrorCode::BadRequest,
+                "body",
+                format!("is not valid JSON: {e}"),
+            )
+        })
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ mod metrics;
 mod openapi;
 mod queries;
 mod status;
+mod strict_json;
 
 use std::sync::Arc;
 

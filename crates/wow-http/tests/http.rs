@@ -1572,3 +1572,29 @@ async fn a_tenant_id_follows_the_id_rules() {
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["tenantId"], "tenant-ok.1");
 }
+
+#[tokio::test]
+async fn a_body_that_repeats_a_key_is_400_and_records_nothing() {
+    let s = server().await;
+    s.open("dup-1", 5).await;
+    let (status, answer, code) = s
+        .post(
+            "/account/dup-1/deposit",
+            &[],
+            r#"{"amount":1,"amount":1000}"#,
+        )
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::BAD_REQUEST, "BadRequest"),
+        "{answer}"
+    );
+    assert!(
+        answer["errorMsg"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate key"),
+        "{answer}"
+    );
+    assert_eq!(s.history("dup-1").await, 1);
+}
