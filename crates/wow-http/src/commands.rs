@@ -124,13 +124,18 @@ async fn handle(
     let plan = WaitPlan::new(stage).with_timeout(options.timeout);
     if options.stream && info.kind != CommandKind::Void {
         let metrics_state = state.clone();
+        let awaited = plan.stage;
         // One event per stage (DESIGN.md §5): the per-consumer signals stay in the library.
         let events = state
             .gateway()
             .send_and_wait_stream(message, plan)
             .filter(|result| std::future::ready(result.function.is_none()))
             .map(move |result| {
-                metrics_state.metrics().observe(&result, started.elapsed());
+                // A command counts once, by the element that ends its stream: the awaited
+                // stage, or a failure (a timeout included).
+                if result.stage == awaited || !result.succeeded {
+                    metrics_state.metrics().observe(&result, started.elapsed());
+                }
                 let event = Event::default()
                     .id(result.id.clone())
                     .event(result.stage.as_str());

@@ -417,6 +417,32 @@ async fn the_stream_sends_one_event_per_stage_in_order() {
     assert_eq!(ids[1], datas[1]["id"]);
     let (_, view) = s.get("/account/acc-b/state", &[]).await;
     assert_eq!(view["state"]["balance"], 10);
+
+    // The streamed command counts once in /metrics, at the stage that ended it.
+    let metrics = s
+        .client
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counted = |stage: &str| {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "wow_commands_total{{stage=\"{stage}\",error_code=\"Ok\"}}"
+                ))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(counted("SAGA_HANDLED"), 1, "{metrics}");
+    assert_eq!(counted("SENT"), 0, "{metrics}");
+    assert_eq!(counted("PROJECTED"), 0, "{metrics}");
 }
 
 #[tokio::test]
