@@ -12,6 +12,7 @@ use futures::StreamExt;
 use wow_core::command::{CommandInfo, CommandKind, WaitPlan};
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, ErrorCode};
 
+use crate::auth::NoTenant;
 use crate::create_id::derived_aggregate_id;
 use crate::input::{self, InputError};
 use crate::status::respond;
@@ -68,6 +69,15 @@ async fn handle(
     let started = Instant::now();
     let tenant = match auth::tenant(state.config(), &headers) {
         Ok(tenant) => tenant.0,
+        // A command's error carries its ids (SPEC ID-4); the tenant it named is not one.
+        Err(NoTenant::Invalid(rule)) => {
+            let named = AggregateId::new("", aggregate, id.unwrap_or_default(), "");
+            let request_id = headers
+                .get("command-request-id")
+                .and_then(|v| v.to_str().ok());
+            let error = InputError::bad(ErrorCode::IllegalArgument, "Command-Tenant-Id", rule);
+            return respond(error.result(&named, request_id));
+        }
         Err(unauthorized) => return unauthorized.response(),
     };
     let id = id.unwrap_or_else(|| unnamed_id(&headers, &tenant, &aggregate));

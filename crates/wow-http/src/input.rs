@@ -35,7 +35,7 @@ pub(crate) struct InputError {
 }
 
 impl InputError {
-    fn bad(code: ErrorCode, name: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn bad(code: ErrorCode, name: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         Self {
             code,

@@ -1583,6 +1583,10 @@ async fn a_tenant_id_follows_the_id_rules() {
             (StatusCode::BAD_REQUEST, "IllegalArgument"),
             "{tenant:?}: {answer}"
         );
+        // The answer keeps the command's ids (SPEC ID-4) and names the header.
+        assert_eq!(answer["aggregateId"], "t-1", "{answer}");
+        assert_eq!(answer["aggregateName"], "account");
+        assert_eq!(answer["bindingErrors"][0]["name"], "Command-Tenant-Id");
         let (status, _) = s
             .get("/account/t-1/state", &[("Command-Tenant-Id", tenant)])
             .await;
