@@ -432,7 +432,7 @@ async fn a_consumer_added_later_catches_up_and_resumes_from_its_position() {
         .positions("late", &[accounts[0].clone()])
         .await
         .unwrap();
-    assert_eq!(found.get(&accounts[0].id), Some(&3));
+    assert_eq!(found.get(&accounts[0]), Some(&3));
     let again = pipeline.catch_up(&named, &mut |_, _| {}).await.unwrap();
     assert_eq!(again[0].1.streams_handled, 0);
 
@@ -560,7 +560,7 @@ async fn catch_up_delivers_a_stream_that_was_never_published_before_a_later_one(
         .await
         .unwrap();
     assert_eq!(
-        found.get(&id.id),
+        found.get(&id),
         Some(&1),
         "the position stops before the gap"
     );
@@ -577,7 +577,7 @@ async fn catch_up_delivers_a_stream_that_was_never_published_before_a_later_one(
         .positions("late", std::slice::from_ref(&id))
         .await
         .unwrap();
-    assert_eq!(found.get(&id.id), Some(&3));
+    assert_eq!(found.get(&id), Some(&3));
 }
 
 /// A compensation store that refuses every write while it is down.

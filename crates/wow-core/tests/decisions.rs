@@ -437,18 +437,29 @@ async fn another_tenant_resending_a_request_id_learns_nothing_of_its_decision() 
     for intent in [&refused, &deposit(&id, 1).with_request_id("d-t")] {
         let mut probe = resend(intent);
         probe.aggregate_id = elsewhere.clone();
-        for node in [&pipeline, &process(&store)] {
-            let answer = failed(node, probe.clone()).await;
-            assert_eq!(answer.error_code, ErrorCode::NotFound, "{answer:?}");
-            assert_eq!(answer.result.get(ORIGINAL_COMMAND_ID), None);
-            assert_eq!(answer.result.get(REPLAYED), None);
+        // t2's own first answer: its account does not exist, whatever t1 decided.
+        let first = failed(&pipeline, probe.clone()).await;
+        assert_eq!(first.error_code, ErrorCode::NotFound, "{first:?}");
+        assert_eq!(first.result.get(ORIGINAL_COMMAND_ID), None);
+        assert_eq!(first.result.get(REPLAYED), None);
+        // A resend on another node replays t2's own decision, never t1's.
+        let again = failed(&process(&store), probe.clone()).await;
+        assert_eq!(again.error_code, ErrorCode::NotFound, "{again:?}");
+        assert_eq!(
+            again.result.get(ORIGINAL_COMMAND_ID),
+            Some(&json!(first.command_id)),
+            "the original is t2's own first attempt"
+        );
+        match pipeline
+            .look_up_request(&elsewhere, &intent.request_id)
+            .await
+        {
+            RequestOutcome::Rejected(record) => {
+                assert_eq!(record.error_code, ErrorCode::NotFound);
+                assert_eq!(record.command_id, first.command_id);
+            }
+            other => panic!("expected t2's own REJECTED, got {}", other.status()),
         }
-        assert!(matches!(
-            pipeline
-                .look_up_request(&elsewhere, &intent.request_id)
-                .await,
-            RequestOutcome::None
-        ));
     }
 }
 
@@ -510,7 +521,7 @@ impl EventStore for RejectionsDown {
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
-        after: Option<&str>,
+        after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         self.inner.scan_aggregate_ids(named, after, limit).await

@@ -387,7 +387,7 @@ async fn a_caller_timeout_is_a_distinct_error_that_carries_the_ids_and_the_timeo
 }
 
 #[tokio::test]
-async fn another_tenants_aggregate_is_not_found_and_unchanged() {
+async fn each_tenant_has_its_own_aggregate_under_one_id() {
     let pipeline = pipeline();
     let id = account_id();
     pipeline
@@ -402,19 +402,23 @@ async fn another_tenants_aggregate_is_not_found_and_unchanged() {
         .send_and_wait(deposit(&elsewhere, 5), WaitPlan::processed())
         .await
         .unwrap_err();
-    assert_eq!(error.result().error_code, ErrorCode::NotFound);
-    let error = pipeline
-        .gateway
-        .send_and_wait(open(&elsewhere, 1), WaitPlan::processed())
-        .await
-        .unwrap_err();
     assert_eq!(
         error.result().error_code,
         ErrorCode::NotFound,
-        "a create cannot take over the id either"
+        "t2 holds no such account yet, whatever t1 holds"
     );
-    assert_eq!(
-        pipeline.store().load(&id, 1, u64::MAX).await.unwrap().len(),
-        1
-    );
+    pipeline
+        .gateway
+        .send_and_wait(open(&elsewhere, 1), WaitPlan::processed())
+        .await
+        .expect("t2 opens its own account under the id t1 also uses (SPEC TN-1)");
+    let t1 = pipeline.store().load(&id, 1, u64::MAX).await.unwrap();
+    let t2 = pipeline
+        .store()
+        .load(&elsewhere, 1, u64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(t1.len(), 1, "t1's history is unchanged");
+    assert_eq!(t2.len(), 1);
+    assert!(t2.iter().all(|s| s.aggregate_id.tenant_id == "t2"));
 }

@@ -760,7 +760,7 @@ impl EventStore for UnreachableStore {
     async fn scan_aggregate_ids(
         &self,
         _: &wow_core::NamedAggregate,
-        _: Option<&str>,
+        _: Option<&AggregateId>,
         _: usize,
     ) -> Result<Vec<AggregateId>, wow_core::eventsourcing::EventStoreError> {
         Err(unreachable())
@@ -1368,7 +1368,7 @@ impl EventStore for StreamsLost {
     async fn scan_aggregate_ids(
         &self,
         named: &wow_core::NamedAggregate,
-        after: Option<&str>,
+        after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, wow_core::eventsourcing::EventStoreError> {
         self.inner.scan_aggregate_ids(named, after, limit).await

@@ -37,26 +37,31 @@ impl ConsumerPositions for PostgresStore {
         &self,
         consumer: &str,
         aggregates: &[AggregateId],
-    ) -> Result<HashMap<String, u64>, ConsumerStoreError> {
+    ) -> Result<HashMap<AggregateId, u64>, ConsumerStoreError> {
         let Some(first) = aggregates.first() else {
             return Ok(HashMap::new());
         };
         let ids: Vec<&str> = aggregates.iter().map(|a| a.id.as_str()).collect();
+        let tenants: Vec<&str> = aggregates.iter().map(|a| a.tenant_id.as_str()).collect();
         let client = self.downstream_client().await?;
         let rows = client
             .query(
-                "SELECT aggregate_id, version FROM consumer_position WHERE consumer = $1 AND aggregate_name = $2 AND aggregate_id = ANY($3)",
-                &[&consumer, &first.aggregate_name, &ids],
+                "SELECT p.tenant_id, p.aggregate_id, p.version FROM consumer_position p
+                 JOIN UNNEST($3::TEXT[], $4::TEXT[]) AS a(tenant_id, aggregate_id)
+                   ON p.tenant_id = a.tenant_id AND p.aggregate_id = a.aggregate_id
+                 WHERE p.consumer = $1 AND p.aggregate_name = $2",
+                &[&consumer, &first.aggregate_name, &tenants, &ids],
             )
             .await
             .map_err(db_error)?;
+        // Every aggregate of one call is of one type (the trait's contract).
         Ok(rows
             .iter()
             .map(|row| {
-                (
-                    row.get::<_, String>(0),
-                    u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
-                )
+                let mut aggregate = first.clone();
+                aggregate.tenant_id = row.get::<_, String>(0);
+                aggregate.id = row.get::<_, String>(1);
+                (aggregate, u64::try_from(row.get::<_, i64>(2)).unwrap_or(0))
             })
             .collect())
     }
@@ -79,29 +84,33 @@ impl ConsumerPositions for PostgresStore {
         let transaction = client.transaction().await.map_err(db_error)?;
         let first = transaction
             .prepare_cached(
-                "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES ($1, $2, $3, 1)
-                 ON CONFLICT (consumer, aggregate_name, aggregate_id) DO NOTHING",
+                "INSERT INTO consumer_position (consumer, tenant_id, aggregate_name, aggregate_id, version) VALUES ($1, $4, $2, $3, 1)
+                 ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO NOTHING",
             )
             .await
             .map_err(db_error)?;
         let moved = transaction
             .prepare_cached(
-                "UPDATE consumer_position SET version = $4::BIGINT WHERE consumer = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND version = $4::BIGINT - 1",
+                "UPDATE consumer_position SET version = $4::BIGINT WHERE consumer = $1 AND tenant_id = $5 AND aggregate_name = $2 AND aggregate_id = $3 AND version = $4::BIGINT - 1",
             )
             .await
             .map_err(db_error)?;
         for (consumer, aggregate, version) in advances {
             let version = clamp(*version);
-            let (name, id) = (&aggregate.aggregate_name, &aggregate.id);
+            let (name, id, tenant) = (
+                &aggregate.aggregate_name,
+                &aggregate.id,
+                &aggregate.tenant_id,
+            );
             if transaction
-                .execute(&moved, &[consumer, name, id, &version])
+                .execute(&moved, &[consumer, name, id, &version, tenant])
                 .await
                 .map_err(db_error)?
                 == 0
                 && version == 1
             {
                 transaction
-                    .execute(&first, &[consumer, name, id])
+                    .execute(&first, &[consumer, name, id, tenant])
                     .await
                     .map_err(db_error)?;
             }
@@ -349,7 +358,7 @@ impl CompensationStore for PostgresStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         select_failed(
             &client,
-            "WHERE status = 'FAILED' AND next_retry_at <= $1 ORDER BY aggregate_name, aggregate_id, version, consumer LIMIT $2",
+            "WHERE status = 'FAILED' AND next_retry_at <= $1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT $2",
             &[&now, &limit],
         )
         .await

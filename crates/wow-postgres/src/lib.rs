@@ -8,9 +8,9 @@
 //! failure's SQLSTATE and constraint name directly, which is what maps a conflict to its typed
 //! error.
 //!
-//! - Named constraints: the primary key `event_stream_pk` on (aggregate name, aggregate id,
-//!   version) and the unique `event_stream_request_uq` on (aggregate name, aggregate id,
-//!   request id). Each maps to its conflict; event rows are never written with `ON CONFLICT DO
+//! - Named constraints: the primary key `event_stream_pk` on (tenant, aggregate name,
+//!   aggregate id, version) and the unique `event_stream_request_uq` on (tenant, aggregate
+//!   name, aggregate id, request id): the tenant leads every key (SPEC TN-1). Each maps to its conflict; event rows are never written with `ON CONFLICT DO
 //!   NOTHING`. One append is one `INSERT` (autocommit), atomic by itself.
 //! - Migrations run on open; a schema newer than this build is refused.
 //! - A lost connection is [`EventStoreError::Unavailable`](wow_core::eventsourcing::EventStoreError)

@@ -3,7 +3,7 @@
 use crate::OpenError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -11,9 +11,11 @@ pub const SCHEMA_VERSION: i32 = 4;
 /// at a taken version reports the request id (SPEC ES-4). The store also confirms it after a
 /// version conflict.
 ///
+/// The tenant leads every key (from version 5; SPEC TN-1, DESIGN §3).
+///
 /// Rejections (SPEC ID-6, from version 4) are rows of `event_stream` too, so that one unique
-/// index, `event_stream_request_uq`, holds the one decision per (aggregate name, aggregate
-/// id, request id): PostgreSQL itself decides which of an append and a rejection of one
+/// index, `event_stream_request_uq`, holds the one decision per (tenant, aggregate name,
+/// aggregate id, request id): PostgreSQL itself decides which of an append and a rejection of one
 /// request id came first (the second insert of a key waits for the first one's transaction,
 /// then fails), whichever node, build or connection wrote them. A rejection row has a
 /// negative version (minus its own `position`, so it never takes a version of history and
@@ -28,7 +30,7 @@ pub const SCHEMA_VERSION: i32 = 4;
 /// interleaved with the old schema; about 10 µs more server time per `INSERT`, and a CTE
 /// cost more still), against a budget of 5 %. Rows in `event_stream` leave the append's
 /// statement, indexes and cost as they were (measured the same way: 0.99-1.01 of the old).
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -113,6 +115,26 @@ const MIGRATIONS: [&str; 4] = [
         ADD COLUMN error_code         TEXT,
         ADD COLUMN error_msg          TEXT,
         ADD COLUMN decided_on_version BIGINT;
+"#,
+    r#"
+    -- The tenant leads every key (SPEC TN-1): two tenants may both hold `alice`, each with its
+    -- own versions, request ids, rejections, snapshot and consumer positions. Before a
+    -- position had a tenant, one (name, id) was one aggregate: its first stream's tenant owns
+    -- the position. The request-id index is made before the primary key again (ES-4).
+    ALTER TABLE consumer_position ADD COLUMN tenant_id TEXT;
+    UPDATE consumer_position p SET tenant_id = COALESCE(
+        (SELECT e.tenant_id FROM event_stream e
+          WHERE e.aggregate_name = p.aggregate_name AND e.aggregate_id = p.aggregate_id AND e.version = 1),
+        '(0)');
+    ALTER TABLE consumer_position ALTER COLUMN tenant_id SET NOT NULL;
+    ALTER TABLE consumer_position DROP CONSTRAINT consumer_position_pk;
+    ALTER TABLE consumer_position ADD CONSTRAINT consumer_position_pk PRIMARY KEY (consumer, tenant_id, aggregate_name, aggregate_id);
+    ALTER TABLE event_stream DROP CONSTRAINT event_stream_pk;
+    ALTER TABLE event_stream DROP CONSTRAINT event_stream_request_uq;
+    ALTER TABLE event_stream ADD CONSTRAINT event_stream_request_uq UNIQUE (tenant_id, aggregate_name, aggregate_id, request_id);
+    ALTER TABLE event_stream ADD CONSTRAINT event_stream_pk PRIMARY KEY (tenant_id, aggregate_name, aggregate_id, version);
+    ALTER TABLE snapshot DROP CONSTRAINT snapshot_pk;
+    ALTER TABLE snapshot ADD CONSTRAINT snapshot_pk PRIMARY KEY (tenant_id, aggregate_name, aggregate_id);
 "#,
 ];
 
@@ -235,7 +257,7 @@ mod tests {
     }
 
     /// A schema written by a build of schema version 3, with streams, opens under this
-    /// build: it migrates to version 4 and the request ids of its old streams still hold
+    /// build: it migrates to the current version and the request ids of its old streams still hold
     /// their keys (against appends and rejections alike).
     #[tokio::test]
     async fn a_version_3_schema_with_streams_migrates_and_keeps_its_request_ids() {
@@ -285,6 +307,20 @@ mod tests {
                 .unwrap();
         }
 
+        client
+            .execute(
+                "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES ('view', $1, $2, 2)",
+                &[&order.aggregate_name, &order.id],
+            )
+            .await
+            .unwrap();
+        client
+            .execute(
+                "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time) VALUES ($1, $2, $3, $4, 2, '{}'::JSONB, 0)",
+                &[&order.aggregate_name, &order.id, &order.context_name, &order.tenant_id],
+            )
+            .await
+            .unwrap();
         let store = PostgresStore::open(url().parse::<PostgresOptions>().unwrap().schema(&schema))
             .await
             .expect("a version 3 schema opens");
@@ -295,6 +331,29 @@ mod tests {
             .get(0);
         assert_eq!(version, SCHEMA_VERSION);
         assert_eq!(EventStore::load(&store, &order, 1, 10).await.unwrap(), old);
+        // Positions and snapshots keep their aggregate, now under its tenant (version 5).
+        let positions = wow_core::event::ConsumerPositions::positions(
+            &store,
+            "view",
+            std::slice::from_ref(&order),
+        )
+        .await
+        .unwrap();
+        assert_eq!(positions.get(&order), Some(&2));
+        assert_eq!(
+            wow_core::eventsourcing::SnapshotStore::version(&store, &order)
+                .await
+                .unwrap(),
+            Some(2)
+        );
+        // Another tenant holds nothing under the same id, and may take `r-1` for itself.
+        let mut twin = order.clone();
+        twin.tenant_id = "t-other".to_owned();
+        assert!(EventStore::load(&store, &twin, 1, 10)
+            .await
+            .unwrap()
+            .is_empty());
+        store.append(&stream(&twin, 1, "r-1")).await.unwrap();
         match store.find_decision(&order, "r-1").await.unwrap() {
             Some(RequestDecision::Appended(record)) => {
                 assert_eq!(record.stream_id, old[0].id);

@@ -47,7 +47,7 @@ const INSERT_REJECTION: &str = "INSERT INTO event_stream (position, aggregate_na
 
 /// The decision on one request id: the row that holds its key, an appended stream (version
 /// from 1 up) or a rejection (a negative version). One read of `event_stream_request_uq`.
-const FIND_DECISION: &str = "SELECT version, stream_id, command_id, create_time, fingerprint, error_code, error_msg, decided_on_version FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3 AND tenant_id = $4";
+const FIND_DECISION: &str = "SELECT version, stream_id, command_id, create_time, fingerprint, error_code, error_msg, decided_on_version FROM event_stream WHERE tenant_id = $4 AND aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3";
 
 /// `value` as a database integer, saturating.
 pub(crate) fn clamp(value: u64) -> i64 {
@@ -250,8 +250,8 @@ impl PostgresStore {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT 1 FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3",
-                &[&stream.aggregate_id.aggregate_name, &stream.aggregate_id.id, &stream.request_id],
+                "SELECT 1 FROM event_stream WHERE tenant_id = $4 AND aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3",
+                &[&stream.aggregate_id.aggregate_name, &stream.aggregate_id.id, &stream.request_id, &stream.aggregate_id.tenant_id],
             )
             .await
             .map_err(store_error)?;
@@ -312,7 +312,7 @@ impl EventStore for PostgresStore {
         tail: u64,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
         check_version_range(head, tail)?;
-        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND version BETWEEN $3 AND $4 ORDER BY version");
+        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE tenant_id = $5 AND aggregate_name = $1 AND aggregate_id = $2 AND version BETWEEN $3 AND $4 ORDER BY version");
         self.streams(
             &sql,
             &[
@@ -320,6 +320,7 @@ impl EventStore for PostgresStore {
                 &aggregate_id.id,
                 &clamp(head),
                 &clamp(tail),
+                &aggregate_id.tenant_id,
             ],
         )
         .await
@@ -332,10 +333,16 @@ impl EventStore for PostgresStore {
         end: i64,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
         check_time_range(start, end)?;
-        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND version > 0 AND create_time BETWEEN $3 AND $4 ORDER BY version");
+        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE tenant_id = $5 AND aggregate_name = $1 AND aggregate_id = $2 AND version > 0 AND create_time BETWEEN $3 AND $4 ORDER BY version");
         self.streams(
             &sql,
-            &[&aggregate_id.aggregate_name, &aggregate_id.id, &start, &end],
+            &[
+                &aggregate_id.aggregate_name,
+                &aggregate_id.id,
+                &start,
+                &end,
+                &aggregate_id.tenant_id,
+            ],
         )
         .await
     }
@@ -344,9 +351,16 @@ impl EventStore for PostgresStore {
         &self,
         aggregate_id: &AggregateId,
     ) -> Result<Option<DomainEventStream>, EventStoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE aggregate_name = $1 AND aggregate_id = $2 AND version > 0 ORDER BY version DESC LIMIT 1");
+        let sql = format!("SELECT {COLUMNS} FROM event_stream WHERE tenant_id = $3 AND aggregate_name = $1 AND aggregate_id = $2 AND version > 0 ORDER BY version DESC LIMIT 1");
         Ok(self
-            .streams(&sql, &[&aggregate_id.aggregate_name, &aggregate_id.id])
+            .streams(
+                &sql,
+                &[
+                    &aggregate_id.aggregate_name,
+                    &aggregate_id.id,
+                    &aggregate_id.tenant_id,
+                ],
+            )
             .await?
             .pop())
     }
@@ -418,16 +432,27 @@ impl EventStore for PostgresStore {
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
-        after_id: Option<&str>,
+        after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError> {
+        let (after_tenant, after_id) = match after {
+            Some(after) => (Some(after.tenant_id.as_str()), Some(after.id.as_str())),
+            None => (None, None),
+        };
         let client = self.client().await?;
         let rows = client
             .query(
                 "SELECT context_name, aggregate_name, aggregate_id, tenant_id FROM event_stream
-                 WHERE aggregate_name = $1 AND context_name = $2 AND version = 1 AND ($3::TEXT IS NULL OR aggregate_id > $3)
-                 ORDER BY aggregate_id LIMIT $4",
-                &[&named.aggregate_name, &named.context_name, &after_id, &i64::try_from(limit).unwrap_or(i64::MAX)],
+                 WHERE aggregate_name = $1 AND context_name = $2 AND version = 1
+                   AND ($3::TEXT IS NULL OR (tenant_id, aggregate_id) > ($3::TEXT, $5::TEXT))
+                 ORDER BY tenant_id, aggregate_id LIMIT $4",
+                &[
+                    &named.aggregate_name,
+                    &named.context_name,
+                    &after_tenant,
+                    &i64::try_from(limit).unwrap_or(i64::MAX),
+                    &after_id,
+                ],
             )
             .await
             .map_err(store_error)?;
@@ -453,8 +478,8 @@ impl SnapshotStore for PostgresStore {
         let client = self.pool.get().await.map_err(pool_snapshot_error)?;
         let row = client
             .query_opt(
-                "SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time FROM snapshot WHERE aggregate_name = $1 AND aggregate_id = $2",
-                &[&aggregate_id.aggregate_name, &aggregate_id.id],
+                "SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time FROM snapshot WHERE tenant_id = $3 AND aggregate_name = $1 AND aggregate_id = $2",
+                &[&aggregate_id.aggregate_name, &aggregate_id.id, &aggregate_id.tenant_id],
             )
             .await
             .map_err(snapshot_error)?;
@@ -479,8 +504,8 @@ impl SnapshotStore for PostgresStore {
         let client = self.pool.get().await.map_err(pool_snapshot_error)?;
         let row = client
             .query_opt(
-                "SELECT version FROM snapshot WHERE aggregate_name = $1 AND aggregate_id = $2",
-                &[&aggregate_id.aggregate_name, &aggregate_id.id],
+                "SELECT version FROM snapshot WHERE tenant_id = $3 AND aggregate_name = $1 AND aggregate_id = $2",
+                &[&aggregate_id.aggregate_name, &aggregate_id.id, &aggregate_id.tenant_id],
             )
             .await
             .map_err(snapshot_error)?;
@@ -496,8 +521,8 @@ impl SnapshotStore for PostgresStore {
         let changed = client
             .execute(
                 "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time) VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (aggregate_name, aggregate_id) DO UPDATE SET
-                    context_name = EXCLUDED.context_name, tenant_id = EXCLUDED.tenant_id, version = EXCLUDED.version,
+                 ON CONFLICT (tenant_id, aggregate_name, aggregate_id) DO UPDATE SET
+                    context_name = EXCLUDED.context_name, version = EXCLUDED.version,
                     state = EXCLUDED.state, snapshot_time = EXCLUDED.snapshot_time
                  WHERE EXCLUDED.version >= snapshot.version",
                 &[

@@ -163,7 +163,7 @@ impl EventStore for FaultyEventStore {
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
-        after: Option<&str>,
+        after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         self.read_fault("scan")?;

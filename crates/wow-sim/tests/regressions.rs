@@ -66,7 +66,7 @@ impl EventStore for LookupDown {
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
-        after: Option<&str>,
+        after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         self.0.scan_aggregate_ids(named, after, limit).await

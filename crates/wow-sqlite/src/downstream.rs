@@ -59,20 +59,23 @@ impl ConsumerPositions for SqliteStore {
         &self,
         consumer: &str,
         aggregates: &[AggregateId],
-    ) -> Result<HashMap<String, u64>, ConsumerStoreError> {
+    ) -> Result<HashMap<AggregateId, u64>, ConsumerStoreError> {
         let consumer = consumer.to_owned();
         let aggregates = aggregates.to_vec();
         self.read_rows(move |connection| {
             let mut statement = connection.prepare_cached(
-                "SELECT version FROM consumer_position WHERE consumer = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3",
+                "SELECT version FROM consumer_position WHERE consumer = ?1 AND tenant_id = ?4 AND aggregate_name = ?2 AND aggregate_id = ?3",
             )?;
             let mut found = HashMap::new();
             for aggregate in &aggregates {
                 let version: Option<i64> = statement
-                    .query_row(params![consumer, aggregate.aggregate_name, aggregate.id], |row| row.get(0))
+                    .query_row(
+                        params![consumer, aggregate.aggregate_name, aggregate.id, aggregate.tenant_id],
+                        |row| row.get(0),
+                    )
                     .optional()?;
                 if let Some(version) = version {
-                    found.insert(aggregate.id.clone(), u64::try_from(version).unwrap_or(0));
+                    found.insert(aggregate.clone(), u64::try_from(version).unwrap_or(0));
                 }
             }
             Ok(found)
@@ -97,17 +100,17 @@ impl ConsumerPositions for SqliteStore {
         let advances = advances.to_vec();
         self.write(move |connection| {
             let mut moved = connection.prepare_cached(
-                "UPDATE consumer_position SET version = ?4 WHERE consumer = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3 AND version = ?4 - 1",
+                "UPDATE consumer_position SET version = ?4 WHERE consumer = ?1 AND tenant_id = ?5 AND aggregate_name = ?2 AND aggregate_id = ?3 AND version = ?4 - 1",
             )?;
             let mut first = connection.prepare_cached(
-                "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES (?1, ?2, ?3, 1)
-                 ON CONFLICT (consumer, aggregate_name, aggregate_id) DO NOTHING",
+                "INSERT INTO consumer_position (consumer, tenant_id, aggregate_name, aggregate_id, version) VALUES (?1, ?4, ?2, ?3, 1)
+                 ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO NOTHING",
             )?;
             for (consumer, aggregate, version) in &advances {
                 let version = clamp(*version);
-                let (name, id) = (&aggregate.aggregate_name, &aggregate.id);
-                if moved.execute(params![consumer, name, id, version])? == 0 && version == 1 {
-                    first.execute(params![consumer, name, id])?;
+                let (name, id, tenant) = (&aggregate.aggregate_name, &aggregate.id, &aggregate.tenant_id);
+                if moved.execute(params![consumer, name, id, version, tenant])? == 0 && version == 1 {
+                    first.execute(params![consumer, name, id, tenant])?;
                 }
             }
             Ok(())
@@ -341,7 +344,7 @@ impl CompensationStore for SqliteStore {
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             select_failed(
                 connection,
-                "WHERE status = 'FAILED' AND next_retry_at <= ?1 ORDER BY aggregate_name, aggregate_id, version, consumer LIMIT ?2",
+                "WHERE status = 'FAILED' AND next_retry_at <= ?1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT ?2",
                 &[&now, &limit],
             )
         })

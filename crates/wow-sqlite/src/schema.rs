@@ -9,14 +9,16 @@ use rusqlite::{Connection, OpenFlags};
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
 ///
+/// The tenant leads every key (from version 5; SPEC TN-1, DESIGN §3).
+///
 /// Rejections (SPEC ID-6, from version 4) are rows of `event_stream` too, so that one unique
-/// constraint, `event_stream_request`, holds the one decision per (aggregate name, aggregate
-/// id, request id): SQLite itself refuses the second of an append and a rejection of one
+/// constraint, `event_stream_request`, holds the one decision per (tenant, aggregate name,
+/// aggregate id, request id): SQLite itself refuses the second of an append and a rejection of one
 /// request id, in whichever order and from whichever process they come. A rejection row has
 /// a negative version (minus its own `position`, so it never takes a version of history and
 /// never collides with another rejection), an empty stream id, no events, and the three
@@ -29,7 +31,7 @@ pub const SCHEMA_VERSION: i64 = 4;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -119,6 +121,67 @@ const MIGRATIONS: [&str; 4] = [
     ALTER TABLE event_stream ADD COLUMN error_code TEXT;
     ALTER TABLE event_stream ADD COLUMN error_msg TEXT;
     ALTER TABLE event_stream ADD COLUMN decided_on_version INTEGER;
+"#,
+    r#"
+    -- The tenant leads every key (SPEC TN-1): two tenants may both hold `alice`, each with its
+    -- own versions, request ids, rejections, snapshot and consumer positions. SQLite cannot
+    -- change a table's constraints in place, so each table is copied into its new shape (rows,
+    -- positions and rejection rows unchanged) and takes the old one's name.
+    CREATE TABLE event_stream_v5 (
+        position       INTEGER PRIMARY KEY,
+        aggregate_name TEXT    NOT NULL,
+        aggregate_id   TEXT    NOT NULL,
+        version        INTEGER NOT NULL,
+        context_name   TEXT    NOT NULL,
+        tenant_id      TEXT    NOT NULL,
+        stream_id      TEXT    NOT NULL,
+        request_id     TEXT    NOT NULL,
+        command_id     TEXT    NOT NULL,
+        fingerprint    TEXT    NOT NULL,
+        create_time    INTEGER NOT NULL,
+        header         TEXT    NOT NULL,
+        body           TEXT    NOT NULL,
+        error_code     TEXT,
+        error_msg      TEXT,
+        decided_on_version INTEGER,
+        CONSTRAINT event_stream_version UNIQUE (tenant_id, aggregate_name, aggregate_id, version),
+        CONSTRAINT event_stream_request UNIQUE (tenant_id, aggregate_name, aggregate_id, request_id)
+    );
+    INSERT INTO event_stream_v5 (position, aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, error_code, error_msg, decided_on_version)
+        SELECT position, aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, error_code, error_msg, decided_on_version FROM event_stream;
+    -- Before a position had a tenant, one (name, id) was one aggregate: its first stream's
+    -- tenant owns the position.
+    CREATE TABLE consumer_position_v5 (
+        consumer       TEXT    NOT NULL,
+        tenant_id      TEXT    NOT NULL,
+        aggregate_name TEXT    NOT NULL,
+        aggregate_id   TEXT    NOT NULL,
+        version        INTEGER NOT NULL,
+        PRIMARY KEY (consumer, tenant_id, aggregate_name, aggregate_id)
+    ) WITHOUT ROWID;
+    INSERT INTO consumer_position_v5 (consumer, tenant_id, aggregate_name, aggregate_id, version)
+        SELECT p.consumer,
+               COALESCE((SELECT e.tenant_id FROM event_stream e WHERE e.aggregate_name = p.aggregate_name AND e.aggregate_id = p.aggregate_id AND e.version = 1), '(0)'),
+               p.aggregate_name, p.aggregate_id, p.version
+        FROM consumer_position p;
+    DROP TABLE consumer_position;
+    ALTER TABLE consumer_position_v5 RENAME TO consumer_position;
+    DROP TABLE event_stream;
+    ALTER TABLE event_stream_v5 RENAME TO event_stream;
+    CREATE TABLE snapshot_v5 (
+        tenant_id      TEXT    NOT NULL,
+        aggregate_name TEXT    NOT NULL,
+        aggregate_id   TEXT    NOT NULL,
+        context_name   TEXT    NOT NULL,
+        version        INTEGER NOT NULL,
+        state          TEXT    NOT NULL,
+        snapshot_time  INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, aggregate_name, aggregate_id)
+    ) WITHOUT ROWID;
+    INSERT INTO snapshot_v5 (tenant_id, aggregate_name, aggregate_id, context_name, version, state, snapshot_time)
+        SELECT tenant_id, aggregate_name, aggregate_id, context_name, version, state, snapshot_time FROM snapshot;
+    DROP TABLE snapshot;
+    ALTER TABLE snapshot_v5 RENAME TO snapshot;
 "#,
 ];
 
@@ -210,7 +273,7 @@ mod tests {
     }
 
     /// A file written by a build of schema version 3, with streams, opens under this build:
-    /// it migrates to version 4 and the request ids of its old streams still hold their keys
+    /// it migrates to the current version and the request ids of its old streams still hold their keys
     /// (against appends and rejections alike).
     #[tokio::test]
     async fn a_version_3_file_with_streams_migrates_and_keeps_its_request_ids() {
@@ -246,6 +309,21 @@ mod tests {
             }
         }
 
+        {
+            let connection = Connection::open(&path).unwrap();
+            connection
+                .execute(
+                    "INSERT INTO consumer_position (consumer, aggregate_name, aggregate_id, version) VALUES ('view', ?1, ?2, 2)",
+                    rusqlite::params![order.aggregate_name, order.id],
+                )
+                .unwrap();
+            connection
+                .execute(
+                    "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time) VALUES (?1, ?2, ?3, ?4, 2, '{}', 0)",
+                    rusqlite::params![order.aggregate_name, order.id, order.context_name, order.tenant_id],
+                )
+                .unwrap();
+        }
         let store = SqliteStore::open(SqliteOptions::new(&path))
             .await
             .expect("a version 3 file opens");
@@ -255,6 +333,29 @@ mod tests {
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
         assert_eq!(EventStore::load(&store, &order, 1, 10).await.unwrap(), old);
+        // Positions and snapshots keep their aggregate, now under its tenant (version 5).
+        let positions = wow_core::event::ConsumerPositions::positions(
+            &store,
+            "view",
+            std::slice::from_ref(&order),
+        )
+        .await
+        .unwrap();
+        assert_eq!(positions.get(&order), Some(&2));
+        assert_eq!(
+            wow_core::eventsourcing::SnapshotStore::version(&store, &order)
+                .await
+                .unwrap(),
+            Some(2)
+        );
+        // Another tenant holds nothing under the same id, and may take `r-1` for itself.
+        let mut twin = order.clone();
+        twin.tenant_id = "t-other".to_owned();
+        assert!(EventStore::load(&store, &twin, 1, 10)
+            .await
+            .unwrap()
+            .is_empty());
+        store.append(&stream(&twin, 1, "r-1")).await.unwrap();
         match store.find_decision(&order, "r-1").await.unwrap() {
             Some(RequestDecision::Appended(record)) => {
                 assert_eq!(record.stream_id, old[0].id);

@@ -152,11 +152,16 @@ impl SqliteStore {
         from: i64,
         to: i64,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        let (name, id) = (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone());
+        let (name, id, tenant) = (
+            aggregate_id.aggregate_name.clone(),
+            aggregate_id.id.clone(),
+            aggregate_id.tenant_id.clone(),
+        );
         self.reads
             .read(move |connection| {
                 let mut statement = connection.prepare_cached(sql)?;
-                let rows = statement.query_map(params![name, id, from, to], decode_stream)?;
+                let rows =
+                    statement.query_map(params![name, id, from, to, tenant], decode_stream)?;
                 rows.collect()
             })
             .await
@@ -182,8 +187,8 @@ impl SqliteStore {
     }
 }
 
-const LOAD: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND version BETWEEN ?3 AND ?4 ORDER BY version";
-const LOAD_BY_TIME: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 AND create_time BETWEEN ?3 AND ?4 ORDER BY version";
+const LOAD: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE tenant_id = ?5 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version BETWEEN ?3 AND ?4 ORDER BY version";
+const LOAD_BY_TIME: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE tenant_id = ?5 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 AND create_time BETWEEN ?3 AND ?4 ORDER BY version";
 
 #[async_trait]
 impl EventStore for SqliteStore {
@@ -224,13 +229,17 @@ impl EventStore for SqliteStore {
         &self,
         aggregate_id: &AggregateId,
     ) -> Result<Option<DomainEventStream>, EventStoreError> {
-        let (name, id) = (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone());
+        let (name, id, tenant) = (
+            aggregate_id.aggregate_name.clone(),
+            aggregate_id.id.clone(),
+            aggregate_id.tenant_id.clone(),
+        );
         self.reads
             .read(move |connection| {
-                let sql = format!("SELECT {STREAM_COLUMNS} FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 ORDER BY version DESC LIMIT 1");
+                let sql = format!("SELECT {STREAM_COLUMNS} FROM event_stream WHERE tenant_id = ?3 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 ORDER BY version DESC LIMIT 1");
                 connection
                     .prepare_cached(&sql)?
-                    .query_row(params![name, id], decode_stream)
+                    .query_row(params![name, id, tenant], decode_stream)
                     .optional()
             })
             .await
@@ -250,8 +259,8 @@ impl EventStore for SqliteStore {
         );
         self.reads
             .read(move |connection| {
-                // Another tenant's decision is not this caller's to see (SPEC TN-1).
-                let sql = format!("SELECT {DECISION_COLUMNS} FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3 AND tenant_id = ?4");
+                // The tenant leads the key: another tenant's decision is another key (SPEC TN-1).
+                let sql = format!("SELECT {DECISION_COLUMNS} FROM event_stream WHERE tenant_id = ?4 AND aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3");
                 connection
                     .prepare_cached(&sql)?
                     .query_row(params![name, id, request, tenant], decode_decision)
@@ -283,28 +292,36 @@ impl EventStore for SqliteStore {
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
-        after_id: Option<&str>,
+        after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         let (context, name) = (named.context_name.clone(), named.aggregate_name.clone());
-        let after = after_id.map(str::to_owned);
+        let after = after.map(|a| (a.tenant_id.clone(), a.id.clone()));
+        let (after_tenant, after_id) = match after {
+            Some((tenant, id)) => (Some(tenant), Some(id)),
+            None => (None, None),
+        };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.reads
             .read(move |connection| {
                 // Version 1 is the aggregate's first stream: one row per aggregate.
                 let mut statement = connection.prepare_cached(
                     "SELECT context_name, aggregate_name, aggregate_id, tenant_id FROM event_stream
-                     WHERE aggregate_name = ?1 AND context_name = ?2 AND version = 1 AND (?3 IS NULL OR aggregate_id > ?3)
-                     ORDER BY aggregate_id LIMIT ?4",
+                     WHERE aggregate_name = ?1 AND context_name = ?2 AND version = 1
+                       AND (?3 IS NULL OR (tenant_id, aggregate_id) > (?3, ?5))
+                     ORDER BY tenant_id, aggregate_id LIMIT ?4",
                 )?;
-                let rows = statement.query_map(params![name, context, after, limit], |row| {
-                    Ok(AggregateId {
-                        context_name: row.get(0)?,
-                        aggregate_name: row.get(1)?,
-                        id: row.get(2)?,
-                        tenant_id: row.get(3)?,
-                    })
-                })?;
+                let rows = statement.query_map(
+                    params![name, context, after_tenant, limit, after_id],
+                    |row| {
+                        Ok(AggregateId {
+                            context_name: row.get(0)?,
+                            aggregate_name: row.get(1)?,
+                            id: row.get(2)?,
+                            tenant_id: row.get(3)?,
+                        })
+                    },
+                )?;
                 rows.collect()
             })
             .await
@@ -318,12 +335,16 @@ impl SnapshotStore for SqliteStore {
         &self,
         aggregate_id: &AggregateId,
     ) -> Result<Option<Snapshot>, SnapshotStoreError> {
-        let (name, id) = (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone());
+        let (name, id, tenant) = (
+            aggregate_id.aggregate_name.clone(),
+            aggregate_id.id.clone(),
+            aggregate_id.tenant_id.clone(),
+        );
         self.reads
             .read(move |connection| {
                 connection
-                    .prepare_cached("SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time FROM snapshot WHERE aggregate_name = ?1 AND aggregate_id = ?2")?
-                    .query_row(params![name, id], decode_snapshot)
+                    .prepare_cached("SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time FROM snapshot WHERE tenant_id = ?3 AND aggregate_name = ?1 AND aggregate_id = ?2")?
+                    .query_row(params![name, id, tenant], decode_snapshot)
                     .optional()
             })
             .await
@@ -331,12 +352,16 @@ impl SnapshotStore for SqliteStore {
     }
 
     async fn version(&self, aggregate_id: &AggregateId) -> Result<Option<u64>, SnapshotStoreError> {
-        let (name, id) = (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone());
+        let (name, id, tenant) = (
+            aggregate_id.aggregate_name.clone(),
+            aggregate_id.id.clone(),
+            aggregate_id.tenant_id.clone(),
+        );
         self.reads
             .read(move |connection| {
                 connection
-                    .prepare_cached("SELECT version FROM snapshot WHERE aggregate_name = ?1 AND aggregate_id = ?2")?
-                    .query_row(params![name, id], |row| row.get::<_, i64>(0))
+                    .prepare_cached("SELECT version FROM snapshot WHERE tenant_id = ?3 AND aggregate_name = ?1 AND aggregate_id = ?2")?
+                    .query_row(params![name, id, tenant], |row| row.get::<_, i64>(0))
                     .optional()
             })
             .await

@@ -90,11 +90,11 @@ const INSERT_STREAM: &str = "INSERT INTO event_stream (aggregate_name, aggregate
 const INSERT_REJECTION: &str = "INSERT INTO event_stream (position, aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, error_code, error_msg, decided_on_version)
     SELECT p, ?1, ?2, -p, ?3, ?4, '', ?5, ?6, ?7, ?8, '{}', '[]', ?9, ?10, ?11 FROM (SELECT COALESCE(MAX(position), 0) + 1 AS p FROM event_stream)";
 
-const REQUEST_EXISTS: &str = "SELECT 1 FROM event_stream WHERE aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3";
+const REQUEST_EXISTS: &str = "SELECT 1 FROM event_stream WHERE tenant_id = ?4 AND aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3";
 
 const SAVE_SNAPSHOT: &str = "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-    ON CONFLICT (aggregate_name, aggregate_id) DO UPDATE SET
-        context_name = excluded.context_name, tenant_id = excluded.tenant_id, version = excluded.version,
+    ON CONFLICT (tenant_id, aggregate_name, aggregate_id) DO UPDATE SET
+        context_name = excluded.context_name, version = excluded.version,
         state = excluded.state, snapshot_time = excluded.snapshot_time
     WHERE excluded.version >= snapshot.version";
 
@@ -353,10 +353,10 @@ pub(crate) fn violated(error: &rusqlite::Error) -> Option<Violated> {
     }
     let columns = message.strip_prefix("UNIQUE constraint failed: ")?;
     match columns {
-        "event_stream.aggregate_name, event_stream.aggregate_id, event_stream.version" => {
+        "event_stream.tenant_id, event_stream.aggregate_name, event_stream.aggregate_id, event_stream.version" => {
             Some(Violated::Version)
         }
-        "event_stream.aggregate_name, event_stream.aggregate_id, event_stream.request_id" => {
+        "event_stream.tenant_id, event_stream.aggregate_name, event_stream.aggregate_id, event_stream.request_id" => {
             Some(Violated::RequestId)
         }
         _ => None,
@@ -382,7 +382,8 @@ fn classify(
                     statement.exists(params![
                         row.aggregate_name,
                         row.aggregate_id,
-                        row.request_id
+                        row.request_id,
+                        row.tenant_id
                     ])
                 })
                 .unwrap_or(false);

@@ -82,7 +82,7 @@ async fn position(
         .positions(consumer, std::slice::from_ref(aggregate))
         .await
         .unwrap()
-        .get(&aggregate.id)
+        .get(aggregate)
         .copied()
 }
 
@@ -110,12 +110,12 @@ pub async fn positions_move_only_to_the_next_version(stores: Store) {
         .await
         .unwrap();
     assert_eq!(
-        found.get("a"),
+        found.get(&account("a")),
         Some(&2),
         "4 waits for 3; 1 does not move it back"
     );
-    assert_eq!(found.get("b"), Some(&1));
-    assert_eq!(found.get("c"), None);
+    assert_eq!(found.get(&account("b")), Some(&1));
+    assert_eq!(found.get(&account("c")), None);
     positions.advance("view", &a, 3).await.unwrap();
     assert_eq!(position(positions, "view", &a).await, Some(3));
     assert_eq!(position(positions, "other", &a).await, Some(9));
@@ -365,4 +365,27 @@ pub async fn concurrent_failures_make_one_record(stores: Store) {
     let records = store.list(&FailureQuery::default()).await.unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].attempts, 16);
+}
+
+/// Two tenants' aggregates with one id have a position each (SPEC TN-1), also when asked in
+/// one call.
+pub async fn positions_are_per_tenant(stores: Store) {
+    let positions = stores.positions.as_ref();
+    let a = account("same");
+    let mut b = a.clone();
+    b.tenant_id = "tenant-b".to_owned();
+    positions.advance("view", &a, 1).await.unwrap();
+    positions.advance("view", &a, 2).await.unwrap();
+    assert_eq!(
+        position(positions, "view", &b).await,
+        None,
+        "a's position is not b's"
+    );
+    positions.advance("view", &b, 1).await.unwrap();
+    let both = positions
+        .positions("view", &[a.clone(), b.clone()])
+        .await
+        .unwrap();
+    assert_eq!(both.get(&a), Some(&2));
+    assert_eq!(both.get(&b), Some(&1));
 }

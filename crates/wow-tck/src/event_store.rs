@@ -291,8 +291,8 @@ pub async fn returns_last_stream(store: Store) {
     assert_eq!(store.last(&order).await.unwrap(), Some(streams[2].clone()));
 }
 
-/// `scan_aggregate_ids` lists each aggregate of one type once, in id order after the cursor,
-/// up to the limit, filtered by context and name, with its tenant.
+/// `scan_aggregate_ids` lists each aggregate of one type once, in (tenant, id) order after
+/// the cursor, up to the limit, filtered by context and name, with its tenant.
 pub async fn scans_aggregate_ids(store: Store) {
     let mut ids: Vec<AggregateId> = Vec::new();
     for index in 0..7 {
@@ -309,21 +309,26 @@ pub async fn scans_aggregate_ids(store: Store) {
     elsewhere.context_name = "other-context".to_owned();
     elsewhere.aggregate_name = "stock".to_owned();
     append_ok(&store, &stream(&elsewhere, 1, "r-1")).await;
-    ids.sort_by(|a, b| a.id.cmp(&b.id));
+    // Another tenant's aggregate with an id that tenant-0 holds is listed too (SPEC TN-1).
+    let mut twin = ids[0].clone();
+    twin.tenant_id = "tenant-1".to_owned();
+    append_ok(&store, &stream(&twin, 1, "r-1")).await;
+    ids.push(twin);
+    ids.sort_by(|a, b| (&a.tenant_id, &a.id).cmp(&(&b.tenant_id, &b.id)));
 
     let named = NamedAggregate::new(CONTEXT, AGGREGATE);
     let all = store.scan_aggregate_ids(&named, None, 100).await.unwrap();
     assert_eq!(
         all, ids,
-        "each aggregate once, in id order, with its tenant"
+        "each aggregate once, in (tenant, id) order, with its tenant"
     );
-    let first = store.scan_aggregate_ids(&named, None, 3).await.unwrap();
-    assert_eq!(first, ids[..3].to_vec());
+    let first = store.scan_aggregate_ids(&named, None, 4).await.unwrap();
+    assert_eq!(first, ids[..4].to_vec());
     let rest = store
-        .scan_aggregate_ids(&named, Some(&first[2].id), 100)
+        .scan_aggregate_ids(&named, Some(&first[3]), 100)
         .await
         .unwrap();
-    assert_eq!(rest, ids[3..].to_vec());
+    assert_eq!(rest, ids[4..].to_vec());
     let wrong_context = NamedAggregate::new("other-context", AGGREGATE);
     assert!(store
         .scan_aggregate_ids(&wrong_context, None, 100)
@@ -436,4 +441,60 @@ pub async fn preserves_every_stream_field(store: Store) {
     assert_eq!(ids.len(), 2);
     assert_eq!(loaded[0].aggregate_id.tenant_id, "tenant-a");
     assert_eq!(loaded[0].body[1].revision, "0.0.2");
+}
+
+/// Each tenant's aggregate ids and request ids are its own namespace (SPEC TN-1): two tenants
+/// may both hold `order-1`, each with its own version 1 under the same request id; each loads,
+/// finds and scans only its own history, and a rejection in one tenant leaves the other's
+/// request id free.
+pub async fn tenants_are_namespaces(store: Store) {
+    let a = aggregate();
+    let mut b = a.clone();
+    b.tenant_id = "tenant-b".to_owned();
+    let (a1, b1) = (stream(&a, 1, "r-1"), stream(&b, 1, "r-1"));
+    append_ok(&store, &a1).await;
+    append_ok(&store, &b1).await;
+    append_ok(&store, &stream(&a, 2, "r-2")).await;
+
+    assert_eq!(load_all(&store, &a).await.len(), 2);
+    assert_eq!(
+        load_all(&store, &b).await,
+        vec![b1.clone()],
+        "only its own history"
+    );
+    assert_eq!(store.last(&b).await.unwrap(), Some(b1.clone()));
+    let by_time = store.load_by_time(&b, 0, i64::MAX).await.unwrap();
+    assert_eq!(by_time, vec![b1.clone()]);
+    let found = store
+        .find_request(&b, "r-1")
+        .await
+        .unwrap()
+        .expect("b's own decision");
+    assert_eq!(found.version, 1);
+    assert_eq!(found.stream_id, b1.id, "b's stream, not a's");
+    assert!(
+        store.find_request(&b, "r-2").await.unwrap().is_none(),
+        "a's request id is not b's"
+    );
+
+    // b's version 2 is free though a holds one, and a's version-1 conflict is a's alone.
+    append_ok(&store, &stream(&b, 2, "r-9")).await;
+    let err = store.append(&stream(&b, 3, "r-1")).await.unwrap_err();
+    assert!(
+        matches!(err, EventStoreError::DuplicateRequestId(_)),
+        "{err:?}"
+    );
+
+    // A rejection of `r-3` in tenant b; tenant a may still append `r-3`.
+    let rejection = decisions::rejection(wow_core::ErrorCode::domain("Refused"), 2);
+    store.record_rejection(&b, "r-3", &rejection).await.unwrap();
+    append_ok(&store, &stream(&a, 3, "r-3")).await;
+    assert!(matches!(
+        store.find_decision(&b, "r-3").await.unwrap(),
+        Some(wow_core::eventsourcing::RequestDecision::Rejected(_))
+    ));
+    assert!(matches!(
+        store.find_decision(&a, "r-3").await.unwrap(),
+        Some(wow_core::eventsourcing::RequestDecision::Appended(_))
+    ));
 }

@@ -69,6 +69,7 @@ macro_rules! __event_store_cases {
                 a_second_rejection_of_a_request_id_is_a_duplicate,
                 rejections_are_per_aggregate,
                 decisions_are_seen_only_by_their_tenant,
+                tenants_are_namespaces,
                 rejects_a_rejection_with_an_empty_request_id,
                 rejection_and_append_race_has_exactly_one_decision,
             ]
@@ -101,6 +102,7 @@ macro_rules! __snapshot_store_cases {
                 saves_and_loads_snapshot,
                 keeps_the_highest_version,
                 concurrent_saves_keep_the_highest_version,
+                snapshots_are_per_tenant,
             ]
         );
     };
@@ -159,6 +161,7 @@ macro_rules! __downstream_cases {
             $factory,
             [
                 positions_move_only_to_the_next_version,
+                positions_are_per_tenant,
                 reset_forgets_one_consumer,
                 an_effect_is_started_then_done_once,
                 records_failures_and_counts_attempts,

@@ -72,3 +72,23 @@ pub async fn concurrent_saves_keep_the_highest_version(store: Store) {
         );
     }
 }
+
+/// Two tenants' aggregates with one id keep a snapshot each (SPEC TN-1).
+pub async fn snapshots_are_per_tenant(store: Store) {
+    let a = aggregate();
+    let mut b = a.clone();
+    b.tenant_id = "tenant-b".to_owned();
+    let (a5, b2) = (snapshot(&a, 5), snapshot(&b, 2));
+    assert!(store.save(&a5).await.unwrap());
+    assert!(
+        store.load(&b).await.unwrap().is_none(),
+        "a's snapshot is not b's"
+    );
+    assert!(store.version(&b).await.unwrap().is_none());
+    assert!(
+        store.save(&b2).await.unwrap(),
+        "b's first snapshot is not older than a's"
+    );
+    assert_eq!(store.load(&b).await.unwrap(), Some(b2));
+    assert_eq!(store.load(&a).await.unwrap(), Some(a5));
+}

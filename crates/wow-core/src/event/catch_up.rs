@@ -74,7 +74,7 @@ pub async fn catch_up(
                 None => Default::default(),
             };
             let mut caught_up = futures::stream::iter(page.iter().map(|aggregate| {
-                let from = positions.get(&aggregate.id).copied().unwrap_or(0) + 1;
+                let from = positions.get(aggregate).copied().unwrap_or(0) + 1;
                 catch_up_aggregate(dispatcher, &named_consumer, store, aggregate, from)
             }))
             .buffer_unordered(PARALLEL_AGGREGATES);
@@ -98,7 +98,7 @@ pub async fn catch_up(
 struct IdPages<'a> {
     store: &'a dyn EventStore,
     named: &'a NamedAggregate,
-    after: Option<String>,
+    after: Option<AggregateId>,
 }
 
 impl<'a> IdPages<'a> {
@@ -114,12 +114,12 @@ impl<'a> IdPages<'a> {
     async fn next(&mut self) -> Result<Option<Vec<AggregateId>>, EventStoreError> {
         let page = self
             .store
-            .scan_aggregate_ids(self.named, self.after.as_deref(), PAGE)
+            .scan_aggregate_ids(self.named, self.after.as_ref(), PAGE)
             .await?;
         let Some(last) = page.last() else {
             return Ok(None);
         };
-        self.after = Some(last.id.clone());
+        self.after = Some(last.clone());
         Ok(Some(page))
     }
 }

@@ -17,13 +17,14 @@ use crate::AggregateId;
 /// has already handled, which its processed-message record then ignores (SPEC DS-1, DS-2).
 #[async_trait]
 pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
-    /// The positions of `consumer` on `aggregates` (all of one aggregate type), keyed by
-    /// aggregate id; an aggregate the consumer has not handled yet is absent.
+    /// The positions of `consumer` on `aggregates`, keyed by aggregate (its tenant is part of
+    /// the key: two tenants' `alice` have a position each); an aggregate the consumer has not
+    /// handled yet is absent.
     async fn positions(
         &self,
         consumer: &str,
         aggregates: &[AggregateId],
-    ) -> Result<HashMap<String, u64>, ConsumerStoreError>;
+    ) -> Result<HashMap<AggregateId, u64>, ConsumerStoreError>;
 
     /// Records that `consumer` handled `version` of `aggregate`: the position moves to it
     /// when it is the next version (1 on a new aggregate), and stays otherwise. A stream
@@ -54,7 +55,8 @@ pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
     async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError>;
 }
 
-type PositionKey = (String, String, String);
+/// Consumer, tenant, aggregate name, aggregate id.
+type PositionKey = (String, String, String, String);
 
 /// Consumer positions in memory: the reference for the durable versions.
 #[derive(Debug, Default)]
@@ -72,6 +74,7 @@ impl InMemoryConsumerPositions {
 fn key(consumer: &str, aggregate: &AggregateId) -> PositionKey {
     (
         consumer.to_owned(),
+        aggregate.tenant_id.clone(),
         aggregate.aggregate_name.clone(),
         aggregate.id.clone(),
     )
@@ -83,14 +86,14 @@ impl ConsumerPositions for InMemoryConsumerPositions {
         &self,
         consumer: &str,
         aggregates: &[AggregateId],
-    ) -> Result<HashMap<String, u64>, ConsumerStoreError> {
+    ) -> Result<HashMap<AggregateId, u64>, ConsumerStoreError> {
         let positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
         Ok(aggregates
             .iter()
             .filter_map(|aggregate| {
                 positions
                     .get(&key(consumer, aggregate))
-                    .map(|version| (aggregate.id.clone(), *version))
+                    .map(|version| (aggregate.clone(), *version))
             })
             .collect())
     }
@@ -114,7 +117,7 @@ impl ConsumerPositions for InMemoryConsumerPositions {
         self.positions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|(name, _, _), _| name != consumer);
+            .retain(|(name, _, _, _), _| name != consumer);
         Ok(())
     }
 }

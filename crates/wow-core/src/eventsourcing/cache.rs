@@ -11,7 +11,7 @@ use crate::AggregateId;
 
 const SHARDS: usize = 16;
 
-type Key = (String, String);
+type Key = (String, String, String);
 
 /// States of recently used aggregates, at most about `capacity` of them.
 ///
@@ -44,7 +44,11 @@ impl AggregateCache {
     }
 
     fn key(aggregate_id: &AggregateId) -> Key {
-        (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone())
+        (
+            aggregate_id.tenant_id.clone(),
+            aggregate_id.aggregate_name.clone(),
+            aggregate_id.id.clone(),
+        )
     }
 
     /// Takes the cached state of `aggregate_id` out, if there is one.

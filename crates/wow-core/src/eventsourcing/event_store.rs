@@ -160,12 +160,14 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
         rejection: &RejectionRecord,
     ) -> Result<(), EventStoreError>;
 
-    /// Up to `limit` aggregates of the type `named` (context and name) whose ids sort after
-    /// `after_id` (all when `None`), each once, in id order, with their tenants.
+    /// Up to `limit` aggregates of the type `named` (context and name), of every tenant, each
+    /// once, in (tenant id, aggregate id) order, starting after `after` (from the first when
+    /// `None`): pass the last aggregate of one page to get the next. Two tenants may both
+    /// hold an id (SPEC TN-1); each is listed.
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
-        after_id: Option<&str>,
+        after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError>;
 }

@@ -86,7 +86,7 @@ impl EventStore for GatedEventStore {
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
-        after: Option<&str>,
+        after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         self.inner.scan_aggregate_ids(named, after, limit).await

@@ -42,10 +42,16 @@ struct History {
     requests: HashMap<String, Decided>,
 }
 
-type Key = (String, String);
+/// Tenant, aggregate name, aggregate id: the tenant leads, so each tenant's ids are its own
+/// namespace (SPEC TN-1).
+type Key = (String, String, String);
 
 fn key(aggregate_id: &AggregateId) -> Key {
-    (aggregate_id.aggregate_name.clone(), aggregate_id.id.clone())
+    (
+        aggregate_id.tenant_id.clone(),
+        aggregate_id.aggregate_name.clone(),
+        aggregate_id.id.clone(),
+    )
 }
 
 /// An [`EventStore`] in memory, sharded by aggregate so that different aggregates append in
@@ -219,17 +225,18 @@ impl EventStore for InMemoryEventStore {
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
-        after_id: Option<&str>,
+        after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         let mut found: Vec<AggregateId> = Vec::new();
+        let after = after.map(|a| (a.tenant_id.as_str(), a.id.as_str()));
         for shard in &self.shards {
             let shard = shard
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            for ((name, id), history) in shard.iter() {
+            for ((tenant, name, id), history) in shard.iter() {
                 if name != &named.aggregate_name
-                    || after_id.is_some_and(|after| id.as_str() <= after)
+                    || after.is_some_and(|after| (tenant.as_str(), id.as_str()) <= after)
                 {
                     continue;
                 }
@@ -241,7 +248,7 @@ impl EventStore for InMemoryEventStore {
                 }
             }
         }
-        found.sort_by(|a, b| a.id.cmp(&b.id));
+        found.sort_by(|a, b| (&a.tenant_id, &a.id).cmp(&(&b.tenant_id, &b.id)));
         found.truncate(limit);
         Ok(found)
     }

@@ -1,5 +1,6 @@
 //! The request-id check as the gateway and the processing node run it.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -69,7 +70,7 @@ impl DefaultRequestIdChecker {
 impl RequestIdChecker for DefaultRequestIdChecker {
     async fn check(&self, aggregate_id: &AggregateId, request_id: &str) -> RequestIdCheck {
         let checker = self.idempotency.checker(&aggregate_id.named_aggregate());
-        if checker.check_and_insert(request_id) {
+        if checker.check_and_insert(&filter_key(aggregate_id, request_id)) {
             return RequestIdCheck::Fresh;
         }
         self.metrics.record_bloom_hit();
@@ -90,7 +91,20 @@ impl RequestIdChecker for DefaultRequestIdChecker {
     fn release(&self, aggregate_id: &AggregateId, request_id: &str) {
         self.idempotency
             .checker(&aggregate_id.named_aggregate())
-            .release(request_id);
+            .release(&filter_key(aggregate_id, request_id));
+    }
+}
+
+/// What the Bloom filter of an aggregate type records for `request_id`: the request id in
+/// the default tenant, the tenant and the request id otherwise, so that one tenant's request
+/// ids never make another's look seen (SPEC TN-1: a void command of tenant b with a request
+/// id tenant a used is not dropped as a resend). The separator is U+001F, which a tenant id
+/// never holds; like any filter hit, a collision costs only a look-up in history.
+fn filter_key<'a>(aggregate_id: &AggregateId, request_id: &'a str) -> Cow<'a, str> {
+    if aggregate_id.tenant_id == crate::DEFAULT_TENANT_ID {
+        Cow::Borrowed(request_id)
+    } else {
+        Cow::Owned(format!("{}\u{1f}{request_id}", aggregate_id.tenant_id))
     }
 }
 

@@ -138,7 +138,7 @@ impl EventStore for TestStore {
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
-        after: Option<&str>,
+        after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         self.store.scan_aggregate_ids(named, after, limit).await

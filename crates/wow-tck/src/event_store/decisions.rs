@@ -10,7 +10,7 @@ use super::{append_ok, load_all, Store};
 use crate::fixtures::{aggregate, stream, stream_at, AGGREGATE, CONTEXT};
 
 /// A rejection with `code`, decided on `version`, made now by a command of its own.
-fn rejection(code: ErrorCode, version: u64) -> RejectionRecord {
+pub(crate) fn rejection(code: ErrorCode, version: u64) -> RejectionRecord {
     RejectionRecord {
         command_id: id::new_id(),
         fingerprint: format!("fp-{}", id::new_id()),
