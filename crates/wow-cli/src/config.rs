@@ -22,6 +22,11 @@ pub(crate) struct FileConfig {
     pub(crate) store: Option<String>,
     pub(crate) wait_timeout_ms: Option<u64>,
     pub(crate) body_limit: Option<usize>,
+    pub(crate) header_read_timeout_ms: Option<u64>,
+    pub(crate) body_read_timeout_ms: Option<u64>,
+    pub(crate) max_header_bytes: Option<usize>,
+    pub(crate) max_connections: Option<usize>,
+    pub(crate) shutdown_grace_ms: Option<u64>,
     pub(crate) idempotency: Option<IdempotencyConfig>,
     pub(crate) compensation: Option<CompensationConfig>,
     #[serde(default)]
@@ -60,6 +65,8 @@ pub(crate) enum ConfigError {
     },
     #[error("idempotency settings: {0}")]
     Idempotency(String),
+    #[error("server limits: {0}")]
+    ServerLimits(#[from] wow_http::InvalidLimits),
 }
 
 /// The resolved settings.
@@ -69,6 +76,8 @@ pub(crate) struct ServeConfig {
     pub(crate) store: String,
     pub(crate) wait_timeout: Duration,
     pub(crate) body_limit: usize,
+    /// How the server holds its connections (`WOW_HEADER_READ_TIMEOUT_MS`, ...).
+    pub(crate) server_limits: wow_http::ServerLimits,
     pub(crate) idempotency: IdempotencyConfig,
     pub(crate) retry: RetrySpec,
     pub(crate) retry_every: Option<Duration>,
@@ -111,6 +120,41 @@ fn env_tokens() -> Result<Option<HashMap<String, String>>, ConfigError> {
         .map(Some)
 }
 
+/// The server's limits: each from its `WOW_*` variable, else the file, else the default of
+/// [`wow_http::ServerLimits`]; a zero that cannot be served with is an error.
+fn server_limits(file: &FileConfig) -> Result<wow_http::ServerLimits, ConfigError> {
+    let defaults = wow_http::ServerLimits::default();
+    let millis = |name, from_file: Option<u64>, default: Duration| {
+        env_number::<u64>(name)
+            .map(|value| value.or(from_file).map_or(default, Duration::from_millis))
+    };
+    let limits = wow_http::ServerLimits {
+        header_read_timeout: millis(
+            "WOW_HEADER_READ_TIMEOUT_MS",
+            file.header_read_timeout_ms,
+            defaults.header_read_timeout,
+        )?,
+        body_read_timeout: millis(
+            "WOW_BODY_READ_TIMEOUT_MS",
+            file.body_read_timeout_ms,
+            defaults.body_read_timeout,
+        )?,
+        max_header_bytes: env_number("WOW_MAX_HEADER_BYTES")?
+            .or(file.max_header_bytes)
+            .unwrap_or(defaults.max_header_bytes),
+        max_connections: env_number("WOW_MAX_CONNECTIONS")?
+            .or(file.max_connections)
+            .unwrap_or(defaults.max_connections),
+        shutdown_grace: millis(
+            "WOW_SHUTDOWN_GRACE_MS",
+            file.shutdown_grace_ms,
+            defaults.shutdown_grace,
+        )?,
+    };
+    limits.validate()?;
+    Ok(limits)
+}
+
 impl ServeConfig {
     /// Resolves the settings from the flags (which already hold their environment twins),
     /// the other `WOW_*` variables, and the file.
@@ -132,6 +176,7 @@ impl ServeConfig {
             }
             None => FileConfig::default(),
         };
+        let server_limits = server_limits(&file)?;
         let mut idempotency = file.idempotency.unwrap_or_default();
         if let Some(ttl) = env_number::<u64>("WOW_IDEMPOTENCY_TTL_MS")? {
             idempotency.ttl = Duration::from_millis(ttl);
@@ -176,6 +221,7 @@ impl ServeConfig {
             body_limit: env_number("WOW_BODY_LIMIT")?
                 .or(file.body_limit)
                 .unwrap_or(1024 * 1024),
+            server_limits,
             idempotency,
             auth_tokens: env_tokens()?.unwrap_or(file.auth_tokens),
         })
@@ -224,6 +270,38 @@ mod tests {
         let defaults = from_file("").unwrap();
         assert_eq!(defaults.retry, RetrySpec::default());
         assert_eq!(defaults.retry_every, Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn the_file_sets_the_server_limits_and_a_zero_is_a_typed_error() {
+        let settings = from_file(
+            "header_read_timeout_ms = 1500\nbody_read_timeout_ms = 2500\nmax_header_bytes = 4096\nmax_connections = 8\nshutdown_grace_ms = 0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            settings.server_limits,
+            wow_http::ServerLimits {
+                header_read_timeout: Duration::from_millis(1500),
+                body_read_timeout: Duration::from_millis(2500),
+                max_header_bytes: 4096,
+                max_connections: 8,
+                shutdown_grace: Duration::ZERO,
+            }
+        );
+        assert_eq!(
+            from_file("").unwrap().server_limits,
+            wow_http::ServerLimits::default()
+        );
+        let error = from_file("max_connections = 0\n").unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ConfigError::ServerLimits(wow_http::InvalidLimits::Zero("max_connections"))
+            ),
+            "{error}"
+        );
+        let error = from_file("max_connections = -1\n").unwrap_err();
+        assert!(matches!(error, ConfigError::Parse { .. }), "{error}");
     }
 
     #[test]

@@ -67,26 +67,67 @@ pub(crate) async fn open_store(url: &str) -> Result<Stores, ServeError> {
     Err(ServeError::Store(url.to_owned()))
 }
 
-/// The bank's own read route: `GET /account/{id}/view`.
-fn bank_routes(bank: &Bank) -> Router {
+/// The bank's own read route: `GET /account/{id}/view`, in the caller's tenant (found as for
+/// every other route: another tenant's account of the same id is not found, SPEC TN-1).
+fn bank_routes(bank: &Bank, http: &HttpConfig) -> Router {
     use axum::extract::Path;
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::{IntoResponse, Response};
     use axum::routing::get;
+    fn error(status: StatusCode, code: &'static str, message: String) -> Response {
+        (
+            status,
+            [(wow_http::ERROR_CODE_HEADER, code)],
+            axum::Json(serde_json::json!({"errorCode": code, "errorMsg": message})),
+        )
+            .into_response()
+    }
     let balances = bank.balances.clone();
+    let named = bank
+        .pipeline
+        .gateway
+        .registry()
+        .get("account")
+        .map(|r| r.named_aggregate().clone());
+    let http = http.clone();
     Router::new().route(
         "/account/{id}/view",
-        get(move |Path(id): Path<String>| {
-            let balances = balances.clone();
+        get(move |Path(id): Path<String>, headers: HeaderMap| {
+            let (balances, named, http) = (balances.clone(), named.clone(), http.clone());
             async move {
-                match balances.view(&id).await {
+                let tenant = match wow_http::caller_tenant(&http, &headers) {
+                    Ok(tenant) => tenant,
+                    Err(refused) => return refused.into_response(),
+                };
+                if let Err(rule) = wow_core::check_aggregate_id(&id) {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "IllegalArgument",
+                        format!("id {rule}"),
+                    );
+                }
+                let Some(named) = named else {
+                    return error(
+                        StatusCode::NOT_FOUND,
+                        "NotFound",
+                        "no aggregate named account".to_owned(),
+                    );
+                };
+                match balances
+                    .view(&named.aggregate_id(id.clone(), tenant.0))
+                    .await
+                {
                     Ok(Some(view)) => axum::Json(view).into_response(),
-                    Ok(None) => (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"errorCode": "NotFound"}))).into_response(),
-                    Err(error) => (
+                    Ok(None) => error(
+                        StatusCode::NOT_FOUND,
+                        "NotFound",
+                        format!("no account {id} in the read model"),
+                    ),
+                    Err(failure) => error(
                         StatusCode::SERVICE_UNAVAILABLE,
-                        axum::Json(serde_json::json!({"errorCode": "ServiceUnavailable", "errorMsg": error.to_string()})),
-                    )
-                        .into_response(),
+                        "ServiceUnavailable",
+                        failure.to_string(),
+                    ),
                 }
             }
         }),
@@ -137,8 +178,11 @@ pub(crate) async fn run(
         auth_tokens: settings.auth_tokens.clone(),
         ..HttpConfig::default()
     };
-    let app = wow_http::router(HttpState::new(&bank.pipeline, Some(snapshots), http))
-        .merge(bank_routes(&bank));
+    let app = wow_http::router(
+        HttpState::new(&bank.pipeline, Some(snapshots), http.clone())
+            .with_openapi_paths(wow_example_bank::api::openapi_paths()),
+    )
+    .merge(bank_routes(&bank, &http));
     let app = wow_http::error_fallbacks(app, bank.pipeline.gateway.registry());
     let listener = tokio::net::TcpListener::bind(&settings.listen)
         .await
@@ -150,8 +194,9 @@ pub(crate) async fn run(
     tracing::info!(%address, store = %settings.store, "wow serve is up");
     out!("listening on {address}");
     let _ = std::io::stdout().flush();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+    // Stops accepting on the signal, then lets the requests taken finish (the shutdown
+    // grace bounds the wait); see wow_http::serve.
+    wow_http::serve(listener, app, settings.server_limits, shutdown_signal())
         .await
         .map_err(ServeError::Serve)?;
     bank.flush().await;

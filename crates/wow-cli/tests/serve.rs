@@ -1,64 +1,11 @@
 //! `wow serve` as a user runs it: a real process, a real port, SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 
-/// A `wow serve` process, killed if the test ends before it stopped it (a failed assertion).
-struct Served {
-    child: Option<Child>,
-    /// Where it listens, as its first line said.
-    address: String,
-    /// The rest of its standard output, kept open so that the server can still write.
-    stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
-}
+mod support;
 
-impl Served {
-    /// Starts `wow serve ARGS` with `env`, and waits for its `listening on` line.
-    fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_wow"))
-            .arg("serve")
-            .args(args)
-            .envs(env.iter().copied())
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        // Owned by the guard from here on, so a failed start still kills the process.
-        let mut served = Self {
-            child: Some(child),
-            address: String::new(),
-            stdout,
-        };
-        let first = served.stdout.next().expect("a line").unwrap();
-        served.address = first
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {first}"))
-            .to_owned();
-        served
-    }
-
-    /// Sends SIGTERM and waits for the exit.
-    fn stop(mut self) -> ExitStatus {
-        let mut child = self.child.take().unwrap();
-        let killed = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        child.wait().unwrap()
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+use support::Served;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {

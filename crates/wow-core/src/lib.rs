@@ -25,6 +25,7 @@ pub mod eventsourcing;
 pub mod id;
 pub mod idempotency;
 pub mod metrics;
+mod panic;
 pub mod pipeline;
 pub mod saga;
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::aggregate::AggregateRegistry;
+use crate::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use crate::command::{
     CommandGateway, DefaultCommandHandler, InFlightRequests, InMemoryCommandBus, WaitCoordinator,
 };
@@ -156,6 +156,7 @@ impl LocalPipelineBuilder {
             dispatcher,
             waits,
             metrics,
+            quarantine: QuarantinedAggregates::new(),
             registry: self.registry,
             store: self.store,
             snapshots: self.snapshots.map(|(store, _)| store),
@@ -200,6 +201,11 @@ pub struct LocalPipeline {
     pub waits: Arc<WaitCoordinator>,
     /// The counters of the whole pipeline.
     pub metrics: Arc<PipelineMetrics>,
+    /// The aggregates the processing node quarantined because their history cannot be
+    /// applied (SPEC PX-1), for health and metrics. Lifted by [`restart_node`](Self::restart_node)
+    /// (as by a process restart) and by a successful retry of the quarantine's compensation
+    /// record.
+    pub quarantine: QuarantinedAggregates,
     registry: AggregateRegistry,
     store: Arc<dyn EventStore>,
     snapshots: Option<Arc<dyn SnapshotStore>>,
@@ -230,9 +236,10 @@ impl LocalPipeline {
         }
     }
 
-    /// Replaces the processing node with a fresh one: new Bloom filters, empty cache, same
-    /// store, as after a process restart (SPEC RQ-4).
+    /// Replaces the processing node with a fresh one: new Bloom filters, empty cache, no
+    /// quarantined aggregates, same store, as after a process restart (SPEC RQ-4, PX-1).
     pub fn restart_node(&self) -> Arc<DefaultCommandHandler> {
+        self.quarantine.clear();
         let mut node = DefaultCommandHandler::builder(
             self.registry.clone(),
             self.store.clone(),
@@ -241,9 +248,13 @@ impl LocalPipeline {
         )
         .request_id_checker(store_checker(&self.idempotency, &self.store, &self.metrics))
         .in_flight(self.in_flight.clone())
-        .metrics(self.metrics.clone());
+        .metrics(self.metrics.clone())
+        .quarantine(self.quarantine.clone());
         if let Some(snapshots) = &self.snapshots {
             node = node.snapshot_store(snapshots.clone());
+        }
+        if let Some((failures, retry)) = self.dispatcher.compensation() {
+            node = node.compensation(failures.clone(), *retry);
         }
         let node = Arc::new(node.build());
         self.command_bus.subscribe(node.clone());
@@ -270,10 +281,17 @@ impl LocalPipeline {
         &self.store
     }
 
-    /// The retrier of recorded consumer failures (SPEC DS-4); `NotConfigured` unless the
-    /// pipeline was built with a compensation store.
+    /// The retrier of recorded consumer failures (SPEC DS-4) and of quarantined aggregates
+    /// (SPEC PX-1); `NotConfigured` unless the pipeline was built with a compensation store.
     pub fn compensation(&self) -> Result<CompensationScheduler, CompensationError> {
-        CompensationScheduler::new(self.dispatcher.clone(), self.store.clone())
+        Ok(
+            CompensationScheduler::new(self.dispatcher.clone(), self.store.clone())?
+                .with_quarantine(
+                    self.registry.clone(),
+                    self.snapshots.clone(),
+                    self.quarantine.clone(),
+                ),
+        )
     }
 
     /// Runs every consumer over the history of `aggregates` it has not handled yet, one

@@ -50,9 +50,9 @@ pub fn schema_of<T: schemars::JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
 }
 
-/// The JSON Schema of a command without a payload: an empty object.
+/// The JSON Schema of a command without a payload: what [`decode_unit`] accepts, `{}` or `null`.
 pub fn unit_schema() -> Value {
-    serde_json::json!({"type": "object", "additionalProperties": false})
+    serde_json::json!({"type": ["object", "null"], "additionalProperties": false})
 }
 
 /// The error code named `code`.

@@ -28,7 +28,10 @@ pub struct AccountState {
 pub struct Open {
     /// The holder's name: 1 to 200 characters, not only spaces, no control characters.
     #[validate(length(min = 1, max = 200), custom(function = "holder_name"))]
-    #[schemars(length(min = 1, max = 200), regex(pattern = r"\S"))]
+    #[schemars(
+        length(min = 1, max = 200),
+        regex(pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$")
+    )]
     pub name: String,
     /// The opening balance; at least 0.
     #[validate(range(min = 0))]

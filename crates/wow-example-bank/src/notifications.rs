@@ -23,6 +23,8 @@ pub const NAME: &str = "notifications";
 pub struct OutboxRow {
     /// The `Withdrawn` event's id: the row's identity.
     pub event_id: String,
+    /// The account's tenant.
+    pub tenant_id: String,
     /// The account.
     pub account_id: String,
     /// The amount withdrawn.

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
 use wow_core::eventsourcing::BoxError;
-use wow_core::{DomainEventStream, ErrorCode};
+use wow_core::{AggregateId, DomainEventStream, ErrorCode};
 
 use crate::read_model::ReadModels;
 
@@ -43,9 +43,9 @@ impl AccountBalanceProjection {
         Self { models }
     }
 
-    /// The view of account `id`, if it exists.
-    pub async fn view(&self, id: &str) -> Result<Option<AccountView>, BoxError> {
-        self.models.view(id).await
+    /// The view of `account` (its tenant and id), if it exists.
+    pub async fn view(&self, account: &AggregateId) -> Result<Option<AccountView>, BoxError> {
+        self.models.view(account).await
     }
 }
 

@@ -11,7 +11,7 @@ use wow_core::event::{
     InMemoryProcessedMessages, ProcessError, Processed,
 };
 use wow_core::eventsourcing::BoxError;
-use wow_core::DomainEventStream;
+use wow_core::{AggregateId, DomainEventStream};
 use wow_postgres::PostgresStore;
 use wow_sqlite::SqliteStore;
 
@@ -34,7 +34,8 @@ pub enum ReadModels {
 /// The in-memory tables.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryTables {
-    balances: HashMap<String, (AccountState, u64)>,
+    /// Keyed by (tenant, account id): each tenant's accounts are its own (SPEC TN-1).
+    balances: HashMap<(String, String), (AccountState, u64)>,
     outbox: Vec<OutboxRow>,
 }
 
@@ -87,6 +88,7 @@ fn withdrawals(stream: &DomainEventStream) -> Vec<OutboxRow> {
         .filter_map(|event| match event.decode::<AccountEvent>() {
             Ok(AccountEvent::Withdrawn(moved)) => Some(OutboxRow {
                 event_id: event.id.clone(),
+                tenant_id: stream.aggregate_id.tenant_id.clone(),
                 account_id: stream.aggregate_id.id.clone(),
                 amount: moved.amount,
             }),
@@ -95,12 +97,50 @@ fn withdrawals(stream: &DomainEventStream) -> Vec<OutboxRow> {
         .collect()
 }
 
+/// The read models' tables. The tenant leads the balance key (SPEC TN-1): two tenants'
+/// `alice` are two rows.
 const SQL_TABLES: &str = "
     CREATE TABLE IF NOT EXISTS account_balance (
-        id TEXT PRIMARY KEY, name TEXT NOT NULL, balance BIGINT NOT NULL, held BIGINT NOT NULL,
-        frozen BOOLEAN NOT NULL, version BIGINT NOT NULL);
+        tenant_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, balance BIGINT NOT NULL,
+        held BIGINT NOT NULL, frozen BOOLEAN NOT NULL, version BIGINT NOT NULL,
+        PRIMARY KEY (tenant_id, id));
     CREATE TABLE IF NOT EXISTS notification_outbox (
-        event_id TEXT PRIMARY KEY, account_id TEXT NOT NULL, amount BIGINT NOT NULL);";
+        event_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, account_id TEXT NOT NULL,
+        amount BIGINT NOT NULL);";
+
+/// How a table made before tenants led the keys is brought to [`SQL_TABLES`]' shape:
+/// `account_balance` is a projection, so it is dropped and rebuilt from history by the next
+/// catch-up (its processed-message records and positions are forgotten with it);
+/// `notification_outbox` records effects to deliver, so it keeps its rows and takes each
+/// account's tenant from its first stream (before tenants led the keys, one account id was
+/// one account).
+const OUTBOX_TENANT: &str = "
+    ALTER TABLE notification_outbox ADD COLUMN tenant_id TEXT NOT NULL DEFAULT '(0)';
+    UPDATE notification_outbox SET tenant_id = COALESCE((SELECT e.tenant_id FROM event_stream e
+        WHERE e.aggregate_name = 'account' AND e.aggregate_id = notification_outbox.account_id
+          AND e.version = 1), '(0)');";
+
+/// Which of the bank's tables lack the tenant column: (account_balance, notification_outbox).
+const OLD_SHAPES: &str = "
+    SELECT
+      EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+          AND table_name = 'account_balance')
+      AND NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+          AND table_name = 'account_balance' AND column_name = 'tenant_id'),
+      EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+          AND table_name = 'notification_outbox')
+      AND NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+          AND table_name = 'notification_outbox' AND column_name = 'tenant_id')";
+
+/// Whether SQLite's `table` exists without a `tenant_id` column.
+fn sqlite_lacks_tenant(connection: &rusqlite::Connection, table: &str) -> rusqlite::Result<bool> {
+    let (columns, tenant): (i64, i64) = connection.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(name = 'tenant_id'), 0) FROM pragma_table_info(?1)",
+        [table],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    Ok(columns > 0 && tenant == 0)
+}
 
 impl ReadModels {
     /// In memory.
@@ -135,20 +175,57 @@ impl ReadModels {
         }
     }
 
-    /// Creates the tables when missing.
+    /// Creates the tables when missing, and brings tables made before tenants led the keys
+    /// to today's shape (see [`OUTBOX_TENANT`]); a dropped balance table is rebuilt by the
+    /// next catch-up.
     pub async fn prepare(&self) -> Result<(), BoxError> {
-        match self {
-            ReadModels::Memory(_) => Ok(()),
-            ReadModels::Sqlite(store) => store
-                .transact(|connection| Ok(connection.execute_batch(SQL_TABLES)?))
-                .await
-                .map_err(Into::into),
-            ReadModels::Postgres(store) => {
-                let client = store.pool().get().await?;
-                client.batch_execute(SQL_TABLES).await?;
-                Ok(())
+        let balances_were_dropped = match self {
+            ReadModels::Memory(_) => false,
+            ReadModels::Sqlite(store) => {
+                let old_balances = store
+                    .read(|connection| sqlite_lacks_tenant(connection, "account_balance"))
+                    .await?;
+                // Checked again inside the write: the writer is the only one, so another
+                // process that got there first has left nothing to do.
+                store
+                    .transact(|connection| {
+                        if sqlite_lacks_tenant(connection, "account_balance")? {
+                            connection.execute_batch("DROP TABLE account_balance")?;
+                        }
+                        if sqlite_lacks_tenant(connection, "notification_outbox")? {
+                            connection.execute_batch(OUTBOX_TENANT)?;
+                        }
+                        connection.execute_batch(SQL_TABLES)?;
+                        Ok(())
+                    })
+                    .await?;
+                old_balances
             }
+            ReadModels::Postgres(store) => {
+                let mut client = store.pool().get().await?;
+                let transaction = client.transaction().await?;
+                // One preparer at a time, so two nodes starting together migrate once.
+                transaction
+                    .execute("SELECT pg_advisory_xact_lock(7005000001)", &[])
+                    .await?;
+                let shapes = transaction.query_one(OLD_SHAPES, &[]).await?;
+                let old_balances: bool = shapes.get(0);
+                if old_balances {
+                    transaction.batch_execute("DROP TABLE account_balance").await?;
+                }
+                if shapes.get::<_, bool>(1) {
+                    transaction.batch_execute(OUTBOX_TENANT).await?;
+                }
+                transaction.batch_execute(SQL_TABLES).await?;
+                transaction.commit().await?;
+                old_balances
+            }
+        };
+        if balances_were_dropped {
+            tracing::info!("account_balance was made before tenants led its key: rebuilding it from history");
+            self.rebuild(crate::projection::NAME).await?;
         }
+        Ok(())
     }
 
     /// Empties the table of `consumer` (`account_balance` or `notifications`) with its
@@ -205,11 +282,14 @@ impl ReadModels {
         consumer: &str,
         stream: &DomainEventStream,
     ) -> Result<Processed, ProcessError> {
-        let id = stream.aggregate_id.id.clone();
+        let (tenant, id) = (
+            stream.aggregate_id.tenant_id.clone(),
+            stream.aggregate_id.id.clone(),
+        );
         match self {
             ReadModels::Memory(models) => {
                 models.tables.process_once(consumer, &stream.id, |tables| {
-                    let (state, version) = tables.balances.entry(id).or_default();
+                    let (state, version) = tables.balances.entry((tenant, id)).or_default();
                     if next_in_order(stream, *version)? {
                         fold(state, stream)?;
                         *version = stream.version;
@@ -223,8 +303,8 @@ impl ReadModels {
                     .process_once(consumer, &stream.id.clone(), move |connection| {
                         let (mut state, at) = connection
                             .query_row(
-                                "SELECT name, balance, held, frozen, version FROM account_balance WHERE id = ?1",
-                                [&id],
+                                "SELECT name, balance, held, frozen, version FROM account_balance WHERE tenant_id = ?1 AND id = ?2",
+                                [&tenant, &id],
                                 |row| Ok((AccountState { name: row.get(0)?, balance: row.get(1)?, held: row.get(2)?, frozen: row.get(3)? }, row.get::<_, i64>(4)?)),
                             )
                             .or_else(|error| match error {
@@ -236,9 +316,9 @@ impl ReadModels {
                         }
                         fold(&mut state, &stream)?;
                         connection.execute(
-                            "INSERT INTO account_balance (id, name, balance, held, frozen, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                             ON CONFLICT (id) DO UPDATE SET name = excluded.name, balance = excluded.balance, held = excluded.held, frozen = excluded.frozen, version = excluded.version",
-                            rusqlite::params![id, state.name, state.balance, state.held, state.frozen, stream.version as i64],
+                            "INSERT INTO account_balance (tenant_id, id, name, balance, held, frozen, version) VALUES (?7, ?1, ?2, ?3, ?4, ?5, ?6)
+                             ON CONFLICT (tenant_id, id) DO UPDATE SET name = excluded.name, balance = excluded.balance, held = excluded.held, frozen = excluded.frozen, version = excluded.version",
+                            rusqlite::params![id, state.name, state.balance, state.held, state.frozen, stream.version as i64, tenant],
                         )?;
                         Ok(())
                     })
@@ -250,7 +330,7 @@ impl ReadModels {
                     .process_once(consumer, &stream.id.clone(), move |transaction| {
                         Box::pin(async move {
                             let row = transaction
-                                .query_opt("SELECT name, balance, held, frozen, version FROM account_balance WHERE id = $1 FOR UPDATE", &[&id])
+                                .query_opt("SELECT name, balance, held, frozen, version FROM account_balance WHERE tenant_id = $1 AND id = $2 FOR UPDATE", &[&tenant, &id])
                                 .await?;
                             let (mut state, at) = match row {
                                 Some(row) => (AccountState { name: row.get(0), balance: row.get(1), held: row.get(2), frozen: row.get(3) }, row.get::<_, i64>(4)),
@@ -263,9 +343,9 @@ impl ReadModels {
                             let version = i64::try_from(stream.version).unwrap_or(i64::MAX);
                             transaction
                                 .execute(
-                                    "INSERT INTO account_balance (id, name, balance, held, frozen, version) VALUES ($1, $2, $3, $4, $5, $6)
-                                     ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, balance = EXCLUDED.balance, held = EXCLUDED.held, frozen = EXCLUDED.frozen, version = EXCLUDED.version",
-                                    &[&id, &state.name, &state.balance, &state.held, &state.frozen, &version],
+                                    "INSERT INTO account_balance (tenant_id, id, name, balance, held, frozen, version) VALUES ($7, $1, $2, $3, $4, $5, $6)
+                                     ON CONFLICT (tenant_id, id) DO UPDATE SET name = EXCLUDED.name, balance = EXCLUDED.balance, held = EXCLUDED.held, frozen = EXCLUDED.frozen, version = EXCLUDED.version",
+                                    &[&id, &state.name, &state.balance, &state.held, &state.frozen, &version, &tenant],
                                 )
                                 .await?;
                             Ok(())
@@ -295,8 +375,8 @@ impl ReadModels {
                     .process_once(consumer, &stream.id, move |connection| {
                         for row in rows {
                             connection.execute(
-                                "INSERT INTO notification_outbox (event_id, account_id, amount) VALUES (?1, ?2, ?3)",
-                                rusqlite::params![row.event_id, row.account_id, row.amount],
+                                "INSERT INTO notification_outbox (event_id, tenant_id, account_id, amount) VALUES (?1, ?4, ?2, ?3)",
+                                rusqlite::params![row.event_id, row.account_id, row.amount, row.tenant_id],
                             )?;
                         }
                         Ok(())
@@ -310,8 +390,8 @@ impl ReadModels {
                             for row in rows {
                                 transaction
                                     .execute(
-                                        "INSERT INTO notification_outbox (event_id, account_id, amount) VALUES ($1, $2, $3)",
-                                        &[&row.event_id, &row.account_id, &row.amount],
+                                        "INSERT INTO notification_outbox (event_id, tenant_id, account_id, amount) VALUES ($1, $4, $2, $3)",
+                                        &[&row.event_id, &row.account_id, &row.amount, &row.tenant_id],
                                     )
                                     .await?;
                             }
@@ -323,24 +403,28 @@ impl ReadModels {
         }
     }
 
-    /// The balance row of account `id`.
-    pub async fn view(&self, id: &str) -> Result<Option<AccountView>, BoxError> {
-        let id = id.to_owned();
+    /// The balance row of `account` (its tenant and id); another tenant's account of the
+    /// same id is not it.
+    pub async fn view(&self, account: &AggregateId) -> Result<Option<AccountView>, BoxError> {
+        let (tenant, id) = (account.tenant_id.clone(), account.id.clone());
         match self {
             ReadModels::Memory(models) => Ok(models.tables.read(|tables| {
-                tables.balances.get(&id).map(|(state, version)| AccountView {
-                    id: id.clone(),
-                    name: state.name.clone(),
-                    balance: state.balance,
-                    held: state.held,
-                    version: *version,
-                })
+                tables
+                    .balances
+                    .get(&(tenant, id.clone()))
+                    .map(|(state, version)| AccountView {
+                        id: id.clone(),
+                        name: state.name.clone(),
+                        balance: state.balance,
+                        held: state.held,
+                        version: *version,
+                    })
             })),
             ReadModels::Sqlite(store) => {
                 store
                     .read(move |connection| {
                         connection
-                            .query_row("SELECT id, name, balance, held, version FROM account_balance WHERE id = ?1", [&id], |row| {
+                            .query_row("SELECT id, name, balance, held, version FROM account_balance WHERE tenant_id = ?1 AND id = ?2", [&tenant, &id], |row| {
                                 Ok(AccountView { id: row.get(0)?, name: row.get(1)?, balance: row.get(2)?, held: row.get(3)?, version: row.get::<_, i64>(4)? as u64 })
                             })
                             .map(Some)
@@ -353,7 +437,7 @@ impl ReadModels {
             }
             ReadModels::Postgres(store) => {
                 let client = store.pool().get().await?;
-                let row = client.query_opt("SELECT id, name, balance, held, version FROM account_balance WHERE id = $1", &[&id]).await?;
+                let row = client.query_opt("SELECT id, name, balance, held, version FROM account_balance WHERE tenant_id = $1 AND id = $2", &[&tenant, &id]).await?;
                 Ok(row.map(|row| AccountView { id: row.get(0), name: row.get(1), balance: row.get(2), held: row.get(3), version: u64::try_from(row.get::<_, i64>(4)).unwrap_or(0) }))
             }
         }
@@ -366,16 +450,16 @@ impl ReadModels {
             ReadModels::Sqlite(store) => {
                 store
                     .read(|connection| {
-                        let mut statement = connection.prepare("SELECT event_id, account_id, amount FROM notification_outbox ORDER BY event_id")?;
-                        let rows = statement.query_map([], |row| Ok(OutboxRow { event_id: row.get(0)?, account_id: row.get(1)?, amount: row.get(2)? }))?;
+                        let mut statement = connection.prepare("SELECT event_id, tenant_id, account_id, amount FROM notification_outbox ORDER BY event_id")?;
+                        let rows = statement.query_map([], |row| Ok(OutboxRow { event_id: row.get(0)?, tenant_id: row.get(1)?, account_id: row.get(2)?, amount: row.get(3)? }))?;
                         rows.collect()
                     })
                     .await
             }
             ReadModels::Postgres(store) => {
                 let client = store.pool().get().await?;
-                let rows = client.query("SELECT event_id, account_id, amount FROM notification_outbox ORDER BY event_id", &[]).await?;
-                Ok(rows.iter().map(|row| OutboxRow { event_id: row.get(0), account_id: row.get(1), amount: row.get(2) }).collect())
+                let rows = client.query("SELECT event_id, tenant_id, account_id, amount FROM notification_outbox ORDER BY event_id", &[]).await?;
+                Ok(rows.iter().map(|row| OutboxRow { event_id: row.get(0), tenant_id: row.get(1), account_id: row.get(2), amount: row.get(3) }).collect())
             }
         }
     }

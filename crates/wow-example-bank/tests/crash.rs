@@ -225,7 +225,7 @@ async fn a_projection_killed_before_its_acknowledge_applies_the_stream_once(targ
         caught_up.streams_handled >= 1,
         "the unacknowledged stream is delivered again (and any whose position was not yet written, as no-ops)"
     );
-    let view = bank.balances.view(&a.id).await.unwrap().unwrap();
+    let view = bank.balances.view(&a).await.unwrap().unwrap();
     assert_eq!(
         (view.balance, view.version),
         (110, 2),

@@ -89,7 +89,7 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
         for stream in store.load(&a, 1, u64::MAX).await.unwrap() {
             bank.pipeline.dispatcher.dispatch(&stream).await;
         }
-        let view = bank.balances.view(&a.id).await.unwrap().unwrap();
+        let view = bank.balances.view(&a).await.unwrap().unwrap();
         assert_eq!((view.balance, view.held, view.version), (65, 0, 4));
         assert_eq!(bank.notifications.rows().await.unwrap().len(), 1);
     }
@@ -99,7 +99,7 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
     // and found processed.
     let store = SqliteStore::open(options).await.unwrap();
     let bank = bank(&store).await;
-    let view_a = bank.balances.view(&a.id).await.unwrap().unwrap();
+    let view_a = bank.balances.view(&a).await.unwrap().unwrap();
     assert_eq!(
         (
             view_a.name.as_str(),
@@ -109,7 +109,7 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
         ),
         ("Ann", 65, 0, 4)
     );
-    let view_b = bank.balances.view(&b.id).await.unwrap().unwrap();
+    let view_b = bank.balances.view(&b).await.unwrap().unwrap();
     assert_eq!((view_b.balance, view_b.version), (30, 2));
     let rows = bank.notifications.rows().await.unwrap();
     assert_eq!(rows.len(), 1, "one outbox row per Withdrawn event");
@@ -148,11 +148,11 @@ async fn a_rebuilt_read_model_is_filled_again_from_history_once() {
     let models = ReadModels::Sqlite(store.clone());
     models.rebuild("account_balance").await.unwrap();
     models.rebuild("notifications").await.unwrap();
-    assert!(models.view(&a.id).await.unwrap().is_none(), "emptied");
+    assert!(models.view(&a).await.unwrap().is_none(), "emptied");
     assert!(models.rebuild("no_such_model").await.is_err());
 
     let bank = bank(&store).await;
-    let view = bank.balances.view(&a.id).await.unwrap().unwrap();
+    let view = bank.balances.view(&a).await.unwrap().unwrap();
     assert_eq!(
         (view.balance, view.version),
         (65, 3),
@@ -166,4 +166,63 @@ async fn a_rebuilt_read_model_is_filled_again_from_history_once() {
         .unwrap()
         .1;
     assert_eq!(transfer.streams_handled, 0, "the saga kept its position");
+}
+
+/// A file whose read-model tables were made before tenants led their keys opens under this
+/// build: `account_balance` is rebuilt from history under each account's tenant, and the
+/// outbox keeps its rows, each now with its account's tenant (SPEC TN-1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_models_made_before_tenants_are_upgraded_without_loss() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("bank.db");
+    let a = AggregateId::new("bank", "account", id::new_id(), "tenant-a");
+    {
+        let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
+        let bank = bank(&store).await;
+        let gateway = &bank.pipeline.gateway;
+        let open = AccountCommand::Open(Open {
+            name: "Ann".into(),
+            balance: 50,
+        });
+        gateway
+            .send_and_wait(cmd(&a, open), WaitPlan::processed())
+            .await
+            .unwrap();
+        gateway
+            .send_and_wait(
+                cmd(&a, AccountCommand::Withdraw(Amount { amount: 5 })),
+                WaitPlan::new(CommandStage::EventHandled),
+            )
+            .await
+            .unwrap();
+        bank.flush().await;
+    }
+    // The tables as the previous build made them: no tenant column.
+    {
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        connection
+            .execute_batch(
+                "DROP TABLE account_balance;
+                 CREATE TABLE account_balance (id TEXT PRIMARY KEY, name TEXT NOT NULL,
+                    balance BIGINT NOT NULL, held BIGINT NOT NULL, frozen BOOLEAN NOT NULL,
+                    version BIGINT NOT NULL);
+                 CREATE TABLE outbox_old AS SELECT event_id, account_id, amount FROM notification_outbox;
+                 DROP TABLE notification_outbox;
+                 CREATE TABLE notification_outbox (event_id TEXT PRIMARY KEY,
+                    account_id TEXT NOT NULL, amount BIGINT NOT NULL);
+                 INSERT INTO notification_outbox SELECT * FROM outbox_old;
+                 DROP TABLE outbox_old;",
+            )
+            .unwrap();
+    }
+    let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
+    let bank = bank(&store).await;
+    let view = bank.balances.view(&a).await.unwrap().expect("rebuilt");
+    assert_eq!((view.balance, view.version), (45, 2));
+    let rows = bank.notifications.rows().await.unwrap();
+    assert_eq!(rows.len(), 1, "the outbox kept its row");
+    assert_eq!(rows[0].tenant_id, "tenant-a");
+    let mut twin = a.clone();
+    twin.tenant_id = "tenant-b".to_owned();
+    assert!(bank.balances.view(&twin).await.unwrap().is_none());
 }

@@ -9,9 +9,11 @@ use crate::HttpConfig;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant(pub String);
 
-/// Why a request has no tenant.
+/// Why a request has no tenant; as a response, 401 with `WWW-Authenticate: Bearer` or 400
+/// naming the header, each with a code.
 #[derive(Debug)]
-pub(crate) enum NoTenant {
+#[non_exhaustive]
+pub enum NoTenant {
     /// Auth is on and the token is missing or unknown (HTTP 401).
     Unauthorized,
     /// `Command-Tenant-Id` breaks the id rules (HTTP 400); the rule it breaks.
@@ -44,6 +46,20 @@ pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant,
         .get(token.trim())
         .map(|tenant| Tenant(tenant.clone()))
         .ok_or(NoTenant::Unauthorized)
+}
+
+/// The tenant a domain's own route acts for, found as every built-in route finds it (the
+/// bearer token when auth is on, else `Command-Tenant-Id`, else the default tenant). `Err`
+/// is the answer to give: 401 with `WWW-Authenticate: Bearer`, or 400 naming the header,
+/// each with a code (`NoTenant` is that answer as a response).
+pub fn caller_tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant, NoTenant> {
+    tenant(config, headers)
+}
+
+impl axum::response::IntoResponse for NoTenant {
+    fn into_response(self) -> axum::response::Response {
+        self.response()
+    }
 }
 
 /// The token of an `Authorization: Bearer TOKEN` value; the scheme's case does not matter

@@ -1,11 +1,15 @@
 //! Answers for requests no route takes: an unknown path is 404 `NotFound`, a known path with
-//! another method is 405; both carry a body with a code and `Wow-Error-Code`, as every other
-//! error does.
+//! another method is 405 (with `Allow`, set by axum); both carry a body with a code and
+//! `Wow-Error-Code`, as every other error does. And the guarantee behind "every error has
+//! `Wow-Error-Code`": an error answer whose JSON body names an `errorCode` gets the header
+//! here when its route did not set it, so no route (a domain's merged-in ones included) can
+//! answer without it.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use axum::http::{HeaderValue, Method, StatusCode, Uri};
+use axum::body::{Body, HttpBody};
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use serde_json::json;
@@ -37,9 +41,52 @@ fn not_found(method: &Method, uri: &Uri) -> Response {
     )
 }
 
+/// The largest error body read to find its `errorCode` (error bodies are small JSON objects).
+const MAX_ERROR_BODY: u64 = 64 * 1024;
+
+/// Sets `Wow-Error-Code` on an error answer that lacks it, from the `errorCode` of its JSON
+/// body. Answers that are not errors, already carry the header, are not JSON, or whose body
+/// is not known in full up to [`MAX_ERROR_BODY`] bytes (a stream) pass unchanged.
+async fn error_code_header(response: Response) -> Response {
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let size = response.body().size_hint().exact();
+    if !(status.is_client_error() || status.is_server_error())
+        || response.headers().contains_key(ERROR_CODE_HEADER)
+        || !json
+        || size.is_none_or(|size| size > MAX_ERROR_BODY)
+    {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // A body of an exact, small size is in memory: reading it cannot wait or fail.
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_ERROR_BODY as usize).await else {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalServerError",
+            "an error answer could not be read".to_owned(),
+        );
+    };
+    let code = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|body| {
+            let code = body.get("errorCode")?.as_str()?;
+            HeaderValue::from_str(code).ok()
+        });
+    if let Some(code) = code {
+        parts.headers.insert(ERROR_CODE_HEADER, code);
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
 /// Adds the 404 and 405 answers to `router`, after every route is in it (call it again after
-/// merging routes of your own). A path whose first segment names no aggregate of `registry`
-/// and no route of the service is 404 whatever the method.
+/// merging routes of your own), and `Wow-Error-Code` to every error answer of its routes
+/// that names an `errorCode` without it. A path whose first segment names no aggregate of
+/// `registry` and no route of the service is 404 whatever the method.
 pub fn error_fallbacks(router: Router, registry: &AggregateRegistry) -> Router {
     let known: Arc<HashSet<String>> = Arc::new(
         registry
@@ -64,4 +111,5 @@ pub fn error_fallbacks(router: Router, registry: &AggregateRegistry) -> Router {
             }
         })
         .fallback(|method: Method, uri: Uri| async move { not_found(&method, &uri) })
+        .layer(axum::middleware::map_response(error_code_header))
 }

@@ -4,11 +4,14 @@
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
+use http_body::Body as _;
 use serde_json::Value;
 use wow_core::command::{BindingError, SENT};
 use wow_core::{id, AggregateId, CommandResult, CommandStage, ErrorCode};
 
+use crate::server::BodyReadTimeout;
+use crate::status::Answer;
 use crate::HttpConfig;
 
 /// The longest request id or aggregate id accepted, in bytes.
@@ -64,6 +67,7 @@ impl InputError {
     }
 }
 
+/// A header as text: `None` when absent; an error naming it when it is not ASCII.
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, InputError> {
     headers
         .get(name)
@@ -75,15 +79,37 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, Inp
         .transpose()
 }
 
+/// A `Command-*` header (`name` as DESIGN.md §5 spells it) as text: `None` when absent; an
+/// error naming it when it holds anything but visible ASCII and the space (`0x20..=0x7E`).
+/// hyper refuses most control characters itself (a bare 400, see the `server` module); what
+/// passes it, a tab or a byte above `0x7F`, is refused here.
+fn command_header<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, InputError> {
+    let Some(value) = headers.get(name) else {
+        return Ok(None);
+    };
+    let bytes = value.as_bytes();
+    match std::str::from_utf8(bytes) {
+        Ok(text) if bytes.iter().all(|b| (0x20..=0x7e).contains(b)) => Ok(Some(text)),
+        _ => Err(InputError::bad(
+            ErrorCode::IllegalArgument,
+            name,
+            "must be visible ASCII",
+        )),
+    }
+}
+
 /// Reads the command headers of DESIGN.md §5.
 pub(crate) fn options(
     headers: &HeaderMap,
     config: &HttpConfig,
 ) -> Result<CommandOptions, InputError> {
-    let request_id = header(headers, "command-request-id")?
+    // Read by the create route before this; an unreadable one would pass there as an empty
+    // id and be refused as "must be 1 to 128 bytes", which is not what is wrong with it.
+    command_header(headers, "Command-Aggregate-Id")?;
+    let request_id = command_header(headers, "Command-Request-Id")?
         .map(|id| check_id("Command-Request-Id", id, false).map(|()| id.to_owned()))
         .transpose()?;
-    let stage = header(headers, "command-wait-stage")?
+    let stage = command_header(headers, "Command-Wait-Stage")?
         .map(|name| {
             name.parse().map_err(|e: wow_core::command::UnknownStage| {
                 InputError::bad(
@@ -94,7 +120,7 @@ pub(crate) fn options(
             })
         })
         .transpose()?;
-    let timeout = match header(headers, "command-wait-timeout")? {
+    let timeout = match command_header(headers, "Command-Wait-Timeout")? {
         None => config.default_wait_timeout,
         Some(text) => {
             let millis: u64 = text.trim().parse().map_err(|_| {
@@ -118,7 +144,7 @@ pub(crate) fn options(
             timeout
         }
     };
-    let expected_version = header(headers, "command-aggregate-version")?
+    let expected_version = command_header(headers, "Command-Aggregate-Version")?
         .map(|text| {
             text.trim().parse::<u64>().map_err(|_| {
                 InputError::bad(
@@ -130,7 +156,7 @@ pub(crate) fn options(
         })
         .transpose()?;
     let stream =
-        header(headers, "accept")?.is_some_and(|accept| accept.contains("text/event-stream"));
+        header(headers, "Accept")?.is_some_and(|accept| accept.contains("text/event-stream"));
     Ok(CommandOptions {
         request_id,
         stage,
@@ -164,26 +190,98 @@ pub(crate) fn check_id(name: &str, id: &str, aggregate: bool) -> Result<(), Inpu
     Ok(())
 }
 
-/// Reads the JSON body, at most `limit` bytes; an empty body is `{}`.
-pub(crate) async fn body(body: Body, limit: usize) -> Result<Value, InputError> {
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        InputError::bad(
+/// Why a command's body was not read: its status is not always its code's.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    /// `Content-Length` announced more than the limit: refused before a byte was read. 413.
+    #[error("body: announced as {announced} bytes, more than the limit of {limit}")]
+    Announced { announced: u64, limit: usize },
+    /// The body grew past the limit while it was read (a chunked body). 413.
+    #[error("body: longer than the limit of {limit} bytes")]
+    TooLarge { limit: usize },
+    /// The body did not arrive in full within the server's body read timeout. 408; not the
+    /// `RequestTimeout` of a caller's wait: the command was never sent.
+    #[error("body: {0}")]
+    TimedOut(BodyReadTimeout),
+    /// The body could not be read (the client went away mid-body) or is not JSON. 400.
+    #[error("{}", .0.message)]
+    Invalid(InputError),
+}
+
+impl BodyError {
+    /// The answer that reports this error for a command that was never sent: a
+    /// `CommandResult` with `errorCode` `BadRequest` (the body named in its binding errors),
+    /// and the status that says what was wrong with the body.
+    pub(crate) fn result(self, aggregate_id: &AggregateId, request_id: Option<&str>) -> Answer {
+        let bad = |message: String| InputError::bad(ErrorCode::BadRequest, "body", message);
+        let (error, status) = match self {
+            BodyError::Announced { announced, limit } => (
+                bad(format!(
+                    "must be at most {limit} bytes; Content-Length announces {announced}"
+                )),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            BodyError::TooLarge { limit } => (
+                bad(format!("must be at most {limit} bytes")),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            BodyError::TimedOut(BodyReadTimeout(timeout)) => (
+                bad(format!(
+                    "did not arrive in time: the server waits at most {} ms for a body \
+                     (the command was not sent)",
+                    timeout.as_millis()
+                )),
+                StatusCode::REQUEST_TIMEOUT,
+            ),
+            BodyError::Invalid(error) => (error, StatusCode::BAD_REQUEST),
+        };
+        Answer::with_status(error.result(aggregate_id, request_id), status)
+    }
+
+    /// What a failed read of the body means: over the limit, too slow, or unreadable.
+    fn from_read(error: axum::Error, limit: usize) -> Self {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(current) = cause {
+            if current.is::<http_body_util::LengthLimitError>() {
+                return BodyError::TooLarge { limit };
+            }
+            if let Some(timeout) = current.downcast_ref::<BodyReadTimeout>() {
+                return BodyError::TimedOut(BodyReadTimeout(timeout.0));
+            }
+            cause = current.source();
+        }
+        BodyError::Invalid(InputError::bad(
             ErrorCode::BadRequest,
             "body",
-            format!("must be at most {limit} bytes"),
-        )
-    })?;
+            format!("could not be read: {error}"),
+        ))
+    }
+}
+
+/// Reads the JSON body, at most `limit` bytes; an empty body is `{}`.
+///
+/// A body whose `Content-Length` (which hyper reports as the body's exact size hint) is
+/// above `limit` is refused before anything is read, so a client that announces a huge body
+/// and sends nothing holds nothing.
+pub(crate) async fn body(body: Body, limit: usize) -> Result<Value, BodyError> {
+    let announced = body.size_hint().lower();
+    if usize::try_from(announced).map_or(true, |announced| announced > limit) {
+        return Err(BodyError::Announced { announced, limit });
+    }
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|error| BodyError::from_read(error, limit))?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Default::default()));
     }
     serde_json::from_slice::<crate::strict_json::StrictValue>(&bytes)
         .map(|strict| strict.0)
         .map_err(|e| {
-            InputError::bad(
+            BodyError::Invalid(InputError::bad(
                 ErrorCode::BadRequest,
                 "body",
                 format!("is not valid JSON: {e}"),
-            )
+            ))
         })
 }
 
@@ -200,5 +298,51 @@ mod tests {
         assert!(check_id("id", &"a".repeat(129), true).is_err());
         assert!(check_id("id", "with space ok", false).is_ok());
         assert!(check_id("id", "tab\there", false).is_err());
+    }
+
+    #[test]
+    fn command_headers_must_be_visible_ascii_and_say_which() {
+        use axum::http::HeaderValue;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "command-request-id",
+            HeaderValue::from_static("with space ok"),
+        );
+        assert_eq!(
+            command_header(&headers, "Command-Request-Id").unwrap(),
+            Some("with space ok")
+        );
+        for bad in [&b"a\tb"[..], b"caf\xc3\xa9", b"\xff"] {
+            headers.insert(
+                "command-aggregate-id",
+                HeaderValue::from_bytes(bad).unwrap(),
+            );
+            let error = options(&headers, &HttpConfig::default()).unwrap_err();
+            assert_eq!(error.binding_errors[0].name, "Command-Aggregate-Id");
+            assert_eq!(error.binding_errors[0].msg, "must be visible ASCII");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_announced_over_the_limit_is_refused_unread_with_413() {
+        let announced = Body::new(http_body_util::Full::new(axum::body::Bytes::from(vec![
+            b' ';
+            300
+        ])));
+        let error = body(announced, 256).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                BodyError::Announced {
+                    announced: 300,
+                    limit: 256
+                }
+            ),
+            "{error}"
+        );
+        let aggregate = AggregateId::new("bank", "account", "a", "(0)");
+        let answer = crate::status::respond(error.result(&aggregate, None));
+        assert_eq!(answer.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(answer.headers()["wow-error-code"], "BadRequest");
     }
 }

@@ -9,7 +9,8 @@
 //! # async fn demo(pipeline: wow_core::pipeline::LocalPipeline) {
 //! let app = wow_http::router(wow_http::HttpState::new(&pipeline, None, wow_http::HttpConfig::default()));
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await.unwrap();
-//! axum::serve(listener, app).await.unwrap();
+//! let stop = std::future::pending(); // the service's own stop: Ctrl-C, SIGTERM
+//! wow_http::serve(listener, app, wow_http::ServerLimits::default(), stop).await.unwrap();
 //! # }
 //! ```
 
@@ -23,6 +24,7 @@ mod input;
 mod metrics;
 mod openapi;
 mod queries;
+mod server;
 mod status;
 mod strict_json;
 
@@ -31,22 +33,26 @@ use std::sync::Arc;
 use axum::routing::{get, post};
 use axum::Router;
 use wow_core::aggregate::AggregateRegistry;
+use wow_core::aggregate::QuarantinedAggregates;
 use wow_core::command::CommandGateway;
 use wow_core::compensation::CompensationScheduler;
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
 use wow_core::pipeline::LocalPipeline;
 
-pub use auth::Tenant;
+pub use auth::{caller_tenant, NoTenant, Tenant};
 pub use config::HttpConfig;
 pub use create_id::derived_aggregate_id;
 pub use fallback::error_fallbacks;
 pub use metrics::HttpMetrics;
+pub use server::{serve, InvalidLimits, ServerLimits, MAX_READ_TIMEOUT};
 pub use status::{status_for, ERROR_CODE_HEADER, REPLAYED_HEADER};
 
 /// What every route reads: the gateway, the stores, the registry, the settings.
 #[derive(Debug, Clone)]
 pub struct HttpState {
     inner: Arc<Inner>,
+    /// Path items of the routes a domain merges into the router, for `/openapi.json`.
+    openapi_paths: Arc<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Debug)]
@@ -58,6 +64,7 @@ struct Inner {
     config: HttpConfig,
     metrics: HttpMetrics,
     compensation: Option<CompensationScheduler>,
+    quarantine: QuarantinedAggregates,
 }
 
 impl HttpState {
@@ -76,8 +83,27 @@ impl HttpState {
                 config,
                 metrics: HttpMetrics::default(),
                 compensation: pipeline.compensation().ok(),
+                quarantine: pipeline.quarantine.clone(),
             }),
+            openapi_paths: Arc::default(),
         }
+    }
+
+    /// Adds `paths` (an OpenAPI `paths` object) to `/openapi.json`: the routes a domain
+    /// merges into the [`router`]. The document completes each operation as it does its own:
+    /// every `{param}` of the path not declared is declared (a string; `id` by the rules of an
+    /// aggregate id); when auth is on, the bearer requirement and its 401, and no
+    /// `Command-Tenant-Id` header (unless the operation says `security: []`); a 500 and a 431.
+    /// The domain declares the rest: its headers, its answers and their bodies.
+    pub fn with_openapi_paths(mut self, paths: serde_json::Map<String, serde_json::Value>) -> Self {
+        let mut all = (*self.openapi_paths).clone();
+        all.extend(paths);
+        self.openapi_paths = Arc::new(all);
+        self
+    }
+
+    fn openapi_paths(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.openapi_paths
     }
 
     fn gateway(&self) -> &CommandGateway {
@@ -90,6 +116,11 @@ impl HttpState {
 
     fn store(&self) -> &dyn EventStore {
         self.inner.store.as_ref()
+    }
+
+    /// The aggregates the pipeline quarantined (SPEC PX-1), for `/health` and `/metrics`.
+    fn quarantine(&self) -> &QuarantinedAggregates {
+        &self.inner.quarantine
     }
 
     fn compensation(&self) -> Option<&CompensationScheduler> {

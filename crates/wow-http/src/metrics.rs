@@ -1,6 +1,6 @@
 //! `GET /metrics` in the Prometheus text format: commands by stage and error code, command
-//! latency, and the pipeline's duplicate counters (Bloom hits, caught by the store, caught
-//! by the append).
+//! latency, the pipeline's duplicate counters (Bloom hits, caught by the store, caught by
+//! the append), and the quarantined aggregates (SPEC PX-1).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -119,5 +119,15 @@ pub(crate) async fn render(State(state): State<HttpState>) -> impl IntoResponse 
     );
     let _ = writeln!(out, "# TYPE wow_handler_runs_total counter");
     let _ = writeln!(out, "wow_handler_runs_total {}", pipeline.handler_runs);
+    let _ = writeln!(
+        out,
+        "# HELP wow_quarantined_aggregates Aggregates quarantined because their history cannot be applied (SPEC PX-1)."
+    );
+    let _ = writeln!(out, "# TYPE wow_quarantined_aggregates gauge");
+    let _ = writeln!(
+        out,
+        "wow_quarantined_aggregates {}",
+        state.quarantine().len()
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }

@@ -48,9 +48,34 @@ fn aggregate(
     Ok(runtime.named_aggregate().aggregate_id(id, tenant.0))
 }
 
-/// `GET /health`.
-pub(crate) async fn health() -> Json<serde_json::Value> {
-    Json(json!({"status": "UP"}))
+/// `GET /health`: `{"status": "UP", "details": {"quarantinedCount": n, "quarantined": [...]}}`.
+///
+/// Always 200 and `UP`: a node with quarantined aggregates (SPEC PX-1) serves every other
+/// aggregate, so a probe must not take it out of rotation (nor restart it in a loop, which
+/// lifts the quarantine only until the aggregate's next command). The quarantine is reported
+/// in `details` for monitors and operators instead: how many aggregates are quarantined, and
+/// which (aggregate, version, message, since). The list holds only the caller's tenant's when
+/// it names one (auth on: its token's, none without a valid token; else `Command-Tenant-Id`),
+/// every tenant's otherwise, as `/compensation/failures` does; the count is of all.
+pub(crate) async fn health(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+) -> Json<serde_json::Value> {
+    let quarantined = state.quarantine().list();
+    let count = quarantined.len();
+    let named = !state.config().auth_tokens.is_empty() || headers.contains_key("command-tenant-id");
+    let visible: Vec<_> = match (named, auth::tenant(state.config(), &headers)) {
+        (false, _) => quarantined,
+        (true, Ok(tenant)) => quarantined
+            .into_iter()
+            .filter(|q| q.aggregate_id.tenant_id == tenant.0)
+            .collect(),
+        (true, Err(_)) => Vec::new(),
+    };
+    Json(json!({
+        "status": "UP",
+        "details": {"quarantinedCount": count, "quarantined": visible},
+    }))
 }
 
 /// `GET /{aggregate}/{id}/state`: `{aggregateId, version, state}`.
@@ -110,15 +135,10 @@ pub(crate) async fn events(
     let (Ok(head), Ok(tail)) = (head.parse::<u64>(), tail.parse::<u64>()) else {
         return (StatusCode::BAD_REQUEST, Json(json!({"errorCode": "IllegalArgument", "errorMsg": "head and tail are whole numbers"}))).into_response();
     };
+    // The tenant leads the store's key: the load sees only the caller's tenant (SPEC TN-1),
+    // and an aggregate it does not hold is an empty history, as in any tenant.
     match state.store().load(&aggregate_id, head, tail).await {
-        Ok(streams)
-            if streams
-                .iter()
-                .all(|s| s.aggregate_id.tenant_id == aggregate_id.tenant_id) =>
-        {
-            Json(streams).into_response()
-        }
-        Ok(_) => not_found(format!("no aggregate `{id}`")),
+        Ok(streams) => Json(streams).into_response(),
         Err(error) => store_failed(&error),
     }
 }

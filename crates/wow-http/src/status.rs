@@ -48,10 +48,32 @@ pub(crate) fn is_replayed(result: &CommandResult) -> bool {
     result.result.get(REPLAYED) == Some(&Value::Bool(true))
 }
 
-/// `result` as the response body, with its status, `Wow-Error-Code`, and `Wow-Replayed: true`
-/// when it replays a recorded decision.
-pub(crate) fn respond(result: CommandResult) -> Response {
-    let status = status_for(&result.error_code);
+/// A result and the status it is answered with: its code's ([`status_for`]), or a more
+/// precise one an input error needs while keeping its code (a body over the limit is 413, a
+/// body that did not arrive in time 408, both `BadRequest`).
+#[derive(Debug)]
+pub(crate) struct Answer {
+    result: CommandResult,
+    status: StatusCode,
+}
+
+impl Answer {
+    pub(crate) fn with_status(result: CommandResult, status: StatusCode) -> Self {
+        Self { result, status }
+    }
+}
+
+impl From<CommandResult> for Answer {
+    fn from(result: CommandResult) -> Self {
+        let status = status_for(&result.error_code);
+        Self { result, status }
+    }
+}
+
+/// `answer`'s result as the response body, with its status, `Wow-Error-Code`, and
+/// `Wow-Replayed: true` when it replays a recorded decision.
+pub(crate) fn respond(answer: impl Into<Answer>) -> Response {
+    let Answer { result, status } = answer.into();
     let code = HeaderValue::from_str(result.error_code.as_str())
         .unwrap_or(HeaderValue::from_static("InternalServerError"));
     let replayed = is_replayed(&result);

@@ -37,6 +37,13 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 
     fn visit_f64<E: Error>(self, v: f64) -> Result<Value, E> {
+        // `17.0` is the integer 17 to JSON Schema (and to JavaScript), so an integer field
+        // takes it; only where a double holds every integer exactly (|v| <= 2^53). That the
+        // double is the literal's own value takes serde_json's `float_roundtrip` (Cargo.toml):
+        // its default parser read `1815087510632213.0` as `1815087510632212.75`.
+        if v.fract() == 0.0 && v.abs() <= 9_007_199_254_740_992.0 {
+            return Ok(Value::Number((v as i64).into()));
+        }
         Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
 
@@ -95,6 +102,23 @@ mod tests {
         assert_eq!(
             read(text).unwrap(),
             serde_json::from_str::<Value>(text).unwrap()
+        );
+    }
+
+    #[test]
+    fn reads_an_integral_number_written_with_a_fraction_as_an_integer() {
+        assert_eq!(
+            read(r#"{"a":17.0,"b":-2e3,"c":1.5}"#).unwrap(),
+            serde_json::json!({"a":17,"b":-2000,"c":1.5})
+        );
+        assert!(
+            read("1e300").unwrap().is_f64(),
+            "beyond 2^53 it stays a double"
+        );
+        // Found by schemathesis: without `float_roundtrip` this read as ...212.75, a 400.
+        assert_eq!(
+            read("1815087510632213.0").unwrap(),
+            serde_json::json!(1_815_087_510_632_213_i64)
         );
     }
 

@@ -69,6 +69,28 @@ pub enum AggregateError {
     /// An event or the state could not be turned into JSON.
     #[error("cannot encode: {0}")]
     Encode(#[source] serde_json::Error),
+    /// The aggregate's handler panicked (or overflowed) on this command (SPEC PX-1). It is a
+    /// fault, not a decision: nothing was recorded, and a resend with the same request id
+    /// runs the handler again.
+    #[error("the handler of {aggregate_id} panicked: {message}")]
+    HandlerPanicked {
+        /// The aggregate.
+        aggregate_id: Box<AggregateId>,
+        /// What the panic said.
+        message: String,
+    },
+    /// The aggregate's `apply` panicked (or overflowed) on the stream at `version` (SPEC
+    /// PX-1): the history cannot be applied by this code. Unlike the other failures of
+    /// `apply`, the state it was given is half-applied and must be dropped.
+    #[error("apply of {aggregate_id} panicked at version {version}: {message}")]
+    ApplyPanicked {
+        /// The aggregate.
+        aggregate_id: Box<AggregateId>,
+        /// The version of the stream whose `apply` panicked.
+        version: u64,
+        /// What the panic said.
+        message: String,
+    },
 }
 
 fn describe(errors: &[BindingError]) -> String {
@@ -94,9 +116,31 @@ impl AggregateError {
             }
             AggregateError::VoidCommand(_) => ErrorCode::IllegalArgument,
             AggregateError::Rejected { code, .. } => code.clone(),
-            AggregateError::CorruptHistory { .. } | AggregateError::Encode(_) => {
-                ErrorCode::InternalServerError
+            AggregateError::CorruptHistory { .. }
+            | AggregateError::Encode(_)
+            | AggregateError::HandlerPanicked { .. }
+            | AggregateError::ApplyPanicked { .. } => ErrorCode::InternalServerError,
+        }
+    }
+
+    /// When this says that the aggregate's history cannot be applied by this code (a stream
+    /// that does not replay, or an `apply` that panicked): the aggregate whose history it is,
+    /// the version of the failing stream and what went wrong. A processing node quarantines
+    /// such an aggregate rather than load it again for every command (SPEC PX-1). `None` for
+    /// every other error.
+    pub fn unappliable_history(&self) -> Option<(&AggregateId, u64, &str)> {
+        match self {
+            AggregateError::CorruptHistory {
+                aggregate_id,
+                version,
+                message,
             }
+            | AggregateError::ApplyPanicked {
+                aggregate_id,
+                version,
+                message,
+            } => Some((aggregate_id, *version, message)),
+            _ => None,
         }
     }
 

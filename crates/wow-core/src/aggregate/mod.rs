@@ -3,6 +3,7 @@
 
 mod error;
 mod model;
+mod quarantine;
 mod registry;
 mod runtime;
 mod spec;
@@ -14,6 +15,7 @@ pub mod testing_example;
 
 pub use error::{check_command, AggregateError};
 pub use model::{Aggregate, CommandContext, DomainError};
+pub use quarantine::{QuarantinedAggregate, QuarantinedAggregates};
 pub use registry::{AggregateRegistry, DuplicateAggregateName};
 pub use runtime::{AggregateRuntime, DecodedCommand, TypedAggregateRuntime};
 pub use spec::{typed_events, AggregateSpec, Expect, Given};

@@ -50,6 +50,12 @@ impl CommandContext<'_> {
 /// one event into the state and cannot fail; replaying an aggregate's history through `apply`
 /// rebuilds its state.
 ///
+/// Neither should panic, but a panic or an arithmetic overflow in either is contained (SPEC
+/// PX-1; release builds check overflows too): a panicking `handle` fails that one command
+/// with `InternalServerError` and records nothing; a panicking `apply` quarantines the
+/// aggregate (see [`QuarantinedAggregates`](super::QuarantinedAggregates)). Use checked
+/// arithmetic and a typed rejection for what input can provoke.
+///
 /// ```
 #[doc = include_str!("counter_example.rs")]
 /// ```

@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::fmt;
 use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
 
 use serde_json::Value;
 
@@ -11,6 +12,7 @@ use super::{
 };
 use crate::command::{CommandBody, CommandInfo, CommandKind, EventBody};
 use crate::eventsourcing::Snapshot;
+use crate::panic::panic_message;
 use crate::{DomainEvent, DomainEventStream, NamedAggregate};
 
 /// A command decoded and validated against its aggregate, ready to be handled.
@@ -71,6 +73,10 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     /// Folds `stream` into `state`. The stream must be the next version; a gap, an unknown
     /// event or a malformed body is [`AggregateError::CorruptHistory`] and leaves `state` as
     /// it was.
+    ///
+    /// A panic (or an arithmetic overflow) in the aggregate's `apply` is caught and returned
+    /// as [`AggregateError::ApplyPanicked`] (SPEC PX-1); `state` is then half-applied and the
+    /// caller must drop it.
     fn apply(
         &self,
         state: &mut AggregateState,
@@ -80,7 +86,9 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     /// Decides on `command` against `state`: the events to record (possibly none), or why not.
     ///
     /// Checks the existence rules of the command's kind first (`NotFound`, `AlreadyExists`,
-    /// void commands), then runs the aggregate's handler.
+    /// void commands), then runs the aggregate's handler. A panic (or an arithmetic overflow)
+    /// in the handler is caught and returned as [`AggregateError::HandlerPanicked`] (SPEC
+    /// PX-1); `state` is only read, so it is unchanged.
     fn handle(
         &self,
         state: &AggregateState,
@@ -224,8 +232,22 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
         let typed = state
             .downcast_mut::<A::State>()
             .ok_or_else(|| corrupt("the state belongs to another aggregate".to_owned()))?;
-        for event in &events {
-            A::apply(typed, event);
+        // SPEC PX-1: the team's `apply` may panic or overflow; that fails this load or this
+        // command, never the worker that runs it. The typed state may be half-applied then;
+        // the error says so and the callers drop it.
+        let applied = panic::catch_unwind(AssertUnwindSafe(|| {
+            for event in &events {
+                A::apply(typed, event);
+            }
+        }));
+        if let Err(payload) = applied {
+            let message = panic_message(payload.as_ref());
+            tracing::error!(aggregate_id = %stream.aggregate_id, version = stream.version, panic = %message, "the aggregate's apply panicked");
+            return Err(AggregateError::ApplyPanicked {
+                aggregate_id: Box::new(stream.aggregate_id.clone()),
+                version: stream.version,
+                message,
+            });
         }
         state.set_version(stream.version, &stream.aggregate_id.tenant_id);
         Ok(())
@@ -253,7 +275,20 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
             .downcast_ref::<A::Command>()
             .ok_or_else(|| mismatch("command"))?
             .clone();
-        decide::<A>(typed_state, typed_command, ctx)?
+        // SPEC PX-1: a panicking handler fails this command only. It reads the state through
+        // a shared reference, so nothing it could have half-changed survives the unwind.
+        let decided = panic::catch_unwind(AssertUnwindSafe(|| {
+            decide::<A>(typed_state, typed_command, ctx)
+        }))
+        .unwrap_or_else(|payload| {
+            let message = panic_message(payload.as_ref());
+            tracing::error!(aggregate_id = %ctx.aggregate_id, command = command.name, command_id = ctx.command_id, request_id = ctx.request_id, panic = %message, "the aggregate's handler panicked");
+            Err(AggregateError::HandlerPanicked {
+                aggregate_id: Box::new(ctx.aggregate_id.clone()),
+                message,
+            })
+        });
+        decided?
             .iter()
             .map(|event| DomainEvent::of(event).map_err(AggregateError::Encode))
             .collect()

@@ -7,11 +7,15 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 use std::sync::{Arc, RwLock};
 
+use std::panic::AssertUnwindSafe;
+
 use async_trait::async_trait;
+use futures::FutureExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::eventsourcing::BoxError;
+use crate::panic::panic_message;
 use crate::{AggregateId, CommandMessage, ErrorCode};
 
 /// A command as the bus carries it: the body as JSON.
@@ -61,7 +65,8 @@ type Subscriber = Arc<RwLock<Option<Arc<dyn CommandHandler>>>>;
 
 /// An in-process [`CommandBus`]: partitions by a hash of the aggregate id, one worker task per
 /// partition, so one aggregate's commands are handled in order and different aggregates in
-/// parallel. Dropping the bus ends its workers once their queues drain.
+/// parallel. Dropping the bus ends its workers once their queues drain; a panicking handler
+/// never ends one (SPEC PX-1).
 pub struct InMemoryCommandBus {
     partitions: Vec<mpsc::Sender<JsonCommand>>,
     subscriber: Subscriber,
@@ -115,10 +120,23 @@ impl InMemoryCommandBus {
     }
 }
 
+/// One partition's worker. A panic in a handler is caught here (SPEC PX-1): it is logged and
+/// the worker goes on with the next command, so one poison command never leaves its
+/// partition's later commands without a node. ([`DefaultCommandHandler`](super::DefaultCommandHandler)
+/// catches its own panics and answers them; this is for every other handler.)
 async fn run_partition(mut receiver: mpsc::Receiver<JsonCommand>, subscriber: Subscriber) {
     while let Some(command) = receiver.recv().await {
         match InMemoryCommandBus::current(&subscriber) {
-            Some(handler) => handler.handle(command).await,
+            Some(handler) => {
+                let ids = (command.aggregate_id.clone(), command.id.clone());
+                if let Err(payload) = AssertUnwindSafe(handler.handle(command))
+                    .catch_unwind()
+                    .await
+                {
+                    let (aggregate_id, command_id) = ids;
+                    tracing::error!(%aggregate_id, %command_id, panic = %panic_message(payload.as_ref()), "the processing node panicked on a command; the partition goes on");
+                }
+            }
             None => tracing::warn!(command_id = %command.id, "no processing node; command dropped"),
         }
     }

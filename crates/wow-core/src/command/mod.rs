@@ -27,7 +27,9 @@ pub use gateway::{CommandGateway, CommandGatewayBuilder, DEFAULT_SEND_TIMEOUT, S
 pub use in_flight::{InFlightRequests, DEFAULT_UNSURE_HORIZON};
 pub use kind::CommandKind;
 pub use message::CommandMessage;
-pub use node::{DefaultCommandHandler, DefaultCommandHandlerBuilder, DEFAULT_CONFLICT_RETRIES};
+pub use node::{
+    DefaultCommandHandler, DefaultCommandHandlerBuilder, DEFAULT_CONFLICT_RETRIES, QUARANTINED,
+};
 pub use outcome::{look_up_request, RequestOutcome};
 pub use result::CommandResult;
 pub use stage::{CommandStage, UnknownStage};

@@ -1,9 +1,42 @@
 //! The processing node's command handler: the request-id check against the node's own
 //! store, the aggregate's decision, the append, and the `PROCESSED` signal.
+//!
+//! # Panics in the aggregate's code (SPEC PX-1)
+//!
+//! A panic or an arithmetic overflow in a team's handler or `apply` fails one command and
+//! never the node, its bus partition or the process:
+//!
+//! - **Handler.** The command fails with `InternalServerError` at `PROCESSED`. Nothing is
+//!   appended and no decision is recorded: a panic is a fault, not a business rejection, so a
+//!   resend with the same request id runs the handler again. The aggregate's cached state is
+//!   evicted; the next command loads it from history.
+//! - **`apply` while loading** (snapshot + later streams). The aggregate is quarantined in the
+//!   node's [`QuarantinedAggregates`], recorded for compensation under
+//!   [`AGGREGATE_PROCESSOR`], and the command fails with `InternalServerError` and
+//!   `result.quarantined`. Every later command to it is answered the same way at once,
+//!   without loading its history again. A stream that does not replay at all
+//!   (`CorruptHistory`) is treated alike: this code cannot apply that history either.
+//! - **`apply` after an append.** History is the truth, and the append stands: the stream is
+//!   published to the consumers as any other. The aggregate is quarantined (its state in
+//!   memory is half-applied and dropped), and the command is answered with a *failure*
+//!   (`InternalServerError`) that carries the appended version in `aggregateVersion`,
+//!   `result.recorded: true` and `result.quarantined`, as a failed publication after an
+//!   append does (SPEC ST-4). A success would tell the caller that the aggregate moved on
+//!   cleanly while its next command is bound to fail; a failure without the version would
+//!   hide that the intent took effect. A resend with the same request id is answered with
+//!   the original stream (`DuplicateRequestId`, its version), and the look-up says
+//!   `APPENDED`.
+//!
+//! Any other panic while a command is processed (a store, the bus) is caught around the
+//! whole command: it fails with `InternalServerError`, saying that whether it was appended
+//! is unknown and must be looked up by request id, and the cached state is evicted.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::FutureExt;
+use serde_json::json;
 
 use super::error::decided_result;
 use super::wait::{signal_wanted, PROTOCOL_HEADER, PROTOCOL_VERSION, RECORDED};
@@ -12,9 +45,10 @@ use super::{
 };
 use crate::aggregate::{
     check_command, AggregateError, AggregateRegistry, AggregateRuntime, AggregateState,
-    CommandContext,
+    CommandContext, QuarantinedAggregate, QuarantinedAggregates,
 };
-use crate::event::DomainEventBus;
+use crate::compensation::{CompensationStore, FailedExecution, RetrySpec, AGGREGATE_PROCESSOR};
+use crate::event::{ConsumerError, DomainEventBus};
 use crate::eventsourcing::{
     is_recorded_rejection, load_aggregate, AggregateCache, EventStore, EventStoreError, LoadError,
     RejectionRecord, SnapshotStore,
@@ -22,10 +56,22 @@ use crate::eventsourcing::{
 use crate::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::idempotency::{RequestIdCheck, RequestIdChecker};
 use crate::metrics::PipelineMetrics;
-use crate::{DomainEventStream, ErrorCode};
+use crate::panic::panic_message;
+use crate::{AggregateId, CommandStage as Stage, DomainEventStream, ErrorCode};
 
 /// How often a command that pinned no version is re-decided after a version conflict.
 pub const DEFAULT_CONFLICT_RETRIES: u32 = 3;
+
+/// The `result` key of an answer about a quarantined aggregate (SPEC PX-1): an object with
+/// the `version` that could not be applied, the `message` and `since` (milliseconds).
+///
+/// Its error code is `InternalServerError` (HTTP 500), not a code of its own: to a caller it
+/// is a fault of the service, to be fixed by its operators, like any other 500; no resend
+/// helps until then, and nothing was decided on the command, so a resend with the same
+/// request id is safe afterwards. A new code would also reach older gateways and clients,
+/// which read a code they do not know as a domain's business rule (a 422 and a final
+/// decision), which this is not.
+pub const QUARANTINED: &str = "quarantined";
 
 /// Handles commands on a processing node (Wow's `DefaultCommandHandler`).
 ///
@@ -51,6 +97,8 @@ pub struct DefaultCommandHandler {
     ids_name_events: bool,
     conflict_retries: u32,
     in_flight: Option<Arc<InFlightRequests>>,
+    quarantine: QuarantinedAggregates,
+    compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
 }
 
 /// Builds a [`DefaultCommandHandler`].
@@ -114,6 +162,20 @@ impl DefaultCommandHandlerBuilder {
         self
     }
 
+    /// Quarantines aggregates whose history cannot be applied in `quarantine` (SPEC PX-1), a
+    /// registry others can read (health, metrics). Default: a registry of the node's own.
+    pub fn quarantine(mut self, quarantine: QuarantinedAggregates) -> Self {
+        self.inner.quarantine = quarantine;
+        self
+    }
+
+    /// Records every quarantine in `store` as a failed execution of [`AGGREGATE_PROCESSOR`],
+    /// retried as `retry` says. Default: not recorded (only logged and kept in the registry).
+    pub fn compensation(mut self, store: Arc<dyn CompensationStore>, retry: RetrySpec) -> Self {
+        self.inner.compensation = Some((store, retry));
+        self
+    }
+
     /// The handler.
     pub fn build(self) -> DefaultCommandHandler {
         self.inner
@@ -156,8 +218,15 @@ impl DefaultCommandHandler {
                 ids_name_events: false,
                 conflict_retries: DEFAULT_CONFLICT_RETRIES,
                 in_flight: None,
+                quarantine: QuarantinedAggregates::new(),
+                compensation: None,
             },
         }
+    }
+
+    /// The aggregates this node quarantined (SPEC PX-1).
+    pub fn quarantine(&self) -> &QuarantinedAggregates {
+        &self.quarantine
     }
 
     /// Runs `command` to its `PROCESSED` result (also signalled to the waiting caller).
@@ -249,9 +318,22 @@ impl DefaultCommandHandler {
             ))
         };
         let aggregate_id = &command.aggregate_id;
+        if let Some(quarantined) = self.quarantine.get(aggregate_id) {
+            // SPEC PX-1: answered at once; loading a history known not to apply again for
+            // every command is the loop the clause forbids.
+            return Attempt::from(quarantined_result(command, &quarantined));
+        }
         let (mut state, cached) = match self.load(runtime, aggregate_id).await {
             Ok(loaded) => loaded,
-            Err(error) => return fail(error.error_code(), error.to_string()),
+            Err(error) => {
+                if let LoadError::Aggregate(failed) = &error {
+                    if let Some((owner, version, message)) = failed.unappliable_history() {
+                        let quarantined = self.quarantine_on(owner, version, message, None).await;
+                        return Attempt::from(quarantined_result(command, &quarantined));
+                    }
+                }
+                return fail(error.error_code(), error.to_string());
+            }
         };
         if state.exists() && !state.belongs_to(&aggregate_id.tenant_id) {
             // Another tenant's aggregate: to this caller it does not exist. Not recorded: the
@@ -286,6 +368,15 @@ impl DefaultCommandHandler {
                 },
             )
         });
+        if let Err(error @ AggregateError::HandlerPanicked { .. }) = &decided {
+            // SPEC PX-1: a fault, not a decision. Nothing is recorded (a resend runs the
+            // handler again), and the state it ran on stays out of the cache.
+            self.cache.evict(aggregate_id);
+            return fail(
+                ErrorCode::InternalServerError,
+                format!("{error}; nothing was recorded: a resend with the same request id runs the handler again"),
+            );
+        }
         let mut events = match decided {
             Ok(events) if !events.is_empty() => events,
             // SPEC ID-7: a rejection or a result with no events is confirmed against
@@ -336,29 +427,102 @@ impl DefaultCommandHandler {
             Err(error) => return fail(error.error_code(), error.to_string()),
         }
         let version = stream.version;
-        match runtime.apply(&mut state, &stream) {
-            Ok(()) => self.cache.put(aggregate_id, state),
-            Err(error) => {
-                tracing::error!(%aggregate_id, %error, "appended stream does not apply; state evicted");
-            }
-        }
-        let appended = CommandResult::success(command, CommandStage::Processed)
+        let mut appended = CommandResult::success(command, CommandStage::Processed)
             .with_version(version)
             .with_result(RECORDED, true);
+        match runtime.apply(&mut state, &stream) {
+            Ok(()) => self.cache.put(aggregate_id, state),
+            Err(error) => match error.unappliable_history() {
+                Some((owner, failed_version, message)) => {
+                    // SPEC PX-1: the append stands (history is the truth) and is published;
+                    // the half-applied state is dropped and the aggregate quarantined. The
+                    // answer is a failure that says the intent was appended, at which version.
+                    let quarantined = self
+                        .quarantine_on(owner, failed_version, message, Some(&stream))
+                        .await;
+                    appended = quarantined_result(command, &quarantined)
+                        .with_version(version)
+                        .with_result(RECORDED, true);
+                    appended.error_msg = format!(
+                        "appended at version {version}, but the aggregate cannot apply it ({}); the aggregate is quarantined",
+                        quarantined.message
+                    );
+                }
+                None => {
+                    tracing::error!(%aggregate_id, %error, "appended stream does not apply; state evicted");
+                }
+            },
+        }
         match self.events.publish(Arc::new(stream)).await {
             Ok(()) => Attempt::from(appended),
             // SPEC ST-4: the append happened; the failure says so, with the version.
-            Err(error) => Attempt::from(
-                CommandResult::failure(
+            Err(error) => {
+                let mut failed = CommandResult::failure(
                     command,
                     CommandStage::Processed,
                     ErrorCode::ServiceUnavailable,
                     format!("appended at version {version}, but publishing failed: {error}"),
                 )
                 .with_version(version)
-                .with_result(RECORDED, true),
-            ),
+                .with_result(RECORDED, true);
+                if let Some(quarantined) = appended.result.remove(QUARANTINED) {
+                    failed.result.insert(QUARANTINED.to_owned(), quarantined);
+                }
+                Attempt::from(failed)
+            }
         }
+    }
+
+    /// Quarantines `aggregate_id`, whose stream at `version` cannot be applied for the reason
+    /// `message` (SPEC PX-1), and records it for compensation. `stream` is the failing stream
+    /// when it is at hand (after an append); else it is read back from the store, and when
+    /// that read fails the record names the stream `{aggregate_id}#{version}` instead of by
+    /// its id (a retry reloads the aggregate and needs no stream). A record that cannot be
+    /// written is logged: the quarantine holds all the same, and the next process records it
+    /// again on the aggregate's first command.
+    async fn quarantine_on(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        message: &str,
+        stream: Option<&DomainEventStream>,
+    ) -> QuarantinedAggregate {
+        self.cache.evict(aggregate_id);
+        let now = self.clock.now_millis();
+        let quarantined = self
+            .quarantine
+            .quarantine(aggregate_id, version, message, now);
+        tracing::error!(%aggregate_id, version, error = %quarantined.message, "aggregate quarantined: its history cannot be applied");
+        let Some((store, retry)) = &self.compensation else {
+            return quarantined;
+        };
+        let read;
+        let stream = match stream {
+            Some(stream) => Some(stream),
+            None => {
+                read = self.store.load(aggregate_id, version, version).await;
+                read.as_ref().ok().and_then(|streams| streams.first())
+            }
+        };
+        let failure_error = ConsumerError::internal(quarantined.message.clone());
+        let failure = match stream {
+            Some(stream) => {
+                FailedExecution::of(AGGREGATE_PROCESSOR, Stage::Processed, stream, failure_error)
+            }
+            None => FailedExecution {
+                consumer: AGGREGATE_PROCESSOR.to_owned(),
+                stage: Stage::Processed,
+                aggregate_id: aggregate_id.clone(),
+                version,
+                stream_id: format!("{aggregate_id}#{version}"),
+                event_ids: Vec::new(),
+                error: failure_error,
+            },
+        };
+        if let Err(error) = store.record_failure(&failure, retry, now).await {
+            tracing::error!(%aggregate_id, version, %error, "could not record the quarantine for compensation");
+        }
+        quarantined
     }
 
     /// Whether history holds streams after `version` of `aggregate_id`; a failed read counts
@@ -520,6 +684,28 @@ impl DefaultCommandHandler {
     }
 }
 
+/// The answer to `command` for an aggregate in quarantine: `InternalServerError`, with the
+/// quarantine under [`QUARANTINED`]. Nothing was decided on the command.
+fn quarantined_result(command: &JsonCommand, quarantined: &QuarantinedAggregate) -> CommandResult {
+    CommandResult::failure(
+        command,
+        CommandStage::Processed,
+        ErrorCode::InternalServerError,
+        format!(
+            "aggregate {} is quarantined: its stream at version {} cannot be applied ({}); nothing was recorded for this command",
+            quarantined.aggregate_id, quarantined.version, quarantined.message
+        ),
+    )
+    .with_result(
+        QUARANTINED,
+        json!({
+            "version": quarantined.version,
+            "message": quarantined.message,
+            "since": quarantined.since,
+        }),
+    )
+}
+
 fn aggregate_failure(command: &JsonCommand, error: &AggregateError) -> CommandResult {
     CommandResult::failure(
         command,
@@ -544,8 +730,23 @@ impl CommandHandler for DefaultCommandHandler {
                 body = %command.body,
                 "void command"
             );
-        } else {
-            self.process(&command).await;
+        } else if let Err(payload) = AssertUnwindSafe(self.process(&command))
+            .catch_unwind()
+            .await
+        {
+            // SPEC PX-1, the backstop: the aggregate's own code is guarded closer in; this
+            // catches whatever else panicked (a store, a bus), so the partition goes on.
+            let message = panic_message(payload.as_ref());
+            tracing::error!(aggregate_id = %command.aggregate_id, command_id = %command.id, request_id = %command.request_id, panic = %message, "processing a command panicked");
+            self.cache.evict(&command.aggregate_id);
+            if signal_wanted(&command.header, CommandStage::Processed) {
+                self.notifier.notify(CommandResult::failure(
+                    &command,
+                    CommandStage::Processed,
+                    ErrorCode::InternalServerError,
+                    format!("processing the command panicked ({message}); whether it was appended is unknown: look it up by request id"),
+                ));
+            }
         }
         // Decided (durably) or failed without a decision: either way no longer in flight.
         if let Some(in_flight) = &self.in_flight {

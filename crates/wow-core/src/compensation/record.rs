@@ -43,9 +43,11 @@ impl ExecutionFailedStatus {
 pub struct ExecutionFailed {
     /// The record's id.
     pub id: String,
-    /// The consumer (projection, event processor or saga) that failed.
+    /// The consumer (projection, event processor or saga) that failed, or
+    /// [`AGGREGATE_PROCESSOR`] for a quarantined aggregate.
     pub consumer: String,
-    /// The consumer's stage: `PROJECTED`, `EVENT_HANDLED` or `SAGA_HANDLED`.
+    /// The consumer's stage: `PROJECTED`, `EVENT_HANDLED` or `SAGA_HANDLED`; `PROCESSED`
+    /// for a quarantined aggregate ([`AGGREGATE_PROCESSOR`]).
     pub stage: CommandStage,
     /// The aggregate whose stream it failed on.
     pub aggregate_id: AggregateId,
@@ -71,6 +73,13 @@ pub struct ExecutionFailed {
     /// When the record last changed.
     pub updated_at: i64,
 }
+
+/// The consumer name of the records a processing node makes when it quarantines an aggregate
+/// whose history it cannot apply (SPEC PX-1); their stage is `PROCESSED` and their stream the
+/// one that failed. Listing `/compensation/failures?consumer=wow.aggregate_processor` shows
+/// every quarantine; retrying one loads the aggregate again and, when that succeeds, lifts
+/// its quarantine (see [`QuarantinedAggregates`](crate::aggregate::QuarantinedAggregates)).
+pub const AGGREGATE_PROCESSOR: &str = "wow.aggregate_processor";
 
 /// One failed execution, as the dispatcher reports it to the compensation store.
 #[derive(Debug, Clone, PartialEq, Eq)]

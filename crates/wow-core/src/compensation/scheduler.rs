@@ -3,9 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CompensationStore, ExecutionFailed, ExecutionFailedStatus};
-use crate::event::{ConsumerStoreError, EventDispatcher};
-use crate::eventsourcing::{EventStore, EventStoreError};
+use super::{
+    CompensationStore, ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR,
+};
+use crate::aggregate::{AggregateRegistry, QuarantinedAggregates};
+use crate::event::{ConsumerError, ConsumerStoreError, EventDispatcher};
+use crate::eventsourcing::{load_aggregate, EventStore, EventStoreError, LoadError, SnapshotStore};
 
 /// Why a retry could not run. The record is unchanged.
 #[derive(Debug, thiserror::Error)]
@@ -50,11 +53,26 @@ pub struct RetryPass {
 /// marks the record `SUCCEEDED`; a failure adds an attempt and schedules the next retry
 /// with exponential backoff until the [`RetrySpec`](super::RetrySpec) limit, after which the record is
 /// `EXHAUSTED` and only [`retry`](Self::retry) runs it again.
+///
+/// A record of a quarantined aggregate ([`AGGREGATE_PROCESSOR`], SPEC PX-1) is retried by
+/// loading the aggregate again when the scheduler was given the aggregates
+/// ([`with_quarantine`](Self::with_quarantine)): a load that succeeds (the stored history or
+/// the code was fixed) lifts the quarantine and marks the record `SUCCEEDED`; one that fails
+/// keeps the aggregate quarantined and adds an attempt.
 #[derive(Debug, Clone)]
 pub struct CompensationScheduler {
     dispatcher: Arc<EventDispatcher>,
     store: Arc<dyn EventStore>,
     failures: Arc<dyn CompensationStore>,
+    aggregates: Option<Aggregates>,
+}
+
+/// What retrying a quarantine takes: the aggregates, their snapshots and the registry to lift.
+#[derive(Debug, Clone)]
+struct Aggregates {
+    registry: AggregateRegistry,
+    snapshots: Option<Arc<dyn SnapshotStore>>,
+    quarantine: QuarantinedAggregates,
 }
 
 impl CompensationScheduler {
@@ -71,7 +89,26 @@ impl CompensationScheduler {
             dispatcher,
             store,
             failures,
+            aggregates: None,
         })
+    }
+
+    /// Retries the records of quarantined aggregates ([`AGGREGATE_PROCESSOR`]) by loading the
+    /// aggregate of `registry` again (from `snapshots` and the event store), and lifts its
+    /// quarantine in `quarantine` when that succeeds. Without it such records cannot be
+    /// retried ([`CompensationError::UnknownConsumer`]).
+    pub fn with_quarantine(
+        mut self,
+        registry: AggregateRegistry,
+        snapshots: Option<Arc<dyn SnapshotStore>>,
+        quarantine: QuarantinedAggregates,
+    ) -> Self {
+        self.aggregates = Some(Aggregates {
+            registry,
+            snapshots,
+            quarantine,
+        });
+        self
     }
 
     /// The records, to list and read.
@@ -137,6 +174,9 @@ impl CompensationScheduler {
     }
 
     async fn run(&self, record: ExecutionFailed) -> Result<ExecutionFailed, CompensationError> {
+        if record.consumer == AGGREGATE_PROCESSOR {
+            return self.reload(record).await;
+        }
         let consumer = self
             .dispatcher
             .consumer(&record.consumer)
@@ -169,5 +209,64 @@ impl CompensationScheduler {
             .get(&record.id)
             .await?
             .ok_or(CompensationError::NotFound(record.id))
+    }
+
+    /// Retries a quarantine (SPEC PX-1): loads the aggregate again; a success lifts the
+    /// quarantine and marks the record `SUCCEEDED`, a history that still does not apply
+    /// keeps it quarantined and adds an attempt to the record.
+    async fn reload(&self, record: ExecutionFailed) -> Result<ExecutionFailed, CompensationError> {
+        let unknown = || CompensationError::UnknownConsumer(record.consumer.clone());
+        let aggregates = self.aggregates.as_ref().ok_or_else(unknown)?;
+        let runtime = aggregates
+            .registry
+            .get(&record.aggregate_id.aggregate_name)
+            .ok_or_else(unknown)?;
+        tracing::info!(id = record.id, aggregate_id = %record.aggregate_id, version = record.version, attempts = record.attempts, "retrying a quarantined aggregate: loading it again");
+        let loaded = load_aggregate(
+            runtime.as_ref(),
+            self.store.as_ref(),
+            aggregates.snapshots.as_deref(),
+            &record.aggregate_id,
+        )
+        .await;
+        let now = self.dispatcher.clock().now_millis();
+        let error = match loaded {
+            Ok(_) => {
+                aggregates.quarantine.lift(&record.aggregate_id);
+                tracing::info!(aggregate_id = %record.aggregate_id, "quarantine lifted: the aggregate loads again");
+                if let Some(after) = self.failures.mark_succeeded(&record.id, now).await? {
+                    return Ok(after);
+                }
+                return self
+                    .failures
+                    .get(&record.id)
+                    .await?
+                    .ok_or(CompensationError::NotFound(record.id));
+            }
+            Err(LoadError::Store(error)) => return Err(CompensationError::EventStore(error)),
+            Err(LoadError::Aggregate(error)) => error,
+        };
+        let (version, message) = error.unappliable_history().map_or(
+            (record.version, error.to_string()),
+            |(_, version, message)| (version, message.to_owned()),
+        );
+        aggregates
+            .quarantine
+            .quarantine(&record.aggregate_id, version, message.clone(), now);
+        let failure = FailedExecution {
+            consumer: record.consumer.clone(),
+            stage: record.stage,
+            aggregate_id: record.aggregate_id.clone(),
+            version: record.version,
+            stream_id: record.stream_id.clone(),
+            event_ids: record.event_ids.clone(),
+            error: ConsumerError::internal(message),
+        };
+        let retry = self
+            .dispatcher
+            .compensation()
+            .map(|(_, retry)| *retry)
+            .unwrap_or_default();
+        Ok(self.failures.record_failure(&failure, &retry, now).await?)
     }
 }

@@ -6,11 +6,15 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 use std::sync::Arc;
 
+use std::panic::AssertUnwindSafe;
+
 use async_trait::async_trait;
+use futures::FutureExt;
 use tokio::sync::mpsc;
 
 use super::EventDispatcher;
 use crate::eventsourcing::BoxError;
+use crate::panic::panic_message;
 use crate::DomainEventStream;
 
 /// Why a stream could not be published. The stream is appended all the same (SPEC ST-4):
@@ -38,7 +42,8 @@ pub trait DomainEventBus: Send + Sync + fmt::Debug {
 }
 
 /// An in-process [`DomainEventBus`]: partitions by aggregate so that one aggregate's streams
-/// reach consumers in version order, and runs an [`EventDispatcher`] per partition.
+/// reach consumers in version order, and runs an [`EventDispatcher`] per partition. A panic
+/// while dispatching one stream never ends a partition's worker (SPEC PX-1).
 pub struct InMemoryDomainEventBus {
     partitions: Vec<mpsc::UnboundedSender<Arc<DomainEventStream>>>,
     hasher: RandomState,
@@ -62,7 +67,15 @@ impl InMemoryDomainEventBus {
                 let dispatcher = dispatcher.clone();
                 tokio::spawn(async move {
                     while let Some(stream) = receiver.recv().await {
-                        dispatcher.dispatch(&stream).await;
+                        // SPEC PX-1: the dispatcher contains its consumers' panics; anything
+                        // else that panics fails this stream's delivery, not the worker
+                        // (catch-up delivers it again from the consumers' positions).
+                        if let Err(payload) = AssertUnwindSafe(dispatcher.dispatch(&stream))
+                            .catch_unwind()
+                            .await
+                        {
+                            tracing::error!(aggregate_id = %stream.aggregate_id, version = stream.version, panic = %panic_message(payload.as_ref()), "dispatching a stream panicked; the partition goes on");
+                        }
                     }
                 });
                 sender

@@ -1,7 +1,10 @@
 //! Runs every consumer of an appended stream, stage by stage, and signals each stage.
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use futures::FutureExt;
 use serde_json::{json, Value};
 
 use super::position_writer::PositionWriter;
@@ -10,6 +13,7 @@ use crate::command::{signal_wanted, CommandGateway, WaitNotifier};
 use crate::compensation::{CompensationStore, FailedExecution, RetrySpec};
 use crate::eventsourcing::Snapshotter;
 use crate::id::{Clock, SystemClock};
+use crate::panic::panic_message;
 use crate::saga::{Saga, SagaContext};
 use crate::{CommandResult, CommandStage, DomainEventStream, ErrorCode};
 
@@ -18,7 +22,10 @@ use crate::{CommandResult, CommandStage, DomainEventStream, ErrorCode};
 /// waiting caller (`SNAPSHOT`, `PROJECTED`, `EVENT_HANDLED`, `SAGA_HANDLED`).
 ///
 /// A consumer's failure fails its own signal and its stage (SPEC ST-5); later stages still
-/// run, and history is never touched. A stage with no consumers succeeds at once, so a wait
+/// run, and history is never touched. A consumer that panics (SPEC PX-1) fails that one
+/// delivery exactly as if it had returned an `InternalServerError` with the panic's message:
+/// it is recorded for compensation and retried later, and the consumer goes on receiving
+/// other streams. A stage with no consumers succeeds at once, so a wait
 /// for it does not hang.
 ///
 /// With a [`CompensationStore`], every failure is recorded durably for a later retry (SPEC
@@ -151,7 +158,7 @@ impl EventDispatcher {
     /// Runs every consumer on `stream` and signals each stage.
     pub async fn dispatch(&self, stream: &DomainEventStream) {
         let snapshot = match &self.snapshotter {
-            Some(snapshotter) => snapshotter.handle(stream).await,
+            Some(snapshotter) => guarded("snapshot", stream, snapshotter.handle(stream)).await,
             None => Ok(false),
         };
         let saved = json!({"saved": snapshot.as_ref().is_ok_and(|saved| *saved)});
@@ -177,7 +184,7 @@ impl EventDispatcher {
     ) {
         let mut first_failure = None;
         for consumer in consumers {
-            let outcome = consumer.handle(stream).await;
+            let outcome = guarded(consumer.name(), stream, consumer.handle(stream)).await;
             self.settle(consumer.name(), stage, stream, &outcome).await;
             if let Err(error) = &outcome {
                 first_failure.get_or_insert_with(|| error.clone());
@@ -304,7 +311,7 @@ impl EventDispatcher {
     ) -> Result<(), ConsumerError> {
         let (name, outcome) = match consumer {
             NamedConsumer::Projection(c) | NamedConsumer::Processor(c) => {
-                (c.name(), c.handle(stream).await)
+                (c.name(), guarded(c.name(), stream, c.handle(stream)).await)
             }
             NamedConsumer::Saga(saga) => {
                 (saga.name(), self.run_saga(saga.as_ref(), stream).await.1)
@@ -375,7 +382,7 @@ impl EventDispatcher {
         let mut sent = Vec::new();
         for event in &stream.body {
             let ctx = SagaContext::new(gateway, &event.id);
-            let outcome = saga.on_event(event, stream, &ctx).await;
+            let outcome = guarded(saga.name(), stream, saga.on_event(event, stream, &ctx)).await;
             sent.extend(ctx.into_sent());
             if outcome.is_err() {
                 return (sent, outcome);
@@ -415,5 +422,25 @@ impl EventDispatcher {
             result = result.with_function(function);
         }
         self.notifier.notify(result);
+    }
+}
+
+/// Runs one delivery of `stream` to `consumer`, turning a panic into that delivery's failure
+/// (SPEC PX-1): `InternalServerError` with the panic's message, logged at error level. The
+/// consumer's other deliveries are untouched.
+async fn guarded<T>(
+    consumer: &str,
+    stream: &DomainEventStream,
+    delivery: impl Future<Output = Result<T, ConsumerError>>,
+) -> Result<T, ConsumerError> {
+    match AssertUnwindSafe(delivery).catch_unwind().await {
+        Ok(outcome) => outcome,
+        Err(payload) => {
+            let message = panic_message(payload.as_ref());
+            tracing::error!(consumer, aggregate_id = %stream.aggregate_id, version = stream.version, panic = %message, "a consumer panicked; this delivery failed");
+            Err(ConsumerError::internal(format!(
+                "`{consumer}` panicked: {message}"
+            )))
+        }
     }
 }

@@ -1,0 +1,61 @@
+//! A `wow serve` process for the tests: started on a free port, stopped with SIGTERM.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+
+/// A `wow serve` process, killed if the test ends before it stopped it (a failed assertion).
+pub(crate) struct Served {
+    child: Option<Child>,
+    /// Where it listens, as its first line said.
+    pub(crate) address: String,
+    /// The rest of its standard output, kept open so that the server can still write.
+    pub(crate) stdout: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Served {
+    /// Starts `wow serve ARGS` with `env`, and waits for its `listening on` line.
+    pub(crate) fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wow"))
+            .arg("serve")
+            .args(args)
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        // Owned by the guard from here on, so a failed start still kills the process.
+        let mut served = Self {
+            child: Some(child),
+            address: String::new(),
+            stdout,
+        };
+        let first = served.stdout.next().expect("a line").unwrap();
+        served.address = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+            .to_owned();
+        served
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub(crate) fn stop(mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let killed = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        child.wait().unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -1,0 +1,447 @@
+//! The operations of the service's own routes: commands, the reads of an aggregate, health,
+//! metrics, this document and compensation, each with every answer it can give.
+
+use serde_json::{json, Map, Value};
+use wow_core::command::{CommandInfo, CommandKind};
+use wow_core::CommandStage;
+
+use super::bounds::{any_case, id_schema, request_id_schema, tenant_schema, whole_number_text};
+use crate::HttpConfig;
+
+fn header(name: &str, description: &str, schema: Value) -> Value {
+    json!({"name": name, "in": "header", "required": false, "description": description, "schema": schema})
+}
+
+pub(super) fn path_param(name: &str, description: &str, schema: Value) -> Value {
+    json!({"name": name, "in": "path", "required": true, "description": description, "schema": schema})
+}
+
+fn tenant_header() -> Value {
+    header(
+        "Command-Tenant-Id",
+        "The tenant (default `(0)`): the rules of an aggregate id; 400 IllegalArgument otherwise. Not read when bearer auth is on: the token decides the tenant.",
+        tenant_schema(),
+    )
+}
+
+fn aggregate_id_param() -> Value {
+    path_param("id", "The aggregate id.", id_schema())
+}
+
+/// The headers every command route reads; the wait stage depends on the command's kind.
+fn command_headers(kind: CommandKind, config: &HttpConfig) -> Vec<Value> {
+    let stage = if kind == CommandKind::Void {
+        header(
+            "Command-Wait-Stage",
+            "A void command is handled by no aggregate: only SENT can be awaited, and it is the default. A later stage is a 400 IllegalArgument. Void commands are at-least-once: their consumers must be idempotent.",
+            json!({"type": "string", "enum": ["SENT"], "default": "SENT"}),
+        )
+    } else {
+        let stages: Vec<&str> = CommandStage::ALL.iter().map(|s| s.as_str()).collect();
+        header(
+            "Command-Wait-Stage",
+            "The stage to wait for.",
+            json!({"type": "string", "enum": stages, "default": "PROCESSED"}),
+        )
+    };
+    let max_wait = u64::try_from(config.max_wait_timeout.as_millis()).unwrap_or(u64::MAX);
+    let default_wait = u64::try_from(config.default_wait_timeout.as_millis()).unwrap_or(max_wait);
+    vec![
+        header(
+            "Command-Request-Id",
+            "The business intent; resend with the same value (1-128 bytes of visible ASCII; default: the command id). A resend of an intent already decided gets the original decision: 409 DuplicateRequestId for an appended one, the original rejection (its status, code and message, header Wow-Replayed: true) for a rejected one; the same request id with another body is 409 RequestIdReused.",
+            request_id_schema(),
+        ),
+        stage,
+        header(
+            "Command-Wait-Timeout",
+            &format!("Milliseconds to wait (default {default_wait}); past it the answer is 408 RequestTimeout (outcome unknown: look it up by request id)."),
+            whole_number_text(1, max_wait),
+        ),
+        header(
+            "Command-Aggregate-Version",
+            "The version the aggregate must be at; another is 409 CommandExpectVersionConflict.",
+            whole_number_text(0, u64::MAX),
+        ),
+        tenant_header(),
+    ]
+}
+
+/// A JSON answer whose body is the component schema `schema`, with `headers`.
+fn answer(description: &str, schema: &str, headers: Map<String, Value>) -> Value {
+    json!({"description": description, "headers": headers,
+        "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
+}
+
+fn error_code_header() -> (String, Value) {
+    (
+        "Wow-Error-Code".to_owned(),
+        json!({"description": "The answer's error code (`Ok` on success), as in the body", "required": true, "schema": {"type": "string"}}),
+    )
+}
+
+fn replayed_header() -> (String, Value) {
+    (
+        "Wow-Replayed".to_owned(),
+        json!({"description": "`true` when the answer replays the decision recorded for the request id (SPEC ID-6)", "schema": {"type": "string", "enum": ["true"]}}),
+    )
+}
+
+/// A command's answer: a `CommandResult` with `Wow-Error-Code`, and `Wow-Replayed` when
+/// the status can replay a recorded rejection.
+fn result(description: &str, replayable: bool) -> Value {
+    let mut headers: Map<String, Value> = [error_code_header()].into_iter().collect();
+    if replayable {
+        headers.extend([replayed_header()]);
+    }
+    answer(description, "CommandResult", headers)
+}
+
+/// An error answer of a route that is not a command: `{errorCode, errorMsg}` with
+/// `Wow-Error-Code`.
+pub(super) fn error(description: &str) -> Value {
+    answer(
+        description,
+        "Error",
+        [error_code_header()].into_iter().collect(),
+    )
+}
+
+/// The answers of a command route of `kind`.
+fn command_responses(kind: CommandKind) -> Map<String, Value> {
+    let mut ok = result(
+        if kind == CommandKind::Void {
+            "The result at SENT: the bus accepted it"
+        } else {
+            "The result at the awaited stage"
+        },
+        false,
+    );
+    if kind != CommandKind::Void {
+        ok["content"]["text/event-stream"] = json!({"schema": {"type": "string", "description": "With `Accept: text/event-stream`: one event per stage, `id` the result's id, `event` the stage, `data` the CommandResult as JSON"}});
+    }
+    let mut responses = Map::new();
+    responses.insert("200".to_owned(), ok);
+    responses.insert("400".to_owned(), result("Invalid input, nothing recorded: CommandValidation (bindingErrors name the fields), IllegalArgument (a header or the id breaks its rule), BadRequest (the body is not JSON, repeats a key, or has not the payload's shape)", false));
+    if !matches!(
+        kind,
+        CommandKind::Create | CommandKind::AllowCreate | CommandKind::Void
+    ) {
+        responses.insert(
+            "404".to_owned(),
+            result(
+                "NotFound: the aggregate does not exist (or is another tenant's); also a replayed NotFound",
+                true,
+            ),
+        );
+    }
+    responses.insert(
+        "408".to_owned(),
+        result(
+            "RequestTimeout: the wait expired, the outcome is unknown: look it up by request id. Or BadRequest: the body did not arrive within the server's body read timeout (the command was not sent)",
+            false,
+        ),
+    );
+    responses.insert(
+        "413".to_owned(),
+        result(
+            "BadRequest: the body is longer than the body limit (refused before it is read when Content-Length announces it); nothing recorded",
+            false,
+        ),
+    );
+    responses.insert("409".to_owned(), result("A conflict: DuplicateRequestId (with the original version and result.originalCommandId), RequestIdReused, EventVersionConflict, DuplicateAggregateId, CommandExpectVersionConflict (also replayed)", true));
+    if kind != CommandKind::Void {
+        responses.insert("422".to_owned(), result("A business rule of the domain, under its own code (also replayed for a resend of a rejected intent, with result.originalCommandId)", true));
+    }
+    responses.insert(
+        "500".to_owned(),
+        result(
+            "InternalServerError: a fault in the service; the outcome is unknown: look it up",
+            false,
+        ),
+    );
+    responses.insert(
+        "503".to_owned(),
+        result(
+            "ServiceUnavailable: bus or store unreachable; the outcome is unknown: look it up",
+            false,
+        ),
+    );
+    responses
+}
+
+/// `POST /{aggregate}/{id}/{command}`, or `POST /{aggregate}/{command}` when `with_id` is false.
+pub(super) fn command_operation(
+    aggregate: &str,
+    command: &CommandInfo,
+    with_id: bool,
+    config: &HttpConfig,
+) -> Value {
+    let mut parameters = Vec::new();
+    let (operation_id, summary) = if with_id {
+        parameters.push(aggregate_id_param());
+        (
+            format!("{aggregate}.{}", command.name),
+            format!("{aggregate} `{}` ({:?})", command.name, command.kind),
+        )
+    } else {
+        parameters.push(header(
+            "Command-Aggregate-Id",
+            "The new aggregate's id (the rules of an aggregate id; 400 IllegalArgument otherwise). Without it and with a Command-Request-Id, the id is derived from (tenant, aggregate name, request id), so a resend reaches the same aggregate and is answered 409 DuplicateRequestId with the original version, never opening a second aggregate; with neither header, the server makes a fresh id (and a resend would open another aggregate).",
+            id_schema(),
+        ));
+        (
+            format!("{aggregate}.{}.without_id", command.name),
+            format!(
+                "{aggregate} `{}` ({:?}), the id from a header, the request id or the server",
+                command.name, command.kind
+            ),
+        )
+    };
+    parameters.extend(command_headers(command.kind, config));
+    let schema = (command.schema)();
+    // An empty body is `{}`: it can be left out only when the payload requires no field.
+    let body_required = schema["required"]
+        .as_array()
+        .is_some_and(|required| !required.is_empty());
+    json!({"post": {
+        "operationId": operation_id,
+        "summary": summary,
+        "x-command-kind": command.kind,
+        "parameters": parameters,
+        "requestBody": {"required": body_required, "description": format!("The command's payload as JSON (an empty body is `{{}}`), at most {} bytes (413 above)", config.body_limit), "content": {"application/json": {"schema": schema}}},
+        "responses": command_responses(command.kind),
+    }})
+}
+
+/// The answers every read of an aggregate can give besides its own.
+fn read_errors(responses: &mut Map<String, Value>, not_found: &str) {
+    responses.insert(
+        "400".to_owned(),
+        error("IllegalArgument: Command-Tenant-Id breaks the rules of an id, or an argument is malformed"),
+    );
+    responses.insert("404".to_owned(), error(not_found));
+    responses.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: the store cannot be read"),
+    );
+}
+
+/// `GET /{aggregate}/{id}/state`.
+pub(super) fn state_path(aggregate: &str) -> Value {
+    let mut responses = Map::new();
+    responses.insert(
+        "200".to_owned(),
+        json!({"description": "The aggregate's current state", "content": {"application/json": {"schema": {
+            "type": "object", "required": ["aggregateId", "version", "state"],
+            "properties": {"aggregateId": {"type": "string"}, "version": {"type": "integer", "minimum": 1}, "state": {}}}}}}),
+    );
+    read_errors(
+        &mut responses,
+        "NotFound: no such aggregate (or another tenant's, or an id that breaks the rules)",
+    );
+    json!({"get": {
+        "operationId": format!("{aggregate}.state"),
+        "summary": format!("The state of one {aggregate}: {{aggregateId, version, state}}"),
+        "parameters": [aggregate_id_param(), tenant_header()],
+        "responses": responses,
+    }})
+}
+
+/// `GET /{aggregate}/{id}/event/{head}/{tail}`.
+pub(super) fn events_path(aggregate: &str) -> Value {
+    let version = |name: &str, what: &str| {
+        path_param(
+            name,
+            what,
+            json!({"type": "integer", "minimum": 1, "maximum": u64::MAX}),
+        )
+    };
+    let mut responses = Map::new();
+    responses.insert(
+        "200".to_owned(),
+        json!({"description": "The streams with versions in head..=tail, in version order (empty for an aggregate that does not exist)", "content": {"application/json": {"schema": {
+            "type": "array", "items": {"$ref": "#/components/schemas/DomainEventStream"}}}}}),
+    );
+    read_errors(
+        &mut responses,
+        "NotFound: another tenant's aggregate, or an id that breaks the rules",
+    );
+    responses.insert(
+        "400".to_owned(),
+        error(
+            "IllegalArgument: head is above tail, or Command-Tenant-Id breaks the rules of an id",
+        ),
+    );
+    json!({"get": {
+        "operationId": format!("{aggregate}.events"),
+        "summary": format!("The event streams of one {aggregate}, in version order"),
+        "parameters": [
+            aggregate_id_param(),
+            version("head", "The first version (from 1); at most tail, else 400 IllegalArgument."),
+            version("tail", "The last version."),
+            tenant_header(),
+        ],
+        "responses": responses,
+    }})
+}
+
+/// `GET /{aggregate}/{id}/requests/{requestId}` (SPEC TO-1).
+pub(super) fn look_up_path(aggregate: &str) -> Value {
+    let object = |status: &str, mut properties: Map<String, Value>| {
+        properties.insert(
+            "status".to_owned(),
+            json!({"type": "string", "enum": [status]}),
+        );
+        let required: Vec<&String> = properties.keys().collect();
+        json!({"type": "object", "required": required, "properties": properties})
+    };
+    let fields = |names: &[(&str, Value)]| -> Map<String, Value> {
+        names
+            .iter()
+            .map(|(name, schema)| ((*name).to_owned(), schema.clone()))
+            .collect()
+    };
+    let (string, integer) = (json!({"type": "string"}), json!({"type": "integer"}));
+    let content = |schema: Value| json!({"application/json": {"schema": schema}});
+    let appended = object(
+        "APPENDED",
+        fields(&[
+            ("version", integer.clone()),
+            ("commandId", string.clone()),
+            ("createTime", integer.clone()),
+            (
+                "stream",
+                json!({"$ref": "#/components/schemas/DomainEventStream"}),
+            ),
+        ]),
+    );
+    let rejected = object(
+        "REJECTED",
+        fields(&[
+            ("errorCode", string.clone()),
+            ("errorMsg", string.clone()),
+            ("commandId", string.clone()),
+            ("createTime", integer.clone()),
+            ("version", integer),
+        ]),
+    );
+    // The look-up's UNKNOWN, or the connection limit's `{errorCode, errorMsg}` (no status).
+    let unknown = json!({"type": "object", "required": ["errorCode", "errorMsg"], "properties": {
+        "status": {"type": "string", "enum": ["UNKNOWN"]}, "errorCode": string, "errorMsg": string}});
+    // NONE, or NotFound `{errorCode, errorMsg}` for an aggregate id that breaks the rules.
+    let none = json!({"type": "object", "properties": {
+            "status": {"type": "string", "enum": ["NONE"]}, "errorCode": string, "errorMsg": string},
+        "anyOf": [{"required": ["status"]}, {"required": ["errorCode", "errorMsg"]}]});
+    let mut responses = Map::new();
+    responses.insert("200".to_owned(), json!({"description": "A final decision. APPENDED: the intent took effect (version, command id, the stream); never resend it as a new intent. REJECTED: refused for good (code, message, the version it was decided on); a resend gets the same answer.", "content": content(json!({"oneOf": [appended, rejected]}))}));
+    responses.insert("202".to_owned(), json!({"description": "IN_FLIGHT: this node holds the request and has not decided yet; wait, then look again", "content": content(object("IN_FLIGHT", Map::new()))}));
+    responses.insert(
+        "400".to_owned(),
+        error("IllegalArgument: Command-Tenant-Id breaks the rules of an id"),
+    );
+    let (code_name, code) = error_code_header();
+    let optional_code = json!({code_name.clone(): {"description": "NotFound when the aggregate id breaks the rules; absent with NONE", "schema": {"type": "string"}}});
+    responses.insert("404".to_owned(), json!({"description": "NONE: no decision is recorded and this node does not hold it (or the aggregate id breaks the rules: NotFound); resending with the same request id is safe", "headers": optional_code, "content": content(none)}));
+    responses.insert("503".to_owned(), json!({"description": "UNKNOWN: history cannot be asked, or an appended stream cannot be read; stay unknown and escalate, never resend under a new request id; or ServiceUnavailable without a status: the server is at its connection limit", "headers": {code_name: code}, "content": content(unknown)}));
+    json!({"get": {
+        "operationId": format!("{aggregate}.outcome"),
+        "summary": "What became of a request id in this aggregate (SPEC TO-1)",
+        "parameters": [
+            aggregate_id_param(),
+            path_param("requestId", "The request id, percent-encoded as one path segment (a saga's request ids hold `/`).", json!({"type": "string", "minLength": 1})),
+            tenant_header(),
+        ],
+        "responses": responses,
+    }})
+}
+
+/// The routes of the service itself: health, metrics, this document, compensation.
+pub(super) fn service_paths(paths: &mut Map<String, Value>) {
+    let public = |operation_id: &str, summary: &str, ok: Value| json!({"get": {"operationId": operation_id, "summary": summary, "security": [], "responses": {"200": ok}}});
+    let quarantined = json!({"type": "object",
+        "required": ["contextName", "aggregateName", "aggregateId", "tenantId", "version", "message", "since"],
+        "properties": {"contextName": {"type": "string"}, "aggregateName": {"type": "string"},
+            "aggregateId": {"type": "string"}, "tenantId": {"type": "string"},
+            "version": {"type": "integer"}, "message": {"type": "string"}, "since": {"type": "integer"}}});
+    paths.insert(
+        "/health".to_owned(),
+        json!({"get": {
+            "operationId": "service.health",
+            "summary": "Whether the service is up (always UP while it answers); the quarantined aggregates (SPEC PX-1) in details: the count of all, the list of the caller's tenant's when it names one (a token, or Command-Tenant-Id), else of all",
+            OPTIONAL_AUTH: true,
+            "parameters": [header("Command-Tenant-Id", "Narrows details.quarantined to this tenant's (not read when bearer auth is on; any value is taken, one that is no tenant's lists none)", json!({"type": "string"}))],
+            "responses": {"200": {"description": "Up", "content": {"application/json": {"schema": {
+                "type": "object", "required": ["status"], "properties": {
+                    "status": {"type": "string", "enum": ["UP"]},
+                    "details": {"type": "object", "required": ["quarantinedCount", "quarantined"], "properties": {
+                        "quarantinedCount": {"type": "integer", "minimum": 0},
+                        "quarantined": {"type": "array", "items": quarantined}}}}}}}}},
+        }}),
+    );
+    paths.insert(
+        "/metrics".to_owned(),
+        public(
+            "service.metrics",
+            "Prometheus text: commands by stage and code, latency, duplicates",
+            json!({"description": "The Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}),
+        ),
+    );
+    paths.insert(
+        "/openapi.json".to_owned(),
+        public(
+            "service.openapi",
+            "This document",
+            json!({"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}),
+        ),
+    );
+    let no_compensation = "NotFound: no such record, or this service records no consumer failures";
+    let mut list = Map::new();
+    list.insert("200".to_owned(), json!({"description": "ExecutionFailed records, in the order first recorded", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ExecutionFailed"}}}}}));
+    list.insert(
+        "400".to_owned(),
+        error("BadRequest: a bad filter (status, limit, an unknown parameter), or IllegalArgument: a bad Command-Tenant-Id"),
+    );
+    list.insert("404".to_owned(), error(no_compensation));
+    list.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: the store cannot be read"),
+    );
+    paths.insert("/compensation/failures".to_owned(), json!({"get": {
+        "operationId": "compensation.failures",
+        "summary": "Recorded consumer failures (event compensation), in the order first recorded; the caller's tenant's only when a tenant is named",
+        "parameters": [
+            {"name": "status", "in": "query", "description": "FAILED, EXHAUSTED or SUCCEEDED (any case)", "schema": {"type": "string", "pattern": any_case(&["FAILED", "EXHAUSTED", "SUCCEEDED"])}},
+            {"name": "consumer", "in": "query", "schema": {"type": "string"}},
+            {"name": "after", "in": "query", "description": "The last id of the previous page", "schema": {"type": "string"}},
+            {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
+            tenant_header(),
+        ],
+        "responses": list,
+    }}));
+    let mut retry = Map::new();
+    retry.insert("200".to_owned(), json!({"description": "The record after the retry: SUCCEEDED, or one attempt more", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionFailed"}}}}));
+    retry.insert(
+        "400".to_owned(),
+        error("IllegalArgument: Command-Tenant-Id breaks the rules of an id"),
+    );
+    retry.insert("404".to_owned(), error(no_compensation));
+    retry.insert(
+        "409".to_owned(),
+        error("IllegalState: its consumer or stream is gone"),
+    );
+    retry.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: a store cannot be reached"),
+    );
+    paths.insert("/compensation/failures/{id}/retry".to_owned(), json!({"post": {
+        "operationId": "compensation.retry",
+        "summary": "Runs exactly the recorded consumer on exactly the recorded stream again",
+        "parameters": [path_param("id", "The record's id.", json!({"type": "string", "minLength": 1})), tenant_header()],
+        "responses": retry,
+    }}));
+}
+
+/// The marker of an operation whose caller may, but need not, present a token (auth on):
+/// it reads the tenant from one when given and never answers 401. Removed by [`complete`].
+pub(super) const OPTIONAL_AUTH: &str = "x-wow-optional-auth";

@@ -1,0 +1,153 @@
+//! How long and how much a client may take of the server.
+
+use std::time::Duration;
+
+/// The bounds [`serve`](crate::serve) holds every connection to, so that a slow, silent or
+/// greedy client holds a socket for seconds, not for ever. Plain values; `Default` gives the
+/// documented defaults, and [`ServerLimits::validate`] says whether a set is usable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// How long a connection may take to send a request's head (request line and headers),
+    /// counted from when the server starts waiting for it: from the accept on a new
+    /// connection, from the end of the previous answer on a keep-alive one. So it also bounds
+    /// an idle keep-alive connection. Past it the connection is closed without an answer.
+    /// Default 5 s.
+    pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive in full, counted from when the handler
+    /// starts reading it (a total, not a per-chunk bound: a body trickled one byte at a time
+    /// is cut off too). Past it a command is answered 408 with `errorCode` `BadRequest` and
+    /// the connection is closed. Default 10 s.
+    pub body_read_timeout: Duration,
+    /// The longest header value (or name) accepted, in bytes: a request with a longer one is
+    /// answered 431 with a body that names the header. The whole head (request line and every
+    /// header) may take 16 times this, at least 64 KiB; a longer head gets hyper's own 431
+    /// without a body, and the connection is closed. Default 16 KiB (so a head of 256 KiB).
+    pub max_header_bytes: usize,
+    /// Connections served at once. One more is answered 503 `ServiceUnavailable` (after its
+    /// request head arrives) and closed. Default 1024.
+    pub max_connections: usize,
+    /// After the shutdown signal, how long the requests in flight may take to finish; the
+    /// connections still open then are dropped. Default 30 s.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(5),
+            body_read_timeout: Duration::from_secs(10),
+            max_header_bytes: 16 * 1024,
+            max_connections: 1024,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The smallest bound on a whole request head, whatever `max_header_bytes` says.
+const MIN_HEAD_BYTES: usize = 64 * 1024;
+
+/// How many times `max_header_bytes` a whole request head may take.
+const HEAD_PER_HEADER: usize = 16;
+
+/// A limit that cannot be served with: fix the setting it names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidLimits {
+    /// The named limit is zero: it would refuse or cut off every request.
+    #[error("{0} must be more than zero")]
+    Zero(&'static str),
+    /// The named timeout is longer than [`MAX_READ_TIMEOUT`] (a day), past what the clock
+    /// can count from now.
+    #[error("{0} must be at most a day")]
+    TooLong(&'static str),
+}
+
+/// The longest read timeout accepted.
+pub const MAX_READ_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
+impl ServerLimits {
+    /// `Ok` when every limit can be served with: the read timeouts, `max_header_bytes` and
+    /// `max_connections` are above zero (`shutdown_grace` may be zero: stop at once), and
+    /// the read timeouts at most [`MAX_READ_TIMEOUT`].
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidLimits::Zero`] naming the first limit that is zero, else
+    /// [`InvalidLimits::TooLong`] naming the first timeout that is too long.
+    pub fn validate(&self) -> Result<(), InvalidLimits> {
+        let zeros = [
+            ("header_read_timeout", self.header_read_timeout.is_zero()),
+            ("body_read_timeout", self.body_read_timeout.is_zero()),
+            ("max_header_bytes", self.max_header_bytes == 0),
+            ("max_connections", self.max_connections == 0),
+        ];
+        if let Some((name, _)) = zeros.iter().find(|(_, zero)| *zero) {
+            return Err(InvalidLimits::Zero(name));
+        }
+        let timeouts = [
+            ("header_read_timeout", self.header_read_timeout),
+            ("body_read_timeout", self.body_read_timeout),
+        ];
+        match timeouts
+            .iter()
+            .find(|(_, timeout)| *timeout > MAX_READ_TIMEOUT)
+        {
+            Some((name, _)) => Err(InvalidLimits::TooLong(name)),
+            None => Ok(()),
+        }
+    }
+
+    /// The bound on a whole request head (request line and headers), which is also hyper's
+    /// read buffer: comfortably above `max_header_bytes`, so that one long header is answered
+    /// with the 431 that names it rather than hyper's bare one.
+    pub(crate) fn head_bytes(&self) -> usize {
+        self.max_header_bytes
+            .saturating_mul(HEAD_PER_HEADER)
+            .max(MIN_HEAD_BYTES)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_leave_room_for_the_explained_431() {
+        let limits = ServerLimits::default();
+        assert_eq!(limits.validate(), Ok(()));
+        assert_eq!(limits.head_bytes(), 256 * 1024);
+        assert!(
+            limits.head_bytes() > 200 * 1024,
+            "a 200 KB header is answered by name"
+        );
+    }
+
+    #[test]
+    fn a_zero_limit_is_named() {
+        let limits = ServerLimits {
+            max_connections: 0,
+            ..ServerLimits::default()
+        };
+        assert_eq!(
+            limits.validate(),
+            Err(InvalidLimits::Zero("max_connections"))
+        );
+        let tiny = ServerLimits {
+            max_header_bytes: 1,
+            ..ServerLimits::default()
+        };
+        assert_eq!(
+            tiny.head_bytes(),
+            MIN_HEAD_BYTES,
+            "hyper needs at least 8 KiB"
+        );
+        let forever = ServerLimits {
+            header_read_timeout: Duration::from_millis(u64::MAX),
+            ..ServerLimits::default()
+        };
+        assert_eq!(
+            forever.validate(),
+            Err(InvalidLimits::TooLong("header_read_timeout"))
+        );
+    }
+}

@@ -1,0 +1,388 @@
+//! `/openapi.json` is complete and honest: every route the router answers is in it, every
+//! route in it is answered by a route, every path parameter is declared, the server's limits
+//! are schema bounds, the bearer scheme is there exactly when auth is on, and commands only
+//! sagas send and the history of void-only aggregates are not. (`.ci/schemathesis.sh` fuzzes
+//! the running service against the same document.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use reqwest::{Client, Method};
+use serde_json::{json, Map, Value};
+use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
+use wow_example_bank::Bank;
+use wow_http::{router, HttpConfig, HttpState};
+
+/// The routes `router` answers for the bank, plus the domain's view, as the document must
+/// list them.
+const EXPECTED_PATHS: [&str; 17] = [
+    "/account/open",
+    "/account/{id}/check",
+    "/account/{id}/deposit",
+    "/account/{id}/event/{head}/{tail}",
+    "/account/{id}/freeze",
+    "/account/{id}/open",
+    "/account/{id}/requests/{requestId}",
+    "/account/{id}/state",
+    "/account/{id}/transfer",
+    "/account/{id}/view",
+    "/account/{id}/withdraw",
+    "/audit/{id}/note",
+    "/compensation/failures",
+    "/compensation/failures/{id}/retry",
+    "/health",
+    "/metrics",
+    "/openapi.json",
+];
+
+/// The operations that need no token when auth is on (`/health` takes one optionally).
+const PUBLIC: [&str; 3] = ["/health", "/metrics", "/openapi.json"];
+
+/// A domain's own read route, as `wow serve` merges the bank's view: it answers with an error
+/// body that names its code but sets no header, which the router must add.
+fn domain_routes() -> Router {
+    Router::new().route(
+        "/account/{id}/view",
+        get(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                Json(json!({"errorCode": "NotFound", "errorMsg": "no such account"})),
+            )
+        }),
+    )
+}
+
+struct Service {
+    base: String,
+    client: Client,
+    _bank: Bank,
+}
+
+async fn service(config: HttpConfig) -> Service {
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let bank = Bank::start(store, None).await.unwrap();
+    let state = HttpState::new(&bank.pipeline, None, config)
+        .with_openapi_paths(wow_example_bank::api::openapi_paths());
+    let app = router(state).merge(domain_routes());
+    let app = wow_http::error_fallbacks(app, bank.pipeline.gateway.registry());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Service {
+        base,
+        client: Client::new(),
+        _bank: bank,
+    }
+}
+
+fn with_auth() -> HttpConfig {
+    HttpConfig {
+        auth_tokens: HashMap::from([("ta".to_owned(), "tenant-a".to_owned())]),
+        ..HttpConfig::default()
+    }
+}
+
+impl Service {
+    async fn document(&self) -> Value {
+        let response = self
+            .client
+            .get(format!("{}/openapi.json", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        response.json().await.unwrap()
+    }
+}
+
+/// Every operation of `document`: (path, method, operation).
+fn operations(document: &Value) -> Vec<(String, String, Value)> {
+    let paths = document["paths"].as_object().expect("paths");
+    paths
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .expect("a path item")
+                .iter()
+                .map(|(method, operation)| (path.clone(), method.clone(), operation.clone()))
+        })
+        .collect()
+}
+
+fn parameter<'o>(operation: &'o Value, location: &str, name: &str) -> Option<&'o Value> {
+    operation["parameters"]
+        .as_array()?
+        .iter()
+        .find(|p| p["in"] == location && p["name"] == name)
+}
+
+#[tokio::test]
+async fn every_route_the_router_answers_is_in_the_document_and_nothing_else() {
+    let s = service(HttpConfig::default()).await;
+    let document = s.document().await;
+    let listed: BTreeSet<&str> = document["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(listed, BTreeSet::from(EXPECTED_PATHS));
+}
+
+#[tokio::test]
+async fn every_documented_operation_is_answered_by_a_route() {
+    let s = service(HttpConfig::default()).await;
+    for (path, method, _) in operations(&s.document().await) {
+        let concrete = path
+            .replace("{id}", "acc-1")
+            .replace("{head}", "1")
+            .replace("{tail}", "2")
+            .replace("{requestId}", "r-1");
+        let method = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+        let response = s
+            .client
+            .request(method.clone(), format!("{}{concrete}", s.base))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        let fallback = body["errorMsg"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("no route answers"));
+        assert!(!fallback, "{method} {path} is answered by no route: {body}");
+    }
+}
+
+#[tokio::test]
+async fn every_path_parameter_is_declared_as_a_required_path_parameter() {
+    for config in [HttpConfig::default(), with_auth()] {
+        let s = service(config).await;
+        for (path, method, operation) in operations(&s.document().await) {
+            let names: Vec<&str> = path
+                .split('/')
+                .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+                .collect();
+            for name in &names {
+                let declared = parameter(&operation, "path", name)
+                    .unwrap_or_else(|| panic!("{method} {path}: `{name}` is not declared"));
+                assert_eq!(declared["required"], true, "{method} {path}: {name}");
+                assert!(declared["schema"].is_object(), "{method} {path}: {name}");
+            }
+            let declared = operation["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["in"] == "path")
+                .count();
+            assert_eq!(
+                declared,
+                names.len(),
+                "{method} {path}: no extra path parameter"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_server_limits_are_schema_bounds() {
+    let config = HttpConfig::default();
+    let max_wait = config.max_wait_timeout.as_millis() as u64;
+    let s = service(config).await;
+    let document = s.document().await;
+    let deposit = &document["paths"]["/account/{id}/deposit"]["post"];
+    let id = &parameter(deposit, "path", "id").unwrap()["schema"];
+    assert_eq!(
+        (id["minLength"].as_u64(), id["maxLength"].as_u64()),
+        (Some(1), Some(128))
+    );
+    assert_eq!(id["pattern"], "^[A-Za-z0-9._:-]+$");
+    let header = |name: &str| &parameter(deposit, "header", name).unwrap()["schema"];
+    // Whole numbers in headers are text with a pattern that states the range exactly.
+    let pattern = |name: &str| header(name)["pattern"].as_str().unwrap().to_owned();
+    let timeout = pattern("Command-Wait-Timeout");
+    assert!(timeout.starts_with("^\\+?0*([1-9]|"), "from 1: {timeout}");
+    assert!(
+        timeout.ends_with(&format!("|{max_wait})$")),
+        "to {max_wait}: {timeout}"
+    );
+    let version = pattern("Command-Aggregate-Version");
+    assert!(version.starts_with("^\\+?0*([0-9]|"), "from 0: {version}");
+    assert!(
+        version.ends_with("|1844674407370955161[0-5])$"),
+        "to u64::MAX: {version}"
+    );
+    let request_id = header("Command-Request-Id");
+    assert_eq!(
+        (
+            request_id["minLength"].as_u64(),
+            request_id["maxLength"].as_u64()
+        ),
+        (Some(1), Some(128))
+    );
+    let tenant = header("Command-Tenant-Id");
+    assert_eq!(tenant["maxLength"].as_u64(), Some(128));
+    assert!(tenant["pattern"]
+        .as_str()
+        .unwrap()
+        .contains("[A-Za-z0-9._:-]+"));
+    let created = &document["paths"]["/account/open"]["post"];
+    let named = &parameter(created, "header", "Command-Aggregate-Id").unwrap()["schema"];
+    assert_eq!(named["pattern"], "^[A-Za-z0-9._:-]+$");
+    let stages = &parameter(
+        &document["paths"]["/audit/{id}/note"]["post"],
+        "header",
+        "Command-Wait-Stage",
+    )
+    .unwrap()["schema"]["enum"];
+    assert_eq!(*stages, json!(["SENT"]), "a void command awaits SENT only");
+}
+
+#[tokio::test]
+async fn commands_only_sagas_send_are_not_in_the_document() {
+    let s = service(HttpConfig::default()).await;
+    let document = s.document().await;
+    let paths: Vec<&String> = document["paths"].as_object().unwrap().keys().collect();
+    for internal in ["receive_transfer", "confirm_transfer", "cancel_transfer"] {
+        assert!(
+            !paths.iter().any(|p| p.contains(internal)),
+            "{internal} is not routed, so not listed"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_aggregate_of_void_commands_has_no_history_routes() {
+    let s = service(HttpConfig::default()).await;
+    let document = s.document().await;
+    let paths = document["paths"].as_object().unwrap();
+    assert!(paths.contains_key("/audit/{id}/note"));
+    let audit: Vec<&String> = paths.keys().filter(|p| p.starts_with("/audit/")).collect();
+    assert_eq!(audit, ["/audit/{id}/note"], "no state, events or look-up");
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_there_exactly_when_auth_is_on() {
+    let off = service(HttpConfig::default()).await.document().await;
+    assert!(off["components"]["securitySchemes"].is_null());
+    for (path, method, operation) in operations(&off) {
+        assert!(operation["security"].is_null(), "{method} {path}");
+        assert!(operation["responses"]["401"].is_null(), "{method} {path}");
+    }
+    assert!(parameter(
+        &off["paths"]["/account/{id}/state"]["get"],
+        "header",
+        "Command-Tenant-Id"
+    )
+    .is_some());
+
+    let on = service(with_auth()).await.document().await;
+    assert_eq!(
+        on["components"]["securitySchemes"]["bearer"],
+        json!({"type": "http", "scheme": "bearer", "description": on["components"]["securitySchemes"]["bearer"]["description"]})
+    );
+    for (path, method, operation) in operations(&on) {
+        assert!(
+            parameter(&operation, "header", "Command-Tenant-Id").is_none(),
+            "{method} {path}: the token decides the tenant"
+        );
+        if path == "/health" {
+            assert_eq!(
+                operation["security"],
+                json!([{}, {"bearer": []}]),
+                "optional"
+            );
+            assert!(operation["responses"]["401"].is_null());
+        } else if PUBLIC.contains(&path.as_str()) {
+            assert!(operation["security"].is_null(), "{method} {path}");
+            assert!(operation["responses"]["401"].is_null(), "{method} {path}");
+        } else {
+            assert_eq!(
+                operation["security"],
+                json!([{"bearer": []}]),
+                "{method} {path}"
+            );
+            let unauthorized = &operation["responses"]["401"];
+            assert!(
+                unauthorized["headers"]["WWW-Authenticate"].is_object(),
+                "{method} {path}: {unauthorized}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_error_answer_has_a_body_schema_and_the_error_code_header() {
+    let document = service(with_auth()).await.document().await;
+    let schemas = document["components"]["schemas"].as_object().unwrap();
+    for (path, method, operation) in operations(&document) {
+        let responses: &Map<String, Value> = operation["responses"].as_object().unwrap();
+        let command = operation["x-command-kind"].is_string();
+        let expected: &[&str] = if command {
+            &["400", "401", "408", "409", "413", "431", "500", "503"]
+        } else {
+            &["400", "431", "500", "503"]
+        };
+        for status in expected {
+            assert!(responses.contains_key(*status), "{method} {path}: {status}");
+        }
+        for (status, answer) in responses {
+            // hyper's own refusals (a bare 400, 414) carry no body; no route answers them.
+            let bare = answer["content"].is_null();
+            if status.starts_with('2') || bare {
+                continue;
+            }
+            let schema = &answer["content"]["application/json"]["schema"];
+            assert!(!schema.is_null(), "{method} {path} {status}: a body schema");
+            if path.ends_with("/requests/{requestId}") && status == "404" {
+                continue; // NONE is an answer of the look-up, not an error: no code
+            }
+            assert_eq!(
+                answer["headers"]["Wow-Error-Code"]["required"], true,
+                "{method} {path} {status}"
+            );
+        }
+    }
+    let result = &schemas["CommandResult"];
+    for field in [
+        "errorCode",
+        "errorMsg",
+        "aggregateId",
+        "requestId",
+        "stage",
+        "succeeded",
+    ] {
+        assert!(
+            result["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(field)),
+            "{field}"
+        );
+    }
+    assert_eq!(
+        schemas["Error"]["required"],
+        json!(["errorCode", "errorMsg"])
+    );
+}
+
+#[tokio::test]
+async fn a_domain_route_error_without_the_header_gets_it_from_its_body() {
+    let s = service(HttpConfig::default()).await;
+    let response = s
+        .client
+        .get(format!("{}/account/acc-1/view", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_eq!(response.headers()["wow-error-code"], "NotFound");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["errorMsg"], "no such account", "the body is kept");
+}
