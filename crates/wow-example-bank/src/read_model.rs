@@ -211,7 +211,9 @@ impl ReadModels {
                 let shapes = transaction.query_one(OLD_SHAPES, &[]).await?;
                 let old_balances: bool = shapes.get(0);
                 if old_balances {
-                    transaction.batch_execute("DROP TABLE account_balance").await?;
+                    transaction
+                        .batch_execute("DROP TABLE account_balance")
+                        .await?;
                 }
                 if shapes.get::<_, bool>(1) {
                     transaction.batch_execute(OUTBOX_TENANT).await?;
@@ -222,7 +224,9 @@ impl ReadModels {
             }
         };
         if balances_were_dropped {
-            tracing::info!("account_balance was made before tenants led its key: rebuilding it from history");
+            tracing::info!(
+                "account_balance was made before tenants led its key: rebuilding it from history"
+            );
             self.rebuild(crate::projection::NAME).await?;
         }
         Ok(())
