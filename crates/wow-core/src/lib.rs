@@ -4,7 +4,9 @@
 //! is safe to retry. This crate holds the portable parts: the model (ids, [`CommandMessage`],
 //! [`DomainEventStream`], [`CommandStage`], [`CommandResult`], [`ErrorCode`]), the aggregate
 //! programming model ([`aggregate::Aggregate`] and its test kit), and the store contracts
-//! ([`eventsourcing::EventStore`], [`eventsourcing::SnapshotStore`]) with in-memory versions.
+//! ([`eventsourcing::EventStore`], [`eventsourcing::SnapshotStore`], [`view::ViewStore`]) with
+//! in-memory versions, and portable read models ([`view::View`], run by
+//! [`view::ViewProjection`] over any view store).
 //! Backends implement the contracts and prove it with the `wow-tck` conformance suite.
 //!
 //! Concept names follow the source document of `SPEC.md` (CommandGateway, EventStore,
@@ -28,6 +30,7 @@ pub mod metrics;
 mod panic;
 pub mod pipeline;
 pub mod saga;
+pub mod view;
 
 pub use aggregate::DomainError;
 pub use aggregate_id::{

@@ -3,6 +3,7 @@
 use tokio_postgres::error::SqlState;
 use wow_core::event::ConsumerStoreError;
 use wow_core::eventsourcing::{EventStoreError, SnapshotStoreError};
+use wow_core::view::ViewStoreError;
 
 /// Why [`PostgresStore::open`](crate::PostgresStore::open) failed.
 #[derive(Debug, thiserror::Error)]
@@ -105,5 +106,20 @@ pub(crate) fn pool_snapshot_error(error: deadpool_postgres::PoolError) -> Snapsh
     match error {
         deadpool_postgres::PoolError::Backend(error) => snapshot_error(error),
         other => SnapshotStoreError::Unavailable(Box::new(other)),
+    }
+}
+
+pub(crate) fn view_error(error: tokio_postgres::Error) -> ViewStoreError {
+    if is_unavailable(&error) {
+        ViewStoreError::Unavailable(Box::new(error))
+    } else {
+        ViewStoreError::Internal(Box::new(error))
+    }
+}
+
+pub(crate) fn pool_view_error(error: deadpool_postgres::PoolError) -> ViewStoreError {
+    match error {
+        deadpool_postgres::PoolError::Backend(error) => view_error(error),
+        other => ViewStoreError::Unavailable(Box::new(other)),
     }
 }

@@ -16,14 +16,15 @@
 //! - A lost connection is [`EventStoreError::Unavailable`](wow_core::eventsourcing::EventStoreError)
 //!   (the outcome of that append is unknown); the pool reconnects by itself.
 //!
-//! [`PostgresStore`] implements both `EventStore` and `SnapshotStore` and passes the whole
-//! `wow-tck` suite.
+//! [`PostgresStore`] implements both `EventStore` and `SnapshotStore`, and the `ViewStore`
+//! of portable views (table `view_row`), and passes the whole `wow-tck` suite.
 
 mod downstream;
 mod error;
 mod options;
 mod schema;
 mod store;
+mod view;
 
 pub use error::OpenError;
 pub use options::PostgresOptions;

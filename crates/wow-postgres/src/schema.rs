@@ -3,7 +3,7 @@
 use crate::OpenError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -30,7 +30,7 @@ pub const SCHEMA_VERSION: i32 = 5;
 /// interleaved with the old schema; about 10 µs more server time per `INSERT`, and a CTE
 /// cost more still), against a budget of 5 %. Rows in `event_stream` leave the append's
 /// statement, indexes and cost as they were (measured the same way: 0.99-1.01 of the old).
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -135,6 +135,22 @@ const MIGRATIONS: [&str; 5] = [
     ALTER TABLE event_stream ADD CONSTRAINT event_stream_pk PRIMARY KEY (tenant_id, aggregate_name, aggregate_id, version);
     ALTER TABLE snapshot DROP CONSTRAINT snapshot_pk;
     ALTER TABLE snapshot ADD CONSTRAINT snapshot_pk PRIMARY KEY (tenant_id, aggregate_name, aggregate_id);
+"#,
+    r#"
+    -- Portable views (wow_core::view): one row per (view, tenant, aggregate id), the state as
+    -- JSONB, written in the transaction of its processed-message record (SPEC DS-2). The
+    -- tenant comes before the aggregate id (SPEC TN-1). The key columns compare by bytes
+    -- (COLLATE "C"), whatever the database's collation, so lists order and page by aggregate
+    -- id exactly as the other stores do, along this key.
+    CREATE TABLE view_row (
+        view           TEXT COLLATE "C" NOT NULL,
+        tenant_id      TEXT COLLATE "C" NOT NULL,
+        aggregate_id   TEXT COLLATE "C" NOT NULL,
+        version        BIGINT NOT NULL,
+        state          JSONB  NOT NULL,
+        updated_at     BIGINT NOT NULL,
+        CONSTRAINT view_row_pk PRIMARY KEY (view, tenant_id, aggregate_id)
+    );
 "#,
 ];
 

@@ -12,6 +12,10 @@ mod snapshot_store {
     wow_tck::snapshot_store_tck!(optional: super::support::fresh);
 }
 
+mod view_store {
+    wow_tck::view_store_tck!(optional: super::support::fresh);
+}
+
 mod downstream {
     use std::sync::Arc;
 

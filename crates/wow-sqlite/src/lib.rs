@@ -12,7 +12,9 @@
 //!   refused.
 //!
 //! [`SqliteStore`] implements both [`EventStore`](wow_core::eventsourcing::EventStore) and
-//! [`SnapshotStore`](wow_core::eventsourcing::SnapshotStore) and passes the whole `wow-tck`
+//! [`SnapshotStore`](wow_core::eventsourcing::SnapshotStore), and the
+//! [`ViewStore`](wow_core::view::ViewStore) of portable views (table `view_row`, updated
+//! through the writer, so updates of one row are serialised), and passes the whole `wow-tck`
 //! suite.
 //!
 //! ```no_run
@@ -28,6 +30,7 @@ mod options;
 mod reader;
 mod schema;
 mod store;
+mod view;
 mod writer;
 
 pub use error::OpenError;

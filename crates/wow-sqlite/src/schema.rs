@@ -9,7 +9,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -31,7 +31,7 @@ pub const SCHEMA_VERSION: i64 = 5;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -182,6 +182,21 @@ const MIGRATIONS: [&str; 5] = [
         SELECT tenant_id, aggregate_name, aggregate_id, context_name, version, state, snapshot_time FROM snapshot;
     DROP TABLE snapshot;
     ALTER TABLE snapshot_v5 RENAME TO snapshot;
+"#,
+    r#"
+    -- Portable views (wow_core::view): one row per (view, tenant, aggregate id), the state as
+    -- JSON text, written in the transaction of its processed-message record (SPEC DS-2). The
+    -- tenant comes before the aggregate id (SPEC TN-1); lists page by aggregate id within
+    -- (view, tenant), along this key.
+    CREATE TABLE view_row (
+        view           TEXT    NOT NULL,
+        tenant_id      TEXT    NOT NULL,
+        aggregate_id   TEXT    NOT NULL,
+        version        INTEGER NOT NULL,
+        state          TEXT    NOT NULL,
+        updated_at     INTEGER NOT NULL,
+        PRIMARY KEY (view, tenant_id, aggregate_id)
+    ) WITHOUT ROWID;
 "#,
 ];
 

@@ -27,6 +27,11 @@ mod snapshot_store {
     wow_tck::snapshot_store_tck!(fresh);
 }
 
+mod view_store {
+    use super::*;
+    wow_tck::view_store_tck!(fresh);
+}
+
 mod downstream {
     use super::*;
     wow_tck::downstream_tck!(|| async { wow_tck::downstream::Stores::of(fresh().await) });

@@ -23,6 +23,7 @@ pub mod event_store;
 pub mod fixtures;
 pub mod processed_message;
 pub mod snapshot_store;
+pub mod view_store;
 
 /// Runs every EventStore case against stores from `$factory`, an async function or closure
 /// with no arguments returning something that coerces to `Arc<dyn EventStore>`. With
@@ -169,6 +170,40 @@ macro_rules! __downstream_cases {
                 due_records_come_in_version_order,
                 lists_by_status_and_consumer_in_pages,
                 concurrent_failures_make_one_record,
+            ]
+        );
+    };
+}
+
+/// Runs every ViewStore case against stores from `$factory`, an async function or closure
+/// with no arguments returning something that coerces to `Arc<dyn ViewStore>` (or, with
+/// `optional:`, an `Option` of it).
+#[macro_export]
+macro_rules! view_store_tck {
+    (optional: $factory:expr) => {
+        $crate::__view_store_cases!(optional, $factory);
+    };
+    ($factory:expr) => {
+        $crate::__view_store_cases!(required, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __view_store_cases {
+    ($mode:ident, $factory:expr) => {
+        $crate::__tck_cases!(
+            $mode,
+            view_store,
+            $factory,
+            [
+                updates_and_loads_a_row,
+                applies_a_message_once,
+                concurrent_updates_of_one_key_apply_once_each,
+                a_failed_update_writes_nothing,
+                tenants_have_their_own_rows,
+                lists_by_filter_in_id_order_and_pages,
+                clear_drops_one_views_rows_and_records,
             ]
         );
     };

@@ -14,6 +14,11 @@ mod snapshot_store {
     wow_tck::snapshot_store_tck!(|| async { Arc::new(InMemorySnapshotStore::new()) });
 }
 
+mod view_store {
+    use super::*;
+    wow_tck::view_store_tck!(|| async { Arc::new(wow_core::view::InMemoryViewStore::new()) });
+}
+
 mod processed_message {
     use std::collections::HashMap;
 

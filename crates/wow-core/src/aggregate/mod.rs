@@ -18,6 +18,7 @@ pub use model::{Aggregate, CommandContext, DomainError};
 pub use quarantine::{QuarantinedAggregate, QuarantinedAggregates};
 pub use registry::{AggregateRegistry, DuplicateAggregateName};
 pub use runtime::{AggregateRuntime, DecodedCommand, TypedAggregateRuntime};
+pub(crate) use spec::round_trip;
 pub use spec::{typed_events, AggregateSpec, Expect, Given};
 pub use state::AggregateState;
 pub use wow_macros::DomainError;

@@ -79,7 +79,7 @@ impl<A: Aggregate> AggregateSpec<A> {
 }
 
 #[track_caller]
-fn round_trip<A: Aggregate>(event: &A::Event) -> A::Event {
+pub(crate) fn round_trip<A: Aggregate>(event: &A::Event) -> A::Event {
     let stored = match DomainEvent::of(event) {
         Ok(stored) => stored,
         Err(error) => panic!("event {event:?} does not encode to JSON: {error}"),

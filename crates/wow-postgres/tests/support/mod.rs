@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::{
     EventStore, EventStoreError, RejectionRecord, RequestDecision, Snapshot, SnapshotStore,
     SnapshotStoreError,
 };
+use wow_core::view::{ViewFilter, ViewKey, ViewRow, ViewStore, ViewStoreError, ViewUpdate};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 use wow_postgres::{PostgresOptions, PostgresStore};
 
@@ -155,5 +157,33 @@ impl SnapshotStore for TestStore {
     }
     async fn save(&self, snapshot: &Snapshot) -> Result<bool, SnapshotStoreError> {
         self.store.save(snapshot).await
+    }
+}
+
+#[async_trait]
+impl ViewStore for TestStore {
+    async fn update(
+        &self,
+        key: &ViewKey,
+        message_id: &str,
+        work: ViewUpdate,
+    ) -> Result<Processed, ProcessError> {
+        self.store.update(key, message_id, work).await
+    }
+    async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
+        ViewStore::load(&self.store, key).await
+    }
+    async fn list(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        filter: &ViewFilter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        self.store.list(view, tenant_id, filter, after, limit).await
+    }
+    async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
+        self.store.clear(view).await
     }
 }

@@ -1,0 +1,192 @@
+//! Portable views in the same file as history: table `view_row`, one row per (view, tenant,
+//! aggregate id), the state as JSON text.
+//!
+//! Updates go through the writer, as every write does: the row is read, the view's work
+//! runs and the row is saved inside the writer's savepoint, after its processed-message
+//! record. The writer is the only one, so updates of one row are serialised without locks.
+//! Filters become `json_type` / `json_extract` conditions over paths built from checked field
+//! names; every value is bound.
+
+use async_trait::async_trait;
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
+use wow_core::event::{ProcessError, Processed};
+use wow_core::eventsourcing::BoxError;
+use wow_core::view::{
+    apply_update, Condition, FilterValue, ViewFilter, ViewKey, ViewRow, ViewStore, ViewStoreError,
+    ViewUpdate,
+};
+
+use crate::store::clamp;
+use crate::SqliteStore;
+
+fn bad_state(error: serde_json::Error) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(error))
+}
+
+/// Decodes `aggregate_id, version, state, updated_at` into a row of `view` in `tenant_id`.
+fn decode(view: &str, tenant_id: &str, row: &Row<'_>) -> rusqlite::Result<ViewRow> {
+    let state: String = row.get(2)?;
+    Ok(ViewRow {
+        key: ViewKey::new(view, tenant_id, row.get::<_, String>(0)?),
+        version: u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0),
+        state: serde_json::from_str(&state).map_err(bad_state)?,
+        updated_at: row.get(3)?,
+    })
+}
+
+fn load_row(connection: &Connection, key: &ViewKey) -> rusqlite::Result<Option<ViewRow>> {
+    connection
+        .prepare_cached(
+            "SELECT aggregate_id, version, state, updated_at FROM view_row WHERE view = ?1 AND tenant_id = ?2 AND aggregate_id = ?3",
+        )?
+        .query_row(params![key.view, key.tenant_id, key.aggregate_id], |row| {
+            decode(&key.view, &key.tenant_id, row)
+        })
+        .optional()
+}
+
+fn save_row(connection: &Connection, row: &ViewRow) -> Result<(), BoxError> {
+    connection
+        .prepare_cached(
+            "INSERT INTO view_row (view, tenant_id, aggregate_id, version, state, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (view, tenant_id, aggregate_id) DO UPDATE SET version = excluded.version, state = excluded.state, updated_at = excluded.updated_at",
+        )?
+        .execute(params![
+            row.key.view,
+            row.key.tenant_id,
+            row.key.aggregate_id,
+            clamp(row.version),
+            serde_json::to_string(&row.state)?,
+            row.updated_at,
+        ])?;
+    Ok(())
+}
+
+/// The SQL of `filter`'s conditions (each `AND (...)`), with their values appended to
+/// `values`: each condition binds its JSON path, then its value, as numbered placeholders.
+fn conditions(filter: &ViewFilter, values: &mut Vec<SqlValue>) -> Result<String, ViewStoreError> {
+    filter.check()?;
+    let mut sql = String::new();
+    for condition in filter.conditions() {
+        let (path, value) = (values.len() + 1, values.len() + 2);
+        let number = format!("json_type(state, ?{path}) IN ('integer', 'real')");
+        let (clause, bound) = match condition {
+            Condition::Equals {
+                value: FilterValue::Text(text),
+                ..
+            } => (
+                format!("json_type(state, ?{path}) = 'text' AND json_extract(state, ?{path}) = ?{value}"),
+                SqlValue::Text(text.clone()),
+            ),
+            Condition::Equals {
+                value: FilterValue::Integer(integer),
+                ..
+            } => (
+                format!("{number} AND json_extract(state, ?{path}) = ?{value}"),
+                SqlValue::Integer(*integer),
+            ),
+            Condition::Equals {
+                value: FilterValue::Bool(flag),
+                ..
+            } => (
+                format!("json_type(state, ?{path}) = ?{value}"),
+                SqlValue::Text(if *flag { "true" } else { "false" }.to_owned()),
+            ),
+            Condition::AtLeast { value: bound, .. } => (
+                format!("{number} AND json_extract(state, ?{path}) >= ?{value}"),
+                SqlValue::Integer(*bound),
+            ),
+            Condition::AtMost { value: bound, .. } => (
+                format!("{number} AND json_extract(state, ?{path}) <= ?{value}"),
+                SqlValue::Integer(*bound),
+            ),
+            other => {
+                return Err(ViewStoreError::IllegalArgument(format!(
+                    "this store cannot filter by {other:?}"
+                )))
+            }
+        };
+        // The field name passed `check_field`, so the path is `$.` and an identifier.
+        values.push(SqlValue::Text(format!("$.{}", condition.field())));
+        values.push(bound);
+        sql.push_str(" AND (");
+        sql.push_str(&clause);
+        sql.push(')');
+    }
+    Ok(sql)
+}
+
+#[async_trait]
+impl ViewStore for SqliteStore {
+    async fn update(
+        &self,
+        key: &ViewKey,
+        message_id: &str,
+        work: ViewUpdate,
+    ) -> Result<Processed, ProcessError> {
+        let key = key.clone();
+        let view = key.view.clone();
+        self.process_once(&view, message_id, move |connection| {
+            let current = load_row(connection, &key)?;
+            if let Some(row) = apply_update(&key, current, work)? {
+                save_row(connection, &row)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
+        let key = key.clone();
+        self.read(move |connection| load_row(connection, &key))
+            .await
+            .map_err(ViewStoreError::Internal)
+    }
+
+    async fn list(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        filter: &ViewFilter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        let mut values = vec![
+            SqlValue::Text(view.to_owned()),
+            SqlValue::Text(tenant_id.to_owned()),
+            after.map_or(SqlValue::Null, |after| SqlValue::Text(after.to_owned())),
+            SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)),
+        ];
+        let sql = format!(
+            "SELECT aggregate_id, version, state, updated_at FROM view_row
+             WHERE view = ?1 AND tenant_id = ?2 AND (?3 IS NULL OR aggregate_id > ?3){}
+             ORDER BY aggregate_id LIMIT ?4",
+            conditions(filter, &mut values)?
+        );
+        let (view, tenant_id) = (view.to_owned(), tenant_id.to_owned());
+        self.read(move |connection| {
+            let mut statement = connection.prepare_cached(&sql)?;
+            let rows = statement.query_map(params_from_iter(values), |row| {
+                decode(&view, &tenant_id, row)
+            })?;
+            rows.collect()
+        })
+        .await
+        .map_err(ViewStoreError::Internal)
+    }
+
+    async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
+        let view = view.to_owned();
+        self.transact(move |connection| {
+            connection.execute("DELETE FROM view_row WHERE view = ?1", [&view])?;
+            connection.execute("DELETE FROM processed_message WHERE consumer = ?1", [&view])?;
+            Ok(())
+        })
+        .await
+        .map_err(|error| match error {
+            ProcessError::Store(error) => ViewStoreError::Unavailable(error),
+            other => ViewStoreError::Internal(Box::new(other)),
+        })
+    }
+}

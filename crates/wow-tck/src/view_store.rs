@@ -1,0 +1,389 @@
+//! The ViewStore conformance suite (SPEC DS-2, TN-1): a view row and its processed-message
+//! record commit together, once per message, per tenant; lists filter, order and page alike
+//! in every store.
+//!
+//! Each case takes a fresh, empty store. Run them all with
+//! [`view_store_tck!`](crate::view_store_tck).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use wow_core::event::{ProcessError, Processed};
+use wow_core::id;
+use wow_core::view::{ViewFilter, ViewKey, ViewRow, ViewStore, ViewStoreError, ViewUpdate};
+
+/// The store under test.
+pub type Store = Arc<dyn ViewStore>;
+
+/// The view every case writes unless it says otherwise.
+pub const VIEW: &str = "tck_view";
+
+fn key(view: &str, tenant: &str, aggregate_id: &str) -> ViewKey {
+    ViewKey::new(view, tenant, aggregate_id)
+}
+
+/// A fresh key of [`VIEW`] in `tenant-a`.
+fn fresh_key() -> ViewKey {
+    key(VIEW, "tenant-a", &id::new_id())
+}
+
+/// An update that stores `state` at `version` whatever was there.
+fn put(key: &ViewKey, version: u64, state: Value) -> ViewUpdate {
+    let row = ViewRow {
+        key: key.clone(),
+        version,
+        state,
+        updated_at: 1_700_000_000_000 + i64::try_from(version).unwrap_or(0),
+    };
+    Box::new(move |_| Ok(Some(row)))
+}
+
+/// An update that adds 1 to the row's `n` and its version (both 0 before the first).
+fn increment(key: &ViewKey) -> ViewUpdate {
+    let key = key.clone();
+    Box::new(move |current| {
+        let (n, version) = current.map_or((0, 0), |row| {
+            (row.state["n"].as_i64().unwrap_or(0), row.version)
+        });
+        Ok(Some(ViewRow {
+            key,
+            version: version + 1,
+            state: json!({ "n": n + 1 }),
+            updated_at: 0,
+        }))
+    })
+}
+
+async fn count(store: &Store, key: &ViewKey) -> i64 {
+    store
+        .load(key)
+        .await
+        .unwrap()
+        .map_or(0, |row| row.state["n"].as_i64().unwrap_or(0))
+}
+
+/// An updated row loads back equal, every field; a row of another key is refused and leaves
+/// nothing; an unknown key has no row.
+pub async fn updates_and_loads_a_row(store: Store) {
+    let order = fresh_key();
+    assert!(store.load(&order).await.unwrap().is_none());
+    let state = json!({"name": "Alice", "balance": 30, "tags": ["a", "b"], "nested": {"x": 1.5}});
+    assert_eq!(
+        store
+            .update(&order, "m-1", put(&order, 7, state.clone()))
+            .await
+            .unwrap(),
+        Processed::Applied
+    );
+    let row = store
+        .load(&order)
+        .await
+        .unwrap()
+        .expect("the row is stored");
+    assert_eq!(
+        row,
+        ViewRow {
+            key: order.clone(),
+            version: 7,
+            state,
+            updated_at: 1_700_000_000_007,
+        }
+    );
+    // The work sees the stored row; `None` leaves it as it is (and records the message).
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let slot = seen.clone();
+    let keep: ViewUpdate = Box::new(move |current| {
+        *slot.lock().unwrap() = current;
+        Ok(None)
+    });
+    assert_eq!(
+        store.update(&order, "m-2", keep).await.unwrap(),
+        Processed::Applied
+    );
+    assert_eq!(seen.lock().unwrap().as_ref(), Some(&row));
+    assert_eq!(store.load(&order).await.unwrap(), Some(row.clone()));
+
+    let other = fresh_key();
+    assert!(matches!(
+        store.update(&order, "m-3", put(&other, 1, json!({}))).await,
+        Err(ProcessError::Work(_))
+    ));
+    assert_eq!(store.load(&order).await.unwrap(), Some(row));
+    assert!(store.load(&other).await.unwrap().is_none());
+}
+
+/// A redelivered message leaves one effect: its work does not run again. Another view's
+/// record of the same message id is its own.
+pub async fn applies_a_message_once(store: Store) {
+    let order = fresh_key();
+    let runs = Arc::new(AtomicUsize::new(0));
+    for expected in [Processed::Applied, Processed::AlreadyProcessed] {
+        let (runs, inner) = (runs.clone(), increment(&order));
+        let work: ViewUpdate = Box::new(move |current| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            inner(current)
+        });
+        assert_eq!(store.update(&order, "m-1", work).await.unwrap(), expected);
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the work ran once");
+    assert_eq!(count(&store, &order).await, 1);
+
+    let twin = key("tck_other_view", &order.tenant_id, &order.aggregate_id);
+    assert_eq!(
+        store.update(&twin, "m-1", increment(&twin)).await.unwrap(),
+        Processed::Applied,
+        "another view's records are its own"
+    );
+    assert_eq!(count(&store, &twin).await, 1);
+    assert_eq!(count(&store, &order).await, 1);
+}
+
+/// 16 concurrent updates of distinct message ids on one key that has no row yet, each
+/// delivered twice at once, apply exactly once each: the store serialises updates of a key,
+/// so none is lost and none doubled.
+pub async fn concurrent_updates_of_one_key_apply_once_each(store: Store) {
+    for _ in 0..3 {
+        let order = fresh_key();
+        let tasks: Vec<_> = (0..32)
+            .map(|i| {
+                let (store, order) = (store.clone(), order.clone());
+                let message_id = format!("{}-m-{}", order.aggregate_id, i % 16);
+                tokio::spawn(
+                    async move { store.update(&order, &message_id, increment(&order)).await },
+                )
+            })
+            .collect();
+        let mut applied = 0;
+        for task in tasks {
+            if task.await.expect("task runs").expect("update succeeds") == Processed::Applied {
+                applied += 1;
+            }
+        }
+        assert_eq!(applied, 16, "each message applied once");
+        assert_eq!(count(&store, &order).await, 16);
+        assert_eq!(store.load(&order).await.unwrap().unwrap().version, 16);
+    }
+}
+
+/// A failing or panicking work writes neither the row nor the record, so the next delivery
+/// of the message applies it.
+pub async fn a_failed_update_writes_nothing(store: Store) {
+    let order = fresh_key();
+    store
+        .update(&order, "m-0", put(&order, 1, json!({"n": 1})))
+        .await
+        .unwrap();
+    let before = store.load(&order).await.unwrap();
+    let fails: ViewUpdate = Box::new(|_| Err("the fold failed".into()));
+    assert!(matches!(
+        store.update(&order, "m-1", fails).await,
+        Err(ProcessError::Work(_))
+    ));
+    let panics: ViewUpdate = Box::new(|_| panic!("the fold panicked"));
+    assert!(matches!(
+        store.update(&order, "m-1", panics).await,
+        Err(ProcessError::Work(_))
+    ));
+    assert_eq!(store.load(&order).await.unwrap(), before, "nothing written");
+    assert_eq!(
+        store
+            .update(&order, "m-1", increment(&order))
+            .await
+            .unwrap(),
+        Processed::Applied,
+        "no record was written: the message runs again"
+    );
+    assert_eq!(count(&store, &order).await, 2);
+}
+
+/// Two tenants' aggregates with one id have a row each (SPEC TN-1): an update, a load and a
+/// list of one never see the other's.
+pub async fn tenants_have_their_own_rows(store: Store) {
+    let a = fresh_key();
+    let b = key(VIEW, "tenant-b", &a.aggregate_id);
+    store
+        .update(&a, "m-1", put(&a, 1, json!({"owner": "a"})))
+        .await
+        .unwrap();
+    assert!(store.load(&b).await.unwrap().is_none());
+    assert_eq!(
+        store
+            .update(&b, "m-2", put(&b, 4, json!({"owner": "b"})))
+            .await
+            .unwrap(),
+        Processed::Applied
+    );
+    assert_eq!(store.load(&a).await.unwrap().unwrap().state["owner"], "a");
+    assert_eq!(store.load(&b).await.unwrap().unwrap().version, 4);
+    for (tenant, owner) in [("tenant-a", "a"), ("tenant-b", "b")] {
+        let rows = store
+            .list(VIEW, tenant, &ViewFilter::new(), None, 10)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 1, "{tenant} lists its own row only");
+        assert_eq!(rows[0].state["owner"], owner);
+    }
+}
+
+fn ids(rows: &[ViewRow]) -> Vec<&str> {
+    rows.iter()
+        .map(|row| row.key.aggregate_id.as_str())
+        .collect()
+}
+
+/// Lists match every condition of the filter with the same semantics in every store, in
+/// aggregate id order by bytes, in pages; another view's rows never appear; a field name
+/// that is not an identifier is refused.
+pub async fn lists_by_filter_in_id_order_and_pages(store: Store) {
+    let rows = [
+        (
+            "a-03",
+            json!({"name": "Alice", "balance": 30, "vip": true, "score": 1.0}),
+        ),
+        ("a-01", json!({"name": "Bob", "balance": 10, "vip": false})),
+        (
+            "a-05",
+            json!({"name": "Alice", "balance": 50, "vip": false}),
+        ),
+        (
+            "a-02",
+            json!({"name": "Carol", "balance": 20, "vip": true, "score": 2}),
+        ),
+        (
+            "a-04",
+            json!({"name": "Dave", "balance": "40", "vip": "yes"}),
+        ),
+        ("B-01", json!({"name": "Eve", "balance": -5})),
+    ];
+    for (i, (id, state)) in rows.iter().enumerate() {
+        let key = key(VIEW, "tenant-a", id);
+        store
+            .update(&key, &format!("m-{i}"), put(&key, 1, state.clone()))
+            .await
+            .unwrap();
+    }
+    let elsewhere = key("tck_other_view", "tenant-a", "a-00");
+    store
+        .update(
+            &elsewhere,
+            "m-x",
+            put(&elsewhere, 1, json!({"name": "Alice"})),
+        )
+        .await
+        .unwrap();
+
+    let list = |filter: ViewFilter, after: Option<&'static str>, limit: usize| {
+        let store = store.clone();
+        async move {
+            store
+                .list(VIEW, "tenant-a", &filter, after, limit)
+                .await
+                .unwrap()
+        }
+    };
+    let all = ViewFilter::new;
+    // Order by bytes ("B" < "a"), paged by the last id.
+    assert_eq!(ids(&list(all(), None, 3).await), ["B-01", "a-01", "a-02"]);
+    assert_eq!(
+        ids(&list(all(), Some("a-02"), 3).await),
+        ["a-03", "a-04", "a-05"]
+    );
+    assert!(list(all(), Some("a-05"), 3).await.is_empty());
+    assert!(list(all(), None, 0).await.is_empty());
+    // Equality on text, booleans and numbers; a value of another type matches nothing.
+    assert_eq!(
+        ids(&list(all().equals("name", "Alice"), None, 10).await),
+        ["a-03", "a-05"]
+    );
+    assert_eq!(
+        ids(&list(all().equals("vip", true), None, 10).await),
+        ["a-02", "a-03"]
+    );
+    assert_eq!(
+        ids(&list(all().equals("balance", 20), None, 10).await),
+        ["a-02"]
+    );
+    assert_eq!(
+        ids(&list(all().equals("score", 1), None, 10).await),
+        ["a-03"]
+    );
+    assert!(list(all().equals("balance", "20"), None, 10)
+        .await
+        .is_empty());
+    assert!(list(all().equals("missing", 1), None, 10).await.is_empty());
+    // Ranges hold for numbers only ("40" is a string).
+    assert_eq!(
+        ids(&list(
+            all().at_least("balance", 20).at_most("balance", 50),
+            None,
+            10
+        )
+        .await),
+        ["a-02", "a-03", "a-05"]
+    );
+    assert_eq!(
+        ids(&list(all().at_most("balance", 0), None, 10).await),
+        ["B-01"]
+    );
+    // Conditions combine, and pages still follow the id.
+    assert_eq!(
+        ids(&list(
+            all().equals("name", "Alice").at_least("balance", 0),
+            Some("a-03"),
+            10
+        )
+        .await),
+        ["a-05"]
+    );
+    // Field names are identifiers; anything else is refused, never run.
+    for bad in ["name') OR 1=1 --", "a.b", "", "1x"] {
+        assert!(
+            matches!(
+                store
+                    .list(
+                        VIEW,
+                        "tenant-a",
+                        &ViewFilter::new().equals(bad, 1),
+                        None,
+                        10
+                    )
+                    .await,
+                Err(ViewStoreError::IllegalArgument(_))
+            ),
+            "`{bad}` must be refused"
+        );
+    }
+}
+
+/// Clearing a view drops its rows and its processed-message records, so replaying its
+/// messages applies them again; another view keeps both.
+pub async fn clear_drops_one_views_rows_and_records(store: Store) {
+    let order = fresh_key();
+    let twin = key("tck_other_view", &order.tenant_id, &order.aggregate_id);
+    for key in [&order, &twin] {
+        store.update(key, "m-1", increment(key)).await.unwrap();
+    }
+    store.clear(VIEW).await.unwrap();
+    assert!(store.load(&order).await.unwrap().is_none());
+    assert!(store
+        .list(VIEW, &order.tenant_id, &ViewFilter::new(), None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store
+            .update(&order, "m-1", increment(&order))
+            .await
+            .unwrap(),
+        Processed::Applied,
+        "the record went with the row"
+    );
+    assert_eq!(count(&store, &order).await, 1);
+    assert_eq!(count(&store, &twin).await, 1);
+    assert_eq!(
+        store.update(&twin, "m-1", increment(&twin)).await.unwrap(),
+        Processed::AlreadyProcessed,
+        "another view keeps its records"
+    );
+}
