@@ -125,7 +125,7 @@ impl Bank {
         read_models.prepare().await.map_err(BankError::ReadModels)?;
         let read_models = Arc::new(read_models);
         let balances = Arc::new(projection::AccountBalanceProjection::new(
-            read_models.clone(),
+            read_models.views(),
         ));
         let notifications = Arc::new(notifications::Notifications::new(read_models.clone()));
         let mut builder = LocalPipeline::builder(registry()?, store)

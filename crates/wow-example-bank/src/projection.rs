@@ -1,17 +1,19 @@
 //! The `account_balance` projection: each account's balance, hold and last applied version,
-//! in the store's database. Each stream is applied once: its processed-message record is
-//! written in the same transaction as the row (SPEC DS-2), so a redelivered stream changes
-//! nothing.
+//! a portable [`View`] in the store's database. Each stream is applied once: its
+//! processed-message record is written in the same transaction as the row (SPEC DS-2), so a
+//! redelivered stream changes nothing.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::Serialize;
+use wow_core::aggregate::Aggregate;
 use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
 use wow_core::eventsourcing::BoxError;
+use wow_core::view::{View, ViewProjection, ViewStore};
 use wow_core::{AggregateId, DomainEventStream, ErrorCode};
 
-use crate::read_model::ReadModels;
+use crate::account::{Account, AccountEvent, AccountState};
 
 /// The consumer name of the projection.
 pub const NAME: &str = "account_balance";
@@ -31,21 +33,52 @@ pub struct AccountView {
     pub version: u64,
 }
 
-/// The projection.
+/// The `account_balance` view: each account's state folded from its own events, kept per
+/// (tenant, account id) by whichever [`ViewStore`] the service is assembled with. No SQL: the
+/// store is chosen where the service is wired.
+#[derive(Debug)]
+pub struct AccountBalance;
+
+impl View for AccountBalance {
+    type Aggregate = Account;
+    type State = AccountState;
+    const NAME: &'static str = NAME;
+
+    fn apply(state: &mut AccountState, event: &AccountEvent) {
+        Account::apply(state, event);
+    }
+}
+
+/// The projection: [`AccountBalance`] run by a [`ViewProjection`], in version order, each
+/// stream once (SPEC DS-2), plus the typed read of one account.
 #[derive(Debug)]
 pub struct AccountBalanceProjection {
-    models: Arc<ReadModels>,
+    inner: ViewProjection<AccountBalance>,
 }
 
 impl AccountBalanceProjection {
-    /// The projection writing into `models`.
-    pub fn new(models: Arc<ReadModels>) -> Self {
-        Self { models }
+    /// The projection writing into `store`.
+    pub fn new(store: Arc<dyn ViewStore>) -> Self {
+        Self {
+            inner: ViewProjection::new(store),
+        }
     }
 
     /// The view of `account` (its tenant and id), if it exists.
     pub async fn view(&self, account: &AggregateId) -> Result<Option<AccountView>, BoxError> {
-        self.models.view(account).await
+        let row = wow_core::view::view::<AccountBalance>(
+            self.inner.store().as_ref(),
+            &account.tenant_id,
+            &account.id,
+        )
+        .await?;
+        Ok(row.map(|(state, version)| AccountView {
+            id: account.id.clone(),
+            name: state.name,
+            balance: state.balance,
+            held: state.held,
+            version,
+        }))
     }
 }
 
@@ -66,13 +99,6 @@ impl EventConsumer for AccountBalanceProjection {
     }
 
     async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
-        if stream.aggregate_id.aggregate_name != "account" {
-            return Ok(());
-        }
-        self.models
-            .project_balance(NAME, stream)
-            .await
-            .map(|_| ())
-            .map_err(consumer_error)
+        self.inner.handle(stream).await
     }
 }

@@ -1,23 +1,21 @@
 //! Where the bank's read models live: in the store's own database when it has one, so that
 //! each consumer's write and its processed-message record commit together (SPEC DS-2).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use wow_core::aggregate::Aggregate;
 use wow_core::compensation::{CompensationStore, InMemoryCompensationStore};
 use wow_core::event::{
     ConsumerPositions, EffectJournal, InMemoryConsumerPositions, InMemoryEffectJournal,
     InMemoryProcessedMessages, ProcessError, Processed,
 };
 use wow_core::eventsourcing::BoxError;
-use wow_core::{AggregateId, DomainEventStream};
+use wow_core::view::{InMemoryViewStore, ViewStore};
+use wow_core::DomainEventStream;
 use wow_postgres::PostgresStore;
 use wow_sqlite::SqliteStore;
 
-use crate::account::{Account, AccountEvent, AccountState};
+use crate::account::AccountEvent;
 use crate::notifications::OutboxRow;
-use crate::projection::AccountView;
 
 /// The database of the read models, and of the consumers' positions, effect journal and
 /// compensation records.
@@ -34,8 +32,6 @@ pub enum ReadModels {
 /// The in-memory tables.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryTables {
-    /// Keyed by (tenant, account id): each tenant's accounts are its own (SPEC TN-1).
-    balances: HashMap<(String, String), (AccountState, u64)>,
     outbox: Vec<OutboxRow>,
 }
 
@@ -43,41 +39,10 @@ pub struct MemoryTables {
 #[derive(Debug, Default)]
 pub struct MemoryModels {
     tables: InMemoryProcessedMessages<MemoryTables>,
+    views: Arc<InMemoryViewStore>,
     compensation: Arc<InMemoryCompensationStore>,
     positions: Arc<InMemoryConsumerPositions>,
     effects: Arc<InMemoryEffectJournal>,
-}
-
-/// Why a stream cannot be folded into a balance row: an earlier stream of the account has
-/// not been applied (it failed, and waits for its retry), so applying this one would skip it.
-#[derive(Debug, thiserror::Error)]
-#[error("account {account} is at version {at}; version {got} must wait for the versions before it")]
-pub struct OutOfOrder {
-    account: String,
-    at: u64,
-    got: u64,
-}
-
-/// Checks that `stream` is the next version after `at`; `Ok(false)` when it is already in.
-fn next_in_order(stream: &DomainEventStream, at: u64) -> Result<bool, BoxError> {
-    if stream.version <= at {
-        return Ok(false);
-    }
-    if stream.version != at + 1 {
-        return Err(Box::new(OutOfOrder {
-            account: stream.aggregate_id.id.clone(),
-            at,
-            got: stream.version,
-        }));
-    }
-    Ok(true)
-}
-
-fn fold(state: &mut AccountState, stream: &DomainEventStream) -> Result<(), BoxError> {
-    for event in wow_core::aggregate::typed_events::<Account>(stream)? {
-        Account::apply(state, &event);
-    }
-    Ok(())
 }
 
 fn withdrawals(stream: &DomainEventStream) -> Vec<OutboxRow> {
@@ -97,40 +62,43 @@ fn withdrawals(stream: &DomainEventStream) -> Vec<OutboxRow> {
         .collect()
 }
 
-/// The read models' tables. The tenant leads the balance key (SPEC TN-1): two tenants'
-/// `alice` are two rows.
+/// The outbox's table (the balances are a portable view, in the store's `view_row`).
 const SQL_TABLES: &str = "
-    CREATE TABLE IF NOT EXISTS account_balance (
-        tenant_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, balance BIGINT NOT NULL,
-        held BIGINT NOT NULL, frozen BOOLEAN NOT NULL, version BIGINT NOT NULL,
-        PRIMARY KEY (tenant_id, id));
     CREATE TABLE IF NOT EXISTS notification_outbox (
         event_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, account_id TEXT NOT NULL,
         amount BIGINT NOT NULL);";
 
-/// How a table made before tenants led the keys is brought to [`SQL_TABLES`]' shape:
-/// `account_balance` is a projection, so it is dropped and rebuilt from history by the next
-/// catch-up (its processed-message records and positions are forgotten with it);
-/// `notification_outbox` records effects to deliver, so it keeps its rows and takes each
-/// account's tenant from its first stream (before tenants led the keys, one account id was
-/// one account).
+/// How tables of earlier builds are brought to today's shape: the old `account_balance`
+/// table (the balances are a portable view now) is dropped and the view rebuilt from history
+/// by the next catch-up (its processed-message records and positions are forgotten with it);
+/// a `notification_outbox` made before tenants led the keys records effects to deliver, so it
+/// keeps its rows and takes each account's tenant from its first stream (before tenants led
+/// the keys, one account id was one account).
 const OUTBOX_TENANT: &str = "
     ALTER TABLE notification_outbox ADD COLUMN tenant_id TEXT NOT NULL DEFAULT '(0)';
     UPDATE notification_outbox SET tenant_id = COALESCE((SELECT e.tenant_id FROM event_stream e
         WHERE e.aggregate_name = 'account' AND e.aggregate_id = notification_outbox.account_id
           AND e.version = 1), '(0)');";
 
-/// Which of the bank's tables lack the tenant column: (account_balance, notification_outbox).
+/// Which tables of earlier builds are here: (the old `account_balance`, a
+/// `notification_outbox` without tenants).
 const OLD_SHAPES: &str = "
     SELECT
       EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
-          AND table_name = 'account_balance')
-      AND NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
-          AND table_name = 'account_balance' AND column_name = 'tenant_id'),
+          AND table_name = 'account_balance'),
       EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
           AND table_name = 'notification_outbox')
       AND NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
           AND table_name = 'notification_outbox' AND column_name = 'tenant_id')";
+
+/// Whether SQLite's `table` exists.
+fn sqlite_has_table(connection: &rusqlite::Connection, table: &str) -> rusqlite::Result<bool> {
+    connection.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info(?1)",
+        [table],
+        |row| row.get(0),
+    )
+}
 
 /// Whether SQLite's `table` exists without a `tenant_id` column.
 fn sqlite_lacks_tenant(connection: &rusqlite::Connection, table: &str) -> rusqlite::Result<bool> {
@@ -166,6 +134,15 @@ impl ReadModels {
         }
     }
 
+    /// Where the portable views live (the `account_balance` view among them).
+    pub fn views(&self) -> Arc<dyn ViewStore> {
+        match self {
+            ReadModels::Memory(models) => models.views.clone(),
+            ReadModels::Sqlite(store) => Arc::new(store.clone()),
+            ReadModels::Postgres(store) => Arc::new(store.clone()),
+        }
+    }
+
     /// Where external effects are journaled (SPEC DS-2).
     pub fn effects(&self) -> Arc<dyn EffectJournal> {
         match self {
@@ -175,21 +152,21 @@ impl ReadModels {
         }
     }
 
-    /// Creates the tables when missing, and brings tables made before tenants led the keys
-    /// to today's shape (see [`OUTBOX_TENANT`]); a dropped balance table is rebuilt by the
-    /// next catch-up.
+    /// Creates the tables when missing, and brings tables of earlier builds to today's shape
+    /// (see [`OUTBOX_TENANT`]); the balance view of a store that had the old table is rebuilt
+    /// by the next catch-up.
     pub async fn prepare(&self) -> Result<(), BoxError> {
         let balances_were_dropped = match self {
             ReadModels::Memory(_) => false,
             ReadModels::Sqlite(store) => {
                 let old_balances = store
-                    .read(|connection| sqlite_lacks_tenant(connection, "account_balance"))
+                    .read(|connection| sqlite_has_table(connection, "account_balance"))
                     .await?;
                 // Checked again inside the write: the writer is the only one, so another
                 // process that got there first has left nothing to do.
                 store
                     .transact(|connection| {
-                        if sqlite_lacks_tenant(connection, "account_balance")? {
+                        if sqlite_has_table(connection, "account_balance")? {
                             connection.execute_batch("DROP TABLE account_balance")?;
                         }
                         if sqlite_lacks_tenant(connection, "notification_outbox")? {
@@ -224,9 +201,7 @@ impl ReadModels {
             }
         };
         if balances_were_dropped {
-            tracing::info!(
-                "account_balance was made before tenants led its key: rebuilding it from history"
-            );
+            tracing::info!("account_balance is a portable view now: rebuilding it from history");
             self.rebuild(crate::projection::NAME).await?;
         }
         Ok(())
@@ -237,16 +212,20 @@ impl ReadModels {
     /// history. Other consumers keep theirs.
     pub async fn rebuild(&self, consumer: &str) -> Result<(), BoxError> {
         let table = match consumer {
-            crate::projection::NAME => "account_balance",
+            crate::projection::NAME => {
+                // A view: its store drops its rows and processed records together.
+                self.views().clear(consumer).await?;
+                self.positions().reset(consumer).await?;
+                return Ok(());
+            }
             crate::notifications::NAME => "notification_outbox",
             other => return Err(format!("no read model is named `{other}`").into()),
         };
         match self {
             ReadModels::Memory(models) => {
-                models.tables.forget(consumer, |tables| match table {
-                    "account_balance" => tables.balances.clear(),
-                    _ => tables.outbox.clear(),
-                });
+                models
+                    .tables
+                    .forget(consumer, |tables| tables.outbox.clear());
             }
             ReadModels::Sqlite(store) => {
                 let consumer = consumer.to_owned();
@@ -278,86 +257,6 @@ impl ReadModels {
         }
         self.positions().reset(consumer).await?;
         Ok(())
-    }
-
-    /// Folds `stream` into the account's balance row, once per stream.
-    pub async fn project_balance(
-        &self,
-        consumer: &str,
-        stream: &DomainEventStream,
-    ) -> Result<Processed, ProcessError> {
-        let (tenant, id) = (
-            stream.aggregate_id.tenant_id.clone(),
-            stream.aggregate_id.id.clone(),
-        );
-        match self {
-            ReadModels::Memory(models) => {
-                models.tables.process_once(consumer, &stream.id, |tables| {
-                    let (state, version) = tables.balances.entry((tenant, id)).or_default();
-                    if next_in_order(stream, *version)? {
-                        fold(state, stream)?;
-                        *version = stream.version;
-                    }
-                    Ok(())
-                })
-            }
-            ReadModels::Sqlite(store) => {
-                let stream = stream.clone();
-                store
-                    .process_once(consumer, &stream.id.clone(), move |connection| {
-                        let (mut state, at) = connection
-                            .query_row(
-                                "SELECT name, balance, held, frozen, version FROM account_balance WHERE tenant_id = ?1 AND id = ?2",
-                                [&tenant, &id],
-                                |row| Ok((AccountState { name: row.get(0)?, balance: row.get(1)?, held: row.get(2)?, frozen: row.get(3)? }, row.get::<_, i64>(4)?)),
-                            )
-                            .or_else(|error| match error {
-                                rusqlite::Error::QueryReturnedNoRows => Ok((AccountState::default(), 0)),
-                                other => Err(other),
-                            })?;
-                        if !next_in_order(&stream, u64::try_from(at).unwrap_or(0))? {
-                            return Ok(());
-                        }
-                        fold(&mut state, &stream)?;
-                        connection.execute(
-                            "INSERT INTO account_balance (tenant_id, id, name, balance, held, frozen, version) VALUES (?7, ?1, ?2, ?3, ?4, ?5, ?6)
-                             ON CONFLICT (tenant_id, id) DO UPDATE SET name = excluded.name, balance = excluded.balance, held = excluded.held, frozen = excluded.frozen, version = excluded.version",
-                            rusqlite::params![id, state.name, state.balance, state.held, state.frozen, stream.version as i64, tenant],
-                        )?;
-                        Ok(())
-                    })
-                    .await
-            }
-            ReadModels::Postgres(store) => {
-                let stream = stream.clone();
-                store
-                    .process_once(consumer, &stream.id.clone(), move |transaction| {
-                        Box::pin(async move {
-                            let row = transaction
-                                .query_opt("SELECT name, balance, held, frozen, version FROM account_balance WHERE tenant_id = $1 AND id = $2 FOR UPDATE", &[&tenant, &id])
-                                .await?;
-                            let (mut state, at) = match row {
-                                Some(row) => (AccountState { name: row.get(0), balance: row.get(1), held: row.get(2), frozen: row.get(3) }, row.get::<_, i64>(4)),
-                                None => (AccountState::default(), 0),
-                            };
-                            if !next_in_order(&stream, u64::try_from(at).unwrap_or(0))? {
-                                return Ok(());
-                            }
-                            fold(&mut state, &stream)?;
-                            let version = i64::try_from(stream.version).unwrap_or(i64::MAX);
-                            transaction
-                                .execute(
-                                    "INSERT INTO account_balance (tenant_id, id, name, balance, held, frozen, version) VALUES ($7, $1, $2, $3, $4, $5, $6)
-                                     ON CONFLICT (tenant_id, id) DO UPDATE SET name = EXCLUDED.name, balance = EXCLUDED.balance, held = EXCLUDED.held, frozen = EXCLUDED.frozen, version = EXCLUDED.version",
-                                    &[&id, &state.name, &state.balance, &state.held, &state.frozen, &version, &tenant],
-                                )
-                                .await?;
-                            Ok(())
-                        })
-                    })
-                    .await
-            }
-        }
     }
 
     /// Writes one outbox row per `Withdrawn` event of `stream`, once per stream.
@@ -403,46 +302,6 @@ impl ReadModels {
                         })
                     })
                     .await
-            }
-        }
-    }
-
-    /// The balance row of `account` (its tenant and id); another tenant's account of the
-    /// same id is not it.
-    pub async fn view(&self, account: &AggregateId) -> Result<Option<AccountView>, BoxError> {
-        let (tenant, id) = (account.tenant_id.clone(), account.id.clone());
-        match self {
-            ReadModels::Memory(models) => Ok(models.tables.read(|tables| {
-                tables
-                    .balances
-                    .get(&(tenant, id.clone()))
-                    .map(|(state, version)| AccountView {
-                        id: id.clone(),
-                        name: state.name.clone(),
-                        balance: state.balance,
-                        held: state.held,
-                        version: *version,
-                    })
-            })),
-            ReadModels::Sqlite(store) => {
-                store
-                    .read(move |connection| {
-                        connection
-                            .query_row("SELECT id, name, balance, held, version FROM account_balance WHERE tenant_id = ?1 AND id = ?2", [&tenant, &id], |row| {
-                                Ok(AccountView { id: row.get(0)?, name: row.get(1)?, balance: row.get(2)?, held: row.get(3)?, version: row.get::<_, i64>(4)? as u64 })
-                            })
-                            .map(Some)
-                            .or_else(|error| match error {
-                                rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                                other => Err(other),
-                            })
-                    })
-                    .await
-            }
-            ReadModels::Postgres(store) => {
-                let client = store.pool().get().await?;
-                let row = client.query_opt("SELECT id, name, balance, held, version FROM account_balance WHERE tenant_id = $1 AND id = $2", &[&tenant, &id]).await?;
-                Ok(row.map(|row| AccountView { id: row.get(0), name: row.get(1), balance: row.get(2), held: row.get(3), version: u64::try_from(row.get::<_, i64>(4)).unwrap_or(0) }))
             }
         }
     }

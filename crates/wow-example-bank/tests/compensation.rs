@@ -62,7 +62,7 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
         .await;
         assert!(opened.succeeded, "{opened:?}");
 
-        db.execute("ALTER TABLE account_balance RENAME TO account_balance_off")
+        db.execute("ALTER TABLE view_row RENAME TO view_row_off")
             .await;
         let broken = projected(
             &bank,
@@ -71,7 +71,7 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
         .await;
         assert!(!broken.succeeded);
         assert_eq!(broken.error_code, ErrorCode::IllegalState);
-        db.execute("ALTER TABLE account_balance_off RENAME TO account_balance")
+        db.execute("ALTER TABLE view_row_off RENAME TO view_row")
             .await;
 
         // The table is back, but version 3 must not skip version 2.

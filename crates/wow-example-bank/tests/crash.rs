@@ -95,7 +95,7 @@ async fn crash_child() {
     let positions = models.positions();
     let models = Arc::new(models);
     let projection: Arc<dyn EventConsumer> =
-        Arc::new(AccountBalanceProjection::new(models.clone()));
+        Arc::new(AccountBalanceProjection::new(models.views()));
     let processor: Arc<dyn EventConsumer> = Arc::new(Notifications::new(models.clone()));
     let (projection, processor, saga, last): (_, _, Arc<dyn Saga>, _) = match kind.as_str() {
         "projection" => (
