@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::Serialize;
 use wow_core::event::{
     run_external_effect, ConsumerError, EffectError, EffectOutcome, EventConsumer,
 };
@@ -13,23 +12,11 @@ use wow_core::eventsourcing::BoxError;
 use wow_core::DomainEventStream;
 
 use crate::projection::consumer_error;
+pub use crate::read_model::OutboxRow;
 use crate::read_model::ReadModels;
 
 /// The consumer name of the processor.
-pub const NAME: &str = "notifications";
-
-/// One notification to send.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OutboxRow {
-    /// The `Withdrawn` event's id: the row's identity.
-    pub event_id: String,
-    /// The account's tenant.
-    pub tenant_id: String,
-    /// The account.
-    pub account_id: String,
-    /// The amount withdrawn.
-    pub amount: i64,
-}
+pub const NAME: &str = crate::read_model::NOTIFICATIONS;
 
 /// The outside system that sends a notification: it cannot join our transaction, but it
 /// accepts an idempotency key and deduplicates by it (as payment and mail APIs do).

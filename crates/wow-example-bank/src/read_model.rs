@@ -15,7 +15,6 @@ use wow_postgres::PostgresStore;
 use wow_sqlite::SqliteStore;
 
 use crate::account::AccountEvent;
-use crate::notifications::OutboxRow;
 
 /// The database of the read models, and of the consumers' positions, effect journal and
 /// compensation records.
@@ -43,6 +42,22 @@ pub struct MemoryModels {
     compensation: Arc<InMemoryCompensationStore>,
     positions: Arc<InMemoryConsumerPositions>,
     effects: Arc<InMemoryEffectJournal>,
+}
+
+/// The consumer name of the notifications processor, whose outbox lives here.
+pub(crate) const NOTIFICATIONS: &str = "notifications";
+
+/// One notification to send.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OutboxRow {
+    /// The `Withdrawn` event's id: the row's identity.
+    pub event_id: String,
+    /// The account's tenant.
+    pub tenant_id: String,
+    /// The account.
+    pub account_id: String,
+    /// The amount withdrawn.
+    pub amount: i64,
 }
 
 fn withdrawals(stream: &DomainEventStream) -> Vec<OutboxRow> {
@@ -218,7 +233,7 @@ impl ReadModels {
                 self.positions().reset(consumer).await?;
                 return Ok(());
             }
-            crate::notifications::NAME => "notification_outbox",
+            NOTIFICATIONS => "notification_outbox",
             other => return Err(format!("no read model is named `{other}`").into()),
         };
         match self {
