@@ -197,7 +197,7 @@ pub(crate) async fn events(
     let url = format!("{}/{aggregate}/{id}/event/{head}/{tail}", remote.base());
     let mut request = client()?.get(&url);
     if let Some(tenant) = &remote.tenant {
-        request = request.header("Command-Tenant-Id", tenant);
+        request = request.header(wow_core::command::headers::TENANT_ID, tenant);
     }
     let streams = answer(&url, request, remote.token.as_deref()).await?;
     out!("{streams:#}");

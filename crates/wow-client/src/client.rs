@@ -5,7 +5,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 use tokio::time::Instant;
-use wow_core::command::{ORIGINAL_COMMAND_ID, REPLAYED};
+use wow_core::command::{headers, ORIGINAL_COMMAND_ID, REPLAYED};
 use wow_core::{CommandResult, ErrorCode};
 
 use crate::path::url;
@@ -129,7 +129,7 @@ impl WowClient {
             None => request,
         };
         match tenant {
-            Some(tenant) => request.header("Command-Tenant-Id", tenant),
+            Some(tenant) => request.header(headers::TENANT_ID, tenant),
             None => request,
         }
     }
@@ -147,17 +147,17 @@ impl WowClient {
         let mut request = self
             .http
             .post(url)
-            .header("Command-Request-Id", request_id)
-            .header("Command-Wait-Stage", command.wait_stage.as_str())
+            .header(headers::REQUEST_ID, request_id)
+            .header(headers::WAIT_STAGE, command.wait_stage.as_str())
             .header(
-                "Command-Wait-Timeout",
+                headers::WAIT_TIMEOUT,
                 command.wait_timeout.as_millis().to_string(),
             )
             .json(&command.body)
             // The server answers 408 when its wait expires; allow it time to say so.
             .timeout(command.wait_timeout + Duration::from_secs(5));
         if let Some(version) = command.expected_version {
-            request = request.header("Command-Aggregate-Version", version.to_string());
+            request = request.header(headers::AGGREGATE_VERSION, version.to_string());
         }
         let response = match self
             .authorize(request, command.tenant.as_deref())

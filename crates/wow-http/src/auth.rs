@@ -25,7 +25,7 @@ pub enum NoTenant {
 /// of an aggregate id (the default tenant's own name aside).
 pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant, NoTenant> {
     if config.auth_tokens.is_empty() {
-        let Some(named) = headers.get("command-tenant-id") else {
+        let Some(named) = headers.get(wow_core::command::headers::TENANT_ID) else {
             return Ok(Tenant(DEFAULT_TENANT_ID.to_owned()));
         };
         let named = named

@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use wow_core::command::{CommandInfo, CommandKind, WaitPlan};
+use wow_core::command::{headers, CommandInfo, CommandKind, WaitPlan};
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, ErrorCode};
 
 use crate::auth::NoTenant;
@@ -39,7 +39,7 @@ pub(crate) async fn create(
     body: Body,
 ) -> Response {
     let named = headers
-        .get("command-aggregate-id")
+        .get(headers::AGGREGATE_ID)
         .map(|v| v.to_str().map(str::to_owned).unwrap_or_default());
     handle(state, aggregate, named, command, headers, body).await
 }
@@ -48,9 +48,9 @@ pub(crate) async fn create(
 /// valid request id, else a fresh one.
 fn unnamed_id(headers: &HeaderMap, tenant: &str, aggregate: &str) -> String {
     let request_id = headers
-        .get("command-request-id")
+        .get(headers::REQUEST_ID)
         .and_then(|v| v.to_str().ok())
-        .filter(|id| input::check_id("Command-Request-Id", id, false).is_ok());
+        .filter(|id| input::check_id(headers::REQUEST_ID, id, false).is_ok());
     match request_id {
         // SPEC ES-4: the resend of a create must meet its first attempt in one aggregate.
         Some(request_id) => derived_aggregate_id(tenant, aggregate, request_id),
@@ -73,9 +73,9 @@ async fn handle(
         Err(NoTenant::Invalid(rule)) => {
             let named = AggregateId::new("", aggregate, id.unwrap_or_default(), "");
             let request_id = headers
-                .get("command-request-id")
+                .get(headers::REQUEST_ID)
                 .and_then(|v| v.to_str().ok());
-            let error = InputError::bad(ErrorCode::IllegalArgument, "Command-Tenant-Id", rule);
+            let error = InputError::bad(ErrorCode::IllegalArgument, headers::TENANT_ID, rule);
             return respond(error.result(&named, request_id));
         }
         Err(unauthorized) => return unauthorized.response(),
@@ -110,7 +110,7 @@ async fn handle(
         Ok(prepared) => prepared,
         Err(error) => {
             let request_id = headers
-                .get("command-request-id")
+                .get(headers::REQUEST_ID)
                 .and_then(|v| v.to_str().ok());
             return respond(error.result(&aggregate_id, request_id));
         }

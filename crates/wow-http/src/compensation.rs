@@ -51,7 +51,8 @@ fn scope(
     headers: &HeaderMap,
 ) -> Result<(CompensationScheduler, Option<String>), Response> {
     let tenant = auth::tenant(state.config(), headers).map_err(|u| u.response())?;
-    let named = !state.config().auth_tokens.is_empty() || headers.contains_key("command-tenant-id");
+    let named = !state.config().auth_tokens.is_empty()
+        || headers.contains_key(wow_core::command::headers::TENANT_ID);
     let scheduler = state.compensation().ok_or_else(|| {
         error(
             StatusCode::NOT_FOUND,

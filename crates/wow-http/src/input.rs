@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use http_body::Body as _;
 use serde_json::Value;
-use wow_core::command::{BindingError, SENT};
+use wow_core::command::{headers, BindingError, SENT};
 use wow_core::{id, AggregateId, CommandResult, CommandStage, ErrorCode};
 
 use crate::server::BodyReadTimeout;
@@ -105,28 +105,28 @@ pub(crate) fn options(
 ) -> Result<CommandOptions, InputError> {
     // Read by the create route before this; an unreadable one would pass there as an empty
     // id and be refused as "must be 1 to 128 bytes", which is not what is wrong with it.
-    command_header(headers, "Command-Aggregate-Id")?;
-    let request_id = command_header(headers, "Command-Request-Id")?
-        .map(|id| check_id("Command-Request-Id", id, false).map(|()| id.to_owned()))
+    command_header(headers, headers::AGGREGATE_ID)?;
+    let request_id = command_header(headers, headers::REQUEST_ID)?
+        .map(|id| check_id(headers::REQUEST_ID, id, false).map(|()| id.to_owned()))
         .transpose()?;
-    let stage = command_header(headers, "Command-Wait-Stage")?
+    let stage = command_header(headers, headers::WAIT_STAGE)?
         .map(|name| {
             name.parse().map_err(|e: wow_core::command::UnknownStage| {
                 InputError::bad(
                     ErrorCode::IllegalArgument,
-                    "Command-Wait-Stage",
+                    headers::WAIT_STAGE,
                     e.to_string(),
                 )
             })
         })
         .transpose()?;
-    let timeout = match command_header(headers, "Command-Wait-Timeout")? {
+    let timeout = match command_header(headers, headers::WAIT_TIMEOUT)? {
         None => config.default_wait_timeout,
         Some(text) => {
             let millis: u64 = text.trim().parse().map_err(|_| {
                 InputError::bad(
                     ErrorCode::IllegalArgument,
-                    "Command-Wait-Timeout",
+                    headers::WAIT_TIMEOUT,
                     "must be a whole number of milliseconds",
                 )
             })?;
@@ -134,7 +134,7 @@ pub(crate) fn options(
             if millis == 0 || timeout > config.max_wait_timeout {
                 return Err(InputError::bad(
                     ErrorCode::IllegalArgument,
-                    "Command-Wait-Timeout",
+                    headers::WAIT_TIMEOUT,
                     format!(
                         "must be between 1 and {} ms",
                         config.max_wait_timeout.as_millis()
@@ -144,12 +144,12 @@ pub(crate) fn options(
             timeout
         }
     };
-    let expected_version = command_header(headers, "Command-Aggregate-Version")?
+    let expected_version = command_header(headers, headers::AGGREGATE_VERSION)?
         .map(|text| {
             text.trim().parse::<u64>().map_err(|_| {
                 InputError::bad(
                     ErrorCode::IllegalArgument,
-                    "Command-Aggregate-Version",
+                    headers::AGGREGATE_VERSION,
                     "must be a non-negative whole number",
                 )
             })

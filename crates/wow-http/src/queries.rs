@@ -63,7 +63,8 @@ pub(crate) async fn health(
 ) -> Json<serde_json::Value> {
     let quarantined = state.quarantine().list();
     let count = quarantined.len();
-    let named = !state.config().auth_tokens.is_empty() || headers.contains_key("command-tenant-id");
+    let named = !state.config().auth_tokens.is_empty()
+        || headers.contains_key(wow_core::command::headers::TENANT_ID);
     let visible: Vec<_> = match (named, auth::tenant(state.config(), &headers)) {
         (false, _) => quarantined,
         (true, Ok(tenant)) => quarantined

@@ -7,6 +7,7 @@ mod bus;
 mod error;
 mod fingerprint;
 mod gateway;
+pub mod headers;
 mod in_flight;
 mod kind;
 mod message;

@@ -1,0 +1,21 @@
+//! The names of the HTTP headers a command travels with (DESIGN §5), in one table shared by
+//! the server (`wow-http`), the client (`wow-client`) and the CLI, so that they cannot drift
+//! apart. Spelled as the design writes them; HTTP compares header names without regard to
+//! case, so a server may look them up in any case.
+
+/// The caller's business intent (SPEC ID-2): 1 to 128 visible ASCII bytes.
+pub const REQUEST_ID: &str = "Command-Request-Id";
+/// The stage to wait for (`SENT` … `SAGA_HANDLED`).
+pub const WAIT_STAGE: &str = "Command-Wait-Stage";
+/// How long to wait, in milliseconds.
+pub const WAIT_TIMEOUT: &str = "Command-Wait-Timeout";
+/// The version the aggregate must be at.
+pub const AGGREGATE_VERSION: &str = "Command-Aggregate-Version";
+/// The tenant (when auth is off; with auth the token decides).
+pub const TENANT_ID: &str = "Command-Tenant-Id";
+/// The id of the aggregate a create without an id in its path makes.
+pub const AGGREGATE_ID: &str = "Command-Aggregate-Id";
+/// The answer's error code, repeated from its body (`Ok` on success).
+pub const ERROR_CODE: &str = "Wow-Error-Code";
+/// `true` on the answer to a resend of an intent already decided.
+pub const REPLAYED: &str = "Wow-Replayed";
