@@ -120,24 +120,7 @@ async fn each_outcome_has_its_status_and_error_code_header() {
         (status, code.as_str(), body["errorCode"].as_str()),
         (StatusCode::OK, "Ok", Some("Ok"))
     );
-    for field in [
-        "id",
-        "waitCommandId",
-        "stage",
-        "contextName",
-        "aggregateName",
-        "tenantId",
-        "aggregateId",
-        "aggregateVersion",
-        "requestId",
-        "commandId",
-        "errorCode",
-        "errorMsg",
-        "bindingErrors",
-        "result",
-        "signalTime",
-        "succeeded",
-    ] {
+    for field in wow_core::CommandResult::JSON_FIELDS {
         assert!(body.get(field).is_some(), "missing {field}");
     }
 

@@ -134,24 +134,7 @@ impl Server {
     }
 }
 
-const RESULT_FIELDS: [&str; 16] = [
-    "id",
-    "waitCommandId",
-    "stage",
-    "contextName",
-    "aggregateName",
-    "tenantId",
-    "aggregateId",
-    "aggregateVersion",
-    "requestId",
-    "commandId",
-    "errorCode",
-    "errorMsg",
-    "bindingErrors",
-    "result",
-    "signalTime",
-    "succeeded",
-];
+const RESULT_FIELDS: [&str; 16] = wow_core::CommandResult::JSON_FIELDS;
 
 #[tokio::test]
 async fn a_panicking_handler_is_a_500_command_result_and_the_service_goes_on() {

@@ -21,6 +21,7 @@
 pub mod downstream;
 pub mod event_store;
 pub mod fixtures;
+pub mod migration;
 pub mod processed_message;
 pub mod snapshot_store;
 pub mod view_store;

@@ -54,6 +54,27 @@ pub struct CommandResult {
 }
 
 impl CommandResult {
+    /// The JSON field names every `CommandResult` carries (DESIGN §5), in the order the
+    /// design lists them: what a client of any language may rely on finding.
+    pub const JSON_FIELDS: [&'static str; 16] = [
+        "id",
+        "waitCommandId",
+        "stage",
+        "contextName",
+        "aggregateName",
+        "tenantId",
+        "aggregateId",
+        "aggregateVersion",
+        "requestId",
+        "commandId",
+        "errorCode",
+        "errorMsg",
+        "bindingErrors",
+        "result",
+        "signalTime",
+        "succeeded",
+    ];
+
     /// A successful result of `stage` for `command`.
     pub fn success<B>(command: &CommandMessage<B>, stage: CommandStage) -> Self {
         Self::for_ids(
@@ -169,24 +190,7 @@ mod tests {
         .with_version(3);
         let json = serde_json::to_value(&result).unwrap();
         let object = json.as_object().unwrap();
-        for field in [
-            "id",
-            "waitCommandId",
-            "stage",
-            "contextName",
-            "aggregateName",
-            "tenantId",
-            "aggregateId",
-            "aggregateVersion",
-            "requestId",
-            "commandId",
-            "errorCode",
-            "errorMsg",
-            "bindingErrors",
-            "result",
-            "signalTime",
-            "succeeded",
-        ] {
+        for field in CommandResult::JSON_FIELDS {
             assert!(object.contains_key(field), "missing field {field}");
         }
         assert_eq!(json["errorCode"], "CommandValidation");

@@ -1,0 +1,82 @@
+//! What a store migrated from an earlier schema must still hold (SPEC ID-6, TN-1): run by
+//! each backend's migration test after it has written history the old way and opened the
+//! store under the current schema.
+
+use wow_core::event::ConsumerPositions;
+use wow_core::eventsourcing::{
+    EventStore, EventStoreError, RejectionRecord, RequestDecision, SnapshotStore,
+};
+use wow_core::{AggregateId, DomainEventStream, ErrorCode};
+
+use crate::fixtures::stream;
+
+/// `store`, migrated, holds `old` (versions 1 and 2 of `order`, request ids `r-1` and `r-2`),
+/// the consumer `view`'s position 2 and a snapshot at version 2 of `order`, all written
+/// before the migration: the history loads equal, every old request id still holds its key
+/// against appends and rejections, positions and snapshots keep their aggregate under its
+/// tenant, and another tenant may take the same id and request id for itself.
+pub async fn a_migrated_store_keeps_what_it_held<S>(
+    store: &S,
+    order: &AggregateId,
+    old: &[DomainEventStream],
+) where
+    S: EventStore + SnapshotStore + ConsumerPositions,
+{
+    assert_eq!(EventStore::load(store, order, 1, 10).await.unwrap(), old);
+    // Positions and snapshots keep their aggregate, now under its tenant (version 5).
+    let positions = ConsumerPositions::positions(store, "view", std::slice::from_ref(order))
+        .await
+        .unwrap();
+    assert_eq!(positions.get(order), Some(&2));
+    assert_eq!(SnapshotStore::version(store, order).await.unwrap(), Some(2));
+    // Another tenant holds nothing under the same id, and may take `r-1` for itself.
+    let mut twin = order.clone();
+    twin.tenant_id = "t-other".to_owned();
+    assert!(EventStore::load(store, &twin, 1, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    store.append(&stream(&twin, 1, "r-1")).await.unwrap();
+    match store.find_decision(order, "r-1").await.unwrap() {
+        Some(RequestDecision::Appended(record)) => {
+            assert_eq!(record.stream_id, old[0].id);
+            assert_eq!(record.command_id, old[0].command_id);
+            assert_eq!(record.version, 1);
+        }
+        other => panic!("r-1 was appended before the migration, got {other:?}"),
+    }
+    for (version, request_id) in [(3, "r-1"), (1, "r-2")] {
+        assert!(
+            matches!(
+                store.append(&stream(order, version, request_id)).await,
+                Err(EventStoreError::DuplicateRequestId(_))
+            ),
+            "{request_id} at version {version} must be a duplicate"
+        );
+    }
+    let rejection = RejectionRecord {
+        command_id: "c".to_owned(),
+        fingerprint: "f".to_owned(),
+        error_code: ErrorCode::NotFound,
+        error_msg: "no".to_owned(),
+        version: 2,
+        create_time: 0,
+    };
+    assert!(matches!(
+        store.record_rejection(order, "r-2", &rejection).await,
+        Err(EventStoreError::DuplicateRequestId(_))
+    ));
+    store.append(&stream(order, 3, "r-3")).await.unwrap();
+    store
+        .record_rejection(order, "r-4", &rejection)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.find_decision(order, "r-4").await.unwrap(),
+        Some(RequestDecision::Rejected(rejection))
+    );
+    assert_eq!(
+        EventStore::load(store, order, 1, 10).await.unwrap().len(),
+        3
+    );
+}
