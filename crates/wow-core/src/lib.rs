@@ -30,6 +30,7 @@ pub mod metrics;
 mod panic;
 pub mod pipeline;
 pub mod saga;
+pub mod stores;
 pub mod view;
 
 pub use aggregate::DomainError;
@@ -39,4 +40,5 @@ pub use aggregate_id::{
 pub use command::{CommandMessage, CommandResult, CommandStage};
 pub use error_code::ErrorCode;
 pub use event::{DomainEvent, DomainEventStream};
+pub use stores::Stores;
 pub use wow_macros::{Command, Event};
