@@ -1,44 +1,155 @@
 //! # wow-core
 //!
 //! The heart of wow-rs, an event-sourced command-processing framework in which every command
-//! is safe to retry. This crate holds the portable parts: the model (ids, [`CommandMessage`],
-//! [`DomainEventStream`], [`CommandStage`], [`CommandResult`], [`ErrorCode`]), the aggregate
-//! programming model ([`aggregate::Aggregate`] and its test kit), and the store contracts
-//! ([`eventsourcing::EventStore`], [`eventsourcing::SnapshotStore`], [`view::ViewStore`]) with
-//! in-memory versions, and portable read models ([`view::View`], run by
-//! [`view::ViewProjection`] over any view store).
-//! Backends implement the contracts and prove it with the `wow-tck` conformance suite.
+//! is safe to retry. Backends implement its contracts and prove it with the `wow-tck`
+//! conformance suite; `wow-http` serves it; the example domains use nothing else.
 //!
-//! Concept names follow the source document of `SPEC.md` (CommandGateway, EventStore,
-//! RequestIdChecker, ...), so a reader who knows the word finds the module by it.
+//! ## Three layers
+//!
+//! The source is in three layers, each importing only those below it:
+//!
+//! 1. **model** (`src/model/`): plain data and the traits a team implements for its own
+//!    types: ids and time ([`id`]), [`AggregateId`], [`ErrorCode`], [`CommandMessage`],
+//!    [`CommandResult`], [`CommandStage`], [`DomainEventStream`], the [`aggregate::Aggregate`]
+//!    and [`view::View`] programming models, and the decisions a store records. No I/O.
+//! 2. **contracts** (`src/contracts/`): what a backend or a transport implements, each with
+//!    its in-memory reference: [`eventsourcing::EventStore`], [`eventsourcing::SnapshotStore`],
+//!    [`command::CommandBus`], [`event::DomainEventBus`], [`event::EventConsumer`] and its
+//!    records (positions, processed messages, the effect journal), [`view::ViewStore`],
+//!    [`compensation::CompensationStore`], bundled per backend by [`Stores`].
+//! 3. **runtime** (`src/runtime/`): what runs over the contracts: the request-id check
+//!    ([`idempotency`]), the [`command::CommandGateway`], waiting, the processing node, the
+//!    [`event::EventDispatcher`] and catch-up, [`saga`]s, views as projections,
+//!    [`compensation::CompensationScheduler`], the one-process [`pipeline::LocalPipeline`],
+//!    and the given → when → expect kits ([`aggregate::AggregateSpec`], [`view::ViewSpec`],
+//!    [`saga::SagaSpec`]) that run this same code without a store.
+//!
+//! ## Where to find a concept
+//!
+//! The public modules below keep the vocabulary of the source document of `SPEC.md`
+//! (CommandGateway, EventStore, RequestIdChecker, ...): each gathers one concept's items from
+//! whichever layers hold them, so a reader who knows the word finds it by its module.
 
 extern crate self as wow_core;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
-pub mod aggregate;
-mod aggregate_id;
-pub mod command;
-pub mod compensation;
-mod error_code;
-pub mod event;
-pub mod eventsourcing;
-pub mod id;
-pub mod idempotency;
-pub mod metrics;
-mod panic;
-pub mod pipeline;
-pub mod saga;
-pub mod stores;
-pub mod view;
 
-pub use aggregate::DomainError;
-pub use aggregate_id::{
+mod contracts;
+mod model;
+mod runtime;
+/// A complete small aggregate, for the examples of the docs and the crate's tests.
+#[doc(hidden)]
+#[path = "counter_example.rs"]
+pub mod testing_example;
+
+pub mod aggregate {
+    //! The aggregate programming model: the trait a team implements, the registry that runs
+    //! it from JSON, quarantine of an aggregate whose code panicked (SPEC PX-1), and the
+    //! given → when → expect test kit.
+    pub use crate::model::aggregate::*;
+    pub use crate::runtime::aggregate::*;
+}
+
+pub mod command {
+    //! Commands: the message, its kind and stages, results, the bus, the gateway, waiting,
+    //! the processing node's handler, and the look-up of what became of a request.
+    pub use crate::contracts::command::*;
+    pub use crate::model::command::*;
+    pub use crate::runtime::command::*;
+}
+
+pub mod compensation {
+    //! Event compensation (SPEC DS-4): a consumer's failure on an appended stream is recorded
+    //! durably (which consumer, which stream and events, the error, the attempts) and
+    //! retried later, by a scheduler with exponential backoff or by hand, without touching
+    //! history. An aggregate a processing node quarantined (SPEC PX-1) is recorded the same
+    //! way, under the consumer [`AGGREGATE_PROCESSOR`].
+    pub use crate::contracts::compensation::*;
+    pub use crate::runtime::compensation::*;
+}
+
+pub mod event {
+    //! Domain events, the event bus, the dispatch of appended streams to their consumers, and
+    //! what keeps consumers from applying an event twice: processed-message records, the
+    //! effect journal, positions and catch-up.
+    pub use crate::contracts::event::*;
+    pub use crate::model::event::*;
+    pub use crate::runtime::event::*;
+}
+
+pub mod eventsourcing {
+    //! Event sourcing: the EventStore and SnapshotStore contracts, their in-memory versions,
+    //! the decisions they record, and loading, caching and snapshotting aggregates.
+    pub use crate::contracts::eventsourcing::*;
+    pub use crate::model::error::BoxError;
+    pub use crate::model::eventsourcing::*;
+    pub use crate::runtime::eventsourcing::*;
+}
+
+pub mod id {
+    //! Identifiers and time, taken through traits so that tests and the simulation can fix
+    //! them.
+    pub use crate::model::id::*;
+}
+
+pub mod idempotency {
+    //! The request-id check (SPEC RQ-1..RQ-11): a fast Bloom filter per aggregate type, then
+    //! persisted history when the filter says "maybe seen". Neither is the arbiter of
+    //! concurrent requests: the EventStore's append is.
+    pub use crate::runtime::idempotency::*;
+}
+
+pub mod metrics {
+    //! Counters of the command pipeline, read by `/metrics`.
+    pub use crate::runtime::metrics::*;
+}
+
+pub mod pipeline {
+    //! One process running every role: a gateway, a processing node and the event dispatch.
+    pub use crate::runtime::pipeline::*;
+}
+
+pub mod saga {
+    //! Sagas: react to events by sending commands through the gateway, with request ids
+    //! derived from the event that caused them (SPEC DS-3).
+    pub use crate::runtime::saga::*;
+}
+
+pub mod view {
+    //! Views: read models a team writes once, as a typed fold of one aggregate's events, and
+    //! that every backend stores the same way.
+    //!
+    //! - [`View`] is the team's part: a serializable state per (tenant, aggregate id) and a
+    //!   pure `apply` of the aggregate's own event enum. No SQL, no backend.
+    //! - [`ViewStore`] is the contract a backend implements: one row per (view, tenant,
+    //!   aggregate id), written together with its processed-message record in one
+    //!   transaction (SPEC DS-2), loaded by key, listed by a [`ViewFilter`] in pages.
+    //!   [`InMemoryViewStore`] is the reference; `wow-sqlite` and `wow-postgres` hold the
+    //!   durable ones, and `wow-tck` proves them alike.
+    //! - [`ViewProjection`] runs any `View` as an
+    //!   [`EventConsumer`](crate::event::EventConsumer) over any `ViewStore`, in version
+    //!   order per aggregate; [`view()`] reads one row back typed.
+    //! - [`ViewSpec`] tests a view without a store: given the aggregate's events, expect its
+    //!   state.
+    //!
+    //! Concurrency: every update of one row is serialised by its store (the in-memory lock,
+    //! the SQLite writer, a PostgreSQL lock on the key), so concurrent deliveries of distinct
+    //! streams of one aggregate each apply once, in whatever order the projection's version
+    //! check allows.
+    pub use crate::contracts::view::*;
+    pub use crate::model::view::*;
+    pub use crate::runtime::view::*;
+}
+
+pub use contracts::stores::Stores;
+pub use model::aggregate::DomainError;
+pub use model::aggregate_id::{
     check_aggregate_id, AggregateId, NamedAggregate, DEFAULT_TENANT_ID, MAX_AGGREGATE_ID_BYTES,
 };
-pub use command::{CommandMessage, CommandResult, CommandStage};
-pub use error_code::ErrorCode;
-pub use event::{DomainEvent, DomainEventStream};
-pub use stores::Stores;
+pub use model::command::{CommandMessage, CommandResult, CommandStage};
+pub use model::error::BoxError;
+pub use model::error_code::ErrorCode;
+pub use model::event::{DomainEvent, DomainEventStream};
 pub use wow_macros::{Command, Event};

@@ -5,11 +5,9 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use wow_core::aggregate::testing_example::{
-    Add, Added, Counter, CounterCommand, CounterError, CounterEvent,
-};
 use wow_core::event::ConsumerError;
 use wow_core::saga::{saga_request_id, Saga, SagaContext, SagaReply, SagaSpec};
+use wow_core::testing_example::{Add, Added, Counter, CounterCommand, CounterError, CounterEvent};
 use wow_core::{AggregateId, CommandMessage, DomainEvent, DomainEventStream, ErrorCode};
 
 /// Mirrors every addition on the counter `<id>-mirror` of the same tenant; when the mirror

@@ -274,36 +274,9 @@ async fn simulate(seed: u64, config: SimConfig, chaos: Arc<Chaos>) -> RunReport 
     // consumer's position: the quiet phase catches up from the positions and retries the
     // records, as a restarted service does.
     let failures = Arc::new(InMemoryCompensationStore::new());
-    let dispatcher = EventDispatcher::builder(notifier.clone())
-        .compensation(failures.clone(), RETRY)
-        .positions(Arc::new(InMemoryConsumerPositions::new()))
-        .clock(clock.clone())
-        .projection(Arc::new(Flaky {
-            inner: BalanceProjection {
-                model: balances.clone(),
-            },
-            chaos: chaos.clone(),
-            redelivery: redelivery.clone(),
-        }))
-        .event_processor(Arc::new(Flaky {
-            inner: OutboxProcessor {
-                outbox: outbox.clone(),
-            },
-            chaos: chaos.clone(),
-            redelivery: redelivery.clone(),
-        }))
-        .saga(Arc::new(FlakySaga {
-            inner: WalletSaga {
-                chaos: chaos.clone(),
-                reported: saga_reported.clone(),
-            },
-            chaos: chaos.clone(),
-            redelivery: redelivery.clone(),
-        }))
-        .build();
-    redelivery.set_dispatcher(&dispatcher);
+    let (event_bus, feed) = InMemoryDomainEventBus::channel(1);
     let events = Arc::new(FaultyEventBus::new(
-        Arc::new(InMemoryDomainEventBus::new(1, dispatcher.clone())),
+        Arc::new(event_bus),
         chaos.clone(),
         crashed,
     ));
@@ -356,7 +329,36 @@ async fn simulate(seed: u64, config: SimConfig, chaos: Arc<Chaos>) -> RunReport 
         gateway = gateway.in_flight(in_flight.clone());
     }
     let gateway = gateway.build();
-    dispatcher.set_gateway(gateway.clone());
+    let dispatcher = EventDispatcher::builder(notifier.clone())
+        .gateway(&gateway)
+        .compensation(failures.clone(), RETRY)
+        .positions(Arc::new(InMemoryConsumerPositions::new()))
+        .clock(clock.clone())
+        .projection(Arc::new(Flaky {
+            inner: BalanceProjection {
+                model: balances.clone(),
+            },
+            chaos: chaos.clone(),
+            redelivery: redelivery.clone(),
+        }))
+        .event_processor(Arc::new(Flaky {
+            inner: OutboxProcessor {
+                outbox: outbox.clone(),
+            },
+            chaos: chaos.clone(),
+            redelivery: redelivery.clone(),
+        }))
+        .saga(Arc::new(FlakySaga {
+            inner: WalletSaga {
+                chaos: chaos.clone(),
+                reported: saga_reported.clone(),
+            },
+            chaos: chaos.clone(),
+            redelivery: redelivery.clone(),
+        }))
+        .build();
+    redelivery.set_dispatcher(&dispatcher);
+    feed.start(dispatcher.clone());
 
     // The run.
     let scripts = scripts(&chaos, config);

@@ -1,0 +1,3 @@
+mod bus;
+
+pub use bus::{CommandBus, CommandBusError, CommandHandler, InMemoryCommandBus, JsonCommand};

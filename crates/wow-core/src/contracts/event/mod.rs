@@ -1,0 +1,16 @@
+mod bus;
+mod consumer;
+mod effect;
+mod position;
+mod processed;
+mod store_error;
+
+pub use bus::{DomainEventBus, EventBusError, NoopDomainEventBus};
+pub use consumer::{ConsumerError, EventConsumer};
+pub use effect::{
+    effect_key, run_external_effect, EffectAttempt, EffectError, EffectJournal, EffectOutcome,
+    EffectState, InMemoryEffectJournal, ResumedEffect,
+};
+pub use position::{ConsumerPositions, InMemoryConsumerPositions};
+pub use processed::{InMemoryProcessedMessages, ProcessError, Processed};
+pub use store_error::ConsumerStoreError;

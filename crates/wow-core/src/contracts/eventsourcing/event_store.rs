@@ -1,0 +1,159 @@
+//! The EventStore contract: the persistence boundary of SPEC ES-1.
+
+use async_trait::async_trait;
+
+use crate::contracts::eventsourcing::EventStoreError;
+use crate::model::aggregate_id::{AggregateId, NamedAggregate};
+use crate::model::event::DomainEventStream;
+use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
+
+/// Checks the arguments every store's `append` shares; a backend calls it before writing.
+pub fn check_appendable(stream: &DomainEventStream) -> Result<(), EventStoreError> {
+    if stream.version == 0 {
+        return Err(EventStoreError::IllegalArgument(
+            "a stream's version starts at 1".to_owned(),
+        ));
+    }
+    if stream.body.is_empty() {
+        return Err(EventStoreError::IllegalArgument(
+            "a stream holds at least one event".to_owned(),
+        ));
+    }
+    if stream.request_id.is_empty() {
+        return Err(EventStoreError::IllegalArgument(
+            "a stream's request id must not be empty".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the arguments every store's `record_rejection` shares; a backend calls it first.
+pub fn check_rejectable(request_id: &str) -> Result<(), EventStoreError> {
+    if request_id.is_empty() {
+        return Err(EventStoreError::IllegalArgument(
+            "a rejection's request id must not be empty".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an inclusive version range `head..=tail`.
+pub fn check_version_range(head: u64, tail: u64) -> Result<(), EventStoreError> {
+    if head == 0 {
+        return Err(EventStoreError::IllegalArgument(
+            "head version starts at 1".to_owned(),
+        ));
+    }
+    if head > tail {
+        return Err(EventStoreError::IllegalArgument(format!(
+            "head version {head} is after tail version {tail}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks an inclusive time range `start..=end`.
+pub fn check_time_range(start: i64, end: i64) -> Result<(), EventStoreError> {
+    if start > end {
+        return Err(EventStoreError::IllegalArgument(format!(
+            "start time {start} is after end time {end}"
+        )));
+    }
+    Ok(())
+}
+
+/// The authoritative history of aggregates, one [`DomainEventStream`] per command.
+///
+/// Every backend passes the conformance suite in `wow-tck` (SPEC ES-2).
+///
+/// # Cancel safety
+///
+/// Reads are cancel safe. `append` is not: a future dropped before it completes may or may
+/// not have appended its stream; [`EventStore::find_request`] tells which.
+#[async_trait]
+pub trait EventStore: Send + Sync + std::fmt::Debug {
+    /// Appends `stream` as one unit, all its events or none.
+    ///
+    /// Inside one atomic write, checked in this order: the aggregate already holds the request
+    /// id → [`EventStoreError::DuplicateRequestId`]; the version is taken and it is 1 →
+    /// [`EventStoreError::DuplicateAggregateId`]; the version is taken →
+    /// [`EventStoreError::EventVersionConflict`]. Version 0, no events or an empty request id
+    /// are [`EventStoreError::IllegalArgument`]. Returns once the stream is durable.
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError>;
+
+    /// The streams of `aggregate_id` with versions in `head..=tail`, in version order.
+    ///
+    /// `head` 0 or `head > tail` is [`EventStoreError::IllegalArgument`].
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError>;
+
+    /// The streams of `aggregate_id` made in `start..=end` (milliseconds since the Unix
+    /// epoch), in version order. `start > end` is [`EventStoreError::IllegalArgument`].
+    async fn load_by_time(
+        &self,
+        aggregate_id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError>;
+
+    /// The stream with the highest version of `aggregate_id`, if it has any.
+    async fn last(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<DomainEventStream>, EventStoreError>;
+
+    /// The record of the stream that holds `request_id` within `aggregate_id`, if one was
+    /// appended (SPEC ES-5, RQ-6). A recorded rejection is not a stream: see
+    /// [`EventStore::find_decision`]. Another aggregate's use of the same value is not seen.
+    async fn find_request(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestRecord>, EventStoreError> {
+        Ok(self
+            .find_decision(aggregate_id, request_id)
+            .await?
+            .and_then(RequestDecision::appended))
+    }
+
+    /// The decision recorded for `request_id` within `aggregate_id` (SPEC ID-6, TO-1): its
+    /// appended stream, its recorded rejection, or `None` when no decision was recorded (a
+    /// resend with that request id is safe). One indexed read. A decision made under
+    /// another tenant is not seen (SPEC TN-1): it answers `None`.
+    async fn find_decision(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestDecision>, EventStoreError>;
+
+    /// Records `rejection` as the final decision on `request_id` within `aggregate_id`
+    /// (SPEC ID-6), under the same unique key as appended streams: from then on an append
+    /// of a stream with that request id fails with [`EventStoreError::DuplicateRequestId`].
+    ///
+    /// Fails with [`EventStoreError::DuplicateRequestId`] when the key already holds a
+    /// decision (a stream, or an earlier rejection): the store's own constraint decides
+    /// which came first, also when a rejection and an append race. Look the winner up with
+    /// [`EventStore::find_decision`]. An empty request id is
+    /// [`EventStoreError::IllegalArgument`].
+    async fn record_rejection(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError>;
+
+    /// Up to `limit` aggregates of the type `named` (context and name), of every tenant, each
+    /// once, in (tenant id, aggregate id) order, starting after `after` (from the first when
+    /// `None`): pass the last aggregate of one page to get the next. Two tenants may both
+    /// hold an id (SPEC TN-1); each is listed.
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&AggregateId>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError>;
+}

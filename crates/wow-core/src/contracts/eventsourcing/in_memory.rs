@@ -1,0 +1,302 @@
+//! In-memory stores: the reference implementations of the store contracts.
+//!
+//! They keep nothing across restarts and prove nothing about durability (SPEC ES-2); they
+//! exist for tests, examples and the `memory://` store. Each check and its write happen under
+//! one lock, with no await in between, so they are honest about concurrency.
+
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
+use foldhash::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use crate::contracts::eventsourcing::{
+    check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
+    EventStoreError, Snapshot, SnapshotStore, SnapshotStoreError,
+};
+use crate::model::aggregate_id::{AggregateId, NamedAggregate};
+use crate::model::event::DomainEventStream;
+use crate::model::eventsourcing::RequestRecord;
+use crate::model::eventsourcing::{RejectionRecord, RequestDecision};
+
+const SHARDS: usize = 64;
+
+/// What one request id of an aggregate came to: one key, one decision (SPEC ID-6).
+#[derive(Debug)]
+enum Decided {
+    /// Appended as the stream at this version.
+    Appended(u64),
+    /// Rejected, for good, in this tenant's name.
+    Rejected {
+        tenant_id: String,
+        record: Box<RejectionRecord>,
+    },
+}
+
+/// Streams of one aggregate, keyed by version, with its request-id index (streams and
+/// rejections share it).
+#[derive(Debug, Default)]
+struct History {
+    streams: BTreeMap<u64, Arc<DomainEventStream>>,
+    requests: HashMap<String, Decided>,
+}
+
+/// Tenant, aggregate name, aggregate id: the tenant leads, so each tenant's ids are its own
+/// namespace (SPEC TN-1).
+type Key = (String, String, String);
+
+fn key(aggregate_id: &AggregateId) -> Key {
+    (
+        aggregate_id.tenant_id.clone(),
+        aggregate_id.aggregate_name.clone(),
+        aggregate_id.id.clone(),
+    )
+}
+
+/// An [`EventStore`] in memory, sharded by aggregate so that different aggregates append in
+/// parallel.
+#[derive(Debug)]
+pub struct InMemoryEventStore {
+    shards: Vec<Mutex<HashMap<Key, History>>>,
+    hasher: RandomState,
+}
+
+impl Default for InMemoryEventStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InMemoryEventStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
+            hasher: RandomState::default(),
+        }
+    }
+
+    fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, History>> {
+        let index = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
+        // A poisoned shard only means a panic elsewhere mid-read; every write below completes
+        // its check and insert without panicking, so the data stays consistent.
+        self.shards[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn select(
+        &self,
+        aggregate_id: &AggregateId,
+        keep: impl Fn(&DomainEventStream) -> bool,
+    ) -> Vec<DomainEventStream> {
+        let key = key(aggregate_id);
+        let shard = self.shard(&key);
+        shard
+            .get(&key)
+            .map(|history| {
+                history
+                    .streams
+                    .values()
+                    .filter(|s| keep(s))
+                    .map(|s| DomainEventStream::clone(s))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl EventStore for InMemoryEventStore {
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        check_appendable(stream)?;
+        let key = key(&stream.aggregate_id);
+        let mut shard = self.shard(&key);
+        let history = shard.entry(key).or_default();
+        if history.requests.contains_key(&stream.request_id) {
+            return Err(EventStoreError::duplicate_request_id(stream));
+        }
+        if history.streams.contains_key(&stream.version) {
+            return Err(EventStoreError::version_taken(stream));
+        }
+        history
+            .requests
+            .insert(stream.request_id.clone(), Decided::Appended(stream.version));
+        history
+            .streams
+            .insert(stream.version, Arc::new(stream.clone()));
+        Ok(())
+    }
+
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        check_version_range(head, tail)?;
+        Ok(self.select(aggregate_id, |s| (head..=tail).contains(&s.version)))
+    }
+
+    async fn load_by_time(
+        &self,
+        aggregate_id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        check_time_range(start, end)?;
+        Ok(self.select(aggregate_id, |s| (start..=end).contains(&s.create_time)))
+    }
+
+    async fn last(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<DomainEventStream>, EventStoreError> {
+        let key = key(aggregate_id);
+        let shard = self.shard(&key);
+        Ok(shard
+            .get(&key)
+            .and_then(|history| history.streams.values().next_back())
+            .map(|s| DomainEventStream::clone(s)))
+    }
+
+    async fn find_decision(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
+        let key = key(aggregate_id);
+        let shard = self.shard(&key);
+        let Some(history) = shard.get(&key) else {
+            return Ok(None);
+        };
+        // Another tenant's decision is not this caller's to see (SPEC TN-1).
+        let tenant = &aggregate_id.tenant_id;
+        Ok(match history.requests.get(request_id) {
+            None => None,
+            Some(Decided::Rejected { tenant_id, record }) => (tenant_id == tenant)
+                .then(|| RequestDecision::Rejected(RejectionRecord::clone(record))),
+            Some(Decided::Appended(version)) => history
+                .streams
+                .get(version)
+                .filter(|stream| &stream.aggregate_id.tenant_id == tenant)
+                .map(|stream| {
+                    RequestDecision::Appended(RequestRecord {
+                        stream_id: stream.id.clone(),
+                        version: stream.version,
+                        command_id: stream.command_id.clone(),
+                        create_time: stream.create_time,
+                        fingerprint: stream.fingerprint.clone(),
+                    })
+                }),
+        })
+    }
+
+    async fn record_rejection(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        check_rejectable(request_id)?;
+        let key = key(aggregate_id);
+        let mut shard = self.shard(&key);
+        let history = shard.entry(key).or_default();
+        if history.requests.contains_key(request_id) {
+            return Err(EventStoreError::request_decided(
+                aggregate_id,
+                request_id,
+                rejection,
+            ));
+        }
+        history.requests.insert(
+            request_id.to_owned(),
+            Decided::Rejected {
+                tenant_id: aggregate_id.tenant_id.clone(),
+                record: Box::new(rejection.clone()),
+            },
+        );
+        Ok(())
+    }
+
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&AggregateId>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        let mut found: Vec<AggregateId> = Vec::new();
+        let after = after.map(|a| (a.tenant_id.as_str(), a.id.as_str()));
+        for shard in &self.shards {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            for ((tenant, name, id), history) in shard.iter() {
+                if name != &named.aggregate_name
+                    || after.is_some_and(|after| (tenant.as_str(), id.as_str()) <= after)
+                {
+                    continue;
+                }
+                let Some(first) = history.streams.values().next() else {
+                    continue;
+                };
+                if first.aggregate_id.context_name == named.context_name {
+                    found.push(first.aggregate_id.clone());
+                }
+            }
+        }
+        found.sort_by(|a, b| (&a.tenant_id, &a.id).cmp(&(&b.tenant_id, &b.id)));
+        found.truncate(limit);
+        Ok(found)
+    }
+}
+
+/// A [`SnapshotStore`] in memory.
+#[derive(Debug, Default)]
+pub struct InMemorySnapshotStore {
+    snapshots: Mutex<HashMap<Key, Snapshot>>,
+}
+
+impl InMemorySnapshotStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn snapshots(&self) -> MutexGuard<'_, HashMap<Key, Snapshot>> {
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for InMemorySnapshotStore {
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<Snapshot>, SnapshotStoreError> {
+        Ok(self.snapshots().get(&key(aggregate_id)).cloned())
+    }
+
+    async fn version(&self, aggregate_id: &AggregateId) -> Result<Option<u64>, SnapshotStoreError> {
+        Ok(self.snapshots().get(&key(aggregate_id)).map(|s| s.version))
+    }
+
+    async fn save(&self, snapshot: &Snapshot) -> Result<bool, SnapshotStoreError> {
+        let mut snapshots = self.snapshots();
+        let key = key(&snapshot.aggregate_id);
+        match snapshots.get(&key) {
+            Some(stored) if stored.version > snapshot.version => Ok(false),
+            _ => {
+                snapshots.insert(key, snapshot.clone());
+                Ok(true)
+            }
+        }
+    }
+}

@@ -1,0 +1,13 @@
+mod error;
+mod event_store;
+mod gated;
+mod in_memory;
+mod snapshot;
+
+pub use error::{EventStoreError, RejectedStream, SnapshotStoreError};
+pub use event_store::{
+    check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
+};
+pub use gated::GatedEventStore;
+pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
+pub use snapshot::{Snapshot, SnapshotStore};

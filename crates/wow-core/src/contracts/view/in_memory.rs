@@ -1,0 +1,90 @@
+//! The in-memory view store: the reference the durable ones follow.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use crate::contracts::event::{InMemoryProcessedMessages, ProcessError, Processed};
+use crate::contracts::view::{apply_update, ViewFilter, ViewStore, ViewStoreError, ViewUpdate};
+use crate::model::view::{ViewKey, ViewRow};
+
+/// View rows in memory, beside their processed-message records under one lock, so an update
+/// and its record happen together. Updates are serialised by the lock; the work runs on a
+/// copy, so a failing or panicking work leaves the rows and the records as they were.
+///
+/// Nothing survives a restart: for tests and `memory://` services.
+#[derive(Debug, Default)]
+pub struct InMemoryViewStore {
+    rows: InMemoryProcessedMessages<BTreeMap<ViewKey, ViewRow>>,
+}
+
+impl InMemoryViewStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl ViewStore for InMemoryViewStore {
+    async fn update(
+        &self,
+        key: &ViewKey,
+        message_id: &str,
+        work: ViewUpdate,
+    ) -> Result<Processed, ProcessError> {
+        self.rows.process_once(&key.view, message_id, |rows| {
+            let current = rows.get(key).cloned();
+            let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                apply_update(key, current, work)
+            }))
+            .map_err(|_| "the view's update panicked")??;
+            if let Some(row) = next {
+                rows.insert(key.clone(), row);
+            }
+            Ok(())
+        })
+    }
+
+    async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
+        Ok(self.rows.read(|rows| rows.get(key).cloned()))
+    }
+
+    async fn list(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        filter: &ViewFilter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        filter.check()?;
+        Ok(self.rows.read(|rows| {
+            rows.values()
+                .filter(|row| row.key.view == view && row.key.tenant_id == tenant_id)
+                .filter(|row| after.is_none_or(|after| row.key.aggregate_id.as_str() > after))
+                .filter(|row| filter.matches(&row.state))
+                .take(limit)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
+        self.rows
+            .forget(view, |rows| rows.retain(|key, _| key.view != view));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_is_send_and_sync() {
+        fn shared<T: Send + Sync + 'static>() {}
+        shared::<InMemoryViewStore>();
+        shared::<std::sync::Arc<dyn ViewStore>>();
+    }
+}

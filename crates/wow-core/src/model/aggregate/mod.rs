@@ -1,0 +1,8 @@
+mod error;
+mod model;
+mod state;
+
+pub use error::{check_command, AggregateError};
+pub use model::{Aggregate, CommandContext, DomainError};
+pub use state::AggregateState;
+pub use wow_macros::DomainError;

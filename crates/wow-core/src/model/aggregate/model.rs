@@ -1,0 +1,92 @@
+//! The trait a team implements once per aggregate.
+
+use std::fmt::Debug;
+
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::model::aggregate_id::{AggregateId, NamedAggregate};
+use crate::model::command::{CommandBody, EventBody};
+use crate::model::error_code::ErrorCode;
+
+/// A business-rule rejection of a domain, with its own error code.
+///
+/// Derive it with `#[derive(DomainError)]` next to `thiserror::Error`: each variant's code is
+/// its name. Rejections are the domain's answer, not a fault: HTTP reports them as 422.
+pub trait DomainError: std::error::Error + Send + Sync + 'static {
+    /// The code a result reports for this rejection.
+    fn error_code(&self) -> ErrorCode;
+}
+
+impl DomainError for std::convert::Infallible {
+    fn error_code(&self) -> ErrorCode {
+        match *self {}
+    }
+}
+
+/// What a handler knows about the command it decides on, besides the state.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandContext<'a> {
+    /// The aggregate the command is for.
+    pub aggregate_id: &'a AggregateId,
+    /// The aggregate's current version (0 when it does not exist yet).
+    pub version: u64,
+    /// The command id of the message.
+    pub command_id: &'a str,
+    /// The caller's request id.
+    pub request_id: &'a str,
+    /// The time of the decision, in milliseconds since the Unix epoch, from the node's clock.
+    pub now: i64,
+}
+
+impl CommandContext<'_> {
+    /// Whether the aggregate exists (has at least one stream).
+    pub fn exists(&self) -> bool {
+        self.version > 0
+    }
+}
+
+/// An aggregate: its name, its state, the commands it decides on and the events it records.
+///
+/// `handle` is a pure decision: state + command → events, or a typed rejection. `apply` folds
+/// one event into the state and cannot fail; replaying an aggregate's history through `apply`
+/// rebuilds its state.
+///
+/// Neither should panic, but a panic or an arithmetic overflow in either is contained (SPEC
+/// PX-1; release builds check overflows too): a panicking `handle` fails that one command
+/// with `InternalServerError` and records nothing; a panicking `apply` quarantines the
+/// aggregate (see [`QuarantinedAggregates`](crate::runtime::aggregate::QuarantinedAggregates)). Use checked
+/// arithmetic and a typed rejection for what input can provoke.
+///
+/// ```
+#[doc = include_str!("../../counter_example.rs")]
+/// ```
+pub trait Aggregate: Send + Sync + 'static {
+    /// The bounded context the aggregate belongs to.
+    const CONTEXT_NAME: &'static str;
+    /// The aggregate's name, unique within a store (the first segment of its HTTP routes).
+    const AGGREGATE_NAME: &'static str;
+
+    /// The state the events fold into; `Default` is the state before the first event.
+    type State: Default + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// The commands, one enum variant each (`#[derive(Command)]`).
+    type Command: CommandBody + Clone + Debug;
+    /// The events, one enum variant each (`#[derive(Event)]`).
+    type Event: EventBody + Clone + Debug;
+    /// The business-rule rejections (`#[derive(DomainError)]`), or `Infallible`.
+    type Error: DomainError;
+
+    /// Decides on `command` given the current `state`: the events to record, or a rejection.
+    fn handle(
+        state: &Self::State,
+        command: Self::Command,
+        ctx: &CommandContext<'_>,
+    ) -> Result<Vec<Self::Event>, Self::Error>;
+
+    /// Folds one event into the state.
+    fn apply(state: &mut Self::State, event: &Self::Event);
+
+    /// The aggregate's type.
+    fn named_aggregate() -> NamedAggregate {
+        NamedAggregate::new(Self::CONTEXT_NAME, Self::AGGREGATE_NAME)
+    }
+}

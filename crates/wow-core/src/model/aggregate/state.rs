@@ -1,0 +1,115 @@
+//! An aggregate's state with its type erased, so that JSON-driven parts can hold it.
+
+use std::any::Any;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+trait StateObject: Any + Send + Sync + fmt::Debug {
+    fn clone_box(&self) -> Box<dyn StateObject>;
+    fn to_json(&self) -> Result<Value, serde_json::Error>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<S> StateObject for S
+where
+    S: Clone + Serialize + fmt::Debug + Send + Sync + 'static,
+{
+    fn clone_box(&self) -> Box<dyn StateObject> {
+        Box::new(self.clone())
+    }
+
+    fn to_json(&self) -> Result<Value, serde_json::Error> {
+        serde_json::to_value(self)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// One aggregate's state and the version it reflects (0: the aggregate does not exist yet).
+///
+/// Made and changed by an [`AggregateRuntime`](crate::runtime::aggregate::AggregateRuntime); the typed state
+/// inside can be read with [`AggregateState::downcast_ref`].
+#[derive(Debug)]
+pub struct AggregateState {
+    version: u64,
+    tenant_id: Option<String>,
+    inner: Box<dyn StateObject>,
+}
+
+impl Clone for AggregateState {
+    fn clone(&self) -> Self {
+        Self {
+            version: self.version,
+            tenant_id: self.tenant_id.clone(),
+            inner: self.inner.clone_box(),
+        }
+    }
+}
+
+impl AggregateState {
+    pub(crate) fn new<S>(state: S, version: u64) -> Self
+    where
+        S: Clone + Serialize + fmt::Debug + Send + Sync + 'static,
+    {
+        Self {
+            version,
+            tenant_id: None,
+            inner: Box::new(state),
+        }
+    }
+
+    pub(crate) fn with_tenant(mut self, tenant_id: &str) -> Self {
+        self.tenant_id = Some(tenant_id.to_owned());
+        self
+    }
+
+    /// The tenant that owns the aggregate, fixed by its first stream (`None` before it).
+    pub fn tenant_id(&self) -> Option<&str> {
+        self.tenant_id.as_deref()
+    }
+
+    /// Whether the aggregate exists and belongs to `tenant_id`.
+    pub fn belongs_to(&self, tenant_id: &str) -> bool {
+        self.exists() && self.tenant_id.as_deref() == Some(tenant_id)
+    }
+
+    /// The version of the last stream folded in (0 before the first).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Whether the aggregate exists.
+    pub fn exists(&self) -> bool {
+        self.version > 0
+    }
+
+    pub(crate) fn set_version(&mut self, version: u64, tenant_id: &str) {
+        self.version = version;
+        if self.tenant_id.is_none() {
+            self.tenant_id = Some(tenant_id.to_owned());
+        }
+    }
+
+    /// The typed state, if it is an `S`.
+    pub fn downcast_ref<S: 'static>(&self) -> Option<&S> {
+        self.inner.as_any().downcast_ref()
+    }
+
+    pub(crate) fn downcast_mut<S: 'static>(&mut self) -> Option<&mut S> {
+        self.inner.as_any_mut().downcast_mut()
+    }
+
+    /// The state as JSON.
+    pub fn to_json(&self) -> Result<Value, serde_json::Error> {
+        self.inner.to_json()
+    }
+}

@@ -1,0 +1,20 @@
+mod binding_error;
+mod body;
+mod error;
+mod fingerprint;
+pub mod headers;
+mod kind;
+mod message;
+mod result;
+mod stage;
+
+pub use binding_error::BindingError;
+pub use body::{BodyDecodeError, CommandBody, CommandInfo, EventBody};
+pub use error::{
+    decided_result, duplicate_result, CommandResultError, ORIGINAL_COMMAND_ID, REPLAYED,
+};
+pub use fingerprint::request_fingerprint;
+pub use kind::CommandKind;
+pub use message::CommandMessage;
+pub use result::CommandResult;
+pub use stage::{CommandStage, UnknownStage};

@@ -1,0 +1,3 @@
+mod stream;
+
+pub use stream::{DomainEvent, DomainEventStream};

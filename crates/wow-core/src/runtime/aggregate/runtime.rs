@@ -1,0 +1,297 @@
+//! A typed aggregate behind a JSON-in/JSON-out interface, so HTTP and the bus can carry it.
+
+use std::any::Any;
+use std::fmt;
+use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
+
+use serde_json::Value;
+
+use crate::contracts::eventsourcing::Snapshot;
+use crate::model::aggregate::{
+    check_command, Aggregate, AggregateError, AggregateState, CommandContext, DomainError,
+};
+use crate::model::aggregate_id::NamedAggregate;
+use crate::model::command::{CommandBody, CommandInfo, CommandKind, EventBody};
+use crate::model::event::{DomainEvent, DomainEventStream};
+use crate::model::panic::panic_message;
+
+/// A command decoded and validated against its aggregate, ready to be handled.
+pub struct DecodedCommand {
+    name: &'static str,
+    kind: CommandKind,
+    body: Box<dyn Any + Send + Sync>,
+}
+
+impl fmt::Debug for DecodedCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DecodedCommand")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DecodedCommand {
+    /// The command's stable name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The command's kind.
+    pub fn kind(&self) -> CommandKind {
+        self.kind
+    }
+}
+
+/// One aggregate type, driven by JSON: what the registry holds for each aggregate.
+///
+/// Implemented for every [`Aggregate`] by [`TypedAggregateRuntime`]; users do not implement
+/// it themselves.
+pub trait AggregateRuntime: Send + Sync + fmt::Debug {
+    /// The aggregate's context and name.
+    fn named_aggregate(&self) -> &NamedAggregate;
+
+    /// Every command, by name and kind.
+    fn commands(&self) -> &'static [CommandInfo];
+
+    /// Every event name.
+    fn events(&self) -> &'static [&'static str];
+
+    /// Decodes and validates the command `name` with the JSON `body`.
+    ///
+    /// Fails with [`AggregateError::UnknownCommand`], [`AggregateError::InvalidBody`] or
+    /// [`AggregateError::Validation`]; nothing else has happened when it fails.
+    fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError>;
+
+    /// The state before the first event (version 0).
+    fn initial_state(&self) -> AggregateState;
+
+    /// The state a snapshot holds; one that does not decode is
+    /// [`AggregateError::CorruptHistory`] (the caller may replay from the events instead).
+    fn restore_state(&self, snapshot: &Snapshot) -> Result<AggregateState, AggregateError>;
+
+    /// Folds `stream` into `state`. The stream must be the next version; a gap, an unknown
+    /// event or a malformed body is [`AggregateError::CorruptHistory`] and leaves `state` as
+    /// it was.
+    ///
+    /// A panic (or an arithmetic overflow) in the aggregate's `apply` is caught and returned
+    /// as [`AggregateError::ApplyPanicked`] (SPEC PX-1); `state` is then half-applied and the
+    /// caller must drop it.
+    fn apply(
+        &self,
+        state: &mut AggregateState,
+        stream: &DomainEventStream,
+    ) -> Result<(), AggregateError>;
+
+    /// Decides on `command` against `state`: the events to record (possibly none), or why not.
+    ///
+    /// Checks the existence rules of the command's kind first (`NotFound`, `AlreadyExists`,
+    /// void commands), then runs the aggregate's handler. A panic (or an arithmetic overflow)
+    /// in the handler is caught and returned as [`AggregateError::HandlerPanicked`] (SPEC
+    /// PX-1); `state` is only read, so it is unchanged.
+    fn handle(
+        &self,
+        state: &AggregateState,
+        command: &DecodedCommand,
+        ctx: &CommandContext<'_>,
+    ) -> Result<Vec<DomainEvent>, AggregateError>;
+}
+
+/// The [`AggregateRuntime`] of the aggregate `A`.
+pub struct TypedAggregateRuntime<A> {
+    named: NamedAggregate,
+    aggregate: PhantomData<fn() -> A>,
+}
+
+impl<A> fmt::Debug for TypedAggregateRuntime<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedAggregateRuntime")
+            .field("named", &self.named)
+            .finish()
+    }
+}
+
+impl<A: Aggregate> Default for TypedAggregateRuntime<A> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<A: Aggregate> TypedAggregateRuntime<A> {
+    /// The runtime of `A`.
+    pub fn new() -> Self {
+        Self {
+            named: A::named_aggregate(),
+            aggregate: PhantomData,
+        }
+    }
+}
+
+/// Decodes the typed events of one stream.
+pub(crate) fn decode_events<A: Aggregate>(
+    stream: &DomainEventStream,
+) -> Result<Vec<A::Event>, AggregateError> {
+    stream
+        .body
+        .iter()
+        .map(|event| {
+            event
+                .decode::<A::Event>()
+                .map_err(|error| AggregateError::CorruptHistory {
+                    aggregate_id: Box::new(stream.aggregate_id.clone()),
+                    version: stream.version,
+                    message: error.to_string(),
+                })
+        })
+        .collect()
+}
+
+/// Runs `A`'s handler after the existence rules, as the runtime and the test kit both do.
+pub(crate) fn decide<A: Aggregate>(
+    state: &A::State,
+    command: A::Command,
+    ctx: &CommandContext<'_>,
+) -> Result<Vec<A::Event>, AggregateError> {
+    check_command(
+        ctx.aggregate_id,
+        command.command_name(),
+        command.kind(),
+        ctx.version,
+        None,
+    )?;
+    A::handle(state, command, ctx).map_err(|error| AggregateError::Rejected {
+        code: error.error_code(),
+        message: error.to_string(),
+    })
+}
+
+impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
+    fn named_aggregate(&self) -> &NamedAggregate {
+        &self.named
+    }
+
+    fn commands(&self) -> &'static [CommandInfo] {
+        A::Command::COMMANDS
+    }
+
+    fn events(&self) -> &'static [&'static str] {
+        A::Event::EVENTS
+    }
+
+    fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError> {
+        let Some(info) = A::Command::COMMANDS.iter().find(|info| info.name == name) else {
+            return Err(AggregateError::UnknownCommand {
+                aggregate: A::AGGREGATE_NAME.to_owned(),
+                command: name.to_owned(),
+            });
+        };
+        let command = A::Command::from_body(name, body)
+            .map_err(|error| AggregateError::invalid_body(name, &error))?;
+        command.validate().map_err(AggregateError::Validation)?;
+        Ok(DecodedCommand {
+            name: info.name,
+            kind: info.kind,
+            body: Box::new(command),
+        })
+    }
+
+    fn initial_state(&self) -> AggregateState {
+        AggregateState::new(A::State::default(), 0)
+    }
+
+    fn restore_state(&self, snapshot: &Snapshot) -> Result<AggregateState, AggregateError> {
+        let state: A::State = serde_json::from_value(snapshot.state.clone()).map_err(|error| {
+            AggregateError::CorruptHistory {
+                aggregate_id: Box::new(snapshot.aggregate_id.clone()),
+                version: snapshot.version,
+                message: format!("snapshot does not decode: {error}"),
+            }
+        })?;
+        Ok(AggregateState::new(state, snapshot.version)
+            .with_tenant(&snapshot.aggregate_id.tenant_id))
+    }
+
+    fn apply(
+        &self,
+        state: &mut AggregateState,
+        stream: &DomainEventStream,
+    ) -> Result<(), AggregateError> {
+        let corrupt = |message: String| AggregateError::CorruptHistory {
+            aggregate_id: Box::new(stream.aggregate_id.clone()),
+            version: stream.version,
+            message,
+        };
+        if stream.version != state.version() + 1 {
+            return Err(corrupt(format!(
+                "expected version {} next, got {}",
+                state.version() + 1,
+                stream.version
+            )));
+        }
+        let events = decode_events::<A>(stream)?;
+        let typed = state
+            .downcast_mut::<A::State>()
+            .ok_or_else(|| corrupt("the state belongs to another aggregate".to_owned()))?;
+        // SPEC PX-1: the team's `apply` may panic or overflow; that fails this load or this
+        // command, never the worker that runs it. The typed state may be half-applied then;
+        // the error says so and the callers drop it.
+        let applied = panic::catch_unwind(AssertUnwindSafe(|| {
+            for event in &events {
+                A::apply(typed, event);
+            }
+        }));
+        if let Err(payload) = applied {
+            let message = panic_message(payload.as_ref());
+            tracing::error!(aggregate_id = %stream.aggregate_id, version = stream.version, panic = %message, "the aggregate's apply panicked");
+            return Err(AggregateError::ApplyPanicked {
+                aggregate_id: Box::new(stream.aggregate_id.clone()),
+                version: stream.version,
+                message,
+            });
+        }
+        state.set_version(stream.version, &stream.aggregate_id.tenant_id);
+        Ok(())
+    }
+
+    fn handle(
+        &self,
+        state: &AggregateState,
+        command: &DecodedCommand,
+        ctx: &CommandContext<'_>,
+    ) -> Result<Vec<DomainEvent>, AggregateError> {
+        let mismatch = |what: &str| AggregateError::CorruptHistory {
+            aggregate_id: Box::new(ctx.aggregate_id.clone()),
+            version: ctx.version,
+            message: format!(
+                "the {what} belongs to another aggregate than `{}`",
+                A::AGGREGATE_NAME
+            ),
+        };
+        let typed_state = state
+            .downcast_ref::<A::State>()
+            .ok_or_else(|| mismatch("state"))?;
+        let typed_command = command
+            .body
+            .downcast_ref::<A::Command>()
+            .ok_or_else(|| mismatch("command"))?
+            .clone();
+        // SPEC PX-1: a panicking handler fails this command only. It reads the state through
+        // a shared reference, so nothing it could have half-changed survives the unwind.
+        let decided = panic::catch_unwind(AssertUnwindSafe(|| {
+            decide::<A>(typed_state, typed_command, ctx)
+        }))
+        .unwrap_or_else(|payload| {
+            let message = panic_message(payload.as_ref());
+            tracing::error!(aggregate_id = %ctx.aggregate_id, command = command.name, command_id = ctx.command_id, request_id = ctx.request_id, panic = %message, "the aggregate's handler panicked");
+            Err(AggregateError::HandlerPanicked {
+                aggregate_id: Box::new(ctx.aggregate_id.clone()),
+                message,
+            })
+        });
+        decided?
+            .iter()
+            .map(|event| DomainEvent::of(event).map_err(AggregateError::Encode))
+            .collect()
+    }
+}

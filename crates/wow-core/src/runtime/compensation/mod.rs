@@ -1,0 +1,3 @@
+mod scheduler;
+
+pub use scheduler::{CompensationError, CompensationScheduler, RetryPass};

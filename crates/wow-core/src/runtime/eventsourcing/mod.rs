@@ -1,0 +1,7 @@
+mod cache;
+mod repository;
+mod snapshotter;
+
+pub use cache::AggregateCache;
+pub use repository::{load_aggregate, LoadError};
+pub use snapshotter::{SnapshotStrategy, Snapshotter};

@@ -1,0 +1,67 @@
+//! Loading an aggregate's state: its snapshot, then the events after it.
+
+use crate::contracts::eventsourcing::{EventStore, EventStoreError, SnapshotStore};
+use crate::model::aggregate::{AggregateError, AggregateState};
+use crate::model::aggregate_id::AggregateId;
+use crate::model::error_code::ErrorCode;
+use crate::runtime::aggregate::AggregateRuntime;
+
+/// Why an aggregate could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The event store failed.
+    #[error(transparent)]
+    Store(EventStoreError),
+    /// The history does not replay.
+    #[error(transparent)]
+    Aggregate(AggregateError),
+}
+
+impl LoadError {
+    /// The error code a result reports for this error.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            LoadError::Store(error) => error.error_code(),
+            LoadError::Aggregate(error) => error.error_code(),
+        }
+    }
+}
+
+/// The current state of `aggregate_id`: from its snapshot when `snapshots` has a usable one,
+/// then every later stream. An aggregate with no history has version 0.
+///
+/// A snapshot that cannot be read or decoded is skipped (logged): the events alone rebuild
+/// the state.
+pub async fn load_aggregate(
+    runtime: &dyn AggregateRuntime,
+    store: &dyn EventStore,
+    snapshots: Option<&dyn SnapshotStore>,
+    aggregate_id: &AggregateId,
+) -> Result<AggregateState, LoadError> {
+    let mut state = runtime.initial_state();
+    if let Some(snapshots) = snapshots {
+        match snapshots.load(aggregate_id).await {
+            Ok(Some(snapshot)) => match runtime.restore_state(&snapshot) {
+                Ok(restored) => state = restored,
+                Err(error) => {
+                    tracing::warn!(%aggregate_id, %error, "snapshot ignored; replaying all events")
+                }
+            },
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%aggregate_id, %error, "snapshot store failed; replaying all events")
+            }
+        }
+    }
+    let streams = store
+        .load(aggregate_id, state.version() + 1, u64::MAX)
+        .await
+        .map_err(LoadError::Store)?;
+    for stream in &streams {
+        runtime
+            .apply(&mut state, stream)
+            .map_err(LoadError::Aggregate)?;
+    }
+    Ok(state)
+}

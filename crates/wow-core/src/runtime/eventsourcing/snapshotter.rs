@@ -1,0 +1,139 @@
+//! Saves snapshots of aggregates as their streams are appended (stage `SNAPSHOT`).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::contracts::event::ConsumerError;
+use crate::contracts::eventsourcing::{EventStore, Snapshot, SnapshotStore};
+use crate::model::aggregate::AggregateState;
+use crate::model::error_code::ErrorCode;
+use crate::model::event::DomainEventStream;
+use crate::model::id;
+use crate::runtime::aggregate::AggregateRegistry;
+use crate::runtime::eventsourcing::AggregateCache;
+
+/// When to save a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotStrategy {
+    /// After every stream.
+    #[default]
+    EveryVersion,
+    /// After every stream whose version is a multiple of N (N ≥ 1).
+    Every(u64),
+}
+
+impl SnapshotStrategy {
+    fn due(self, version: u64) -> bool {
+        match self {
+            SnapshotStrategy::EveryVersion => true,
+            SnapshotStrategy::Every(n) => version % n.max(1) == 0,
+        }
+    }
+}
+
+/// Folds appended streams into states and saves snapshots by a [`SnapshotStrategy`].
+///
+/// Keeps recent states in memory; a stream that does not follow the cached state (a gap
+/// after a restart, a missed delivery) rebuilds the state from the snapshot store and the
+/// event store, so a snapshot always equals a fold of history up to its version.
+#[derive(Debug)]
+pub struct Snapshotter {
+    registry: AggregateRegistry,
+    events: Arc<dyn EventStore>,
+    snapshots: Arc<dyn SnapshotStore>,
+    strategy: SnapshotStrategy,
+    cache: AggregateCache,
+}
+
+impl Snapshotter {
+    /// A snapshotter of `registry`'s aggregates, reading `events` and writing `snapshots`.
+    pub fn new(
+        registry: AggregateRegistry,
+        events: Arc<dyn EventStore>,
+        snapshots: Arc<dyn SnapshotStore>,
+        strategy: SnapshotStrategy,
+    ) -> Self {
+        Self {
+            registry,
+            events,
+            snapshots,
+            strategy,
+            cache: AggregateCache::new(10_000),
+        }
+    }
+
+    /// Folds `stream` in and saves a snapshot when the strategy says so; returns whether it
+    /// saved one.
+    pub async fn handle(&self, stream: &DomainEventStream) -> Result<bool, ConsumerError> {
+        let aggregate_id = &stream.aggregate_id;
+        let Some(runtime) = self.registry.get(&aggregate_id.aggregate_name) else {
+            return Ok(false);
+        };
+        let state = match self.cache.take(aggregate_id) {
+            Some(mut state) if state.version() + 1 == stream.version => {
+                runtime.apply(&mut state, stream).map_err(internal)?;
+                state
+            }
+            Some(state) if state.version() == stream.version => state,
+            _ => self.rebuild(runtime.as_ref(), stream).await?,
+        };
+        let due = self.strategy.due(state.version());
+        let saved = if due {
+            self.save(aggregate_id, &state).await?
+        } else {
+            false
+        };
+        self.cache.put(aggregate_id, state);
+        Ok(saved)
+    }
+
+    async fn save(
+        &self,
+        aggregate_id: &crate::model::aggregate_id::AggregateId,
+        state: &AggregateState,
+    ) -> Result<bool, ConsumerError> {
+        let snapshot = Snapshot {
+            aggregate_id: aggregate_id.clone(),
+            version: state.version(),
+            state: state.to_json().map_err(internal)?,
+            snapshot_time: id::now_millis(),
+        };
+        self.snapshots
+            .save(&snapshot)
+            .await
+            .map_err(|error| ConsumerError::new(error.error_code(), error.to_string()))
+    }
+
+    async fn rebuild(
+        &self,
+        runtime: &dyn crate::runtime::aggregate::AggregateRuntime,
+        stream: &DomainEventStream,
+    ) -> Result<AggregateState, ConsumerError> {
+        let aggregate_id = &stream.aggregate_id;
+        let mut state = runtime.initial_state();
+        if let Ok(Some(snapshot)) = self.snapshots.load(aggregate_id).await {
+            if snapshot.version <= stream.version {
+                if let Ok(restored) = runtime.restore_state(&snapshot) {
+                    state = restored;
+                }
+            }
+        }
+        if state.version() < stream.version {
+            let history = self
+                .events
+                .load(aggregate_id, state.version() + 1, stream.version)
+                .await
+                .map_err(|error| ConsumerError::new(error.error_code(), error.to_string()))?;
+            for past in &history {
+                runtime.apply(&mut state, past).map_err(internal)?;
+            }
+        }
+        Ok(state)
+    }
+}
+
+fn internal(error: impl std::fmt::Display) -> ConsumerError {
+    ConsumerError::new(ErrorCode::InternalServerError, error.to_string())
+}

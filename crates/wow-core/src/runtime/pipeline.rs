@@ -1,0 +1,330 @@
+//! One process running every role: a gateway, a processing node and the event dispatch,
+//! joined by in-memory buses. What `wow serve` and tests start from.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::contracts::command::InMemoryCommandBus;
+use crate::contracts::compensation::CompensationStore;
+use crate::contracts::compensation::RetrySpec;
+use crate::contracts::event::{ConsumerPositions, EventConsumer};
+use crate::contracts::eventsourcing::{EventStore, SnapshotStore};
+use crate::model::aggregate_id::NamedAggregate;
+use crate::model::id::Clock;
+use crate::runtime::aggregate::{AggregateRegistry, QuarantinedAggregates};
+use crate::runtime::command::{
+    CommandGateway, DefaultCommandHandler, InFlightRequests, WaitCoordinator,
+};
+use crate::runtime::compensation::{CompensationError, CompensationScheduler};
+use crate::runtime::event::InMemoryDomainEventBus;
+use crate::runtime::event::{catch_up, CatchUpError, CatchUpProgress, EventDispatcher};
+use crate::runtime::eventsourcing::{SnapshotStrategy, Snapshotter};
+use crate::runtime::idempotency::{
+    BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
+    IdempotencyConfig, RequestIdChecker,
+};
+use crate::runtime::metrics::PipelineMetrics;
+use crate::runtime::saga::Saga;
+
+/// Builds a [`LocalPipeline`].
+#[derive(Debug)]
+pub struct LocalPipelineBuilder {
+    registry: AggregateRegistry,
+    store: Arc<dyn EventStore>,
+    snapshots: Option<(Arc<dyn SnapshotStore>, SnapshotStrategy)>,
+    projections: Vec<Arc<dyn EventConsumer>>,
+    processors: Vec<Arc<dyn EventConsumer>>,
+    sagas: Vec<Arc<dyn Saga>>,
+    idempotency: IdempotencyConfig,
+    partitions: usize,
+    send_timeout: Duration,
+    compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
+    positions: Option<Arc<dyn ConsumerPositions>>,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl LocalPipelineBuilder {
+    /// Records every consumer failure in `store` for retries by `retry` (SPEC DS-4); see
+    /// [`LocalPipeline::compensation`].
+    pub fn compensation(mut self, store: Arc<dyn CompensationStore>, retry: RetrySpec) -> Self {
+        self.compensation = Some((store, retry));
+        self
+    }
+
+    /// Keeps every consumer's position in `positions`, so that [`LocalPipeline::catch_up`]
+    /// resumes where each consumer stopped.
+    pub fn positions(mut self, positions: Arc<dyn ConsumerPositions>) -> Self {
+        self.positions = Some(positions);
+        self
+    }
+
+    /// The clock of failure records and retries (the system clock by default).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Loads from and saves snapshots to `store` by `strategy`.
+    pub fn snapshots(mut self, store: Arc<dyn SnapshotStore>, strategy: SnapshotStrategy) -> Self {
+        self.snapshots = Some((store, strategy));
+        self
+    }
+
+    /// Adds a projection.
+    pub fn projection(mut self, projection: Arc<dyn EventConsumer>) -> Self {
+        self.projections.push(projection);
+        self
+    }
+
+    /// Adds an event processor.
+    pub fn event_processor(mut self, processor: Arc<dyn EventConsumer>) -> Self {
+        self.processors.push(processor);
+        self
+    }
+
+    /// Adds a saga.
+    pub fn saga(mut self, saga: Arc<dyn Saga>) -> Self {
+        self.sagas.push(saga);
+        self
+    }
+
+    /// The `idempotency.*` settings of every Bloom filter (gateway's and node's).
+    pub fn idempotency(mut self, config: IdempotencyConfig) -> Self {
+        self.idempotency = config;
+        self
+    }
+
+    /// Bus partitions (workers). Default: 4 per available core.
+    pub fn partitions(mut self, partitions: usize) -> Self {
+        self.partitions = partitions;
+        self
+    }
+
+    /// How long a send may take. Default 5 s.
+    pub fn send_timeout(mut self, timeout: Duration) -> Self {
+        self.send_timeout = timeout;
+        self
+    }
+
+    /// Starts the pipeline. Must be called inside a tokio runtime.
+    pub fn build(mut self) -> LocalPipeline {
+        let metrics = Arc::new(PipelineMetrics::default());
+        let waits = WaitCoordinator::new();
+        // Ownership runs one way: gateway → command bus → node → event bus → (channel) →
+        // workers → dispatcher, which holds the gateway only weakly for its sagas.
+        let (event_bus, feed) = InMemoryDomainEventBus::channel(self.partitions);
+        let event_bus = Arc::new(event_bus);
+        let command_bus = Arc::new(InMemoryCommandBus::new(self.partitions, 1024));
+        let in_flight = Arc::new(InFlightRequests::new());
+        let gateway = CommandGateway::builder(self.registry.clone(), command_bus.clone())
+            .in_flight(in_flight.clone())
+            .request_id_checker(store_checker(&self.idempotency, &self.store, &metrics))
+            .wait_coordinator(waits.clone())
+            .send_timeout(self.send_timeout)
+            .metrics(metrics.clone())
+            .build();
+        let dispatcher = self.dispatcher(&waits, &gateway);
+        feed.start(dispatcher.clone());
+        let pipeline = LocalPipeline {
+            gateway,
+            command_bus,
+            event_bus,
+            dispatcher,
+            waits,
+            metrics,
+            quarantine: QuarantinedAggregates::new(),
+            registry: self.registry,
+            store: self.store,
+            snapshots: self.snapshots.map(|(store, _)| store),
+            idempotency: self.idempotency,
+            in_flight,
+        };
+        pipeline.restart_node();
+        pipeline
+    }
+    /// The dispatcher of the registered consumers, its sagas sending through `gateway`.
+    fn dispatcher(
+        &mut self,
+        waits: &Arc<WaitCoordinator>,
+        gateway: &CommandGateway,
+    ) -> Arc<EventDispatcher> {
+        let mut dispatcher = EventDispatcher::builder(waits.clone()).gateway(gateway);
+        if let Some((snapshots, strategy)) = &self.snapshots {
+            dispatcher = dispatcher.snapshotter(Snapshotter::new(
+                self.registry.clone(),
+                self.store.clone(),
+                snapshots.clone(),
+                *strategy,
+            ));
+        }
+        for projection in std::mem::take(&mut self.projections) {
+            dispatcher = dispatcher.projection(projection);
+        }
+        for processor in std::mem::take(&mut self.processors) {
+            dispatcher = dispatcher.event_processor(processor);
+        }
+        for saga in std::mem::take(&mut self.sagas) {
+            dispatcher = dispatcher.saga(saga);
+        }
+        if let Some((store, retry)) = self.compensation.take() {
+            dispatcher = dispatcher.compensation(store, retry);
+        }
+        if let Some(positions) = self.positions.take() {
+            dispatcher = dispatcher.positions(positions);
+        }
+        if let Some(clock) = self.clock.take() {
+            dispatcher = dispatcher.clock(clock);
+        }
+        dispatcher.build()
+    }
+}
+
+/// A [`DefaultRequestIdChecker`] with its own Bloom filters, backed by `store`.
+pub fn store_checker(
+    idempotency: &IdempotencyConfig,
+    store: &Arc<dyn EventStore>,
+    metrics: &Arc<PipelineMetrics>,
+) -> Arc<dyn RequestIdChecker> {
+    Arc::new(
+        DefaultRequestIdChecker::new(
+            Arc::new(BloomIdempotencyCheckerProvider::new(idempotency.clone())),
+            Arc::new(EventStoreRequestIdExistenceChecker::new(store.clone())),
+        )
+        .with_metrics(metrics.clone()),
+    )
+}
+
+/// Gateway, processing node and event dispatch in one process (the `monolith` role).
+///
+/// The gateway and the node each keep their own Bloom filters per aggregate type (SPEC
+/// RQ-5), both backed by the event store.
+#[derive(Debug)]
+pub struct LocalPipeline {
+    /// Where commands go in.
+    pub gateway: CommandGateway,
+    /// The bus between the gateway and the node.
+    pub command_bus: Arc<InMemoryCommandBus>,
+    /// The bus between the node and the dispatcher.
+    pub event_bus: Arc<InMemoryDomainEventBus>,
+    /// Runs the consumers.
+    pub dispatcher: Arc<EventDispatcher>,
+    /// Routes stage signals to waiting callers.
+    pub waits: Arc<WaitCoordinator>,
+    /// The counters of the whole pipeline.
+    pub metrics: Arc<PipelineMetrics>,
+    /// The aggregates the processing node quarantined because their history cannot be
+    /// applied (SPEC PX-1), for health and metrics. Lifted by [`restart_node`](Self::restart_node)
+    /// (as by a process restart) and by a successful retry of the quarantine's compensation
+    /// record.
+    pub quarantine: QuarantinedAggregates,
+    registry: AggregateRegistry,
+    store: Arc<dyn EventStore>,
+    snapshots: Option<Arc<dyn SnapshotStore>>,
+    idempotency: IdempotencyConfig,
+    in_flight: Arc<InFlightRequests>,
+}
+
+impl LocalPipeline {
+    /// A builder for `registry`'s aggregates over `store`.
+    pub fn builder(
+        registry: AggregateRegistry,
+        store: Arc<dyn EventStore>,
+    ) -> LocalPipelineBuilder {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        LocalPipelineBuilder {
+            registry,
+            store,
+            snapshots: None,
+            projections: Vec::new(),
+            processors: Vec::new(),
+            sagas: Vec::new(),
+            idempotency: IdempotencyConfig::default(),
+            partitions: cores * 4,
+            send_timeout: crate::runtime::command::DEFAULT_SEND_TIMEOUT,
+            compensation: None,
+            positions: None,
+            clock: None,
+        }
+    }
+
+    /// Replaces the processing node with a fresh one: new Bloom filters, empty cache, no
+    /// quarantined aggregates, same store, as after a process restart (SPEC RQ-4, PX-1).
+    pub fn restart_node(&self) -> Arc<DefaultCommandHandler> {
+        self.quarantine.clear();
+        let mut node = DefaultCommandHandler::builder(
+            self.registry.clone(),
+            self.store.clone(),
+            self.event_bus.clone(),
+            self.waits.clone(),
+        )
+        .request_id_checker(store_checker(&self.idempotency, &self.store, &self.metrics))
+        .in_flight(self.in_flight.clone())
+        .metrics(self.metrics.clone())
+        .quarantine(self.quarantine.clone());
+        if let Some(snapshots) = &self.snapshots {
+            node = node.snapshot_store(snapshots.clone());
+        }
+        if let Some((failures, retry)) = self.dispatcher.compensation() {
+            node = node.compensation(failures.clone(), *retry);
+        }
+        let node = Arc::new(node.build());
+        self.command_bus.subscribe(node.clone());
+        node
+    }
+
+    /// What happened to `request_id` of `aggregate_id` (SPEC TO-1).
+    pub async fn look_up_request(
+        &self,
+        aggregate_id: &crate::model::aggregate_id::AggregateId,
+        request_id: &str,
+    ) -> crate::runtime::command::RequestOutcome {
+        crate::runtime::command::look_up_request(
+            &self.gateway,
+            self.store.as_ref(),
+            aggregate_id,
+            request_id,
+        )
+        .await
+    }
+
+    /// The event store.
+    pub fn store(&self) -> &Arc<dyn EventStore> {
+        &self.store
+    }
+
+    /// The retrier of recorded consumer failures (SPEC DS-4) and of quarantined aggregates
+    /// (SPEC PX-1); `NotConfigured` unless the pipeline was built with a compensation store.
+    pub fn compensation(&self) -> Result<CompensationScheduler, CompensationError> {
+        Ok(
+            CompensationScheduler::new(self.dispatcher.clone(), self.store.clone())?
+                .with_quarantine(
+                    self.registry.clone(),
+                    self.snapshots.clone(),
+                    self.quarantine.clone(),
+                ),
+        )
+    }
+
+    /// Runs every consumer over the history of `aggregates` it has not handled yet, one
+    /// consumer after another (see [`catch_up`]); `progress` is told the consumer's name and
+    /// how far it is.
+    pub async fn catch_up(
+        &self,
+        aggregates: &[NamedAggregate],
+        progress: &mut (dyn FnMut(&str, &CatchUpProgress) + Send),
+    ) -> Result<Vec<(String, CatchUpProgress)>, CatchUpError> {
+        let mut report = Vec::new();
+        for name in self.dispatcher.consumer_names() {
+            let done = catch_up(
+                &self.dispatcher,
+                &name,
+                self.store.as_ref(),
+                aggregates,
+                &mut |step| progress(&name, step),
+            )
+            .await?;
+            report.push((name, done));
+        }
+        Ok(report)
+    }
+}
