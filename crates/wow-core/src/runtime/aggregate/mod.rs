@@ -4,7 +4,7 @@ mod runtime;
 mod spec;
 
 pub use quarantine::{QuarantinedAggregate, QuarantinedAggregates};
-pub use registry::{AggregateRegistry, DuplicateAggregateName};
+pub use registry::{AggregateRegistry, DuplicateAggregateName, UnknownAggregate};
 pub use runtime::{AggregateRuntime, DecodedCommand, TypedAggregateRuntime};
 pub(crate) use spec::round_trip;
 pub use spec::{typed_events, AggregateSpec, Expect, Given};

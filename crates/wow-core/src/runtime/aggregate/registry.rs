@@ -4,12 +4,25 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::model::aggregate::Aggregate;
+use crate::model::error_code::ErrorCode;
 use crate::runtime::aggregate::{AggregateRuntime, TypedAggregateRuntime};
 
 /// Two aggregates were registered under one name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("an aggregate named `{0}` is registered already")]
 pub struct DuplicateAggregateName(pub String);
+
+/// No aggregate of that name is registered: answered `NotFound` (HTTP 404).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no aggregate named `{0}`")]
+pub struct UnknownAggregate(pub String);
+
+impl UnknownAggregate {
+    /// The code a result reports for it.
+    pub fn error_code(&self) -> ErrorCode {
+        ErrorCode::NotFound
+    }
+}
 
 /// The aggregates of a service, each behind its JSON runtime, looked up by aggregate name.
 #[derive(Debug, Clone, Default)]
@@ -44,6 +57,13 @@ impl AggregateRegistry {
     /// The runtime of the aggregate named `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn AggregateRuntime>> {
         self.runtimes.get(name)
+    }
+
+    /// The runtime of the aggregate named `name`, or why there is none.
+    pub fn find(&self, name: &str) -> Result<&Arc<dyn AggregateRuntime>, UnknownAggregate> {
+        self.runtimes
+            .get(name)
+            .ok_or_else(|| UnknownAggregate(name.to_owned()))
     }
 
     /// Every registered aggregate, in name order.

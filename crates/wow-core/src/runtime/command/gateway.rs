@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
-use crate::contracts::command::{CommandBus, JsonCommand};
+use crate::contracts::command::{CommandBus, CommandBusError, JsonCommand};
 use crate::model::command::decided_result;
 use crate::model::command::{CommandKind, CommandResult, CommandResultError, CommandStage};
 use crate::model::error_code::ErrorCode;
@@ -326,39 +326,60 @@ impl CommandGateway {
         command: JsonCommand,
         plan: WaitPlan,
     ) -> Result<(WaitHandle, CommandResult), CommandResult> {
-        let not_sent = |code: ErrorCode, message: String| {
-            CommandResult::failure(&command, CommandStage::Sent, code, message)
-                .with_result(SENT, false)
-        };
-        let Some(runtime) = self
+        let command = self.prepare(command, &plan).map_err(|failure| *failure)?;
+        self.check_request_id(&command)
+            .await
+            .map_err(|failure| *failure)?;
+        if let Some(in_flight) = &self.inner.in_flight {
+            in_flight.enter(&command.aggregate_id, &command.request_id);
+        }
+        let mut handle = self.inner.waits.register(&command.id, plan);
+        let sent = CommandResult::success(&command, CommandStage::Sent).with_result(SENT, true);
+        if let Some((failure, unsure)) = self.send_on_bus(&command).await {
+            self.send_failed(&command, unsure);
+            return Err(failure);
+        }
+        handle.push(sent.clone());
+        Ok((handle, sent))
+    }
+
+    /// The command decoded and stamped for the bus (its kind, the stage it is awaited to, the
+    /// wire protocol), or why it is not sent: an unknown aggregate or command, a binding
+    /// error, a void command awaited past `SENT`.
+    fn prepare(
+        &self,
+        mut command: JsonCommand,
+        plan: &WaitPlan,
+    ) -> Result<JsonCommand, Box<CommandResult>> {
+        let runtime = self
             .inner
             .registry
-            .get(&command.aggregate_id.aggregate_name)
-        else {
-            return Err(not_sent(
-                ErrorCode::NotFound,
-                format!(
-                    "no aggregate named `{}`",
-                    command.aggregate_id.aggregate_name
-                ),
-            ));
-        };
+            .find(&command.aggregate_id.aggregate_name)
+            .map_err(|unknown| {
+                Box::new(not_sent(
+                    &command,
+                    unknown.error_code(),
+                    unknown.to_string(),
+                ))
+            })?;
         let decoded = runtime
             .decode_command(&command.name, &command.body)
             .map_err(|error| {
-                not_sent(error.error_code(), error.to_string())
-                    .with_binding_errors(error.binding_errors())
+                Box::new(
+                    not_sent(&command, error.error_code(), error.to_string())
+                        .with_binding_errors(error.binding_errors()),
+                )
             })?;
         if decoded.kind() == CommandKind::Void && plan.stage > CommandStage::Sent {
-            return Err(not_sent(
+            return Err(Box::new(not_sent(
+                &command,
                 ErrorCode::IllegalArgument,
                 format!(
                     "`{}` is a void command: only the SENT stage can be awaited",
                     command.name
                 ),
-            ));
+            )));
         }
-        let mut command = command;
         command.kind = decoded.kind();
         command
             .header
@@ -366,61 +387,57 @@ impl CommandGateway {
         command
             .header
             .insert(PROTOCOL_HEADER.to_owned(), PROTOCOL_VERSION.to_string());
-        let aggregate_id = command.aggregate_id.clone();
-        let request_id = command.request_id.clone();
-        match self.inner.checker.check(&aggregate_id, &request_id).await {
+        Ok(command)
+    }
+
+    /// The gateway's request-id check (SPEC RQ-1): the recorded decision when history holds
+    /// one; a void command's resend within its filter's window.
+    async fn check_request_id(&self, command: &JsonCommand) -> Result<(), Box<CommandResult>> {
+        let (aggregate_id, request_id) = (&command.aggregate_id, &command.request_id);
+        match self.inner.checker.check(aggregate_id, request_id).await {
             RequestIdCheck::Decided(decision) => {
                 let fingerprint = command.json_fingerprint();
-                return Err(
-                    decided_result(&command, CommandStage::Sent, &fingerprint, &decision)
+                Err(Box::new(
+                    decided_result(command, CommandStage::Sent, &fingerprint, &decision)
                         .with_result(SENT, false),
-                );
+                ))
             }
             // A void command leaves nothing in history: within its filter's window a gateway
             // backed by history drops the resend (SPEC RQ-12); past it, it is at-least-once.
             RequestIdCheck::MaybeSeen if command.kind == CommandKind::Void => {
-                let message = format!(
-                    "void command `{}` with request id `{request_id}` was sent before",
-                    command.name
-                );
-                return Err(CommandResult::failure(
-                    &command,
-                    CommandStage::Sent,
+                Err(Box::new(not_sent(
+                    command,
                     ErrorCode::DuplicateRequestId,
-                    message,
-                )
-                .with_result(SENT, false));
+                    format!(
+                        "void command `{}` with request id `{request_id}` was sent before",
+                        command.name
+                    ),
+                )))
             }
-            RequestIdCheck::MaybeSeen | RequestIdCheck::Fresh => {}
+            RequestIdCheck::MaybeSeen | RequestIdCheck::Fresh => Ok(()),
         }
-        if let Some(in_flight) = &self.inner.in_flight {
-            in_flight.enter(&aggregate_id, &request_id);
-        }
-        let mut handle = self.inner.waits.register(&command.id, plan);
-        let sent = CommandResult::success(&command, CommandStage::Sent).with_result(SENT, true);
-        let failed = |code: ErrorCode, message: String| {
-            CommandResult::failure(&command, CommandStage::Sent, code, message)
-                .with_result(SENT, false)
-        };
-        // A failure that may have delivered (the transport failed, the send timed out) keeps
-        // the request in flight until the node decides or the registry's horizon passes;
-        // one that surely did not (the bus is closed, nobody subscribes) ends it.
-        let failed_to_send = match tokio::time::timeout(
+    }
+
+    /// Hands `command` to the bus within the send timeout: `None` when the bus took it, else
+    /// the failure and whether the command may have been delivered all the same (the
+    /// transport failed, the send timed out).
+    async fn send_on_bus(&self, command: &JsonCommand) -> Option<(CommandResult, bool)> {
+        let sent = tokio::time::timeout(
             self.inner.send_timeout,
             self.inner.bus.send(command.clone()),
-        )
-        .await
-        {
+        );
+        match sent.await {
             Ok(Ok(())) => None,
             Ok(Err(error)) => {
-                let unsure = matches!(
-                    error,
-                    crate::contracts::command::CommandBusError::Unavailable(_)
-                );
-                Some((failed(error.error_code(), error.to_string()), unsure))
+                let unsure = matches!(error, CommandBusError::Unavailable(_));
+                Some((
+                    not_sent(command, error.error_code(), error.to_string()),
+                    unsure,
+                ))
             }
             Err(_) => Some((
-                failed(
+                not_sent(
+                    command,
                     ErrorCode::ServiceUnavailable,
                     format!(
                         "the bus did not accept the command within {} ms",
@@ -429,19 +446,26 @@ impl CommandGateway {
                 ),
                 true,
             )),
-        };
-        if let Some((failure, unsure)) = failed_to_send {
-            self.inner.checker.release(&aggregate_id, &request_id);
-            if let Some(in_flight) = &self.inner.in_flight {
-                if unsure {
-                    in_flight.unsure(&aggregate_id, &request_id);
-                } else {
-                    in_flight.leave(&aggregate_id, &request_id);
-                }
-            }
-            return Err(failure);
         }
-        handle.push(sent.clone());
-        Ok((handle, sent))
     }
+
+    /// After a failed send: the request id is released; a failure that may have delivered
+    /// keeps the request in flight until the node decides or the registry's horizon passes,
+    /// one that surely did not (the bus is closed, nobody subscribes) ends it.
+    fn send_failed(&self, command: &JsonCommand, unsure: bool) {
+        let (aggregate_id, request_id) = (&command.aggregate_id, &command.request_id);
+        self.inner.checker.release(aggregate_id, request_id);
+        if let Some(in_flight) = &self.inner.in_flight {
+            if unsure {
+                in_flight.unsure(aggregate_id, request_id);
+            } else {
+                in_flight.leave(aggregate_id, request_id);
+            }
+        }
+    }
+}
+
+/// A failure at `SENT`: the command was not handed to the bus.
+fn not_sent(command: &JsonCommand, code: ErrorCode, message: String) -> CommandResult {
+    CommandResult::failure(command, CommandStage::Sent, code, message).with_result(SENT, false)
 }

@@ -40,18 +40,9 @@ impl DefaultCommandHandler {
                 ),
             );
         }
-        let Some(runtime) = self
-            .registry
-            .get(&command.aggregate_id.aggregate_name)
-            .cloned()
-        else {
-            return fail(
-                ErrorCode::NotFound,
-                format!(
-                    "no aggregate named `{}`",
-                    command.aggregate_id.aggregate_name
-                ),
-            );
+        let runtime = match self.registry.find(&command.aggregate_id.aggregate_name) {
+            Ok(runtime) => runtime.clone(),
+            Err(unknown) => return fail(unknown.error_code(), unknown.to_string()),
         };
         let decoded = match runtime.decode_command(&command.name, &command.body) {
             Ok(decoded) => decoded,
