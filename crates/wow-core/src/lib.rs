@@ -27,6 +27,7 @@ pub mod eventsourcing;
 pub mod id;
 pub mod idempotency;
 pub mod metrics;
+pub mod outbox;
 mod panic;
 pub mod pipeline;
 pub mod saga;

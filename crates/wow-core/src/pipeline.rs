@@ -20,7 +20,7 @@ use crate::idempotency::{
     IdempotencyConfig, RequestIdChecker,
 };
 use crate::metrics::PipelineMetrics;
-use crate::saga::Saga;
+use crate::saga::DynSaga;
 use crate::NamedAggregate;
 
 /// Builds a [`LocalPipeline`].
@@ -31,7 +31,7 @@ pub struct LocalPipelineBuilder {
     snapshots: Option<(Arc<dyn SnapshotStore>, SnapshotStrategy)>,
     projections: Vec<Arc<dyn EventConsumer>>,
     processors: Vec<Arc<dyn EventConsumer>>,
-    sagas: Vec<Arc<dyn Saga>>,
+    sagas: Vec<Arc<dyn DynSaga>>,
     idempotency: IdempotencyConfig,
     partitions: usize,
     send_timeout: Duration,
@@ -80,7 +80,7 @@ impl LocalPipelineBuilder {
     }
 
     /// Adds a saga.
-    pub fn saga(mut self, saga: Arc<dyn Saga>) -> Self {
+    pub fn saga(mut self, saga: Arc<dyn DynSaga>) -> Self {
         self.sagas.push(saga);
         self
     }

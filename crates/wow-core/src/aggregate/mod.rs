@@ -14,7 +14,7 @@ mod state;
 pub mod testing_example;
 
 pub use error::{check_command, AggregateError};
-pub use model::{Aggregate, CommandContext, DomainError};
+pub use model::{Aggregate, CommandContext, DecodeDomainError, DomainError};
 pub use quarantine::{QuarantinedAggregate, QuarantinedAggregates};
 pub use registry::{AggregateRegistry, DuplicateAggregateName};
 pub use runtime::{AggregateRuntime, DecodedCommand, TypedAggregateRuntime};

@@ -14,7 +14,7 @@ use crate::compensation::{CompensationStore, FailedExecution, RetrySpec};
 use crate::eventsourcing::Snapshotter;
 use crate::id::{Clock, SystemClock};
 use crate::panic::panic_message;
-use crate::saga::{Saga, SagaContext};
+use crate::saga::{DynSaga, SagaDelivery, SentLog};
 use crate::{CommandResult, CommandStage, DomainEventStream, ErrorCode};
 
 /// Delivers appended streams to the snapshotter, projections, event processors and sagas,
@@ -36,7 +36,7 @@ pub struct EventDispatcher {
     snapshotter: Option<Snapshotter>,
     projections: Vec<Arc<dyn EventConsumer>>,
     processors: Vec<Arc<dyn EventConsumer>>,
-    sagas: Vec<Arc<dyn Saga>>,
+    sagas: Vec<Arc<dyn DynSaga>>,
     notifier: Arc<dyn WaitNotifier>,
     gateway: OnceLock<CommandGateway>,
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
@@ -59,7 +59,7 @@ pub enum NamedConsumer {
     /// An event processor (stage `EVENT_HANDLED`).
     Processor(Arc<dyn EventConsumer>),
     /// A saga (stage `SAGA_HANDLED`).
-    Saga(Arc<dyn Saga>),
+    Saga(Arc<dyn DynSaga>),
 }
 
 impl NamedConsumer {
@@ -100,7 +100,7 @@ impl EventDispatcherBuilder {
 
     /// Adds a saga (stage `SAGA_HANDLED`); its commands go through the gateway set with
     /// [`EventDispatcher::set_gateway`].
-    pub fn saga(mut self, saga: Arc<dyn Saga>) -> Self {
+    pub fn saga(mut self, saga: Arc<dyn DynSaga>) -> Self {
         self.inner.sagas.push(saga);
         self
     }
@@ -205,8 +205,13 @@ impl EventDispatcher {
         let mut all_sent = Vec::new();
         for saga in &self.sagas {
             let (sent, outcome) = self.run_saga(saga.as_ref(), stream).await;
-            self.settle(saga.name(), CommandStage::SagaHandled, stream, &outcome)
-                .await;
+            self.settle(
+                saga.consumer_name(),
+                CommandStage::SagaHandled,
+                stream,
+                &outcome,
+            )
+            .await;
             if let Err(error) = &outcome {
                 first_failure.get_or_insert_with(|| error.clone());
             }
@@ -216,7 +221,7 @@ impl EventDispatcher {
             self.signal(
                 stream,
                 CommandStage::SagaHandled,
-                Some(saga.name()),
+                Some(saga.consumer_name()),
                 outcome,
                 json!({"commands": sent}),
             );
@@ -287,7 +292,7 @@ impl EventDispatcher {
             .or_else(|| {
                 self.sagas
                     .iter()
-                    .find(|saga| saga.name() == name)
+                    .find(|saga| saga.consumer_name() == name)
                     .map(|saga| NamedConsumer::Saga(saga.clone()))
             })
     }
@@ -298,7 +303,11 @@ impl EventDispatcher {
             .iter()
             .chain(&self.processors)
             .map(|c| c.name().to_owned())
-            .chain(self.sagas.iter().map(|saga| saga.name().to_owned()))
+            .chain(
+                self.sagas
+                    .iter()
+                    .map(|saga| saga.consumer_name().to_owned()),
+            )
             .collect()
     }
 
@@ -313,9 +322,10 @@ impl EventDispatcher {
             NamedConsumer::Projection(c) | NamedConsumer::Processor(c) => {
                 (c.name(), guarded(c.name(), stream, c.handle(stream)).await)
             }
-            NamedConsumer::Saga(saga) => {
-                (saga.name(), self.run_saga(saga.as_ref(), stream).await.1)
-            }
+            NamedConsumer::Saga(saga) => (
+                saga.consumer_name(),
+                self.run_saga(saga.as_ref(), stream).await.1,
+            ),
         };
         self.settle(name, consumer.stage(), stream, &outcome).await;
         outcome
@@ -372,23 +382,22 @@ impl EventDispatcher {
     /// it sent (up to and including the failing one) and the outcome.
     async fn run_saga(
         &self,
-        saga: &dyn Saga,
+        saga: &dyn DynSaga,
         stream: &DomainEventStream,
     ) -> (Vec<Value>, Result<(), ConsumerError>) {
         let Some(gateway) = self.gateway.get() else {
             let error = ConsumerError::new(ErrorCode::IllegalState, "no gateway for sagas");
             return (Vec::new(), Err(error));
         };
-        let mut sent = Vec::new();
-        for event in &stream.body {
-            let ctx = SagaContext::new(gateway, &event.id);
-            let outcome = guarded(saga.name(), stream, saga.on_event(event, stream, &ctx)).await;
-            sent.extend(ctx.into_sent());
-            if outcome.is_err() {
-                return (sent, outcome);
-            }
-        }
-        (sent, Ok(()))
+        let log = SentLog::default();
+        let delivery = SagaDelivery::new(gateway, &log);
+        let outcome = guarded(
+            saga.consumer_name(),
+            stream,
+            saga.run_stream(stream, delivery),
+        )
+        .await;
+        (log.into_inner(), outcome)
     }
 
     fn signal(
