@@ -18,6 +18,7 @@
 //! under a new request id).
 
 mod config;
+mod legacy;
 mod output;
 mod remote;
 mod serve;
@@ -64,8 +65,9 @@ enum Command {
         /// The store: sqlite://PATH, postgres://... [default: sqlite://./data/wow.db].
         #[arg(long, env = "WOW_STORE")]
         store: Option<String>,
-        /// Empties this read model (`account_balance` or `notifications`) first, so that it
-        /// is rebuilt from the whole history.
+        /// Empties this view or outbox (`account_balance` or `notifications`) first, so that
+        /// it is rebuilt from the whole history (an outbox's rows sent before are not sent
+        /// again).
         #[arg(long)]
         rebuild: Option<String>,
         /// A TOML file of settings.

@@ -3,18 +3,16 @@
 use crate::output::out;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use axum::Router;
-use wow_core::eventsourcing::{
-    EventStore, InMemoryEventStore, InMemorySnapshotStore, SnapshotStore,
-};
-use wow_example_bank::{Bank, ReadModels};
+use wow_core::Stores;
+use wow_example_bank::Bank;
 use wow_http::{HttpConfig, HttpState};
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 use crate::config::{ConfigError, ServeConfig};
+use crate::legacy::{self, Database, LegacyError};
 
 /// Why `wow serve` stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +25,8 @@ pub(crate) enum ServeError {
     Open(#[from] wow_sqlite::OpenError),
     #[error("cannot open the store: {0}")]
     OpenPostgres(#[from] wow_postgres::OpenError),
+    #[error("cannot upgrade the store of an earlier build: {0}")]
+    Legacy(#[from] LegacyError),
     #[error("cannot start the bank: {0}")]
     Bank(#[from] wow_example_bank::BankError),
     #[error("cannot listen on {address}: {source}")]
@@ -38,31 +38,24 @@ pub(crate) enum ServeError {
     Serve(std::io::Error),
 }
 
-pub(crate) type Stores = (Arc<dyn EventStore>, Arc<dyn SnapshotStore>, ReadModels);
-
+/// Opens the store at `url` (`memory://`, `sqlite:...` or `postgres://...`): one value for
+/// every store contract, all in one database. A SQLite or PostgreSQL store written by an
+/// earlier build is upgraded first ([`legacy::upgrade`]), so the bank starts on today's shape.
 pub(crate) async fn open_store(url: &str) -> Result<Stores, ServeError> {
     if url == "memory://" || url == "memory:" {
-        return Ok((
-            Arc::new(InMemoryEventStore::new()),
-            Arc::new(InMemorySnapshotStore::new()),
-            ReadModels::memory(),
-        ));
+        return Ok(Stores::in_memory());
     }
     if url.starts_with("sqlite:") {
         let store = SqliteStore::open(url.parse::<SqliteOptions>()?).await?;
-        return Ok((
-            Arc::new(store.clone()),
-            Arc::new(store.clone()),
-            ReadModels::Sqlite(store),
-        ));
+        let stores = Stores::of(store.clone());
+        legacy::upgrade(Database::Sqlite(&store), &stores).await?;
+        return Ok(stores);
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let store = PostgresStore::open(url.parse::<PostgresOptions>()?).await?;
-        return Ok((
-            Arc::new(store.clone()),
-            Arc::new(store.clone()),
-            ReadModels::Postgres(store),
-        ));
+        let stores = Stores::of(store.clone());
+        legacy::upgrade(Database::Postgres(&store), &stores).await?;
+        return Ok(stores);
     }
     Err(ServeError::Store(url.to_owned()))
 }
@@ -164,14 +157,9 @@ pub(crate) async fn run(
     config: Option<PathBuf>,
 ) -> Result<(), ServeError> {
     let settings = ServeConfig::resolve(listen, store, config.as_deref())?;
-    let (events, snapshots, read_models) = open_store(&settings.store).await?;
-    let bank = Bank::start_with(
-        events,
-        Some(snapshots.clone()),
-        settings.bank_options(),
-        read_models,
-    )
-    .await?;
+    let stores = open_store(&settings.store).await?;
+    let snapshots = stores.snapshots.clone();
+    let bank = Bank::start_with(stores, settings.bank_options()).await?;
     let http = HttpConfig {
         body_limit: settings.body_limit,
         default_wait_timeout: settings.wait_timeout,

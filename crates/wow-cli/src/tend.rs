@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
-use wow_example_bank::Bank;
+use wow_core::Stores;
+use wow_example_bank::{Bank, READ_MODELS};
 
 use crate::config::ServeConfig;
 use crate::serve::{open_store, ServeError};
@@ -21,16 +22,18 @@ pub(crate) enum TendError {
     #[error("the service answered {status}: {body}")]
     Refused { status: u16, body: String },
     #[error("cannot rebuild: {0}")]
-    Rebuild(wow_core::eventsourcing::BoxError),
+    Rebuild(String),
+    #[error("no view or outbox is named `{name}`; the known ones are: {known}")]
+    UnknownReadModel { name: String, known: String },
     #[error("cannot make an HTTP client: {0}")]
     Client(String),
     #[error("{0}")]
     BadInput(String),
 }
 
-/// `wow catch-up`: opens the store, empties the `rebuild` read model if one is named, runs
-/// every consumer over the history it has not handled
-/// yet with a progress bar per consumer, prints what each did, and exits.
+/// `wow catch-up`: opens the store, empties the `rebuild` view or outbox if one is named (see
+/// [`rebuild`]), runs every consumer over the history it has not handled yet with a progress
+/// bar per consumer, prints what each did, and exits.
 pub(crate) async fn catch_up(
     store: Option<String>,
     config: Option<PathBuf>,
@@ -38,14 +41,10 @@ pub(crate) async fn catch_up(
 ) -> Result<(), TendError> {
     let settings =
         ServeConfig::resolve(None, store, config.as_deref()).map_err(ServeError::from)?;
-    let (events, snapshots, read_models) = open_store(&settings.store).await?;
-    if let Some(consumer) = rebuild {
-        read_models.prepare().await.map_err(TendError::Rebuild)?;
-        read_models
-            .rebuild(&consumer)
-            .await
-            .map_err(TendError::Rebuild)?;
-        out!("{consumer}: emptied; rebuilding from history");
+    let stores = open_store(&settings.store).await?;
+    if let Some(name) = rebuild {
+        self::rebuild(&stores, &name).await?;
+        out!("{name}: emptied; rebuilding from history");
     }
     let style =
         ProgressStyle::with_template("{prefix:>16} [{bar:40}] {pos}/{len} aggregates {msg}")
@@ -72,10 +71,9 @@ pub(crate) async fn catch_up(
     };
     let mut options = settings.bank_options();
     options.retry_every = None;
-    let bank =
-        Bank::start_with_progress(events, Some(snapshots), options, read_models, &mut progress)
-            .await
-            .map_err(ServeError::from)?;
+    let bank = Bank::start_with_progress(stores, options, &mut progress)
+        .await
+        .map_err(ServeError::from)?;
     if let Some((_, done)) = bar.take() {
         done.finish();
     }
@@ -88,6 +86,29 @@ pub(crate) async fn catch_up(
         );
     }
     Ok(())
+}
+
+/// Empties the view or outbox `name` of the bank: its rows and processed-message records in
+/// the view store, and its positions, so that the next catch-up refills it from the whole
+/// history. An outbox's rows come back with the same ids, so the rows it sent before are not
+/// sent again. Fails on a name the bank does not have, listing the ones it has.
+async fn rebuild(stores: &Stores, name: &str) -> Result<(), TendError> {
+    if !READ_MODELS.contains(&name) {
+        return Err(TendError::UnknownReadModel {
+            name: name.to_owned(),
+            known: READ_MODELS.join(", "),
+        });
+    }
+    stores
+        .views
+        .clear(name)
+        .await
+        .map_err(|error| TendError::Rebuild(error.to_string()))?;
+    stores
+        .positions
+        .reset(name)
+        .await
+        .map_err(|error| TendError::Rebuild(error.to_string()))
 }
 
 pub(crate) fn client() -> Result<reqwest::Client, TendError> {

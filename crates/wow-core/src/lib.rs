@@ -106,6 +106,16 @@ pub mod metrics {
     pub use crate::runtime::metrics::*;
 }
 
+pub mod outbox {
+    //! Outboxes: rows for the outside world, written once per event in the store's own
+    //! database and sent from there at most once each (SPEC DS-2). The portable counterpart
+    //! of views: a team writes an [`Outbox`] once, with no SQL and no backend;
+    //! [`OutboxProcessor`] records its rows through the view store, [`OutboxDelivery`] sends
+    //! them through the effect journal, and [`OutboxSpec`] tests it without a store.
+    pub use crate::model::outbox::*;
+    pub use crate::runtime::outbox::*;
+}
+
 pub mod pipeline {
     //! One process running every role: a gateway, a processing node and the event dispatch.
     pub use crate::runtime::pipeline::*;

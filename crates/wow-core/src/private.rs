@@ -3,7 +3,7 @@
 pub use serde_json;
 
 use serde::de::{DeserializeOwned, Error as _};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::model::command::{BindingError, BodyDecodeError};
 use crate::model::error_code::ErrorCode;
@@ -13,6 +13,66 @@ pub fn validate<T: validator::Validate>(payload: &T) -> Result<(), Vec<BindingEr
     payload
         .validate()
         .map_err(|errors| BindingError::from_validation(&errors))
+}
+
+/// A command payload on its way to validation: `(&Payload(p)).validate_payload()` runs
+/// `validator` rules when `p`'s type implements `Validate` ([`RunValidation`], found first by
+/// method resolution), and accepts it otherwise ([`SkipValidation`], one autoref further).
+#[derive(Debug)]
+pub struct Payload<'a, T>(pub &'a T);
+
+/// Validation of a payload that implements `validator::Validate`.
+pub trait RunValidation {
+    /// Runs the payload's rules.
+    fn validate_payload(&self) -> Result<(), Vec<BindingError>>;
+}
+
+impl<T: validator::Validate> RunValidation for Payload<'_, T> {
+    fn validate_payload(&self) -> Result<(), Vec<BindingError>> {
+        validate(self.0)
+    }
+}
+
+/// Validation of a payload without rules: it is accepted.
+pub trait SkipValidation {
+    /// Accepts the payload.
+    fn validate_payload(&self) -> Result<(), Vec<BindingError>>;
+}
+
+impl<T> SkipValidation for &Payload<'_, T> {
+    fn validate_payload(&self) -> Result<(), Vec<BindingError>> {
+        Ok(())
+    }
+}
+
+/// Compiles only when `T` implements `validator::Validate` (`#[command(validate)]` asserts it):
+///
+/// ```compile_fail
+/// #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// struct NoRules {
+///     text: String,
+/// }
+///
+/// #[derive(Debug, Clone, wow_core::Command)]
+/// enum Commands {
+///     #[command(validate)]
+///     Note(NoRules),
+/// }
+/// ```
+pub fn assert_validate<T: validator::Validate>() {}
+
+/// Writes one field of a domain error into its detail; a field that does not encode is left
+/// out (decoding the detail then fails, never guesses).
+pub fn detail_insert<T: serde::Serialize>(detail: &mut Map<String, Value>, key: &str, value: &T) {
+    if let Ok(value) = serde_json::to_value(value) {
+        detail.insert(key.to_owned(), value);
+    }
+}
+
+/// Reads one field of a domain error from its detail: `None` when it is missing or does not
+/// decode.
+pub fn detail_field<T: DeserializeOwned>(detail: &Map<String, Value>, key: &str) -> Option<T> {
+    serde_json::from_value(detail.get(key)?.clone()).ok()
 }
 
 /// The JSON body of a command or event without a payload.

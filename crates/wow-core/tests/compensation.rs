@@ -20,9 +20,7 @@ use wow_core::event::{
 use wow_core::id::ManualClock;
 use wow_core::pipeline::LocalPipeline;
 use wow_core::saga::{Saga, SagaContext};
-use wow_core::{
-    AggregateId, CommandStage, DomainEvent, DomainEventStream, ErrorCode, NamedAggregate,
-};
+use wow_core::{AggregateId, CommandStage, DomainEventStream, ErrorCode, NamedAggregate};
 
 /// A projection that records the stream ids it applied (once each), failing while told to.
 #[derive(Debug)]
@@ -313,21 +311,24 @@ struct SweepThenFail {
 
 #[async_trait]
 impl Saga for SweepThenFail {
+    type Aggregate = Account;
+
     fn name(&self) -> &str {
         "sweep"
     }
 
     async fn on_event(
         &self,
-        event: &DomainEvent,
+        event: &AccountEvent,
         _stream: &DomainEventStream,
         ctx: &SagaContext<'_>,
     ) -> Result<(), ConsumerError> {
-        if event.name != "Withdrawn" {
+        let AccountEvent::Withdrawn(Moved { amount }) = event else {
             return Ok(());
-        }
-        let amount = event.body["amount"].as_u64().unwrap_or(0);
-        ctx.send(deposit(&self.savings, amount)).await?;
+        };
+        let deposit = AccountCommand::Deposit(Amount { amount: *amount });
+        ctx.send_to::<Account>(self.savings.clone(), deposit)
+            .await?;
         if self.fail_once.swap(false, Ordering::SeqCst) {
             return Err(ConsumerError::internal("crashed after sending"));
         }

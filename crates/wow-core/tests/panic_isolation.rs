@@ -29,8 +29,8 @@ use wow_core::eventsourcing::{
 use wow_core::pipeline::{LocalPipeline, LocalPipelineBuilder};
 use wow_core::saga::{Saga, SagaContext};
 use wow_core::{
-    id, AggregateId, Command, CommandMessage, CommandResult, CommandStage, DomainEvent,
-    DomainEventStream, ErrorCode, Event, NamedAggregate,
+    id, AggregateId, Command, CommandMessage, CommandResult, CommandStage, DomainEventStream,
+    ErrorCode, Event, NamedAggregate,
 };
 
 // ---- an aggregate whose handler and apply panic on demand ----
@@ -472,17 +472,19 @@ struct PanickySaga {
 
 #[async_trait]
 impl Saga for PanickySaga {
+    type Aggregate = Fragile;
+
     fn name(&self) -> &str {
         "panicky_saga"
     }
 
     async fn on_event(
         &self,
-        event: &DomainEvent,
+        event: &FragileEvent,
         stream: &DomainEventStream,
         _: &SagaContext<'_>,
     ) -> Result<(), ConsumerError> {
-        if event.name == "Touched" && stream.aggregate_id == self.bad {
+        if matches!(event, FragileEvent::Touched) && stream.aggregate_id == self.bad {
             panic!("the saga trips on {}", stream.version);
         }
         Ok(())

@@ -5,47 +5,44 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use wow_core::aggregate::DecodeDomainError;
 use wow_core::event::ConsumerError;
-use wow_core::saga::{saga_request_id, Saga, SagaContext, SagaReply, SagaSpec};
+use wow_core::saga::{saga_request_id, Saga, SagaContext, SagaReply, SagaSpec, StepError};
 use wow_core::testing_example::{Add, Added, Counter, CounterCommand, CounterError, CounterEvent};
-use wow_core::{AggregateId, CommandMessage, DomainEvent, DomainEventStream, ErrorCode};
+use wow_core::{AggregateId, DomainError, DomainEventStream, ErrorCode};
 
 /// Mirrors every addition on the counter `<id>-mirror` of the same tenant; when the mirror
 /// does not exist yet, starts it instead. Any other rejection fails the saga.
 #[derive(Debug)]
 struct Mirror;
 
-fn json(to: &AggregateId, command: CounterCommand) -> wow_core::command::JsonCommand {
-    CommandMessage::of(to.clone(), command).into_json().unwrap()
-}
-
 #[async_trait]
 impl Saga for Mirror {
+    type Aggregate = Counter;
+
     fn name(&self) -> &str {
         "mirror"
     }
 
     async fn on_event(
         &self,
-        event: &DomainEvent,
+        event: &CounterEvent,
         stream: &DomainEventStream,
         ctx: &SagaContext<'_>,
     ) -> Result<(), ConsumerError> {
-        let CounterEvent::Added(Added { by }) = event
-            .decode::<CounterEvent>()
-            .map_err(|e| ConsumerError::internal(e.to_string()))?
-        else {
+        let CounterEvent::Added(Added { by }) = event else {
             return Ok(());
         };
         let mut mirror = stream.aggregate_id.clone();
         mirror.id = format!("{}-mirror", mirror.id);
         match ctx
-            .send(json(&mirror, CounterCommand::Add(Add { by })))
+            .send_to::<Counter>(mirror.clone(), CounterCommand::Add(Add { by: *by }))
             .await
         {
             Ok(_) => Ok(()),
-            Err(error) if error.error_code() == &ErrorCode::NotFound => {
-                ctx.send(json(&mirror, CounterCommand::Start)).await?;
+            Err(StepError::NotFound(_)) => {
+                ctx.send_to::<Counter>(mirror, CounterCommand::Start)
+                    .await?;
                 Ok(())
             }
             Err(error) => Err(error.into()),
@@ -66,7 +63,7 @@ mod sends {
             .with_id("c-1")
             .with_tenant("tenant-a")
             .with_version(4)
-            .given::<Counter>([added(2), added(3)]);
+            .given([added(2), added(3)]);
         let events: Vec<String> = given.stream().body.iter().map(|e| e.id.clone()).collect();
         assert_eq!(given.stream().version, 4);
         let expect = given
@@ -93,7 +90,7 @@ mod sends {
     async fn the_same_stream_derives_the_same_request_ids_on_every_run() {
         let run = || async {
             SagaSpec::new(Mirror)
-                .given::<Counter>([added(1)])
+                .given([added(1)])
                 .when_replying(|_| SagaReply::Rejected(ErrorCode::NotFound))
                 .await
                 .expect_commands()
@@ -107,10 +104,7 @@ mod sends {
 
     #[tokio::test]
     async fn a_given_stream_is_run_as_given() {
-        let stream = SagaSpec::new(Mirror)
-            .given::<Counter>([added(7)])
-            .stream()
-            .clone();
+        let stream = SagaSpec::new(Mirror).given([added(7)]).stream().clone();
         let mut stream = DomainEventStream {
             id: "s-9".into(),
             header: BTreeMap::from([("origin".into(), "test".into())]),
@@ -131,16 +125,14 @@ mod sends {
     #[test]
     fn a_run_can_move_between_threads() {
         fn assert_send<T: Send>(_: &T) {}
-        let run = SagaSpec::new(Mirror)
-            .given::<Counter>([added(1)])
-            .when_all_succeed();
+        let run = SagaSpec::new(Mirror).given([added(1)]).when_all_succeed();
         assert_send(&run);
     }
 
     #[tokio::test]
     async fn an_event_the_saga_ignores_sends_nothing() {
         SagaSpec::new(Mirror)
-            .given::<Counter>([CounterEvent::Started])
+            .given([CounterEvent::Started])
             .when_replying(|command| panic!("nothing should be sent, got {command:?}"))
             .await
             .expect_ok()
@@ -154,7 +146,7 @@ mod replies {
     #[tokio::test]
     async fn a_rejected_step_reaches_the_saga_and_the_next_command_gets_the_next_request_id() {
         let expect = SagaSpec::new(Mirror)
-            .given::<Counter>([added(1)])
+            .given([added(1)])
             .when_replying(|command| match command.name.as_str() {
                 "add" => SagaReply::Rejected(ErrorCode::NotFound),
                 _ => SagaReply::Succeeded,
@@ -172,7 +164,7 @@ mod replies {
     #[tokio::test]
     async fn a_duplicate_answer_counts_as_done_as_in_a_service() {
         SagaSpec::new(Mirror)
-            .given::<Counter>([added(1)])
+            .given([added(1)])
             .when_replying(|_| SagaReply::Rejected(ErrorCode::DuplicateRequestId))
             .await
             .expect_ok()
@@ -182,7 +174,7 @@ mod replies {
     #[tokio::test]
     async fn another_rejection_fails_the_saga_and_stops_at_that_event() {
         let expect = SagaSpec::new(Mirror)
-            .given::<Counter>([added(1), added(2)])
+            .given([added(1), added(2)])
             .when_replying(|_| SagaReply::Rejected(ErrorCode::ServiceUnavailable))
             .await
             .expect_failure(ErrorCode::ServiceUnavailable)
@@ -195,12 +187,13 @@ mod replies {
 
     #[tokio::test]
     async fn a_domain_rejection_is_named_by_the_typed_error() {
-        assert_eq!(
-            SagaReply::rejected_by(&CounterError::Overflow),
-            SagaReply::Rejected(ErrorCode::domain("Overflow"))
-        );
         SagaSpec::new(Mirror)
-            .given::<Counter>([added(1)])
+            .given([added(1)])
+            .when_replying(|_| SagaReply::Rejected(CounterError::Overflow.error_code()))
+            .await
+            .expect_failure(ErrorCode::domain("Overflow"));
+        SagaSpec::new(Mirror)
+            .given([added(1)])
             .when_replying(|_| SagaReply::rejected_by(&CounterError::Overflow))
             .await
             .expect_failure(ErrorCode::domain("Overflow"));
@@ -209,7 +202,7 @@ mod replies {
     #[tokio::test]
     async fn a_timed_out_step_fails_the_saga_with_request_timeout() {
         SagaSpec::new(Mirror)
-            .given::<Counter>([added(1)])
+            .given([added(1)])
             .when_replying(|_| SagaReply::TimedOut)
             .await
             .expect_failure(ErrorCode::RequestTimeout);
@@ -219,7 +212,7 @@ mod replies {
     async fn the_replier_sees_each_command_once_in_order() {
         let mut seen = Vec::new();
         let expect = SagaSpec::new(Mirror)
-            .given::<Counter>([added(1), added(2)])
+            .given([added(1), added(2)])
             .when_replying(|command| {
                 seen.push(command.request_id.clone());
                 SagaReply::Succeeded
@@ -241,7 +234,7 @@ mod failures {
     #[should_panic(expected = "expected a command at index 1")]
     async fn a_missing_command_fails_the_test() {
         let expect = SagaSpec::new(Mirror)
-            .given::<Counter>([added(1)])
+            .given([added(1)])
             .when_all_succeed()
             .await;
         expect.expect_command(1);
@@ -251,7 +244,7 @@ mod failures {
     #[should_panic(expected = "expected the saga to succeed")]
     async fn an_unexpected_failure_fails_the_test() {
         SagaSpec::new(Mirror)
-            .given::<Counter>([added(1)])
+            .given([added(1)])
             .when_replying(|_| SagaReply::Rejected(ErrorCode::IllegalState))
             .await
             .expect_ok();
@@ -261,7 +254,7 @@ mod failures {
     #[should_panic(expected = "expected no commands")]
     async fn an_unexpected_command_fails_the_test() {
         SagaSpec::new(Mirror)
-            .given::<Counter>([added(1)])
+            .given([added(1)])
             .when_all_succeed()
             .await
             .expect_no_commands();
@@ -270,15 +263,69 @@ mod failures {
     #[test]
     #[should_panic(expected = "at least one event")]
     fn an_empty_stream_is_refused() {
-        SagaSpec::new(Mirror).given::<Counter>([]);
+        SagaSpec::new(Mirror).given([]);
     }
 
     #[tokio::test]
     #[should_panic(expected = "other than Ok")]
     async fn a_rejection_with_ok_is_refused() {
         SagaSpec::new(Mirror)
-            .given::<Counter>([added(1)])
+            .given([added(1)])
             .when_replying(|_| SagaReply::Rejected(ErrorCode::Ok))
             .await;
+    }
+}
+
+mod typed {
+    use super::*;
+    use wow_core::testing_example::CounterErrorKind;
+
+    /// Sends an add to an aggregate of another type: the typed send refuses it unsent.
+    #[derive(Debug)]
+    struct Misrouted;
+
+    #[async_trait]
+    impl Saga for Misrouted {
+        type Aggregate = Counter;
+
+        fn name(&self) -> &str {
+            "misrouted"
+        }
+
+        async fn on_event(
+            &self,
+            _: &CounterEvent,
+            _: &DomainEventStream,
+            ctx: &SagaContext<'_>,
+        ) -> Result<(), ConsumerError> {
+            let elsewhere = AggregateId::new("demo", "gauge", "g-1", "tenant-a");
+            match ctx
+                .send_to::<Counter>(elsewhere, CounterCommand::Start)
+                .await
+            {
+                Err(error @ StepError::NotSent { .. }) => Err(error.into()),
+                other => panic!("expected the send to be refused, got {other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_command_for_an_aggregate_of_another_type_is_not_sent() {
+        SagaSpec::new(Misrouted)
+            .given([added(1)])
+            .when_replying(|command| panic!("nothing should be sent, got {command:?}"))
+            .await
+            .expect_failure(ErrorCode::IllegalArgument)
+            .expect_no_commands();
+    }
+
+    #[test]
+    fn a_rejection_code_tells_the_kind_and_other_codes_none() {
+        assert_eq!(
+            CounterError::kind_of(&CounterError::Overflow.error_code()),
+            Some(CounterErrorKind::Overflow)
+        );
+        assert_eq!(CounterError::kind_of(&ErrorCode::NotFound), None);
+        assert_eq!(CounterError::kind_of(&ErrorCode::domain("Other")), None);
     }
 }

@@ -11,7 +11,7 @@ use wow_core::command::WaitPlan;
 use wow_core::event::ConsumerError;
 use wow_core::pipeline::LocalPipeline;
 use wow_core::saga::{saga_request_id, Saga, SagaContext};
-use wow_core::{AggregateId, CommandStage, DomainEvent, DomainEventStream};
+use wow_core::{AggregateId, CommandStage, DomainEventStream};
 
 /// Every withdrawal from an account is deposited into one savings account.
 #[derive(Debug)]
@@ -21,23 +21,24 @@ struct Sweep {
 
 #[async_trait]
 impl Saga for Sweep {
+    type Aggregate = Account;
+
     fn name(&self) -> &str {
         "sweep"
     }
 
     async fn on_event(
         &self,
-        event: &DomainEvent,
+        event: &AccountEvent,
         _stream: &DomainEventStream,
         ctx: &SagaContext<'_>,
     ) -> Result<(), ConsumerError> {
-        if event.name != "Withdrawn" {
+        let AccountEvent::Withdrawn(Moved { amount }) = event else {
             return Ok(());
-        }
-        let amount = event.body["amount"]
-            .as_u64()
-            .ok_or_else(|| ConsumerError::internal("no amount"))?;
-        ctx.send(deposit(&self.savings, amount)).await?;
+        };
+        let deposit = AccountCommand::Deposit(Amount { amount: *amount });
+        ctx.send_to::<Account>(self.savings.clone(), deposit)
+            .await?;
         Ok(())
     }
 }

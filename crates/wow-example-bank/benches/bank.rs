@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use wow_core::command::WaitPlan;
-use wow_core::{id, AggregateId, CommandMessage, CommandStage};
+use wow_core::{id, AggregateId, CommandMessage, CommandStage, Stores};
 use wow_example_bank::account::*;
-use wow_example_bank::{Bank, BankOptions, ReadModels};
+use wow_example_bank::{Bank, BankOptions};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 const CALLERS: usize = 64;
@@ -29,14 +29,9 @@ fn deposits(c: &mut Criterion) {
     let path = folder.join(format!("bank-{}.db", id::new_id()));
     let (bank, accounts) = runtime.block_on(async {
         let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
-        let bank = Bank::start_with(
-            Arc::new(store.clone()),
-            Some(Arc::new(store.clone())),
-            BankOptions::default(),
-            ReadModels::Sqlite(store),
-        )
-        .await
-        .unwrap();
+        let bank = Bank::start_with(Stores::of(store), BankOptions::default())
+            .await
+            .unwrap();
         let accounts: Vec<_> = (0..CALLERS)
             .map(|_| AggregateId::new("bank", "account", id::new_id(), "(0)"))
             .collect();

@@ -11,7 +11,6 @@ pub mod api;
 pub mod audit;
 pub mod notifications;
 pub mod projection;
-pub mod read_model;
 pub mod transfer;
 
 use std::sync::Arc;
@@ -20,12 +19,10 @@ use std::time::Duration;
 use wow_core::aggregate::{AggregateRegistry, DuplicateAggregateName};
 use wow_core::compensation::{CompensationError, CompensationScheduler, RetrySpec};
 use wow_core::event::{CatchUpError, CatchUpProgress};
-use wow_core::eventsourcing::{EventStore, SnapshotStore, SnapshotStrategy};
+use wow_core::eventsourcing::SnapshotStrategy;
 use wow_core::idempotency::IdempotencyConfig;
 use wow_core::pipeline::LocalPipeline;
-use wow_core::NamedAggregate;
-
-pub use read_model::ReadModels;
+use wow_core::{NamedAggregate, Stores};
 
 /// The context every bank aggregate belongs to.
 pub const CONTEXT: &str = "bank";
@@ -61,19 +58,21 @@ impl Default for BankOptions {
     }
 }
 
-/// The bank running in one process over `store`: its pipeline and read models.
+/// The bank running in one process over its stores: its pipeline, view and outbox.
 #[derive(Debug)]
 pub struct Bank {
     /// The gateway, node and dispatch.
     pub pipeline: LocalPipeline,
     /// The `account_balance` read model.
     pub balances: Arc<projection::AccountBalanceProjection>,
-    /// The `notifications` outbox.
+    /// The `notifications` outbox: its processor and its delivery.
     pub notifications: Arc<notifications::Notifications>,
     /// The retrier of failed consumer executions.
     pub compensation: CompensationScheduler,
     /// What the start-up catch-up did, per consumer.
     pub caught_up: Vec<(String, CatchUpProgress)>,
+    /// The stores it runs on.
+    pub stores: Stores,
     retries: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -82,63 +81,54 @@ pub fn consumed_aggregates() -> [NamedAggregate; 1] {
     [NamedAggregate::new(CONTEXT, "account")]
 }
 
+/// The names of the bank's views and outboxes, each also its consumer's name: what a
+/// rebuild can empty (its rows and processed-message records in the view store, and its
+/// positions), to be refilled from history by the next catch-up.
+pub const READ_MODELS: [&str; 2] = [projection::NAME, notifications::NAME];
+
 impl Bank {
-    /// Starts the bank over `store` (and `snapshots`, every 10 versions), with read models and
-    /// consumer records in memory.
-    pub async fn start(
-        store: Arc<dyn EventStore>,
-        snapshots: Option<Arc<dyn SnapshotStore>>,
-    ) -> Result<Self, BankError> {
-        Self::start_with(
-            store,
-            snapshots,
-            BankOptions::default(),
-            ReadModels::memory(),
-        )
-        .await
+    /// Starts the bank over `stores` with the default options: `Bank::start(Stores::in_memory())`
+    /// for a test.
+    pub async fn start(stores: Stores) -> Result<Self, BankError> {
+        Self::start_with(stores, BankOptions::default()).await
     }
 
-    /// Starts the bank with `options`, its read models and consumer records in `read_models`
-    /// (the store's own database, so that they commit with their processed-message records).
+    /// Starts the bank over `stores` with `options`: history and snapshots (every 10
+    /// versions) in its event and snapshot stores, the `account_balance` view and the
+    /// `notifications` outbox in its view store, positions, compensation records and the
+    /// effect journal in theirs. Pass stores of one database ([`Stores::of`]) so that each
+    /// consumer's write commits with its processed-message record (SPEC DS-2).
     ///
     /// Before it returns, every consumer (the projection, the processor and the saga) catches
     /// up with the history it has not handled yet, from its positions; failures on the way
     /// are recorded for compensation, and retried every `options.retry_every`.
-    pub async fn start_with(
-        store: Arc<dyn EventStore>,
-        snapshots: Option<Arc<dyn SnapshotStore>>,
-        options: BankOptions,
-        read_models: ReadModels,
-    ) -> Result<Self, BankError> {
-        Self::start_with_progress(store, snapshots, options, read_models, &mut |_, _| {}).await
+    pub async fn start_with(stores: Stores, options: BankOptions) -> Result<Self, BankError> {
+        Self::start_with_progress(stores, options, &mut |_, _| {}).await
     }
 
     /// [`Bank::start_with`], telling `progress` how the catch-up goes (the consumer's name
     /// and how far it is), for a progress bar.
     pub async fn start_with_progress(
-        store: Arc<dyn EventStore>,
-        snapshots: Option<Arc<dyn SnapshotStore>>,
+        stores: Stores,
         options: BankOptions,
-        read_models: ReadModels,
         progress: &mut (dyn FnMut(&str, &CatchUpProgress) + Send),
     ) -> Result<Self, BankError> {
-        read_models.prepare().await.map_err(BankError::ReadModels)?;
-        let read_models = Arc::new(read_models);
         let balances = Arc::new(projection::AccountBalanceProjection::new(
-            read_models.views(),
+            stores.views.clone(),
         ));
-        let notifications = Arc::new(notifications::Notifications::new(read_models.clone()));
-        let mut builder = LocalPipeline::builder(registry()?, store)
+        let notifications = Arc::new(notifications::Notifications::new(
+            stores.views.clone(),
+            stores.effects.clone(),
+        ));
+        let pipeline = LocalPipeline::builder(registry()?, stores.events.clone())
             .idempotency(options.idempotency)
             .projection(balances.clone())
             .event_processor(notifications.clone())
             .saga(Arc::new(transfer::TransferSaga))
-            .compensation(read_models.compensation_store(), options.retry)
-            .positions(read_models.positions());
-        if let Some(snapshots) = snapshots {
-            builder = builder.snapshots(snapshots, SnapshotStrategy::Every(10));
-        }
-        let pipeline = builder.build();
+            .compensation(stores.compensation.clone(), options.retry)
+            .positions(stores.positions.clone())
+            .snapshots(stores.snapshots.clone(), SnapshotStrategy::Every(10))
+            .build();
         let caught_up = pipeline.catch_up(&consumed_aggregates(), progress).await?;
         for (consumer, done) in &caught_up {
             tracing::info!(
@@ -159,6 +149,7 @@ impl Bank {
             notifications,
             compensation,
             caught_up,
+            stores,
             retries,
         })
     }
@@ -195,7 +186,4 @@ pub enum BankError {
     /// The compensation scheduler could not start.
     #[error("the compensation scheduler could not start: {0}")]
     Compensation(#[from] CompensationError),
-    /// The read models' tables could not be made.
-    #[error("the read models' tables could not be made: {0}")]
-    ReadModels(wow_core::eventsourcing::BoxError),
 }

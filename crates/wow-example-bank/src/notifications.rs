@@ -1,22 +1,65 @@
-//! The `notifications` processor: one outbox row per `Withdrawn` event, in the store's
-//! database, exactly once: the rows and the stream's processed-message record commit
-//! together (SPEC DS-2), and the row's key is the event id.
+//! The `notifications` outbox: one row per `Withdrawn` event, owed to the account holder.
+//! A portable [`Outbox`]: no SQL, the rows live in whichever view store the service is
+//! assembled with, each stored once with its processed-message record (SPEC DS-2) under the
+//! event's id, and sent at most once each through a [`Mailer`].
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use wow_core::event::{
-    run_external_effect, ConsumerError, EffectError, EffectOutcome, EventConsumer,
-};
+use serde::{Deserialize, Serialize};
+use wow_core::event::{ConsumerError, EffectJournal, EventConsumer};
 use wow_core::eventsourcing::BoxError;
+use wow_core::outbox::{
+    DeliveryError, EventMeta, Outbox, OutboxDelivery, OutboxProcessor, OutboxSender,
+};
+use wow_core::view::{ViewStore, ViewStoreError};
 use wow_core::DomainEventStream;
 
-use crate::projection::consumer_error;
-pub use crate::read_model::OutboxRow;
-use crate::read_model::ReadModels;
+use crate::account::{Account, AccountEvent};
 
-/// The consumer name of the processor.
-pub const NAME: &str = crate::read_model::NOTIFICATIONS;
+pub use wow_core::outbox::Delivery;
+
+/// The consumer name of the processor, and the name of its rows in the view store.
+pub const NAME: &str = "notifications";
+
+/// The consumer name of the sender, in the effect journal: every send's key is
+/// `notification_sender:{event id}`.
+pub const SENDER: &str = "notification_sender";
+
+/// One notification to send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxRow {
+    /// The `Withdrawn` event's id: the row's identity.
+    pub event_id: String,
+    /// The account's tenant.
+    pub tenant_id: String,
+    /// The account.
+    pub account_id: String,
+    /// The amount withdrawn.
+    pub amount: i64,
+}
+
+/// The outbox: a row per `Withdrawn` event, none for any other.
+#[derive(Debug)]
+pub struct NotificationOutbox;
+
+impl Outbox for NotificationOutbox {
+    type Aggregate = Account;
+    type Row = OutboxRow;
+    const NAME: &'static str = NAME;
+
+    fn rows(event: &AccountEvent, meta: &EventMeta<'_>) -> Vec<OutboxRow> {
+        match event {
+            AccountEvent::Withdrawn(moved) => vec![OutboxRow {
+                event_id: meta.event_id.to_owned(),
+                tenant_id: meta.tenant_id.to_owned(),
+                account_id: meta.aggregate_id.to_owned(),
+                amount: moved.amount,
+            }],
+            _ => Vec::new(),
+        }
+    }
+}
 
 /// The outside system that sends a notification: it cannot join our transaction, but it
 /// accepts an idempotency key and deduplicates by it (as payment and mail APIs do).
@@ -29,74 +72,48 @@ pub trait Mailer: Send + Sync {
     async fn sent(&self, key: &str) -> Result<bool, BoxError>;
 }
 
-/// The consumer name of the sender, in the effect journal.
-pub const SENDER: &str = "notification_sender";
+/// A [`Mailer`] as the sender of the outbox.
+struct ByMail<'a>(&'a dyn Mailer);
 
-/// What [`Notifications::deliver`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Delivery {
-    /// Rows sent now.
-    pub sent: usize,
-    /// Rows an earlier attempt had sent: confirmed by their key, not sent again.
-    pub confirmed: usize,
-    /// Rows an earlier delivery recorded done.
-    pub already_done: usize,
-    /// Rows whose send failed; they stay "started" and are resumed next time.
-    pub failed: usize,
+#[async_trait]
+impl OutboxSender<OutboxRow> for ByMail<'_> {
+    async fn send(&self, key: &str, row: &OutboxRow) -> Result<(), BoxError> {
+        self.0.send(key, row).await
+    }
+
+    async fn sent(&self, key: &str) -> Result<bool, BoxError> {
+        self.0.sent(key).await
+    }
 }
 
-/// The processor.
+/// The processor that records the rows, and the delivery that sends them.
 #[derive(Debug)]
 pub struct Notifications {
-    models: Arc<ReadModels>,
+    processor: OutboxProcessor<NotificationOutbox>,
+    delivery: OutboxDelivery<NotificationOutbox>,
 }
 
 impl Notifications {
-    /// The processor writing into `models`.
-    pub fn new(models: Arc<ReadModels>) -> Self {
-        Self { models }
-    }
-
-    /// Every row written so far.
-    pub async fn rows(&self) -> Result<Vec<OutboxRow>, BoxError> {
-        self.models.outbox().await
-    }
-
-    /// Sends every outbox row through `mailer`, each at most once to completion (SPEC DS-2):
-    /// the send is journaled "started" under a key derived from the row's event id, and
-    /// "done" after it. A row left "started" by a crash is confirmed with the mailer by its
-    /// key, and sent again under the same key only if the mailer has no trace of it.
-    pub async fn deliver(&self, mailer: &dyn Mailer, now: i64) -> Result<Delivery, BoxError> {
-        let journal = self.models.effects();
-        let mut delivery = Delivery::default();
-        for row in self.rows().await? {
-            let row = &row;
-            let outcome = run_external_effect(
-                journal.as_ref(),
-                SENDER,
-                &row.event_id,
-                now,
-                |attempt| async move {
-                    if attempt.resumed.is_some() && mailer.sent(&attempt.key).await? {
-                        return Ok(false);
-                    }
-                    mailer.send(&attempt.key, row).await?;
-                    Ok(true)
-                },
-            )
-            .await;
-            match outcome {
-                Ok(EffectOutcome::Done(true)) => delivery.sent += 1,
-                Ok(EffectOutcome::Done(false)) => delivery.confirmed += 1,
-                Ok(EffectOutcome::AlreadyDone) => delivery.already_done += 1,
-                Err(EffectError::Effect(error)) => {
-                    tracing::warn!(event_id = row.event_id, %error, "a notification could not be sent; it is resumed next time");
-                    delivery.failed += 1;
-                }
-                Err(error) => return Err(Box::new(error)),
-            }
+    /// The outbox with its rows in `views`, its sends journaled in `effects`.
+    pub fn new(views: Arc<dyn ViewStore>, effects: Arc<dyn EffectJournal>) -> Self {
+        Self {
+            processor: OutboxProcessor::new(views.clone()),
+            delivery: OutboxDelivery::new(views, effects, SENDER),
         }
-        Ok(delivery)
+    }
+
+    /// Every row recorded so far, across tenants, in (tenant, event id) order.
+    pub async fn rows(&self) -> Result<Vec<OutboxRow>, ViewStoreError> {
+        let rows = self.processor.rows().await?;
+        Ok(rows.into_iter().map(|entry| entry.row).collect())
+    }
+
+    /// Sends every row through `mailer`, each at most once to completion (SPEC DS-2): see
+    /// [`OutboxDelivery::deliver`]. A row left "started" by a crash is confirmed with the
+    /// mailer by its key, and sent again under the same key only if the mailer has no trace
+    /// of it.
+    pub async fn deliver(&self, mailer: &dyn Mailer, now: i64) -> Result<Delivery, DeliveryError> {
+        self.delivery.deliver(&ByMail(mailer), now).await
     }
 }
 
@@ -107,13 +124,48 @@ impl EventConsumer for Notifications {
     }
 
     async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
-        if stream.aggregate_id.aggregate_name != "account" {
-            return Ok(());
-        }
-        self.models
-            .record_withdrawals(NAME, stream)
-            .await
-            .map(|_| ())
-            .map_err(consumer_error)
+        self.processor.handle(stream).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wow_core::outbox::OutboxSpec;
+
+    use super::*;
+    use crate::account::Moved;
+
+    #[test]
+    fn a_withdrawal_owes_one_notification_and_nothing_else_owes_any() {
+        OutboxSpec::<NotificationOutbox>::new()
+            .of("tenant-a", "acc-1")
+            .given([
+                AccountEvent::Deposited(Moved { amount: 9 }),
+                AccountEvent::Withdrawn(Moved { amount: 4 }),
+                AccountEvent::AccountFrozen,
+            ])
+            .expect_ids(["event-2"])
+            .expect_rows([OutboxRow {
+                event_id: "event-2".into(),
+                tenant_id: "tenant-a".into(),
+                account_id: "acc-1".into(),
+                amount: 4,
+            }]);
+    }
+
+    #[test]
+    fn a_row_keeps_the_json_fields_of_earlier_builds() {
+        let row = OutboxRow {
+            event_id: "e".into(),
+            tenant_id: "t".into(),
+            account_id: "a".into(),
+            amount: 1,
+        };
+        assert_eq!(
+            serde_json::to_value(&row).ok(),
+            Some(
+                serde_json::json!({"event_id": "e", "tenant_id": "t", "account_id": "a", "amount": 1})
+            )
+        );
     }
 }

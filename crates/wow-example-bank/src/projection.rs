@@ -8,10 +8,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Serialize;
 use wow_core::aggregate::Aggregate;
-use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
+use wow_core::event::{ConsumerError, EventConsumer};
 use wow_core::eventsourcing::BoxError;
 use wow_core::view::{View, ViewProjection, ViewStore};
-use wow_core::{AggregateId, DomainEventStream, ErrorCode};
+use wow_core::{AggregateId, DomainEventStream};
 
 use crate::account::{Account, AccountEvent, AccountState};
 
@@ -80,16 +80,6 @@ impl AccountBalanceProjection {
             version,
         }))
     }
-}
-
-/// A read model's failure as a consumer error: the database's failures are
-/// `ServiceUnavailable`, the work's (an out-of-order stream, say) `IllegalState`.
-pub(crate) fn consumer_error(error: ProcessError) -> ConsumerError {
-    let code = match &error {
-        ProcessError::Store(_) => ErrorCode::ServiceUnavailable,
-        _ => ErrorCode::IllegalState,
-    };
-    ConsumerError::new(code, error.to_string())
 }
 
 #[async_trait]

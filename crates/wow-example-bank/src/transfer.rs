@@ -2,58 +2,46 @@
 //! transfer at the source, or cancel it when the target is missing, frozen or full.
 //!
 //! Every command it sends carries a request id derived from the event, so a redelivered
-//! `TransferPrepared` resends the same intents and they come back as duplicates, never as a
-//! second transfer.
+//! `TransferPrepared` resends the same intents and they come back as duplicates (or as the
+//! same recorded rejection), never as a second transfer. The saga reads the account's typed
+//! events and the target's typed rejections: no event or error is matched by its name.
 
 use async_trait::async_trait;
-use wow_core::command::CommandResultError;
 use wow_core::event::ConsumerError;
-use wow_core::saga::{Saga, SagaContext};
-use wow_core::{AggregateId, CommandMessage, DomainEvent, DomainEventStream, ErrorCode};
+use wow_core::saga::{Saga, SagaContext, StepError};
+use wow_core::DomainEventStream;
 
-use crate::account::{AccountCommand, AccountEvent, ReceiveTransfer, Transfer, TransferStep};
+use crate::account::{
+    Account, AccountCommand, AccountErrorKind, AccountEvent, ReceiveTransfer, Transfer,
+    TransferStep,
+};
 
 /// The saga.
 #[derive(Debug)]
 pub struct TransferSaga;
 
-fn failed(error: impl std::fmt::Display, code: ErrorCode) -> ConsumerError {
-    ConsumerError::new(code, error.to_string())
-}
-
-fn to_json(
-    aggregate: AggregateId,
-    command: AccountCommand,
-) -> Result<wow_core::command::JsonCommand, ConsumerError> {
-    CommandMessage::of(aggregate, command)
-        .into_json()
-        .map_err(|e| failed(e, ErrorCode::InternalServerError))
-}
-
 #[async_trait]
 impl Saga for TransferSaga {
+    type Aggregate = Account;
+
     fn name(&self) -> &str {
         "transfer"
     }
 
     async fn on_event(
         &self,
-        event: &DomainEvent,
+        event: &AccountEvent,
         stream: &DomainEventStream,
         ctx: &SagaContext<'_>,
     ) -> Result<(), ConsumerError> {
-        if event.name != "TransferPrepared" {
-            return Ok(());
-        }
         let AccountEvent::TransferPrepared(TransferStep {
             account: to,
             amount,
         }) = event
-            .decode::<AccountEvent>()
-            .map_err(|e| failed(e, ErrorCode::InternalServerError))?
         else {
             return Ok(());
         };
+        let (to, amount) = (to.clone(), *amount);
         let source = stream.aggregate_id.clone();
         let mut target = source.clone();
         target.id = to.clone();
@@ -61,18 +49,17 @@ impl Saga for TransferSaga {
             from: source.id.clone(),
             amount,
         });
-        let settle = match ctx.send(to_json(target, receive)?).await {
+        let settle = match ctx.send_to::<Account>(target, receive).await {
             Ok(_) => AccountCommand::ConfirmTransfer(Transfer { to, amount }),
-            Err(CommandResultError::Failed(result))
-                if result.error_code == ErrorCode::NotFound
-                    || result.error_code == ErrorCode::domain("AccountFrozen")
-                    || result.error_code == ErrorCode::domain("BalanceOverflow") =>
-            {
-                AccountCommand::CancelTransfer(Transfer { to, amount })
-            }
+            // The target cannot take it, for good: release the hold.
+            Err(StepError::NotFound(_))
+            | Err(StepError::Rejected {
+                kind: AccountErrorKind::AccountFrozen | AccountErrorKind::BalanceOverflow,
+                ..
+            }) => AccountCommand::CancelTransfer(Transfer { to, amount }),
             Err(error) => return Err(error.into()),
         };
-        ctx.send(to_json(source, settle)?).await?;
+        ctx.send_to::<Account>(source, settle).await?;
         Ok(())
     }
 }

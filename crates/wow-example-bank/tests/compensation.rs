@@ -39,9 +39,7 @@ fn options() -> BankOptions {
 }
 
 async fn start(db: &Store) -> Bank {
-    Bank::start_with(db.events(), Some(db.snapshots()), options(), db.models())
-        .await
-        .unwrap()
+    Bank::start_with(db.stores(), options()).await.unwrap()
 }
 
 async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {

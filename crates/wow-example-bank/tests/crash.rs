@@ -15,8 +15,8 @@ use support::{account, cmd, Store, Target};
 use wow_core::command::WaitPlan;
 use wow_core::event::{ConsumerError, EventConsumer};
 use wow_core::pipeline::LocalPipeline;
-use wow_core::saga::{Saga, SagaContext};
-use wow_core::{AggregateId, CommandStage, DomainEvent, DomainEventStream};
+use wow_core::saga::{DynSaga, Saga, SagaContext};
+use wow_core::{AggregateId, CommandStage, DomainEventStream};
 use wow_example_bank::account::*;
 use wow_example_bank::notifications::Notifications;
 use wow_example_bank::projection::AccountBalanceProjection;
@@ -57,18 +57,20 @@ struct KillAfterSaga;
 
 #[async_trait]
 impl Saga for KillAfterSaga {
+    type Aggregate = Account;
+
     fn name(&self) -> &str {
         TransferSaga.name()
     }
 
     async fn on_event(
         &self,
-        event: &DomainEvent,
+        event: &AccountEvent,
         stream: &DomainEventStream,
         ctx: &SagaContext<'_>,
     ) -> Result<(), ConsumerError> {
         let outcome = TransferSaga.on_event(event, stream, ctx).await;
-        if outcome.is_ok() && event.name == "TransferPrepared" {
+        if outcome.is_ok() && matches!(event, AccountEvent::TransferPrepared(_)) {
             std::process::abort();
         }
         outcome
@@ -89,15 +91,19 @@ async fn crash_child() {
     };
     let (a, b) = (account(&a), account(&b));
     let store = Store::open(&db).await;
-    let (events, models) = (store.events(), store.models());
-    models.prepare().await.unwrap();
-    let compensation = models.compensation_store();
-    let positions = models.positions();
-    let models = Arc::new(models);
+    let stores = store.stores();
+    let (events, compensation, positions) = (
+        stores.events.clone(),
+        stores.compensation.clone(),
+        stores.positions.clone(),
+    );
     let projection: Arc<dyn EventConsumer> =
-        Arc::new(AccountBalanceProjection::new(models.views()));
-    let processor: Arc<dyn EventConsumer> = Arc::new(Notifications::new(models.clone()));
-    let (projection, processor, saga, last): (_, _, Arc<dyn Saga>, _) = match kind.as_str() {
+        Arc::new(AccountBalanceProjection::new(stores.views.clone()));
+    let processor: Arc<dyn EventConsumer> = Arc::new(Notifications::new(
+        stores.views.clone(),
+        stores.effects.clone(),
+    ));
+    let (projection, processor, saga, last): (_, _, Arc<dyn DynSaga>, _) = match kind.as_str() {
         "projection" => (
             Arc::new(KillAfter {
                 inner: projection,
@@ -179,13 +185,11 @@ fn kill_during(kind: &str, url: &str, a: &AggregateId, b: &AggregateId) {
 async fn restart(url: &str) -> Bank {
     let store = Store::open(url).await;
     Bank::start_with(
-        store.events(),
-        None,
+        store.stores(),
         BankOptions {
             retry_every: None,
             ..BankOptions::default()
         },
-        store.models(),
     )
     .await
     .unwrap()

@@ -13,14 +13,9 @@ use wow_example_bank::{Bank, BankOptions};
 
 /// A process over `store`: its own Bloom filters, cache and consumers.
 async fn process(store: &Store) -> Bank {
-    Bank::start_with(
-        store.events(),
-        Some(store.snapshots()),
-        BankOptions::default(),
-        store.models(),
-    )
-    .await
-    .unwrap()
+    Bank::start_with(store.stores(), BankOptions::default())
+        .await
+        .unwrap()
 }
 
 async fn ok(bank: &Bank, command: JsonCommand) -> CommandResult {

@@ -4,26 +4,17 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use support::cmd;
 use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::EventStore;
+use wow_core::Stores;
 use wow_core::{id, AggregateId, CommandStage};
 use wow_example_bank::account::*;
-use wow_example_bank::{Bank, BankOptions, ReadModels};
+use wow_example_bank::Bank;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 async fn bank(store: &SqliteStore) -> Bank {
-    let events: Arc<dyn EventStore> = Arc::new(store.clone());
-    Bank::start_with(
-        events,
-        Some(Arc::new(store.clone())),
-        BankOptions::default(),
-        ReadModels::Sqlite(store.clone()),
-    )
-    .await
-    .unwrap()
+    Bank::start(Stores::of(store.clone())).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,12 +136,14 @@ async fn a_rebuilt_read_model_is_filled_again_from_history_once() {
         }
         bank.flush().await;
     }
-    let models = ReadModels::Sqlite(store.clone());
-    models.rebuild("account_balance").await.unwrap();
-    models.rebuild("notifications").await.unwrap();
-    let emptied = wow_example_bank::projection::AccountBalanceProjection::new(models.views());
+    // What `wow catch-up --rebuild NAME` does for each of the bank's views and outboxes.
+    let stores = Stores::of(store.clone());
+    for name in wow_example_bank::READ_MODELS {
+        stores.views.clear(name).await.unwrap();
+        stores.positions.reset(name).await.unwrap();
+    }
+    let emptied = wow_example_bank::projection::AccountBalanceProjection::new(stores.views.clone());
     assert!(emptied.view(&a).await.unwrap().is_none(), "emptied");
-    assert!(models.rebuild("no_such_model").await.is_err());
 
     let bank = bank(&store).await;
     let view = bank.balances.view(&a).await.unwrap().unwrap();
@@ -167,63 +160,4 @@ async fn a_rebuilt_read_model_is_filled_again_from_history_once() {
         .unwrap()
         .1;
     assert_eq!(transfer.streams_handled, 0, "the saga kept its position");
-}
-
-/// A file whose read-model tables were made before tenants led their keys opens under this
-/// build: `account_balance` is rebuilt from history under each account's tenant, and the
-/// outbox keeps its rows, each now with its account's tenant (SPEC TN-1).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn read_models_made_before_tenants_are_upgraded_without_loss() {
-    let folder = tempfile::tempdir().unwrap();
-    let path = folder.path().join("bank.db");
-    let a = AggregateId::new("bank", "account", id::new_id(), "tenant-a");
-    {
-        let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
-        let bank = bank(&store).await;
-        let gateway = &bank.pipeline.gateway;
-        let open = AccountCommand::Open(Open {
-            name: "Ann".into(),
-            balance: 50,
-        });
-        gateway
-            .send_and_wait(cmd(&a, open), WaitPlan::processed())
-            .await
-            .unwrap();
-        gateway
-            .send_and_wait(
-                cmd(&a, AccountCommand::Withdraw(Amount { amount: 5 })),
-                WaitPlan::new(CommandStage::EventHandled),
-            )
-            .await
-            .unwrap();
-        bank.flush().await;
-    }
-    // The tables as the previous build made them: no tenant column.
-    {
-        let connection = rusqlite::Connection::open(&path).unwrap();
-        connection
-            .execute_batch(
-                "DROP TABLE IF EXISTS account_balance;
-                 CREATE TABLE account_balance (id TEXT PRIMARY KEY, name TEXT NOT NULL,
-                    balance BIGINT NOT NULL, held BIGINT NOT NULL, frozen BOOLEAN NOT NULL,
-                    version BIGINT NOT NULL);
-                 CREATE TABLE outbox_old AS SELECT event_id, account_id, amount FROM notification_outbox;
-                 DROP TABLE notification_outbox;
-                 CREATE TABLE notification_outbox (event_id TEXT PRIMARY KEY,
-                    account_id TEXT NOT NULL, amount BIGINT NOT NULL);
-                 INSERT INTO notification_outbox SELECT * FROM outbox_old;
-                 DROP TABLE outbox_old;",
-            )
-            .unwrap();
-    }
-    let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
-    let bank = bank(&store).await;
-    let view = bank.balances.view(&a).await.unwrap().expect("rebuilt");
-    assert_eq!((view.balance, view.version), (45, 2));
-    let rows = bank.notifications.rows().await.unwrap();
-    assert_eq!(rows.len(), 1, "the outbox kept its row");
-    assert_eq!(rows[0].tenant_id, "tenant-a");
-    let mut twin = a.clone();
-    twin.tenant_id = "tenant-b".to_owned();
-    assert!(bank.balances.view(&twin).await.unwrap().is_none());
 }

@@ -5,15 +5,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::BoxError;
+use wow_core::Stores;
 use wow_core::{id, AggregateId, CommandMessage, CommandStage};
 use wow_example_bank::account::*;
 use wow_example_bank::notifications::{Delivery, Mailer, OutboxRow};
-use wow_example_bank::{Bank, BankOptions, ReadModels};
+use wow_example_bank::{Bank, BankOptions};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 /// A mailer that deduplicates by key. `cut_after_send` makes the send of that event go out
@@ -49,13 +50,11 @@ impl Mailer for TestMailer {
 async fn bank(path: &std::path::Path) -> Bank {
     let store = SqliteStore::open(SqliteOptions::new(path)).await.unwrap();
     Bank::start_with(
-        Arc::new(store.clone()),
-        None,
+        Stores::of(store),
         BankOptions {
             retry_every: None,
             ..BankOptions::default()
         },
-        ReadModels::Sqlite(store),
     )
     .await
     .unwrap()

@@ -13,7 +13,7 @@ use support::{account, cmd, Store, Target};
 use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::{load_aggregate, EventStore, InMemoryEventStore, RequestDecision};
 use wow_core::saga::saga_request_id;
-use wow_core::{id, AggregateId, CommandStage, ErrorCode};
+use wow_core::{id, AggregateId, CommandStage, ErrorCode, Stores};
 use wow_example_bank::account::*;
 use wow_example_bank::{registry, Bank, BankOptions};
 
@@ -27,15 +27,12 @@ enum Backend {
 impl Backend {
     async fn start(&self) -> Bank {
         match self {
-            Backend::Memory(store) => Bank::start(store.clone(), None).await.unwrap(),
-            Backend::Durable(store) => Bank::start_with(
-                store.events(),
-                Some(store.snapshots()),
-                BankOptions::default(),
-                store.models(),
-            )
-            .await
-            .unwrap(),
+            Backend::Memory(store) => Bank::start(Stores::in_memory().with_events(store.clone()))
+                .await
+                .unwrap(),
+            Backend::Durable(store) => Bank::start_with(store.stores(), BankOptions::default())
+                .await
+                .unwrap(),
         }
     }
 

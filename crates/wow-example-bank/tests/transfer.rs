@@ -34,7 +34,9 @@ async fn view_at(
 
 async fn bank() -> Bank {
     let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
-    Bank::start(store, None).await.unwrap()
+    Bank::start(wow_core::Stores::in_memory().with_events(store))
+        .await
+        .unwrap()
 }
 
 fn account() -> AggregateId {

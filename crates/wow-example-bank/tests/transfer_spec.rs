@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 
+use wow_core::aggregate::DecodeDomainError;
 use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_core::saga::{saga_request_id, SagaExpect, SagaGiven, SagaReply, SagaSpec};
-use wow_core::{AggregateId, CommandMessage, CommandStage, ErrorCode};
+use wow_core::{AggregateId, CommandMessage, CommandStage, DomainError, ErrorCode};
 use wow_example_bank::account::*;
 use wow_example_bank::transfer::TransferSaga;
 use wow_example_bank::Bank;
@@ -26,7 +27,7 @@ fn prepared() -> SagaGiven<TransferSaga> {
         .with_id("alice")
         .with_tenant(TENANT)
         .with_version(2)
-        .given::<Account>([AccountEvent::TransferPrepared(TransferStep {
+        .given([AccountEvent::TransferPrepared(TransferStep {
             account: "bob".into(),
             amount: 30,
         })])
@@ -98,6 +99,9 @@ async fn a_receive_rejected_as_missing_frozen_or_full_is_cancelled_at_the_source
         SagaReply::Rejected(ErrorCode::NotFound),
         SagaReply::rejected_by(&AccountError::AccountFrozen),
         SagaReply::rejected_by(&full),
+        // A replayed rejection (SPEC ID-6) carries the code only: the kind still decides.
+        SagaReply::Rejected(AccountError::AccountFrozen.error_code()),
+        SagaReply::Rejected(full.error_code()),
     ] {
         let expect = receive_answers(rejection.clone())
             .await
@@ -125,6 +129,14 @@ async fn a_receive_rejected_as_missing_frozen_or_full_is_cancelled_at_the_source
 
 #[tokio::test]
 async fn another_rejection_fails_the_saga_without_settling_so_compensation_retries() {
+    let not_held = AccountError::NotHeld {
+        held: 0,
+        amount: 30,
+    };
+    receive_answers(SagaReply::rejected_by(&not_held))
+        .await
+        .expect_failure(not_held.error_code())
+        .expect_command_names(&["receive_transfer"]);
     receive_answers(SagaReply::Rejected(ErrorCode::ServiceUnavailable))
         .await
         .expect_failure(ErrorCode::ServiceUnavailable)
@@ -158,7 +170,7 @@ async fn a_failed_settle_fails_the_saga() {
 #[tokio::test]
 async fn other_events_send_nothing() {
     SagaSpec::new(TransferSaga)
-        .given::<Account>([
+        .given([
             AccountEvent::Deposited(Moved { amount: 5 }),
             AccountEvent::TransferReceived(TransferStep {
                 account: "carol".into(),
@@ -177,7 +189,9 @@ async fn other_events_send_nothing() {
 #[tokio::test]
 async fn the_spec_derives_the_request_ids_a_running_bank_derives() {
     let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
-    let bank = Bank::start(store.clone(), None).await.unwrap();
+    let bank = Bank::start(wow_core::Stores::in_memory().with_events(store.clone()))
+        .await
+        .unwrap();
     let (alice, bob) = (account("alice"), account("bob"));
     for id in [&alice, &bob] {
         let open = AccountCommand::Open(Open {
@@ -223,4 +237,141 @@ async fn the_spec_derives_the_request_ids_a_running_bank_derives() {
         );
         assert_eq!(spec.aggregate_id.tenant_id, TENANT);
     }
+}
+
+/// Streams of another aggregate never reach the saga, whatever their events are named.
+#[tokio::test]
+async fn streams_of_other_aggregates_are_skipped_by_type() {
+    use wow_core::testing_example::{Added, Counter, CounterEvent};
+    SagaSpec::new(TransferSaga)
+        .given_of::<Counter>([CounterEvent::Added(Added { by: 1 })])
+        .when_all_succeed()
+        .await
+        .expect_ok()
+        .expect_no_commands();
+}
+
+/// A stream of accounts that does not decode fails the saga (and is compensated), rather
+/// than being skipped silently.
+#[tokio::test]
+async fn a_stream_that_does_not_decode_fails_the_saga() {
+    let mut stream = prepared().stream().clone();
+    stream.body[0].name = "TransferPrepped".into();
+    SagaSpec::new(TransferSaga)
+        .given_stream(stream)
+        .when_all_succeed()
+        .await
+        .expect_failure(ErrorCode::IllegalState)
+        .expect_no_commands();
+}
+
+/// Every account rejection is told back from a result: its kind from the code alone, the
+/// whole error from the code and the fields the result carries.
+#[test]
+fn every_account_error_round_trips_through_a_rejection() {
+    let errors = [
+        AccountError::InsufficientBalance {
+            balance: 3,
+            amount: 4,
+        },
+        AccountError::AccountFrozen,
+        AccountError::SameAccount,
+        AccountError::BalanceOverflow {
+            balance: i64::MAX,
+            held: 1,
+            amount: 2,
+        },
+        AccountError::NotHeld { held: 5, amount: 6 },
+    ];
+    for error in errors {
+        let code = error.error_code();
+        assert_eq!(
+            AccountError::kind_of(&code),
+            Some(error.kind()),
+            "{error:?}"
+        );
+        assert_eq!(
+            AccountError::decode(&code, &error.detail()),
+            Some(error.clone())
+        );
+    }
+    assert_eq!(AccountError::kind_of(&ErrorCode::NotFound), None);
+    assert_eq!(
+        AccountError::decode(
+            &AccountError::AccountFrozen.error_code(),
+            &Default::default()
+        ),
+        Some(AccountError::AccountFrozen)
+    );
+    let missing = AccountError::decode(
+        &AccountError::NotHeld { held: 1, amount: 2 }.error_code(),
+        &Default::default(),
+    );
+    assert_eq!(missing, None, "fields are never guessed");
+}
+
+/// The typed step error holds the whole target error when the result carries its fields.
+#[tokio::test]
+async fn a_rejected_step_holds_the_typed_error() {
+    use std::sync::{Arc, Mutex};
+    use wow_core::event::ConsumerError;
+    use wow_core::saga::{Saga, SagaContext, StepError};
+    use wow_core::DomainEventStream;
+
+    /// What the probe saw: the kind of each rejection, and the whole error when carried.
+    type Seen = Arc<Mutex<Vec<(AccountErrorKind, Option<AccountError>)>>>;
+
+    #[derive(Debug, Default)]
+    struct Probe(Seen);
+
+    #[async_trait::async_trait]
+    impl Saga for Probe {
+        type Aggregate = Account;
+
+        fn name(&self) -> &str {
+            "probe"
+        }
+
+        async fn on_event(
+            &self,
+            _: &AccountEvent,
+            stream: &DomainEventStream,
+            ctx: &SagaContext<'_>,
+        ) -> Result<(), ConsumerError> {
+            match ctx
+                .send_to::<Account>(stream.aggregate_id.clone(), AccountCommand::Freeze)
+                .await
+            {
+                Err(StepError::Rejected { kind, error, .. }) => {
+                    self.0.lock().unwrap().push((kind, error));
+                    Ok(())
+                }
+                other => panic!("expected a rejection, got {other:?}"),
+            }
+        }
+    }
+
+    let full = AccountError::BalanceOverflow {
+        balance: 1,
+        held: 2,
+        amount: 3,
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    for reply in [
+        SagaReply::rejected_by(&full),
+        SagaReply::Rejected(full.error_code()),
+    ] {
+        SagaSpec::new(Probe(seen.clone()))
+            .given([AccountEvent::AccountFrozen])
+            .when_replying(move |_| reply.clone())
+            .await
+            .expect_ok();
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (AccountErrorKind::BalanceOverflow, Some(full)),
+            (AccountErrorKind::BalanceOverflow, None),
+        ]
+    );
 }

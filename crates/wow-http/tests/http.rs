@@ -30,7 +30,9 @@ async fn listen(app: axum::Router) -> String {
 
 async fn server_with(config: HttpConfig) -> Server {
     let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
-    let bank = Bank::start(store.clone(), None).await.unwrap();
+    let bank = Bank::start(wow_core::Stores::in_memory().with_events(store.clone()))
+        .await
+        .unwrap();
     let base = listen(router(HttpState::new(&bank.pipeline, None, config))).await;
     Server {
         base,

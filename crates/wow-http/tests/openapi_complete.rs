@@ -64,7 +64,9 @@ struct Service {
 
 async fn service(config: HttpConfig) -> Service {
     let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
-    let bank = Bank::start(store, None).await.unwrap();
+    let bank = Bank::start(wow_core::Stores::in_memory().with_events(store))
+        .await
+        .unwrap();
     let state = HttpState::new(&bank.pipeline, None, config)
         .with_openapi_paths(wow_example_bank::api::openapi_paths());
     let app = router(state).merge(domain_routes());

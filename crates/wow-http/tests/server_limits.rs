@@ -61,7 +61,9 @@ impl Running {
     /// The bank's routes, as `wow serve` has them.
     async fn bank(limits: ServerLimits, config: HttpConfig) -> Self {
         let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
-        let bank = Bank::start(store, None).await.unwrap();
+        let bank = Bank::start(wow_core::Stores::in_memory().with_events(store))
+            .await
+            .unwrap();
         let app = router(HttpState::new(&bank.pipeline, None, config));
         let mut running = Self::app(app, limits).await;
         running._bank = Some(bank);

@@ -2,8 +2,9 @@
 //! and `DomainError` for its business-rule errors.
 //!
 //! They write the name tables and the JSON glue so that a team writes each command, event and
-//! rule once, as a plain enum variant, and marks a create, allow-create or void command or a
-//! validated payload with one attribute. The traits they implement live in `wow-core`.
+//! rule once, as a plain enum variant, and marks a create, allow-create, void or internal
+//! command with one attribute. A payload that implements `validator::Validate` is validated
+//! without one. The traits they implement live in `wow-core`.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -15,10 +16,15 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, Ident, LitStr, Variant};
 /// Each variant is a unit (`Freeze`) or holds one payload (`Deposit(Deposit)`). Its name is the
 /// variant's name in `snake_case` unless `#[command(name = "...")]` gives one. One attribute
 /// each marks the kind and the validation: `#[command(create)]`, `#[command(allow_create)]`,
-/// `#[command(void)]`, `#[command(validate)]` (the payload derives `validator::Validate`),
-/// and `#[command(internal)]` marks a command that only sagas and processors send: it is not
+/// `#[command(void)]`, and `#[command(internal)]` marks a command that only sagas and processors send: it is not
 /// routed over HTTP.
 /// Every payload derives `schemars::JsonSchema`: its schema is the body's in OpenAPI.
+///
+/// A payload whose type implements `validator::Validate` (of the `validator` version wow-core
+/// depends on) is validated before its command runs, with no attribute needed: forgetting one
+/// cannot turn validation off.
+/// `#[command(validate)]` is still accepted, and makes it a compile error if the payload
+/// does not implement `Validate`.
 #[proc_macro_derive(Command, attributes(command))]
 pub fn derive_command(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -40,11 +46,18 @@ pub fn derive_event(input: TokenStream) -> TokenStream {
         .into()
 }
 
-/// Implements `wow_core::DomainError` for an enum of business-rule errors.
+/// Implements `wow_core::DomainError` and `wow_core::aggregate::DecodeDomainError` for an
+/// enum of business-rule errors, and writes its kind enum.
 ///
 /// Each variant's error code is its name (`InsufficientBalance`) unless
 /// `#[domain_error(code = "...")]` names another; a framework code's name (`NotFound`,
-/// `IllegalState`, ...) maps to that framework code.
+/// `IllegalState`, ...) maps to that framework code. Two variants may not share a code.
+///
+/// For `enum AccountError` it also writes `enum AccountErrorKind` (same visibility), one
+/// fieldless variant per error variant: what a saga matches when a step is rejected, told
+/// from the error code alone. The variants' fields (named, tuple or none) must be
+/// `Serialize + DeserializeOwned`: `detail` writes them as a JSON object and `decode` reads
+/// them back, never guessing a missing one.
 #[proc_macro_derive(DomainError, attributes(domain_error))]
 pub fn derive_domain_error(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -210,10 +223,18 @@ fn expand_command(input: &DeriveInput) -> syn::Result<TokenStream2> {
         let internal = item.internal;
         quote!(::wow_core::command::CommandInfo { name: #name, kind: ::wow_core::command::CommandKind::#kind, internal: #internal, schema: #schema })
     });
-    let validations = items.iter().filter(|item| item.validate).map(|item| {
+    // Every payload is validated when its type implements `validator::Validate`, whether or
+    // not `#[command(validate)]` says so (autoref specialization picks the validating impl);
+    // the attribute only asserts, at compile time, that the payload does implement it.
+    let validations = items.iter().filter(|item| item.has_payload).map(|item| {
         let pat = pattern(item);
-        quote!(#pat => ::wow_core::__private::validate(payload),)
+        quote!(#pat => (&::wow_core::__private::Payload(payload)).validate_payload(),)
     });
+    let asserted = items
+        .iter()
+        .filter(|item| item.validate)
+        .filter_map(|item| item.payload)
+        .map(|ty| quote!(::wow_core::__private::assert_validate::<#ty>();));
     Ok(quote! {
         impl ::wow_core::command::CommandBody for #enum_ident {
             const COMMANDS: &'static [::wow_core::command::CommandInfo] = &[#(#infos),*];
@@ -224,6 +245,9 @@ fn expand_command(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
 
             fn validate(&self) -> ::std::result::Result<(), ::std::vec::Vec<::wow_core::command::BindingError>> {
+                #[allow(unused_imports)]
+                use ::wow_core::__private::{SkipValidation as _, RunValidation as _};
+                #(#asserted)*
                 #[allow(unreachable_patterns)]
                 match self {
                     #(#validations)*
@@ -308,32 +332,154 @@ fn expand_event(input: &DeriveInput) -> syn::Result<TokenStream2> {
 
 fn expand_domain_error(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let enum_ident = &input.ident;
-    let mut arms = Vec::new();
-    for variant in variants(input, "DomainError")? {
+    let vis = &input.vis;
+    let kind_ident = Ident::new(&format!("{enum_ident}Kind"), enum_ident.span());
+    let variants_out = domain_error_variants(input)?;
+    let mut codes = Vec::new();
+    let mut kind_variants = Vec::new();
+    let mut kinds = Vec::new();
+    let mut kind_ofs = Vec::new();
+    let mut details = Vec::new();
+    let mut decodes = Vec::new();
+    for (variant, code) in &variants_out {
         let ident = &variant.ident;
-        let mut code = ident.to_string();
-        for a in variant
-            .attrs
-            .iter()
-            .filter(|a| a.path().is_ident("domain_error"))
-        {
-            a.parse_nested_meta(|meta| {
-                if meta.path.is_ident("code") {
-                    code = meta.value()?.parse::<LitStr>()?.value();
-                    Ok(())
-                } else {
-                    Err(meta
-                        .error("unknown #[domain_error(...)] option; expected `code = \"...\"`"))
-                }
-            })?;
-        }
-        arms.push(quote!(Self::#ident { .. } => ::wow_core::__private::error_code(#code),));
+        let doc = format!("The kind of [`{enum_ident}::{ident}`] (code `{code}`).");
+        codes.push(quote!(Self::#ident { .. } => ::wow_core::__private::error_code(#code),));
+        kind_variants.push(quote!(#[doc = #doc] #ident,));
+        kinds.push(quote!(Self::#ident { .. } => #kind_ident::#ident,));
+        kind_ofs.push(
+            quote!(if *code == ::wow_core::__private::error_code(#code) {
+                return ::std::option::Option::Some(#kind_ident::#ident);
+            }),
+        );
+        let (detail, decode) = detail_arms(variant);
+        details.push(detail);
+        decodes.push(
+            quote!(if *code == ::wow_core::__private::error_code(#code) {
+                return #decode;
+            }),
+        );
     }
+    let kind_doc = format!(
+        "One fieldless value per variant of [`{enum_ident}`], told back from a rejection's error code alone (written by `#[derive(DomainError)]`)."
+    );
     Ok(quote! {
+        #[doc = #kind_doc]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #vis enum #kind_ident { #(#kind_variants)* }
+
         impl ::wow_core::aggregate::DomainError for #enum_ident {
             fn error_code(&self) -> ::wow_core::ErrorCode {
-                match self { #(#arms)* }
+                match self { #(#codes)* }
+            }
+
+            fn detail(&self) -> ::wow_core::__private::serde_json::Map<::std::string::String, ::wow_core::__private::serde_json::Value> {
+                #[allow(unused_mut)]
+                let mut detail = ::wow_core::__private::serde_json::Map::new();
+                match self { #(#details)* }
+                detail
+            }
+        }
+
+        impl ::wow_core::aggregate::DecodeDomainError for #enum_ident {
+            type Kind = #kind_ident;
+
+            fn kind(&self) -> #kind_ident {
+                match self { #(#kinds)* }
+            }
+
+            fn kind_of(code: &::wow_core::ErrorCode) -> ::std::option::Option<#kind_ident> {
+                #(#kind_ofs)*
+                ::std::option::Option::None
+            }
+
+            #[allow(clippy::redundant_closure_call)]
+            fn decode(
+                code: &::wow_core::ErrorCode,
+                detail: &::wow_core::__private::serde_json::Map<::std::string::String, ::wow_core::__private::serde_json::Value>,
+            ) -> ::std::option::Option<Self> {
+                let _ = detail;
+                #(#decodes)*
+                ::std::option::Option::None
             }
         }
     })
+}
+
+/// Every variant of a domain error with its code; two variants may not share a code.
+fn domain_error_variants(input: &DeriveInput) -> syn::Result<Vec<(&Variant, String)>> {
+    let mut variants_out = Vec::new();
+    for variant in variants(input, "DomainError")? {
+        let code = domain_error_code(variant)?;
+        if variants_out
+            .iter()
+            .any(|(_, other): &(&Variant, String)| *other == code)
+        {
+            return Err(syn::Error::new_spanned(
+                variant,
+                format!("two variants have the error code `{code}`: a rejection could not be told back to one of them"),
+            ));
+        }
+        variants_out.push((variant, code));
+    }
+    Ok(variants_out)
+}
+
+/// The code of one variant of a domain error: its name, or `#[domain_error(code = "...")]`.
+fn domain_error_code(variant: &Variant) -> syn::Result<String> {
+    let mut code = variant.ident.to_string();
+    for a in variant
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("domain_error"))
+    {
+        a.parse_nested_meta(|meta| {
+            if meta.path.is_ident("code") {
+                code = meta.value()?.parse::<LitStr>()?.value();
+                Ok(())
+            } else {
+                Err(meta.error("unknown #[domain_error(...)] option; expected `code = \"...\"`"))
+            }
+        })?;
+    }
+    Ok(code)
+}
+
+/// The arm writing one variant's fields into `detail` (keyed by field name, or by index for
+/// a tuple variant), and the expression reading the variant back from `detail`.
+fn detail_arms(variant: &Variant) -> (TokenStream2, TokenStream2) {
+    let ident = &variant.ident;
+    let keys: Vec<(TokenStream2, String)> = match &variant.fields {
+        Fields::Unit => Vec::new(),
+        Fields::Named(fields) => fields
+            .named
+            .iter()
+            .filter_map(|f| f.ident.as_ref())
+            .map(|name| (quote!(#name), name.to_string()))
+            .collect(),
+        Fields::Unnamed(fields) => (0..fields.unnamed.len())
+            .map(|index| {
+                let index = syn::Index::from(index);
+                let key = format!("{}", index.index);
+                (quote!(#index), key)
+            })
+            .collect(),
+    };
+    let bind: Vec<Ident> = (0..keys.len())
+        .map(|index| Ident::new(&format!("field_{index}"), Span::call_site()))
+        .collect();
+    let members: Vec<&TokenStream2> = keys.iter().map(|(member, _)| member).collect();
+    let names: Vec<&String> = keys.iter().map(|(_, name)| name).collect();
+    let write = quote! {
+        #[allow(unused_variables)]
+        Self::#ident { #(#members: #bind,)* .. } => {
+            #(::wow_core::__private::detail_insert(&mut detail, #names, #bind);)*
+        }
+    };
+    let read = quote! {
+        (|| ::std::option::Option::Some(Self::#ident {
+            #(#members: ::wow_core::__private::detail_field(detail, #names)?,)*
+        }))()
+    };
+    (write, read)
 }

@@ -184,6 +184,35 @@ impl ViewStore for PostgresStore {
             .collect()
     }
 
+    async fn scan(
+        &self,
+        view: &str,
+        after: Option<&ViewKey>,
+        limit: usize,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        let (tenant, id) = after
+            .map(|key| (key.tenant_id.clone(), key.aggregate_id.clone()))
+            .unzip();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let client = self.pool().get().await.map_err(pool_view_error)?;
+        let rows = client
+            .query(
+                "SELECT aggregate_id, version, state, updated_at, tenant_id FROM view_row
+                 WHERE view = $1 AND ($2::TEXT IS NULL OR (tenant_id, aggregate_id) > ($2::TEXT, $3::TEXT))
+                 ORDER BY tenant_id, aggregate_id LIMIT $4",
+                &[&view, &tenant, &id, &limit],
+            )
+            .await
+            .map_err(view_error)?;
+        rows.iter()
+            .map(|row| {
+                let tenant: String = row.try_get(4)?;
+                decode(view, &tenant, row)
+            })
+            .collect::<Result<_, _>>()
+            .map_err(view_error)
+    }
+
     async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
         let mut client = self.pool().get().await.map_err(pool_view_error)?;
         let transaction = client.transaction().await.map_err(view_error)?;

@@ -13,18 +13,18 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use wow_core::command::{CommandResultError, RECORDED, REPLAYED};
+use wow_core::command::{RECORDED, REPLAYED};
 use wow_core::event::{ConsumerError, EventConsumer, EventDispatcher, InMemoryProcessedMessages};
 use wow_core::eventsourcing::is_recorded_rejection;
-use wow_core::saga::{saga_request_id, Saga, SagaContext};
+use wow_core::saga::{saga_request_id, Saga, SagaContext, StepError};
 use wow_core::{
     AggregateId, CommandMessage, CommandResult, DomainEvent, DomainEventStream, ErrorCode,
 };
 
 use crate::chaos::{Chaos, FaultKind};
 use crate::domain::{
-    balance_delta, Amount, Held, HoldRef, Receive, WalletCommand, WalletEvent, REWARDS,
-    REWARD_AMOUNT, REWARD_THRESHOLD,
+    balance_delta, Amount, Held, HoldRef, Receive, Wallet, WalletCommand, WalletError, WalletEvent,
+    REWARDS, REWARD_AMOUNT, REWARD_THRESHOLD,
 };
 
 /// The projection's read model: balances, and how often each event was applied.
@@ -281,16 +281,11 @@ fn sibling(of: &AggregateId, id: &str) -> AggregateId {
 }
 
 impl WalletSaga {
-    fn command(
-        &self,
-        to: AggregateId,
-        body: WalletCommand,
-    ) -> Result<wow_core::command::JsonCommand, ConsumerError> {
-        let mut command = CommandMessage::of(to, body)
-            .into_json()
-            .map_err(|e| ConsumerError::internal(e.to_string()))?;
+    /// The typed `body` for the wallet `to`, with a command id from the run's seed.
+    fn command(&self, to: AggregateId, body: WalletCommand) -> CommandMessage<WalletCommand> {
+        let mut command = CommandMessage::of(to, body);
         command.id = self.chaos.next_id("saga-cmd");
-        Ok(command)
+        command
     }
 
     fn report(&self, result: CommandResult) {
@@ -302,7 +297,7 @@ impl WalletSaga {
         }
     }
 
-    fn failed(&self, command_id: &str, at: &str, error: &CommandResultError) -> ConsumerError {
+    fn failed(&self, command_id: &str, at: &str, error: &StepError<WalletError>) -> ConsumerError {
         self.chaos.note(format!(
             "  saga command {command_id} for {at}: {}",
             error.error_code()
@@ -315,7 +310,6 @@ impl WalletSaga {
 
     async fn reward(
         &self,
-        event: &DomainEvent,
         stream: &DomainEventStream,
         ctx: &SagaContext<'_>,
     ) -> Result<(), ConsumerError> {
@@ -326,11 +320,11 @@ impl WalletSaga {
             WalletCommand::Credit(Amount {
                 amount: REWARD_AMOUNT,
             }),
-        )?;
+        );
         self.chaos
-            .alias(saga_request_id(&event.id, 0), format!("reward<{at}>"));
+            .alias(saga_request_id(ctx.event_id(), 0), format!("reward<{at}>"));
         let command_id = command.id.clone();
-        match ctx.send(command).await {
+        match ctx.send_message::<Wallet>(command).await {
             Ok(result) => {
                 self.report(result);
                 Ok(())
@@ -341,7 +335,6 @@ impl WalletSaga {
 
     async fn transfer(
         &self,
-        event: &DomainEvent,
         held: &Held,
         stream: &DomainEventStream,
         ctx: &SagaContext<'_>,
@@ -349,9 +342,9 @@ impl WalletSaga {
         let source = &stream.aggregate_id;
         let at = format!("{}@v{}", source.id, stream.version);
         self.chaos
-            .alias(saga_request_id(&event.id, 0), format!("receive<{at}>"));
+            .alias(saga_request_id(ctx.event_id(), 0), format!("receive<{at}>"));
         self.chaos
-            .alias(saga_request_id(&event.id, 1), format!("settle<{at}>"));
+            .alias(saga_request_id(ctx.event_id(), 1), format!("settle<{at}>"));
         let receive = self.command(
             sibling(source, &held.to),
             WalletCommand::Receive(Receive {
@@ -359,31 +352,31 @@ impl WalletSaga {
                 hold: held.hold.clone(),
                 amount: held.amount,
             }),
-        )?;
+        );
         let command_id = receive.id.clone();
-        let credited = match ctx.send(receive).await {
+        let credited = match ctx.send_message::<Wallet>(receive).await {
             // Appended now, or before (`DuplicateRequestId` comes back as `Ok`).
             Ok(result) => {
                 self.report(result);
                 true
             }
-            // Rejected for good (SPEC ID-6): every later message gets this same answer.
-            Err(CommandResultError::Failed(result))
-                if is_recorded_rejection(&result.error_code) =>
-            {
-                self.chaos.note(format!(
-                    "  transfer {at} to {}: credit rejected with {}{}; cancel the hold",
-                    held.to,
-                    result.error_code,
-                    if result.result.get(REPLAYED) == Some(&true.into()) {
-                        " (replayed)"
-                    } else {
-                        ""
-                    }
-                ));
-                false
-            }
-            Err(error) => return Err(self.failed(&command_id, &at, &error)),
+            Err(error) => match recorded_rejection(&error) {
+                // Rejected for good (SPEC ID-6): every later message gets this same answer.
+                Some(result) => {
+                    self.chaos.note(format!(
+                        "  transfer {at} to {}: credit rejected with {}{}; cancel the hold",
+                        held.to,
+                        result.error_code,
+                        if result.result.get(REPLAYED) == Some(&true.into()) {
+                            " (replayed)"
+                        } else {
+                            ""
+                        }
+                    ));
+                    false
+                }
+                None => return Err(self.failed(&command_id, &at, &error)),
+            },
         };
         let hold = HoldRef {
             hold: held.hold.clone(),
@@ -395,9 +388,9 @@ impl WalletSaga {
             } else {
                 WalletCommand::CancelHold(hold)
             },
-        )?;
+        );
         let command_id = settle.id.clone();
-        match ctx.send(settle).await {
+        match ctx.send_message::<Wallet>(settle).await {
             Ok(result) => {
                 self.report(result);
                 Ok(())
@@ -407,26 +400,31 @@ impl WalletSaga {
     }
 }
 
+/// The result of a step rejected for good (a rule of the wallet, a missing wallet, or any
+/// other decision a store records, SPEC ID-6); `None` for a failure that may pass.
+fn recorded_rejection(error: &StepError<WalletError>) -> Option<&CommandResult> {
+    error
+        .result()
+        .filter(|result| is_recorded_rejection(&result.error_code))
+}
+
 #[async_trait]
 impl Saga for WalletSaga {
+    type Aggregate = Wallet;
+
     fn name(&self) -> &str {
         SAGA
     }
 
     async fn on_event(
         &self,
-        event: &DomainEvent,
+        event: &WalletEvent,
         stream: &DomainEventStream,
         ctx: &SagaContext<'_>,
     ) -> Result<(), ConsumerError> {
-        let Ok(typed) = event.decode::<WalletEvent>() else {
-            return Ok(());
-        };
-        match &typed {
-            WalletEvent::TransferHeld(held) => self.transfer(event, held, stream, ctx).await,
-            typed if earns_reward(&stream.aggregate_id.id, typed) => {
-                self.reward(event, stream, ctx).await
-            }
+        match event {
+            WalletEvent::TransferHeld(held) => self.transfer(held, stream, ctx).await,
+            typed if earns_reward(&stream.aggregate_id.id, typed) => self.reward(stream, ctx).await,
             _ => Ok(()),
         }
     }
@@ -441,14 +439,16 @@ pub(crate) struct FlakySaga<S> {
 }
 
 #[async_trait]
-impl<S: Saga> Saga for FlakySaga<S> {
+impl<S: Saga<Aggregate = Wallet>> Saga for FlakySaga<S> {
+    type Aggregate = Wallet;
+
     fn name(&self) -> &str {
         self.inner.name()
     }
 
     async fn on_event(
         &self,
-        event: &DomainEvent,
+        event: &WalletEvent,
         stream: &DomainEventStream,
         ctx: &SagaContext<'_>,
     ) -> Result<(), ConsumerError> {
@@ -470,9 +470,7 @@ impl<S: Saga> Saga for FlakySaga<S> {
                 "saga crashed after sending, before ack",
             ));
         }
-        let acted = event
-            .decode::<WalletEvent>()
-            .is_ok_and(|typed| saga_acts_on(&stream.aggregate_id.id, &typed));
+        let acted = saga_acts_on(&stream.aggregate_id.id, event);
         if acted && self.chaos.inject(FaultKind::SagaRerun, label) {
             self.redelivery.rerun_saga(stream, self.inner.name());
         }

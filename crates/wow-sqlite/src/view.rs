@@ -176,6 +176,30 @@ impl ViewStore for SqliteStore {
         .map_err(ViewStoreError::Internal)
     }
 
+    async fn scan(
+        &self,
+        view: &str,
+        after: Option<&ViewKey>,
+        limit: usize,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        let (view, limit) = (view.to_owned(), i64::try_from(limit).unwrap_or(i64::MAX));
+        let after = after.map(|key| (key.tenant_id.clone(), key.aggregate_id.clone()));
+        self.read(move |connection| {
+            let (tenant, id) = after.unzip();
+            let mut statement = connection.prepare_cached(
+                "SELECT aggregate_id, version, state, updated_at, tenant_id FROM view_row
+                 WHERE view = ?1 AND (?2 IS NULL OR (tenant_id, aggregate_id) > (?2, ?3))
+                 ORDER BY tenant_id, aggregate_id LIMIT ?4",
+            )?;
+            let rows = statement.query_map(params![view, tenant, id, limit], |row| {
+                decode(&view, &row.get::<_, String>(4)?, row)
+            })?;
+            rows.collect()
+        })
+        .await
+        .map_err(ViewStoreError::Internal)
+    }
+
     async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
         let view = view.to_owned();
         self.transact(move |connection| {

@@ -12,5 +12,6 @@ pub(crate) mod error_code;
 pub(crate) mod event;
 pub(crate) mod eventsourcing;
 pub(crate) mod id;
+pub(crate) mod outbox;
 pub(crate) mod panic;
 pub(crate) mod view;

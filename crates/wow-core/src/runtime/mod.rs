@@ -14,6 +14,7 @@ pub(crate) mod event;
 pub(crate) mod eventsourcing;
 pub(crate) mod idempotency;
 pub(crate) mod metrics;
+pub(crate) mod outbox;
 pub(crate) mod pipeline;
 pub(crate) mod saga;
 pub(crate) mod view;

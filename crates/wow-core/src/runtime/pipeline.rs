@@ -24,7 +24,7 @@ use crate::runtime::idempotency::{
     IdempotencyConfig, RequestIdChecker,
 };
 use crate::runtime::metrics::PipelineMetrics;
-use crate::runtime::saga::Saga;
+use crate::runtime::saga::DynSaga;
 
 /// Builds a [`LocalPipeline`].
 #[derive(Debug)]
@@ -34,7 +34,7 @@ pub struct LocalPipelineBuilder {
     snapshots: Option<(Arc<dyn SnapshotStore>, SnapshotStrategy)>,
     projections: Vec<Arc<dyn EventConsumer>>,
     processors: Vec<Arc<dyn EventConsumer>>,
-    sagas: Vec<Arc<dyn Saga>>,
+    sagas: Vec<Arc<dyn DynSaga>>,
     idempotency: IdempotencyConfig,
     partitions: usize,
     send_timeout: Duration,
@@ -83,7 +83,7 @@ impl LocalPipelineBuilder {
     }
 
     /// Adds a saga.
-    pub fn saga(mut self, saga: Arc<dyn Saga>) -> Self {
+    pub fn saga(mut self, saga: Arc<dyn DynSaga>) -> Self {
         self.sagas.push(saga);
         self
     }

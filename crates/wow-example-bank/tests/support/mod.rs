@@ -6,9 +6,8 @@ use std::sync::Arc;
 
 use wow_core::command::JsonCommand;
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
-use wow_core::{AggregateId, CommandMessage};
+use wow_core::{AggregateId, CommandMessage, Stores};
 use wow_example_bank::account::AccountCommand;
-use wow_example_bank::ReadModels;
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
@@ -130,10 +129,11 @@ impl Store {
         }
     }
 
-    pub fn models(&self) -> ReadModels {
+    /// Every store contract, in this one database.
+    pub fn stores(&self) -> Stores {
         match self {
-            Store::Sqlite(store) => ReadModels::Sqlite(store.clone()),
-            Store::Postgres(store) => ReadModels::Postgres(store.clone()),
+            Store::Sqlite(store) => Stores::of(store.clone()),
+            Store::Postgres(store) => Stores::of(store.clone()),
         }
     }
 

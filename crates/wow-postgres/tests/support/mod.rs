@@ -183,6 +183,14 @@ impl ViewStore for TestStore {
     ) -> Result<Vec<ViewRow>, ViewStoreError> {
         self.store.list(view, tenant_id, filter, after, limit).await
     }
+    async fn scan(
+        &self,
+        view: &str,
+        after: Option<&ViewKey>,
+        limit: usize,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        self.store.scan(view, after, limit).await
+    }
     async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
         self.store.clear(view).await
     }

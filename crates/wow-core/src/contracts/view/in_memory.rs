@@ -70,6 +70,28 @@ impl ViewStore for InMemoryViewStore {
         }))
     }
 
+    async fn scan(
+        &self,
+        view: &str,
+        after: Option<&ViewKey>,
+        limit: usize,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        // Keys order by (view, tenant, aggregate id), so one view's rows come in scan order.
+        Ok(self.rows.read(|rows| {
+            rows.values()
+                .filter(|row| row.key.view == view)
+                .filter(|row| {
+                    after.is_none_or(|after| {
+                        (row.key.tenant_id.as_str(), row.key.aggregate_id.as_str())
+                            > (after.tenant_id.as_str(), after.aggregate_id.as_str())
+                    })
+                })
+                .take(limit)
+                .cloned()
+                .collect()
+        }))
+    }
+
     async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
         self.rows
             .forget(view, |rows| rows.retain(|key, _| key.view != view));

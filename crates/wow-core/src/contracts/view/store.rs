@@ -111,6 +111,20 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
         limit: usize,
     ) -> Result<Vec<ViewRow>, ViewStoreError>;
 
+    /// Up to `limit` rows of `view` across every tenant, in (tenant id, aggregate id) order
+    /// (each by bytes of UTF-8), starting after the row whose tenant and aggregate id are
+    /// those of `after` (from the first when `None`; `after.view` is not looked at): pass the
+    /// last key of one page to get the next. For work that spans tenants, such as delivering
+    /// an outbox; a tenant's own reads use [`ViewStore::list`].
+    ///
+    /// Fails with [`ViewStoreError::Unavailable`] or [`ViewStoreError::Internal`].
+    async fn scan(
+        &self,
+        view: &str,
+        after: Option<&ViewKey>,
+        limit: usize,
+    ) -> Result<Vec<ViewRow>, ViewStoreError>;
+
     /// Drops every row of `view` and every processed-message record of its consumer (named
     /// `view`), in one transaction, so that replaying history rebuilds it. Other views keep
     /// theirs. The consumer's positions are another store's: reset them too before a

@@ -3,6 +3,7 @@
 use std::fmt::Debug;
 
 use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{Map, Value};
 
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::command::{CommandBody, EventBody};
@@ -15,11 +16,82 @@ use crate::model::error_code::ErrorCode;
 pub trait DomainError: std::error::Error + Send + Sync + 'static {
     /// The code a result reports for this rejection.
     fn error_code(&self) -> ErrorCode;
+
+    /// This error's fields as a JSON object, keyed by field name (by index for a tuple
+    /// variant); empty for a unit variant, and by default. What
+    /// [`DecodeDomainError::decode`] reads back.
+    fn detail(&self) -> Map<String, Value> {
+        Map::new()
+    }
 }
 
 impl DomainError for std::convert::Infallible {
     fn error_code(&self) -> ErrorCode {
         match *self {}
+    }
+}
+
+/// A [`DomainError`] told back from a rejection, so that a saga whose step was rejected
+/// matches the target's own error type rather than a code string. `#[derive(DomainError)]`
+/// implements it, and writes the kind enum: for `AccountError`, `AccountErrorKind`, one
+/// fieldless variant per error variant, with the same visibility. Two variants may not share
+/// a code, and every field must be `Serialize + DeserializeOwned`.
+///
+/// A rejection is told back in two ways:
+///
+/// - its **kind**, from the error code alone ([`DecodeDomainError::kind_of`]): always
+///   possible, on a first answer and on a replayed one (SPEC ID-6 records only the code and
+///   message of a rejection), so it is what a saga decides on;
+/// - the **whole error**, fields included ([`DecodeDomainError::decode`]), from the code and
+///   the fields [`DomainError::detail`] wrote, when the result carries them (under the
+///   result key [`REJECTION_DETAIL`](crate::runtime::saga::REJECTION_DETAIL)).
+///
+/// ```
+/// use wow_core::aggregate::DecodeDomainError;
+/// use wow_core::DomainError;
+///
+/// #[derive(Debug, PartialEq, thiserror::Error, DomainError)]
+/// enum StockError {
+///     #[error("only {left} left")]
+///     TooFew { left: u32 },
+///     #[error("discontinued")]
+///     Discontinued,
+/// }
+///
+/// let error = StockError::TooFew { left: 2 };
+/// let code = error.error_code();
+/// assert_eq!(StockError::kind_of(&code), Some(StockErrorKind::TooFew));
+/// assert_eq!(StockError::decode(&code, &error.detail()), Some(error));
+/// ```
+pub trait DecodeDomainError: DomainError + Sized {
+    /// One fieldless value per variant.
+    type Kind: Copy + Eq + std::hash::Hash + Debug + Send + Sync + 'static;
+
+    /// This error's kind.
+    fn kind(&self) -> Self::Kind;
+
+    /// The kind whose code is `code`; `None` when `code` is none of this error's codes.
+    fn kind_of(code: &ErrorCode) -> Option<Self::Kind>;
+
+    /// The error whose code is `code`, with the fields `detail` holds (as
+    /// [`DomainError::detail`] wrote them). `None` when `code` is none of this error's
+    /// codes, or a field is missing or does not decode: never a guess.
+    fn decode(code: &ErrorCode, detail: &Map<String, Value>) -> Option<Self>;
+}
+
+impl DecodeDomainError for std::convert::Infallible {
+    type Kind = std::convert::Infallible;
+
+    fn kind(&self) -> Self::Kind {
+        *self
+    }
+
+    fn kind_of(_: &ErrorCode) -> Option<Self::Kind> {
+        None
+    }
+
+    fn decode(_: &ErrorCode, _: &Map<String, Value>) -> Option<Self> {
+        None
     }
 }
 

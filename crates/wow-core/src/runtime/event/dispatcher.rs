@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use futures::FutureExt;
 use serde_json::{json, Value};
 
-use crate::contracts::compensation::RetrySpec;
-use crate::contracts::compensation::{CompensationStore, FailedExecution};
+use super::position_writer::PositionWriter;
+use crate::contracts::compensation::{CompensationStore, FailedExecution, RetrySpec};
 use crate::contracts::event::{ConsumerError, ConsumerPositions, EventConsumer};
 use crate::model::command::{CommandResult, CommandStage};
 use crate::model::error_code::ErrorCode;
@@ -16,9 +16,8 @@ use crate::model::event::DomainEventStream;
 use crate::model::id::{Clock, SystemClock};
 use crate::model::panic::panic_message;
 use crate::runtime::command::{signal_wanted, CommandGateway, WaitNotifier, WeakCommandGateway};
-use crate::runtime::event::position_writer::PositionWriter;
 use crate::runtime::eventsourcing::Snapshotter;
-use crate::runtime::saga::{Saga, SagaContext};
+use crate::runtime::saga::{DynSaga, SagaDelivery, SentLog};
 
 /// Delivers appended streams to the snapshotter, projections, event processors and sagas,
 /// in that stage order, and reports each consumer's result and each stage's result to the
@@ -39,7 +38,7 @@ pub struct EventDispatcher {
     snapshotter: Option<Snapshotter>,
     projections: Vec<Arc<dyn EventConsumer>>,
     processors: Vec<Arc<dyn EventConsumer>>,
-    sagas: Vec<Arc<dyn Saga>>,
+    sagas: Vec<Arc<dyn DynSaga>>,
     notifier: Arc<dyn WaitNotifier>,
     gateway: Option<WeakCommandGateway>,
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
@@ -62,7 +61,7 @@ pub enum NamedConsumer {
     /// An event processor (stage `EVENT_HANDLED`).
     Processor(Arc<dyn EventConsumer>),
     /// A saga (stage `SAGA_HANDLED`).
-    Saga(Arc<dyn Saga>),
+    Saga(Arc<dyn DynSaga>),
 }
 
 impl NamedConsumer {
@@ -103,7 +102,7 @@ impl EventDispatcherBuilder {
 
     /// Adds a saga (stage `SAGA_HANDLED`); its commands go through the gateway given to
     /// [`EventDispatcherBuilder::gateway`].
-    pub fn saga(mut self, saga: Arc<dyn Saga>) -> Self {
+    pub fn saga(mut self, saga: Arc<dyn DynSaga>) -> Self {
         self.inner.sagas.push(saga);
         self
     }
@@ -212,8 +211,13 @@ impl EventDispatcher {
         let mut all_sent = Vec::new();
         for saga in &self.sagas {
             let (sent, outcome) = self.run_saga(saga.as_ref(), stream).await;
-            self.settle(saga.name(), CommandStage::SagaHandled, stream, &outcome)
-                .await;
+            self.settle(
+                saga.consumer_name(),
+                CommandStage::SagaHandled,
+                stream,
+                &outcome,
+            )
+            .await;
             if let Err(error) = &outcome {
                 first_failure.get_or_insert_with(|| error.clone());
             }
@@ -223,7 +227,7 @@ impl EventDispatcher {
             self.signal(
                 stream,
                 CommandStage::SagaHandled,
-                Some(saga.name()),
+                Some(saga.consumer_name()),
                 outcome,
                 json!({"commands": sent}),
             );
@@ -294,7 +298,7 @@ impl EventDispatcher {
             .or_else(|| {
                 self.sagas
                     .iter()
-                    .find(|saga| saga.name() == name)
+                    .find(|saga| saga.consumer_name() == name)
                     .map(|saga| NamedConsumer::Saga(saga.clone()))
             })
     }
@@ -305,7 +309,11 @@ impl EventDispatcher {
             .iter()
             .chain(&self.processors)
             .map(|c| c.name().to_owned())
-            .chain(self.sagas.iter().map(|saga| saga.name().to_owned()))
+            .chain(
+                self.sagas
+                    .iter()
+                    .map(|saga| saga.consumer_name().to_owned()),
+            )
             .collect()
     }
 
@@ -320,9 +328,10 @@ impl EventDispatcher {
             NamedConsumer::Projection(c) | NamedConsumer::Processor(c) => {
                 (c.name(), guarded(c.name(), stream, c.handle(stream)).await)
             }
-            NamedConsumer::Saga(saga) => {
-                (saga.name(), self.run_saga(saga.as_ref(), stream).await.1)
-            }
+            NamedConsumer::Saga(saga) => (
+                saga.consumer_name(),
+                self.run_saga(saga.as_ref(), stream).await.1,
+            ),
         };
         self.settle(name, consumer.stage(), stream, &outcome).await;
         outcome
@@ -379,7 +388,7 @@ impl EventDispatcher {
     /// it sent (up to and including the failing one) and the outcome.
     async fn run_saga(
         &self,
-        saga: &dyn Saga,
+        saga: &dyn DynSaga,
         stream: &DomainEventStream,
     ) -> (Vec<Value>, Result<(), ConsumerError>) {
         let Some(gateway) = self.gateway.as_ref().and_then(WeakCommandGateway::upgrade) else {
@@ -389,16 +398,15 @@ impl EventDispatcher {
             );
             return (Vec::new(), Err(error));
         };
-        let mut sent = Vec::new();
-        for event in &stream.body {
-            let ctx = SagaContext::new(&gateway, &event.id);
-            let outcome = guarded(saga.name(), stream, saga.on_event(event, stream, &ctx)).await;
-            sent.extend(ctx.into_sent());
-            if outcome.is_err() {
-                return (sent, outcome);
-            }
-        }
-        (sent, Ok(()))
+        let log = SentLog::default();
+        let delivery = SagaDelivery::new(&gateway, &log);
+        let outcome = guarded(
+            saga.consumer_name(),
+            stream,
+            saga.run_stream(stream, delivery),
+        )
+        .await;
+        (log.into_inner(), outcome)
     }
 
     fn signal(

@@ -13,8 +13,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use super::{DynSaga, Saga, SagaDelivery, SagaSender, SentLog, REJECTION_DETAIL};
 use crate::contracts::command::JsonCommand;
 use crate::contracts::event::ConsumerError;
 use crate::model::aggregate::{Aggregate, DomainError};
@@ -23,44 +24,44 @@ use crate::model::command::{BodyDecodeError, CommandBody, CommandResultError};
 use crate::model::command::{CommandResult, CommandStage};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream};
-use crate::runtime::saga::{Saga, SagaContext, SagaSender};
 
 /// The start of a saga spec: which saga, and the fixture identity of a stream built from
 /// typed events, before anything is given.
 ///
 /// ```
-/// # use wow_core::testing_example::{Add, Added, Counter, CounterCommand, CounterEvent};
+/// # use wow_core::testing_example::{Add, Added, Counter, CounterCommand, CounterEvent, CounterErrorKind};
 /// use async_trait::async_trait;
 /// use wow_core::event::ConsumerError;
-/// use wow_core::saga::{saga_request_id, Saga, SagaContext, SagaReply, SagaSpec};
-/// use wow_core::{CommandMessage, DomainEvent, DomainEventStream, ErrorCode};
+/// use wow_core::saga::{saga_request_id, Saga, SagaContext, SagaReply, SagaSpec, StepError};
+/// use wow_core::{DomainEventStream, ErrorCode};
 ///
-/// /// Adds every addition to the counter `mirror` too.
+/// /// Adds every addition to the counter `mirror` too, unless it would overflow there.
 /// #[derive(Debug)]
 /// struct Mirror;
 ///
 /// #[async_trait]
 /// impl Saga for Mirror {
+///     type Aggregate = Counter;
+///
 ///     fn name(&self) -> &str {
 ///         "mirror"
 ///     }
 ///
 ///     async fn on_event(
 ///         &self,
-///         event: &DomainEvent,
+///         event: &CounterEvent,
 ///         stream: &DomainEventStream,
 ///         ctx: &SagaContext<'_>,
 ///     ) -> Result<(), ConsumerError> {
-///         let Ok(CounterEvent::Added(Added { by })) = event.decode::<CounterEvent>() else {
+///         let CounterEvent::Added(Added { by }) = event else {
 ///             return Ok(());
 ///         };
 ///         let mut mirror = stream.aggregate_id.clone();
 ///         mirror.id = "mirror".into();
-///         let add = CommandMessage::of(mirror, CounterCommand::Add(Add { by }))
-///             .into_json()
-///             .map_err(|e| ConsumerError::internal(e.to_string()))?;
-///         ctx.send(add).await?;
-///         Ok(())
+///         match ctx.send_to::<Counter>(mirror, CounterCommand::Add(Add { by: *by })).await {
+///             Ok(_) | Err(StepError::Rejected { kind: CounterErrorKind::Overflow, .. }) => Ok(()),
+///             Err(other) => Err(other.into()),
+///         }
 ///     }
 /// }
 ///
@@ -68,7 +69,7 @@ use crate::runtime::saga::{Saga, SagaContext, SagaSender};
 /// # async fn main() {
 /// let given = SagaSpec::new(Mirror)
 ///     .with_tenant("tenant-a")
-///     .given::<Counter>([CounterEvent::Added(Added { by: 2 })]);
+///     .given([CounterEvent::Added(Added { by: 2 })]);
 /// let event_id = given.stream().body[0].id.clone();
 /// let expect = given.when_all_succeed().await.expect_ok();
 /// let add = expect.expect_command(0);
@@ -76,9 +77,10 @@ use crate::runtime::saga::{Saga, SagaContext, SagaSender};
 /// assert_eq!(add.name, "add");
 /// assert_eq!(add.request_id, saga_request_id(&event_id, 0));
 ///
-/// // A step the target rejects fails the saga with the target's code.
+/// // A step the target rejects for a reason the saga does not handle fails the saga with
+/// // the target's code.
 /// SagaSpec::new(Mirror)
-///     .given::<Counter>([CounterEvent::Added(Added { by: 2 })])
+///     .given([CounterEvent::Added(Added { by: 2 })])
 ///     .when_replying(|_| SagaReply::Rejected(ErrorCode::NotFound))
 ///     .await
 ///     .expect_failure(ErrorCode::NotFound)
@@ -137,12 +139,25 @@ impl<S: Saga> SagaSpec<S> {
         }
     }
 
-    /// The saga will run on one stream of `A`'s `events`, in order, with fixed ids: the
-    /// stream `spec-stream-<version>` and the events `spec-event-<version>-<index>`, so
-    /// building the same spec twice gives the same stream, and the same request ids.
+    /// The saga will run on one stream of its aggregate's `events`, in order, with fixed
+    /// ids: the stream `spec-stream-<version>` and the events `spec-event-<version>-<index>`,
+    /// so building the same spec twice gives the same stream, and the same request ids.
     /// Panics if `events` is empty (a stream is never empty) or an event does not encode.
     #[track_caller]
-    pub fn given<A: Aggregate>(self, events: impl IntoIterator<Item = A::Event>) -> SagaGiven<S> {
+    pub fn given(
+        self,
+        events: impl IntoIterator<Item = <S::Aggregate as Aggregate>::Event>,
+    ) -> SagaGiven<S> {
+        self.given_of::<S::Aggregate>(events)
+    }
+
+    /// As [`SagaSpec::given`], with a stream of the aggregate `A`, which may be another
+    /// aggregate than the saga's (the saga then skips it).
+    #[track_caller]
+    pub fn given_of<A: Aggregate>(
+        self,
+        events: impl IntoIterator<Item = A::Event>,
+    ) -> SagaGiven<S> {
         let version = self.version;
         let body: Vec<DomainEvent> = events
             .into_iter()
@@ -184,8 +199,9 @@ impl<S: Saga> SagaGiven<S> {
         &self.stream
     }
 
-    /// Runs the saga on every event of the stream, in order, as the dispatcher does: one
-    /// [`SagaContext`] per event, stopping at the first event the saga fails on. Each command
+    /// Runs the saga on the stream exactly as the dispatcher does ([`DynSaga::run_stream`]): a
+    /// stream of another aggregate is skipped, the stream is decoded once, and the saga runs
+    /// with one [`SagaContext`](super::SagaContext) per event, stopping at the first event it fails on. Each command
     /// it sends is recorded and answered by `replier`, called once per command in the order
     /// they are sent.
     ///
@@ -198,14 +214,9 @@ impl<S: Saga> SagaGiven<S> {
             replier: Mutex::new(replier),
             sent: Mutex::new(Vec::new()),
         };
-        let mut outcome = Ok(());
-        for event in &self.stream.body {
-            let ctx = SagaContext::new(&sender, &event.id);
-            outcome = self.saga.on_event(event, &self.stream, &ctx).await;
-            if outcome.is_err() {
-                break;
-            }
-        }
+        let log = SentLog::default();
+        let outcome =
+            DynSaga::run_stream(&self.saga, &self.stream, SagaDelivery::new(&sender, &log)).await;
         SagaExpect {
             sent: sender.sent.into_inner().unwrap_or_else(|p| p.into_inner()),
             stream: self.stream,
@@ -230,34 +241,37 @@ pub enum SagaReply {
     /// saga as success, as in a service (an earlier delivery already sent it). Panics when
     /// the code is `Ok`, which is no rejection.
     Rejected(ErrorCode),
+    /// The command was rejected by the target's domain error with this code and these
+    /// fields (see [`SagaReply::rejected_by`]): the saga gets a `PROCESSED` failure carrying
+    /// the fields under [`REJECTION_DETAIL`], so a
+    /// [`StepError::Rejected`](super::StepError::Rejected) holds the whole error.
+    RejectedWith {
+        /// The error's code.
+        code: ErrorCode,
+        /// The error's fields.
+        detail: Map<String, Value>,
+    },
     /// The wait expired with the outcome unknown: the saga gets
     /// [`CommandResultError::Timeout`] with `RequestTimeout`.
     TimedOut,
 }
 
 impl SagaReply {
-    /// A rejection with the code of the target aggregate's own `error`, so a test names the
-    /// typed error rather than its code string.
+    /// A rejection by the target aggregate's own `error`, fields included, so a test names
+    /// the typed error rather than its code string. Use [`SagaReply::Rejected`] with the
+    /// error's code to answer as a replayed rejection does (code and message only).
     pub fn rejected_by(error: &impl DomainError) -> Self {
-        Self::Rejected(error.error_code())
+        Self::RejectedWith {
+            code: error.error_code(),
+            detail: error.detail(),
+        }
     }
 
     fn answer(self, command: &JsonCommand) -> Result<CommandResult, CommandResultError> {
         match self {
             SagaReply::Succeeded => Ok(CommandResult::success(command, CommandStage::Processed)),
-            SagaReply::Rejected(code) => {
-                assert!(
-                    !code.is_ok(),
-                    "a rejection needs an error code other than Ok"
-                );
-                let result = CommandResult::failure(
-                    command,
-                    CommandStage::Processed,
-                    code,
-                    "rejected by the saga spec",
-                );
-                Err(CommandResultError::Failed(Box::new(result)))
-            }
+            SagaReply::Rejected(code) => Err(rejection(command, code, None)),
+            SagaReply::RejectedWith { code, detail } => Err(rejection(command, code, Some(detail))),
             SagaReply::TimedOut => {
                 let result = CommandResult::failure(
                     command,
@@ -272,6 +286,29 @@ impl SagaReply {
             }
         }
     }
+}
+
+/// A `PROCESSED` failure of `command` with `code`, carrying `detail` when given. Panics when
+/// the code is `Ok`, which is no rejection.
+fn rejection(
+    command: &JsonCommand,
+    code: ErrorCode,
+    detail: Option<Map<String, Value>>,
+) -> CommandResultError {
+    assert!(
+        !code.is_ok(),
+        "a rejection needs an error code other than Ok"
+    );
+    let mut result = CommandResult::failure(
+        command,
+        CommandStage::Processed,
+        code,
+        "rejected by the saga spec",
+    );
+    if let Some(detail) = detail {
+        result = result.with_result(REJECTION_DETAIL, Value::Object(detail));
+    }
+    CommandResultError::Failed(Box::new(result))
 }
 
 /// One command a saga sent, as the gateway would have received it. Every field is

@@ -1,0 +1,3 @@
+mod model;
+
+pub use model::{row_id, EventMeta, Outbox, OutboxEntry};

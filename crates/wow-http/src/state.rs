@@ -1,0 +1,179 @@
+//! What every route reads: the command side (a [`CommandGateway`]), the query side
+//! ([`QuerySide`]), the settings and the counters.
+//!
+//! The state holds no processing node and no event dispatch: a process that only runs a
+//! gateway (the node elsewhere, behind a bus) serves the same router, with a query side over
+//! the shared event store, no compensation scheduler and an empty quarantine.
+
+use std::sync::Arc;
+
+use wow_core::aggregate::{AggregateRegistry, QuarantinedAggregates};
+use wow_core::command::CommandGateway;
+use wow_core::compensation::CompensationScheduler;
+use wow_core::eventsourcing::{EventStore, SnapshotStore};
+use wow_core::pipeline::LocalPipeline;
+
+use crate::{HttpConfig, HttpMetrics};
+
+/// What the read routes answer from: history and request outcomes (the event store),
+/// states (with snapshots when there are some), the compensation routes (when this process
+/// runs the consumers) and the quarantine `/health` and `/metrics` report.
+///
+/// Plain values; clones share the stores.
+#[derive(Debug, Clone)]
+pub struct QuerySide {
+    /// History, request ids and rejection records: `/event`, `/state`, `/requests`.
+    pub events: Arc<dyn EventStore>,
+    /// Snapshots `/state` starts from; `None` replays the whole history.
+    pub snapshots: Option<Arc<dyn SnapshotStore>>,
+    /// The retrier of recorded consumer failures behind `/compensation/failures`; `None`
+    /// answers those routes 404 (this process runs no consumers).
+    pub compensation: Option<CompensationScheduler>,
+    /// The aggregates the processing node quarantined (SPEC PX-1); empty in a process
+    /// without a node.
+    pub quarantine: QuarantinedAggregates,
+}
+
+impl QuerySide {
+    /// The query side over `events` alone: no snapshots, no compensation, no quarantine.
+    pub fn new(events: Arc<dyn EventStore>) -> Self {
+        Self {
+            events,
+            snapshots: None,
+            compensation: None,
+            quarantine: QuarantinedAggregates::new(),
+        }
+    }
+
+    /// The query side of a whole `pipeline`: its event store, its compensation scheduler
+    /// (when it was built with a compensation store) and its quarantine; no snapshots.
+    pub fn of_pipeline(pipeline: &LocalPipeline) -> Self {
+        Self {
+            events: pipeline.store().clone(),
+            snapshots: None,
+            compensation: pipeline.compensation().ok(),
+            quarantine: pipeline.quarantine.clone(),
+        }
+    }
+
+    /// Reads states from `snapshots` too (`None`: replay the whole history).
+    pub fn with_snapshots(mut self, snapshots: Option<Arc<dyn SnapshotStore>>) -> Self {
+        self.snapshots = snapshots;
+        self
+    }
+
+    /// Serves `/compensation/failures` with `scheduler`.
+    pub fn with_compensation(mut self, scheduler: CompensationScheduler) -> Self {
+        self.compensation = Some(scheduler);
+        self
+    }
+
+    /// Reports `quarantine` in `/health` and `/metrics`.
+    pub fn with_quarantine(mut self, quarantine: QuarantinedAggregates) -> Self {
+        self.quarantine = quarantine;
+        self
+    }
+}
+
+/// What every route reads: the gateway, the query side, the registry, the settings.
+/// Clones share all of it.
+#[derive(Debug, Clone)]
+pub struct HttpState {
+    inner: Arc<Inner>,
+    /// Path items of the routes a domain merges into the router, for `/openapi.json`.
+    openapi_paths: Arc<serde_json::Map<String, serde_json::Value>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    gateway: CommandGateway,
+    registry: AggregateRegistry,
+    queries: QuerySide,
+    config: HttpConfig,
+    metrics: HttpMetrics,
+}
+
+impl HttpState {
+    /// The state of a service that sends commands through `gateway` and answers reads from
+    /// `queries`. The routes are those of `gateway`'s registry.
+    pub fn for_gateway(gateway: CommandGateway, queries: QuerySide, config: HttpConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                registry: gateway.registry().clone(),
+                gateway,
+                queries,
+                config,
+                metrics: HttpMetrics::default(),
+            }),
+            openapi_paths: Arc::default(),
+        }
+    }
+
+    /// The state of a service running the whole `pipeline` in this process, reading
+    /// snapshots from `snapshots`: [`HttpState::for_gateway`] with its gateway and
+    /// [`QuerySide::of_pipeline`].
+    pub fn new(
+        pipeline: &LocalPipeline,
+        snapshots: Option<Arc<dyn SnapshotStore>>,
+        config: HttpConfig,
+    ) -> Self {
+        Self::for_gateway(
+            pipeline.gateway.clone(),
+            QuerySide::of_pipeline(pipeline).with_snapshots(snapshots),
+            config,
+        )
+    }
+
+    /// Adds `paths` (an OpenAPI `paths` object) to `/openapi.json`: the routes a domain
+    /// merges into the [`router`](crate::router). The document completes each operation as
+    /// it does its own: every `{param}` of the path not declared is declared (a string; `id`
+    /// by the rules of an aggregate id); when auth is on, the bearer requirement and its 401,
+    /// and no `Command-Tenant-Id` header (unless the operation says `security: []`); a 500
+    /// and a 431. The domain declares the rest: its headers, its answers and their bodies.
+    pub fn with_openapi_paths(mut self, paths: serde_json::Map<String, serde_json::Value>) -> Self {
+        let mut all = (*self.openapi_paths).clone();
+        all.extend(paths);
+        self.openapi_paths = Arc::new(all);
+        self
+    }
+
+    pub(crate) fn openapi_paths(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.openapi_paths
+    }
+
+    pub(crate) fn gateway(&self) -> &CommandGateway {
+        &self.inner.gateway
+    }
+
+    /// The aggregates the routes serve (the gateway's registry).
+    pub fn registry(&self) -> &AggregateRegistry {
+        &self.inner.registry
+    }
+
+    pub(crate) fn store(&self) -> &dyn EventStore {
+        self.inner.queries.events.as_ref()
+    }
+
+    /// The aggregates the pipeline quarantined (SPEC PX-1), for `/health` and `/metrics`.
+    pub(crate) fn quarantine(&self) -> &QuarantinedAggregates {
+        &self.inner.queries.quarantine
+    }
+
+    pub(crate) fn compensation(&self) -> Option<&CompensationScheduler> {
+        self.inner.queries.compensation.as_ref()
+    }
+
+    pub(crate) fn snapshots(&self) -> Option<&dyn SnapshotStore> {
+        self.inner.queries.snapshots.as_deref()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &HttpConfig {
+        &self.inner.config
+    }
+
+    /// The request counters and latency histograms.
+    pub fn metrics(&self) -> &HttpMetrics {
+        &self.inner.metrics
+    }
+}

@@ -1,0 +1,227 @@
+//! [`ServiceBuilder`]: what a service runs (aggregates, views, sagas, consumers, routes) and
+//! on what store, gathered before anything starts.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use axum::Router;
+use serde_json::{Map, Value};
+use wow_core::aggregate::{Aggregate, AggregateRegistry, DuplicateAggregateName};
+use wow_core::command::CommandGateway;
+use wow_core::event::EventConsumer;
+use wow_core::eventsourcing::SnapshotStrategy;
+use wow_core::saga::{DynSaga, Saga};
+use wow_core::view::{View, ViewProjection};
+use wow_core::{NamedAggregate, Stores};
+use wow_http::HttpConfig;
+
+use crate::settings::Settings;
+use crate::view_route::{view_openapi, view_route};
+
+/// Makes a projection or a processor from the service's stores, once they are open.
+pub(crate) type ConsumerFactory = Box<dyn FnOnce(&Stores) -> Arc<dyn EventConsumer> + Send>;
+/// Makes routes of the service's own, once its stores and gateway are up.
+pub(crate) type RouteFactory = Box<dyn FnOnce(&ServiceContext) -> Router + Send>;
+
+/// The entry point: `Service::builder()`.
+#[derive(Debug)]
+pub struct Service;
+
+impl Service {
+    /// An empty service: no aggregate yet, the default settings, the default store.
+    pub fn builder() -> ServiceBuilder {
+        ServiceBuilder::default()
+    }
+}
+
+/// What a route of the service's own ([`ServiceBuilder::routes`]) may use: the stores, the
+/// HTTP settings (for [`wow_http::caller_tenant`]) and the gateway.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServiceContext {
+    /// Every store of the service, opened.
+    pub stores: Stores,
+    /// The HTTP settings the built-in routes run with.
+    pub http: HttpConfig,
+    /// Where commands go in (its registry holds the service's aggregates).
+    pub gateway: CommandGateway,
+}
+
+/// Gathers a service: call the registration methods in any order, then
+/// [`run`](ServiceBuilder::run) (a whole `main`), [`serve`](ServiceBuilder::serve) (in your
+/// own runtime) or [`build`](ServiceBuilder::build) (for tests: no socket).
+///
+/// Nothing starts and no store opens before one of those three; a registration that cannot
+/// hold (two aggregates of one name) is reported by them.
+pub struct ServiceBuilder {
+    pub(crate) registry: AggregateRegistry,
+    pub(crate) duplicate: Option<DuplicateAggregateName>,
+    /// Aggregates whose history consumers read, besides the registered ones.
+    pub(crate) consumed: BTreeSet<NamedAggregate>,
+    pub(crate) projections: Vec<ConsumerFactory>,
+    pub(crate) processors: Vec<ConsumerFactory>,
+    pub(crate) sagas: Vec<Arc<dyn DynSaga>>,
+    pub(crate) routes: Vec<RouteFactory>,
+    pub(crate) openapi: Map<String, Value>,
+    pub(crate) store: Option<String>,
+    pub(crate) stores: Option<Stores>,
+    pub(crate) settings: Settings,
+    pub(crate) snapshots: SnapshotStrategy,
+}
+
+impl Default for ServiceBuilder {
+    fn default() -> Self {
+        Self {
+            registry: AggregateRegistry::new(),
+            duplicate: None,
+            consumed: BTreeSet::new(),
+            projections: Vec::new(),
+            processors: Vec::new(),
+            sagas: Vec::new(),
+            routes: Vec::new(),
+            openapi: Map::new(),
+            store: None,
+            stores: None,
+            settings: Settings::default(),
+            snapshots: SnapshotStrategy::Every(10),
+        }
+    }
+}
+
+impl fmt::Debug for ServiceBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let aggregates: Vec<_> = self
+            .registry
+            .iter()
+            .map(|runtime| runtime.named_aggregate().aggregate_name.clone())
+            .collect();
+        f.debug_struct("ServiceBuilder")
+            .field("aggregates", &aggregates)
+            .field("projections", &self.projections.len())
+            .field("processors", &self.processors.len())
+            .field("sagas", &self.sagas)
+            .field("routes", &self.openapi.keys().collect::<Vec<_>>())
+            .field("store", &self.store)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServiceBuilder {
+    /// Serves the aggregate `A`: its commands as `POST` routes, its history and state as
+    /// `GET` routes, all in `/openapi.json`. A second aggregate of the same name makes the
+    /// start fail with [`ServiceError::DuplicateAggregate`](crate::ServiceError::DuplicateAggregate).
+    pub fn aggregate<A: Aggregate>(mut self) -> Self {
+        if let Err(duplicate) = self.registry.register::<A>() {
+            self.duplicate.get_or_insert(duplicate);
+        }
+        self
+    }
+
+    /// Runs the view `V` as a projection into the store's view store
+    /// ([`ViewProjection`]), and serves one row of it at
+    /// `GET /{aggregate}/{id}/view/{V::NAME}` in the caller's tenant, with its entry (the
+    /// state's JSON Schema) in `/openapi.json`. The start catches it up with the history of
+    /// `V::Aggregate`.
+    pub fn view<V: View>(mut self) -> Self
+    where
+        V::State: schemars::JsonSchema,
+    {
+        self.consumed.insert(V::Aggregate::named_aggregate());
+        self.projections.push(Box::new(|stores: &Stores| {
+            Arc::new(ViewProjection::<V>::new(stores.views.clone())) as Arc<dyn EventConsumer>
+        }));
+        self.openapi.extend(view_openapi::<V>());
+        self.routes.push(Box::new(|cx: &ServiceContext| {
+            view_route::<V>(cx.stores.views.clone(), cx.http.clone())
+        }));
+        self
+    }
+
+    /// Runs `saga` on the events of its aggregate. The start catches it up with that
+    /// aggregate's history.
+    pub fn saga<S: Saga>(mut self, saga: S) -> Self {
+        self.consumed
+            .insert(<S::Aggregate as Aggregate>::named_aggregate());
+        self.sagas.push(Arc::new(saga));
+        self
+    }
+
+    /// Adds a projection (stage `PROJECTED`), made by `make` from the opened stores: one
+    /// over `stores.views`, say, so that its rows commit with its processed-message records.
+    /// The start catches it up with the history of the registered aggregates (and of those
+    /// the views and sagas read).
+    pub fn projection(
+        mut self,
+        make: impl FnOnce(&Stores) -> Arc<dyn EventConsumer> + Send + 'static,
+    ) -> Self {
+        self.projections.push(Box::new(make));
+        self
+    }
+
+    /// Adds an event processor (stage `EVENT_HANDLED`), made by `make` from the opened
+    /// stores: one over `stores.effects` or `stores.views` (an outbox), say. It is caught up
+    /// as a projection is.
+    pub fn processor(
+        mut self,
+        make: impl FnOnce(&Stores) -> Arc<dyn EventConsumer> + Send + 'static,
+    ) -> Self {
+        self.processors.push(Box::new(make));
+        self
+    }
+
+    /// Merges the routes `make` builds into the router, and `openapi_paths` (an OpenAPI
+    /// `paths` object) into `/openapi.json`, which completes each operation as
+    /// [`HttpState::with_openapi_paths`](wow_http::HttpState::with_openapi_paths) says.
+    /// Unknown methods on them answer 405 with a code, as the built-in routes do.
+    pub fn routes(
+        mut self,
+        make: impl FnOnce(&ServiceContext) -> Router + Send + 'static,
+        openapi_paths: Map<String, Value>,
+    ) -> Self {
+        self.routes.push(Box::new(make));
+        self.openapi.extend(openapi_paths);
+        self
+    }
+
+    /// Opens the store `url` names (`memory://`, `sqlite://PATH`, `postgres://...`) unless
+    /// the settings name one (`--store`, `WOW_STORE`, `store` in the file). Default:
+    /// [`DEFAULT_STORE`](crate::DEFAULT_STORE).
+    pub fn store(mut self, url: impl Into<String>) -> Self {
+        self.store = Some(url.into());
+        self
+    }
+
+    /// Runs on `stores`, whatever the settings say of the store: for tests, and for stores
+    /// wrapped by the caller.
+    pub fn stores(mut self, stores: Stores) -> Self {
+        self.stores = Some(stores);
+        self
+    }
+
+    /// Runs with `settings` (default: [`Settings::default`]). [`run`](Self::run) reads its
+    /// own from the command line instead.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Saves aggregate snapshots by `strategy`. Default: every 10 versions.
+    pub fn snapshots(mut self, strategy: SnapshotStrategy) -> Self {
+        self.snapshots = strategy;
+        self
+    }
+
+    /// Every aggregate whose history the consumers read: the registered ones and those of
+    /// the views and sagas, once each, in name order.
+    pub(crate) fn consumed_aggregates(&self) -> Vec<NamedAggregate> {
+        let mut all = self.consumed.clone();
+        all.extend(
+            self.registry
+                .iter()
+                .map(|runtime| runtime.named_aggregate().clone()),
+        );
+        all.into_iter().collect()
+    }
+}

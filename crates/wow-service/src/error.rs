@@ -1,0 +1,45 @@
+//! Why a service could not start or stopped with an error.
+
+use wow_core::aggregate::DuplicateAggregateName;
+use wow_core::compensation::CompensationError;
+use wow_core::event::CatchUpError;
+
+use crate::settings::SettingsError;
+use crate::store::StoreError;
+
+/// Why a service could not start, or stopped with an error. Each variant says what to fix;
+/// none leaves anything running.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The settings cannot be read (a flag, a `WOW_*` variable or the file).
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// The store cannot be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Two aggregates share a name: a programming error of the service.
+    #[error(transparent)]
+    DuplicateAggregate(#[from] DuplicateAggregateName),
+    /// The consumers could not catch up with the history (the store failed on the way);
+    /// start again once it answers.
+    #[error("catching up from the event store failed: {0}")]
+    CatchUp(#[from] CatchUpError),
+    /// The compensation scheduler could not start.
+    #[error("the compensation scheduler could not start: {0}")]
+    Compensation(#[from] CompensationError),
+    /// The listen address cannot be bound (in use, not an address, not allowed).
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address.
+        address: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server failed (its limits cannot be served with, say).
+    #[error("the server failed: {0}")]
+    Serve(std::io::Error),
+    /// The tokio runtime could not start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}

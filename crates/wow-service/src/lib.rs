@@ -1,0 +1,72 @@
+//! # wow-service
+//!
+//! A team's own wow-rs service in one page: name the aggregates, views, sagas and consumers
+//! it runs, and [`ServiceBuilder::run`] does the rest that every service needs:
+//!
+//! - **settings** from flags (`--listen`, `--store`, `--config`), `WOW_*` variables and a
+//!   TOML file, the keys of `wow serve` ([`Settings`]);
+//! - **logging** through `tracing` to standard error, filtered by `RUST_LOG`;
+//! - **one store** by URL (`memory://`, `sqlite://PATH`, `postgres://...`) serving every
+//!   contract: events, snapshots, consumer positions, compensation records, views, effects;
+//! - **catch-up** of every registered consumer over the history of every aggregate it reads,
+//!   before the first request;
+//! - the **compensation scheduler**, started and stopped with the service;
+//! - the **HTTP API** of wow-http, each view's `GET` route and its `/openapi.json` entry;
+//! - a **graceful stop** on SIGINT or SIGTERM that writes every consumer position.
+//!
+//! ```no_run
+//! # use wow_core::testing_example::Counter;
+//! use wow_service::Service;
+//!
+//! fn main() -> std::process::ExitCode {
+//!     Service::builder()
+//!         .aggregate::<Counter>()
+//!         .store("sqlite://./data/counter.db")
+//!         .run()
+//! }
+//! ```
+//!
+//! For tests, [`ServiceBuilder::build`] starts the same service without a socket and hands
+//! back its router and pipeline ([`RunningService`]).
+//!
+//! # What a team's crate depends on
+//!
+//! This crate re-exports what a service's code names: [`wow_core`] (the model, the test
+//! kits), [`wow_http`], [`axum`], [`serde`], [`serde_json`], [`schemars`], [`validator`],
+//! [`tokio`], [`async_trait`] and [`clap`], at the versions it is built with. Two derives
+//! need more, because their expansions name crates by absolute path: `Command`, `Event` and
+//! `DomainError` expand to `::wow_core::...`, so depend on `wow-core` too; serde's derives
+//! need `serde` (or `#[serde(crate = "wow_service::serde")]`), validator's `validator` (or
+//! `#[validate(crate = "wow_service::validator")]`). schemars' derive works through
+//! `use wow_service::schemars;`.
+
+mod args;
+mod builder;
+mod error;
+mod running;
+mod serve;
+mod settings;
+mod store;
+mod view_route;
+
+pub use args::ServeArgs;
+pub use builder::{Service, ServiceBuilder, ServiceContext};
+pub use error::ServiceError;
+pub use running::RunningService;
+pub use serve::init_logging;
+pub use settings::{
+    Settings, SettingsError, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN, DEFAULT_RETRY_EVERY,
+    DEFAULT_STORE, DEFAULT_WAIT_TIMEOUT,
+};
+pub use store::{open_store, StoreError};
+
+pub use async_trait;
+pub use axum;
+pub use clap;
+pub use schemars;
+pub use serde;
+pub use serde_json;
+pub use tokio;
+pub use validator;
+pub use wow_core;
+pub use wow_http;

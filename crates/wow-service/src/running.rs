@@ -1,0 +1,202 @@
+//! Starting a gathered service: open the stores, build the pipeline, catch every consumer up,
+//! start the compensation scheduler, assemble the router. [`RunningService`] holds it all and
+//! stops it.
+
+use std::fmt;
+use std::future::Future;
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use wow_core::event::CatchUpProgress;
+use wow_core::pipeline::LocalPipeline;
+use wow_core::Stores;
+use wow_http::{HttpState, QuerySide};
+
+use crate::builder::{ServiceBuilder, ServiceContext};
+use crate::settings::Settings;
+use crate::store::open_store;
+use crate::ServiceError;
+
+/// A started service: its pipeline runs and its consumers are caught up; nothing listens
+/// until [`serve_on`](Self::serve_on). Serve its [`router`](Self::router) yourself, or send
+/// it requests in a test (`tower::ServiceExt::oneshot`).
+///
+/// Dropping it stops the compensation scheduler; [`stop`](Self::stop) also writes every
+/// consumer position first, so that the next start resumes exactly there.
+pub struct RunningService {
+    pipeline: LocalPipeline,
+    stores: Stores,
+    router: Router,
+    settings: Settings,
+    caught_up: Vec<(String, CatchUpProgress)>,
+    retries: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for RunningService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunningService")
+            .field("pipeline", &self.pipeline)
+            .field("settings", &self.settings)
+            .field("caught_up", &self.caught_up)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServiceBuilder {
+    /// Starts the service without listening: opens the store (the one given with
+    /// [`stores`](Self::stores), else the settings', else [`store`](Self::store)'s), builds
+    /// the pipeline, runs every consumer over the history of every aggregate it reads that
+    /// it has not handled yet, starts the compensation scheduler (every
+    /// `settings.retry_every`) and assembles the router. Must be called inside a tokio
+    /// runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceError::DuplicateAggregate`], [`ServiceError::Store`],
+    /// [`ServiceError::CatchUp`], [`ServiceError::Compensation`]; nothing keeps running then.
+    pub async fn build(mut self) -> Result<RunningService, ServiceError> {
+        if let Some(duplicate) = self.duplicate.take() {
+            return Err(duplicate.into());
+        }
+        let stores = match self.stores.take() {
+            Some(stores) => stores,
+            None => {
+                let url = self.settings.store_url(self.store.as_deref());
+                tracing::info!(store = url, "opening the store");
+                open_store(url).await?
+            }
+        };
+        let aggregates = self.consumed_aggregates();
+        let settings = self.settings.clone();
+        let pipeline = self.pipeline(&stores);
+        let caught_up = pipeline.catch_up(&aggregates, &mut |_, _| {}).await?;
+        for (consumer, done) in &caught_up {
+            tracing::info!(
+                consumer,
+                streams = done.streams_handled,
+                aggregates = done.aggregates_done,
+                failed = done.aggregates_failed,
+                "caught up"
+            );
+        }
+        let compensation = pipeline.compensation()?;
+        let http = settings.http_config();
+        let queries = QuerySide::new(stores.events.clone())
+            .with_snapshots(Some(stores.snapshots.clone()))
+            .with_compensation(compensation.clone())
+            .with_quarantine(pipeline.quarantine.clone());
+        let state = HttpState::for_gateway(pipeline.gateway.clone(), queries, http.clone())
+            .with_openapi_paths(std::mem::take(&mut self.openapi));
+        let context = ServiceContext {
+            stores: stores.clone(),
+            http,
+            gateway: pipeline.gateway.clone(),
+        };
+        let router = self
+            .routes
+            .drain(..)
+            .fold(wow_http::router(state), |router, make| {
+                router.merge(make(&context))
+            });
+        let router = wow_http::error_fallbacks(router, pipeline.gateway.registry());
+        let retries = settings.retry_every.map(|every| compensation.spawn(every));
+        Ok(RunningService {
+            pipeline,
+            stores,
+            router,
+            settings,
+            caught_up,
+            retries,
+        })
+    }
+
+    /// The pipeline over `stores`, with every registered consumer made.
+    fn pipeline(&mut self, stores: &Stores) -> LocalPipeline {
+        let mut builder = LocalPipeline::builder(self.registry.clone(), stores.events.clone())
+            .idempotency(self.settings.idempotency.clone())
+            .compensation(stores.compensation.clone(), self.settings.retry)
+            .positions(stores.positions.clone())
+            .snapshots(stores.snapshots.clone(), self.snapshots);
+        for make in self.projections.drain(..) {
+            builder = builder.projection(make(stores));
+        }
+        for make in self.processors.drain(..) {
+            builder = builder.event_processor(make(stores));
+        }
+        for saga in self.sagas.drain(..) {
+            builder = builder.saga(saga);
+        }
+        builder.build()
+    }
+}
+
+impl RunningService {
+    /// The whole HTTP API: the built-in routes, each view's, the service's own.
+    pub fn router(&self) -> Router {
+        self.router.clone()
+    }
+
+    /// The gateway, node and event dispatch.
+    pub fn pipeline(&self) -> &LocalPipeline {
+        &self.pipeline
+    }
+
+    /// The stores it runs on.
+    pub fn stores(&self) -> &Stores {
+        &self.stores
+    }
+
+    /// The settings it runs with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// What the start-up catch-up did, per consumer (its name and how far it got).
+    pub fn caught_up(&self) -> &[(String, CatchUpProgress)] {
+        &self.caught_up
+    }
+
+    /// Serves the router on `listener` within the settings' server limits until `stop`
+    /// completes, lets the requests taken finish (see [`wow_http::serve`]), then
+    /// [`stop`](Self::stop)s.
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceError::Serve`] when the server cannot serve (the positions are written all
+    /// the same).
+    pub async fn serve_on(
+        self,
+        listener: TcpListener,
+        stop: impl Future<Output = ()>,
+    ) -> Result<(), ServiceError> {
+        let served = wow_http::serve(
+            listener,
+            self.router.clone(),
+            self.settings.server_limits,
+            stop,
+        )
+        .await;
+        self.stop().await;
+        served.map_err(ServiceError::Serve)
+    }
+
+    /// Stops: writes every consumer position recorded so far, then stops the compensation
+    /// scheduler and the pipeline.
+    pub async fn stop(mut self) {
+        self.pipeline.dispatcher.flush_positions().await;
+        if let Some(retries) = self.retries.take() {
+            retries.abort();
+        }
+        tracing::info!("stopped");
+    }
+}
+
+impl Drop for RunningService {
+    /// Stops the compensation scheduler.
+    fn drop(&mut self) {
+        if let Some(retries) = self.retries.take() {
+            retries.abort();
+        }
+    }
+}

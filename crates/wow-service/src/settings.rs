@@ -1,0 +1,264 @@
+//! A service's settings: flags win over `WOW_*` environment variables, which win over the
+//! TOML file, which wins over the defaults. The keys are those of `wow serve` (README,
+//! "Configuration"):
+//!
+//! | flag | variable | TOML key | default |
+//! |---|---|---|---|
+//! | `--listen` | `WOW_LISTEN` | `listen` | `127.0.0.1:8080` |
+//! | `--store` | `WOW_STORE` | `store` | the service's, else `sqlite://./data/wow.db` |
+//! | `--config` | `WOW_CONFIG` | | no file |
+//! | | `WOW_WAIT_TIMEOUT_MS` | `wait_timeout_ms` | 30000 |
+//! | | `WOW_BODY_LIMIT` | `body_limit` | 1 MiB |
+//! | | `WOW_HEADER_READ_TIMEOUT_MS`, `WOW_BODY_READ_TIMEOUT_MS`, `WOW_MAX_HEADER_BYTES`, `WOW_MAX_CONNECTIONS`, `WOW_SHUTDOWN_GRACE_MS` | the same in snake case, without `WOW_` | [`ServerLimits`](wow_http::ServerLimits) |
+//! | | `WOW_IDEMPOTENCY_TTL_MS`, `WOW_IDEMPOTENCY_EXPECTED_INSERTIONS`, `WOW_IDEMPOTENCY_ENABLED` | `[idempotency]` | [`IdempotencyConfig`] |
+//! | | `WOW_COMPENSATION_MAX_ATTEMPTS`, `..._INITIAL_BACKOFF_MS`, `..._MAX_BACKOFF_MS`, `..._INTERVAL_MS` | `[compensation]` | [`RetrySpec`], every second |
+//! | | `WOW_AUTH_TOKENS` (`token=tenant,...`) | `[auth_tokens]` | auth off |
+//!
+//! The flags are read by [`Settings::from_command_line`] (see [`ServeArgs`](crate::ServeArgs)).
+
+mod sources;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use wow_core::compensation::RetrySpec;
+use wow_core::idempotency::IdempotencyConfig;
+use wow_http::{HttpConfig, ServerLimits};
+
+use sources::{Env, FileConfig};
+
+/// The default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// The store opened when neither the settings nor the service name one.
+pub const DEFAULT_STORE: &str = "sqlite://./data/wow.db";
+/// How long a command waits when its caller does not say.
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest command body accepted.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+/// How often the compensation scheduler looks for due retries.
+pub const DEFAULT_RETRY_EVERY: Duration = Duration::from_secs(1);
+
+/// Why the settings could not be read. Nothing was started; fix the named source.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// The TOML file cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TOML file is not valid TOML, or holds a key or a value the settings do not take.
+    #[error("{path} is not valid: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// Where and why.
+        source: toml::de::Error,
+    },
+    /// A `WOW_*` variable holds a value of the wrong form.
+    #[error("{name} must be {what}, not `{value}`")]
+    Env {
+        /// The variable.
+        name: &'static str,
+        /// The form it must have.
+        what: &'static str,
+        /// What it holds.
+        value: String,
+    },
+    /// The idempotency settings cannot be served with.
+    #[error("idempotency settings: {0}")]
+    Idempotency(String),
+    /// The server limits cannot be served with (a zero, say).
+    #[error("server limits: {0}")]
+    ServerLimits(#[from] wow_http::InvalidLimits),
+}
+
+/// The resolved settings of a service. `Default` is every default, with no file and no
+/// environment read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Where to listen.
+    pub listen: String,
+    /// The store URL the settings name (`sqlite://PATH`, `postgres://...`, `memory://`);
+    /// `None` leaves it to the service ([`ServiceBuilder::store`](crate::ServiceBuilder::store),
+    /// else [`DEFAULT_STORE`]).
+    pub store: Option<String>,
+    /// How long a command waits when `Command-Wait-Timeout` is absent.
+    pub wait_timeout: Duration,
+    /// The largest command body accepted, in bytes.
+    pub body_limit: usize,
+    /// How the server holds its connections.
+    pub server_limits: ServerLimits,
+    /// The Bloom filters of the request-id check.
+    pub idempotency: IdempotencyConfig,
+    /// How failed consumers are retried (SPEC DS-4).
+    pub retry: RetrySpec,
+    /// How often the compensation scheduler runs due retries; `None` runs none (retries by
+    /// hand only).
+    pub retry_every: Option<Duration>,
+    /// Bearer token → tenant; empty turns auth off.
+    pub auth_tokens: HashMap<String, String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN.to_owned(),
+            store: None,
+            wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            body_limit: DEFAULT_BODY_LIMIT,
+            server_limits: ServerLimits::default(),
+            idempotency: IdempotencyConfig::default(),
+            retry: RetrySpec::default(),
+            retry_every: Some(DEFAULT_RETRY_EVERY),
+            auth_tokens: HashMap::new(),
+        }
+    }
+}
+
+impl Settings {
+    /// Resolves the settings from the flags `listen` and `store` (which already hold their
+    /// environment twins `WOW_LISTEN`, `WOW_STORE`), the other `WOW_*` variables of this
+    /// process, and the TOML file at `file`.
+    ///
+    /// # Errors
+    ///
+    /// [`SettingsError`]: the file cannot be read or parsed, a variable is malformed, or the
+    /// limits or idempotency settings cannot be served with.
+    pub fn resolve(
+        listen: Option<String>,
+        store: Option<String>,
+        file: Option<&Path>,
+    ) -> Result<Self, SettingsError> {
+        let process = |name: &str| std::env::var(name).ok();
+        Self::resolve_in(listen, store, file, &Env(&process))
+    }
+
+    fn resolve_in(
+        listen: Option<String>,
+        store: Option<String>,
+        file: Option<&Path>,
+        env: &Env<'_>,
+    ) -> Result<Self, SettingsError> {
+        let file = FileConfig::read(file)?;
+        let defaults = Self::default();
+        let (retry, retry_every) = retry(&file, env)?;
+        Ok(Self {
+            server_limits: server_limits(&file, env)?,
+            idempotency: idempotency(&file, env)?,
+            retry,
+            retry_every,
+            listen: listen.or(file.listen).unwrap_or(defaults.listen),
+            store: store.or(file.store),
+            wait_timeout: env.millis(
+                "WOW_WAIT_TIMEOUT_MS",
+                file.wait_timeout_ms,
+                defaults.wait_timeout,
+            )?,
+            body_limit: env
+                .number("WOW_BODY_LIMIT")?
+                .or(file.body_limit)
+                .unwrap_or(defaults.body_limit),
+            auth_tokens: env.tokens()?.unwrap_or(file.auth_tokens),
+        })
+    }
+
+    /// The store to open: the one these settings name, else `fallback` (the service's own),
+    /// else [`DEFAULT_STORE`].
+    pub fn store_url<'a>(&'a self, fallback: Option<&'a str>) -> &'a str {
+        self.store.as_deref().or(fallback).unwrap_or(DEFAULT_STORE)
+    }
+
+    /// The HTTP settings these make: body limit, default wait, auth tokens.
+    pub fn http_config(&self) -> HttpConfig {
+        HttpConfig {
+            body_limit: self.body_limit,
+            default_wait_timeout: self.wait_timeout,
+            auth_tokens: self.auth_tokens.clone(),
+            ..HttpConfig::default()
+        }
+    }
+}
+
+/// The server's limits: each from its `WOW_*` variable, else the file, else the default of
+/// [`ServerLimits`]; a zero that cannot be served with is an error.
+fn server_limits(file: &FileConfig, env: &Env<'_>) -> Result<ServerLimits, SettingsError> {
+    let defaults = ServerLimits::default();
+    let limits = ServerLimits {
+        header_read_timeout: env.millis(
+            "WOW_HEADER_READ_TIMEOUT_MS",
+            file.header_read_timeout_ms,
+            defaults.header_read_timeout,
+        )?,
+        body_read_timeout: env.millis(
+            "WOW_BODY_READ_TIMEOUT_MS",
+            file.body_read_timeout_ms,
+            defaults.body_read_timeout,
+        )?,
+        max_header_bytes: env
+            .number("WOW_MAX_HEADER_BYTES")?
+            .or(file.max_header_bytes)
+            .unwrap_or(defaults.max_header_bytes),
+        max_connections: env
+            .number("WOW_MAX_CONNECTIONS")?
+            .or(file.max_connections)
+            .unwrap_or(defaults.max_connections),
+        shutdown_grace: env.millis(
+            "WOW_SHUTDOWN_GRACE_MS",
+            file.shutdown_grace_ms,
+            defaults.shutdown_grace,
+        )?,
+    };
+    limits.validate()?;
+    Ok(limits)
+}
+
+/// `[idempotency]`, with `WOW_IDEMPOTENCY_*` over it.
+fn idempotency(file: &FileConfig, env: &Env<'_>) -> Result<IdempotencyConfig, SettingsError> {
+    let mut idempotency = file.idempotency.clone().unwrap_or_default();
+    if let Some(ttl) = env.number::<u64>("WOW_IDEMPOTENCY_TTL_MS")? {
+        idempotency.ttl = Duration::from_millis(ttl);
+    }
+    if let Some(n) = env.number::<usize>("WOW_IDEMPOTENCY_EXPECTED_INSERTIONS")? {
+        idempotency.expected_insertions = n;
+    }
+    if let Some(enabled) = env.var("WOW_IDEMPOTENCY_ENABLED") {
+        idempotency.enabled = !matches!(enabled.trim(), "false" | "0" | "off");
+    }
+    idempotency.validate().map_err(SettingsError::Idempotency)?;
+    Ok(idempotency)
+}
+
+/// `[compensation]`, with `WOW_COMPENSATION_*` over it: the retry spec and how often the
+/// scheduler runs (an interval of 0 runs it never).
+fn retry(file: &FileConfig, env: &Env<'_>) -> Result<(RetrySpec, Option<Duration>), SettingsError> {
+    let compensation = file.compensation.as_ref();
+    let defaults = RetrySpec::default();
+    let retry = RetrySpec {
+        max_attempts: env
+            .number("WOW_COMPENSATION_MAX_ATTEMPTS")?
+            .or(compensation.and_then(|c| c.max_attempts))
+            .unwrap_or(defaults.max_attempts),
+        initial_backoff_ms: env
+            .number("WOW_COMPENSATION_INITIAL_BACKOFF_MS")?
+            .or(compensation.and_then(|c| c.initial_backoff_ms))
+            .unwrap_or(defaults.initial_backoff_ms),
+        max_backoff_ms: env
+            .number("WOW_COMPENSATION_MAX_BACKOFF_MS")?
+            .or(compensation.and_then(|c| c.max_backoff_ms))
+            .unwrap_or(defaults.max_backoff_ms),
+    };
+    let every = env.millis(
+        "WOW_COMPENSATION_INTERVAL_MS",
+        compensation.and_then(|c| c.interval_ms),
+        DEFAULT_RETRY_EVERY,
+    )?;
+    Ok((retry, (!every.is_zero()).then_some(every)))
+}
+
+#[cfg(test)]
+mod tests;

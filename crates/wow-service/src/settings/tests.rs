@@ -1,0 +1,169 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn from_file_and_env(text: &str, env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("wow.toml");
+    std::fs::write(&path, text).unwrap();
+    let lookup = |name: &str| {
+        env.iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| (*value).to_owned())
+    };
+    Settings::resolve_in(None, None, Some(&path), &Env(&lookup))
+}
+
+fn from_file(text: &str) -> Result<Settings, SettingsError> {
+    from_file_and_env(text, &[])
+}
+
+#[test]
+fn nothing_given_is_the_defaults() {
+    let resolved = Settings::resolve_in(None, None, None, &Env(&no_env)).unwrap();
+    assert_eq!(resolved, Settings::default());
+    assert_eq!(resolved.listen, DEFAULT_LISTEN);
+    assert_eq!(resolved.store_url(None), DEFAULT_STORE);
+    assert_eq!(resolved.store_url(Some("memory://")), "memory://");
+}
+
+#[test]
+fn flags_win_over_the_file_and_the_environment_over_the_file() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("wow.toml");
+    std::fs::write(
+        &path,
+        "listen = \"0.0.0.0:1\"\nstore = \"memory://\"\nwait_timeout_ms = 5\nbody_limit = 7\n",
+    )
+    .unwrap();
+    let env = |name: &str| (name == "WOW_BODY_LIMIT").then(|| "9".to_owned());
+    let settings = Settings::resolve_in(
+        Some("127.0.0.1:0".to_owned()),
+        None,
+        Some(&path),
+        &Env(&env),
+    )
+    .unwrap();
+    assert_eq!(settings.listen, "127.0.0.1:0");
+    assert_eq!(settings.store_url(Some("sqlite://ignored.db")), "memory://");
+    assert_eq!(settings.wait_timeout, Duration::from_millis(5));
+    assert_eq!(settings.body_limit, 9);
+    let http = settings.http_config();
+    assert_eq!(http.body_limit, 9);
+    assert_eq!(http.default_wait_timeout, Duration::from_millis(5));
+}
+
+#[test]
+fn the_file_sets_compensation_and_zero_turns_automatic_retries_off() {
+    let settings = from_file(
+        "[compensation]\nmax_attempts = 3\ninitial_backoff_ms = 50\nmax_backoff_ms = 400\ninterval_ms = 0\n",
+    )
+    .unwrap();
+    assert_eq!(
+        settings.retry,
+        RetrySpec {
+            max_attempts: 3,
+            initial_backoff_ms: 50,
+            max_backoff_ms: 400
+        }
+    );
+    assert_eq!(settings.retry_every, None);
+    let defaults = from_file("").unwrap();
+    assert_eq!(defaults.retry, RetrySpec::default());
+    assert_eq!(defaults.retry_every, Some(Duration::from_secs(1)));
+}
+
+#[test]
+fn the_file_sets_the_server_limits_and_a_zero_is_a_typed_error() {
+    let settings = from_file(
+        "header_read_timeout_ms = 1500\nbody_read_timeout_ms = 2500\nmax_header_bytes = 4096\nmax_connections = 8\nshutdown_grace_ms = 0\n",
+    )
+    .unwrap();
+    assert_eq!(
+        settings.server_limits,
+        ServerLimits {
+            header_read_timeout: Duration::from_millis(1500),
+            body_read_timeout: Duration::from_millis(2500),
+            max_header_bytes: 4096,
+            max_connections: 8,
+            shutdown_grace: Duration::ZERO,
+        }
+    );
+    assert_eq!(
+        from_file("").unwrap().server_limits,
+        ServerLimits::default()
+    );
+    let error = from_file("max_connections = 0\n").unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SettingsError::ServerLimits(wow_http::InvalidLimits::Zero("max_connections"))
+        ),
+        "{error}"
+    );
+    let error = from_file("max_connections = -1\n").unwrap_err();
+    assert!(matches!(error, SettingsError::Parse { .. }), "{error}");
+}
+
+#[test]
+fn an_unknown_compensation_key_is_a_clear_error() {
+    let error = from_file("[compensation]\nmax_tries = 3\n").unwrap_err();
+    assert!(matches!(error, SettingsError::Parse { .. }), "{error}");
+    assert!(error.to_string().contains("max_tries"), "{error}");
+}
+
+#[test]
+fn a_malformed_variable_names_itself() {
+    let error = from_file_and_env("", &[("WOW_MAX_CONNECTIONS", "many")]).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SettingsError::Env {
+                name: "WOW_MAX_CONNECTIONS",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let error = from_file_and_env("", &[("WOW_AUTH_TOKENS", "no-tenant")]).unwrap_err();
+    assert!(error.to_string().contains("WOW_AUTH_TOKENS"), "{error}");
+}
+
+#[test]
+fn variables_set_tokens_idempotency_and_retries_over_the_file() {
+    let settings = from_file_and_env(
+        "[auth_tokens]\nfile-token = \"t0\"\n[compensation]\ninterval_ms = 0\n",
+        &[
+            ("WOW_AUTH_TOKENS", "a=t1, b=t2"),
+            ("WOW_IDEMPOTENCY_ENABLED", "off"),
+            ("WOW_IDEMPOTENCY_TTL_MS", "5000"),
+            ("WOW_COMPENSATION_INTERVAL_MS", "250"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(settings.auth_tokens.len(), 2);
+    assert_eq!(settings.auth_tokens["b"], "t2");
+    assert!(!settings.idempotency.enabled);
+    assert_eq!(settings.idempotency.ttl, Duration::from_secs(5));
+    assert_eq!(settings.retry_every, Some(Duration::from_millis(250)));
+}
+
+#[test]
+fn a_missing_file_is_a_read_error_naming_it() {
+    let error = Settings::resolve_in(
+        None,
+        None,
+        Some(Path::new("/nonexistent/wow.toml")),
+        &Env(&no_env),
+    )
+    .unwrap_err();
+    assert!(matches!(error, SettingsError::Read { .. }), "{error}");
+    assert!(
+        error.to_string().contains("/nonexistent/wow.toml"),
+        "{error}"
+    );
+}
