@@ -17,7 +17,7 @@
 //! same request id is safe) and 4 when the outcome stays unknown (escalate; never resend
 //! under a new request id).
 
-mod config;
+mod bank;
 mod legacy;
 mod output;
 mod remote;
@@ -200,13 +200,7 @@ enum CompensationAction {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    wow_service::init_logging();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -7,9 +7,9 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 use wow_core::Stores;
-use wow_example_bank::{Bank, READ_MODELS};
+use wow_example_bank::{Bank, BankOptions, READ_MODELS};
+use wow_service::Settings;
 
-use crate::config::ServeConfig;
 use crate::serve::{open_store, ServeError};
 
 /// Why a tending command failed.
@@ -39,9 +39,8 @@ pub(crate) async fn catch_up(
     config: Option<PathBuf>,
     rebuild: Option<String>,
 ) -> Result<(), TendError> {
-    let settings =
-        ServeConfig::resolve(None, store, config.as_deref()).map_err(ServeError::from)?;
-    let stores = open_store(&settings.store).await?;
+    let settings = Settings::resolve(None, store, config.as_deref()).map_err(ServeError::from)?;
+    let stores = open_store(settings.store_url(None)).await?;
     if let Some(name) = rebuild {
         self::rebuild(&stores, &name).await?;
         out!("{name}: emptied; rebuilding from history");
@@ -69,8 +68,11 @@ pub(crate) async fn catch_up(
             ));
         }
     };
-    let mut options = settings.bank_options();
-    options.retry_every = None;
+    let options = BankOptions {
+        idempotency: settings.idempotency.clone(),
+        retry: settings.retry,
+        retry_every: None,
+    };
     let bank = Bank::start_with_progress(stores, options, &mut progress)
         .await
         .map_err(ServeError::from)?;

@@ -10,7 +10,7 @@ use wow_core::{Command, DomainError, Event};
 pub struct Account;
 
 /// What an account is now (`GET /account/{id}/state` shows it under `state`).
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AccountState {
     /// The holder's name.
     pub name: String,
