@@ -14,7 +14,7 @@ use wow_core::Stores;
 use wow_example_bank::account::Account;
 use wow_example_bank::audit::Audit;
 use wow_example_bank::notifications::Notifications;
-use wow_example_bank::projection::{AccountBalance, AccountBalanceProjection};
+use wow_example_bank::projection::{account_view as read_account, AccountBalance};
 use wow_example_bank::transfer::TransferSaga;
 use wow_http::HttpConfig;
 use wow_service::{Service, ServiceBuilder, ServiceContext};
@@ -51,12 +51,12 @@ fn error(status: StatusCode, code: &'static str, message: String) -> Response {
 /// (found as for every other route: another tenant's account of the same id is not found,
 /// SPEC TN-1).
 fn account_view(cx: &ServiceContext) -> Router {
-    let balances = Arc::new(AccountBalanceProjection::new(cx.stores.views.clone()));
+    let views = cx.stores.views.clone();
     let http: HttpConfig = cx.http.clone();
     Router::new().route(
         "/account/{id}/view",
         get(move |Path(id): Path<String>, headers: HeaderMap| {
-            let (balances, http) = (balances.clone(), http.clone());
+            let (views, http) = (views.clone(), http.clone());
             async move {
                 let tenant = match wow_http::caller_tenant(&http, &headers) {
                     Ok(tenant) => tenant,
@@ -70,7 +70,7 @@ fn account_view(cx: &ServiceContext) -> Router {
                     );
                 }
                 let account = Account::named_aggregate().aggregate_id(id.clone(), tenant.0);
-                match balances.view(&account).await {
+                match read_account(views.as_ref(), &account).await {
                     Ok(Some(view)) => axum::Json(view).into_response(),
                     Ok(None) => error(
                         StatusCode::NOT_FOUND,

@@ -12,9 +12,10 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::BoxError;
+use wow_core::outbox::OutboxSender;
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, Stores};
 use wow_example_bank::account::{AccountCommand, Amount, Open};
-use wow_example_bank::notifications::{Delivery, Mailer, OutboxRow};
+use wow_example_bank::notifications::{Delivery, OutboxRow};
 use wow_example_bank::Bank;
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_sqlite::{SqliteOptions, SqliteStore};
@@ -26,7 +27,7 @@ struct TestMailer {
 }
 
 #[async_trait]
-impl Mailer for TestMailer {
+impl OutboxSender<OutboxRow> for TestMailer {
     async fn send(&self, key: &str, _row: &OutboxRow) -> Result<(), BoxError> {
         *self.sent.lock().unwrap().entry(key.to_owned()).or_default() += 1;
         Ok(())
@@ -193,11 +194,11 @@ async fn an_earlier_builds_tables_are_upgraded_without_loss(url: &str, with_tena
     assert!(!db.has_table("notification_outbox").await);
 
     let bank = Bank::start(db.stores()).await.unwrap();
-    let view = bank.balances.view(&a).await.unwrap().expect("rebuilt");
+    let view = bank.account_view(&a).await.unwrap().expect("rebuilt");
     assert_eq!((view.balance, view.version), (34, 4));
     let mut twin = a.clone();
     twin.tenant_id = "tenant-b".to_owned();
-    assert!(bank.balances.view(&twin).await.unwrap().is_none());
+    assert!(bank.account_view(&twin).await.unwrap().is_none());
     let mut after = bank.notifications.rows().await.unwrap();
     let mut expected = before.clone();
     after.sort_by(|x, y| x.event_id.cmp(&y.event_id));

@@ -22,6 +22,7 @@ use wow_core::event::{CatchUpError, CatchUpProgress};
 use wow_core::eventsourcing::SnapshotStrategy;
 use wow_core::idempotency::IdempotencyConfig;
 use wow_core::pipeline::LocalPipeline;
+use wow_core::view::ViewProjection;
 use wow_core::{NamedAggregate, Stores};
 
 /// The context every bank aggregate belongs to.
@@ -64,7 +65,7 @@ pub struct Bank {
     /// The gateway, node and dispatch.
     pub pipeline: LocalPipeline,
     /// The `account_balance` read model.
-    pub balances: Arc<projection::AccountBalanceProjection>,
+    pub balances: Arc<ViewProjection<projection::AccountBalance>>,
     /// The `notifications` outbox: its processor and its delivery.
     pub notifications: Arc<notifications::Notifications>,
     /// The retrier of failed consumer executions.
@@ -113,9 +114,7 @@ impl Bank {
         options: BankOptions,
         progress: &mut (dyn FnMut(&str, &CatchUpProgress) + Send),
     ) -> Result<Self, BankError> {
-        let balances = Arc::new(projection::AccountBalanceProjection::new(
-            stores.views.clone(),
-        ));
+        let balances = Arc::new(ViewProjection::new(stores.views.clone()));
         let notifications = Arc::new(notifications::Notifications::new(
             stores.views.clone(),
             stores.effects.clone(),
@@ -156,6 +155,14 @@ impl Bank {
 }
 
 impl Bank {
+    /// The account as the `account_balance` view shows it, if it exists.
+    pub async fn account_view(
+        &self,
+        account: &wow_core::AggregateId,
+    ) -> Result<Option<projection::AccountView>, wow_core::BoxError> {
+        projection::account_view(self.stores.views.as_ref(), account).await
+    }
+
     /// Returns once every consumer position recorded so far is written (they are written in
     /// the background): call it before a graceful stop, so that the next start resumes
     /// exactly where this one ended.

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use wow_core::event::{ConsumerError, EffectJournal, EventConsumer};
-use wow_core::eventsourcing::BoxError;
 use wow_core::outbox::{
     DeliveryError, EventMeta, Outbox, OutboxDelivery, OutboxProcessor, OutboxSender,
 };
@@ -63,28 +62,9 @@ impl Outbox for NotificationOutbox {
 
 /// The outside system that sends a notification: it cannot join our transaction, but it
 /// accepts an idempotency key and deduplicates by it (as payment and mail APIs do).
-#[async_trait]
-pub trait Mailer: Send + Sync {
-    /// Sends `row` under `key`; a second send under the same key sends nothing new.
-    async fn send(&self, key: &str, row: &OutboxRow) -> Result<(), BoxError>;
+pub trait Mailer: OutboxSender<OutboxRow> {}
 
-    /// Whether a send under `key` happened (to confirm an attempt cut off by a crash).
-    async fn sent(&self, key: &str) -> Result<bool, BoxError>;
-}
-
-/// A [`Mailer`] as the sender of the outbox.
-struct ByMail<'a>(&'a dyn Mailer);
-
-#[async_trait]
-impl OutboxSender<OutboxRow> for ByMail<'_> {
-    async fn send(&self, key: &str, row: &OutboxRow) -> Result<(), BoxError> {
-        self.0.send(key, row).await
-    }
-
-    async fn sent(&self, key: &str) -> Result<bool, BoxError> {
-        self.0.sent(key).await
-    }
-}
+impl<M: OutboxSender<OutboxRow>> Mailer for M {}
 
 /// The processor that records the rows, and the delivery that sends them.
 #[derive(Debug)]
@@ -112,8 +92,8 @@ impl Notifications {
     /// [`OutboxDelivery::deliver`]. A row left "started" by a crash is confirmed with the
     /// mailer by its key, and sent again under the same key only if the mailer has no trace
     /// of it.
-    pub async fn deliver(&self, mailer: &dyn Mailer, now: i64) -> Result<Delivery, DeliveryError> {
-        self.delivery.deliver(&ByMail(mailer), now).await
+    pub async fn deliver(&self, mailer: &impl Mailer, now: i64) -> Result<Delivery, DeliveryError> {
+        self.delivery.deliver(mailer, now).await
     }
 }
 
@@ -125,47 +105,5 @@ impl EventConsumer for Notifications {
 
     async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
         self.processor.handle(stream).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use wow_core::outbox::OutboxSpec;
-
-    use super::*;
-    use crate::account::Moved;
-
-    #[test]
-    fn a_withdrawal_owes_one_notification_and_nothing_else_owes_any() {
-        OutboxSpec::<NotificationOutbox>::new()
-            .of("tenant-a", "acc-1")
-            .given([
-                AccountEvent::Deposited(Moved { amount: 9 }),
-                AccountEvent::Withdrawn(Moved { amount: 4 }),
-                AccountEvent::AccountFrozen,
-            ])
-            .expect_ids(["event-2"])
-            .expect_rows([OutboxRow {
-                event_id: "event-2".into(),
-                tenant_id: "tenant-a".into(),
-                account_id: "acc-1".into(),
-                amount: 4,
-            }]);
-    }
-
-    #[test]
-    fn a_row_keeps_the_json_fields_of_earlier_builds() {
-        let row = OutboxRow {
-            event_id: "e".into(),
-            tenant_id: "t".into(),
-            account_id: "a".into(),
-            amount: 1,
-        };
-        assert_eq!(
-            serde_json::to_value(&row).ok(),
-            Some(
-                serde_json::json!({"event_id": "e", "tenant_id": "t", "account_id": "a", "amount": 1})
-            )
-        );
     }
 }

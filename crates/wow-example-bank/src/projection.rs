@@ -3,15 +3,11 @@
 //! processed-message record is written in the same transaction as the row (SPEC DS-2), so a
 //! redelivered stream changes nothing.
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
 use serde::Serialize;
 use wow_core::aggregate::Aggregate;
-use wow_core::event::{ConsumerError, EventConsumer};
 use wow_core::eventsourcing::BoxError;
-use wow_core::view::{View, ViewProjection, ViewStore};
-use wow_core::{AggregateId, DomainEventStream};
+use wow_core::view::{View, ViewStore};
+use wow_core::AggregateId;
 
 use crate::account::{Account, AccountEvent, AccountState};
 
@@ -49,46 +45,19 @@ impl View for AccountBalance {
     }
 }
 
-/// The projection: [`AccountBalance`] run by a [`ViewProjection`], in version order, each
-/// stream once (SPEC DS-2), plus the typed read of one account.
-#[derive(Debug)]
-pub struct AccountBalanceProjection {
-    inner: ViewProjection<AccountBalance>,
-}
-
-impl AccountBalanceProjection {
-    /// The projection writing into `store`.
-    pub fn new(store: Arc<dyn ViewStore>) -> Self {
-        Self {
-            inner: ViewProjection::new(store),
-        }
-    }
-
-    /// The view of `account` (its tenant and id), if it exists.
-    pub async fn view(&self, account: &AggregateId) -> Result<Option<AccountView>, BoxError> {
-        let row = wow_core::view::view::<AccountBalance>(
-            self.inner.store().as_ref(),
-            &account.tenant_id,
-            &account.id,
-        )
-        .await?;
-        Ok(row.map(|(state, version)| AccountView {
-            id: account.id.clone(),
-            name: state.name,
-            balance: state.balance,
-            held: state.held,
-            version,
-        }))
-    }
-}
-
-#[async_trait]
-impl EventConsumer for AccountBalanceProjection {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
-        self.inner.handle(stream).await
-    }
+/// The view of `account` (its tenant and id) in `views`, if it exists: what
+/// `GET /account/{id}/view` answers.
+pub async fn account_view(
+    views: &dyn ViewStore,
+    account: &AggregateId,
+) -> Result<Option<AccountView>, BoxError> {
+    let row =
+        wow_core::view::view::<AccountBalance>(views, &account.tenant_id, &account.id).await?;
+    Ok(row.map(|(state, version)| AccountView {
+        id: account.id.clone(),
+        name: state.name,
+        balance: state.balance,
+        held: state.held,
+        version,
+    }))
 }

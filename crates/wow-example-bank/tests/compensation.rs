@@ -84,7 +84,7 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
             "{}",
             skipped.error_msg
         );
-        let view = bank.balances.view(&a).await.unwrap().unwrap();
+        let view = bank.account_view(&a).await.unwrap().unwrap();
         assert_eq!((view.balance, view.version), (100, 1));
 
         let failed = bank
@@ -112,7 +112,7 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
             (2, 2),
             "retried in version order"
         );
-        let view = bank.balances.view(&a).await.unwrap().unwrap();
+        let view = bank.account_view(&a).await.unwrap().unwrap();
         assert_eq!((view.balance, view.version), (115, 3));
         assert_eq!(
             bank.pipeline.store().load(&a, 1, u64::MAX).await.unwrap(),

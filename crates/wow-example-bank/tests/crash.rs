@@ -16,10 +16,11 @@ use wow_core::command::WaitPlan;
 use wow_core::event::{ConsumerError, EventConsumer};
 use wow_core::pipeline::LocalPipeline;
 use wow_core::saga::{DynSaga, Saga, SagaContext};
+use wow_core::view::ViewProjection;
 use wow_core::{AggregateId, CommandStage, DomainEventStream};
 use wow_example_bank::account::*;
 use wow_example_bank::notifications::Notifications;
-use wow_example_bank::projection::AccountBalanceProjection;
+use wow_example_bank::projection::AccountBalance;
 use wow_example_bank::transfer::TransferSaga;
 use wow_example_bank::{registry, Bank, BankOptions};
 
@@ -98,7 +99,7 @@ async fn crash_child() {
         stores.positions.clone(),
     );
     let projection: Arc<dyn EventConsumer> =
-        Arc::new(AccountBalanceProjection::new(stores.views.clone()));
+        Arc::new(ViewProjection::<AccountBalance>::new(stores.views.clone()));
     let processor: Arc<dyn EventConsumer> = Arc::new(Notifications::new(
         stores.views.clone(),
         stores.effects.clone(),
@@ -229,7 +230,7 @@ async fn a_projection_killed_before_its_acknowledge_applies_the_stream_once(targ
         caught_up.streams_handled >= 1,
         "the unacknowledged stream is delivered again (and any whose position was not yet written, as no-ops)"
     );
-    let view = bank.balances.view(&a).await.unwrap().unwrap();
+    let view = bank.account_view(&a).await.unwrap().unwrap();
     assert_eq!(
         (view.balance, view.version),
         (110, 2),

@@ -80,7 +80,7 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
         for stream in store.load(&a, 1, u64::MAX).await.unwrap() {
             bank.pipeline.dispatcher.dispatch(&stream).await;
         }
-        let view = bank.balances.view(&a).await.unwrap().unwrap();
+        let view = bank.account_view(&a).await.unwrap().unwrap();
         assert_eq!((view.balance, view.held, view.version), (65, 0, 4));
         assert_eq!(bank.notifications.rows().await.unwrap().len(), 1);
     }
@@ -90,7 +90,7 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
     // and found processed.
     let store = SqliteStore::open(options).await.unwrap();
     let bank = bank(&store).await;
-    let view_a = bank.balances.view(&a).await.unwrap().unwrap();
+    let view_a = bank.account_view(&a).await.unwrap().unwrap();
     assert_eq!(
         (
             view_a.name.as_str(),
@@ -100,7 +100,7 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
         ),
         ("Ann", 65, 0, 4)
     );
-    let view_b = bank.balances.view(&b).await.unwrap().unwrap();
+    let view_b = bank.account_view(&b).await.unwrap().unwrap();
     assert_eq!((view_b.balance, view_b.version), (30, 2));
     let rows = bank.notifications.rows().await.unwrap();
     assert_eq!(rows.len(), 1, "one outbox row per Withdrawn event");
@@ -142,11 +142,11 @@ async fn a_rebuilt_read_model_is_filled_again_from_history_once() {
         stores.views.clear(name).await.unwrap();
         stores.positions.reset(name).await.unwrap();
     }
-    let emptied = wow_example_bank::projection::AccountBalanceProjection::new(stores.views.clone());
-    assert!(emptied.view(&a).await.unwrap().is_none(), "emptied");
+    let emptied = wow_example_bank::projection::account_view(stores.views.as_ref(), &a).await;
+    assert!(emptied.unwrap().is_none(), "emptied");
 
     let bank = bank(&store).await;
-    let view = bank.balances.view(&a).await.unwrap().unwrap();
+    let view = bank.account_view(&a).await.unwrap().unwrap();
     assert_eq!(
         (view.balance, view.version),
         (65, 3),

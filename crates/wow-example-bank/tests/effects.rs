@@ -10,10 +10,11 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::BoxError;
+use wow_core::outbox::OutboxSender;
 use wow_core::Stores;
 use wow_core::{id, AggregateId, CommandMessage, CommandStage};
 use wow_example_bank::account::*;
-use wow_example_bank::notifications::{Delivery, Mailer, OutboxRow};
+use wow_example_bank::notifications::{Delivery, OutboxRow};
 use wow_example_bank::{Bank, BankOptions};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
@@ -29,7 +30,7 @@ struct TestMailer {
 }
 
 #[async_trait]
-impl Mailer for TestMailer {
+impl OutboxSender<OutboxRow> for TestMailer {
     async fn send(&self, key: &str, row: &OutboxRow) -> Result<(), BoxError> {
         *self.calls.lock().unwrap() += 1;
         if *self.down.lock().unwrap() {

@@ -18,7 +18,7 @@ async fn view_at(
 ) -> wow_example_bank::projection::AccountView {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        if let Some(view) = bank.balances.view(id).await.unwrap() {
+        if let Some(view) = bank.account_view(id).await.unwrap() {
             if view.version >= version {
                 return view;
             }
