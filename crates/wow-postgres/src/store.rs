@@ -1,5 +1,7 @@
 //! The store: event streams and snapshots in PostgreSQL.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures::future::BoxFuture;
@@ -11,6 +13,7 @@ use wow_core::eventsourcing::{
     EventStoreError, RejectedStream, RejectionRecord, RequestDecision, RequestRecord, Snapshot,
     SnapshotStore, SnapshotStoreError,
 };
+use wow_core::id::{Clock, SystemClock};
 use wow_core::{AggregateId, DomainEventStream, ErrorCode, NamedAggregate};
 
 use crate::error::{
@@ -26,6 +29,7 @@ use crate::{OpenError, PostgresOptions};
 pub struct PostgresStore {
     pool: Pool,
     schema: String,
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -169,7 +173,15 @@ impl PostgresStore {
         Ok(Self {
             pool,
             schema: options.schema,
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// This store, timing the processed-message records it writes by `clock` instead of the
+    /// system clock (the one wiring place of a service chooses it, DESIGN §8).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Runs `work` once per (`consumer`, `message_id`), in one transaction with the record
@@ -199,7 +211,7 @@ impl PostgresStore {
         let recorded = transaction
             .execute(
                 "INSERT INTO processed_message (consumer, message_id, processed_time) VALUES ($1, $2, $3) ON CONFLICT (consumer, message_id) DO NOTHING",
-                &[&consumer, &message_id, &wow_core::id::now_millis()],
+                &[&consumer, &message_id, &self.clock.now_millis()],
             )
             .await
             .map_err(store)?;

@@ -12,6 +12,7 @@ use wow_core::eventsourcing::{
     EventStoreError, RejectedStream, RejectionRecord, RequestDecision, Snapshot, SnapshotStore,
     SnapshotStoreError,
 };
+use wow_core::id::{Clock, SystemClock};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::codec::{
@@ -32,6 +33,7 @@ pub struct SqliteStore {
     stats: Arc<WriterStats>,
     reads: Arc<ReadPool>,
     options: Arc<SqliteOptions>,
+    clock: Arc<dyn Clock>,
 }
 
 /// `value` as a database integer, saturating.
@@ -71,7 +73,15 @@ impl SqliteStore {
             stats,
             reads,
             options: Arc::new(options),
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// This store, timing the processed-message records it writes by `clock` instead of the
+    /// system clock (the one wiring place of a service chooses it, DESIGN §8).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// How many transactions the writer committed (or tried to), and how many writes they
@@ -97,7 +107,11 @@ impl SqliteStore {
         work: impl FnOnce(&rusqlite::Connection) -> Result<(), BoxError> + Send + 'static,
     ) -> Result<Processed, ProcessError> {
         self.submit(
-            Some((consumer.to_owned(), message_id.to_owned())),
+            Some((
+                consumer.to_owned(),
+                message_id.to_owned(),
+                self.clock.now_millis(),
+            )),
             Box::new(work),
         )
         .await
@@ -113,7 +127,7 @@ impl SqliteStore {
 
     async fn submit(
         &self,
-        record: Option<(String, String)>,
+        record: Option<(String, String, i64)>,
         work: Work,
     ) -> Result<Processed, ProcessError> {
         let (reply, answer) = oneshot::channel();

@@ -47,7 +47,7 @@ pub(crate) enum WriteJob {
     },
     /// A consumer's work, with its processed-message record when it has one.
     Work {
-        record: Option<(String, String)>,
+        record: Option<(String, String, i64)>,
         work: Option<WorkFn>,
         reply: oneshot::Sender<Result<Processed, ProcessError>>,
     },
@@ -247,7 +247,11 @@ fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
 /// Runs `work` in a savepoint, after writing its record: a record already there means the
 /// message was processed (the work does not run); a failing or panicking work rolls back its
 /// writes and the record, and the rest of the batch goes on.
-fn run_work(connection: &Connection, record: Option<&(String, String)>, work: Work) -> Outcome {
+fn run_work(
+    connection: &Connection,
+    record: Option<&(String, String, i64)>,
+    work: Work,
+) -> Outcome {
     if let Err(error) = connection.execute_batch("SAVEPOINT wow_work") {
         return Outcome::Failed(error);
     }
@@ -257,10 +261,10 @@ fn run_work(connection: &Connection, record: Option<&(String, String)>, work: Wo
         Ok(()) => outcome,
         Err(error) => Outcome::Failed(error),
     };
-    if let Some((consumer, message_id)) = record {
+    if let Some((consumer, message_id, processed_time)) = record {
         let recorded = connection
             .prepare_cached("INSERT INTO processed_message (consumer, message_id, processed_time) VALUES (?1, ?2, ?3)")
-            .and_then(|mut statement| statement.execute(params![consumer, message_id, wow_core::id::now_millis()]));
+            .and_then(|mut statement| statement.execute(params![consumer, message_id, processed_time]));
         match recorded {
             Ok(_) => {}
             Err(rusqlite::Error::SqliteFailure(failure, _))

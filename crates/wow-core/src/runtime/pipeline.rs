@@ -10,7 +10,7 @@ use crate::contracts::compensation::RetrySpec;
 use crate::contracts::event::{ConsumerPositions, EventConsumer};
 use crate::contracts::eventsourcing::{EventStore, SnapshotStore};
 use crate::model::aggregate_id::NamedAggregate;
-use crate::model::id::Clock;
+use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::runtime::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use crate::runtime::command::{
     CommandGateway, DefaultCommandHandler, InFlightRequests, WaitCoordinator,
@@ -40,7 +40,24 @@ pub struct LocalPipelineBuilder {
     send_timeout: Duration,
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
     positions: Option<Arc<dyn ConsumerPositions>>,
-    clock: Option<Arc<dyn Clock>>,
+    time: TimeAndIds,
+}
+
+/// Where every part of one pipeline takes its time and its ids from: chosen once, by
+/// [`LocalPipelineBuilder::clock`] and [`LocalPipelineBuilder::id_generator`].
+#[derive(Debug, Clone)]
+struct TimeAndIds {
+    clock: Arc<dyn Clock>,
+    /// `None`: the default generator, and events keep the ids their aggregate gave them.
+    ids: Option<Arc<dyn IdGenerator>>,
+}
+
+impl TimeAndIds {
+    fn ids(&self) -> Arc<dyn IdGenerator> {
+        self.ids
+            .clone()
+            .unwrap_or_else(|| Arc::new(UuidV7IdGenerator))
+    }
 }
 
 impl LocalPipelineBuilder {
@@ -58,9 +75,18 @@ impl LocalPipelineBuilder {
         self
     }
 
-    /// The clock of failure records and retries (the system clock by default).
+    /// The clock of every part of the pipeline (the system clock by default): decisions and
+    /// streams, results and stage signals, Bloom filter rotation, snapshots, failure records
+    /// and retries.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = Some(clock);
+        self.time.clock = clock;
+        self
+    }
+
+    /// The ids of every part of the pipeline (UUIDv7 by default): streams, events, results
+    /// and stage signals.
+    pub fn id_generator(mut self, ids: Arc<dyn IdGenerator>) -> Self {
+        self.time.ids = Some(ids);
         self
     }
 
@@ -118,7 +144,14 @@ impl LocalPipelineBuilder {
         let in_flight = Arc::new(InFlightRequests::new());
         let gateway = CommandGateway::builder(self.registry.clone(), command_bus.clone())
             .in_flight(in_flight.clone())
-            .request_id_checker(store_checker(&self.idempotency, &self.store, &metrics))
+            .request_id_checker(checker(
+                &self.idempotency,
+                &self.store,
+                &metrics,
+                &self.time,
+            ))
+            .clock(self.time.clock.clone())
+            .id_generator(self.time.ids())
             .wait_coordinator(waits.clone())
             .send_timeout(self.send_timeout)
             .metrics(metrics.clone())
@@ -138,6 +171,7 @@ impl LocalPipelineBuilder {
             snapshots: self.snapshots.map(|(store, _)| store),
             idempotency: self.idempotency,
             in_flight,
+            time: self.time.clone(),
         };
         pipeline.restart_node();
         pipeline
@@ -150,12 +184,15 @@ impl LocalPipelineBuilder {
     ) -> Arc<EventDispatcher> {
         let mut dispatcher = EventDispatcher::builder(waits.clone()).gateway(gateway);
         if let Some((snapshots, strategy)) = &self.snapshots {
-            dispatcher = dispatcher.snapshotter(Snapshotter::new(
-                self.registry.clone(),
-                self.store.clone(),
-                snapshots.clone(),
-                *strategy,
-            ));
+            dispatcher = dispatcher.snapshotter(
+                Snapshotter::new(
+                    self.registry.clone(),
+                    self.store.clone(),
+                    snapshots.clone(),
+                    *strategy,
+                )
+                .with_clock(self.time.clock.clone()),
+            );
         }
         for projection in std::mem::take(&mut self.projections) {
             dispatcher = dispatcher.projection(projection);
@@ -172,10 +209,10 @@ impl LocalPipelineBuilder {
         if let Some(positions) = self.positions.take() {
             dispatcher = dispatcher.positions(positions);
         }
-        if let Some(clock) = self.clock.take() {
-            dispatcher = dispatcher.clock(clock);
-        }
-        dispatcher.build()
+        dispatcher
+            .clock(self.time.clock.clone())
+            .id_generator(self.time.ids())
+            .build()
     }
 }
 
@@ -185,9 +222,26 @@ pub fn store_checker(
     store: &Arc<dyn EventStore>,
     metrics: &Arc<PipelineMetrics>,
 ) -> Arc<dyn RequestIdChecker> {
+    let time = TimeAndIds {
+        clock: Arc::new(SystemClock),
+        ids: None,
+    };
+    checker(idempotency, store, metrics, &time)
+}
+
+/// [`store_checker`] with filters that rotate by the pipeline's clock.
+fn checker(
+    idempotency: &IdempotencyConfig,
+    store: &Arc<dyn EventStore>,
+    metrics: &Arc<PipelineMetrics>,
+    time: &TimeAndIds,
+) -> Arc<dyn RequestIdChecker> {
     Arc::new(
         DefaultRequestIdChecker::new(
-            Arc::new(BloomIdempotencyCheckerProvider::new(idempotency.clone())),
+            Arc::new(BloomIdempotencyCheckerProvider::with_clock(
+                idempotency.clone(),
+                time.clock.clone(),
+            )),
             Arc::new(EventStoreRequestIdExistenceChecker::new(store.clone())),
         )
         .with_metrics(metrics.clone()),
@@ -222,6 +276,7 @@ pub struct LocalPipeline {
     snapshots: Option<Arc<dyn SnapshotStore>>,
     idempotency: IdempotencyConfig,
     in_flight: Arc<InFlightRequests>,
+    time: TimeAndIds,
 }
 
 impl LocalPipeline {
@@ -243,7 +298,10 @@ impl LocalPipeline {
             send_timeout: crate::runtime::command::DEFAULT_SEND_TIMEOUT,
             compensation: None,
             positions: None,
-            clock: None,
+            time: TimeAndIds {
+                clock: Arc::new(SystemClock),
+                ids: None,
+            },
         }
     }
 
@@ -257,10 +315,19 @@ impl LocalPipeline {
             self.event_bus.clone(),
             self.waits.clone(),
         )
-        .request_id_checker(store_checker(&self.idempotency, &self.store, &self.metrics))
+        .request_id_checker(checker(
+            &self.idempotency,
+            &self.store,
+            &self.metrics,
+            &self.time,
+        ))
+        .clock(self.time.clock.clone())
         .in_flight(self.in_flight.clone())
         .metrics(self.metrics.clone())
         .quarantine(self.quarantine.clone());
+        if let Some(ids) = &self.time.ids {
+            node = node.id_generator(ids.clone());
+        }
         if let Some(snapshots) = &self.snapshots {
             node = node.snapshot_store(snapshots.clone());
         }

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use crate::model::aggregate_id::AggregateId;
 use crate::model::command::{BindingError, CommandMessage, CommandStage};
 use crate::model::error_code::ErrorCode;
-use crate::model::id;
+use crate::model::id::{self, Clock, IdGenerator};
 
 /// What one stage of a command came to (SPEC ID-4, RS-1).
 ///
@@ -135,6 +135,14 @@ impl CommandResult {
             result: Map::new(),
             signal_time: id::now_millis(),
         }
+    }
+
+    /// This result with its id and signal time from `ids` and `clock`: how a runtime
+    /// component wired with its own time and ids (DESIGN §8) stamps what it signals.
+    pub fn stamped(mut self, clock: &dyn Clock, ids: &dyn IdGenerator) -> Self {
+        self.id = ids.next_id();
+        self.signal_time = clock.now_millis();
+        self
     }
 
     /// Sets the aggregate version.

@@ -10,6 +10,7 @@ use crate::contracts::command::{CommandBus, CommandBusError, JsonCommand};
 use crate::model::command::decided_result;
 use crate::model::command::{CommandKind, CommandResult, CommandResultError, CommandStage};
 use crate::model::error_code::ErrorCode;
+use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::runtime::aggregate::AggregateRegistry;
 use crate::runtime::command::{
     InFlightRequests, WaitCoordinator, WaitHandle, WaitPlan, PROTOCOL_HEADER, PROTOCOL_VERSION,
@@ -64,6 +65,8 @@ struct Inner {
     send_timeout: Duration,
     metrics: Arc<PipelineMetrics>,
     in_flight: Option<Arc<InFlightRequests>>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
 }
 
 /// Builds a [`CommandGateway`].
@@ -77,9 +80,23 @@ pub struct CommandGatewayBuilder {
     send_timeout: Duration,
     metrics: Arc<PipelineMetrics>,
     in_flight: Option<Arc<InFlightRequests>>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
 }
 
 impl CommandGatewayBuilder {
+    /// Stamps the results this gateway makes with `clock`'s time. Default: the system clock.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Names the results this gateway makes with `ids`. Default: UUIDv7.
+    pub fn id_generator(mut self, ids: Arc<dyn IdGenerator>) -> Self {
+        self.ids = ids;
+        self
+    }
+
     /// Replaces the gateway's request-id checker (SPEC RQ-5: only the gateway's). The default
     /// is a [`DefaultRequestIdChecker`] of Bloom filters and
     /// [`NoopRequestIdExistenceChecker`], as on a gateway-only node.
@@ -141,6 +158,8 @@ impl CommandGatewayBuilder {
                 send_timeout: self.send_timeout,
                 metrics,
                 in_flight: self.in_flight,
+                clock: self.clock,
+                ids: self.ids,
             }),
         }
     }
@@ -165,6 +184,8 @@ impl CommandGateway {
             send_timeout: DEFAULT_SEND_TIMEOUT,
             metrics: Arc::new(PipelineMetrics::default()),
             in_flight: None,
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(UuidV7IdGenerator),
         }
     }
 
@@ -297,7 +318,7 @@ impl CommandGateway {
         let timeout = handle.plan().timeout;
         let mut result = last;
         result.function = None;
-        result.id = crate::model::id::new_id();
+        result.id = self.inner.ids.next_id();
         result.error_code = ErrorCode::RequestTimeout;
         result.error_msg = format!(
             "no {} signal within {} ms; the outcome is unknown: look it up by request id",
@@ -305,7 +326,7 @@ impl CommandGateway {
             timeout.as_millis()
         );
         result.succeeded = false;
-        result.signal_time = crate::model::id::now_millis();
+        result.signal_time = self.inner.clock.now_millis();
         result.result.insert(
             TIMEOUT_MS.to_owned(),
             u64::try_from(timeout.as_millis())
@@ -326,21 +347,29 @@ impl CommandGateway {
         command: JsonCommand,
         plan: WaitPlan,
     ) -> Result<(WaitHandle, CommandResult), CommandResult> {
-        let command = self.prepare(command, &plan).map_err(|failure| *failure)?;
+        let command = self
+            .prepare(command, &plan)
+            .map_err(|failure| self.stamp(*failure))?;
         self.check_request_id(&command)
             .await
-            .map_err(|failure| *failure)?;
+            .map_err(|failure| self.stamp(*failure))?;
         if let Some(in_flight) = &self.inner.in_flight {
             in_flight.enter(&command.aggregate_id, &command.request_id);
         }
         let mut handle = self.inner.waits.register(&command.id, plan);
-        let sent = CommandResult::success(&command, CommandStage::Sent).with_result(SENT, true);
+        let sent = self
+            .stamp(CommandResult::success(&command, CommandStage::Sent).with_result(SENT, true));
         if let Some((failure, unsure)) = self.send_on_bus(&command).await {
             self.send_failed(&command, unsure);
-            return Err(failure);
+            return Err(self.stamp(failure));
         }
         handle.push(sent.clone());
         Ok((handle, sent))
+    }
+
+    /// `result` with this gateway's time and a fresh id of its own.
+    fn stamp(&self, result: CommandResult) -> CommandResult {
+        result.stamped(self.inner.clock.as_ref(), self.inner.ids.as_ref())
     }
 
     /// The command decoded and stamped for the bus (its kind, the stage it is awaited to, the

@@ -13,7 +13,7 @@ use crate::contracts::event::{ConsumerError, ConsumerPositions, EventConsumer};
 use crate::model::command::{CommandResult, CommandStage};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::DomainEventStream;
-use crate::model::id::{Clock, SystemClock};
+use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::model::panic::panic_message;
 use crate::runtime::command::{signal_wanted, CommandGateway, WaitNotifier, WeakCommandGateway};
 use crate::runtime::eventsourcing::Snapshotter;
@@ -44,6 +44,7 @@ pub struct EventDispatcher {
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
     positions: Option<PositionWriter>,
     clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
     /// Failures the compensation store could not take when they happened, kept to record
     /// later (see [`EventDispatcher::record_pending_failures`]).
     unrecorded: Mutex<Vec<(FailedExecution, i64)>>,
@@ -130,7 +131,14 @@ impl EventDispatcherBuilder {
         self
     }
 
-    /// Reads the time of failure records from `clock` (the system clock by default).
+    /// Names the stage signals with `ids` (UUIDv7 by default).
+    pub fn id_generator(mut self, ids: Arc<dyn IdGenerator>) -> Self {
+        self.inner.ids = ids;
+        self
+    }
+
+    /// Reads the time of failure records and stage signals from `clock` (the system clock
+    /// by default).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.inner.clock = clock;
         self
@@ -156,6 +164,7 @@ impl EventDispatcher {
                 compensation: None,
                 positions: None,
                 clock: Arc::new(SystemClock),
+                ids: Arc::new(UuidV7IdGenerator),
                 unrecorded: Mutex::new(Vec::new()),
             },
         }
@@ -432,7 +441,8 @@ impl EventDispatcher {
             code,
             message,
         )
-        .with_version(stream.version);
+        .with_version(stream.version)
+        .stamped(self.clock.as_ref(), self.ids.as_ref());
         if let Value::Object(detail) = detail {
             result.result.extend(detail);
         }

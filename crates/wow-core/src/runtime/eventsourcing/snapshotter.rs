@@ -9,7 +9,7 @@ use crate::contracts::eventsourcing::{EventStore, Snapshot, SnapshotStore};
 use crate::model::aggregate::AggregateState;
 use crate::model::error_code::ErrorCode;
 use crate::model::event::DomainEventStream;
-use crate::model::id;
+use crate::model::id::{Clock, SystemClock};
 use crate::runtime::aggregate::AggregateRegistry;
 use crate::runtime::eventsourcing::AggregateCache;
 
@@ -45,6 +45,7 @@ pub struct Snapshotter {
     snapshots: Arc<dyn SnapshotStore>,
     strategy: SnapshotStrategy,
     cache: AggregateCache,
+    clock: Arc<dyn Clock>,
 }
 
 impl Snapshotter {
@@ -61,7 +62,14 @@ impl Snapshotter {
             snapshots,
             strategy,
             cache: AggregateCache::new(10_000),
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// Times snapshots by `clock` instead of the system clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Folds `stream` in and saves a snapshot when the strategy says so; returns whether it
@@ -98,7 +106,7 @@ impl Snapshotter {
             aggregate_id: aggregate_id.clone(),
             version: state.version(),
             state: state.to_json().map_err(internal)?,
-            snapshot_time: id::now_millis(),
+            snapshot_time: self.clock.now_millis(),
         };
         self.snapshots
             .save(&snapshot)

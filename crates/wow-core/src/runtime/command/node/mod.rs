@@ -229,7 +229,10 @@ impl DefaultCommandHandler {
 
     /// Runs `command` to its `PROCESSED` result (also signalled to the waiting caller).
     pub async fn process(&self, command: &JsonCommand) -> CommandResult {
-        let result = self.decide_and_append(command).await;
+        let result = self
+            .decide_and_append(command)
+            .await
+            .stamped(self.clock.as_ref(), self.ids.as_ref());
         if signal_wanted(&command.header, CommandStage::Processed) {
             self.notifier.notify(result.clone());
         }
@@ -261,12 +264,15 @@ impl CommandHandler for DefaultCommandHandler {
             tracing::error!(aggregate_id = %command.aggregate_id, command_id = %command.id, request_id = %command.request_id, panic = %message, "processing a command panicked");
             self.cache.evict(&command.aggregate_id);
             if signal_wanted(&command.header, CommandStage::Processed) {
-                self.notifier.notify(CommandResult::failure(
-                    &command,
-                    CommandStage::Processed,
-                    ErrorCode::InternalServerError,
-                    format!("processing the command panicked ({message}); whether it was appended is unknown: look it up by request id"),
-                ));
+                self.notifier.notify(
+                    CommandResult::failure(
+                        &command,
+                        CommandStage::Processed,
+                        ErrorCode::InternalServerError,
+                        format!("processing the command panicked ({message}); whether it was appended is unknown: look it up by request id"),
+                    )
+                    .stamped(self.clock.as_ref(), self.ids.as_ref()),
+                );
             }
         }
         // Decided (durably) or failed without a decision: either way no longer in flight.
