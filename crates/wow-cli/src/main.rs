@@ -26,6 +26,7 @@ mod tend;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -212,23 +213,22 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outcome = match cli.command {
+    exit_code(runtime.block_on(run(cli.command)))
+}
+
+/// Runs one subcommand to its end: `Ok` holds the process's exit code.
+async fn run(command: Command) -> Result<u8, String> {
+    match command {
         Command::Serve {
             listen,
             store,
             config,
-        } => runtime
-            .block_on(serve::run(listen, store, config))
-            .map(|()| 0)
-            .map_err(|e| e.to_string()),
+        } => done(serve::run(listen, store, config).await),
         Command::CatchUp {
             store,
             config,
             rebuild,
-        } => runtime
-            .block_on(tend::catch_up(store, config, rebuild))
-            .map(|()| 0)
-            .map_err(|e| e.to_string()),
+        } => done(tend::catch_up(store, config, rebuild).await),
         Command::Send {
             aggregate,
             id,
@@ -248,58 +248,59 @@ fn main() -> ExitCode {
                 body,
                 request_id,
                 wait_stage,
-                wait_timeout: std::time::Duration::from_millis(wait_timeout_ms),
+                wait_timeout: Duration::from_millis(wait_timeout_ms),
                 attempts,
-                in_flight_wait: std::time::Duration::from_millis(in_flight_wait_ms),
+                in_flight_wait: Duration::from_millis(in_flight_wait_ms),
             };
-            runtime
-                .block_on(remote::send(&remote.remote(), args))
-                .map_err(|e| e.to_string())
+            coded(remote::send(&remote.remote(), args).await)
         }
         Command::Outcome {
             aggregate,
             id,
             request_id,
             remote,
-        } => runtime
-            .block_on(remote::outcome(
-                &remote.remote(),
-                &aggregate,
-                &id,
-                &request_id,
-            ))
-            .map_err(|e| e.to_string()),
+        } => coded(remote::outcome(&remote.remote(), &aggregate, &id, &request_id).await),
         Command::Events {
             aggregate,
             id,
             head,
             tail,
             remote,
-        } => runtime
-            .block_on(remote::events(
-                &remote.remote(),
-                &aggregate,
-                &id,
-                head,
-                tail,
-            ))
-            .map_err(|e| e.to_string()),
+        } => coded(remote::events(&remote.remote(), &aggregate, &id, head, tail).await),
         Command::Compensation {
             action,
             server,
             token,
-        } => runtime
-            .block_on(async {
-                match action {
-                    CompensationAction::List { status, consumer } => {
-                        tend::list(&server, status, consumer, token).await
-                    }
-                    CompensationAction::Retry { id } => tend::retry(&server, &id, token).await,
-                }
-            })
-            .map(|()| 0)
-            .map_err(|e| e.to_string()),
-    };
+        } => done(compensation(action, &server, token).await),
+    }
+}
+
+/// `wow compensation list|retry` against the service at `server`.
+async fn compensation(
+    action: CompensationAction,
+    server: &str,
+    token: Option<String>,
+) -> Result<(), tend::TendError> {
+    match action {
+        CompensationAction::List { status, consumer } => {
+            tend::list(server, status, consumer, token).await
+        }
+        CompensationAction::Retry { id } => tend::retry(server, &id, token).await,
+    }
+}
+
+/// A subcommand that ends with success or an error: success is exit code 0.
+fn done<E: std::fmt::Display>(outcome: Result<(), E>) -> Result<u8, String> {
+    outcome.map(|()| 0).map_err(|e| e.to_string())
+}
+
+/// A subcommand that chooses its own exit code.
+fn coded<E: std::fmt::Display>(outcome: Result<u8, E>) -> Result<u8, String> {
+    outcome.map_err(|e| e.to_string())
+}
+
+/// The process's exit code: the subcommand's own, or 1 after printing the error.
+fn exit_code(outcome: Result<u8, String>) -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(error) => {

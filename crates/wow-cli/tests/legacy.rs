@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -19,6 +18,10 @@ use wow_example_bank::notifications::{Delivery, OutboxRow};
 use wow_example_bank::Bank;
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_sqlite::{SqliteOptions, SqliteStore};
+
+mod support;
+
+use support::wow_stderr;
 
 /// A mailer that deduplicates by key and counts its sends.
 #[derive(Debug, Default)]
@@ -110,19 +113,6 @@ impl Db {
     }
 }
 
-/// Runs `wow ARGS`; returns its exit code and its standard error.
-fn wow(args: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_wow"))
-        .args(args)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 async fn send(bank: &Bank, id: &AggregateId, command: AccountCommand) {
     bank.pipeline
         .gateway
@@ -188,7 +178,7 @@ async fn an_earlier_builds_tables_are_upgraded_without_loss(url: &str, with_tena
     assert_eq!(before.len(), 3);
     downgrade(&db, &before, with_tenant).await;
 
-    let (code, stderr) = wow(&["catch-up", "--store", url]);
+    let (code, stderr) = wow_stderr(&["catch-up", "--store", url]);
     assert_eq!(code, 0, "{stderr}");
     assert!(!db.has_table("account_balance").await);
     assert!(!db.has_table("notification_outbox").await);
@@ -220,14 +210,14 @@ async fn an_earlier_builds_tables_are_upgraded_without_loss(url: &str, with_tena
     drop(bank);
 
     // A rebuild of the outbox refills it from history under the same ids: nothing is resent.
-    let (code, stderr) = wow(&["catch-up", "--store", url, "--rebuild", "notifications"]);
+    let (code, stderr) = wow_stderr(&["catch-up", "--store", url, "--rebuild", "notifications"]);
     assert_eq!(code, 0, "{stderr}");
     let bank = Bank::start(db.stores()).await.unwrap();
     assert_eq!(bank.notifications.rows().await.unwrap().len(), 3);
     let third = bank.notifications.deliver(&mailer, 3).await.unwrap();
     assert_eq!(third.already_done, 3);
     assert!(mailer.sent.lock().unwrap().values().all(|n| *n == 1));
-    let (code, stderr) = wow(&["catch-up", "--store", url, "--rebuild", "no_such_model"]);
+    let (code, stderr) = wow_stderr(&["catch-up", "--store", url, "--rebuild", "no_such_model"]);
     assert_ne!(code, 0);
     assert!(
         stderr.contains("no_such_model") && stderr.contains("account_balance, notifications"),

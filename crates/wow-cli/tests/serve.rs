@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 
 mod support;
 
-use support::Served;
+use support::{wow, Served};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {
@@ -55,19 +55,6 @@ async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {
         folder.path().join("data/wow.db").exists(),
         "the store's folder was created"
     );
-}
-
-/// Runs `wow ARGS` and returns its exit code and stdout.
-fn wow(args: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_wow"))
-        .args(args)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

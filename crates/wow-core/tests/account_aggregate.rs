@@ -173,16 +173,6 @@ fn events_keep_their_names_and_revisions() {
 
 // ---- the JSON runtime ----
 
-fn registry() -> AggregateRegistry {
-    let mut registry = AggregateRegistry::new();
-    registry.register::<Account>().unwrap();
-    registry
-}
-
-fn account_id() -> AggregateId {
-    AggregateId::new("bank", "account", id::new_id(), "t1")
-}
-
 #[test]
 fn registry_refuses_two_aggregates_with_one_name() {
     let mut registry = registry();

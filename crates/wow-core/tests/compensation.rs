@@ -100,11 +100,7 @@ async fn history(
     let store = memory_store();
     let writer = LocalPipeline::builder(registry(), store.clone()).build();
     for command in commands {
-        writer
-            .gateway
-            .send_and_wait(command, WaitPlan::processed())
-            .await
-            .unwrap();
+        send_ok(&writer.gateway, command).await;
     }
     store
 }
@@ -351,11 +347,7 @@ async fn a_retried_saga_resends_under_the_same_request_id_and_moves_money_once()
         .build();
     let checking = account_id();
     for command in [open(&savings, 0), open(&checking, 100)] {
-        pipeline
-            .gateway
-            .send_and_wait(command, WaitPlan::processed())
-            .await
-            .unwrap();
+        send_ok(&pipeline.gateway, command).await;
     }
     let withdraw = command(&checking, AccountCommand::Withdraw(Amount { amount: 30 }));
     let handled = wait_for(&pipeline, withdraw, CommandStage::SagaHandled).await;

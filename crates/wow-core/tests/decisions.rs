@@ -37,14 +37,6 @@ fn process(store: &Arc<dyn EventStore>) -> LocalPipeline {
     LocalPipeline::builder(registry(), store.clone()).build()
 }
 
-async fn processed(pipeline: &LocalPipeline, command: JsonCommand) -> CommandResult {
-    pipeline
-        .gateway
-        .send_and_wait(command, WaitPlan::processed())
-        .await
-        .unwrap()
-}
-
 async fn failed(pipeline: &LocalPipeline, command: JsonCommand) -> CommandResult {
     match pipeline
         .gateway
@@ -56,19 +48,13 @@ async fn failed(pipeline: &LocalPipeline, command: JsonCommand) -> CommandResult
     }
 }
 
-async fn opened(pipeline: &LocalPipeline, balance: u64) -> AggregateId {
-    let id = account_id();
-    processed(pipeline, open(&id, balance)).await;
-    id
-}
-
 #[tokio::test]
 async fn an_applied_withdrawal_resent_after_a_restart_is_its_duplicate_not_a_business_error() {
     let store = memory_store();
     let first = process(&store);
-    let id = opened(&first, 100).await;
+    let id = opened(&first.gateway, 100).await;
     let withdrawal = withdraw(&id, 100).with_request_id("w-1");
-    let applied = processed(&first, withdrawal.clone()).await;
+    let applied = send_ok(&first.gateway, withdrawal.clone()).await;
     assert_eq!(applied.aggregate_version, Some(2));
     drop(first);
 
@@ -136,8 +122,8 @@ async fn an_applied_withdrawal_resent_through_a_gateway_only_node_is_its_duplica
 async fn a_command_with_no_events_under_an_applied_request_id_is_told_it_was_reused() {
     let store = memory_store();
     let first = process(&store);
-    let id = opened(&first, 10).await;
-    processed(&first, deposit(&id, 5).with_request_id("d-1")).await;
+    let id = opened(&first.gateway, 10).await;
+    send_ok(&first.gateway, deposit(&id, 5).with_request_id("d-1")).await;
 
     let restarted = process(&store);
     let check = command(&id, AccountCommand::Check).with_request_id("d-1");
@@ -146,8 +132,8 @@ async fn a_command_with_no_events_under_an_applied_request_id_is_told_it_was_reu
     assert_eq!(answer.aggregate_version, Some(2));
 
     // A check under a request id of its own still records nothing (SPEC RQ-13).
-    let own = processed(
-        &restarted,
+    let own = send_ok(
+        &restarted.gateway,
         command(&id, AccountCommand::Check).with_request_id("c-1"),
     )
     .await;
@@ -158,7 +144,7 @@ async fn a_command_with_no_events_under_an_applied_request_id_is_told_it_was_reu
 async fn a_rejection_is_recorded_and_every_later_message_gets_it_without_effect() {
     let store = memory_store();
     let first = process(&store);
-    let id = opened(&first, 10).await;
+    let id = opened(&first.gateway, 10).await;
     let too_much = withdraw(&id, 50).with_request_id("w-2");
     let rejected = failed(&first, too_much.clone()).await;
     assert_eq!(
@@ -178,7 +164,7 @@ async fn a_rejection_is_recorded_and_every_later_message_gets_it_without_effect(
 
     // The account can now pay, but the intent was decided: on this process (its filters saw
     // `w-2`) and on a fresh one (they did not), the same rejection comes back.
-    processed(&first, deposit(&id, 100)).await;
+    send_ok(&first.gateway, deposit(&id, 100)).await;
     for node in [&first, &process(&store)] {
         let replayed = failed(node, resend(&too_much)).await;
         assert_eq!(replayed.error_code, rejected.error_code);
@@ -217,7 +203,7 @@ async fn not_found_and_duplicate_aggregate_id_are_recorded_decisions() {
         failed(&pipeline, early.clone()).await.error_code,
         ErrorCode::NotFound
     );
-    processed(&pipeline, open(&missing, 1)).await;
+    send_ok(&pipeline.gateway, open(&missing, 1)).await;
     // The account exists now; the intent was decided when it did not.
     let replayed = failed(&process(&store), resend(&early)).await;
     assert_eq!(replayed.error_code, ErrorCode::NotFound);
@@ -237,14 +223,14 @@ async fn not_found_and_duplicate_aggregate_id_are_recorded_decisions() {
 async fn validation_failures_record_nothing_and_keep_the_request_id_free() {
     let store = memory_store();
     let pipeline = process(&store);
-    let id = opened(&pipeline, 10).await;
+    let id = opened(&pipeline.gateway, 10).await;
     let invalid = deposit(&id, 0).with_request_id("d-0");
     assert_eq!(
         failed(&pipeline, invalid).await.error_code,
         ErrorCode::CommandValidation
     );
     assert!(store.find_decision(&id, "d-0").await.unwrap().is_none());
-    let valid = processed(&pipeline, deposit(&id, 3).with_request_id("d-0")).await;
+    let valid = send_ok(&pipeline.gateway, deposit(&id, 3).with_request_id("d-0")).await;
     assert_eq!(valid.aggregate_version, Some(2));
 }
 
@@ -252,7 +238,7 @@ async fn validation_failures_record_nothing_and_keep_the_request_id_free() {
 async fn a_pinned_version_ahead_of_history_is_not_recorded() {
     let store = memory_store();
     let pipeline = process(&store);
-    let id = opened(&pipeline, 10).await;
+    let id = opened(&pipeline.gateway, 10).await;
     let ahead = deposit(&id, 1)
         .with_request_id("pin-3")
         .with_expected_version(3);
@@ -279,23 +265,23 @@ async fn a_stale_node_decides_again_on_fresh_state_and_never_caches_a_rejection(
     let store = memory_store();
     let node_a = process(&store);
     let node_b = process(&store);
-    let id = opened(&node_a, 11).await; // node A caches balance 11, version 1
-    processed(&node_b, deposit(&id, 2)).await; // history: balance 13, version 2
+    let id = opened(&node_a.gateway, 11).await; // node A caches balance 11, version 1
+    send_ok(&node_b.gateway, deposit(&id, 2)).await; // history: balance 13, version 2
 
     // Decided on A's cached 11 this would be InsufficientBalance.
-    let paid = processed(&node_a, withdraw(&id, 12)).await;
+    let paid = send_ok(&node_a.gateway, withdraw(&id, 12)).await;
     assert_eq!(paid.aggregate_version, Some(3));
 
     // Pinned to the true version, behind A's cache.
-    processed(&node_b, deposit(&id, 1)).await; // version 4
-    let pinned = processed(&node_a, deposit(&id, 1).with_expected_version(4)).await;
+    send_ok(&node_b.gateway, deposit(&id, 1)).await; // version 4
+    let pinned = send_ok(&node_a.gateway, deposit(&id, 1).with_expected_version(4)).await;
     assert_eq!(pinned.aggregate_version, Some(5));
 
     // A rejection on fresh state does not put that state back: B moves on, A decides anew.
     let refused = failed(&node_a, withdraw(&id, 1_000)).await;
     assert_eq!(refused.error_code, ErrorCode::domain("InsufficientBalance"));
-    processed(&node_b, deposit(&id, 1_000)).await;
-    let paid = processed(&node_a, withdraw(&id, 1_000)).await;
+    send_ok(&node_b.gateway, deposit(&id, 1_000)).await;
+    let paid = send_ok(&node_a.gateway, withdraw(&id, 1_000)).await;
     assert_eq!(paid.aggregate_version, Some(7));
 }
 
@@ -306,11 +292,11 @@ async fn a_concurrent_rejection_and_append_of_one_intent_end_in_one_decision() {
         let store = memory_store();
         let node_a = process(&store);
         let node_b = process(&store);
-        let id = opened(&node_a, 5).await;
+        let id = opened(&node_a.gateway, 5).await;
         let intent = withdraw(&id, 8).with_request_id(format!("w-{round}"));
         let (from_a, from_b) = tokio::join!(
             async {
-                processed(&node_b, deposit(&id, 10)).await;
+                send_ok(&node_b.gateway, deposit(&id, 10)).await;
                 node_a
                     .gateway
                     .send_and_wait(intent.clone(), WaitPlan::processed())
@@ -402,7 +388,7 @@ async fn the_look_up_says_in_flight_while_the_node_holds_a_request_and_appended_
 async fn the_look_up_reports_a_recorded_rejection() {
     let store = memory_store();
     let pipeline = process(&store);
-    let id = opened(&pipeline, 1).await;
+    let id = opened(&pipeline.gateway, 1).await;
     failed(&pipeline, withdraw(&id, 2).with_request_id("w-3")).await;
     match pipeline.look_up_request(&id, "w-3").await {
         RequestOutcome::Rejected(record) => {
@@ -427,10 +413,10 @@ async fn a_void_resend_within_the_filter_window_is_dropped_by_a_gateway_backed_b
 async fn another_tenant_resending_a_request_id_learns_nothing_of_its_decision() {
     let store = memory_store();
     let pipeline = process(&store);
-    let id = opened(&pipeline, 1).await;
+    let id = opened(&pipeline.gateway, 1).await;
     let refused = withdraw(&id, 500).with_request_id("w-t");
     failed(&pipeline, refused.clone()).await;
-    processed(&pipeline, deposit(&id, 1).with_request_id("d-t")).await;
+    send_ok(&pipeline.gateway, deposit(&id, 1).with_request_id("d-t")).await;
 
     let mut elsewhere = id.clone();
     elsewhere.tenant_id = "t2".into();
@@ -536,7 +522,7 @@ async fn a_rejection_that_cannot_be_recorded_is_not_final_and_a_resend_decides_a
     });
     let store: Arc<dyn EventStore> = faulty.clone();
     let pipeline = process(&store);
-    let id = opened(&pipeline, 10).await;
+    let id = opened(&pipeline.gateway, 10).await;
     faulty.down.store(true, Ordering::SeqCst);
     let too_much = withdraw(&id, 50).with_request_id("w-down");
     let answer = failed(&pipeline, too_much.clone()).await;
@@ -557,7 +543,7 @@ async fn a_rejection_that_cannot_be_recorded_is_not_final_and_a_resend_decides_a
 
     // Nothing was decided: once the account can pay, the same intent goes through.
     faulty.down.store(false, Ordering::SeqCst);
-    processed(&pipeline, deposit(&id, 100)).await;
-    let paid = processed(&process(&store), resend(&too_much)).await;
+    send_ok(&pipeline.gateway, deposit(&id, 100)).await;
+    let paid = send_ok(&process(&store).gateway, resend(&too_much)).await;
     assert_eq!(paid.aggregate_version, Some(3));
 }

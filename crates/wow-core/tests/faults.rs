@@ -196,39 +196,19 @@ async fn a_stale_node_re_decides_an_unpinned_command_and_fails_a_pinned_one() {
     let node_a = LocalPipeline::builder(registry(), store.clone()).build();
     let node_b = LocalPipeline::builder(registry(), store.clone()).build();
     let id = account_id();
-    node_a
-        .gateway
-        .send_and_wait(open(&id, 10), WaitPlan::processed())
-        .await
-        .unwrap();
-    node_a
-        .gateway
-        .send_and_wait(deposit(&id, 1), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&node_a.gateway, open(&id, 10)).await;
+    send_ok(&node_a.gateway, deposit(&id, 1)).await;
     // Node B writes behind node A's cache.
-    node_b
-        .gateway
-        .send_and_wait(deposit(&id, 2), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&node_b.gateway, deposit(&id, 2)).await;
 
-    let redecided = node_a
-        .gateway
-        .send_and_wait(deposit(&id, 3), WaitPlan::processed())
-        .await
-        .unwrap();
+    let redecided = send_ok(&node_a.gateway, deposit(&id, 3)).await;
     assert_eq!(
         redecided.aggregate_version,
         Some(4),
         "reloaded and decided again, at the next free version"
     );
 
-    node_b
-        .gateway
-        .send_and_wait(deposit(&id, 4), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&node_b.gateway, deposit(&id, 4)).await;
     let pinned = deposit(&id, 5).with_expected_version(4);
     let error = node_a
         .gateway
@@ -258,11 +238,7 @@ async fn a_stale_node_re_decides_an_unpinned_command_and_fails_a_pinned_one() {
 
     // Pinned to the true version, it goes through.
     let pinned = deposit(&id, 5).with_expected_version(5);
-    let ok = node_a
-        .gateway
-        .send_and_wait(pinned, WaitPlan::processed())
-        .await
-        .unwrap();
+    let ok = send_ok(&node_a.gateway, pinned).await;
     assert_eq!(ok.aggregate_version, Some(6));
 }
 
@@ -270,11 +246,7 @@ async fn a_stale_node_re_decides_an_unpinned_command_and_fails_a_pinned_one() {
 async fn a_pinned_version_that_is_not_current_is_rejected_before_the_handler() {
     let pipeline = LocalPipeline::builder(registry(), memory_store()).build();
     let id = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&id, 10), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&id, 10)).await;
     let error = pipeline
         .gateway
         .send_and_wait(

@@ -21,19 +21,11 @@ fn pipeline() -> LocalPipeline {
 async fn send_and_wait_returns_the_processed_result_with_the_new_version() {
     let pipeline = pipeline();
     let id = account_id();
-    let opened = pipeline
-        .gateway
-        .send_and_wait(open(&id, 10), WaitPlan::processed())
-        .await
-        .unwrap();
+    let opened = send_ok(&pipeline.gateway, open(&id, 10)).await;
     assert_eq!(opened.stage, CommandStage::Processed);
     assert_eq!(opened.aggregate_version, Some(1));
     assert_eq!(opened.error_code, ErrorCode::Ok);
-    let deposited = pipeline
-        .gateway
-        .send_and_wait(deposit(&id, 5), WaitPlan::processed())
-        .await
-        .unwrap();
+    let deposited = send_ok(&pipeline.gateway, deposit(&id, 5)).await;
     assert_eq!(deposited.aggregate_version, Some(2));
     assert_eq!(pipeline.waits.waiting(), 0, "no wait handle is left behind");
 }
@@ -42,11 +34,7 @@ async fn send_and_wait_returns_the_processed_result_with_the_new_version() {
 async fn validation_failure_is_reported_before_sending_and_keeps_the_request_id_free() {
     let pipeline = pipeline();
     let id = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&id, 1), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&id, 1)).await;
     let bad = deposit(&id, 0).with_request_id("deposit-1");
     let error = pipeline
         .gateway
@@ -61,11 +49,7 @@ async fn validation_failure_is_reported_before_sending_and_keeps_the_request_id_
     assert_eq!(result.request_id, "deposit-1");
     // The request id was not consumed: the corrected command with it goes through.
     let fixed = deposit(&id, 3).with_request_id("deposit-1");
-    let ok = pipeline
-        .gateway
-        .send_and_wait(fixed, WaitPlan::processed())
-        .await
-        .unwrap();
+    let ok = send_ok(&pipeline.gateway, fixed).await;
     assert_eq!(ok.aggregate_version, Some(2));
     assert_eq!(
         pipeline.metrics.snapshot().bloom_hits,
@@ -78,11 +62,7 @@ async fn validation_failure_is_reported_before_sending_and_keeps_the_request_id_
 async fn failed_results_carry_the_complete_result() {
     let pipeline = pipeline();
     let id = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&id, 1), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&id, 1)).await;
     let withdraw =
         command(&id, AccountCommand::Withdraw(Amount { amount: 100 })).with_request_id("w-1");
     let command_id = withdraw.id.clone();
@@ -145,18 +125,10 @@ async fn unknown_aggregate_and_missing_aggregate_are_not_found() {
 async fn a_resend_is_answered_with_the_original_outcome() {
     let pipeline = pipeline();
     let id = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&id, 1), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&id, 1)).await;
     let first = deposit(&id, 5).with_request_id("intent-7");
     let first_command_id = first.id.clone();
-    pipeline
-        .gateway
-        .send_and_wait(first.clone(), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, first.clone()).await;
     let error = pipeline
         .gateway
         .send_and_wait(resend(&first), WaitPlan::processed())
@@ -181,11 +153,7 @@ async fn a_resend_is_answered_with_the_original_outcome() {
 async fn a_reused_request_id_with_another_body_is_request_id_reused() {
     let pipeline = pipeline();
     let id = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&id, 1), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&id, 1)).await;
     pipeline
         .gateway
         .send_and_wait(
@@ -216,11 +184,7 @@ async fn a_reused_request_id_with_another_body_is_request_id_reused() {
 async fn sixty_four_concurrent_sends_of_one_request_id_make_one_stream() {
     let pipeline = Arc::new(pipeline());
     let id = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&id, 1), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&id, 1)).await;
     let intent = deposit(&id, 1).with_request_id("storm");
     let tasks: Vec<_> = (0..64)
         .map(|_| {
@@ -253,11 +217,7 @@ async fn sixty_four_concurrent_sends_of_one_request_id_make_one_stream() {
 async fn a_handler_that_records_nothing_says_so_and_runs_again_on_resend() {
     let pipeline = pipeline();
     let id = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&id, 1), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&id, 1)).await;
     let check = command(&id, AccountCommand::Check).with_request_id("check-1");
     let runs_before = pipeline.metrics.snapshot().handler_runs;
     let result = pipeline
@@ -272,11 +232,7 @@ async fn a_handler_that_records_nothing_says_so_and_runs_again_on_resend() {
     );
     assert_eq!(result.result.get(RECORDED), Some(&json!(false)));
     assert_eq!(result.aggregate_version, Some(1));
-    let again = pipeline
-        .gateway
-        .send_and_wait(resend(&check), WaitPlan::processed())
-        .await
-        .unwrap();
+    let again = send_ok(&pipeline.gateway, resend(&check)).await;
     assert_eq!(again.result.get(RECORDED), Some(&json!(false)));
     assert_eq!(
         pipeline.metrics.snapshot().handler_runs,
@@ -347,11 +303,7 @@ async fn the_stream_yields_a_failure_as_an_element() {
 async fn a_caller_timeout_is_a_distinct_error_that_carries_the_ids_and_the_timeout() {
     let pipeline = pipeline();
     let id = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&id, 1), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&id, 1)).await;
     // No consumer ever reports this function, so the wait can only expire.
     let plan = WaitPlan::new(CommandStage::Projected)
         .for_function("no-such-projection")
@@ -390,11 +342,7 @@ async fn a_caller_timeout_is_a_distinct_error_that_carries_the_ids_and_the_timeo
 async fn each_tenant_has_its_own_aggregate_under_one_id() {
     let pipeline = pipeline();
     let id = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&id, 10), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&id, 10)).await;
     let mut elsewhere = id.clone();
     elsewhere.tenant_id = "t2".into();
     let error = pipeline

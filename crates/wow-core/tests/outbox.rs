@@ -1,23 +1,26 @@
 //! The outbox: rows written once per event, delivered at most once each (SPEC DS-2).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::{add, counter, stream};
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use wow_core::aggregate::Aggregate;
 use wow_core::event::{
     effect_key, EffectJournal, EventConsumer, InMemoryEffectJournal, ProcessError, Processed,
 };
 use wow_core::eventsourcing::BoxError;
 use wow_core::outbox::*;
-use wow_core::testing_example::{Added, Counter, CounterEvent};
+use wow_core::testing_example::{Counter, CounterEvent};
 use wow_core::view::{
     InMemoryViewStore, ViewFilter, ViewKey, ViewRow, ViewStore, ViewStoreError, ViewUpdate,
 };
-use wow_core::{AggregateId, DomainEvent, DomainEventStream, ErrorCode};
+use wow_core::{AggregateId, ErrorCode};
 
 /// One row per unit added: `Added { by: 2 }` owes two rows.
 #[derive(Debug)]
@@ -47,28 +50,6 @@ impl Outbox for Units {
             })
             .collect()
     }
-}
-
-fn counter(id: &str, tenant: &str) -> AggregateId {
-    Counter::named_aggregate().aggregate_id(id, tenant)
-}
-
-fn stream(aggregate: &AggregateId, version: u64, events: &[CounterEvent]) -> DomainEventStream {
-    DomainEventStream {
-        id: wow_core::id::new_id(),
-        request_id: wow_core::id::new_id(),
-        command_id: wow_core::id::new_id(),
-        aggregate_id: aggregate.clone(),
-        version,
-        create_time: 0,
-        fingerprint: String::new(),
-        header: Default::default(),
-        body: events.iter().map(|e| DomainEvent::of(e).unwrap()).collect(),
-    }
-}
-
-fn add(by: u64) -> CounterEvent {
-    CounterEvent::Added(Added { by })
 }
 
 /// A view store whose `fail_at`th update (from 1) fails once, as a crash between two rows.

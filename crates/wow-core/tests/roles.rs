@@ -103,27 +103,13 @@ fn clock() -> Arc<ManualClock> {
     Arc::new(ManualClock::at(1_000_000))
 }
 
-async fn opened(roles: &Roles) -> wow_core::AggregateId {
-    let id = account_id();
-    roles
-        .gateway
-        .send_and_wait(open(&id, 10), WaitPlan::processed())
-        .await
-        .unwrap();
-    id
-}
-
 #[tokio::test]
 async fn gateway_only_lets_a_bloom_hit_through_and_the_node_rejects_it_before_the_handler() {
     let roles = Roles::new();
     let node = roles.start_node(true, clock());
-    let id = opened(&roles).await;
+    let id = opened(&roles.gateway, 10).await;
     let first = deposit(&id, 1).with_request_id("once");
-    roles
-        .gateway
-        .send_and_wait(first.clone(), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&roles.gateway, first.clone()).await;
     let runs = node.snapshot().handler_runs;
 
     let error = roles
@@ -159,13 +145,9 @@ async fn gateway_only_lets_a_bloom_hit_through_and_the_node_rejects_it_before_th
 async fn waiting_for_sent_on_a_gateway_only_node_sees_a_resend_succeed() {
     let roles = Roles::new();
     roles.start_node(true, clock());
-    let id = opened(&roles).await;
+    let id = opened(&roles.gateway, 10).await;
     let first = deposit(&id, 1).with_request_id("r");
-    roles
-        .gateway
-        .send_and_wait(first.clone(), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&roles.gateway, first.clone()).await;
     let sent = roles.gateway.send(resend(&first)).await.unwrap();
     assert_eq!((sent.stage, sent.succeeded), (CommandStage::Sent, true));
     let error = roles
@@ -180,13 +162,9 @@ async fn waiting_for_sent_on_a_gateway_only_node_sees_a_resend_succeed() {
 async fn after_a_node_restart_the_handler_runs_again_and_the_append_rejects_the_duplicate() {
     let roles = Roles::new();
     roles.start_node(true, clock());
-    let id = opened(&roles).await;
+    let id = opened(&roles.gateway, 10).await;
     let first = deposit(&id, 1).with_request_id("before-restart");
-    let original = roles
-        .gateway
-        .send_and_wait(first.clone(), WaitPlan::processed())
-        .await
-        .unwrap();
+    let original = send_ok(&roles.gateway, first.clone()).await;
 
     let restarted = roles.start_node(true, clock());
     let error = roles
@@ -215,13 +193,9 @@ async fn after_a_ttl_rotation_the_append_rejects_the_duplicate() {
     let roles = Roles::new();
     let clock = clock();
     let node = roles.start_node(true, clock.clone());
-    let id = opened(&roles).await;
+    let id = opened(&roles.gateway, 10).await;
     let first = deposit(&id, 1).with_request_id("old-intent");
-    roles
-        .gateway
-        .send_and_wait(first.clone(), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&roles.gateway, first.clone()).await;
 
     // Within the window the node's filter catches it before the handler.
     roles
@@ -247,13 +221,9 @@ async fn after_a_ttl_rotation_the_append_rejects_the_duplicate() {
 async fn without_a_node_checker_the_append_is_the_only_duplicate_check() {
     let roles = Roles::new();
     let node = roles.start_node(false, clock());
-    let id = opened(&roles).await;
+    let id = opened(&roles.gateway, 10).await;
     let first = deposit(&id, 1).with_request_id("unchecked");
-    roles
-        .gateway
-        .send_and_wait(first.clone(), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&roles.gateway, first.clone()).await;
     let error = roles
         .gateway
         .send_and_wait(resend(&first), WaitPlan::processed())
@@ -295,13 +265,9 @@ async fn a_custom_provider_replaces_only_the_gateways_filters() {
         )))
     });
     let node = roles.start_node(true, clock());
-    let id = opened(&roles).await;
+    let id = opened(&roles.gateway, 10).await;
     let first = deposit(&id, 1).with_request_id("custom");
-    roles
-        .gateway
-        .send_and_wait(first.clone(), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&roles.gateway, first.clone()).await;
     let error = roles
         .gateway
         .send_and_wait(resend(&first), WaitPlan::processed())
@@ -323,17 +289,9 @@ async fn a_custom_provider_replaces_only_the_gateways_filters() {
 async fn a_monolith_holds_two_filters_and_its_gateway_rejects_a_known_resend_before_sending() {
     let pipeline = wow_core::pipeline::LocalPipeline::builder(registry(), memory_store()).build();
     let id = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&id, 1), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&id, 1)).await;
     let first = deposit(&id, 1).with_request_id("mono");
-    pipeline
-        .gateway
-        .send_and_wait(first.clone(), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, first.clone()).await;
     let runs = pipeline.metrics.snapshot().handler_runs;
     let error = pipeline
         .gateway
@@ -380,11 +338,7 @@ async fn a_failed_send_releases_the_reservation() {
     assert_eq!(roles.waits.waiting(), 0);
 
     roles.start_node(true, clock());
-    let retried = roles
-        .gateway
-        .send_and_wait(resend(&first), WaitPlan::processed())
-        .await
-        .unwrap();
+    let retried = send_ok(&roles.gateway, resend(&first)).await;
     assert_eq!(retried.aggregate_version, Some(1));
     assert_eq!(
         roles.gateway_metrics.snapshot().bloom_hits,
@@ -440,11 +394,7 @@ async fn a_replayed_create_reports_the_original_outcome_and_a_competing_create_i
     roles.start_node(true, clock());
     let id = account_id();
     let create = open(&id, 5).with_request_id("create-1");
-    roles
-        .gateway
-        .send_and_wait(create.clone(), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&roles.gateway, create.clone()).await;
     roles.start_node(true, clock()); // the new node's filter has not seen it
 
     let error = roles

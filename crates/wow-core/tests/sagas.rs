@@ -53,16 +53,8 @@ async fn a_redelivered_event_does_not_start_a_second_intent() {
         .saga(saga)
         .build();
     let checking = account_id();
-    pipeline
-        .gateway
-        .send_and_wait(open(&savings, 0), WaitPlan::processed())
-        .await
-        .unwrap();
-    pipeline
-        .gateway
-        .send_and_wait(open(&checking, 100), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&pipeline.gateway, open(&savings, 0)).await;
+    send_ok(&pipeline.gateway, open(&checking, 100)).await;
 
     let withdraw = command(&checking, AccountCommand::Withdraw(Amount { amount: 30 }));
     let handled = pipeline

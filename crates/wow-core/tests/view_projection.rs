@@ -1,17 +1,19 @@
 //! Tests of ViewProjection over the crate's Counter example.
 #![allow(clippy::unwrap_used)]
+
+mod support;
+
 use serde::{Deserialize, Serialize};
+use support::{add, counter, stream};
 
 use std::sync::Arc;
 
-use wow_core::aggregate::Aggregate;
 use wow_core::event::EventConsumer;
-use wow_core::testing_example::{Added, Counter, CounterEvent};
+use wow_core::testing_example::{Counter, CounterEvent};
 use wow_core::view::InMemoryViewStore;
 use wow_core::view::*;
 use wow_core::AggregateId;
-use wow_core::DomainEvent;
-use wow_core::{DomainEventStream, ErrorCode};
+use wow_core::ErrorCode;
 
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 struct Total {
@@ -33,28 +35,6 @@ impl View for CounterTotal {
             state.sum += added.by;
         }
     }
-}
-
-fn counter(id: &str, tenant: &str) -> AggregateId {
-    Counter::named_aggregate().aggregate_id(id, tenant)
-}
-
-fn stream(aggregate: &AggregateId, version: u64, events: &[CounterEvent]) -> DomainEventStream {
-    DomainEventStream {
-        id: wow_core::id::new_id(),
-        request_id: wow_core::id::new_id(),
-        command_id: wow_core::id::new_id(),
-        aggregate_id: aggregate.clone(),
-        version,
-        create_time: 0,
-        fingerprint: String::new(),
-        header: Default::default(),
-        body: events.iter().map(|e| DomainEvent::of(e).unwrap()).collect(),
-    }
-}
-
-fn add(by: u64) -> CounterEvent {
-    CounterEvent::Added(Added { by })
 }
 
 fn projection() -> (Arc<dyn ViewStore>, ViewProjection<CounterTotal>) {

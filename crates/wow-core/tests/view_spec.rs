@@ -1,8 +1,12 @@
 //! Tests of ViewSpec over the crate's Counter example.
 #![allow(clippy::unwrap_used)]
-use serde::{Deserialize, Serialize};
 
-use wow_core::testing_example::{Added, Counter, CounterEvent};
+mod support;
+
+use serde::{Deserialize, Serialize};
+use support::add;
+
+use wow_core::testing_example::{Counter, CounterEvent};
 use wow_core::view::*;
 
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,10 +29,6 @@ impl View for CounterLog {
             CounterEvent::Added(added) => state.additions.push(added.by),
         }
     }
-}
-
-fn add(by: u64) -> CounterEvent {
-    CounterEvent::Added(Added { by })
 }
 
 #[test]

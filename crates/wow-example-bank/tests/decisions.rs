@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{account, cmd, Store, Target};
+use support::{account, cmd, open, send_ok, Store, Target};
 use wow_core::command::{CommandResultError, JsonCommand, WaitPlan, REPLAYED};
 use wow_core::{id, AggregateId, CommandResult, ErrorCode};
 use wow_example_bank::account::*;
@@ -14,14 +14,6 @@ use wow_example_bank::{Bank, BankOptions};
 /// A process over `store`: its own Bloom filters, cache and consumers.
 async fn process(store: &Store) -> Bank {
     Bank::start_with(store.stores(), BankOptions::default())
-        .await
-        .unwrap()
-}
-
-async fn ok(bank: &Bank, command: JsonCommand) -> CommandResult {
-    bank.pipeline
-        .gateway
-        .send_and_wait(command, WaitPlan::processed())
         .await
         .unwrap()
 }
@@ -48,11 +40,7 @@ fn deposit(id: &AggregateId, amount: i64) -> JsonCommand {
 
 async fn opened(bank: &Bank, balance: i64) -> AggregateId {
     let id = account(&id::new_id());
-    let open = AccountCommand::Open(Open {
-        name: "Ann".into(),
-        balance,
-    });
-    ok(bank, cmd(&id, open)).await;
+    open(bank, &id, balance).await;
     id
 }
 
@@ -64,7 +52,7 @@ async fn decisions_hold_across_processes(url: &str) {
     let first = process(&store).await;
     let id = opened(&first, 100).await;
     let withdrawal = withdraw(&id, 100).with_request_id("w-1");
-    ok(&first, withdrawal.clone()).await;
+    send_ok(&first, withdrawal.clone()).await;
     let too_much = withdraw(&id, 50).with_request_id("w-2");
     let rejected = refused(&first, too_much.clone()).await;
     assert_eq!(
@@ -82,7 +70,7 @@ async fn decisions_hold_across_processes(url: &str) {
     assert_eq!(duplicate.aggregate_version, Some(2));
 
     // The rejected one stays rejected after the account could pay.
-    ok(&restarted, deposit(&id, 500)).await;
+    send_ok(&restarted, deposit(&id, 500)).await;
     let mut again = too_much.clone();
     again.id = id::new_id();
     let replayed = refused(&restarted, again).await;
@@ -94,15 +82,15 @@ async fn decisions_hold_across_processes(url: &str) {
     // writes behind A's cache; A decides on fresh state.
     let other = process(&Store::open(url).await).await;
     let id = opened(&restarted, 11).await;
-    ok(&other, deposit(&id, 2)).await; // balance 13, version 2
-    let paid = ok(&restarted, withdraw(&id, 12)).await;
+    send_ok(&other, deposit(&id, 2)).await; // balance 13, version 2
+    let paid = send_ok(&restarted, withdraw(&id, 12)).await;
     assert_eq!(
         paid.aggregate_version,
         Some(3),
         "not refused on a cached 11"
     );
-    ok(&other, deposit(&id, 1)).await; // version 4
-    let pinned = ok(&restarted, deposit(&id, 1).with_expected_version(4)).await;
+    send_ok(&other, deposit(&id, 1)).await; // version 4
+    let pinned = send_ok(&restarted, deposit(&id, 1).with_expected_version(4)).await;
     assert_eq!(pinned.aggregate_version, Some(5));
     let history = store.events().load(&id, 1, u64::MAX).await.unwrap();
     assert_eq!(history.len(), 5);

@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::cmd;
+use support::{cmd, send_ok};
 use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::EventStore;
 use wow_core::Stores;
@@ -29,32 +29,16 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
         let store = SqliteStore::open(options.clone()).await.unwrap();
         let bank = bank(&store).await;
         let gateway = &bank.pipeline.gateway;
-        gateway
-            .send_and_wait(
-                cmd(
-                    &a,
-                    AccountCommand::Open(Open {
-                        name: "Ann".into(),
-                        balance: 100,
-                    }),
-                ),
-                WaitPlan::processed(),
-            )
-            .await
-            .unwrap();
-        gateway
-            .send_and_wait(
-                cmd(
-                    &b,
-                    AccountCommand::Open(Open {
-                        name: "Bob".into(),
-                        balance: 0,
-                    }),
-                ),
-                WaitPlan::processed(),
-            )
-            .await
-            .unwrap();
+        let open = AccountCommand::Open(Open {
+            name: "Ann".into(),
+            balance: 100,
+        });
+        send_ok(&bank, cmd(&a, open)).await;
+        let open = AccountCommand::Open(Open {
+            name: "Bob".into(),
+            balance: 0,
+        });
+        send_ok(&bank, cmd(&b, open)).await;
         gateway
             .send_and_wait(
                 cmd(

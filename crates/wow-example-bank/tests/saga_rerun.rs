@@ -9,7 +9,7 @@ mod support;
 
 use std::sync::Arc;
 
-use support::{account, cmd, Store, Target};
+use support::{account, cmd, open, Store, Target};
 use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::{load_aggregate, EventStore, InMemoryEventStore, RequestDecision};
 use wow_core::saga::saga_request_id;
@@ -51,18 +51,6 @@ async fn state(store: &dyn EventStore, id: &AggregateId) -> AccountState {
         .await
         .unwrap();
     loaded.downcast_ref::<AccountState>().unwrap().clone()
-}
-
-async fn open(bank: &Bank, id: &AggregateId, balance: i64) {
-    let open = AccountCommand::Open(Open {
-        name: id.id.clone(),
-        balance,
-    });
-    bank.pipeline
-        .gateway
-        .send_and_wait(cmd(id, open), WaitPlan::processed())
-        .await
-        .unwrap();
 }
 
 /// Re-runs the transfer saga on `stream`, as catch-up or a compensation retry does.

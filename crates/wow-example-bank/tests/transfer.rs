@@ -1,11 +1,14 @@
 //! The transfer saga end to end in one process: confirm, cancel, redelivery.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::sync::Arc;
 
-use wow_core::command::{JsonCommand, WaitPlan};
+use support::{cmd, open, send_ok};
+use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
-use wow_core::{id, AggregateId, CommandMessage, CommandStage};
+use wow_core::{id, AggregateId, CommandStage};
 use wow_example_bank::account::*;
 use wow_example_bank::Bank;
 
@@ -41,27 +44,6 @@ async fn bank() -> Bank {
 
 fn account() -> AggregateId {
     AggregateId::new("bank", "account", id::new_id(), "t")
-}
-
-fn cmd(id: &AggregateId, command: AccountCommand) -> JsonCommand {
-    CommandMessage::of(id.clone(), command).into_json().unwrap()
-}
-
-async fn open(bank: &Bank, id: &AggregateId, balance: i64) {
-    bank.pipeline
-        .gateway
-        .send_and_wait(
-            cmd(
-                id,
-                AccountCommand::Open(Open {
-                    name: "Ann".into(),
-                    balance,
-                }),
-            ),
-            WaitPlan::processed(),
-        )
-        .await
-        .unwrap();
 }
 
 async fn transfer(
@@ -108,11 +90,7 @@ async fn a_transfer_to_a_missing_or_frozen_account_is_cancelled() {
     let (a, missing, frozen) = (account(), account(), account());
     open(&bank, &a, 100).await;
     open(&bank, &frozen, 0).await;
-    bank.pipeline
-        .gateway
-        .send_and_wait(cmd(&frozen, AccountCommand::Freeze), WaitPlan::processed())
-        .await
-        .unwrap();
+    send_ok(&bank, cmd(&frozen, AccountCommand::Freeze)).await;
     for target in [&missing, &frozen] {
         let done = transfer(&bank, &a, target, 40).await;
         assert_eq!(done.result["commands"][1]["command"], "cancel_transfer");

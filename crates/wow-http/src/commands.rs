@@ -9,12 +9,13 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use serde_json::Value;
 use wow_core::command::{headers, CommandInfo, CommandKind, WaitPlan};
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, ErrorCode};
 
 use crate::auth::NoTenant;
 use crate::create_id::derived_aggregate_id;
-use crate::input::{self, InputError};
+use crate::input::{self, CommandOptions, InputError};
 use crate::status::respond;
 use crate::{auth, HttpState};
 
@@ -58,6 +59,8 @@ fn unnamed_id(headers: &HeaderMap, tenant: &str, aggregate: &str) -> String {
     }
 }
 
+/// A command's whole route: who sends it, to which aggregate, with which options and body;
+/// then either its result or, when asked, its stream of stages.
 async fn handle(
     state: HttpState,
     aggregate: String,
@@ -69,56 +72,104 @@ async fn handle(
     let started = Instant::now();
     let tenant = match auth::tenant(state.config(), &headers) {
         Ok(tenant) => tenant.0,
-        // A command's error carries its ids (SPEC ID-4); the tenant it named is not one.
-        Err(NoTenant::Invalid(rule)) => {
-            let named = AggregateId::new("", aggregate, id.unwrap_or_default(), "");
-            let request_id = headers
-                .get(headers::REQUEST_ID)
-                .and_then(|v| v.to_str().ok());
-            let error = InputError::bad(ErrorCode::IllegalArgument, headers::TENANT_ID, rule);
-            return respond(error.result(&named, request_id));
-        }
-        Err(unauthorized) => return unauthorized.response(),
+        Err(refused) => return refuse_tenant(refused, &headers, &aggregate, id.as_deref()),
     };
     let id = id.unwrap_or_else(|| unnamed_id(&headers, &tenant, &aggregate));
     let Some(runtime) = state.registry().get(&aggregate) else {
-        let unknown = AggregateId::new("", aggregate.clone(), id, tenant);
-        let error = InputError {
-            code: ErrorCode::NotFound,
-            message: format!("no aggregate named `{aggregate}`"),
-            binding_errors: Vec::new(),
-        };
-        return respond(error.result(&unknown, None));
+        return unknown_aggregate(aggregate, id, tenant);
     };
     let aggregate_id = runtime.named_aggregate().aggregate_id(id.clone(), tenant);
     let prepared = input::options(&headers, state.config()).and_then(|options| {
         input::check_id("aggregateId", &id, true)?;
-        let info = runtime
-            .commands()
-            .iter()
-            // An internal command is sent by sagas only: to a caller it does not exist.
-            .find(|c| c.name == command && !c.internal)
-            .copied()
-            .ok_or_else(|| InputError {
-                code: ErrorCode::NotFound,
-                message: format!("aggregate `{aggregate}` has no command `{command}`"),
-                binding_errors: Vec::new(),
-            })?;
-        Ok((options, info))
+        Ok((
+            options,
+            find_command(runtime.commands(), &aggregate, &command)?,
+        ))
     });
-    let (options, info): (_, CommandInfo) = match prepared {
+    let (options, info) = match prepared {
         Ok(prepared) => prepared,
-        Err(error) => {
-            let request_id = headers
-                .get(headers::REQUEST_ID)
-                .and_then(|v| v.to_str().ok());
-            return respond(error.result(&aggregate_id, request_id));
-        }
+        Err(error) => return respond(error.result(&aggregate_id, request_id_header(&headers))),
     };
     let value = match input::body(body, state.config().body_limit).await {
         Ok(value) => value,
         Err(error) => return respond(error.result(&aggregate_id, options.request_id.as_deref())),
     };
+    let stream = options.stream && info.kind != CommandKind::Void;
+    let (message, plan) = message_and_plan(aggregate_id, info, options, value);
+    if stream {
+        return stream_stages(state, message, plan, started);
+    }
+    let result = match state.gateway().send_and_wait(message, plan).await {
+        Ok(result) => result,
+        Err(error) => error.result().clone(),
+    };
+    state.metrics().observe(&result, started.elapsed());
+    respond(result)
+}
+
+/// The raw `Command-Request-Id` header, as the caller sent it.
+fn request_id_header(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(headers::REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+}
+
+/// The answer to a request whose tenant is refused: unauthorized, or a tenant id that
+/// breaks the rules.
+fn refuse_tenant(
+    refused: NoTenant,
+    headers: &HeaderMap,
+    aggregate: &str,
+    id: Option<&str>,
+) -> Response {
+    match refused {
+        // A command's error carries its ids (SPEC ID-4); the tenant it named is not one.
+        NoTenant::Invalid(rule) => {
+            let named = AggregateId::new("", aggregate, id.unwrap_or_default(), "");
+            let error = InputError::bad(ErrorCode::IllegalArgument, headers::TENANT_ID, rule);
+            respond(error.result(&named, request_id_header(headers)))
+        }
+        unauthorized => unauthorized.response(),
+    }
+}
+
+/// The answer to a command for an aggregate this service does not have.
+fn unknown_aggregate(aggregate: String, id: String, tenant: String) -> Response {
+    let message = format!("no aggregate named `{aggregate}`");
+    let unknown = AggregateId::new("", aggregate, id, tenant);
+    let error = InputError {
+        code: ErrorCode::NotFound,
+        message,
+        binding_errors: Vec::new(),
+    };
+    respond(error.result(&unknown, None))
+}
+
+/// The command a caller may send by this name.
+fn find_command(
+    commands: &[CommandInfo],
+    aggregate: &str,
+    command: &str,
+) -> Result<CommandInfo, InputError> {
+    commands
+        .iter()
+        // An internal command is sent by sagas only: to a caller it does not exist.
+        .find(|c| c.name == command && !c.internal)
+        .copied()
+        .ok_or_else(|| InputError {
+            code: ErrorCode::NotFound,
+            message: format!("aggregate `{aggregate}` has no command `{command}`"),
+            binding_errors: Vec::new(),
+        })
+}
+
+/// The message to send and how long and for which stage to wait.
+fn message_and_plan(
+    aggregate_id: AggregateId,
+    info: CommandInfo,
+    options: CommandOptions,
+    value: Value,
+) -> (CommandMessage<Value>, WaitPlan) {
     let mut message = CommandMessage::new(aggregate_id, info.name, info.kind, value);
     if let Some(request_id) = options.request_id {
         message.request_id = request_id;
@@ -131,38 +182,39 @@ async fn handle(
     } else {
         CommandStage::Processed
     });
-    let plan = WaitPlan::new(stage).with_timeout(options.timeout);
-    if options.stream && info.kind != CommandKind::Void {
-        let metrics_state = state.clone();
-        let awaited = plan.stage;
-        // One event per stage (DESIGN.md §5): the per-consumer signals stay in the library.
-        let events = state
-            .gateway()
-            .send_and_wait_stream(message, plan)
-            .filter(|result| std::future::ready(result.function.is_none()))
-            .map(move |result| {
-                // A command counts once, by the element that ends its stream: the awaited
-                // stage, or a failure (a timeout included).
-                if result.stage == awaited || !result.succeeded {
-                    metrics_state.metrics().observe(&result, started.elapsed());
-                }
-                let event = Event::default()
-                    .id(result.id.clone())
-                    .event(result.stage.as_str());
-                Ok::<_, Infallible>(
-                    event
-                        .json_data(&result)
-                        .unwrap_or_else(|_| Event::default().data("{}")),
-                )
-            });
-        return Sse::new(events)
-            .keep_alive(KeepAlive::default())
-            .into_response();
-    }
-    let result = match state.gateway().send_and_wait(message, plan).await {
-        Ok(result) => result,
-        Err(error) => error.result().clone(),
-    };
-    state.metrics().observe(&result, started.elapsed());
-    respond(result)
+    (message, WaitPlan::new(stage).with_timeout(options.timeout))
+}
+
+/// Sends the command and answers with one server-sent event per stage (DESIGN.md §5).
+fn stream_stages(
+    state: HttpState,
+    message: CommandMessage<Value>,
+    plan: WaitPlan,
+    started: Instant,
+) -> Response {
+    let metrics_state = state.clone();
+    let awaited = plan.stage;
+    // One event per stage (DESIGN.md §5): the per-consumer signals stay in the library.
+    let events = state
+        .gateway()
+        .send_and_wait_stream(message, plan)
+        .filter(|result| std::future::ready(result.function.is_none()))
+        .map(move |result| {
+            // A command counts once, by the element that ends its stream: the awaited
+            // stage, or a failure (a timeout included).
+            if result.stage == awaited || !result.succeeded {
+                metrics_state.metrics().observe(&result, started.elapsed());
+            }
+            let event = Event::default()
+                .id(result.id.clone())
+                .event(result.stage.as_str());
+            Ok::<_, Infallible>(
+                event
+                    .json_data(&result)
+                    .unwrap_or_else(|_| Event::default().data("{}")),
+            )
+        });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }

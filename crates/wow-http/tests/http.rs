@@ -2,6 +2,8 @@
 //! client, the `bank` domain.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +16,8 @@ use wow_core::AggregateId;
 use wow_example_bank::Bank;
 use wow_http::{router, HttpConfig, HttpState};
 
+use support::{error_code, in_memory_bank, listen};
+
 struct Server {
     base: String,
     client: Client,
@@ -21,18 +25,8 @@ struct Server {
     _bank: Option<Bank>,
 }
 
-async fn listen(app: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{address}")
-}
-
 async fn server_with(config: HttpConfig) -> Server {
-    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
-    let bank = Bank::start(wow_core::Stores::in_memory().with_events(store.clone()))
-        .await
-        .unwrap();
+    let (bank, store) = in_memory_bank().await;
     let base = listen(router(HttpState::new(&bank.pipeline, None, config))).await;
     Server {
         base,
@@ -95,11 +89,7 @@ impl Server {
 
 async fn read(response: Response) -> (StatusCode, Value, String) {
     let status = response.status();
-    let code = response
-        .headers()
-        .get("wow-error-code")
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
+    let code = error_code(&response);
     let text = response.text().await.unwrap();
     (
         status,

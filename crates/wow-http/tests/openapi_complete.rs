@@ -5,17 +5,19 @@
 //! the running service against the same document.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
 use reqwest::{Client, Method};
 use serde_json::{json, Map, Value};
-use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_example_bank::Bank;
 use wow_http::{router, HttpConfig, HttpState};
+
+use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
@@ -63,19 +65,13 @@ struct Service {
 }
 
 async fn service(config: HttpConfig) -> Service {
-    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
-    let bank = Bank::start(wow_core::Stores::in_memory().with_events(store))
-        .await
-        .unwrap();
+    let (bank, _) = in_memory_bank().await;
     let state = HttpState::new(&bank.pipeline, None, config)
         .with_openapi_paths(wow_example_bank::api::openapi_paths());
     let app = router(state).merge(domain_routes());
     let app = wow_http::error_fallbacks(app, bank.pipeline.gateway.registry());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     Service {
-        base,
+        base: listen(app).await,
         client: Client::new(),
         _bank: bank,
     }

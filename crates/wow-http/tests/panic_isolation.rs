@@ -3,6 +3,8 @@
 //! `/compensation/failures`, while the other aggregates keep being served.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::sync::Arc;
 
 use reqwest::{Client, StatusCode};
@@ -14,6 +16,8 @@ use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_core::pipeline::LocalPipeline;
 use wow_core::{Command, Event};
 use wow_http::{router, HttpConfig, HttpState};
+
+use support::{error_code, listen};
 
 #[derive(Debug)]
 struct Fragile;
@@ -91,11 +95,8 @@ impl Server {
             )
             .build();
         let app = router(HttpState::new(&pipeline, None, HttpConfig::default()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self {
-            base: format!("http://{address}"),
+            base: listen(app).await,
             client: Client::new(),
             _pipeline: pipeline,
         }
@@ -111,11 +112,7 @@ impl Server {
             .await
             .unwrap();
         let status = response.status();
-        let code = response
-            .headers()
-            .get("wow-error-code")
-            .map(|v| v.to_str().unwrap().to_owned())
-            .unwrap_or_default();
+        let code = error_code(&response);
         (status, code, response.json().await.unwrap())
     }
 

@@ -294,6 +294,16 @@ pub async fn scans_every_tenant_in_key_order_and_pages(store: Store) {
 /// aggregate id order by bytes, in pages; another view's rows never appear; a field name
 /// that is not an identifier is refused.
 pub async fn lists_by_filter_in_id_order_and_pages(store: Store) {
+    seed_filter_rows(&store).await;
+    lists_in_id_order_by_page(&store).await;
+    lists_by_equality(&store).await;
+    lists_by_range_and_combined_conditions(&store).await;
+    refuses_field_names_that_are_not_identifiers(&store).await;
+}
+
+/// Six rows of [`VIEW`] in `tenant-a`, of mixed field types, and one row of another view
+/// that every filter would match.
+async fn seed_filter_rows(store: &Store) {
     let rows = [
         (
             "a-03",
@@ -330,83 +340,91 @@ pub async fn lists_by_filter_in_id_order_and_pages(store: Store) {
         )
         .await
         .unwrap();
+}
 
-    let list = |filter: ViewFilter, after: Option<&'static str>, limit: usize| {
-        let store = store.clone();
-        async move {
-            store
-                .list(VIEW, "tenant-a", &filter, after, limit)
-                .await
-                .unwrap()
-        }
-    };
+/// The ids of one page of [`VIEW`] in `tenant-a` under `filter`.
+async fn list_ids(
+    store: &Store,
+    filter: ViewFilter,
+    after: Option<&str>,
+    limit: usize,
+) -> Vec<String> {
+    let rows = store
+        .list(VIEW, "tenant-a", &filter, after, limit)
+        .await
+        .unwrap();
+    ids(&rows).into_iter().map(str::to_owned).collect()
+}
+
+/// Order by bytes ("B" < "a"), paged by the last id.
+async fn lists_in_id_order_by_page(store: &Store) {
     let all = ViewFilter::new;
-    // Order by bytes ("B" < "a"), paged by the last id.
-    assert_eq!(ids(&list(all(), None, 3).await), ["B-01", "a-01", "a-02"]);
     assert_eq!(
-        ids(&list(all(), Some("a-02"), 3).await),
+        list_ids(store, all(), None, 3).await,
+        ["B-01", "a-01", "a-02"]
+    );
+    assert_eq!(
+        list_ids(store, all(), Some("a-02"), 3).await,
         ["a-03", "a-04", "a-05"]
     );
-    assert!(list(all(), Some("a-05"), 3).await.is_empty());
-    assert!(list(all(), None, 0).await.is_empty());
-    // Equality on text, booleans and numbers; a value of another type matches nothing.
+    assert!(list_ids(store, all(), Some("a-05"), 3).await.is_empty());
+    assert!(list_ids(store, all(), None, 0).await.is_empty());
+}
+
+/// Equality on text, booleans and numbers; a value of another type matches nothing.
+async fn lists_by_equality(store: &Store) {
+    let all = ViewFilter::new;
     assert_eq!(
-        ids(&list(all().equals("name", "Alice"), None, 10).await),
+        list_ids(store, all().equals("name", "Alice"), None, 10).await,
         ["a-03", "a-05"]
     );
     assert_eq!(
-        ids(&list(all().equals("vip", true), None, 10).await),
+        list_ids(store, all().equals("vip", true), None, 10).await,
         ["a-02", "a-03"]
     );
     assert_eq!(
-        ids(&list(all().equals("balance", 20), None, 10).await),
+        list_ids(store, all().equals("balance", 20), None, 10).await,
         ["a-02"]
     );
     assert_eq!(
-        ids(&list(all().equals("score", 1), None, 10).await),
+        list_ids(store, all().equals("score", 1), None, 10).await,
         ["a-03"]
     );
-    assert!(list(all().equals("balance", "20"), None, 10)
+    assert!(list_ids(store, all().equals("balance", "20"), None, 10)
         .await
         .is_empty());
-    assert!(list(all().equals("missing", 1), None, 10).await.is_empty());
-    // Ranges hold for numbers only ("40" is a string).
+    assert!(list_ids(store, all().equals("missing", 1), None, 10)
+        .await
+        .is_empty());
+}
+
+/// Ranges hold for numbers only ("40" is a string); conditions combine, and pages still
+/// follow the id.
+async fn lists_by_range_and_combined_conditions(store: &Store) {
+    let all = ViewFilter::new;
+    let between = all().at_least("balance", 20).at_most("balance", 50);
     assert_eq!(
-        ids(&list(
-            all().at_least("balance", 20).at_most("balance", 50),
-            None,
-            10
-        )
-        .await),
+        list_ids(store, between, None, 10).await,
         ["a-02", "a-03", "a-05"]
     );
     assert_eq!(
-        ids(&list(all().at_most("balance", 0), None, 10).await),
+        list_ids(store, all().at_most("balance", 0), None, 10).await,
         ["B-01"]
     );
-    // Conditions combine, and pages still follow the id.
+    let alice_in_credit = all().equals("name", "Alice").at_least("balance", 0);
     assert_eq!(
-        ids(&list(
-            all().equals("name", "Alice").at_least("balance", 0),
-            Some("a-03"),
-            10
-        )
-        .await),
+        list_ids(store, alice_in_credit, Some("a-03"), 10).await,
         ["a-05"]
     );
-    // Field names are identifiers; anything else is refused, never run.
+}
+
+/// Field names are identifiers; anything else is refused, never run.
+async fn refuses_field_names_that_are_not_identifiers(store: &Store) {
     for bad in ["name') OR 1=1 --", "a.b", "", "1x"] {
+        let filter = ViewFilter::new().equals(bad, 1);
         assert!(
             matches!(
-                store
-                    .list(
-                        VIEW,
-                        "tenant-a",
-                        &ViewFilter::new().equals(bad, 1),
-                        None,
-                        10
-                    )
-                    .await,
+                store.list(VIEW, "tenant-a", &filter, None, 10).await,
                 Err(ViewStoreError::IllegalArgument(_))
             ),
             "`{bad}` must be refused"

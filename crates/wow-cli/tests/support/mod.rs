@@ -1,8 +1,37 @@
-//! A `wow serve` process for the tests: started on a free port, stopped with SIGTERM.
+//! A `wow serve` process for the tests, started on a free port and stopped with SIGTERM;
+//! and one-shot `wow` runs.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+
+/// Runs `wow ARGS` to its end; returns its exit code and its standard output.
+pub(crate) fn wow(args: &[&str]) -> (i32, String) {
+    let output = run_wow(args);
+    (exit_code(&output), text(&output.stdout))
+}
+
+/// Runs `wow ARGS` to its end; returns its exit code and its standard error.
+pub(crate) fn wow_stderr(args: &[&str]) -> (i32, String) {
+    let output = run_wow(args);
+    (exit_code(&output), text(&output.stderr))
+}
+
+fn run_wow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wow"))
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap()
+}
+
+fn exit_code(output: &Output) -> i32 {
+    output.status.code().unwrap_or(-1)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
 
 /// A `wow serve` process, killed if the test ends before it stopped it (a failed assertion).
 pub(crate) struct Served {

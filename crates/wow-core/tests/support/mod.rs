@@ -134,9 +134,10 @@ impl Aggregate for Account {
 use std::sync::Arc;
 
 use wow_core::aggregate::AggregateRegistry;
-use wow_core::command::JsonCommand;
+use wow_core::command::{CommandGateway, JsonCommand, WaitPlan};
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
-use wow_core::{id, AggregateId, CommandMessage};
+use wow_core::testing_example::{Added, Counter, CounterEvent};
+use wow_core::{id, AggregateId, CommandMessage, CommandResult, DomainEvent, DomainEventStream};
 
 pub fn registry() -> AggregateRegistry {
     let mut registry = AggregateRegistry::new();
@@ -174,9 +175,55 @@ pub fn deposit(aggregate_id: &AggregateId, amount: u64) -> JsonCommand {
     command(aggregate_id, AccountCommand::Deposit(Amount { amount }))
 }
 
+/// Sends `command` through `gateway` and waits for PROCESSED; panics unless it succeeded.
+pub async fn send_ok(gateway: &CommandGateway, command: JsonCommand) -> CommandResult {
+    gateway
+        .send_and_wait(command, WaitPlan::processed())
+        .await
+        .expect("the command succeeds")
+}
+
+/// A fresh account in `t1`, opened with `balance` through `gateway`.
+pub async fn opened(gateway: &CommandGateway, balance: u64) -> AggregateId {
+    let id = account_id();
+    send_ok(gateway, open(&id, balance)).await;
+    id
+}
+
 /// The same intent again: a new message (new command id) with the same request id.
 pub fn resend(original: &JsonCommand) -> JsonCommand {
     let mut again = original.clone();
     again.id = id::new_id();
     again
+}
+
+// ---- the crate's `Counter` example, for views and outboxes ----
+
+/// The counter `id` in `tenant`.
+pub fn counter(id: &str, tenant: &str) -> AggregateId {
+    use wow_core::aggregate::Aggregate as _;
+    Counter::named_aggregate().aggregate_id(id, tenant)
+}
+
+/// A stream of `events` at `version` of `aggregate`, with fresh ids.
+pub fn stream(aggregate: &AggregateId, version: u64, events: &[CounterEvent]) -> DomainEventStream {
+    DomainEventStream {
+        id: id::new_id(),
+        request_id: id::new_id(),
+        command_id: id::new_id(),
+        aggregate_id: aggregate.clone(),
+        version,
+        create_time: 0,
+        fingerprint: String::new(),
+        header: Default::default(),
+        body: events
+            .iter()
+            .map(|e| DomainEvent::of(e).expect("counter events encode"))
+            .collect(),
+    }
+}
+
+/// `Added { by }`.
+pub fn add(by: u64) -> CounterEvent {
+    CounterEvent::Added(Added { by })
 }

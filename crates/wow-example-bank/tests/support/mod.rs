@@ -1,19 +1,38 @@
-//! What the bank's durable tests share: a fresh SQLite file or PostgreSQL schema to run on,
-//! and the store opened there.
+//! What the bank's tests share: commands and their sending; a fresh SQLite file or
+//! PostgreSQL schema to run on, and the store opened there.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 
-use wow_core::command::JsonCommand;
+use wow_core::command::{JsonCommand, WaitPlan};
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
-use wow_core::{AggregateId, CommandMessage, Stores};
-use wow_example_bank::account::AccountCommand;
+use wow_core::{AggregateId, CommandMessage, CommandResult, Stores};
+use wow_example_bank::account::{AccountCommand, Open};
+use wow_example_bank::Bank;
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 /// `command` for the account `id`, as the gateway takes it.
 pub fn cmd(id: &AggregateId, command: AccountCommand) -> JsonCommand {
     CommandMessage::of(id.clone(), command).into_json().unwrap()
+}
+
+/// Sends `command` and waits for PROCESSED; panics unless it succeeded.
+pub async fn send_ok(bank: &Bank, command: JsonCommand) -> CommandResult {
+    bank.pipeline
+        .gateway
+        .send_and_wait(command, WaitPlan::processed())
+        .await
+        .unwrap()
+}
+
+/// Opens the account `id` (Ann's) with `balance`; panics unless it opened.
+pub async fn open(bank: &Bank, id: &AggregateId, balance: i64) {
+    let open = AccountCommand::Open(Open {
+        name: "Ann".into(),
+        balance,
+    });
+    send_ok(bank, cmd(id, open)).await;
 }
 
 /// The account `id` in the default tenant.

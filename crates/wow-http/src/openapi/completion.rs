@@ -21,40 +21,8 @@ pub(super) fn complete(path: &str, operation: &mut Value, auth: bool) {
     let Some(operation) = operation.as_object_mut() else {
         return;
     };
-    let parameters = operation
-        .entry("parameters")
-        .or_insert_with(|| Value::Array(Vec::new()));
-    if let Some(parameters) = parameters.as_array_mut() {
-        for name in path_params(path) {
-            let declared = parameters
-                .iter()
-                .any(|p| p["in"] == "path" && p["name"] == name);
-            if !declared {
-                let schema = if name == "id" {
-                    id_schema()
-                } else {
-                    json!({"type": "string", "minLength": 1})
-                };
-                parameters.push(path_param(name, "", schema));
-            }
-        }
-        if auth {
-            parameters.retain(|p| !(p["in"] == "header" && p["name"] == "Command-Tenant-Id"));
-        }
-    }
-    let optional = operation.remove(OPTIONAL_AUTH).is_some();
-    let public = operation
-        .get("security")
-        .and_then(Value::as_array)
-        .is_some_and(Vec::is_empty);
-    let required = auth && !public && !optional;
-    if !auth || public {
-        operation.remove("security");
-    } else if optional {
-        operation.insert("security".to_owned(), json!([{}, {"bearer": []}]));
-    } else if !operation.contains_key("security") {
-        operation.insert("security".to_owned(), json!([{"bearer": []}]));
-    }
+    complete_parameters(path, operation, auth);
+    let required = complete_security(operation, auth);
     let responses = operation
         .entry("responses")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -68,6 +36,55 @@ pub(super) fn complete(path: &str, operation: &mut Value, auth: bool) {
             json!({"description": "`Bearer`", "required": true, "schema": {"type": "string"}});
         responses.insert("401".to_owned(), unauthorized);
     }
+    add_server_answers(responses);
+    add_busy_answer(responses);
+}
+
+/// Declares each undeclared `{param}` of the path; with auth on, drops `Command-Tenant-Id`.
+fn complete_parameters(path: &str, operation: &mut Map<String, Value>, auth: bool) {
+    let parameters = operation
+        .entry("parameters")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    let Some(parameters) = parameters.as_array_mut() else {
+        return;
+    };
+    for name in path_params(path) {
+        let declared = parameters
+            .iter()
+            .any(|p| p["in"] == "path" && p["name"] == name);
+        if !declared {
+            let schema = if name == "id" {
+                id_schema()
+            } else {
+                json!({"type": "string", "minLength": 1})
+            };
+            parameters.push(path_param(name, "", schema));
+        }
+    }
+    if auth {
+        parameters.retain(|p| !(p["in"] == "header" && p["name"] == "Command-Tenant-Id"));
+    }
+}
+
+/// Sets the operation's `security` by the auth rules; whether a bearer token is required.
+fn complete_security(operation: &mut Map<String, Value>, auth: bool) -> bool {
+    let optional = operation.remove(OPTIONAL_AUTH).is_some();
+    let public = operation
+        .get("security")
+        .and_then(Value::as_array)
+        .is_some_and(Vec::is_empty);
+    if !auth || public {
+        operation.remove("security");
+    } else if optional {
+        operation.insert("security".to_owned(), json!([{}, {"bearer": []}]));
+    } else if !operation.contains_key("security") {
+        operation.insert("security".to_owned(), json!([{"bearer": []}]));
+    }
+    auth && !public && !optional
+}
+
+/// The answers of the HTTP layer and of a handler's fault, where the route says none.
+fn add_server_answers(responses: &mut Map<String, Value>) {
     responses.entry("400").or_insert_with(|| {
         json!({"description": "The request head cannot be parsed (answered by the HTTP layer, without a body)"})
     });
@@ -80,6 +97,10 @@ pub(super) fn complete(path: &str, operation: &mut Value, auth: bool) {
     responses
         .entry("500")
         .or_insert_with(|| error("InternalServerError: a fault in the service"));
+}
+
+/// The 503 of the connection limit: its own answer, or joined to the route's own 503.
+fn add_busy_answer(responses: &mut Map<String, Value>) {
     let busy = "ServiceUnavailable: the server is at its connection limit (Retry-After: 1; the request was not read)";
     match responses.get_mut("503") {
         None => {
@@ -90,32 +111,37 @@ pub(super) fn complete(path: &str, operation: &mut Value, auth: bool) {
         Some(answer) => {
             // The route's own 503, or the connection limit's `{errorCode, errorMsg}`.
             if let Some(answer) = answer.as_object_mut() {
-                let own = answer
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let description = format!("{own}; or {busy}");
-                answer.insert("description".to_owned(), Value::String(description));
-                let error = json!({"$ref": "#/components/schemas/Error"});
-                let content = answer.entry("content").or_insert_with(|| json!({}));
-                let media = content
-                    .as_object_mut()
-                    .map(|content| {
-                        content
-                            .entry("application/json")
-                            .or_insert_with(|| json!({}))
-                    })
-                    .and_then(Value::as_object_mut);
-                if let Some(media) = media {
-                    let schema = match media.remove("schema") {
-                        None | Some(Value::Null) => error,
-                        Some(schema) if schema == error || takes_error(&schema) => schema,
-                        Some(schema) => json!({"anyOf": [schema, error]}),
-                    };
-                    media.insert("schema".to_owned(), schema);
-                }
+                join_busy(answer, busy);
             }
         }
+    }
+}
+
+/// Joins the connection limit's 503 to a route's own: both descriptions, either body.
+fn join_busy(answer: &mut Map<String, Value>, busy: &str) {
+    let own = answer
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let description = format!("{own}; or {busy}");
+    answer.insert("description".to_owned(), Value::String(description));
+    let error = json!({"$ref": "#/components/schemas/Error"});
+    let content = answer.entry("content").or_insert_with(|| json!({}));
+    let media = content
+        .as_object_mut()
+        .map(|content| {
+            content
+                .entry("application/json")
+                .or_insert_with(|| json!({}))
+        })
+        .and_then(Value::as_object_mut);
+    if let Some(media) = media {
+        let schema = match media.remove("schema") {
+            None | Some(Value::Null) => error,
+            Some(schema) if schema == error || takes_error(&schema) => schema,
+            Some(schema) => json!({"anyOf": [schema, error]}),
+        };
+        media.insert("schema".to_owned(), schema);
     }
 }
 

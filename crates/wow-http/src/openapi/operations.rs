@@ -358,30 +358,10 @@ pub(super) fn look_up_path(aggregate: &str) -> Value {
 
 /// The routes of the service itself: health, metrics, this document, compensation.
 pub(super) fn service_paths(paths: &mut Map<String, Value>) {
-    let public = |operation_id: &str, summary: &str, ok: Value| json!({"get": {"operationId": operation_id, "summary": summary, "security": [], "responses": {"200": ok}}});
-    let quarantined = json!({"type": "object",
-        "required": ["contextName", "aggregateName", "aggregateId", "tenantId", "version", "message", "since"],
-        "properties": {"contextName": {"type": "string"}, "aggregateName": {"type": "string"},
-            "aggregateId": {"type": "string"}, "tenantId": {"type": "string"},
-            "version": {"type": "integer"}, "message": {"type": "string"}, "since": {"type": "integer"}}});
-    paths.insert(
-        "/health".to_owned(),
-        json!({"get": {
-            "operationId": "service.health",
-            "summary": "Whether the service is up (always UP while it answers); the quarantined aggregates (SPEC PX-1) in details: the count of all, the list of the caller's tenant's when it names one (a token, or Command-Tenant-Id), else of all",
-            OPTIONAL_AUTH: true,
-            "parameters": [header("Command-Tenant-Id", "Narrows details.quarantined to this tenant's (not read when bearer auth is on; any value is taken, one that is no tenant's lists none)", json!({"type": "string"}))],
-            "responses": {"200": {"description": "Up", "content": {"application/json": {"schema": {
-                "type": "object", "required": ["status"], "properties": {
-                    "status": {"type": "string", "enum": ["UP"]},
-                    "details": {"type": "object", "required": ["quarantinedCount", "quarantined"], "properties": {
-                        "quarantinedCount": {"type": "integer", "minimum": 0},
-                        "quarantined": {"type": "array", "items": quarantined}}}}}}}}},
-        }}),
-    );
+    paths.insert("/health".to_owned(), health());
     paths.insert(
         "/metrics".to_owned(),
-        public(
+        public_get(
             "service.metrics",
             "Prometheus text: commands by stage and code, latency, duplicates",
             json!({"description": "The Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}),
@@ -389,25 +369,63 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
     );
     paths.insert(
         "/openapi.json".to_owned(),
-        public(
+        public_get(
             "service.openapi",
             "This document",
             json!({"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}),
         ),
     );
-    let no_compensation = "NotFound: no such record, or this service records no consumer failures";
+    paths.insert("/compensation/failures".to_owned(), compensation_failures());
+    paths.insert(
+        "/compensation/failures/{id}/retry".to_owned(),
+        compensation_retry(),
+    );
+}
+
+/// A `GET` that needs no token and answers only `ok`.
+fn public_get(operation_id: &str, summary: &str, ok: Value) -> Value {
+    json!({"get": {"operationId": operation_id, "summary": summary, "security": [], "responses": {"200": ok}}})
+}
+
+/// `GET /health`: up, with the quarantined aggregates.
+fn health() -> Value {
+    let quarantined = json!({"type": "object",
+        "required": ["contextName", "aggregateName", "aggregateId", "tenantId", "version", "message", "since"],
+        "properties": {"contextName": {"type": "string"}, "aggregateName": {"type": "string"},
+            "aggregateId": {"type": "string"}, "tenantId": {"type": "string"},
+            "version": {"type": "integer"}, "message": {"type": "string"}, "since": {"type": "integer"}}});
+    json!({"get": {
+        "operationId": "service.health",
+        "summary": "Whether the service is up (always UP while it answers); the quarantined aggregates (SPEC PX-1) in details: the count of all, the list of the caller's tenant's when it names one (a token, or Command-Tenant-Id), else of all",
+        OPTIONAL_AUTH: true,
+        "parameters": [header("Command-Tenant-Id", "Narrows details.quarantined to this tenant's (not read when bearer auth is on; any value is taken, one that is no tenant's lists none)", json!({"type": "string"}))],
+        "responses": {"200": {"description": "Up", "content": {"application/json": {"schema": {
+            "type": "object", "required": ["status"], "properties": {
+                "status": {"type": "string", "enum": ["UP"]},
+                "details": {"type": "object", "required": ["quarantinedCount", "quarantined"], "properties": {
+                    "quarantinedCount": {"type": "integer", "minimum": 0},
+                    "quarantined": {"type": "array", "items": quarantined}}}}}}}}},
+    }})
+}
+
+/// The 404 of a compensation route.
+const NO_COMPENSATION: &str =
+    "NotFound: no such record, or this service records no consumer failures";
+
+/// `GET /compensation/failures`: the recorded consumer failures.
+fn compensation_failures() -> Value {
     let mut list = Map::new();
     list.insert("200".to_owned(), json!({"description": "ExecutionFailed records, in the order first recorded", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ExecutionFailed"}}}}}));
     list.insert(
         "400".to_owned(),
         error("BadRequest: a bad filter (status, limit, an unknown parameter), or IllegalArgument: a bad Command-Tenant-Id"),
     );
-    list.insert("404".to_owned(), error(no_compensation));
+    list.insert("404".to_owned(), error(NO_COMPENSATION));
     list.insert(
         "503".to_owned(),
         error("ServiceUnavailable: the store cannot be read"),
     );
-    paths.insert("/compensation/failures".to_owned(), json!({"get": {
+    json!({"get": {
         "operationId": "compensation.failures",
         "summary": "Recorded consumer failures (event compensation), in the order first recorded; the caller's tenant's only when a tenant is named",
         "parameters": [
@@ -418,14 +436,18 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
             tenant_header(),
         ],
         "responses": list,
-    }}));
+    }})
+}
+
+/// `POST /compensation/failures/{id}/retry`: one recorded failure run again.
+fn compensation_retry() -> Value {
     let mut retry = Map::new();
     retry.insert("200".to_owned(), json!({"description": "The record after the retry: SUCCEEDED, or one attempt more", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionFailed"}}}}));
     retry.insert(
         "400".to_owned(),
         error("IllegalArgument: Command-Tenant-Id breaks the rules of an id"),
     );
-    retry.insert("404".to_owned(), error(no_compensation));
+    retry.insert("404".to_owned(), error(NO_COMPENSATION));
     retry.insert(
         "409".to_owned(),
         error("IllegalState: its consumer or stream is gone"),
@@ -434,12 +456,12 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
         "503".to_owned(),
         error("ServiceUnavailable: a store cannot be reached"),
     );
-    paths.insert("/compensation/failures/{id}/retry".to_owned(), json!({"post": {
+    json!({"post": {
         "operationId": "compensation.retry",
         "summary": "Runs exactly the recorded consumer on exactly the recorded stream again",
         "parameters": [path_param("id", "The record's id.", json!({"type": "string", "minLength": 1})), tenant_header()],
         "responses": retry,
-    }}));
+    }})
 }
 
 /// The marker of an operation whose caller may, but need not, present a token (auth on):
