@@ -272,33 +272,30 @@ mod tests {
         }
     }
 
-    /// A schema written by a build of schema version 3, with streams, opens under this
-    /// build: it migrates to the current version and the request ids of its old streams still hold
-    /// their keys (against appends and rejections alike).
-    #[tokio::test]
-    async fn a_version_3_schema_with_streams_migrates_and_keeps_its_request_ids() {
-        let schema = format!("wow_test_{}", uuid::Uuid::now_v7().simple());
-        let (mut client, connection) =
+    /// A client of the test database, its connection driven in the background; `None`
+    /// (the test skips) when no PostgreSQL is reachable, unless `WOW_REQUIRE_BACKENDS=1`.
+    async fn connect_or_skip() -> Option<tokio_postgres::Client> {
+        let (client, connection) =
             match tokio_postgres::connect(&url(), tokio_postgres::NoTls).await {
                 Ok(connected) => connected,
                 Err(error) if std::env::var("WOW_REQUIRE_BACKENDS").as_deref() != Ok("1") => {
                     eprintln!("SKIPPED: no PostgreSQL at {} ({error})", url());
-                    return;
+                    return None;
                 }
                 Err(error) => panic!("PostgreSQL is required: {error}"),
             };
         tokio::spawn(connection);
-        let _guard = DropSchema(schema.clone());
-        client
-            .batch_execute(&format!(
-                "CREATE SCHEMA {schema}; SET search_path TO {schema}"
-            ))
-            .await
-            .unwrap();
-        migrate_to(&mut client, &schema, 3).await.unwrap();
-        let order = AggregateId::new("tck", "order", wow_core::id::new_id(), "t");
+        Some(client)
+    }
+
+    /// Writes what a build of schema version 3 held for `order`: two streams (returned), a
+    /// consumer position and a snapshot, straight into the tables.
+    async fn write_version_3_rows(
+        client: &tokio_postgres::Client,
+        order: &AggregateId,
+    ) -> Vec<DomainEventStream> {
         let old: Vec<_> = (1..=2)
-            .map(|v| stream(&order, v, &format!("r-{v}")))
+            .map(|v| stream(order, v, &format!("r-{v}")))
             .collect();
         for s in &old {
             client
@@ -337,6 +334,47 @@ mod tests {
             )
             .await
             .unwrap();
+        old
+    }
+
+    /// A row that holds a key but makes no decision is an error, never "no decision".
+    async fn a_keyed_row_without_a_decision_is_an_error(
+        client: &tokio_postgres::Client,
+        store: &PostgresStore,
+        order: &AggregateId,
+    ) {
+        client
+            .execute(
+                "INSERT INTO event_stream (aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body) VALUES ($1, $2, -999, 'tck', 't', '', 'r-bad', 'c', 'f', 0, '{}', '[]')",
+                &[&order.aggregate_name, &order.id],
+            )
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.find_decision(order, "r-bad").await,
+            Err(EventStoreError::Internal(_))
+        ));
+    }
+
+    /// A schema written by a build of schema version 3, with streams, opens under this
+    /// build: it migrates to the current version and the request ids of its old streams still hold
+    /// their keys (against appends and rejections alike).
+    #[tokio::test]
+    async fn a_version_3_schema_with_streams_migrates_and_keeps_its_request_ids() {
+        let schema = format!("wow_test_{}", uuid::Uuid::now_v7().simple());
+        let Some(mut client) = connect_or_skip().await else {
+            return;
+        };
+        let _guard = DropSchema(schema.clone());
+        client
+            .batch_execute(&format!(
+                "CREATE SCHEMA {schema}; SET search_path TO {schema}"
+            ))
+            .await
+            .unwrap();
+        migrate_to(&mut client, &schema, 3).await.unwrap();
+        let order = AggregateId::new("tck", "order", wow_core::id::new_id(), "t");
+        let old = write_version_3_rows(&client, &order).await;
         let store = PostgresStore::open(url().parse::<PostgresOptions>().unwrap().schema(&schema))
             .await
             .expect("a version 3 schema opens");
@@ -347,18 +385,6 @@ mod tests {
             .get(0);
         assert_eq!(version, SCHEMA_VERSION);
         wow_tck::migration::a_migrated_store_keeps_what_it_held(&store, &order, &old).await;
-
-        // A row that holds a key but makes no decision is an error, never "no decision".
-        client
-            .execute(
-                "INSERT INTO event_stream (aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body) VALUES ($1, $2, -999, 'tck', 't', '', 'r-bad', 'c', 'f', 0, '{}', '[]')",
-                &[&order.aggregate_name, &order.id],
-            )
-            .await
-            .unwrap();
-        assert!(matches!(
-            store.find_decision(&order, "r-bad").await,
-            Err(EventStoreError::Internal(_))
-        ));
+        a_keyed_row_without_a_decision_is_an_error(&client, &store, &order).await;
     }
 }

@@ -9,6 +9,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
+
 use wow_core::command::{
     look_up_request, CommandGateway, CommandResultError, RequestOutcome, WaitPlan, RECORDED,
     REPLAYED,
@@ -237,88 +239,38 @@ impl Client {
         answer
     }
 
-    /// Carries out one intent to a verdict (SPEC TO-2).
+    /// Carries out one intent to a verdict (SPEC TO-2): send (sometimes twice at once), and
+    /// on an unknown answer look the request up, resending with the same request id, after
+    /// a growing backoff, while no decision is recorded; then wait for the twins and record
+    /// everything.
     async fn carry_out(&self, intent: Intent) -> IntentRecord {
         let collected = Arc::new(Mutex::new(Collected::default()));
         let mut side = Vec::new();
         let mut sends = 0;
         let mut backoff = Duration::from_millis(50);
-        let verdict = 'intent: loop {
+        let verdict = loop {
             sends += 1;
-            if self.chaos.inject(FaultKind::ConcurrentResend, || {
-                format!("{} sent twice at once", intent.label)
-            }) {
+            if let Some(twin) = self.maybe_send_twin(&intent, &collected) {
                 sends += 1;
-                let twin = self.clone();
-                let twin_intent = intent.clone();
-                let twin_collected = collected.clone();
-                side.push(tokio::spawn(async move {
-                    match twin.send_once(&twin_intent, &twin_collected).await {
-                        Answer::Final(verdict) => verdict,
-                        Answer::Unknown(reason) => Verdict::Unknown { reason },
-                    }
-                }));
+                side.push(twin);
             }
             let reason = match self.send_once(&intent, &collected).await {
                 // Applied, or rejected for good: a rejection is recorded before it is
                 // answered (SPEC ID-6), so no look-up is needed, and none may mask one that
                 // was not.
-                Answer::Final(verdict) => break 'intent verdict,
+                Answer::Final(verdict) => break verdict,
                 Answer::Unknown(reason) => reason,
             };
-            // Unknown: look the request up before anything else.
-            let mut lookups = 0;
-            loop {
-                lookups += 1;
-                match self.look_up(&intent, &collected).await {
-                    RequestOutcome::Appended(record) => {
-                        break 'intent Verdict::Applied {
-                            version: Some(record.version),
-                            how: "look-up".to_owned(),
-                        };
-                    }
-                    RequestOutcome::Rejected(record) => {
-                        break 'intent Verdict::Rejected {
-                            code: record.error_code,
-                            stage: CommandStage::Processed,
-                        };
-                    }
-                    RequestOutcome::None if sends < MAX_ATTEMPTS => {
-                        self.chaos
-                            .note(format!("{} no decision recorded; resend", intent.label));
-                        break;
-                    }
-                    RequestOutcome::None => {
-                        break 'intent Verdict::Unknown {
-                            reason: format!("{reason}; no decision after {sends} sends"),
-                        }
-                    }
-                    // In flight (wait for it), or the store could not be asked: look again.
-                    RequestOutcome::InFlight | RequestOutcome::Unknown(_)
-                        if lookups < MAX_LOOKUPS =>
-                    {
-                        tokio::time::sleep(backoff).await;
-                        backoff = backoff.saturating_mul(2).min(MAX_BACKOFF);
-                    }
-                    outcome => {
-                        break 'intent Verdict::Unknown {
-                            reason: format!(
-                                "{reason}; still {} after {lookups} look-ups",
-                                outcome.status()
-                            ),
-                        }
-                    }
-                }
+            let looked_up = self
+                .resolve_unknown(&intent, &collected, &reason, sends, &mut backoff)
+                .await;
+            if let Some(verdict) = looked_up {
+                break verdict;
             }
             tokio::time::sleep(backoff).await;
-            backoff = backoff.saturating_mul(2).min(MAX_BACKOFF);
+            backoff = next_backoff(backoff);
         };
-        let mut side_verdicts = Vec::new();
-        for twin in side {
-            side_verdicts.push(twin.await.unwrap_or_else(|error| Verdict::Unknown {
-                reason: format!("twin send panicked: {error}"),
-            }));
-        }
+        let side_verdicts = twin_verdicts(side).await;
         self.chaos
             .note(format!("{} verdict {verdict:?}", intent.label));
         let collected = std::mem::take(&mut *collected.lock().unwrap_or_else(|p| p.into_inner()));
@@ -331,6 +283,102 @@ impl Client {
             sends,
         }
     }
+
+    /// When the seed injects a concurrent resend, spawns a twin send of `intent` that
+    /// collects into the same `collected`; its handle yields the twin's verdict.
+    fn maybe_send_twin(
+        &self,
+        intent: &Intent,
+        collected: &Arc<Mutex<Collected>>,
+    ) -> Option<JoinHandle<Verdict>> {
+        if !self.chaos.inject(FaultKind::ConcurrentResend, || {
+            format!("{} sent twice at once", intent.label)
+        }) {
+            return None;
+        }
+        let twin = self.clone();
+        let twin_intent = intent.clone();
+        let twin_collected = collected.clone();
+        Some(tokio::spawn(async move {
+            match twin.send_once(&twin_intent, &twin_collected).await {
+                Answer::Final(verdict) => verdict,
+                Answer::Unknown(reason) => Verdict::Unknown { reason },
+            }
+        }))
+    }
+
+    /// After an unknown answer (`reason`) to the `sends`-th send, looks the request up until
+    /// it tells: `Some` verdict when it is appended or rejected, or when the caller gives up
+    /// (no decision after [`MAX_ATTEMPTS`] sends, or still undecided after [`MAX_LOOKUPS`]
+    /// look-ups); `None` when no decision is recorded and the caller should resend. Waits
+    /// `backoff` between look-ups, growing it.
+    async fn resolve_unknown(
+        &self,
+        intent: &Intent,
+        collected: &Mutex<Collected>,
+        reason: &str,
+        sends: u32,
+        backoff: &mut Duration,
+    ) -> Option<Verdict> {
+        let mut lookups = 0;
+        loop {
+            lookups += 1;
+            match self.look_up(intent, collected).await {
+                RequestOutcome::Appended(record) => {
+                    return Some(Verdict::Applied {
+                        version: Some(record.version),
+                        how: "look-up".to_owned(),
+                    });
+                }
+                RequestOutcome::Rejected(record) => {
+                    return Some(Verdict::Rejected {
+                        code: record.error_code,
+                        stage: CommandStage::Processed,
+                    });
+                }
+                RequestOutcome::None if sends < MAX_ATTEMPTS => {
+                    self.chaos
+                        .note(format!("{} no decision recorded; resend", intent.label));
+                    return None;
+                }
+                RequestOutcome::None => {
+                    return Some(Verdict::Unknown {
+                        reason: format!("{reason}; no decision after {sends} sends"),
+                    })
+                }
+                // In flight (wait for it), or the store could not be asked: look again.
+                RequestOutcome::InFlight | RequestOutcome::Unknown(_) if lookups < MAX_LOOKUPS => {
+                    tokio::time::sleep(*backoff).await;
+                    *backoff = next_backoff(*backoff);
+                }
+                outcome => {
+                    return Some(Verdict::Unknown {
+                        reason: format!(
+                            "{reason}; still {} after {lookups} look-ups",
+                            outcome.status()
+                        ),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// The backoff after `backoff`: doubled, at most [`MAX_BACKOFF`].
+fn next_backoff(backoff: Duration) -> Duration {
+    backoff.saturating_mul(2).min(MAX_BACKOFF)
+}
+
+/// The verdicts of the twin sends, in the order they were sent; a twin that panicked is
+/// unknown.
+async fn twin_verdicts(side: Vec<JoinHandle<Verdict>>) -> Vec<Verdict> {
+    let mut side_verdicts = Vec::new();
+    for twin in side {
+        side_verdicts.push(twin.await.unwrap_or_else(|error| Verdict::Unknown {
+            reason: format!("twin send panicked: {error}"),
+        }));
+    }
+    side_verdicts
 }
 
 /// What one answer tells the caller.

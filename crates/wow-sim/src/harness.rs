@@ -2,40 +2,21 @@
 //! with scripts drawn from the seed, a background of node restarts, TTL rotations,
 //! rebalances and store outages, then quiet, catch-up and the checks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use wow_core::aggregate::AggregateRegistry;
-use wow_core::command::{CommandGateway, InFlightRequests, WaitCoordinator};
-use wow_core::compensation::{
-    CompensationScheduler, CompensationStore, ExecutionFailedStatus, FailureQuery,
-    InMemoryCompensationStore, RetrySpec,
-};
-use wow_core::event::{
-    catch_up, EventDispatcher, InMemoryConsumerPositions, InMemoryDomainEventBus,
-    InMemoryProcessedMessages,
-};
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore, RequestDecision};
-use wow_core::idempotency::{
-    BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
-    IdempotencyConfig, NoopRequestIdExistenceChecker, RequestIdExistenceChecker,
-};
-use wow_core::metrics::PipelineMetrics;
-use wow_core::{AggregateId, NamedAggregate};
+use wow_core::{AggregateId, ErrorCode};
 
 use crate::chaos::{Chaos, FaultKind, SimClock};
-use crate::client::{Client, Intent};
-use crate::consumers::{
-    BalanceProjection, Balances, Flaky, FlakySaga, OutboxProcessor, Redelivery, WalletSaga, SAGA,
-};
-use crate::domain::{Amount, Open, Transfer, Wallet, WalletCommand, REWARDS};
+use crate::client::{Client, Intent, IntentRecord};
+use crate::domain::{Amount, Open, Transfer, WalletCommand, REWARDS};
 use crate::invariants::{check, read_history, IntentTally, Observed};
-use crate::nodes::{
-    FaultyCommandBus, FaultyEventBus, FaultyNotifier, NodeParts, Nodes, SentCommands,
-};
-use crate::store::FaultyEventStore;
+use crate::nodes::Nodes;
+use crate::quiet::{bring_to_quiet, draw_saga_rerun};
+use crate::wiring::{wire, Pipeline};
 
 /// The size of a run. Small on purpose: many short runs find more than a few long ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,147 +216,49 @@ async fn background_faults(
     }
 }
 
+/// One run, as a sequence: wire the pipeline, run the callers against a background of
+/// faults, bring the system to quiet, then check what it left behind.
 async fn simulate(seed: u64, config: SimConfig, chaos: Arc<Chaos>) -> RunReport {
-    let clock = Arc::new(SimClock::new());
-    let raw = Arc::new(InMemoryEventStore::new());
-    let store: Arc<dyn EventStore> = Arc::new(FaultyEventStore::new(
-        raw.clone(),
-        chaos.clone(),
-        config.forget_rejections,
-    ));
-    if config.forget_rejections {
-        chaos.note("MUTATION: the store records no rejection".to_owned());
+    let pipeline = wire(config, &chaos);
+    let intents = run_callers(config, &chaos, &pipeline).await;
+    let rerun_all = draw_saga_rerun(&chaos);
+    let aggregates = aggregates(config);
+    let mut violations = bring_to_quiet(&pipeline, &chaos, &aggregates, rerun_all).await;
+    let (streams, tally) = judge(&pipeline, &chaos, &aggregates, &intents, &mut violations).await;
+    pipeline.nodes.shutdown();
+    RunReport {
+        seed,
+        faults: chaos.counts(),
+        tally,
+        streams,
+        violations,
+        trace: chaos.trace(),
     }
-    let mut registry = AggregateRegistry::new();
-    if let Err(error) = registry.register::<Wallet>() {
-        chaos.note(format!("registry: {error}"));
-    }
-    let idempotency = IdempotencyConfig {
-        expected_insertions: 10_000,
-        ..IdempotencyConfig::default()
-    };
-    let metrics = Arc::new(PipelineMetrics::default());
-    let waits = WaitCoordinator::new();
-    let crashed = Arc::new(Mutex::new(BTreeSet::new()));
-    let sent: SentCommands = Arc::new(Mutex::new(BTreeMap::new()));
-    let notifier = Arc::new(FaultyNotifier::new(
-        waits.clone(),
-        chaos.clone(),
-        crashed.clone(),
-        sent.clone(),
-    ));
+}
 
-    // Downstream: projection, outbox processor, saga, each flaky.
-    let redelivery = Arc::new(Redelivery::new(chaos.clone()));
-    let balances = Arc::new(InMemoryProcessedMessages::new(Balances::default()));
-    let outbox = Arc::new(InMemoryProcessedMessages::new(Vec::new()));
-    let saga_reported = Arc::new(Mutex::new(Vec::new()));
-    // Every consumer failure is recorded for compensation, and every success moves the
-    // consumer's position: the quiet phase catches up from the positions and retries the
-    // records, as a restarted service does.
-    let failures = Arc::new(InMemoryCompensationStore::new());
-    let (event_bus, feed) = InMemoryDomainEventBus::channel(1);
-    let events = Arc::new(FaultyEventBus::new(
-        Arc::new(event_bus),
-        chaos.clone(),
-        crashed,
-    ));
-
-    // Processing nodes and the gateway. Half the runs: a monolith, whose gateway asks the
-    // store on a Bloom hit and shares its in-flight registry with the nodes (SPEC TO-1);
-    // half: a gateway-only service (SPEC RQ-3), whose Bloom hits the processing node decides.
-    let monolith = chaos.chance(0.5);
-    let in_flight = monolith.then(|| Arc::new(InFlightRequests::new()));
-    let nodes = Arc::new(Nodes::start(
-        chaos.clone(),
-        NodeParts {
-            registry: registry.clone(),
-            store: store.clone(),
-            events: events.clone(),
-            notifier: notifier.clone(),
-            clock: clock.clone(),
-            idempotency: idempotency.clone(),
-            metrics: metrics.clone(),
-            in_flight: in_flight.clone(),
-        },
-        config.nodes,
-    ));
-    events.set_nodes(&nodes);
-    notifier.set_nodes(&nodes);
-    let existence: Arc<dyn RequestIdExistenceChecker> = if monolith {
-        chaos.note("monolith: the gateway asks the store on a Bloom hit".to_owned());
-        Arc::new(EventStoreRequestIdExistenceChecker::new(store.clone()))
-    } else {
-        chaos.note("gateway-only: the node decides Bloom hits".to_owned());
-        Arc::new(NoopRequestIdExistenceChecker)
-    };
-    let gateway_checker = DefaultRequestIdChecker::new(
-        Arc::new(BloomIdempotencyCheckerProvider::with_clock(
-            idempotency.clone(),
-            clock.clone(),
-        )),
-        existence,
-    )
-    .with_metrics(metrics.clone());
-    let mut gateway = CommandGateway::builder(
-        registry,
-        Arc::new(FaultyCommandBus::new(nodes.clone(), chaos.clone(), sent)),
-    )
-    .request_id_checker(Arc::new(gateway_checker))
-    .wait_coordinator(waits.clone())
-    .send_timeout(Duration::from_secs(1))
-    .metrics(metrics);
-    if let Some(in_flight) = &in_flight {
-        gateway = gateway.in_flight(in_flight.clone());
-    }
-    let gateway = gateway.build();
-    let dispatcher = EventDispatcher::builder(notifier.clone())
-        .gateway(&gateway)
-        .compensation(failures.clone(), RETRY)
-        .positions(Arc::new(InMemoryConsumerPositions::new()))
-        .clock(clock.clone())
-        .projection(Arc::new(Flaky {
-            inner: BalanceProjection {
-                model: balances.clone(),
-            },
-            chaos: chaos.clone(),
-            redelivery: redelivery.clone(),
-        }))
-        .event_processor(Arc::new(Flaky {
-            inner: OutboxProcessor {
-                outbox: outbox.clone(),
-            },
-            chaos: chaos.clone(),
-            redelivery: redelivery.clone(),
-        }))
-        .saga(Arc::new(FlakySaga {
-            inner: WalletSaga {
-                chaos: chaos.clone(),
-                reported: saga_reported.clone(),
-            },
-            chaos: chaos.clone(),
-            redelivery: redelivery.clone(),
-        }))
-        .build();
-    redelivery.set_dispatcher(&dispatcher);
-    feed.start(dispatcher.clone());
-
-    // The run.
-    let scripts = scripts(&chaos, config);
+/// Runs the callers' scripts (drawn from the seed) concurrently through the gateway while
+/// [`background_faults`] strikes, until every caller is done; every intent's record, in
+/// caller order. A caller that panicked is noted in the trace.
+async fn run_callers(
+    config: SimConfig,
+    chaos: &Arc<Chaos>,
+    pipeline: &Pipeline,
+) -> Vec<IntentRecord> {
+    let scripts = scripts(chaos, config);
     let done = Arc::new(AtomicBool::new(false));
     let background = tokio::spawn(background_faults(
         chaos.clone(),
-        nodes.clone(),
-        clock.clone(),
-        idempotency.ttl,
+        pipeline.nodes.clone(),
+        pipeline.clock.clone(),
+        pipeline.idempotency.ttl,
         done.clone(),
     ));
     let callers: Vec<_> = scripts
         .into_iter()
         .map(|script| {
             let client = Client {
-                gateway: gateway.clone(),
-                store: store.clone(),
+                gateway: pipeline.gateway.clone(),
+                store: pipeline.store.clone(),
                 chaos: chaos.clone(),
             };
             tokio::spawn(client.run(script))
@@ -390,95 +273,30 @@ async fn simulate(seed: u64, config: SimConfig, chaos: Arc<Chaos>) -> RunReport 
     }
     done.store(true, Ordering::SeqCst);
     let _ = background.await;
-    // Some runs restart the saga's service with its positions lost: it catches up from the
-    // start of history, after every wallet the callers open is open.
-    // Half the runs that re-run sagas do this once.
-    let rerun_all = chaos.enabled(FaultKind::SagaRerun) && chaos.chance(0.5);
-    if rerun_all {
-        chaos.record(
-            FaultKind::SagaRerun,
-            "the saga catches up from the start of history once quiet".to_owned(),
-        );
-    }
+    intents
+}
 
-    // Quiet: faults off, everything in flight lands, then consumers catch up from the store.
-    chaos.calm();
+/// Every wallet of a run: the callers' and the rewards wallet.
+fn aggregates(config: SimConfig) -> Vec<AggregateId> {
     let mut aggregates: Vec<AggregateId> = (0..wallet_count(config))
         .map(|w| wallet_id(&format!("w{w}")))
         .collect();
     aggregates.push(wallet_id(REWARDS));
-    let mut violations = Vec::new();
-    let mut last_count = usize::MAX;
-    let named = [NamedAggregate::new("sim", "wallet")];
-    let scheduler = CompensationScheduler::new(dispatcher.clone(), raw.clone());
-    for round in 0..8 {
-        wait_quiet(&chaos).await;
-        let history = match read_history(raw.as_ref(), &aggregates).await {
-            Ok(history) => history,
-            Err(error) => {
-                violations.push(error);
-                break;
-            }
-        };
-        if round == 0 && rerun_all {
-            rerun_saga_over(&dispatcher, &history).await;
-        }
-        let count: usize = history.values().map(Vec::len).sum();
-        let mut handled = 0;
-        for consumer in dispatcher.consumer_names() {
-            match catch_up(&dispatcher, &consumer, raw.as_ref(), &named, &mut |_| {}).await {
-                Ok(done) => handled += done.streams_handled,
-                Err(error) => violations.push(format!("catch-up of {consumer} failed: {error}")),
-            }
-        }
-        let before = violations.len();
-        let retried = match &scheduler {
-            Ok(scheduler) => retry_until_settled(scheduler, &failures, &mut violations).await,
-            Err(error) => {
-                violations.push(format!("no compensation scheduler: {error}"));
-                0
-            }
-        };
-        chaos.note(format!(
-            "catch-up round {round}: {count} streams, {handled} caught up, {retried} retried"
-        ));
-        if violations.len() > before {
-            // Compensation cannot settle: more rounds would only repeat it.
-            break;
-        }
-        if count == last_count && handled == 0 && retried == 0 {
-            break;
-        }
-        last_count = count;
-    }
-    let open = failures
-        .list(&FailureQuery {
-            limit: usize::MAX,
-            ..FailureQuery::default()
-        })
-        .await
-        .map(|records| {
-            records
-                .into_iter()
-                .filter(|record| record.status != ExecutionFailedStatus::Succeeded)
-                .map(|record| {
-                    format!(
-                        "{}@v{} by {}",
-                        record.aggregate_id.id, record.version, record.consumer
-                    )
-                })
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    if !open.is_empty() {
-        violations.push(format!(
-            "compensation records left open once quiet: {open:?}"
-        ));
-    }
-    wait_quiet(&chaos).await;
+    aggregates
+}
 
-    // The checks.
-    let history = match read_history(raw.as_ref(), &aggregates).await {
+/// Reads what the quiet run left behind — history, the saga's reports, the store's
+/// decisions, the consumers' state, the wait handles — and checks every invariant on it;
+/// adds the violations to `violations` and returns the number of streams in history and how
+/// the intents ended.
+async fn judge(
+    pipeline: &Pipeline,
+    chaos: &Chaos,
+    aggregates: &[AggregateId],
+    intents: &[IntentRecord],
+    violations: &mut Vec<String>,
+) -> (usize, IntentTally) {
+    let history = match read_history(pipeline.raw.as_ref(), aggregates).await {
         Ok(history) => history,
         Err(error) => {
             violations.push(error);
@@ -486,13 +304,43 @@ async fn simulate(seed: u64, config: SimConfig, chaos: Arc<Chaos>) -> RunReport 
         }
     };
     let streams = history.values().map(Vec::len).sum();
-    let saga_reported = saga_reported
+    let saga_reported = pipeline
+        .saga_reported
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    // The decision the store holds on each caller's request (SPEC ID-6).
+    let rejections = recorded_rejections(pipeline.raw.as_ref(), intents, violations).await;
+    let observed = Observed {
+        history,
+        intents,
+        saga_reported: &saga_reported,
+        balances: pipeline.balances.read(Clone::clone),
+        outbox: pipeline.outbox.read(Clone::clone),
+        waiting: pipeline.waits.waiting(),
+        rewards_wallet: REWARDS,
+        log: chaos.logged(),
+        rejections,
+        in_flight: pipeline
+            .in_flight
+            .as_ref()
+            .map_or(0, |in_flight| in_flight.len()),
+        monolith: pipeline.monolith,
+    };
+    let (found, tally) = check(&observed);
+    violations.extend(found);
+    (streams, tally)
+}
+
+/// The decision the store holds on each caller's request (SPEC ID-6): the rejections, with
+/// their codes, by (aggregate id, request id). A decision that cannot be read is a
+/// violation (TO-1: no faults remain).
+async fn recorded_rejections(
+    raw: &InMemoryEventStore,
+    intents: &[IntentRecord],
+    violations: &mut Vec<String>,
+) -> BTreeMap<(String, String), ErrorCode> {
     let mut rejections = BTreeMap::new();
-    for record in &intents {
+    for record in intents {
         let intent = &record.intent;
         match raw
             .find_decision(&intent.aggregate, &intent.request_id)
@@ -511,95 +359,5 @@ async fn simulate(seed: u64, config: SimConfig, chaos: Arc<Chaos>) -> RunReport 
             )),
         }
     }
-    let observed = Observed {
-        history,
-        intents: &intents,
-        saga_reported: &saga_reported,
-        balances: balances.read(Clone::clone),
-        outbox: outbox.read(Clone::clone),
-        waiting: waits.waiting(),
-        rewards_wallet: REWARDS,
-        log: chaos.logged(),
-        rejections,
-        in_flight: in_flight.as_ref().map_or(0, |in_flight| in_flight.len()),
-        monolith,
-    };
-    let (found, tally) = check(&observed);
-    violations.extend(found);
-    nodes.shutdown();
-    RunReport {
-        seed,
-        faults: chaos.counts(),
-        tally,
-        streams,
-        violations,
-        trace: chaos.trace(),
-    }
-}
-
-/// Retries of failed consumers in the quiet phase: fast, and never exhausted.
-const RETRY: RetrySpec = RetrySpec {
-    max_attempts: 1_000,
-    initial_backoff_ms: 100,
-    max_backoff_ms: 1_000,
-};
-
-/// Runs the compensation scheduler in virtual time until no record is `FAILED`; the number
-/// of records retried.
-async fn retry_until_settled(
-    scheduler: &CompensationScheduler,
-    failures: &InMemoryCompensationStore,
-    violations: &mut Vec<String>,
-) -> usize {
-    let mut retried = 0;
-    for _ in 0..100 {
-        let failed = FailureQuery {
-            status: Some(ExecutionFailedStatus::Failed),
-            limit: 1,
-            ..FailureQuery::default()
-        };
-        match failures.list(&failed).await {
-            Ok(records) if records.is_empty() => return retried,
-            Ok(_) => {}
-            Err(error) => {
-                violations.push(format!("compensation records unreadable: {error}"));
-                return retried;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(RETRY.max_backoff_ms)).await;
-        match scheduler.run_due(1_000).await {
-            Ok(pass) => retried += pass.retried,
-            Err(error) => {
-                violations.push(format!("a compensation pass failed: {error}"));
-                return retried;
-            }
-        }
-    }
-    violations.push("compensation did not settle in 100 passes".to_owned());
-    retried
-}
-
-/// Lets virtual time run until nothing is in flight: every wait (30 s at most), send,
-/// redelivery and saga re-run has ended.
-async fn wait_quiet(chaos: &Chaos) {
-    for _ in 0..20 {
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        if chaos.pending() == 0 {
-            return;
-        }
-    }
-}
-
-/// Runs the saga again on every stream of `history`, in order, as a saga service that lost
-/// its positions does when it starts (the saga's failures are recorded for compensation).
-async fn rerun_saga_over(
-    dispatcher: &EventDispatcher,
-    history: &BTreeMap<String, Vec<wow_core::DomainEventStream>>,
-) {
-    let Some(saga) = dispatcher.consumer(SAGA) else {
-        return;
-    };
-    for stream in history.values().flatten() {
-        let _ = dispatcher.run_consumer(&saga, stream).await;
-    }
+    rejections
 }

@@ -6,18 +6,21 @@
 //! - (b) no applied intent is answered with a business error;
 //! - (c) money is conserved (see [`check`]).
 
+mod intents;
+
 use std::collections::{BTreeMap, BTreeSet};
 
-use wow_core::eventsourcing::{is_recorded_rejection, EventStore};
+use wow_core::eventsourcing::EventStore;
 use wow_core::saga::saga_request_id;
-use wow_core::{AggregateId, CommandResult, CommandStage, DomainEventStream, ErrorCode};
+use wow_core::{AggregateId, CommandResult, DomainEventStream, ErrorCode};
 
-use crate::chaos::{LogEntry, Logged};
-use crate::client::{IntentRecord, Verdict};
+use crate::chaos::LogEntry;
+use crate::client::IntentRecord;
 use crate::consumers::{earns_reward, typed_events, Balances};
 use crate::domain::{
     balance_delta, held_delta, Amount, Open, WalletCommand, WalletEvent, REWARD_AMOUNT,
 };
+use intents::{decision_order, intents_end, none_then_appended};
 
 /// What a run left behind, read after it went quiet.
 #[derive(Debug)]
@@ -98,14 +101,37 @@ pub(crate) async fn read_history(
     Ok(history)
 }
 
-/// Checks every invariant; returns the violations and how the intents ended.
+/// Checks every invariant; returns the violations, in the order of the checks below, and how
+/// the intents ended.
 pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
     let mut violations = Vec::new();
-    let mut by_request: BTreeMap<(&str, &str), &DomainEventStream> = BTreeMap::new();
-    let mut event_ids: Vec<String> = Vec::new();
+    let mut tally = IntentTally::default();
+    let (by_request, event_ids) = versions_and_requests(observed, &mut violations);
+    reported_are_in_history(observed, &by_request, &mut violations);
+    let intent_requests = intents_end(observed, &by_request, &mut violations, &mut tally);
+    decision_order(&observed.log, &mut violations, &mut tally);
+    none_then_appended(observed, &mut tally);
+    let rewards_due = streams_have_intents(observed, &intent_requests, &mut violations);
+    rewards_credited(observed, &rewards_due, &mut violations);
+    transfers(observed, &by_request, &mut violations, &mut tally);
+    conservation(observed, &by_request, &mut violations);
+    projection_once_per_event(observed, &event_ids, &mut violations);
+    outbox_once_per_event(observed, &event_ids, &mut violations);
+    projection_folds_history(observed, &mut violations);
+    nothing_left_waiting(observed, &mut violations);
+    (violations, tally)
+}
 
+/// Versions contiguous per aggregate (ES-1, ES-3) and at most one stream per (aggregate,
+/// request id) (ID-3, ES-1). Returns history's streams by (aggregate id, request id), the
+/// first of each, and every event id in history, in order.
+fn versions_and_requests<'h>(
+    observed: &'h Observed<'_>,
+    violations: &mut Vec<String>,
+) -> (ByRequest<'h>, Vec<String>) {
+    let mut by_request: ByRequest<'h> = BTreeMap::new();
+    let mut event_ids: Vec<String> = Vec::new();
     for (wallet, streams) in &observed.history {
-        // Versions contiguous per aggregate (ES-1, ES-3).
         for (index, stream) in streams.iter().enumerate() {
             let expected = index as u64 + 1;
             if stream.version != expected {
@@ -115,7 +141,6 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
                 ));
             }
         }
-        // At most one stream per (aggregate, request id) (ID-3, ES-1).
         for stream in streams {
             if by_request
                 .insert((wallet.as_str(), stream.request_id.as_str()), stream)
@@ -129,8 +154,16 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
             event_ids.extend(stream.body.iter().map(|e| e.id.clone()));
         }
     }
+    (by_request, event_ids)
+}
 
-    // Every command reported PROCESSED-succeeded is in history (ST-4).
+/// Every command reported PROCESSED-succeeded, to a caller or to the saga, is in history,
+/// at the reported version, by the reported command (ST-4).
+fn reported_are_in_history(
+    observed: &Observed<'_>,
+    by_request: &ByRequest<'_>,
+    violations: &mut Vec<String>,
+) {
     let reported = observed
         .intents
         .iter()
@@ -158,92 +191,15 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
             }
         }
     }
+}
 
-    // Every intent ends applied once, rejected (and absent), or unknown and resolved (TO-2).
-    let mut tally = IntentTally::default();
-    let mut intent_requests: BTreeSet<(String, String)> = BTreeSet::new();
-    for record in observed.intents {
-        let intent = &record.intent;
-        let key = (intent.aggregate.id.clone(), intent.request_id.clone());
-        let in_history = by_request.get(&(key.0.as_str(), key.1.as_str()));
-        intent_requests.insert(key.clone());
-        tally.resends += u64::from(record.sends.saturating_sub(1));
-        for verdict in std::iter::once(&record.verdict).chain(record.side_verdicts.iter()) {
-            match verdict {
-                Verdict::Applied { version, how } => match in_history {
-                    None => violations.push(format!(
-                        "TO-2: {} request {} was seen applied ({how}) but is not in history",
-                        intent.label, intent.request_id
-                    )),
-                    Some(stream) if version.is_some_and(|v| v != stream.version) => violations
-                        .push(format!(
-                            "TO-2: {} seen applied at v{version:?} ({how}), history has v{}",
-                            intent.label, stream.version
-                        )),
-                    Some(_) => {}
-                },
-                Verdict::Rejected { code, stage } => {
-                    if let Some(stream) = in_history {
-                        violations.push(format!(
-                            "(a) ID-6: {} request {} was reported rejected ({code} at {stage}), and history holds it at v{} (command {})",
-                            intent.label, intent.request_id, stream.version, stream.command_id
-                        ));
-                    } else if is_recorded_rejection(code) && !observed.rejections.contains_key(&key)
-                    {
-                        violations.push(format!(
-                            "ID-6: {} request {} was reported rejected ({code} at {stage}), and the store holds no rejection of it",
-                            intent.label, intent.request_id
-                        ));
-                    }
-                    if *code == ErrorCode::RequestIdReused {
-                        violations.push(format!(
-                            "ID-5: {} got RequestIdReused for its own body",
-                            intent.label
-                        ));
-                    }
-                    if *code == ErrorCode::CommandValidation && *stage != CommandStage::Sent {
-                        violations.push(format!(
-                            "RQ-9: {} failed validation at {stage}, not before sending",
-                            intent.label
-                        ));
-                    }
-                }
-                Verdict::Unknown { .. } => {}
-            }
-        }
-        // (b) at the caller: a message of an applied intent answered with a business error.
-        if let Some(stream) = in_history {
-            if let Some(answer) = record
-                .answers
-                .iter()
-                .find(|answer| is_recorded_rejection(&answer.code))
-            {
-                violations.push(format!(
-                    "(b) ID-7: {} request {} is in history at v{}, and a message of it was answered {} at {}{}",
-                    intent.label,
-                    intent.request_id,
-                    stream.version,
-                    answer.code,
-                    answer.stage,
-                    if answer.replayed { " (replayed)" } else { "" }
-                ));
-            }
-        }
-        match (&record.verdict, in_history) {
-            (Verdict::Applied { .. }, _) => tally.applied += 1,
-            (Verdict::Rejected { .. }, _) => tally.rejected += 1,
-            (Verdict::Unknown { .. }, Some(_)) => tally.unknown_then_applied += 1,
-            (Verdict::Unknown { .. }, None) if observed.rejections.contains_key(&key) => {
-                tally.unknown_then_rejected += 1
-            }
-            (Verdict::Unknown { .. }, None) => tally.unknown_then_absent += 1,
-        }
-    }
-
-    decision_order(&observed.log, &mut violations, &mut tally);
-    none_then_appended(observed, &mut tally);
-
-    // No stream without an intent: callers' and the saga's request ids only (TO-2, DS-3).
+/// No stream without an intent: history holds the callers' and the saga's request ids only
+/// (TO-2, DS-3). Returns the request ids of the rewards history's events earn.
+fn streams_have_intents(
+    observed: &Observed<'_>,
+    intent_requests: &BTreeSet<(String, String)>,
+    violations: &mut Vec<String>,
+) -> BTreeSet<String> {
     let mut rewards_due: BTreeSet<String> = BTreeSet::new();
     let mut saga_requests: BTreeSet<(String, String)> = BTreeSet::new();
     for (wallet, streams) in &observed.history {
@@ -275,22 +231,35 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
             }
         }
     }
-    // Once quiet, every reward due is credited exactly once (DS-3).
+    rewards_due
+}
+
+/// Once quiet, every reward in `rewards_due` is credited to the rewards wallet (DS-3; at
+/// most once is ES-1's one stream per request id).
+fn rewards_credited(
+    observed: &Observed<'_>,
+    rewards_due: &BTreeSet<String>,
+    violations: &mut Vec<String>,
+) {
     let rewards: BTreeSet<&str> = observed
         .history
         .get(observed.rewards_wallet)
         .map(|streams| streams.iter().map(|s| s.request_id.as_str()).collect())
         .unwrap_or_default();
-    for due in &rewards_due {
+    for due in rewards_due {
         if !rewards.contains(due.as_str()) {
             violations.push(format!("DS-3: the reward {due} was never credited"));
         }
     }
+}
 
-    transfers(observed, &by_request, &mut violations, &mut tally);
-    conservation(observed, &by_request, &mut violations);
-
-    // Each downstream effect at most once per event and, once quiet, exactly once (DS-1, DS-2).
+/// The projection applied each event of history (`event_ids`) at most once and, once
+/// quiet, exactly once, and no event outside history (DS-1, DS-2).
+fn projection_once_per_event(
+    observed: &Observed<'_>,
+    event_ids: &[String],
+    violations: &mut Vec<String>,
+) {
     let expected: BTreeSet<&String> = event_ids.iter().collect();
     for (event_id, times) in &observed.balances.applied {
         if *times != 1 {
@@ -311,6 +280,16 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
             ));
         }
     }
+}
+
+/// The outbox holds each event of history (`event_ids`) exactly once once quiet, and no
+/// event outside history (DS-1, DS-2).
+fn outbox_once_per_event(
+    observed: &Observed<'_>,
+    event_ids: &[String],
+    violations: &mut Vec<String>,
+) {
+    let expected: BTreeSet<&String> = event_ids.iter().collect();
     let mut rows: BTreeMap<&String, usize> = BTreeMap::new();
     for row in &observed.outbox {
         *rows.entry(row).or_default() += 1;
@@ -330,8 +309,11 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
             ));
         }
     }
+}
 
-    // The projection equals a fold of history, which never goes below zero.
+/// The projection equals a fold of history (DS-2), which never goes below zero (ES-3) and
+/// opens each wallet only at its first version (ES-4).
+fn projection_folds_history(observed: &Observed<'_>, violations: &mut Vec<String>) {
     for (wallet, streams) in &observed.history {
         let mut balance: i64 = 0;
         for stream in streams {
@@ -358,8 +340,10 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
             ));
         }
     }
+}
 
-    // No wait handle left registered (ST-6), no request left in flight (TO-1).
+/// No wait handle left registered (ST-6), no request left in flight (TO-1).
+fn nothing_left_waiting(observed: &Observed<'_>, violations: &mut Vec<String>) {
     if observed.waiting != 0 {
         violations.push(format!(
             "ST-6: {} wait handles still registered once quiet",
@@ -372,97 +356,9 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
             observed.in_flight
         ));
     }
-    (violations, tally)
 }
 
-/// (a) and (b) from the decision log, for every request (callers' and the saga's): a final
-/// rejection answered before the request was appended is (a); one answered after is (b).
-fn decision_order(log: &[LogEntry], violations: &mut Vec<String>, tally: &mut IntentTally) {
-    let mut appended: BTreeMap<(&str, &str), (usize, u64, &str)> = BTreeMap::new();
-    let mut opened: BTreeMap<&str, usize> = BTreeMap::new();
-    for (seq, entry) in log.iter().enumerate() {
-        if let Logged::Appended {
-            version,
-            command_id,
-        } = &entry.what
-        {
-            appended
-                .entry((entry.aggregate.as_str(), entry.request_id.as_str()))
-                .or_insert((seq, *version, command_id.as_str()));
-            opened.entry(entry.aggregate.as_str()).or_insert(seq);
-        }
-    }
-    for (seq, entry) in log.iter().enumerate() {
-        let Logged::Rejected {
-            code,
-            command_id,
-            replayed,
-        } = &entry.what
-        else {
-            continue;
-        };
-        if *replayed {
-            tally.replayed_rejections += 1;
-            let exists = opened
-                .get(entry.aggregate.as_str())
-                .is_some_and(|at| *at < seq);
-            if *code == ErrorCode::NotFound && exists {
-                tally.replayed_after_opened += 1;
-                // The saga's request ids are `<event id>/<index>`; the callers' never hold `/`.
-                if entry.request_id.contains('/') {
-                    tally.credits_replayed_after_opened += 1;
-                }
-            }
-        }
-        let Some((at, version, by)) =
-            appended.get(&(entry.aggregate.as_str(), entry.request_id.as_str()))
-        else {
-            continue;
-        };
-        let replay = if *replayed { " (replayed)" } else { "" };
-        if seq < *at {
-            violations.push(format!(
-                "(a) ID-6: request {} of {} was answered {code}{replay} (command {command_id}), then appended at v{version} (command {by})",
-                entry.request_id, entry.aggregate
-            ));
-        } else {
-            violations.push(format!(
-                "(b) ID-7: request {} of {} was appended at v{version} (command {by}), then a message of it (command {command_id}) was answered {code}{replay}",
-                entry.request_id, entry.aggregate
-            ));
-        }
-    }
-}
-
-/// Counts look-ups that answered `NONE` for a request that one of the messages already
-/// sent then appended (see [`IntentTally::none_then_appended`]).
-fn none_then_appended(observed: &Observed<'_>, tally: &mut IntentTally) {
-    let mut appended: BTreeMap<(&str, &str), (usize, &str)> = BTreeMap::new();
-    for (seq, entry) in observed.log.iter().enumerate() {
-        if let Logged::Appended { command_id, .. } = &entry.what {
-            appended
-                .entry((entry.aggregate.as_str(), entry.request_id.as_str()))
-                .or_insert((seq, command_id.as_str()));
-        }
-    }
-    for (seq, entry) in observed.log.iter().enumerate() {
-        let Logged::LookedUpNone { sent } = &entry.what else {
-            continue;
-        };
-        let Some((at, by)) = appended.get(&(entry.aggregate.as_str(), entry.request_id.as_str()))
-        else {
-            continue;
-        };
-        if *at > seq && sent.iter().any(|id| id == by) {
-            if observed.monolith {
-                tally.none_then_appended += 1;
-            } else {
-                tally.none_then_appended_gateway_only += 1;
-            }
-        }
-    }
-}
-
+/// History's streams by (aggregate id, request id).
 type ByRequest<'h> = BTreeMap<(&'h str, &'h str), &'h DomainEventStream>;
 
 /// Every transfer's hold ends once quiet, exactly once, and consistently with its target: the

@@ -27,7 +27,9 @@ mod domain;
 mod harness;
 mod invariants;
 mod nodes;
+mod quiet;
 mod store;
+mod wiring;
 
 pub use chaos::FaultKind;
 pub use domain::{

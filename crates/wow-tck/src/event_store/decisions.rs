@@ -369,12 +369,37 @@ async fn race(
 /// `DuplicateRequestId` and `find_decision` naming the winner; and a storm of 32 rejections
 /// and 32 appends of one request id has exactly one winner.
 pub async fn rejection_and_append_race_has_exactly_one_decision(store: Store) {
+    pairs_have_one_decision_each(&store).await;
+    storm_has_one_decision(&store).await;
+}
+
+/// 50 request ids, each on an aggregate of its own, appended and rejected at the same
+/// moment: each ends with exactly one winner (see [`check_one_winner`]).
+async fn pairs_have_one_decision_each(store: &Store) {
+    let attempts = racing_pairs(store).await;
+    let mut by_request: std::collections::HashMap<String, Vec<(AggregateId, Attempt)>> =
+        std::collections::HashMap::new();
+    for (aggregate, request_id, attempt) in race(store, attempts).await {
+        by_request
+            .entry(request_id)
+            .or_default()
+            .push((aggregate, attempt));
+    }
+    assert_eq!(by_request.len(), 50);
+    for (request_id, pair) in by_request {
+        check_one_winner(store, &request_id, &pair).await;
+    }
+}
+
+/// 50 pairs of attempts, each on a fresh aggregate at version 1: the append of `race-<n>`
+/// at version 2 and a rejection of it; half the pairs start with the append, half with the
+/// rejection.
+async fn racing_pairs(store: &Store) -> Vec<(AggregateId, String, Option<DomainEventStream>)> {
     let mut attempts = Vec::new();
     for index in 0..50 {
         let order = aggregate();
-        append_ok(&store, &stream(&order, 1, "r-0")).await;
+        append_ok(store, &stream(&order, 1, "r-0")).await;
         let request_id = format!("race-{index}");
-        // Half the pairs start with the append, half with the rejection.
         let pair = [
             (
                 order.clone(),
@@ -389,46 +414,45 @@ pub async fn rejection_and_append_race_has_exactly_one_decision(store: Store) {
             attempts.extend(pair.into_iter().rev());
         }
     }
-    let mut by_request: std::collections::HashMap<String, Vec<(AggregateId, Attempt)>> =
-        std::collections::HashMap::new();
-    for (aggregate, request_id, attempt) in race(&store, attempts).await {
-        by_request
-            .entry(request_id)
-            .or_default()
-            .push((aggregate, attempt));
-    }
-    assert_eq!(by_request.len(), 50);
-    for (request_id, pair) in by_request {
-        let winners: Vec<_> = pair.iter().filter(|(_, a)| a.won()).collect();
-        assert_eq!(winners.len(), 1, "{request_id}: exactly one decision wins");
-        let (order, winner) = winners[0];
-        for (_, loser) in pair.iter().filter(|(_, a)| !a.won()) {
-            loser.check_lost();
-        }
-        assert_eq!(
-            decision(&store, order, &request_id).await,
-            Some(winner.decision()),
-            "{request_id}: the store holds the winner's decision"
-        );
-        let holding = load_all(&store, order)
-            .await
-            .into_iter()
-            .filter(|s| s.request_id == request_id)
-            .count();
-        if let Attempt::Append(..) = winner {
-            assert_eq!(
-                holding, 1,
-                "{request_id}: the appended stream is in history"
-            );
-        } else {
-            assert_eq!(holding, 0, "{request_id}: a rejected intent has no stream");
-        }
-    }
+    attempts
+}
 
-    // The storm: one request id, 32 rejections and 32 appends (half at the next version,
-    // half at later ones), all at once.
+/// Of the two attempts `pair` on `request_id`, exactly one won, the other lost as a loser
+/// must, the store holds the winner's decision, and history holds the stream exactly when
+/// the append won.
+async fn check_one_winner(store: &Store, request_id: &str, pair: &[(AggregateId, Attempt)]) {
+    let winners: Vec<_> = pair.iter().filter(|(_, a)| a.won()).collect();
+    assert_eq!(winners.len(), 1, "{request_id}: exactly one decision wins");
+    let (order, winner) = winners[0];
+    for (_, loser) in pair.iter().filter(|(_, a)| !a.won()) {
+        loser.check_lost();
+    }
+    assert_eq!(
+        decision(store, order, request_id).await,
+        Some(winner.decision()),
+        "{request_id}: the store holds the winner's decision"
+    );
+    let holding = load_all(store, order)
+        .await
+        .into_iter()
+        .filter(|s| s.request_id == request_id)
+        .count();
+    if let Attempt::Append(..) = winner {
+        assert_eq!(
+            holding, 1,
+            "{request_id}: the appended stream is in history"
+        );
+    } else {
+        assert_eq!(holding, 0, "{request_id}: a rejected intent has no stream");
+    }
+}
+
+/// The storm: one request id, 32 rejections and 32 appends (half at the next version,
+/// half at later ones), all at once; exactly one wins, and a stream exists exactly when
+/// the append won.
+async fn storm_has_one_decision(store: &Store) {
     let order = aggregate();
-    append_ok(&store, &stream(&order, 1, "r-0")).await;
+    append_ok(store, &stream(&order, 1, "r-0")).await;
     let attempts = (0..64u64)
         .map(|index| {
             let version = if index % 4 == 0 { 2 } else { 2 + index };
@@ -436,7 +460,7 @@ pub async fn rejection_and_append_race_has_exactly_one_decision(store: Store) {
             (order.clone(), "storm".to_owned(), stream)
         })
         .collect();
-    let storm = race(&store, attempts).await;
+    let storm = race(store, attempts).await;
     let winners: Vec<_> = storm.iter().filter(|(_, _, a)| a.won()).collect();
     assert_eq!(winners.len(), 1, "exactly one decision wins the storm");
     for (_, _, loser) in storm.iter().filter(|(_, _, a)| !a.won()) {
@@ -444,10 +468,10 @@ pub async fn rejection_and_append_race_has_exactly_one_decision(store: Store) {
     }
     let winner = &winners[0].2;
     assert_eq!(
-        decision(&store, &order, "storm").await,
+        decision(store, &order, "storm").await,
         Some(winner.decision())
     );
-    let holding = load_all(&store, &order)
+    let holding = load_all(store, &order)
         .await
         .into_iter()
         .filter(|s| s.request_id == "storm")
