@@ -28,6 +28,7 @@ mod harness;
 mod invariants;
 mod nodes;
 mod quiet;
+mod sim_config;
 mod store;
 mod wiring;
 

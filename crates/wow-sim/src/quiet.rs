@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use wow_core::compensation::{
     CompensationScheduler, CompensationStore, ExecutionFailedStatus, FailureQuery,
-    InMemoryCompensationStore, RetrySpec,
+    InMemoryCompensationStore,
 };
 use wow_core::event::{catch_up, EventDispatcher};
 use wow_core::eventsourcing::InMemoryEventStore;
@@ -16,14 +16,7 @@ use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 use crate::chaos::{Chaos, FaultKind};
 use crate::consumers::SAGA;
 use crate::invariants::read_history;
-use crate::wiring::Pipeline;
-
-/// Retries of failed consumers in the quiet phase: fast, and never exhausted.
-pub(crate) const RETRY: RetrySpec = RetrySpec {
-    max_attempts: 1_000,
-    initial_backoff_ms: 100,
-    max_backoff_ms: 1_000,
-};
+use crate::wiring::{Pipeline, RETRY};
 
 /// Catch-up rounds at most before the quiet phase gives up waiting for the run to settle.
 const ROUNDS: usize = 8;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use wow_core::aggregate::AggregateRegistry;
 use wow_core::command::{CommandGateway, InFlightRequests, WaitCoordinator};
-use wow_core::compensation::InMemoryCompensationStore;
+use wow_core::compensation::{InMemoryCompensationStore, RetrySpec};
 use wow_core::event::{
     EventDispatcher, EventFeed, InMemoryConsumerPositions, InMemoryDomainEventBus,
     InMemoryProcessedMessages,
@@ -27,12 +27,18 @@ use crate::consumers::{
     BalanceProjection, Balances, Flaky, FlakySaga, Outbox, OutboxProcessor, Redelivery, WalletSaga,
 };
 use crate::domain::Wallet;
-use crate::harness::SimConfig;
 use crate::nodes::{
     Crashed, FaultyCommandBus, FaultyEventBus, FaultyNotifier, NodeParts, Nodes, SentCommands,
 };
-use crate::quiet::RETRY;
+use crate::sim_config::SimConfig;
 use crate::store::FaultyEventStore;
+
+/// Retries of failed consumers in the quiet phase: fast, and never exhausted.
+pub(crate) const RETRY: RetrySpec = RetrySpec {
+    max_attempts: 1_000,
+    initial_backoff_ms: 100,
+    max_backoff_ms: 1_000,
+};
 
 /// The running pipeline of one run: what its callers, its quiet phase and its checks use.
 /// It holds every part that others hold only weakly (the nodes, the gateway, the
@@ -267,6 +273,7 @@ fn build_gateway(chaos: &Arc<Chaos>, shared: &Shared, started: &Started) -> Comm
     .request_id_checker(Arc::new(gateway_checker))
     .wait_coordinator(shared.waits.clone())
     .send_timeout(Duration::from_secs(1))
+    .clock(shared.clock.clone())
     .metrics(shared.metrics.clone());
     if let Some(in_flight) = &started.in_flight {
         gateway = gateway.in_flight(in_flight.clone());
