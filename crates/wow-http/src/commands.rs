@@ -10,6 +10,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::Value;
+use wow_core::aggregate::UnknownAggregate;
 use wow_core::command::{headers, CommandInfo, CommandKind, WaitPlan};
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, ErrorCode};
 
@@ -135,7 +136,7 @@ fn refuse_tenant(
 
 /// The answer to a command for an aggregate this service does not have.
 fn unknown_aggregate(aggregate: String, id: String, tenant: String) -> Response {
-    let message = format!("no aggregate named `{aggregate}`");
+    let message = UnknownAggregate(aggregate.clone()).to_string();
     let unknown = AggregateId::new("", aggregate, id, tenant);
     let error = InputError {
         code: ErrorCode::NotFound,

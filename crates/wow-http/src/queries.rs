@@ -40,8 +40,8 @@ fn aggregate(
     let tenant = auth::tenant(state.config(), headers).map_err(|u| u.response())?;
     let runtime = state
         .registry()
-        .get(name)
-        .ok_or_else(|| not_found(format!("no aggregate named `{name}`")))?;
+        .find(name)
+        .map_err(|unknown| not_found(unknown.to_string()))?;
     if crate::input::check_id("aggregateId", id, true).is_err() {
         return Err(not_found(format!("no aggregate `{id}`")));
     }
@@ -89,8 +89,9 @@ pub(crate) async fn state(
         Ok(aggregate_id) => aggregate_id,
         Err(response) => return response,
     };
-    let Some(runtime) = state.registry().get(&name) else {
-        return not_found(format!("no aggregate named `{name}`"));
+    let runtime = match state.registry().find(&name) {
+        Ok(runtime) => runtime,
+        Err(unknown) => return not_found(unknown.to_string()),
     };
     match load_aggregate(
         runtime.as_ref(),

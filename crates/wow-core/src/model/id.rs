@@ -17,6 +17,14 @@ use uuid::{ContextV7, Timestamp, Uuid};
 pub trait IdGenerator: Debug + Send + Sync {
     /// A fresh identifier.
     fn next_id(&self) -> String;
+
+    /// Whether this is the process default ([`UuidV7IdGenerator`], what [`new_id`] and the
+    /// model's constructors use): then a value made by a constructor already carries one of
+    /// its ids, and [`CommandResult::stamped`](crate::command::CommandResult::stamped) keeps
+    /// it instead of making a second. Leave it `false` in other generators.
+    fn is_process_default(&self) -> bool {
+        false
+    }
 }
 
 /// The default [`IdGenerator`]: UUIDv7 in hyphenated form, ordered by creation time within
@@ -32,6 +40,10 @@ impl IdGenerator for UuidV7IdGenerator {
         let timestamp = Timestamp::from_unix(&CONTEXT, millis / 1000, nanos);
         Uuid::new_v7(timestamp).hyphenated().to_string()
     }
+
+    fn is_process_default(&self) -> bool {
+        true
+    }
 }
 
 /// A fresh time-ordered identifier from the default generator.
@@ -43,6 +55,13 @@ pub fn new_id() -> String {
 pub trait Clock: Debug + Send + Sync {
     /// The current time in milliseconds since the Unix epoch.
     fn now_millis(&self) -> i64;
+
+    /// Whether this is the process default ([`SystemClock`], what [`now_millis`] and the
+    /// model's constructors read): see [`IdGenerator::is_process_default`]. Leave it `false`
+    /// in other clocks.
+    fn is_process_default(&self) -> bool {
+        false
+    }
 }
 
 /// The default [`Clock`]: the operating system's wall clock, read through [`now_millis`].
@@ -52,6 +71,10 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now_millis(&self) -> i64 {
         now_millis()
+    }
+
+    fn is_process_default(&self) -> bool {
+        true
     }
 }
 

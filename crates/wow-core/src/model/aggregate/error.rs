@@ -55,6 +55,10 @@ pub enum AggregateError {
         code: ErrorCode,
         /// The rejection's message, for a person.
         message: String,
+        /// The domain error's fields ([`DomainError::detail`](super::DomainError::detail)),
+        /// answered under [`REJECTION_DETAIL`](crate::model::command::REJECTION_DETAIL) so a
+        /// saga can decode the whole typed error; empty for a unit variant.
+        detail: serde_json::Map<String, serde_json::Value>,
     },
     /// History could not be replayed: a stored event is unknown or malformed, or versions
     /// are out of order. The history is left as it is.

@@ -44,7 +44,7 @@ impl DomainError for std::convert::Infallible {
 ///   message of a rejection), so it is what a saga decides on;
 /// - the **whole error**, fields included ([`DecodeDomainError::decode`]), from the code and
 ///   the fields [`DomainError::detail`] wrote, when the result carries them (under the
-///   result key [`REJECTION_DETAIL`](crate::runtime::saga::REJECTION_DETAIL)).
+///   result key [`REJECTION_DETAIL`](crate::model::command::REJECTION_DETAIL)).
 ///
 /// ```
 /// use wow_core::aggregate::DecodeDomainError;

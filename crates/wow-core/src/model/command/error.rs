@@ -54,6 +54,12 @@ pub const ORIGINAL_COMMAND_ID: &str = "originalCommandId";
 /// deciding anew (SPEC ID-6); over HTTP it is the header `Wow-Replayed: true`.
 pub const REPLAYED: &str = "replayed";
 
+/// The `result` key under which a rejection's result carries the fields of the domain error
+/// ([`DomainError::detail`](crate::model::aggregate::DomainError::detail)), so that a saga's
+/// step sees the whole typed error. A replayed rejection (SPEC ID-6 records only code and
+/// message) has none; its code still names the error's kind.
+pub const REJECTION_DETAIL: &str = "rejection";
+
 /// The answer to a command whose request id already holds `decision` (SPEC ID-6): for an
 /// appended stream, [`duplicate_result`]; for a recorded rejection, the original code and
 /// message with its command id and [`REPLAYED`]. `RequestIdReused` wins when the original

@@ -11,7 +11,8 @@ mod stage;
 pub use binding_error::BindingError;
 pub use body::{BodyDecodeError, CommandBody, CommandInfo, EventBody};
 pub use error::{
-    decided_result, duplicate_result, CommandResultError, ORIGINAL_COMMAND_ID, REPLAYED,
+    decided_result, duplicate_result, CommandResultError, ORIGINAL_COMMAND_ID, REJECTION_DETAIL,
+    REPLAYED,
 };
 pub use fingerprint::request_fingerprint;
 pub use kind::CommandKind;

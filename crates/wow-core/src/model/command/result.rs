@@ -138,10 +138,16 @@ impl CommandResult {
     }
 
     /// This result with its id and signal time from `ids` and `clock`: how a runtime
-    /// component wired with its own time and ids (DESIGN §8) stamps what it signals.
+    /// component wired with its own time and ids (DESIGN §8) stamps what it signals. The
+    /// process defaults made this result's own at construction, so they are kept as they
+    /// are (no second id is made).
     pub fn stamped(mut self, clock: &dyn Clock, ids: &dyn IdGenerator) -> Self {
-        self.id = ids.next_id();
-        self.signal_time = clock.now_millis();
+        if !ids.is_process_default() {
+            self.id = ids.next_id();
+        }
+        if !clock.is_process_default() {
+            self.signal_time = clock.now_millis();
+        }
         self
     }
 

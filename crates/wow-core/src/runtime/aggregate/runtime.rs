@@ -163,6 +163,7 @@ pub(crate) fn decide<A: Aggregate>(
     A::handle(state, command, ctx).map_err(|error| AggregateError::Rejected {
         code: error.error_code(),
         message: error.to_string(),
+        detail: error.detail(),
     })
 }
 

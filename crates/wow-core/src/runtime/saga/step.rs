@@ -8,11 +8,7 @@ use crate::model::command::CommandResult;
 use crate::model::command::CommandResultError;
 use crate::model::error_code::ErrorCode;
 
-/// The `result` key under which a rejection's result may carry the fields of the domain
-/// error ([`DomainError::detail`](crate::model::aggregate::DomainError::detail)), so that
-/// [`StepError::Rejected`] holds the whole error. A result without it (a replayed
-/// rejection, SPEC ID-6, records only code and message) still gives the error's kind.
-pub const REJECTION_DETAIL: &str = "rejection";
+pub use crate::model::command::REJECTION_DETAIL;
 
 /// Why a command a saga sent to an aggregate whose error type is `E` did not succeed.
 #[derive(Debug)]

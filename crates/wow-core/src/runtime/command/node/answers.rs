@@ -1,12 +1,12 @@
 //! The answers that record no stream: nothing to record, a rejection, the original decision
 //! on a taken request id, an aggregate in quarantine.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::contracts::command::JsonCommand;
 use crate::contracts::eventsourcing::EventStoreError;
 use crate::model::aggregate::{AggregateError, AggregateState};
-use crate::model::command::{decided_result, CommandResult, CommandStage};
+use crate::model::command::{decided_result, CommandResult, CommandStage, REJECTION_DETAIL};
 use crate::model::error_code::ErrorCode;
 use crate::model::eventsourcing::{is_recorded_rejection, RejectionRecord};
 use crate::runtime::aggregate::QuarantinedAggregate;
@@ -171,12 +171,20 @@ pub(super) fn quarantined_result(
     )
 }
 
+/// The answer to a command its aggregate refused: the error's code and message, its binding
+/// errors, and a domain rejection's fields under [`REJECTION_DETAIL`].
 fn aggregate_failure(command: &JsonCommand, error: &AggregateError) -> CommandResult {
-    CommandResult::failure(
+    let failure = CommandResult::failure(
         command,
         CommandStage::Processed,
         error.error_code(),
         error.to_string(),
     )
-    .with_binding_errors(error.binding_errors())
+    .with_binding_errors(error.binding_errors());
+    match error {
+        AggregateError::Rejected { detail, .. } if !detail.is_empty() => {
+            failure.with_result(REJECTION_DETAIL, Value::Object(detail.clone()))
+        }
+        _ => failure,
+    }
 }
