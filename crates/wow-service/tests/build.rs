@@ -89,15 +89,20 @@ async fn count(service: &RunningService, id: &str, by: u64) {
     assert_eq!(status, StatusCode::OK, "{body}");
 }
 
-#[tokio::test]
-async fn a_view_is_projected_and_served_in_the_callers_tenant() {
-    let service = Service::builder()
+/// The counter and its `counter_total` view, built on `stores`.
+async fn counter_with_total(stores: Stores) -> RunningService {
+    Service::builder()
         .aggregate::<Counter>()
         .view::<CounterTotal>()
-        .stores(Stores::in_memory())
+        .stores(stores)
         .build()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_view_is_projected_and_served_in_the_callers_tenant() {
+    let service = counter_with_total(Stores::in_memory()).await;
     count(&service, "c1", 2).await;
     let app = service.router();
 
@@ -124,13 +129,7 @@ async fn a_view_is_projected_and_served_in_the_callers_tenant() {
 
 #[tokio::test]
 async fn openapi_lists_the_view_route_with_the_state_schema() {
-    let service = Service::builder()
-        .aggregate::<Counter>()
-        .view::<CounterTotal>()
-        .stores(Stores::in_memory())
-        .build()
-        .await
-        .unwrap();
+    let service = counter_with_total(Stores::in_memory()).await;
     let (status, document) = call(&service.router(), "GET", "/openapi.json", &[], "").await;
     assert_eq!(status, StatusCode::OK);
     let operation = &document["paths"]["/counter/{id}/view/counter_total"]["get"];
@@ -160,13 +159,7 @@ async fn a_restart_catches_a_new_view_up_with_the_whole_history() {
     count(&first, "c1", 5).await;
     first.stop().await;
 
-    let second = Service::builder()
-        .aggregate::<Counter>()
-        .view::<CounterTotal>()
-        .stores(stores)
-        .build()
-        .await
-        .unwrap();
+    let second = counter_with_total(stores).await;
     let caught_up: Vec<&str> = second.caught_up().iter().map(|(c, _)| c.as_str()).collect();
     assert!(caught_up.contains(&"counter_total"), "{caught_up:?}");
     let (status, body) = call(
