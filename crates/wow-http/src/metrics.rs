@@ -121,6 +121,12 @@ pub(crate) async fn render(State(state): State<HttpState>) -> impl IntoResponse 
     let _ = writeln!(out, "wow_handler_runs_total {}", pipeline.handler_runs);
     let _ = writeln!(
         out,
+        "# HELP wow_event_backlog Streams appended and not yet handled by every consumer (queued in memory or left in the store to be read back)."
+    );
+    let _ = writeln!(out, "# TYPE wow_event_backlog gauge");
+    let _ = writeln!(out, "wow_event_backlog {}", pipeline.event_backlog);
+    let _ = writeln!(
+        out,
         "# HELP wow_quarantined_aggregates Aggregates quarantined because their history cannot be applied (SPEC PX-1)."
     );
     let _ = writeln!(out, "# TYPE wow_quarantined_aggregates gauge");

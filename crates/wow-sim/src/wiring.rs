@@ -319,6 +319,7 @@ fn start_dispatcher(
         }))
         .build();
     downstream.redelivery.set_dispatcher(&dispatcher);
-    feed.start(dispatcher.clone());
+    // Streams that overflow the bus are read back from the store without faults.
+    feed.start(dispatcher.clone(), shared.raw.clone());
     dispatcher
 }

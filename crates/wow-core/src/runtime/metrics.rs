@@ -1,7 +1,7 @@
 //! Counters of the command pipeline, read by `/metrics` and the benchmarks.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::model::command::{CommandResult, CommandStage};
@@ -14,6 +14,7 @@ pub struct PipelineMetrics {
     duplicates_by_store: AtomicU64,
     duplicates_by_append: AtomicU64,
     handler_runs: AtomicU64,
+    event_backlog: AtomicI64,
     results: Mutex<BTreeMap<(CommandStage, String), u64>>,
 }
 
@@ -28,6 +29,8 @@ pub struct MetricsSnapshot {
     pub duplicates_by_append: u64,
     /// Times an aggregate's handler ran.
     pub handler_runs: u64,
+    /// Streams appended and published, not yet dispatched to every consumer.
+    pub event_backlog: u64,
     /// Final results by stage and error code.
     pub results: BTreeMap<(CommandStage, String), u64>,
 }
@@ -56,6 +59,26 @@ impl PipelineMetrics {
             .or_default() += 1;
     }
 
+    pub(crate) fn add_event_backlog(&self, streams: u64) {
+        self.event_backlog.fetch_add(
+            i64::try_from(streams).unwrap_or(i64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    pub(crate) fn sub_event_backlog(&self, streams: u64) {
+        self.event_backlog.fetch_sub(
+            i64::try_from(streams).unwrap_or(i64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Streams published to the event bus and not yet dispatched to every consumer (queued
+    /// in memory, or left in the store to be read back): how far consumers are behind.
+    pub fn event_backlog(&self) -> u64 {
+        u64::try_from(self.event_backlog.load(Ordering::Relaxed)).unwrap_or(0)
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
@@ -63,6 +86,7 @@ impl PipelineMetrics {
             duplicates_by_store: self.duplicates_by_store.load(Ordering::Relaxed),
             duplicates_by_append: self.duplicates_by_append.load(Ordering::Relaxed),
             handler_runs: self.handler_runs.load(Ordering::Relaxed),
+            event_backlog: self.event_backlog(),
             results: self
                 .results
                 .lock()

@@ -16,8 +16,8 @@ use crate::runtime::command::{
     CommandGateway, DefaultCommandHandler, InFlightRequests, WaitCoordinator,
 };
 use crate::runtime::compensation::{CompensationError, CompensationScheduler};
-use crate::runtime::event::InMemoryDomainEventBus;
 use crate::runtime::event::{catch_up, CatchUpError, CatchUpProgress, EventDispatcher};
+use crate::runtime::event::{InMemoryDomainEventBus, DEFAULT_PARTITION_CAPACITY};
 use crate::runtime::eventsourcing::{SnapshotStrategy, Snapshotter};
 use crate::runtime::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
@@ -37,6 +37,7 @@ pub struct LocalPipelineBuilder {
     sagas: Vec<Arc<dyn DynSaga>>,
     idempotency: IdempotencyConfig,
     partitions: usize,
+    partition_capacity: usize,
     send_timeout: Duration,
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
     positions: Option<Arc<dyn ConsumerPositions>>,
@@ -126,6 +127,14 @@ impl LocalPipelineBuilder {
         self
     }
 
+    /// Streams each event-bus partition holds in memory for its consumers; when consumers
+    /// fall behind further, the rest is read back from the event store. Default:
+    /// [`DEFAULT_PARTITION_CAPACITY`].
+    pub fn partition_capacity(mut self, streams: usize) -> Self {
+        self.partition_capacity = streams;
+        self
+    }
+
     /// How long a send may take. Default 5 s.
     pub fn send_timeout(mut self, timeout: Duration) -> Self {
         self.send_timeout = timeout;
@@ -138,7 +147,11 @@ impl LocalPipelineBuilder {
         let waits = WaitCoordinator::new();
         // Ownership runs one way: gateway → command bus → node → event bus → (channel) →
         // workers → dispatcher, which holds the gateway only weakly for its sagas.
-        let (event_bus, feed) = InMemoryDomainEventBus::channel(self.partitions);
+        let (event_bus, feed) = InMemoryDomainEventBus::bounded(
+            self.partitions,
+            self.partition_capacity,
+            metrics.clone(),
+        );
         let event_bus = Arc::new(event_bus);
         let command_bus = Arc::new(InMemoryCommandBus::new(self.partitions, 1024));
         let in_flight = Arc::new(InFlightRequests::new());
@@ -157,7 +170,7 @@ impl LocalPipelineBuilder {
             .metrics(metrics.clone())
             .build();
         let dispatcher = self.dispatcher(&waits, &gateway);
-        feed.start(dispatcher.clone());
+        feed.start(dispatcher.clone(), self.store.clone());
         let pipeline = LocalPipeline {
             gateway,
             command_bus,
@@ -295,6 +308,7 @@ impl LocalPipeline {
             sagas: Vec::new(),
             idempotency: IdempotencyConfig::default(),
             partitions: cores * 4,
+            partition_capacity: DEFAULT_PARTITION_CAPACITY,
             send_timeout: crate::runtime::command::DEFAULT_SEND_TIMEOUT,
             compensation: None,
             positions: None,
