@@ -10,6 +10,7 @@
 //! cargo run -p wow-cli -- send account alice deposit '{"amount":5}' --request-id dep-1
 //! cargo run -p wow-cli -- outcome account alice dep-1   # APPENDED / REJECTED / IN_FLIGHT / NONE / UNKNOWN
 //! cargo run -p wow-cli -- events account alice
+//! cargo run -p wow-cli --release -- bench --embedded memory:// --duration 10s
 //! ```
 //!
 //! `send` and `outcome` exit 0 when applied, 3 when rejected for good (do not resend), 5
@@ -18,6 +19,7 @@
 //! under a new request id).
 
 mod bank;
+mod bench;
 mod legacy;
 mod output;
 mod remote;
@@ -139,6 +141,10 @@ enum Command {
         #[command(flatten)]
         remote: RemoteArgs,
     },
+    /// Loads a running bank (or one served in this process with --embedded) with one
+    /// command over many keep-alive connections, and reports throughput, latency
+    /// percentiles, errors by code, the consumers' backlog and the server's memory.
+    Bench(bench::BenchArgs),
     /// Lists or retries the recorded consumer failures of a running service (event
     /// compensation).
     Compensation {
@@ -267,6 +273,7 @@ async fn run(command: Command) -> Result<u8, String> {
             tail,
             remote,
         } => coded(remote::events(&remote.remote(), &aggregate, &id, head, tail).await),
+        Command::Bench(args) => done(bench::run(args).await),
         Command::Compensation {
             action,
             server,
