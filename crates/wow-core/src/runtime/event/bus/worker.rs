@@ -1,7 +1,6 @@
 //! A partition's worker: runs the dispatcher on what has queued up, aggregates side by side,
 //! then on what overflowed into the store.
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::overflow::{Overflow, Pending};
 use crate::contracts::eventsourcing::{EventStore, EventStoreError};
-use crate::model::aggregate_id::AggregateId;
+use crate::model::aggregate_id::{group_by_aggregate, AggregateId};
 use crate::model::event::DomainEventStream;
 use crate::model::panic::panic_message;
 use crate::runtime::event::EventDispatcher;
@@ -62,11 +61,15 @@ impl PartitionWorker {
     /// Dispatches `streams`: one aggregate's in order, different aggregates side by side.
     async fn deliver(&self, streams: Vec<Arc<DomainEventStream>>) {
         let count = streams.len() as u64;
-        join_all(by_aggregate(streams).into_iter().map(|streams| async move {
-            for stream in streams {
-                self.dispatch(&stream).await;
-            }
-        }))
+        join_all(
+            group_by_aggregate(streams, |stream| &stream.aggregate_id)
+                .into_iter()
+                .map(|streams| async move {
+                    for stream in streams {
+                        self.dispatch(&stream).await;
+                    }
+                }),
+        )
         .await;
         self.metrics.sub_event_backlog(count);
     }
@@ -156,19 +159,3 @@ impl PartitionWorker {
 
 /// Streams read from the store at a time.
 const PAGE: u64 = 500;
-
-/// `streams` grouped by aggregate, each group in arrival (that is version) order.
-fn by_aggregate(streams: Vec<Arc<DomainEventStream>>) -> Vec<Vec<Arc<DomainEventStream>>> {
-    let mut groups: Vec<Vec<Arc<DomainEventStream>>> = Vec::new();
-    let mut index: HashMap<AggregateId, usize> = HashMap::new();
-    for stream in streams {
-        match index.get(&stream.aggregate_id) {
-            Some(&at) => groups[at].push(stream),
-            None => {
-                index.insert(stream.aggregate_id.clone(), groups.len());
-                groups.push(vec![stream]);
-            }
-        }
-    }
-    groups
-}
