@@ -28,6 +28,9 @@ use crate::{OpenError, PostgresOptions};
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    /// Consumers' transactions at once: at most half the pool, so appends always find a
+    /// connection however far behind the consumers are.
+    consumer_slots: Arc<tokio::sync::Semaphore>,
     schema: String,
     clock: Arc<dyn Clock>,
 }
@@ -172,6 +175,9 @@ impl PostgresStore {
         migrate(&mut client, &options.schema).await?;
         Ok(Self {
             pool,
+            consumer_slots: Arc::new(tokio::sync::Semaphore::new(
+                (options.max_connections / 2).max(1),
+            )),
             schema: options.schema,
             clock: Arc::new(SystemClock),
         })
@@ -188,6 +194,7 @@ impl PostgresStore {
     /// that it ran (SPEC DS-2): a redelivered message finds the record and `work` does not
     /// run; a failing `work` leaves neither its writes nor the record. Concurrent deliveries
     /// of one message wait for each other on the record's key; one of them runs `work`.
+    /// Consumers use at most half the pool at once, leaving the rest to appends.
     pub async fn process_once<F>(
         &self,
         consumer: &str,
@@ -201,6 +208,11 @@ impl PostgresStore {
             + Send,
     {
         let store = |error: tokio_postgres::Error| ProcessError::Store(Box::new(error));
+        let _slot = self
+            .consumer_slots
+            .acquire()
+            .await
+            .map_err(|e| ProcessError::Store(Box::new(e)))?;
         let mut client = self
             .pool
             .get()

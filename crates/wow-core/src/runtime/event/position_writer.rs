@@ -16,12 +16,12 @@ enum Job {
 }
 
 /// Hands position updates to a task that writes them in arrival order, batching whatever has
-/// queued up into one [`ConsumerPositions::advance_many`], so a delivery never waits for its
-/// position. A position is a resume point, so one lost in a crash only makes catch-up deliver
+/// queued up into one [`ConsumerPositions::advance_many`], so a delivery does not wait for its
+/// position (unless 16,384 are queued: then it waits for room). A position is a resume point, so one lost in a crash only makes catch-up deliver
 /// a stream again, which the consumer's processed-message record ignores.
 #[derive(Debug, Clone)]
 pub(crate) struct PositionWriter {
-    jobs: Option<mpsc::UnboundedSender<Job>>,
+    jobs: Option<mpsc::Sender<Job>>,
     positions: Arc<dyn ConsumerPositions>,
 }
 
@@ -36,6 +36,10 @@ impl std::fmt::Debug for Job {
 
 const MAX_BATCH: usize = 1024;
 
+/// Positions queued at most: past it, a delivery waits for the writer (memory stays bounded
+/// when the store is slower than the consumers).
+const QUEUE: usize = 16 * MAX_BATCH;
+
 impl PositionWriter {
     /// A writer into `positions`: a background task when a tokio runtime is running, else
     /// writes in line.
@@ -46,7 +50,7 @@ impl PositionWriter {
                 positions,
             };
         };
-        let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
+        let (jobs, mut queue) = mpsc::channel::<Job>(QUEUE);
         let store = positions.clone();
         runtime.spawn(async move {
             while let Some(first) = queue.recv().await {
@@ -81,7 +85,7 @@ impl PositionWriter {
     /// Queues `advance` (written in line when there is no background task).
     pub(crate) async fn advance(&self, advance: Advance) {
         match &self.jobs {
-            Some(jobs) if jobs.send(Job::Advance(advance.clone())).is_ok() => {}
+            Some(jobs) if jobs.send(Job::Advance(advance.clone())).await.is_ok() => {}
             _ => {
                 if let Err(error) = self.positions.advance_many(&[advance]).await {
                     tracing::warn!(%error, "could not record a consumer position");
@@ -94,7 +98,7 @@ impl PositionWriter {
     pub(crate) async fn flush(&self) {
         let Some(jobs) = &self.jobs else { return };
         let (done, written) = oneshot::channel();
-        if jobs.send(Job::Flush(done)).is_ok() {
+        if jobs.send(Job::Flush(done)).await.is_ok() {
             let _ = written.await;
         }
     }
