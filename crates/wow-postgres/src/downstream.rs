@@ -95,26 +95,35 @@ impl ConsumerPositions for PostgresStore {
             )
             .await
             .map_err(db_error)?;
-        for (consumer, aggregate, version) in advances {
-            let version = clamp(*version);
-            let (name, id, tenant) = (
-                &aggregate.aggregate_name,
-                &aggregate.id,
-                &aggregate.tenant_id,
-            );
-            if transaction
-                .execute(&moved, &[consumer, name, id, &version, tenant])
-                .await
-                .map_err(db_error)?
-                == 0
-                && version == 1
-            {
-                transaction
-                    .execute(&first, &[consumer, name, id, tenant])
-                    .await
-                    .map_err(db_error)?;
-            }
-        }
+        // Version 1 creates the position; a later one moves it from the version before. All
+        // are sent at once (pipelined, applied in order on the connection): one round trip
+        // for the batch instead of one per position.
+        type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+        let versions: Vec<i64> = advances.iter().map(|(_, _, v)| clamp(*v)).collect();
+        let statements: Vec<(bool, Vec<Param<'_>>)> = advances
+            .iter()
+            .zip(&versions)
+            .map(|((consumer, aggregate, _), version)| {
+                let (name, id, tenant) = (
+                    &aggregate.aggregate_name,
+                    &aggregate.id,
+                    &aggregate.tenant_id,
+                );
+                if *version == 1 {
+                    (true, vec![consumer as Param<'_>, name, id, tenant])
+                } else {
+                    (
+                        false,
+                        vec![consumer as Param<'_>, name, id, version, tenant],
+                    )
+                }
+            })
+            .collect();
+        futures::future::try_join_all(statements.iter().map(|(create, params)| {
+            transaction.execute(if *create { &first } else { &moved }, params)
+        }))
+        .await
+        .map_err(db_error)?;
         transaction.commit().await.map_err(db_error)
     }
 

@@ -203,7 +203,7 @@ impl PostgresStore {
     ) -> Result<Processed, ProcessError>
     where
         F: for<'t> FnOnce(
-                &'t tokio_postgres::Transaction<'t>,
+                &'t deadpool_postgres::Transaction<'t>,
             ) -> BoxFuture<'t, Result<(), BoxError>>
             + Send,
     {
@@ -220,11 +220,14 @@ impl PostgresStore {
             .map_err(|e| ProcessError::Store(Box::new(e)))?;
         let transaction = client.transaction().await.map_err(store)?;
         // The record first: its key makes concurrent deliveries of one message queue up.
-        let recorded = transaction
-            .execute(
+        let record = transaction
+            .prepare_cached(
                 "INSERT INTO processed_message (consumer, message_id, processed_time) VALUES ($1, $2, $3) ON CONFLICT (consumer, message_id) DO NOTHING",
-                &[&consumer, &message_id, &self.clock.now_millis()],
             )
+            .await
+            .map_err(store)?;
+        let recorded = transaction
+            .execute(&record, &[&consumer, &message_id, &self.clock.now_millis()])
             .await
             .map_err(store)?;
         if recorded == 0 {
