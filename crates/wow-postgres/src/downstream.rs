@@ -11,7 +11,9 @@ use wow_core::compensation::{
     next_record, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
     FailedExecution, FailureQuery, RetrySpec,
 };
-use wow_core::event::{ConsumerPositions, ConsumerStoreError, EffectJournal, EffectState};
+use wow_core::event::{
+    ConsumerPositions, ConsumerStoreError, EffectJournal, EffectState, PositionRun,
+};
 use wow_core::{AggregateId, CommandStage, ErrorCode};
 
 use crate::error::consumer_store_error as db_error;
@@ -121,6 +123,59 @@ impl ConsumerPositions for PostgresStore {
             .collect();
         futures::future::try_join_all(statements.iter().map(|(create, params)| {
             transaction.execute(if *create { &first } else { &moved }, params)
+        }))
+        .await
+        .map_err(db_error)?;
+        transaction.commit().await.map_err(db_error)
+    }
+
+    async fn advance_runs(&self, runs: &[PositionRun]) -> Result<(), ConsumerStoreError> {
+        let mut client = self.downstream_client().await?;
+        let transaction = client.transaction().await.map_err(db_error)?;
+        // A run from version 1 creates the position or moves it (it is at least 0 before
+        // it); a later run moves it only from inside the run, so a gap keeps it.
+        let first = transaction
+            .prepare_cached(
+                "INSERT INTO consumer_position (consumer, tenant_id, aggregate_name, aggregate_id, version) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO UPDATE SET version = EXCLUDED.version
+                 WHERE consumer_position.version < EXCLUDED.version",
+            )
+            .await
+            .map_err(db_error)?;
+        let moved = transaction
+            .prepare_cached(
+                "UPDATE consumer_position SET version = $5::BIGINT WHERE consumer = $1 AND tenant_id = $2 AND aggregate_name = $3 AND aggregate_id = $4 AND version >= $6::BIGINT - 1 AND version < $5::BIGINT",
+            )
+            .await
+            .map_err(db_error)?;
+        type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+        let spans: Vec<(i64, i64)> = runs
+            .iter()
+            .map(|run| (clamp(run.from), clamp(run.to)))
+            .collect();
+        let params: Vec<[Param<'_>; 6]> = runs
+            .iter()
+            .zip(&spans)
+            .map(|(run, (from, to))| {
+                let aggregate = &run.aggregate;
+                [
+                    &run.consumer as Param<'_>,
+                    &aggregate.tenant_id,
+                    &aggregate.aggregate_name,
+                    &aggregate.id,
+                    to,
+                    from,
+                ]
+            })
+            .collect();
+        // Every run is sent at once (pipelined, applied in order on the connection): one
+        // round trip for the batch.
+        futures::future::try_join_all(params.iter().zip(&spans).map(|(p, (from, _))| {
+            if *from == 1 {
+                transaction.execute(&first, &p[..5])
+            } else {
+                transaction.execute(&moved, p.as_slice())
+            }
         }))
         .await
         .map_err(db_error)?;

@@ -11,7 +11,7 @@ use wow_core::compensation::{
     FailedExecution, FailureQuery, RetrySpec,
 };
 use wow_core::event::{
-    ConsumerPositions, ConsumerStoreError, EffectJournal, EffectState, ProcessError,
+    ConsumerPositions, ConsumerStoreError, EffectJournal, EffectState, PositionRun, ProcessError,
 };
 use wow_core::eventsourcing::BoxError;
 use wow_core::{AggregateId, CommandStage, ErrorCode};
@@ -111,6 +111,29 @@ impl ConsumerPositions for SqliteStore {
                 let (name, id, tenant) = (&aggregate.aggregate_name, &aggregate.id, &aggregate.tenant_id);
                 if moved.execute(params![consumer, name, id, version, tenant])? == 0 && version == 1 {
                     first.execute(params![consumer, name, id, tenant])?;
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn advance_runs(&self, runs: &[PositionRun]) -> Result<(), ConsumerStoreError> {
+        let runs = runs.to_vec();
+        self.write(move |connection| {
+            let mut moved = connection.prepare_cached(
+                "UPDATE consumer_position SET version = ?5 WHERE consumer = ?1 AND tenant_id = ?2 AND aggregate_name = ?3 AND aggregate_id = ?4 AND version >= ?6 - 1 AND version < ?5",
+            )?;
+            let mut first = connection.prepare_cached(
+                "INSERT INTO consumer_position (consumer, tenant_id, aggregate_name, aggregate_id, version) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO NOTHING",
+            )?;
+            for run in &runs {
+                let (from, to) = (clamp(run.from), clamp(run.to));
+                let aggregate = &run.aggregate;
+                let key = params![run.consumer, aggregate.tenant_id, aggregate.aggregate_name, aggregate.id, to];
+                if moved.execute(params![run.consumer, aggregate.tenant_id, aggregate.aggregate_name, aggregate.id, to, from])? == 0 && from == 1 {
+                    first.execute(key)?;
                 }
             }
             Ok(())

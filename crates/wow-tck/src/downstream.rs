@@ -7,7 +7,7 @@ use std::sync::Arc;
 use wow_core::compensation::{
     CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RetrySpec,
 };
-use wow_core::event::{ConsumerError, ConsumerPositions, EffectJournal, EffectState};
+use wow_core::event::{ConsumerError, ConsumerPositions, EffectJournal, EffectState, PositionRun};
 use wow_core::{AggregateId, CommandStage, ErrorCode};
 
 /// The three stores of one backend.
@@ -119,6 +119,50 @@ pub async fn positions_move_only_to_the_next_version(stores: Store) {
     positions.advance("view", &a, 3).await.unwrap();
     assert_eq!(position(positions, "view", &a).await, Some(3));
     assert_eq!(position(positions, "other", &a).await, Some(9));
+}
+
+/// A run of versions moves a position as advancing each version in turn would: to the run's
+/// end from anywhere inside it (created by a run from 1), never past a gap, never back; runs
+/// apply in order, the same aggregate's included.
+pub async fn position_runs_move_as_their_versions_would(stores: Store) {
+    let positions = stores.positions.as_ref();
+    let (a, b, c) = (account("ra"), account("rb"), account("rc"));
+    let run = |aggregate: &AggregateId, from: u64, to: u64| PositionRun {
+        consumer: "view".to_owned(),
+        aggregate: aggregate.clone(),
+        from,
+        to,
+    };
+    positions
+        .advance_runs(&[
+            run(&a, 1, 3),
+            run(&a, 6, 7),
+            run(&b, 2, 4),
+            run(&c, 1, 1),
+            run(&c, 1, 2),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        position(positions, "view", &a).await,
+        Some(3),
+        "6..=7 is past a gap"
+    );
+    assert_eq!(position(positions, "view", &b).await, None, "no run from 1");
+    assert_eq!(
+        position(positions, "view", &c).await,
+        Some(2),
+        "the second run goes on from the first"
+    );
+    positions
+        .advance_runs(&[run(&a, 2, 5), run(&a, 1, 2), run(&a, 6, 7)])
+        .await
+        .unwrap();
+    assert_eq!(
+        position(positions, "view", &a).await,
+        Some(7),
+        "2..=5 overlaps 3; 1..=2 does not move it back; 6..=7 follows"
+    );
 }
 
 /// A reset forgets one consumer's positions and keeps the others'.

@@ -61,6 +61,10 @@ pub(crate) struct BenchArgs {
     /// Distinct accounts (1: every request on one hot account).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     aggregates: u64,
+    /// Names the accounts after this instead of the run's random prefix, so that runs reuse
+    /// them (a long history built by one run, measured by the next).
+    #[arg(long, value_name = "NAME")]
+    accounts: Option<String>,
     /// The server's process id, to report its resident memory.
     #[arg(long)]
     pid: Option<u32>,
@@ -115,13 +119,21 @@ async fn load(
     let rss = || memory.and_then(probe::rss_kib);
     let visible = !args.json && std::io::stderr().is_terminal();
     let prefix = run_prefix();
+    let accounts = args.accounts.clone().unwrap_or_else(|| prefix.clone());
     let connections = usize::from(args.connections);
     let rss_start_kib = rss();
     let setup_ms = match args.operation {
         Operation::Open => None,
-        Operation::Deposit | Operation::Transfer => {
-            Some(setup(target, &prefix, args.aggregates, connections, visible).await?)
-        }
+        Operation::Deposit | Operation::Transfer => Some(
+            setup(
+                target,
+                (&prefix, &accounts),
+                args.aggregates,
+                connections,
+                visible,
+            )
+            .await?,
+        ),
     };
     let limit = match (args.count, args.duration) {
         (Some(count), _) => Limit::Count(count),
@@ -131,7 +143,7 @@ async fn load(
         args.operation,
         args.wait_stage,
         args.aggregates,
-        &prefix,
+        (&prefix, &accounts),
         'r',
         target,
     )?;
@@ -154,11 +166,12 @@ async fn load(
     Ok(report)
 }
 
-/// Opens accounts `0..aggregates` of run `prefix` (waiting for PROCESSED), and returns how
-/// long that took in ms. An account that already exists is fine; any other error ends it.
+/// Opens accounts `0..aggregates` named after `accounts` (waiting for PROCESSED), under
+/// request ids of run `prefix`, and returns how long that took in ms. An account that
+/// already exists is fine; any other error ends it.
 async fn setup(
     target: &Target,
-    prefix: &str,
+    (prefix, accounts): (&str, &str),
     aggregates: u64,
     connections: usize,
     visible: bool,
@@ -168,7 +181,7 @@ async fn setup(
         Operation::Open,
         CommandStage::Processed,
         aggregates,
-        prefix,
+        (prefix, accounts),
         's',
         target,
     )?;

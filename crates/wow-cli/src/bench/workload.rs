@@ -44,8 +44,10 @@ pub(crate) fn account(prefix: &str, i: u64) -> String {
 #[derive(Debug)]
 pub(crate) struct Workload {
     operation: Operation,
-    /// The run's random prefix, in account names and request ids.
+    /// The run's random prefix, in request ids.
     prefix: String,
+    /// The prefix of the account names: the run's, or one given to reuse accounts.
+    accounts: String,
     /// What tells this phase's request ids from another's.
     phase: char,
     /// The paths per account (empty for `open`, which makes each).
@@ -58,13 +60,14 @@ pub(crate) struct Workload {
 }
 
 impl Workload {
-    /// The requests of `operation` on `aggregates` accounts of run `prefix`; `phase` keeps
-    /// the request ids of the setup and the measured run apart.
+    /// The requests of `operation` on `aggregates` accounts named after `accounts`, under
+    /// request ids of run `prefix`; `phase` keeps the request ids of the setup and the
+    /// measured run apart.
     pub(crate) fn new(
         operation: Operation,
         stage: CommandStage,
         aggregates: u64,
-        prefix: &str,
+        (prefix, accounts): (&str, &str),
         phase: char,
         target: &Target,
     ) -> Result<Self, BenchError> {
@@ -73,19 +76,20 @@ impl Workload {
             Operation::Open => Vec::new(),
             _ => ids
                 .clone()
-                .map(|i| path(prefix, i, operation))
+                .map(|i| path(accounts, i, operation))
                 .collect::<Result<_, _>>()?,
         };
         let bodies = match operation {
             Operation::Open => vec![open_body()],
             Operation::Deposit => vec![Bytes::from_static(br#"{"amount":1}"#)],
             Operation::Transfer => ids
-                .map(|i| transfer_body(&account(prefix, (i + 1) % aggregates)))
+                .map(|i| transfer_body(&account(accounts, (i + 1) % aggregates)))
                 .collect(),
         };
         Ok(Self {
             operation,
             prefix: prefix.to_owned(),
+            accounts: accounts.to_owned(),
             phase,
             paths,
             bodies,
@@ -98,7 +102,7 @@ impl Workload {
     /// The request of ticket `ticket`, under a request id of its own.
     pub(crate) fn request(&self, ticket: u64) -> Result<Request<Body>, BenchError> {
         let (uri, body) = match self.operation {
-            Operation::Open => (path(&self.prefix, ticket, Operation::Open)?, 0),
+            Operation::Open => (path(&self.accounts, ticket, Operation::Open)?, 0),
             _ => {
                 let at = index(ticket, self.paths.len());
                 (self.paths[at].clone(), index(ticket, self.bodies.len()))
@@ -156,7 +160,7 @@ mod tests {
             Operation::Transfer,
             CommandStage::Processed,
             3,
-            "p",
+            ("r1", "p"),
             'r',
             &target(),
         );
@@ -164,13 +168,20 @@ mod tests {
         let request = load.request(5).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(request.uri().path(), "/account/bench-p-2/transfer");
         assert_eq!(load.bodies[2].as_ref(), br#"{"to":"bench-p-0","amount":1}"#);
-        assert_eq!(request.headers()["command-request-id"], "p-r5");
+        assert_eq!(request.headers()["command-request-id"], "r1-r5");
         assert_eq!(request.headers()["command-wait-stage"], "PROCESSED");
     }
 
     #[test]
     fn each_open_names_a_new_account() {
-        let load = Workload::new(Operation::Open, CommandStage::Sent, 10, "p", 's', &target());
+        let load = Workload::new(
+            Operation::Open,
+            CommandStage::Sent,
+            10,
+            ("p", "p"),
+            's',
+            &target(),
+        );
         let load = load.unwrap_or_else(|e| panic!("{e}"));
         let request = load.request(42).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(request.uri().path(), "/account/bench-p-42/open");

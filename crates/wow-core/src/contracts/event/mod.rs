@@ -11,6 +11,6 @@ pub use effect::{
     effect_key, run_external_effect, EffectAttempt, EffectError, EffectJournal, EffectOutcome,
     EffectState, InMemoryEffectJournal, ResumedEffect,
 };
-pub use position::{ConsumerPositions, InMemoryConsumerPositions};
+pub use position::{ConsumerPositions, InMemoryConsumerPositions, PositionRun};
 pub use processed::{InMemoryProcessedMessages, ProcessError, Processed};
 pub use store_error::ConsumerStoreError;

@@ -50,9 +50,37 @@ pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// For each of `runs`, in order: `consumer` handled every version of `aggregate` in
+    /// `from..=to`. The same as [`advance`](Self::advance) for each of those versions in
+    /// turn: the position moves to `to` when it is anywhere in `from - 1..to` (created when
+    /// `from` is 1), and stays otherwise. A backend writes each run with one statement.
+    async fn advance_runs(&self, runs: &[PositionRun]) -> Result<(), ConsumerStoreError> {
+        let advances: Vec<(String, AggregateId, u64)> = runs
+            .iter()
+            .flat_map(|run| {
+                (run.from..=run.to)
+                    .map(|version| (run.consumer.clone(), run.aggregate.clone(), version))
+            })
+            .collect();
+        self.advance_many(&advances).await
+    }
+
     /// Forgets every position of `consumer`, so that its next catch-up reads all history
     /// (a rebuild; the consumer's own tables and records are its own to clear).
     async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError>;
+}
+
+/// A run of versions one consumer handled on one aggregate, with no gap: `from..=to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PositionRun {
+    /// The consumer.
+    pub consumer: String,
+    /// The aggregate.
+    pub aggregate: AggregateId,
+    /// The first version of the run.
+    pub from: u64,
+    /// The last version of the run (at least `from`).
+    pub to: u64,
 }
 
 /// Consumer, tenant, aggregate name, aggregate id.
@@ -109,6 +137,18 @@ impl ConsumerPositions for InMemoryConsumerPositions {
         let at = positions.get(&key).copied().unwrap_or(0);
         if version == at + 1 {
             positions.insert(key, version);
+        }
+        Ok(())
+    }
+
+    async fn advance_runs(&self, runs: &[PositionRun]) -> Result<(), ConsumerStoreError> {
+        let mut positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
+        for run in runs {
+            let key = key(&run.consumer, &run.aggregate);
+            let at = positions.get(&key).copied().unwrap_or(0);
+            if at + 1 >= run.from && at < run.to {
+                positions.insert(key, run.to);
+            }
         }
         Ok(())
     }
