@@ -39,10 +39,11 @@ impl ViewStore for InMemoryViewStore {
             message_id,
             |rows| {
                 let current = rows.get(key).cloned();
-                Ok(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     apply_update(key, current, work)
                 }))
-                .map_err(|_| "the view's update panicked")??)
+                .map_err(|_| "the view's update panicked")??;
+                Ok(next)
             },
             |rows, next| {
                 if let Some(row) = next {
