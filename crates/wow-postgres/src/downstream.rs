@@ -129,7 +129,7 @@ impl ConsumerPositions for PostgresStore {
         transaction.commit().await.map_err(db_error)
     }
 
-    async fn advance_runs(&self, runs: &[PositionRun]) -> Result<(), ConsumerStoreError> {
+    async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
         let mut client = self.downstream_client().await?;
         let transaction = client.transaction().await.map_err(db_error)?;
         // A run from version 1 creates the position or moves it (it is at least 0 before

@@ -118,8 +118,18 @@ impl ConsumerPositions for SqliteStore {
         .await
     }
 
-    async fn advance_runs(&self, runs: &[PositionRun]) -> Result<(), ConsumerStoreError> {
-        let runs = runs.to_vec();
+    async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
+        let runs: Vec<(String, AggregateId, u64, u64)> = runs
+            .iter()
+            .map(|run| {
+                (
+                    run.consumer.to_owned(),
+                    run.aggregate.clone(),
+                    run.from,
+                    run.to,
+                )
+            })
+            .collect();
         self.write(move |connection| {
             let mut moved = connection.prepare_cached(
                 "UPDATE consumer_position SET version = ?5 WHERE consumer = ?1 AND tenant_id = ?2 AND aggregate_name = ?3 AND aggregate_id = ?4 AND version >= ?6 - 1 AND version < ?5",
@@ -128,11 +138,10 @@ impl ConsumerPositions for SqliteStore {
                 "INSERT INTO consumer_position (consumer, tenant_id, aggregate_name, aggregate_id, version) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO NOTHING",
             )?;
-            for run in &runs {
-                let (from, to) = (clamp(run.from), clamp(run.to));
-                let aggregate = &run.aggregate;
-                let key = params![run.consumer, aggregate.tenant_id, aggregate.aggregate_name, aggregate.id, to];
-                if moved.execute(params![run.consumer, aggregate.tenant_id, aggregate.aggregate_name, aggregate.id, to, from])? == 0 && from == 1 {
+            for (consumer, aggregate, from, to) in &runs {
+                let (from, to) = (clamp(*from), clamp(*to));
+                let key = params![consumer, aggregate.tenant_id, aggregate.aggregate_name, aggregate.id, to];
+                if moved.execute(params![consumer, aggregate.tenant_id, aggregate.aggregate_name, aggregate.id, to, from])? == 0 && from == 1 {
                     first.execute(key)?;
                 }
             }

@@ -127,9 +127,9 @@ pub async fn positions_move_only_to_the_next_version(stores: Store) {
 pub async fn position_runs_move_as_their_versions_would(stores: Store) {
     let positions = stores.positions.as_ref();
     let (a, b, c) = (account("ra"), account("rb"), account("rc"));
-    let run = |aggregate: &AggregateId, from: u64, to: u64| PositionRun {
-        consumer: "view".to_owned(),
-        aggregate: aggregate.clone(),
+    let run = |aggregate, from, to| PositionRun {
+        consumer: "view",
+        aggregate,
         from,
         to,
     };

@@ -54,12 +54,12 @@ pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
     /// `from..=to`. The same as [`advance`](Self::advance) for each of those versions in
     /// turn: the position moves to `to` when it is anywhere in `from - 1..to` (created when
     /// `from` is 1), and stays otherwise. A backend writes each run with one statement.
-    async fn advance_runs(&self, runs: &[PositionRun]) -> Result<(), ConsumerStoreError> {
+    async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
         let advances: Vec<(String, AggregateId, u64)> = runs
             .iter()
             .flat_map(|run| {
                 (run.from..=run.to)
-                    .map(|version| (run.consumer.clone(), run.aggregate.clone(), version))
+                    .map(|version| (run.consumer.to_owned(), run.aggregate.clone(), version))
             })
             .collect();
         self.advance_many(&advances).await
@@ -71,25 +71,23 @@ pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
 }
 
 /// A run of versions one consumer handled on one aggregate, with no gap: `from..=to`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PositionRun {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PositionRun<'a> {
     /// The consumer.
-    pub consumer: String,
+    pub consumer: &'a str,
     /// The aggregate.
-    pub aggregate: AggregateId,
+    pub aggregate: &'a AggregateId,
     /// The first version of the run.
     pub from: u64,
     /// The last version of the run (at least `from`).
     pub to: u64,
 }
 
-/// Consumer, tenant, aggregate name, aggregate id.
-type PositionKey = (String, String, String, String);
-
 /// Consumer positions in memory: the reference for the durable versions.
 #[derive(Debug, Default)]
 pub struct InMemoryConsumerPositions {
-    positions: Mutex<HashMap<PositionKey, u64>>,
+    /// By consumer, then aggregate.
+    positions: Mutex<HashMap<String, HashMap<AggregateId, u64>>>,
 }
 
 impl InMemoryConsumerPositions {
@@ -97,15 +95,23 @@ impl InMemoryConsumerPositions {
     pub fn new() -> Self {
         Self::default()
     }
-}
 
-fn key(consumer: &str, aggregate: &AggregateId) -> PositionKey {
-    (
-        consumer.to_owned(),
-        aggregate.tenant_id.clone(),
-        aggregate.aggregate_name.clone(),
-        aggregate.id.clone(),
-    )
+    /// Moves `consumer`'s position on `aggregate` to `to` when it is in `from - 1..to`.
+    fn advance_run(&self, consumer: &str, aggregate: &AggregateId, from: u64, to: u64) {
+        let mut positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
+        let of_consumer = match positions.get_mut(consumer) {
+            Some(of_consumer) => of_consumer,
+            None => positions.entry(consumer.to_owned()).or_default(),
+        };
+        match of_consumer.get_mut(aggregate) {
+            Some(at) if *at + 1 >= from && *at < to => *at = to,
+            Some(_) => {}
+            None if from == 1 => {
+                of_consumer.insert(aggregate.clone(), to);
+            }
+            None => {}
+        }
+    }
 }
 
 #[async_trait]
@@ -116,11 +122,14 @@ impl ConsumerPositions for InMemoryConsumerPositions {
         aggregates: &[AggregateId],
     ) -> Result<HashMap<AggregateId, u64>, ConsumerStoreError> {
         let positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(of_consumer) = positions.get(consumer) else {
+            return Ok(HashMap::new());
+        };
         Ok(aggregates
             .iter()
             .filter_map(|aggregate| {
-                positions
-                    .get(&key(consumer, aggregate))
+                of_consumer
+                    .get(aggregate)
                     .map(|version| (aggregate.clone(), *version))
             })
             .collect())
@@ -132,23 +141,13 @@ impl ConsumerPositions for InMemoryConsumerPositions {
         aggregate: &AggregateId,
         version: u64,
     ) -> Result<(), ConsumerStoreError> {
-        let mut positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
-        let key = key(consumer, aggregate);
-        let at = positions.get(&key).copied().unwrap_or(0);
-        if version == at + 1 {
-            positions.insert(key, version);
-        }
+        self.advance_run(consumer, aggregate, version, version);
         Ok(())
     }
 
-    async fn advance_runs(&self, runs: &[PositionRun]) -> Result<(), ConsumerStoreError> {
-        let mut positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
+    async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
         for run in runs {
-            let key = key(&run.consumer, &run.aggregate);
-            let at = positions.get(&key).copied().unwrap_or(0);
-            if at + 1 >= run.from && at < run.to {
-                positions.insert(key, run.to);
-            }
+            self.advance_run(run.consumer, run.aggregate, run.from, run.to);
         }
         Ok(())
     }
@@ -157,7 +156,7 @@ impl ConsumerPositions for InMemoryConsumerPositions {
         self.positions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|(name, _, _, _), _| name != consumer);
+            .remove(consumer);
         Ok(())
     }
 }

@@ -264,11 +264,7 @@ impl EventDispatcher {
             Ok(()) => {
                 if let Some(positions) = &self.positions {
                     positions
-                        .advance((
-                            consumer.to_owned(),
-                            stream.aggregate_id.clone(),
-                            stream.version,
-                        ))
+                        .advance(consumer, &stream.aggregate_id, stream.version)
                         .await;
                 }
             }

@@ -8,40 +8,62 @@ use tokio::sync::{mpsc, oneshot};
 use crate::contracts::event::{ConsumerPositions, PositionRun};
 use crate::model::aggregate_id::AggregateId;
 
-/// One position to record: `consumer` handled `version` of `aggregate`.
-pub(crate) type Advance = (String, AggregateId, u64);
+/// One consumer's runs of versions (`from`, `to`) on one aggregate, in order.
+type ConsumerRuns = (Arc<str>, Vec<(u64, u64)>);
 
 /// Positions not written yet, and the callers waiting for them to be.
 #[derive(Debug, Default)]
 struct Pending {
-    /// Per consumer and aggregate, the runs of versions handled, in order.
-    runs: HashMap<(String, AggregateId), Vec<(u64, u64)>>,
+    /// Per aggregate, per consumer, the runs of versions handled, in order.
+    runs: HashMap<AggregateId, Vec<ConsumerRuns>>,
+    /// The consumers' names, each allocated once.
+    names: Vec<Arc<str>>,
     flushed: Vec<oneshot::Sender<()>>,
 }
 
 impl Pending {
-    fn add(&mut self, (consumer, aggregate, version): Advance) {
-        let runs = self.runs.entry((consumer, aggregate)).or_default();
+    fn add(&mut self, consumer: &str, aggregate: &AggregateId, version: u64) {
+        let name = match self.names.iter().find(|name| &***name == consumer) {
+            Some(name) => name.clone(),
+            None => {
+                let name: Arc<str> = Arc::from(consumer);
+                self.names.push(name.clone());
+                name
+            }
+        };
+        let consumers = match self.runs.get_mut(aggregate) {
+            Some(consumers) => consumers,
+            None => self.runs.entry(aggregate.clone()).or_default(),
+        };
+        let at = match consumers.iter().position(|(of, _)| *of == name) {
+            Some(at) => at,
+            None => {
+                consumers.push((name, Vec::new()));
+                consumers.len() - 1
+            }
+        };
+        let runs = &mut consumers[at].1;
         match runs.last_mut() {
             Some((_, to)) if version == *to + 1 => *to = version,
             _ => runs.push((version, version)),
         }
     }
 
-    fn into_runs(self) -> (Vec<PositionRun>, Vec<oneshot::Sender<()>>) {
-        let runs = self
-            .runs
-            .into_iter()
-            .flat_map(|((consumer, aggregate), runs)| {
-                runs.into_iter().map(move |(from, to)| PositionRun {
-                    consumer: consumer.clone(),
-                    aggregate: aggregate.clone(),
-                    from,
-                    to,
+    /// The round's runs, borrowing the names and aggregates this round holds.
+    fn runs(&self) -> Vec<PositionRun<'_>> {
+        self.runs
+            .iter()
+            .flat_map(|(aggregate, consumers)| {
+                consumers.iter().flat_map(move |(consumer, runs)| {
+                    runs.iter().map(move |&(from, to)| PositionRun {
+                        consumer,
+                        aggregate,
+                        from,
+                        to,
+                    })
                 })
             })
-            .collect();
-        (runs, self.flushed)
+            .collect()
     }
 }
 
@@ -79,10 +101,11 @@ impl PositionWriter {
         }
     }
 
-    /// Queues `advance` (written in line when there is no background task).
-    pub(crate) async fn advance(&self, advance: Advance) {
+    /// Queues that `consumer` handled `version` of `aggregate` (written in line when there
+    /// is no background task).
+    pub(crate) async fn advance(&self, consumer: &str, aggregate: &AggregateId, version: u64) {
         let Some((pending, wake)) = &self.background else {
-            if let Err(error) = self.positions.advance_many(&[advance]).await {
+            if let Err(error) = self.positions.advance(consumer, aggregate, version).await {
                 tracing::warn!(%error, "could not record a consumer position");
             }
             return;
@@ -90,7 +113,7 @@ impl PositionWriter {
         pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .add(advance);
+            .add(consumer, aggregate, version);
         let _ = wake.try_send(());
     }
 
@@ -122,14 +145,25 @@ async fn write_rounds(
     store: Arc<dyn ConsumerPositions>,
 ) {
     while woken.recv().await.is_some() {
-        let round = std::mem::take(&mut *pending.lock().unwrap_or_else(|p| p.into_inner()));
-        let (runs, flushed) = round.into_runs();
+        let round = {
+            let mut pending = pending.lock().unwrap_or_else(|p| p.into_inner());
+            let names = pending.names.clone();
+            std::mem::replace(
+                &mut *pending,
+                Pending {
+                    names,
+                    ..Pending::default()
+                },
+            )
+        };
+        let runs = round.runs();
         if !runs.is_empty() {
             if let Err(error) = store.advance_runs(&runs).await {
                 tracing::warn!(%error, runs = runs.len(), "could not record consumer positions; catch-up will deliver those streams again");
             }
         }
-        for done in flushed {
+        drop(runs);
+        for done in round.flushed {
             let _ = done.send(());
         }
     }
@@ -144,15 +178,16 @@ mod tests {
         let aggregate = AggregateId::new("c", "a", "x", "t");
         let mut pending = Pending::default();
         for version in [1, 2, 3, 5, 6] {
-            pending.add(("p".to_owned(), aggregate.clone(), version));
+            pending.add("p", &aggregate, version);
         }
-        pending.add(("q".to_owned(), aggregate.clone(), 4));
-        let (mut runs, _) = pending.into_runs();
-        runs.sort_by(|a, b| (&a.consumer, a.from).cmp(&(&b.consumer, b.from)));
-        let spans: Vec<(&str, u64, u64)> = runs
+        pending.add("q", &aggregate, 4);
+        let mut spans: Vec<(&str, u64, u64)> = pending
+            .runs()
             .iter()
-            .map(|run| (run.consumer.as_str(), run.from, run.to))
+            .map(|run| (run.consumer, run.from, run.to))
             .collect();
+        spans.sort();
         assert_eq!(spans, vec![("p", 1, 3), ("p", 5, 6), ("q", 4, 4)]);
+        assert_eq!(pending.names.len(), 2, "each name is kept once");
     }
 }
