@@ -8,7 +8,7 @@ use hyper::http::{HeaderValue, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use super::error::BenchError;
+use super::error::{BenchError, TransportError};
 
 /// Where the load goes: `host:port` to connect to and the `Host` header to send.
 #[derive(Debug, Clone)]
@@ -61,17 +61,6 @@ pub(crate) enum Answer {
     Success,
     /// Any other answer: its `Wow-Error-Code`, else `HTTP <status>`.
     Refused(String),
-}
-
-/// Why a request got no answer (counted as `Transport`).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum TransportError {
-    /// The TCP connection could not be opened.
-    #[error("connect: {0}")]
-    Connect(#[from] std::io::Error),
-    /// HTTP failed on the connection (closed, reset, malformed answer).
-    #[error("http: {0}")]
-    Http(#[from] hyper::Error),
 }
 
 /// One persistent HTTP/1.1 connection with keep-alive.

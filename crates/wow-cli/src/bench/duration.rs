@@ -1,6 +1,16 @@
-//! `--duration` values: a whole number and a unit, `500ms`, `10s`, `2m` or `1h`.
+//! How long a phase runs: `--duration` values (a whole number and a unit, `500ms`, `10s`,
+//! `2m` or `1h`) and the [`Limit`] of a phase.
 
 use std::time::Duration;
+
+/// When a phase ends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Limit {
+    /// After this many requests.
+    Count(u64),
+    /// When this much time has passed (requests in flight then still finish).
+    For(Duration),
+}
 
 /// Parses `500ms`, `10s`, `2m`, `1h` (a bare number is seconds); refuses zero.
 pub(crate) fn parse(text: &str) -> Result<Duration, String> {

@@ -24,7 +24,7 @@ pub(crate) enum BenchError {
         target: String,
         /// Why it failed.
         #[source]
-        source: super::client::TransportError,
+        source: TransportError,
     },
     /// A request could not be assembled (a bad header value or path).
     #[error("cannot build a request: {0}")]
@@ -41,4 +41,15 @@ pub(crate) enum BenchError {
     /// The JSON report could not be written.
     #[error("cannot write the JSON report: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+/// Why a request got no answer (counted as `Transport`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TransportError {
+    /// The TCP connection could not be opened.
+    #[error("connect: {0}")]
+    Connect(#[from] std::io::Error),
+    /// HTTP failed on the connection (closed, reset, malformed answer).
+    #[error("http: {0}")]
+    Http(#[from] hyper::Error),
 }

@@ -21,9 +21,9 @@ use wow_core::CommandStage;
 
 use crate::output::out;
 use client::Target;
+use duration::Limit;
 pub(crate) use error::BenchError;
 use report::{Report, Shape};
-use runner::Limit;
 use workload::{Operation, Workload};
 
 /// How long a run lasts when neither `--duration` nor `--count` is given.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::task::JoinHandle;
 
-use super::runner::Limit;
+use super::duration::Limit;
 use super::tally::average;
 
 /// How often the bar is redrawn.

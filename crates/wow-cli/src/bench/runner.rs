@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::client::{Answer, Body, Connection, Target};
+use super::duration::Limit;
 use super::error::BenchError;
 use super::progress::Progress;
 use super::tally::Tally;
@@ -13,15 +14,6 @@ use super::workload::Workload;
 
 /// How long a worker whose connection cannot be opened again waits before it tries.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(10);
-
-/// When a phase ends.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Limit {
-    /// After this many requests.
-    Count(u64),
-    /// When this much time has passed (requests in flight then still finish).
-    For(Duration),
-}
 
 /// What a phase did.
 #[derive(Debug)]
