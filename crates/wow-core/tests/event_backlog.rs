@@ -6,6 +6,7 @@
 mod support;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,8 +15,9 @@ use support::*;
 use tokio::sync::Semaphore;
 use wow_core::command::{CommandStage, WaitPlan};
 use wow_core::event::{ConsumerError, DomainEventStream, EventConsumer};
+use wow_core::eventsourcing::{EventStore, EventStoreError, RejectionRecord, RequestDecision};
 use wow_core::pipeline::LocalPipeline;
-use wow_core::AggregateId;
+use wow_core::{AggregateId, NamedAggregate};
 
 /// Records every (aggregate, version) it handles, in order; handles a stream only when the
 /// test hands it a permit, so the test decides when it falls behind.
@@ -113,5 +115,126 @@ async fn streams_that_overflow_the_queue_are_read_back_from_the_store_in_order()
         versions.dedup();
         let expected = DEPOSITS + 1 + u64::from(index == 0);
         assert_eq!(versions, (1..=expected).collect::<Vec<_>>(), "{id}");
+    }
+}
+
+/// Delegates to a store; its next `failing` reads fail as an outage would.
+#[derive(Debug)]
+struct FailingReads {
+    inner: Arc<dyn EventStore>,
+    failing: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+impl FailingReads {
+    fn outage(&self) -> Result<(), EventStoreError> {
+        let left = self.failing.load(Ordering::SeqCst);
+        if left > 0
+            && self
+                .failing
+                .compare_exchange(left, left - 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+            return Err(EventStoreError::Unavailable("the store is down".into()));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl EventStore for FailingReads {
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        self.inner.append(stream).await
+    }
+    async fn load(
+        &self,
+        id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        self.outage()?;
+        self.inner.load(id, head, tail).await
+    }
+    async fn load_by_time(
+        &self,
+        id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        self.inner.load_by_time(id, start, end).await
+    }
+    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
+        self.inner.last(id).await
+    }
+    async fn find_decision(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
+        self.inner.find_decision(id, request_id).await
+    }
+    async fn record_rejection(
+        &self,
+        id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        self.inner.record_rejection(id, request_id, rejection).await
+    }
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&AggregateId>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        self.inner.scan_aggregate_ids(named, after, limit).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_while_reading_the_overflow_back_is_retried_and_nothing_is_lost() {
+    let recorder = Arc::new(GatedRecorder {
+        permits: Arc::new(Semaphore::new(0)),
+        seen: Mutex::new(HashMap::new()),
+    });
+    let store = Arc::new(FailingReads {
+        inner: memory_store(),
+        failing: AtomicUsize::new(0),
+        failed: AtomicUsize::new(0),
+    });
+    let pipeline = LocalPipeline::builder(registry(), store.clone())
+        .projection(recorder.clone())
+        .partitions(1)
+        .partition_capacity(2)
+        .build();
+    let accounts: Vec<AggregateId> = (0..3).map(|_| account_id()).collect();
+    for id in &accounts {
+        send_ok(&pipeline.gateway, open(id, 0)).await;
+    }
+    const DEPOSITS: u64 = 10;
+    for round in 0..DEPOSITS {
+        for id in &accounts {
+            send_ok(&pipeline.gateway, deposit(id, round + 1)).await;
+        }
+    }
+    // The store goes down for the next three reads, then comes back.
+    store.failing.store(3, Ordering::SeqCst);
+    recorder.permits.add_permits(10_000);
+    until("the backlog is drained", || {
+        pipeline.metrics.event_backlog() == 0
+    })
+    .await;
+
+    assert_eq!(
+        store.failed.load(Ordering::SeqCst),
+        3,
+        "the read-back met the outage"
+    );
+    let seen = recorder.seen.lock().unwrap();
+    for id in &accounts {
+        let mut versions = seen.get(id).cloned().unwrap_or_default();
+        versions.dedup();
+        assert_eq!(versions, (1..=DEPOSITS + 1).collect::<Vec<_>>(), "{id}");
     }
 }

@@ -23,6 +23,9 @@ const BATCH: usize = 256;
 /// Aggregates read back from the store at once.
 const READ_BACK_AT_ONCE: usize = 64;
 
+/// Streams read back from the store at a time.
+const PAGE: u64 = 500;
+
 /// The longest wait between two attempts to read overflowed streams back.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
 
@@ -102,17 +105,13 @@ impl PartitionWorker {
             let mut failed = Vec::new();
             for chunk in left.chunks(READ_BACK_AT_ONCE) {
                 let outcomes = join_all(chunk.iter().map(|(aggregate, version)| async move {
-                    (
-                        aggregate,
-                        *version,
-                        self.read_back_one(aggregate, *version).await,
-                    )
+                    (aggregate, self.read_back_one(aggregate, *version).await)
                 }))
                 .await;
-                for (aggregate, version, outcome) in outcomes {
+                for (aggregate, outcome) in outcomes {
                     if let Err((error, next)) = outcome {
                         tracing::warn!(%aggregate, version = next, %error, "could not read overflowed streams back; retrying");
-                        failed.push((aggregate.clone(), next.max(version)));
+                        failed.push((aggregate.clone(), next));
                     }
                 }
             }
@@ -156,6 +155,3 @@ impl PartitionWorker {
         }
     }
 }
-
-/// Streams read from the store at a time.
-const PAGE: u64 = 500;
