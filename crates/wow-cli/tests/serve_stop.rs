@@ -2,12 +2,13 @@
 //! arrives, and every request is either answered in full or meets a refused connection.
 //!
 //! What `wow_http::serve` guarantees (its module documentation has it in full): a request on
-//! a connection it took is answered; after the stop it takes what the kernel already accepted,
-//! then closes the listening socket, so later connects are refused. The one window left open
-//! by the socket API is a handshake the kernel completes in the instant between the last
-//! accept and that close: such a connection is reset with its request unread. These clients
-//! open a connection per request (`Connection: close`); a reused idle keep-alive connection
-//! has its own race (RFC 9112 §9.3.1), documented there too.
+//! a connection it took is answered; at the stop the listener drops new handshakes, takes
+//! those that complete within a short settle, then closes, so a client whose handshake was
+//! dropped meets a refused connect when it tries again. Without that (closing right after the
+//! last accept) a handshake completed in between was reset with its request unread: this test
+//! failed about one run in a hundred. These clients open a connection per request
+//! (`Connection: close`); a reused idle keep-alive connection has its own race (RFC 9112
+//! §9.3.1), documented there too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{ErrorKind, Read, Write};

@@ -45,22 +45,26 @@
 //!
 //! # Shutdown
 //!
-//! When the `shutdown` future completes, [`serve`] stops accepting: it takes the connections
-//! the kernel has already completed (those waiting in the listen backlog), then closes the
-//! listening socket, so a later connect is refused. Every connection it took then stops after
-//! its current request: one in the middle of a request finishes its answer and closes; one
-//! that has not sent its first request yet has it read (within the header timeout) and
-//! answered, then closes (hyper alone would close it unread, and with it a request already
-//! in its socket); an idle keep-alive connection is closed at once. `serve` returns when all
-//! have closed, or after `shutdown_grace`, when it drops those still open.
+//! When the `shutdown` future completes, [`serve`] stops accepting. On Linux the listening
+//! socket first drops new handshakes (a bare SYN; see `handshakes`), the server takes every
+//! connection that completes within a short settle (those waiting in the listen backlog and
+//! those whose handshake was under way), then closes the listening socket: a client whose SYN
+//! was dropped sends it again and meets the closed port, so its connect is refused. Elsewhere
+//! the server takes the backlog as it is and closes at once. Every connection it took then
+//! stops after its current request: one in the middle of a request finishes its answer and
+//! closes; one that has not sent its first request yet has it read (within the header
+//! timeout) and answered, then closes (hyper alone would close it unread, and with it a
+//! request already in its socket); an idle keep-alive connection is closed at once. `serve`
+//! returns when all have closed, or after `shutdown_grace`, when it drops those still open.
 //!
 //! What this guarantees a client: a request on a connection the server took is answered in
 //! full, unless the grace runs out first. What it cannot guarantee, since hyper and the socket
 //! API leave these races open:
 //!
-//! - a connection whose TCP handshake the kernel completes in the instant between the last
-//!   accept and the close of the listening socket is reset by the kernel, its request
-//!   unread (so not processed);
+//! - a connection whose handshake completes after the settle (its last segment delayed by
+//!   more than the settle; on other systems than Linux, any handshake the kernel completes
+//!   between the last accept and the close) is reset by the kernel, its request unread (so
+//!   not processed);
 //! - a request sent on an idle keep-alive connection at the instant the stop closes it is
 //!   not read: the client sees the connection closed or reset, and the request was not
 //!   processed (HTTP/1.1 lets a server close an idle connection at any time, RFC 9112
@@ -69,6 +73,7 @@
 //! Dropping the `serve` future instead drops the listener and every connection at once.
 
 mod deadline;
+mod handshakes;
 mod limits;
 mod refusals;
 
@@ -102,6 +107,10 @@ const REFUSALS_AT_ONCE: usize = 64;
 /// How long the accept loop waits after an accept error that is not about one connection
 /// (out of file descriptors, say) before it tries again.
 const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// How long the stop keeps taking connections whose handshakes were under way when it
+/// began refusing new ones: the listener closes once none has completed for this long.
+const HANDSHAKE_SETTLE: Duration = Duration::from_millis(100);
 
 /// How often, at most, a warning says that connections were refused.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
@@ -152,7 +161,7 @@ pub async fn serve(
             },
         }
     }
-    let drained = server.drain(listener);
+    let drained = server.drain(listener).await;
     server.finish().await;
     drained
 }
@@ -277,9 +286,35 @@ impl Server {
         });
     }
 
-    /// Takes the connections the kernel completed before the stop, then closes the
-    /// listening socket. They are served as any other, so their requests are answered.
-    fn drain(&mut self, listener: TcpListener) -> io::Result<()> {
+    /// Takes the connections the kernel completed before the stop, and, where the listener
+    /// can refuse new handshakes, those under way; then closes the listening socket. They
+    /// are served as any other, so their requests are answered.
+    async fn drain(&mut self, listener: TcpListener) -> io::Result<()> {
+        let refusing = handshakes::refuse_new(&listener).unwrap_or_else(|error| {
+            tracing::warn!(%error, "cannot refuse new handshakes; closing the listener at once");
+            false
+        });
+        if refusing {
+            self.settle(&listener).await
+        } else {
+            self.take_backlog(listener)
+        }
+    }
+
+    /// Takes connections until none has completed its handshake for [`HANDSHAKE_SETTLE`].
+    async fn settle(&mut self, listener: &TcpListener) -> io::Result<()> {
+        loop {
+            match tokio::time::timeout(HANDSHAKE_SETTLE, listener.accept()).await {
+                Err(_settled) => return Ok(()),
+                Ok(Ok((stream, peer))) => self.take(stream, peer),
+                Ok(Err(error)) if is_connection_error(&error) => {}
+                Ok(Err(error)) => return Err(error),
+            }
+        }
+    }
+
+    /// Empties the listen backlog as it is now, without waiting.
+    fn take_backlog(&mut self, listener: TcpListener) -> io::Result<()> {
         // The std listener accepts without waiting for tokio to learn of the readiness, so
         // this empties the backlog as it is now; the socket is already non-blocking.
         let listener = listener.into_std()?;
