@@ -1,0 +1,1 @@
+//! wow-rs distributed mode on NATS JetStream.
