@@ -1,1 +1,35 @@
-//! wow-rs distributed mode on NATS JetStream.
+//! wow-rs's distributed mode on NATS JetStream (DESIGN.md §4).
+//!
+//! - [`NatsCommandBus`]: a gateway's [`CommandBus`](wow_core::command::CommandBus). Each
+//!   command goes to the subject of its partition, a stable hash of (tenant, aggregate name,
+//!   aggregate id) ([`partition_of`]); `SENT` means JetStream stored it.
+//! - [`PartitionConsumer`]: a processor's side; one partition's commands, in order, into
+//!   the processing node, while the node owns the partition.
+//! - [`WaitSignals`] and [`NatsWaitNotifier`]: stage signals from processors back to the
+//!   gateway that took the command, over core NATS.
+//!
+//! # What JetStream is trusted with
+//!
+//! Commands in transit only. History lives in the event store: a command JetStream loses
+//! after `SENT` (a crash of NATS can lose acknowledged writes) is never appended, so its
+//! caller times out, the outcome look-up answers `NONE`, and the resend is safe. A command
+//! delivered twice (a redelivery after a processor died, a takeover) meets its own request
+//! id in the store and is answered from the recorded decision.
+
+mod command_bus;
+mod config;
+mod connection;
+mod error;
+mod partition;
+mod wait;
+mod worker;
+
+pub use command_bus::{
+    NatsCommandBus, COMMAND_ID_NATS_HEADER, PROTOCOL_NATS_HEADER, WAIT_REPLY_HEADER,
+};
+pub use config::{CommandStorage, NatsConfig};
+pub use connection::{connect, ensure_command_stream};
+pub use error::NatsError;
+pub use partition::{command_partition, partition_of};
+pub use wait::{NatsWaitNotifier, WaitSignals};
+pub use worker::PartitionConsumer;

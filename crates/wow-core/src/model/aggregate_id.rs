@@ -123,7 +123,7 @@ impl fmt::Display for AggregateId {
 
 /// `items` grouped by the aggregate `of` names (its type and id, as the buses partition), each
 /// group in arrival order: the groups can run side by side, each one in order.
-pub(crate) fn group_by_aggregate<T>(items: Vec<T>, of: impl Fn(&T) -> &AggregateId) -> Vec<Vec<T>> {
+pub fn group_by_aggregate<T>(items: Vec<T>, of: impl Fn(&T) -> &AggregateId) -> Vec<Vec<T>> {
     let mut groups: Vec<Vec<T>> = Vec::new();
     let mut index: std::collections::HashMap<(String, String), usize> =
         std::collections::HashMap::new();

@@ -1,0 +1,346 @@
+//! The distributed command bus against a real NATS server: gateway → JetStream → processor
+//! → core NATS → gateway, and what a new owner of a partition receives.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod setup;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+use wow_core::command::{
+    CommandGateway, CommandHandler, CommandResultError, DefaultCommandHandler, JsonCommand,
+    WaitCoordinator, WaitNotifier, WaitPlan,
+};
+use wow_core::event::NoopDomainEventBus;
+use wow_core::eventsourcing::{EventStore, InMemoryEventStore, RequestDecision};
+use wow_core::{AggregateId, CommandMessage, CommandResult, CommandStage, ErrorCode};
+use wow_example_bank::account::{AccountCommand, Amount, Open};
+use wow_nats::{
+    ensure_command_stream, NatsCommandBus, NatsConfig, NatsWaitNotifier, PartitionConsumer,
+    WaitSignals,
+};
+
+const DEADLINE: Duration = Duration::from_secs(15);
+
+fn account(id: &str) -> AggregateId {
+    AggregateId::new("bank", "account", id, "tenant-a")
+}
+
+fn open(id: &AggregateId, balance: i64) -> JsonCommand {
+    CommandMessage::of(
+        id.clone(),
+        AccountCommand::Open(Open {
+            name: "Ann".into(),
+            balance,
+        }),
+    )
+    .into_json()
+    .unwrap()
+}
+
+fn withdraw(id: &AggregateId, amount: i64) -> JsonCommand {
+    CommandMessage::of(id.clone(), AccountCommand::Withdraw(Amount { amount }))
+        .into_json()
+        .unwrap()
+}
+
+/// A gateway-only node: no event store, signals from NATS.
+struct Gateway {
+    gateway: CommandGateway,
+    _signals: WaitSignals,
+}
+
+async fn gateway(client: &async_nats::Client, config: &Arc<NatsConfig>, node: &str) -> Gateway {
+    let waits = WaitCoordinator::new();
+    let signals = WaitSignals::listen(client, config.wait_subject(node), waits.clone())
+        .await
+        .unwrap();
+    let bus = NatsCommandBus::new(client.clone(), config.clone(), signals.subject());
+    let gateway = CommandGateway::builder(wow_example_bank::registry().unwrap(), Arc::new(bus))
+        .wait_coordinator(waits)
+        .build();
+    Gateway {
+        gateway,
+        _signals: signals,
+    }
+}
+
+/// A processing node over `store`, signalling through `notifier`.
+fn node(
+    store: &Arc<dyn EventStore>,
+    notifier: Arc<dyn WaitNotifier>,
+) -> Arc<DefaultCommandHandler> {
+    Arc::new(
+        DefaultCommandHandler::builder(
+            wow_example_bank::registry().unwrap(),
+            store.clone(),
+            Arc::new(NoopDomainEventBus),
+            notifier,
+        )
+        .build(),
+    )
+}
+
+/// Consumes every partition into `handler` until the returned token is cancelled.
+async fn consume_all(
+    client: &async_nats::Client,
+    config: &Arc<NatsConfig>,
+    handler: Arc<dyn CommandHandler>,
+    notifier: Arc<NatsWaitNotifier>,
+) -> (CancellationToken, Vec<tokio::task::JoinHandle<()>>) {
+    let jetstream = async_nats::jetstream::new(client.clone());
+    let stream = ensure_command_stream(&jetstream, config).await.unwrap();
+    let consumer = PartitionConsumer::new(stream, config.clone(), handler, notifier);
+    let stop = CancellationToken::new();
+    let tasks = (0..config.partitions)
+        .map(|partition| {
+            let consumer = consumer.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move { consumer.run(partition, stop).await.unwrap() })
+        })
+        .collect();
+    (stop, tasks)
+}
+
+async fn stop(token: CancellationToken, tasks: Vec<tokio::task::JoinHandle<()>>) {
+    token.cancel();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+async fn processed(
+    gateway: &CommandGateway,
+    command: JsonCommand,
+) -> Result<CommandResult, CommandResult> {
+    match gateway
+        .send_and_wait(command, WaitPlan::processed().with_timeout(DEADLINE))
+        .await
+    {
+        Ok(result) => Ok(result),
+        Err(CommandResultError::Failed(result)) => Err(*result),
+        Err(other) => panic!("no final result: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_command_crosses_nats_to_its_processor_and_a_resend_is_answered_with_the_original_version(
+) {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let gateway = gateway(&client, &config, "gateway-1").await;
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let notifier = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let processor = node(&store, notifier.clone());
+    let (token, tasks) = consume_all(&client, &config, processor, notifier).await;
+
+    let id = account(&uuid::Uuid::now_v7().to_string());
+    let first = open(&id, 10).with_request_id("open-once");
+    let done = processed(&gateway.gateway, first.clone()).await.unwrap();
+    assert_eq!(done.stage, CommandStage::Processed);
+    assert_eq!(done.aggregate_version, Some(1));
+
+    // SPEC RQ-3 / RQ-7 through the distributed bus: the gateway has no store, so the resend
+    // is SENT; the processor finds the request id and answers with the original version.
+    let mut resend = open(&id, 10).with_request_id("open-once");
+    resend.id = uuid::Uuid::now_v7().to_string();
+    let sent = gateway
+        .gateway
+        .send_and_wait(resend.clone(), WaitPlan::sent())
+        .await
+        .unwrap();
+    assert!(sent.succeeded);
+    let mut again = open(&id, 10).with_request_id("open-once");
+    again.id = uuid::Uuid::now_v7().to_string();
+    let duplicate = processed(&gateway.gateway, again).await.unwrap_err();
+    assert_eq!(duplicate.error_code, ErrorCode::DuplicateRequestId);
+    assert_eq!(duplicate.aggregate_version, Some(1));
+    let history = store.load(&id, 1, u64::MAX).await.unwrap();
+    assert_eq!(history.len(), 1, "appended once");
+
+    stop(token, tasks).await;
+    setup::remove_stream(&client, &config).await;
+}
+
+#[tokio::test]
+async fn without_nats_a_send_answers_service_unavailable_at_sent() {
+    let mut config = NatsConfig::new("nats://127.0.0.1:1");
+    config.partitions = 2;
+    let client = async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .connect("nats://127.0.0.1:1")
+        .await
+        .unwrap();
+    let bus = NatsCommandBus::new(client, Arc::new(config), "nowhere");
+    let gateway =
+        CommandGateway::builder(wow_example_bank::registry().unwrap(), Arc::new(bus)).build();
+    let error = gateway
+        .send_and_wait(open(&account("a-1"), 1), WaitPlan::processed())
+        .await
+        .unwrap_err();
+    let result = error.result();
+    assert_eq!(result.stage, CommandStage::Sent);
+    assert_eq!(result.error_code, ErrorCode::ServiceUnavailable);
+}
+
+/// Records the commands it receives and never finishes the one named `hang_on`: a
+/// processor that dies mid-command.
+#[derive(Debug, Default)]
+struct Recorder {
+    seen: Mutex<Vec<String>>,
+    hang_on: Option<String>,
+}
+
+#[async_trait]
+impl CommandHandler for Recorder {
+    async fn handle(&self, command: JsonCommand) {
+        self.seen.lock().unwrap().push(command.request_id.clone());
+        if self.hang_on.as_deref() == Some(command.request_id.as_str()) {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_new_owner_gets_every_unacknowledged_command_of_the_partition_in_order_at_once() {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let gateway = gateway(&client, &config, "gateway-2").await;
+    let id = account("ordered");
+    let names: Vec<String> = (0..20).map(|n| format!("r-{n:02}")).collect();
+    for name in &names {
+        let command = withdraw(&id, 1).with_request_id(name.clone());
+        gateway.gateway.send(command).await.unwrap();
+    }
+    // The first owner handles r-00..r-04 and dies inside r-05: none of r-05.. is acknowledged.
+    let first = Arc::new(Recorder {
+        hang_on: Some("r-05".into()),
+        ..Recorder::default()
+    });
+    let notifier = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let (token, tasks) = consume_all(&client, &config, first.clone(), notifier.clone()).await;
+    until("the first owner to reach r-05", || {
+        first.seen.lock().unwrap().contains(&"r-05".to_owned())
+    })
+    .await;
+    stop(token, tasks).await;
+
+    let second = Arc::new(Recorder::default());
+    let started = tokio::time::Instant::now();
+    let (token, tasks) = consume_all(&client, &config, second.clone(), notifier).await;
+    until("the second owner to get every command", || {
+        second.seen.lock().unwrap().len() >= names.len() - 5
+    })
+    .await;
+    // Well within the acknowledgement wait (30 s): the takeover makes the consumer afresh.
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let seen = second.seen.lock().unwrap().clone();
+    let first_seen = first.seen.lock().unwrap().clone();
+    // Everything the first owner did not acknowledge, in order; what it did, possibly again
+    // (a batch is acknowledged together), never out of order.
+    let tail: Vec<String> = names[5..].to_vec();
+    assert_eq!(
+        seen[seen.len() - tail.len()..],
+        tail[..],
+        "first saw {first_seen:?}"
+    );
+    let mut sorted = seen.clone();
+    sorted.sort();
+    assert_eq!(sorted, seen, "in stream order");
+    stop(token, tasks).await;
+    setup::remove_stream(&client, &config).await;
+}
+
+/// Drops every signal: a processor that decides and dies before anyone hears of it.
+#[derive(Debug)]
+struct Silent;
+
+impl WaitNotifier for Silent {
+    fn notify(&self, _result: CommandResult) {}
+}
+
+/// Runs the real node, then never returns (so never acknowledges): a crash after the
+/// decision was recorded.
+#[derive(Debug)]
+struct DiesAfterDeciding(Arc<DefaultCommandHandler>, Arc<Mutex<u32>>);
+
+#[async_trait]
+impl CommandHandler for DiesAfterDeciding {
+    async fn handle(&self, command: JsonCommand) {
+        self.0.handle(command).await;
+        *self.1.lock().unwrap() += 1;
+        std::future::pending::<()>().await;
+    }
+}
+
+#[tokio::test]
+async fn a_rejection_redelivered_to_a_new_owner_is_answered_from_its_rejection_record() {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let gateway = gateway(&client, &config, "gateway-3").await;
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let id = account(&uuid::Uuid::now_v7().to_string());
+
+    let notifier = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let healthy = node(&store, notifier.clone());
+    let (token, tasks) = consume_all(&client, &config, healthy, notifier.clone()).await;
+    processed(&gateway.gateway, open(&id, 5)).await.unwrap();
+    stop(token, tasks).await;
+
+    // The first owner rejects the overdraft, records the rejection, and dies silently.
+    let decided = Arc::new(Mutex::new(0));
+    let dying = DiesAfterDeciding(node(&store, Arc::new(Silent)), decided.clone());
+    let (token, tasks) = consume_all(&client, &config, Arc::new(dying), notifier.clone()).await;
+    let overdraft = withdraw(&id, 50).with_request_id("too-much");
+    let caller = {
+        let gateway = gateway.gateway.clone();
+        let overdraft = overdraft.clone();
+        tokio::spawn(async move { processed(&gateway, overdraft).await })
+    };
+    until("the first owner to decide", || {
+        *decided.lock().unwrap() == 1
+    })
+    .await;
+    stop(token, tasks).await;
+    let Some(RequestDecision::Rejected(rejection)) =
+        store.find_decision(&id, "too-much").await.unwrap()
+    else {
+        panic!("the rejection is recorded");
+    };
+
+    // The new owner (a fresh node: cold cache, new filters) gets the redelivery and answers
+    // the waiting caller from the record.
+    let fresh = node(&store, notifier.clone());
+    let (token, tasks) = consume_all(&client, &config, fresh, notifier).await;
+    let answer = caller.await.unwrap().unwrap_err();
+    assert_eq!(answer.error_code, rejection.error_code);
+    assert_eq!(
+        store.load(&id, 1, u64::MAX).await.unwrap().len(),
+        1,
+        "only the open"
+    );
+    stop(token, tasks).await;
+    setup::remove_stream(&client, &config).await;
+}
