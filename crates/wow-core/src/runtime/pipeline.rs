@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::contracts::command::InMemoryCommandBus;
+use crate::contracts::command::{CommandBus, CommandHandler, InMemoryCommandBus};
 use crate::contracts::compensation::CompensationStore;
 use crate::contracts::compensation::RetrySpec;
 use crate::contracts::event::{ConsumerPositions, EventConsumer};
@@ -13,7 +13,7 @@ use crate::model::aggregate_id::NamedAggregate;
 use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::runtime::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use crate::runtime::command::{
-    CommandGateway, DefaultCommandHandler, InFlightRequests, WaitCoordinator,
+    CommandGateway, DefaultCommandHandler, InFlightRequests, WaitCoordinator, WaitNotifier,
 };
 use crate::runtime::compensation::{CompensationError, CompensationScheduler};
 use crate::runtime::event::{catch_up, CatchUpError, CatchUpProgress, EventDispatcher};
@@ -21,7 +21,7 @@ use crate::runtime::event::{InMemoryDomainEventBus, DEFAULT_PARTITION_CAPACITY};
 use crate::runtime::eventsourcing::{SnapshotStrategy, Snapshotter};
 use crate::runtime::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
-    IdempotencyConfig, RequestIdChecker,
+    IdempotencyConfig, NoopRequestIdExistenceChecker, RequestIdChecker,
 };
 use crate::runtime::metrics::PipelineMetrics;
 use crate::runtime::saga::DynSaga;
@@ -42,6 +42,20 @@ pub struct LocalPipelineBuilder {
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
     positions: Option<Arc<dyn ConsumerPositions>>,
     time: TimeAndIds,
+    transport: Transport,
+}
+
+/// What joins this pipeline to others: by default nothing (every part in this process).
+#[derive(Debug, Default)]
+struct Transport {
+    /// Where the gateway sends; `None`: the in-process bus to this pipeline's node.
+    command_bus: Option<Arc<dyn CommandBus>>,
+    /// The coordinator of this process's callers; `None`: a new one.
+    waits: Option<Arc<WaitCoordinator>>,
+    /// Where the node and the consumers signal; `None`: `waits`.
+    notifier: Option<Arc<dyn WaitNotifier>>,
+    /// The gateway checks request ids against its Bloom filters only (SPEC RQ-3).
+    gateway_without_store: bool,
 }
 
 /// Where every part of one pipeline takes its time and its ids from: chosen once, by
@@ -141,10 +155,45 @@ impl LocalPipelineBuilder {
         self
     }
 
+    /// Sends the gateway's commands on `bus` (a distributed bus) instead of to this
+    /// pipeline's own node, which then receives only what is handed to it
+    /// ([`LocalPipeline::node`]). The gateway keeps no in-flight entries then: its node
+    /// is elsewhere.
+    pub fn command_bus(mut self, bus: Arc<dyn CommandBus>) -> Self {
+        self.transport.command_bus = Some(bus);
+        self
+    }
+
+    /// The coordinator that this process's callers wait on (share it with whatever delivers
+    /// remote signals to it). Default: a new one.
+    pub fn wait_coordinator(mut self, waits: Arc<WaitCoordinator>) -> Self {
+        self.transport.waits = Some(waits);
+        self
+    }
+
+    /// Where the node and the consumers send their stage signals (a transport back to the
+    /// gateway that took each command). Default: the pipeline's own coordinator.
+    pub fn wait_notifier(mut self, notifier: Arc<dyn WaitNotifier>) -> Self {
+        self.transport.notifier = Some(notifier);
+        self
+    }
+
+    /// Makes the gateway check request ids against its Bloom filters alone, as a gateway
+    /// with no event store does (SPEC RQ-3): a maybe-seen id is sent on, and the node that
+    /// owns the aggregate decides. Look-ups still read the store.
+    pub fn gateway_without_store(mut self) -> Self {
+        self.transport.gateway_without_store = true;
+        self
+    }
+
     /// Starts the pipeline. Must be called inside a tokio runtime.
     pub fn build(mut self) -> LocalPipeline {
         let metrics = Arc::new(PipelineMetrics::default());
-        let waits = WaitCoordinator::new();
+        let waits = self.transport.waits.take().unwrap_or_default();
+        let notifier: Arc<dyn WaitNotifier> = match self.transport.notifier.take() {
+            Some(notifier) => notifier,
+            None => waits.clone(),
+        };
         // Ownership runs one way: gateway → command bus → node → event bus → (channel) →
         // workers → dispatcher, which holds the gateway only weakly for its sagas.
         let (event_bus, feed) = InMemoryDomainEventBus::bounded(
@@ -155,21 +204,28 @@ impl LocalPipelineBuilder {
         let event_bus = Arc::new(event_bus);
         let command_bus = Arc::new(InMemoryCommandBus::new(self.partitions, 1024));
         let in_flight = Arc::new(InFlightRequests::new());
-        let gateway = CommandGateway::builder(self.registry.clone(), command_bus.clone())
-            .in_flight(in_flight.clone())
-            .request_id_checker(checker(
-                &self.idempotency,
-                &self.store,
-                &metrics,
-                &self.time,
-            ))
+        let gateway_checker = if self.transport.gateway_without_store {
+            bloom_only_checker(&self.idempotency, &metrics, &self.time)
+        } else {
+            checker(&self.idempotency, &self.store, &metrics, &self.time)
+        };
+        let gateway_bus: Arc<dyn CommandBus> = match self.transport.command_bus.take() {
+            Some(bus) => bus,
+            None => command_bus.clone(),
+        };
+        let mut gateway = CommandGateway::builder(self.registry.clone(), gateway_bus);
+        if self.transport.command_bus.is_none() && !self.transport.gateway_without_store {
+            gateway = gateway.in_flight(in_flight.clone());
+        }
+        let gateway = gateway
+            .request_id_checker(gateway_checker)
             .clock(self.time.clock.clone())
             .id_generator(self.time.ids())
             .wait_coordinator(waits.clone())
             .send_timeout(self.send_timeout)
             .metrics(metrics.clone())
             .build();
-        let dispatcher = self.dispatcher(&waits, &gateway);
+        let dispatcher = self.dispatcher(&notifier, &gateway);
         feed.start(dispatcher.clone(), self.store.clone());
         let pipeline = LocalPipeline {
             gateway,
@@ -177,6 +233,7 @@ impl LocalPipelineBuilder {
             event_bus,
             dispatcher,
             waits,
+            notifier,
             metrics,
             quarantine: QuarantinedAggregates::new(),
             registry: self.registry,
@@ -192,10 +249,10 @@ impl LocalPipelineBuilder {
     /// The dispatcher of the registered consumers, its sagas sending through `gateway`.
     fn dispatcher(
         &mut self,
-        waits: &Arc<WaitCoordinator>,
+        notifier: &Arc<dyn WaitNotifier>,
         gateway: &CommandGateway,
     ) -> Arc<EventDispatcher> {
-        let mut dispatcher = EventDispatcher::builder(waits.clone()).gateway(gateway);
+        let mut dispatcher = EventDispatcher::builder(notifier.clone()).gateway(gateway);
         if let Some((snapshots, strategy)) = &self.snapshots {
             dispatcher = dispatcher.snapshotter(
                 Snapshotter::new(
@@ -242,6 +299,24 @@ pub fn store_checker(
     checker(idempotency, store, metrics, &time)
 }
 
+/// A checker of Bloom filters alone, for a gateway with no store (SPEC RQ-3).
+fn bloom_only_checker(
+    idempotency: &IdempotencyConfig,
+    metrics: &Arc<PipelineMetrics>,
+    time: &TimeAndIds,
+) -> Arc<dyn RequestIdChecker> {
+    Arc::new(
+        DefaultRequestIdChecker::new(
+            Arc::new(BloomIdempotencyCheckerProvider::with_clock(
+                idempotency.clone(),
+                time.clock.clone(),
+            )),
+            Arc::new(NoopRequestIdExistenceChecker),
+        )
+        .with_metrics(metrics.clone()),
+    )
+}
+
 /// [`store_checker`] with filters that rotate by the pipeline's clock.
 fn checker(
     idempotency: &IdempotencyConfig,
@@ -261,6 +336,22 @@ fn checker(
     )
 }
 
+/// Hands each command to the node subscribed to the in-process bus now.
+#[derive(Debug)]
+struct CurrentNode(Arc<InMemoryCommandBus>);
+
+#[async_trait::async_trait]
+impl CommandHandler for CurrentNode {
+    async fn handle(&self, command: crate::contracts::command::JsonCommand) {
+        match self.0.subscriber() {
+            Some(node) => node.handle(command).await,
+            None => {
+                tracing::warn!(command_id = %command.id, "no processing node runs; the command is dropped unanswered")
+            }
+        }
+    }
+}
+
 /// Gateway, processing node and event dispatch in one process (the `monolith` role).
 ///
 /// The gateway and the node each keep their own Bloom filters per aggregate type (SPEC
@@ -277,6 +368,9 @@ pub struct LocalPipeline {
     pub dispatcher: Arc<EventDispatcher>,
     /// Routes stage signals to waiting callers.
     pub waits: Arc<WaitCoordinator>,
+    /// Where the node and the consumers send stage signals: `waits`, unless the builder
+    /// was given a transport.
+    pub notifier: Arc<dyn WaitNotifier>,
     /// The counters of the whole pipeline.
     pub metrics: Arc<PipelineMetrics>,
     /// The aggregates the processing node quarantined because their history cannot be
@@ -316,6 +410,7 @@ impl LocalPipeline {
                 clock: Arc::new(SystemClock),
                 ids: None,
             },
+            transport: Transport::default(),
         }
     }
 
@@ -327,7 +422,7 @@ impl LocalPipeline {
             self.registry.clone(),
             self.store.clone(),
             self.event_bus.clone(),
-            self.waits.clone(),
+            self.notifier.clone(),
         )
         .request_id_checker(checker(
             &self.idempotency,
@@ -351,6 +446,13 @@ impl LocalPipeline {
         let node = Arc::new(node.build());
         self.command_bus.subscribe(node.clone());
         node
+    }
+
+    /// The processing node as a [`CommandHandler`], for a transport that delivers commands
+    /// from elsewhere (see [`LocalPipelineBuilder::command_bus`]): each command goes to the
+    /// node running at that moment, the one [`restart_node`](Self::restart_node) made last.
+    pub fn node(&self) -> Arc<dyn CommandHandler> {
+        Arc::new(CurrentNode(self.command_bus.clone()))
     }
 
     /// What happened to `request_id` of `aggregate_id` (SPEC TO-1).

@@ -117,6 +117,11 @@ impl InMemoryCommandBus {
         (self.hasher.hash_one(key) % self.partitions.len() as u64) as usize
     }
 
+    /// The processing node subscribed now, if any.
+    pub fn subscriber(&self) -> Option<Arc<dyn CommandHandler>> {
+        Self::current(&self.subscriber)
+    }
+
     fn current(subscriber: &Subscriber) -> Option<Arc<dyn CommandHandler>> {
         subscriber.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
