@@ -61,6 +61,11 @@ enum Command {
         /// A TOML file of settings.
         #[arg(long, env = "WOW_CONFIG")]
         config: Option<PathBuf>,
+        /// What this process does: monolith (everything here), gateway (HTTP, commands over
+        /// NATS) or processor (owns partitions, runs the consumers) [default: monolith, or
+        /// WOW_ROLE].
+        #[arg(long, value_enum)]
+        role: Option<wow_service::Role>,
     },
     /// Runs every consumer of the `bank` over the history it has not handled yet, with a
     /// progress bar, and exits.
@@ -229,7 +234,8 @@ async fn run(command: Command) -> Result<u8, String> {
             listen,
             store,
             config,
-        } => done(serve::run(listen, store, config).await),
+            role,
+        } => done(serve::run(listen, store, config, role).await),
         Command::CatchUp {
             store,
             config,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use wow_core::Stores;
 use wow_postgres::{PostgresOptions, PostgresStore};
-use wow_service::{ServiceError, Settings, SettingsError};
+use wow_service::{Role, ServiceError, Settings, SettingsError};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 use crate::legacy::{self, Database, LegacyError};
@@ -58,8 +58,12 @@ pub(crate) async fn run(
     listen: Option<String>,
     store: Option<String>,
     config: Option<PathBuf>,
+    role: Option<Role>,
 ) -> Result<(), ServeError> {
-    let settings = Settings::resolve(listen, store, config.as_deref())?;
+    let mut settings = Settings::resolve(listen, store, config.as_deref())?;
+    if let Some(role) = role {
+        settings = settings.with_role(role)?;
+    }
     let stores = open_store(settings.store_url(None)).await?;
     crate::bank::service(stores)
         .settings(settings)

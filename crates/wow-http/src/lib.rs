@@ -46,7 +46,7 @@ pub use create_id::derived_aggregate_id;
 pub use fallback::error_fallbacks;
 pub use metrics::HttpMetrics;
 pub use server::{serve, InvalidLimits, ServerLimits, MAX_READ_TIMEOUT};
-pub use state::{HttpState, QuerySide};
+pub use state::{HttpState, NodeStatus, QuerySide};
 pub use status::{status_for, ERROR_CODE_HEADER, REPLAYED_HEADER};
 
 /// The router of DESIGN.md §5 over `state`. Merge a domain's own read routes into it, then

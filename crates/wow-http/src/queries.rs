@@ -48,7 +48,9 @@ fn aggregate(
     Ok(runtime.named_aggregate().aggregate_id(id, tenant.0))
 }
 
-/// `GET /health`: `{"status": "UP", "details": {"quarantinedCount": n, "quarantined": [...]}}`.
+/// `GET /health`: `{"status": "UP", "details": {"quarantinedCount": n, "quarantined": [...]}}`,
+/// and `details.node` (role, partitions, NATS connection) on a node of a distributed
+/// deployment.
 ///
 /// Always 200 and `UP`: a node with quarantined aggregates (SPEC PX-1) serves every other
 /// aggregate, so a probe must not take it out of rotation (nor restart it in a loop, which
@@ -73,10 +75,11 @@ pub(crate) async fn health(
             .collect(),
         (true, Err(_)) => Vec::new(),
     };
-    Json(json!({
-        "status": "UP",
-        "details": {"quarantinedCount": count, "quarantined": visible},
-    }))
+    let mut details = json!({"quarantinedCount": count, "quarantined": visible});
+    if let Some(node) = state.node_status() {
+        details["node"] = node;
+    }
+    Json(json!({"status": "UP", "details": details}))
 }
 
 /// `GET /{aggregate}/{id}/state`: `{aggregateId, version, state}`.

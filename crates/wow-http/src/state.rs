@@ -32,6 +32,16 @@ pub struct QuerySide {
     /// The aggregates the processing node quarantined (SPEC PX-1); empty in a process
     /// without a node.
     pub quarantine: QuarantinedAggregates,
+    /// What `/health` says of this node's place in a deployment (role, partitions, transport);
+    /// `None` for a single process.
+    pub node: Option<Arc<dyn NodeStatus>>,
+}
+
+/// This node's place in a deployment, as `/health` reports it under `details.node`.
+pub trait NodeStatus: Send + Sync + std::fmt::Debug {
+    /// A JSON object describing the node now, e.g. `{"role": "processor", "partitions":
+    /// [0, 3], "nats": "CONNECTED"}`.
+    fn status(&self) -> serde_json::Value;
 }
 
 impl QuerySide {
@@ -42,6 +52,7 @@ impl QuerySide {
             snapshots: None,
             compensation: None,
             quarantine: QuarantinedAggregates::new(),
+            node: None,
         }
     }
 
@@ -53,6 +64,7 @@ impl QuerySide {
             snapshots: None,
             compensation: pipeline.compensation().ok(),
             quarantine: pipeline.quarantine.clone(),
+            node: None,
         }
     }
 
@@ -65,6 +77,12 @@ impl QuerySide {
     /// Serves `/compensation/failures` with `scheduler`.
     pub fn with_compensation(mut self, scheduler: CompensationScheduler) -> Self {
         self.compensation = Some(scheduler);
+        self
+    }
+
+    /// Reports `node` in `/health`.
+    pub fn with_node_status(mut self, node: Arc<dyn NodeStatus>) -> Self {
+        self.node = Some(node);
         self
     }
 
@@ -155,6 +173,10 @@ impl HttpState {
     }
 
     /// The aggregates the pipeline quarantined (SPEC PX-1), for `/health` and `/metrics`.
+    pub(crate) fn node_status(&self) -> Option<serde_json::Value> {
+        self.inner.queries.node.as_ref().map(|node| node.status())
+    }
+
     pub(crate) fn quarantine(&self) -> &QuarantinedAggregates {
         &self.inner.queries.quarantine
     }

@@ -21,6 +21,7 @@ mod config;
 mod connection;
 mod error;
 mod partition;
+mod supervisor;
 mod wait;
 mod worker;
 
@@ -31,5 +32,6 @@ pub use config::{CommandStorage, NatsConfig};
 pub use connection::{connect, ensure_command_stream};
 pub use error::NatsError;
 pub use partition::{command_partition, partition_of};
+pub use supervisor::{supervise, OwnedPartitions};
 pub use wait::{NatsWaitNotifier, WaitSignals};
 pub use worker::PartitionConsumer;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, FromArgMatches};
 
-use crate::settings::{Settings, SettingsError};
+use crate::settings::{Role, Settings, SettingsError};
 
 /// The flags of a service. Flatten them into a command line of your own
 /// (`#[command(flatten)]`), or let [`Settings::from_command_line`] read them.
@@ -21,6 +21,9 @@ pub struct ServeArgs {
     /// A TOML file of settings.
     #[arg(long, env = "WOW_CONFIG")]
     pub config: Option<PathBuf>,
+    /// What this process does: monolith, gateway or processor [default: monolith].
+    #[arg(long, value_enum)]
+    pub role: Option<Role>,
 }
 
 impl ServeArgs {
@@ -47,7 +50,11 @@ impl ServeArgs {
     ///
     /// As [`Settings::resolve`].
     pub fn settings(self) -> Result<Settings, SettingsError> {
-        Settings::resolve(self.listen, self.store, self.config.as_deref())
+        let settings = Settings::resolve(self.listen, self.store, self.config.as_deref())?;
+        match self.role {
+            Some(role) => settings.with_role(role),
+            None => Ok(settings),
+        }
     }
 }
 

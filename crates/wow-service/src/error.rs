@@ -39,6 +39,9 @@ pub enum ServiceError {
     /// The server failed (its limits cannot be served with, say).
     #[error("the server failed: {0}")]
     Serve(std::io::Error),
+    /// NATS could not be reached or set up (gateway and processor roles).
+    #[error(transparent)]
+    Nats(#[from] wow_nats::NatsError),
     /// The tokio runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),

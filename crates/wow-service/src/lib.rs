@@ -42,6 +42,7 @@
 
 mod args;
 mod builder;
+mod distributed;
 mod error;
 mod running;
 mod serve;
@@ -55,8 +56,8 @@ pub use error::ServiceError;
 pub use running::RunningService;
 pub use serve::init_logging;
 pub use settings::{
-    Settings, SettingsError, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN, DEFAULT_RETRY_EVERY,
-    DEFAULT_STORE, DEFAULT_WAIT_TIMEOUT,
+    DistributedSettings, Role, Settings, SettingsError, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN,
+    DEFAULT_RETRY_EVERY, DEFAULT_STORE, DEFAULT_WAIT_TIMEOUT,
 };
 pub use store::{open_store, StoreError};
 

@@ -14,6 +14,7 @@ use wow_core::Stores;
 use wow_http::{HttpState, QuerySide};
 
 use crate::builder::{ServiceBuilder, ServiceContext};
+use crate::distributed::Distribution;
 use crate::settings::Settings;
 use crate::store::open_store;
 use crate::ServiceError;
@@ -31,6 +32,7 @@ pub struct RunningService {
     settings: Settings,
     caught_up: Vec<(String, CatchUpProgress)>,
     retries: Option<JoinHandle<()>>,
+    distribution: Option<Distribution>,
 }
 
 impl fmt::Debug for RunningService {
@@ -69,8 +71,22 @@ impl ServiceBuilder {
         };
         let aggregates = self.consumed_aggregates();
         let settings = self.settings.clone();
-        let pipeline = self.pipeline(&stores);
-        let caught_up = pipeline.catch_up(&aggregates, &mut |_, _| {}).await?;
+        let mut distribution = Distribution::connect(&settings).await?;
+        let runs_consumers = distribution
+            .as_ref()
+            .is_none_or(Distribution::runs_consumers);
+        if !runs_consumers {
+            // A gateway: the processors run the consumers and retry their failures.
+            self.projections.clear();
+            self.processors.clear();
+            self.sagas.clear();
+        }
+        let pipeline = self.pipeline(&stores, distribution.as_ref());
+        let caught_up = if runs_consumers {
+            pipeline.catch_up(&aggregates, &mut |_, _| {}).await?
+        } else {
+            Vec::new()
+        };
         for (consumer, done) in &caught_up {
             tracing::info!(
                 consumer,
@@ -86,6 +102,10 @@ impl ServiceBuilder {
             .with_snapshots(Some(stores.snapshots.clone()))
             .with_compensation(compensation.clone())
             .with_quarantine(pipeline.quarantine.clone());
+        let queries = match &distribution {
+            Some(distribution) => queries.with_node_status(distribution.status()),
+            None => queries,
+        };
         let state = HttpState::for_gateway(pipeline.gateway.clone(), queries, http.clone())
             .with_openapi_paths(std::mem::take(&mut self.openapi));
         let context = ServiceContext {
@@ -100,7 +120,13 @@ impl ServiceBuilder {
                 router.merge(make(&context))
             });
         let router = wow_http::error_fallbacks(router, pipeline.gateway.registry());
-        let retries = settings.retry_every.map(|every| compensation.spawn(every));
+        let retries = settings
+            .retry_every
+            .filter(|_| runs_consumers)
+            .map(|every| compensation.spawn(every));
+        if let Some(distribution) = distribution.as_mut() {
+            distribution.start(&pipeline).await?;
+        }
         Ok(RunningService {
             pipeline,
             stores,
@@ -108,11 +134,12 @@ impl ServiceBuilder {
             settings,
             caught_up,
             retries,
+            distribution,
         })
     }
 
     /// The pipeline over `stores`, with every registered consumer made.
-    fn pipeline(&mut self, stores: &Stores) -> LocalPipeline {
+    fn pipeline(&mut self, stores: &Stores, distribution: Option<&Distribution>) -> LocalPipeline {
         let mut builder = LocalPipeline::builder(self.registry.clone(), stores.events.clone())
             .idempotency(self.settings.idempotency.clone())
             .compensation(stores.compensation.clone(), self.settings.retry)
@@ -126,6 +153,9 @@ impl ServiceBuilder {
         }
         for saga in self.sagas.drain(..) {
             builder = builder.saga(saga);
+        }
+        if let Some(distribution) = distribution {
+            builder = distribution.apply(builder);
         }
         builder.build()
     }
@@ -184,6 +214,9 @@ impl RunningService {
     /// Stops: writes every consumer position recorded so far, then stops the compensation
     /// scheduler and the pipeline.
     pub async fn stop(mut self) {
+        if let Some(distribution) = self.distribution.take() {
+            distribution.stop().await;
+        }
         self.pipeline.dispatcher.flush_positions().await;
         if let Some(retries) = self.retries.take() {
             retries.abort();

@@ -13,9 +13,12 @@
 //! | | `WOW_IDEMPOTENCY_TTL_MS`, `WOW_IDEMPOTENCY_EXPECTED_INSERTIONS`, `WOW_IDEMPOTENCY_ENABLED` | `[idempotency]` | [`IdempotencyConfig`] |
 //! | | `WOW_COMPENSATION_MAX_ATTEMPTS`, `..._INITIAL_BACKOFF_MS`, `..._MAX_BACKOFF_MS`, `..._INTERVAL_MS` | `[compensation]` | [`RetrySpec`], every second |
 //! | | `WOW_AUTH_TOKENS` (`token=tenant,...`) | `[auth_tokens]` | auth off |
+//! | `--role` | `WOW_ROLE` | `role` | `monolith` ([`Role`]) |
+//! | | `WOW_NATS_URL`, `WOW_NATS_PARTITIONS`, `WOW_NATS_REPLICAS`, `WOW_NATS_STORAGE`, `WOW_NATS_LEASE_TTL_MS`, `WOW_NATS_ACK_WAIT_MS`, `WOW_NODE_ID` | `[nats]` (`url`, `partitions`, ...) | [`DistributedSettings`] |
 //!
 //! The flags are read by [`Settings::from_command_line`] (see [`ServeArgs`](crate::ServeArgs)).
 
+mod distributed;
 mod sources;
 
 use std::collections::HashMap;
@@ -27,6 +30,8 @@ use wow_core::idempotency::IdempotencyConfig;
 use wow_http::{HttpConfig, ServerLimits};
 
 use sources::{Env, FileConfig};
+
+pub use distributed::{DistributedSettings, Role};
 
 /// The default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -72,6 +77,9 @@ pub enum SettingsError {
     /// The idempotency settings cannot be served with.
     #[error("idempotency settings: {0}")]
     Idempotency(String),
+    /// The distributed settings cannot be served with, or the role needs one missing.
+    #[error("distributed settings: {0}")]
+    Distributed(String),
     /// The server limits cannot be served with (a zero, say).
     #[error("server limits: {0}")]
     ServerLimits(#[from] wow_http::InvalidLimits),
@@ -102,6 +110,10 @@ pub struct Settings {
     pub retry_every: Option<Duration>,
     /// Bearer token → tenant; empty turns auth off.
     pub auth_tokens: HashMap<String, String>,
+    /// What this process does in a deployment.
+    pub role: Role,
+    /// How a gateway or processor reaches NATS.
+    pub distributed: DistributedSettings,
 }
 
 impl Default for Settings {
@@ -116,6 +128,8 @@ impl Default for Settings {
             retry: RetrySpec::default(),
             retry_every: Some(DEFAULT_RETRY_EVERY),
             auth_tokens: HashMap::new(),
+            role: Role::default(),
+            distributed: DistributedSettings::default(),
         }
     }
 }
@@ -147,11 +161,15 @@ impl Settings {
         let file = FileConfig::read(file)?;
         let defaults = Self::default();
         let (retry, retry_every) = retry(&file, env)?;
-        Ok(Self {
+        let role = distributed::role(&file, env)?;
+        let distributed = distributed::distributed(&file, env)?;
+        let settings = Self {
             server_limits: server_limits(&file, env)?,
             idempotency: idempotency(&file, env)?,
             retry,
             retry_every,
+            role: Role::Monolith,
+            distributed,
             listen: listen.or(file.listen).unwrap_or(defaults.listen),
             store: store.or(file.store),
             wait_timeout: env.millis(
@@ -164,7 +182,24 @@ impl Settings {
                 .or(file.body_limit)
                 .unwrap_or(defaults.body_limit),
             auth_tokens: env.tokens()?.unwrap_or(file.auth_tokens),
-        })
+        };
+        settings.with_role(role)
+    }
+
+    /// These settings for a node of `role` (the `--role` flag wins over `WOW_ROLE` and the
+    /// file).
+    ///
+    /// # Errors
+    ///
+    /// [`SettingsError::Distributed`] when `role` needs a NATS server and none is named.
+    pub fn with_role(mut self, role: Role) -> Result<Self, SettingsError> {
+        if role != Role::Monolith && self.distributed.nats_url.is_none() {
+            return Err(SettingsError::Distributed(format!(
+                "the {role} role needs a NATS server: set WOW_NATS_URL or [nats] url"
+            )));
+        }
+        self.role = role;
+        Ok(self)
     }
 
     /// The store to open: the one these settings name, else `fallback` (the service's own),

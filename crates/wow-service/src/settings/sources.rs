@@ -26,6 +26,8 @@ pub(super) struct FileConfig {
     pub(super) compensation: Option<CompensationConfig>,
     #[serde(default)]
     pub(super) auth_tokens: HashMap<String, String>,
+    pub(super) role: Option<super::Role>,
+    pub(super) nats: Option<super::distributed::NatsFile>,
 }
 
 /// `[compensation]`: how failed consumers are retried (SPEC DS-4).

@@ -1,0 +1,217 @@
+//! The gateway and processor roles (DESIGN.md §4): what joins a service to NATS, and what
+//! it runs there.
+//!
+//! - A **gateway** sends commands on the [`NatsCommandBus`], listens for their signals on
+//!   its own subject, and checks request ids against its Bloom filters only (SPEC RQ-3). It
+//!   runs no consumer and retries no failure: the processors do.
+//! - A **processor** owns command partitions, hands their commands to its node, publishes
+//!   every stage signal to the gateway that took the command, and runs the consumers over
+//!   the streams it appends. Its own gateway (its sagas', its HTTP routes') sends on NATS
+//!   too, so that a command always meets the owner of its partition.
+
+use std::sync::{Arc, Mutex};
+
+use async_nats::connection::State;
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use wow_core::command::WaitCoordinator;
+use wow_core::pipeline::{LocalPipeline, LocalPipelineBuilder};
+use wow_http::NodeStatus;
+use wow_nats::{
+    ensure_command_stream, NatsCommandBus, NatsConfig, NatsError, NatsWaitNotifier,
+    OwnedPartitions, PartitionConsumer, WaitSignals,
+};
+
+use crate::settings::{Role, Settings};
+
+/// A gateway's or processor's link to NATS, from the start of the service to its stop.
+#[derive(Debug)]
+pub(crate) struct Distribution {
+    role: Role,
+    node_id: String,
+    client: async_nats::Client,
+    config: Arc<NatsConfig>,
+    waits: Arc<WaitCoordinator>,
+    bus: NatsCommandBus,
+    notifier: Option<Arc<NatsWaitNotifier>>,
+    _signals: WaitSignals,
+    owned: Arc<Mutex<Vec<u32>>>,
+    stop: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Distribution {
+    /// Connects a gateway or processor to NATS; `None` for a monolith.
+    pub(crate) async fn connect(settings: &Settings) -> Result<Option<Self>, NatsError> {
+        if settings.role == Role::Monolith {
+            return Ok(None);
+        }
+        let Some(url) = settings.distributed.nats_url.as_deref() else {
+            return Err(NatsError::Config(format!(
+                "the {} role needs a NATS server",
+                settings.role
+            )));
+        };
+        let node_id = settings
+            .distributed
+            .node_id
+            .clone()
+            .unwrap_or_else(default_node_id);
+        let config = Arc::new(settings.distributed.nats_config(url));
+        let client =
+            wow_nats::connect(&config, &format!("wow-{}-{node_id}", settings.role)).await?;
+        let waits = WaitCoordinator::new();
+        let signals =
+            WaitSignals::listen(&client, config.wait_subject(&node_id), waits.clone()).await?;
+        let bus = NatsCommandBus::new(client.clone(), config.clone(), signals.subject());
+        let notifier = (settings.role == Role::Processor)
+            .then(|| NatsWaitNotifier::new(client.clone(), waits.clone()));
+        tracing::info!(role = %settings.role, node = node_id, nats = url, "joined the deployment");
+        Ok(Some(Self {
+            role: settings.role,
+            node_id,
+            client,
+            config,
+            waits,
+            bus,
+            notifier,
+            _signals: signals,
+            owned: Arc::default(),
+            stop: CancellationToken::new(),
+            tasks: Vec::new(),
+        }))
+    }
+
+    /// Whether this node runs consumers (and so catches them up and retries their failures).
+    pub(crate) fn runs_consumers(&self) -> bool {
+        self.role == Role::Processor
+    }
+
+    /// Joins `builder`'s pipeline to NATS.
+    pub(crate) fn apply(&self, builder: LocalPipelineBuilder) -> LocalPipelineBuilder {
+        let builder = builder
+            .command_bus(Arc::new(self.bus.clone()))
+            .wait_coordinator(self.waits.clone());
+        match &self.notifier {
+            Some(notifier) => builder.wait_notifier(notifier.clone()),
+            None => builder.gateway_without_store(),
+        }
+    }
+
+    /// Starts a processor's work: the command stream made if missing, and the partitions it
+    /// owns consumed into `pipeline`'s node. Nothing for a gateway.
+    pub(crate) async fn start(&mut self, pipeline: &LocalPipeline) -> Result<(), NatsError> {
+        let Some(notifier) = self.notifier.clone() else {
+            return Ok(());
+        };
+        let jetstream = async_nats::jetstream::new(self.client.clone());
+        let stream = ensure_command_stream(&jetstream, &self.config).await?;
+        let consumer =
+            PartitionConsumer::new(stream, self.config.clone(), pipeline.node(), notifier);
+        let owned = self.ownership().await?;
+        let reported = self.owned.clone();
+        let mut watched = owned.clone();
+        self.tasks.push(tokio::spawn(async move {
+            loop {
+                let now: Vec<u32> = watched.borrow_and_update().keys().copied().collect();
+                *reported.lock().unwrap_or_else(|p| p.into_inner()) = now;
+                if watched.changed().await.is_err() {
+                    break;
+                }
+            }
+        }));
+        self.tasks.push(tokio::spawn(wow_nats::supervise(
+            consumer,
+            owned,
+            self.stop.clone(),
+        )));
+        Ok(())
+    }
+
+    /// The partitions this node owns, as they change.
+    async fn ownership(&mut self) -> Result<watch::Receiver<OwnedPartitions>, NatsError> {
+        let all: OwnedPartitions = (0..self.config.partitions)
+            .map(|partition| (partition, self.stop.child_token()))
+            .collect();
+        let (sender, receiver) = watch::channel(all);
+        let stop = self.stop.clone();
+        self.tasks.push(tokio::spawn(async move {
+            stop.cancelled().await;
+            drop(sender);
+        }));
+        Ok(receiver)
+    }
+
+    /// What `/health` reports of this node.
+    pub(crate) fn status(&self) -> Arc<dyn NodeStatus> {
+        Arc::new(Status {
+            role: self.role,
+            node_id: self.node_id.clone(),
+            client: self.client.clone(),
+            owned: self.owned.clone(),
+            partitions: self.config.partitions,
+        })
+    }
+
+    /// Stops consuming (the batch in hand is left unacknowledged for the next owner) and
+    /// gives up the partitions.
+    pub(crate) async fn stop(mut self) {
+        self.stop.cancel();
+        for task in self.tasks.drain(..) {
+            if let Err(error) = task.await {
+                tracing::warn!(%error, "a distribution task failed");
+            }
+        }
+    }
+}
+
+impl Drop for Distribution {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// A name for this node that no other process, here or elsewhere, takes.
+fn default_node_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+        .unwrap_or_else(|| "node".to_owned());
+    let unique = wow_core::id::new_id();
+    let tail = unique
+        .get(unique.len().saturating_sub(8)..)
+        .unwrap_or(&unique);
+    format!("{host}-{}-{tail}", std::process::id())
+}
+
+#[derive(Debug)]
+struct Status {
+    role: Role,
+    node_id: String,
+    client: async_nats::Client,
+    owned: Arc<Mutex<Vec<u32>>>,
+    partitions: u32,
+}
+
+impl NodeStatus for Status {
+    fn status(&self) -> serde_json::Value {
+        let nats = match self.client.connection_state() {
+            State::Connected => "CONNECTED",
+            State::Disconnected => "DISCONNECTED",
+            State::Pending => "CONNECTING",
+        };
+        let mut status = json!({
+            "role": self.role.as_str(),
+            "nodeId": self.node_id,
+            "nats": nats,
+            "partitionCount": self.partitions,
+        });
+        if self.role == Role::Processor {
+            let owned = self.owned.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            status["partitions"] = json!(owned);
+        }
+        status
+    }
+}

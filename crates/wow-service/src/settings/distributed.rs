@@ -1,0 +1,198 @@
+//! The distributed mode's settings: the node's role and how it reaches NATS.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Deserialize;
+use wow_nats::{CommandStorage, NatsConfig};
+
+use super::sources::{Env, FileConfig};
+use super::SettingsError;
+
+/// What a process does in a deployment (DESIGN.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Everything in one process, joined by in-memory buses; NATS is not used.
+    #[default]
+    Monolith,
+    /// Serves HTTP and sends commands over NATS; checks request ids against its Bloom
+    /// filters only (SPEC RQ-3); reads the store for look-ups, history and state.
+    Gateway,
+    /// Owns command partitions (leases in NATS), processes their commands on the store, runs
+    /// the consumers, and answers signals to the gateways. Serves HTTP too.
+    Processor,
+}
+
+impl Role {
+    /// The role's name as the settings spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Monolith => "monolith",
+            Role::Gateway => "gateway",
+            Role::Processor => "processor",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "monolith" => Ok(Role::Monolith),
+            "gateway" => Ok(Role::Gateway),
+            "processor" => Ok(Role::Processor),
+            other => Err(format!(
+                "`{other}` is not a role: use monolith, gateway or processor"
+            )),
+        }
+    }
+}
+
+/// `[nats]` in the TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NatsFile {
+    url: Option<String>,
+    partitions: Option<u32>,
+    replicas: Option<usize>,
+    storage: Option<String>,
+    lease_ttl_ms: Option<u64>,
+    ack_wait_ms: Option<u64>,
+    node_id: Option<String>,
+}
+
+/// How a gateway or processor reaches NATS and shares the work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistributedSettings {
+    /// The NATS server (`WOW_NATS_URL`, `[nats] url`); required by the gateway and
+    /// processor roles.
+    pub nats_url: Option<String>,
+    /// Command partitions (`WOW_NATS_PARTITIONS`, default 16): every node of a deployment
+    /// must use the same number, and it bounds how many processors share the work.
+    pub partitions: u32,
+    /// Copies of the command stream in a NATS cluster (`WOW_NATS_REPLICAS`, default 1).
+    pub replicas: usize,
+    /// Where JetStream keeps commands in transit (`WOW_NATS_STORAGE`: `file`, the default,
+    /// or `memory`).
+    pub storage: CommandStorage,
+    /// How long a partition lease lasts unrenewed (`WOW_NATS_LEASE_TTL_MS`, default 3 s):
+    /// how long a dead processor's partitions wait before another takes them.
+    pub lease_ttl: Duration,
+    /// How long a processor may hold a command unacknowledged before JetStream delivers it
+    /// again (`WOW_NATS_ACK_WAIT_MS`, default 30 s).
+    pub ack_wait: Duration,
+    /// This node's name in leases and signal subjects (`WOW_NODE_ID`); default: made from
+    /// the host name, the process id and a random part, so a restart is a new node.
+    pub node_id: Option<String>,
+}
+
+impl Default for DistributedSettings {
+    fn default() -> Self {
+        Self {
+            nats_url: None,
+            partitions: 16,
+            replicas: 1,
+            storage: CommandStorage::File,
+            lease_ttl: Duration::from_secs(3),
+            ack_wait: Duration::from_secs(30),
+            node_id: None,
+        }
+    }
+}
+
+impl DistributedSettings {
+    /// The NATS layout these settings give, for a node at `url`.
+    pub fn nats_config(&self, url: &str) -> NatsConfig {
+        let mut config = NatsConfig::new(url);
+        config.partitions = self.partitions;
+        config.replicas = self.replicas;
+        config.storage = self.storage;
+        config.ack_wait = self.ack_wait;
+        config
+    }
+}
+
+/// The role: `WOW_ROLE`, else `role` in the file, else monolith.
+pub(super) fn role(file: &FileConfig, env: &Env<'_>) -> Result<Role, SettingsError> {
+    match env.var("WOW_ROLE") {
+        Some(value) => value.parse().map_err(|_| SettingsError::Env {
+            name: "WOW_ROLE",
+            what: "monolith, gateway or processor",
+            value,
+        }),
+        None => Ok(file.role.unwrap_or_default()),
+    }
+}
+
+/// `[nats]`, with `WOW_NATS_*` and `WOW_NODE_ID` over it.
+pub(super) fn distributed(
+    file: &FileConfig,
+    env: &Env<'_>,
+) -> Result<DistributedSettings, SettingsError> {
+    let defaults = DistributedSettings::default();
+    let nats = file.nats.as_ref();
+    let storage = match env
+        .var("WOW_NATS_STORAGE")
+        .or_else(|| nats.and_then(|n| n.storage.clone()))
+    {
+        None => defaults.storage,
+        Some(value) => match value.trim() {
+            "file" => CommandStorage::File,
+            "memory" => CommandStorage::Memory,
+            _ => {
+                return Err(SettingsError::Env {
+                    name: "WOW_NATS_STORAGE",
+                    what: "file or memory",
+                    value,
+                })
+            }
+        },
+    };
+    let settings = DistributedSettings {
+        nats_url: env
+            .var("WOW_NATS_URL")
+            .or_else(|| nats.and_then(|n| n.url.clone())),
+        partitions: env
+            .number("WOW_NATS_PARTITIONS")?
+            .or(nats.and_then(|n| n.partitions))
+            .unwrap_or(defaults.partitions),
+        replicas: env
+            .number("WOW_NATS_REPLICAS")?
+            .or(nats.and_then(|n| n.replicas))
+            .unwrap_or(defaults.replicas),
+        storage,
+        lease_ttl: env.millis(
+            "WOW_NATS_LEASE_TTL_MS",
+            nats.and_then(|n| n.lease_ttl_ms),
+            defaults.lease_ttl,
+        )?,
+        ack_wait: env.millis(
+            "WOW_NATS_ACK_WAIT_MS",
+            nats.and_then(|n| n.ack_wait_ms),
+            defaults.ack_wait,
+        )?,
+        node_id: env
+            .var("WOW_NODE_ID")
+            .or_else(|| nats.and_then(|n| n.node_id.clone())),
+    };
+    if settings.partitions == 0 {
+        return Err(SettingsError::Distributed(
+            "nats partitions must be more than zero".into(),
+        ));
+    }
+    if settings.lease_ttl < Duration::from_millis(500) {
+        return Err(SettingsError::Distributed(
+            "the lease TTL must be at least 500 ms".into(),
+        ));
+    }
+    Ok(settings)
+}
