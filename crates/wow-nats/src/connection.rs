@@ -1,20 +1,28 @@
 //! Connecting to NATS and making sure the command stream exists as configured.
 
 use async_nats::jetstream::{self, stream};
+use std::time::Duration;
+
+use async_nats::connection::State;
 use async_nats::{Client, ConnectOptions};
 
 use crate::config::{CommandStorage, NatsConfig};
 use crate::error::NatsError;
 
-/// Connects to `config.url`. The client reconnects by itself for as long as the process
-/// runs; while it is disconnected, sends answer `ServiceUnavailable` (see
+/// How long [`connect`] waits for the first connection before it returns a client that goes
+/// on trying in the background.
+const FIRST_CONNECTION: Duration = Duration::from_secs(5);
+
+/// Connects to `config.url`, waiting up to 5 s for the first connection; a server still
+/// down then is tried again in the background. The client reconnects by itself for as long
+/// as the process runs; while it is not connected, sends answer `ServiceUnavailable` (see
 /// [`NatsCommandBus`](crate::NatsCommandBus)).
 ///
 /// # Errors
 ///
-/// [`NatsError::Connect`] when the first connection fails.
+/// [`NatsError::Connect`] when the URL or the options are refused.
 pub async fn connect(config: &NatsConfig, name: &str) -> Result<Client, NatsError> {
-    ConnectOptions::new()
+    let client = ConnectOptions::new()
         .name(name)
         .retry_on_initial_connect()
         .max_reconnects(None)
@@ -30,7 +38,19 @@ pub async fn connect(config: &NatsConfig, name: &str) -> Result<Client, NatsErro
         .map_err(|source| NatsError::Connect {
             url: config.url.clone(),
             source: Box::new(source),
-        })
+        })?;
+    let deadline = tokio::time::Instant::now() + FIRST_CONNECTION;
+    while client.connection_state() != State::Connected {
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                url = config.url,
+                "NATS is not reachable yet; trying on in the background"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(client)
 }
 
 /// Makes the command stream if it is missing (subjects `{subject_prefix}.*`, work-queue

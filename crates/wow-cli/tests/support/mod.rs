@@ -68,6 +68,13 @@ impl Served {
         served
     }
 
+    /// Kills the process at once (SIGKILL): a crash, nothing finished or released.
+    pub(crate) fn kill(mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
     /// Sends SIGTERM and waits for the exit.
     pub(crate) fn stop(mut self) -> ExitStatus {
         let mut child = self.child.take().unwrap();

@@ -68,6 +68,7 @@ pub(super) struct NatsFile {
     lease_ttl_ms: Option<u64>,
     ack_wait_ms: Option<u64>,
     node_id: Option<String>,
+    namespace: Option<String>,
 }
 
 /// How a gateway or processor reaches NATS and shares the work.
@@ -93,6 +94,11 @@ pub struct DistributedSettings {
     /// This node's name in leases and signal subjects (`WOW_NODE_ID`); default: made from
     /// the host name, the process id and a random part, so a restart is a new node.
     pub node_id: Option<String>,
+    /// What the deployment's names in NATS start with (`WOW_NATS_NAMESPACE`, default
+    /// `wow`): stream `{NAMESPACE}_COMMANDS` (upper case), subjects `{namespace}.commands.*`
+    /// and `{namespace}.wait.*`, lease bucket `{namespace}_partitions`. Two deployments on
+    /// one NATS server need two namespaces. Letters, digits, `-` and `_` only.
+    pub namespace: String,
 }
 
 impl Default for DistributedSettings {
@@ -105,6 +111,7 @@ impl Default for DistributedSettings {
             lease_ttl: Duration::from_secs(3),
             ack_wait: Duration::from_secs(30),
             node_id: None,
+            namespace: "wow".to_owned(),
         }
     }
 }
@@ -117,6 +124,9 @@ impl DistributedSettings {
         config.replicas = self.replicas;
         config.storage = self.storage;
         config.ack_wait = self.ack_wait;
+        config.stream = format!("{}_COMMANDS", self.namespace.to_uppercase());
+        config.subject_prefix = format!("{}.commands", self.namespace);
+        config.wait_prefix = format!("{}.wait", self.namespace);
         config
     }
 }
@@ -183,7 +193,27 @@ pub(super) fn distributed(
         node_id: env
             .var("WOW_NODE_ID")
             .or_else(|| nats.and_then(|n| n.node_id.clone())),
+        namespace: env
+            .var("WOW_NATS_NAMESPACE")
+            .or_else(|| nats.and_then(|n| n.namespace.clone()))
+            .unwrap_or(defaults.namespace),
     };
+    let is_name = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    if !is_name(&settings.namespace) {
+        return Err(SettingsError::Distributed(format!(
+            "the NATS namespace `{}` may hold letters, digits, `-` and `_` only",
+            settings.namespace
+        )));
+    }
+    if let Some(node) = settings.node_id.as_deref().filter(|node| !is_name(node)) {
+        return Err(SettingsError::Distributed(format!(
+            "the node id `{node}` may hold letters, digits, `-` and `_` only"
+        )));
+    }
     if settings.partitions == 0 {
         return Err(SettingsError::Distributed(
             "nats partitions must be more than zero".into(),

@@ -1,0 +1,347 @@
+//! The distributed mode with real processes: `wow serve --role gateway` and `--role
+//! processor` on one PostgreSQL schema and one NATS namespace of their own.
+//!
+//! Needs PostgreSQL (`WOW_TEST_POSTGRES_URL`) and NATS with JetStream (`WOW_TEST_NATS_URL`);
+//! skipped with a notice when either is down, failed under `WOW_REQUIRE_BACKENDS=1`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use support::Served;
+use wow_core::eventsourcing::EventStore;
+use wow_core::AggregateId;
+use wow_postgres::{PostgresOptions, PostgresStore};
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// One deployment's names: a PostgreSQL schema and a NATS namespace no other test uses.
+struct Deployment {
+    store: String,
+    env: Vec<(String, String)>,
+}
+
+impl Deployment {
+    async fn new(lease_ttl_ms: u64) -> Option<Self> {
+        let required = std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
+        let postgres = std::env::var("WOW_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let nats =
+            std::env::var("WOW_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+        let reachable = |address: &str| {
+            std::net::TcpStream::connect_timeout(&address.parse().unwrap(), Duration::from_secs(2))
+                .is_ok()
+        };
+        if !reachable("127.0.0.1:5432") || !reachable("127.0.0.1:4222") {
+            assert!(
+                !required,
+                "PostgreSQL and NATS are required and one is down"
+            );
+            eprintln!("skipped: PostgreSQL or NATS is down (set WOW_REQUIRE_BACKENDS=1 to fail)");
+            return None;
+        }
+        let unique = wow_core::id::new_id().replace('-', "");
+        let unique = &unique[unique.len() - 12..];
+        let store = format!("{postgres}?schema=dist_{unique}");
+        let env = vec![
+            ("WOW_NATS_URL".to_owned(), nats),
+            ("WOW_NATS_NAMESPACE".to_owned(), format!("t{unique}")),
+            ("WOW_NATS_PARTITIONS".to_owned(), "8".to_owned()),
+            ("WOW_NATS_STORAGE".to_owned(), "memory".to_owned()),
+            ("WOW_NATS_LEASE_TTL_MS".to_owned(), lease_ttl_ms.to_string()),
+        ];
+        Some(Self { store, env })
+    }
+
+    fn start(&self, role: &str) -> Served {
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Served::start(
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--store",
+                &self.store,
+                "--role",
+                role,
+            ],
+            &env,
+        )
+    }
+
+    async fn events(&self) -> PostgresStore {
+        PostgresStore::open(self.store.parse::<PostgresOptions>().unwrap())
+            .await
+            .unwrap()
+    }
+}
+
+struct Api {
+    client: Client,
+    address: String,
+}
+
+impl Api {
+    fn new(served: &Served) -> Self {
+        Self {
+            client: Client::new(),
+            address: served.address.clone(),
+        }
+    }
+
+    async fn command(
+        &self,
+        path: &str,
+        request_id: &str,
+        body: Value,
+        stage: &str,
+    ) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .post(format!("http://{}/{path}", self.address))
+            .header("Command-Request-Id", request_id)
+            .header("Command-Wait-Stage", stage)
+            .header("Command-Wait-Timeout", "20000")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .get(format!("http://{}/{path}", self.address))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+}
+
+/// Waits until the processors own every partition between them, each once.
+async fn until_partitions_owned(processors: &[&Api], partitions: u64) -> Duration {
+    let started = Instant::now();
+    loop {
+        let mut owned = Vec::new();
+        for api in processors {
+            let (_, health) = api.get("health").await;
+            if let Some(list) = health["details"]["node"]["partitions"].as_array() {
+                owned.extend(list.iter().filter_map(Value::as_u64));
+            }
+        }
+        owned.sort_unstable();
+        if owned == (0..partitions).collect::<Vec<_>>() {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "partitions never settled: {owned:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_version() {
+    let Some(deployment) = Deployment::new(2000).await else {
+        return;
+    };
+    let processor = deployment.start("processor");
+    let gateway = deployment.start("gateway");
+    let api = Api::new(&gateway);
+    until_partitions_owned(&[&Api::new(&processor)], 8).await;
+
+    let (status, _) = api
+        .command(
+            "account/acc-1/open",
+            "open-1",
+            json!({"name": "Ann", "balance": 10}),
+            "PROCESSED",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // SPEC RQ-3: the gateway has no store; its filter may or may not know the id, but a
+    // resend awaited at SENT is sent (the processor decides).
+    let (status, sent) = api
+        .command(
+            "account/acc-1/open",
+            "open-1",
+            json!({"name": "Ann", "balance": 10}),
+            "SENT",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{sent}");
+    // SPEC RQ-7: awaited at PROCESSED, the resend is a duplicate with the original version.
+    let (status, duplicate) = api
+        .command(
+            "account/acc-1/open",
+            "open-1",
+            json!({"name": "Ann", "balance": 10}),
+            "PROCESSED",
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{duplicate}");
+    assert_eq!(duplicate["errorCode"], "DuplicateRequestId");
+    assert_eq!(duplicate["aggregateVersion"], 1);
+    let (_, health) = api.get("health").await;
+    assert_eq!(health["details"]["node"]["role"], "gateway");
+    assert_eq!(health["details"]["node"]["nats"], "CONNECTED");
+    let store = deployment.events().await;
+    let id = AggregateId::new("bank", "account", "acc-1", wow_core::DEFAULT_TENANT_ID);
+    assert_eq!(store.load(&id, 1, u64::MAX).await.unwrap().len(), 1);
+    gateway.stop();
+    processor.stop();
+}
+
+/// What one caller learned of one deposit.
+#[derive(Debug)]
+enum Answer {
+    Processed(u64),
+    Failed(String),
+}
+
+#[tokio::test]
+async fn a_processor_killed_under_load_loses_nothing_acknowledged_and_applies_nothing_twice() {
+    let Some(deployment) = Deployment::new(1500).await else {
+        return;
+    };
+    let first = deployment.start("processor");
+    let gateway = deployment.start("gateway");
+    let api = Arc::new(Api::new(&gateway));
+    until_partitions_owned(&[&Api::new(&first)], 8).await;
+    let accounts: Vec<String> = (0..16).map(|n| format!("load-{n}")).collect();
+    for account in &accounts {
+        let (status, body) = api
+            .command(
+                &format!("account/{account}/open"),
+                &format!("open-{account}"),
+                json!({"name": "Ann", "balance": 0}),
+                "PROCESSED",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+
+    // Callers deposit 1 into the accounts, each with its own request id, while the only
+    // processor is killed and a new one starts.
+    let callers: Vec<_> = (0..8)
+        .map(|caller| {
+            let api = api.clone();
+            let accounts = accounts.clone();
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                for n in 0..40 {
+                    let account = &accounts[(caller * 7 + n) % accounts.len()];
+                    let request_id = format!("dep-{caller}-{n}");
+                    let (status, body) = api
+                        .command(
+                            &format!("account/{account}/deposit"),
+                            &request_id,
+                            json!({"amount": 1}),
+                            "PROCESSED",
+                        )
+                        .await;
+                    let answer = if status == StatusCode::OK {
+                        Answer::Processed(body["aggregateVersion"].as_u64().unwrap())
+                    } else {
+                        Answer::Failed(format!("{status} {}", body["errorCode"]))
+                    };
+                    answers.push((account.clone(), request_id, answer));
+                }
+                answers
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let killed_at = Instant::now();
+    first.kill();
+    let second = deployment.start("processor");
+    until_partitions_owned(&[&Api::new(&second)], 8).await;
+    eprintln!(
+        "the new processor owned every partition {:?} after the kill",
+        killed_at.elapsed()
+    );
+    let mut answers = Vec::new();
+    for caller in callers {
+        answers.extend(caller.await.unwrap());
+    }
+
+    // A caller whose processor died learns what happened from the look-up, and resends
+    // the same request id when it says NONE (SPEC TO-1, TO-2): safe, never twice.
+    let mut resolved = 0;
+    for (account, request_id, answer) in &answers {
+        if let Answer::Failed(why) = answer {
+            let (_, outcome) = api
+                .get(&format!("account/{account}/requests/{request_id}"))
+                .await;
+            match outcome["status"].as_str() {
+                Some("APPENDED") => {}
+                Some("NONE") | Some("IN_FLIGHT") => {
+                    let (status, body) = api
+                        .command(
+                            &format!("account/{account}/deposit"),
+                            request_id,
+                            json!({"amount": 1}),
+                            "PROCESSED",
+                        )
+                        .await;
+                    assert!(
+                        status == StatusCode::OK || body["errorCode"] == "DuplicateRequestId",
+                        "{request_id} failed with {why}; the resend answered {status} {body}"
+                    );
+                }
+                _ => panic!("{request_id} failed with {why}; the look-up says {outcome}"),
+            }
+            resolved += 1;
+        }
+    }
+
+    let store = deployment.events().await;
+    let mut appended: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for account in &accounts {
+        let id = AggregateId::new("bank", "account", account, wow_core::DEFAULT_TENANT_ID);
+        let streams = store.load(&id, 1, u64::MAX).await.unwrap();
+        let mut seen = BTreeSet::new();
+        for stream in &streams {
+            assert!(
+                seen.insert(stream.request_id.clone()),
+                "{} appended twice in {account}",
+                stream.request_id
+            );
+        }
+        let (_, state) = api.get(&format!("account/{account}/state")).await;
+        assert_eq!(
+            state["state"]["balance"].as_u64().unwrap() as usize,
+            streams.len() - 1,
+            "{account}: one deposit per stream"
+        );
+        appended.insert(account.clone(), seen);
+    }
+    // Every deposit is in history exactly once: acknowledged, resolved by look-up, or resent.
+    let mut processed = 0;
+    for (account, request_id, answer) in &answers {
+        assert!(
+            appended[account].contains(request_id),
+            "{request_id} ({answer:?}) is not in history"
+        );
+        if matches!(answer, Answer::Processed(_)) {
+            processed += 1;
+        }
+    }
+    eprintln!("{processed} acknowledged at PROCESSED, {resolved} resolved after the kill");
+    assert!(processed > 0);
+    gateway.stop();
+    second.stop();
+}
