@@ -26,7 +26,96 @@ struct Deployment {
     env: Vec<(String, String)>,
 }
 
+/// A NATS server of the test's own (the system's `nats-server`, JetStream on, its data in
+/// a temporary folder), to be killed and started again without disturbing other tests.
+struct OwnNats {
+    port: u16,
+    folder: tempfile::TempDir,
+    child: Option<std::process::Child>,
+}
+
+impl OwnNats {
+    fn start() -> Option<Self> {
+        let required = std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
+        if !std::path::Path::new(NATS_SERVER).exists() {
+            assert!(!required, "{NATS_SERVER} is required and missing");
+            eprintln!("skipped: no {NATS_SERVER}");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut nats = Self {
+            port,
+            folder: tempfile::tempdir().unwrap(),
+            child: None,
+        };
+        nats.restart();
+        Some(nats)
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server (again) on the same port and folder, and waits until it listens.
+    fn restart(&mut self) {
+        let child = std::process::Command::new(NATS_SERVER)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(self.folder.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(started.elapsed() < PATIENCE, "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the server at once (SIGKILL).
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}
+
+impl Drop for OwnNats {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+const NATS_SERVER: &str = "/usr/sbin/nats-server";
+
 impl Deployment {
+    /// The deployment on a NATS server of the test's own.
+    async fn on(nats: &OwnNats, lease_ttl_ms: u64) -> Option<Self> {
+        let mut deployment = Self::new(lease_ttl_ms).await?;
+        for (name, value) in &mut deployment.env {
+            if name == "WOW_NATS_URL" {
+                *value = nats.url();
+            }
+            if name == "WOW_NATS_STORAGE" {
+                *value = "file".to_owned();
+            }
+        }
+        Some(deployment)
+    }
+
     async fn new(lease_ttl_ms: u64) -> Option<Self> {
         let required = std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
         let postgres = std::env::var("WOW_TEST_POSTGRES_URL")
@@ -345,4 +434,147 @@ async fn a_processor_killed_under_load_loses_nothing_acknowledged_and_applies_no
     assert!(processed > 0);
     gateway.stop();
     second.stop();
+}
+
+#[tokio::test]
+async fn nats_killed_and_restarted_under_load_loses_no_acknowledged_command() {
+    let Some(mut nats) = OwnNats::start() else {
+        return;
+    };
+    let Some(deployment) = Deployment::on(&nats, 1500).await else {
+        return;
+    };
+    let processor = deployment.start("processor");
+    let gateway = deployment.start("gateway");
+    let api = Arc::new(Api::new(&gateway));
+    until_partitions_owned(&[&Api::new(&processor)], 8).await;
+    let accounts: Vec<String> = (0..8).map(|n| format!("nats-{n}")).collect();
+    for account in &accounts {
+        let (status, body) = api
+            .command(
+                &format!("account/{account}/open"),
+                &format!("open-{account}"),
+                json!({"name": "Ann", "balance": 0}),
+                "PROCESSED",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let callers: Vec<_> = (0..4)
+        .map(|caller| {
+            let api = api.clone();
+            let accounts = accounts.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let account = &accounts[(caller + n) % accounts.len()];
+                    let request_id = format!("nd-{caller}-{n}");
+                    let (status, body) = api
+                        .command(
+                            &format!("account/{account}/deposit"),
+                            &request_id,
+                            json!({"amount": 1}),
+                            "PROCESSED",
+                        )
+                        .await;
+                    answers.push((account.clone(), request_id, status, body));
+                    n += 1;
+                }
+                answers
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    nats.kill();
+    // While NATS is down the gateway refuses at SENT: 503 ServiceUnavailable.
+    let (status, body) = api
+        .command(
+            "account/nats-0/deposit",
+            "while-down",
+            json!({"amount": 1}),
+            "SENT",
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["errorCode"], "ServiceUnavailable");
+    assert_eq!(body["stage"], "SENT");
+    nats.restart();
+    // The gateway and the processor reconnect by themselves.
+    let started = Instant::now();
+    loop {
+        let (status, _) = api
+            .command(
+                "account/nats-0/deposit",
+                "after-restart",
+                json!({"amount": 1}),
+                "PROCESSED",
+            )
+            .await;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the deployment never recovered: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("recovered {:?} after NATS restarted", started.elapsed());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut answers = Vec::new();
+    for caller in callers {
+        answers.extend(caller.await.unwrap());
+    }
+    // Resolve every unanswered deposit as a client would: look up, resend when NONE.
+    for (account, request_id, status, _) in &answers {
+        if *status == StatusCode::OK {
+            continue;
+        }
+        let (_, outcome) = api
+            .get(&format!("account/{account}/requests/{request_id}"))
+            .await;
+        if outcome["status"] != "APPENDED" {
+            let (status, body) = api
+                .command(
+                    &format!("account/{account}/deposit"),
+                    request_id,
+                    json!({"amount": 1}),
+                    "PROCESSED",
+                )
+                .await;
+            assert!(
+                status == StatusCode::OK || body["errorCode"] == "DuplicateRequestId",
+                "{status} {body}"
+            );
+        }
+    }
+    let store = deployment.events().await;
+    let mut acknowledged = 0;
+    for account in &accounts {
+        let id = AggregateId::new("bank", "account", account, wow_core::DEFAULT_TENANT_ID);
+        let streams = store.load(&id, 1, u64::MAX).await.unwrap();
+        let ids: BTreeSet<&str> = streams.iter().map(|s| s.request_id.as_str()).collect();
+        assert_eq!(
+            ids.len(),
+            streams.len(),
+            "{account}: a request appended twice"
+        );
+        for (_, request_id, status, _) in answers.iter().filter(|a| &a.0 == account) {
+            assert!(
+                ids.contains(request_id.as_str()),
+                "{request_id} ({status}) is not in history"
+            );
+            acknowledged += usize::from(*status == StatusCode::OK);
+        }
+    }
+    eprintln!(
+        "{acknowledged} of {} deposits acknowledged around the restart",
+        answers.len()
+    );
+    gateway.stop();
+    processor.stop();
 }
