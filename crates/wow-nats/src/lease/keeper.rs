@@ -1,0 +1,469 @@
+//! The keeper task: renews, acquires and releases one node's leases, and ends them on time.
+//!
+//! It owns the node's view of its leases. Network rounds and deadline enforcement run in one
+//! `select!`, so a lease ends at its deadline even while a request hangs on an unreachable
+//! server; the round goes on afterwards and finds the lease gone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use bytes::Bytes;
+use futures::TryStreamExt;
+use tokio::sync::{oneshot, watch};
+use tokio::time::{interval, sleep, sleep_until, timeout, Instant, MissedTickBehavior};
+
+use super::error::{BoxError, LeaseError};
+use super::fence::Fence;
+use super::OwnedPartitions;
+
+const PARTITION_PREFIX: &str = "partition.";
+const NODE_PREFIX: &str = "node.";
+
+fn partition_key(partition: u32) -> String {
+    format!("{PARTITION_PREFIX}{partition}")
+}
+
+/// Opens the bucket, creating it if missing, and checks that it keeps entries for `ttl`.
+pub(crate) async fn open_bucket(
+    jetstream: &jetstream::Context,
+    bucket: &str,
+    ttl: Duration,
+) -> Result<kv::Store, LeaseError> {
+    let bucket_error = |source: BoxError| LeaseError::Bucket {
+        bucket: bucket.to_owned(),
+        source,
+    };
+    let store = match jetstream.get_key_value(bucket).await {
+        Ok(store) => store,
+        Err(_) => {
+            // The bucket's stream, made as `create_key_value` would. That call first asks for
+            // the account info, whose NATS 2.9 form async-nats 0.46 cannot parse.
+            let config = jetstream::stream::Config {
+                name: format!("KV_{bucket}"),
+                description: Some("wow-rs partition leases".to_owned()),
+                subjects: vec![format!("$KV.{bucket}.>")],
+                max_messages_per_subject: 1,
+                max_age: ttl,
+                // File storage: a server restart must not forget who holds what.
+                storage: jetstream::stream::StorageType::File,
+                allow_rollup: true,
+                deny_delete: true,
+                allow_direct: true,
+                discard: jetstream::stream::DiscardPolicy::New,
+                num_replicas: 1,
+                ..Default::default()
+            };
+            if let Err(create) = jetstream.create_stream(config).await {
+                // Another node may have created it meanwhile; if not, report why.
+                tracing::debug!(bucket, %create, "cannot create the lease bucket");
+            }
+            jetstream
+                .get_key_value(bucket)
+                .await
+                .map_err(|error| bucket_error(Box::new(error)))?
+        }
+    };
+    let bucket_max_age = store.stream.cached_info().config.max_age;
+    if bucket_max_age != ttl {
+        return Err(LeaseError::TtlMismatch {
+            bucket: bucket.to_owned(),
+            bucket_max_age,
+            ttl,
+        });
+    }
+    Ok(store)
+}
+
+/// A lease this node holds: the key's revision as last written by us, and its fence.
+#[derive(Debug)]
+struct Lease {
+    revision: u64,
+    fence: Fence,
+}
+
+/// The state of one node's keeper task.
+#[derive(Debug)]
+pub(crate) struct Keeper {
+    store: kv::Store,
+    node_id: String,
+    node_value: Bytes,
+    partitions: u32,
+    ttl: Duration,
+    margin: Duration,
+    leases: Mutex<BTreeMap<u32, Lease>>,
+    owned: watch::Sender<OwnedPartitions>,
+}
+
+impl Keeper {
+    pub(crate) fn new(
+        store: kv::Store,
+        node_id: String,
+        partitions: u32,
+        ttl: Duration,
+        margin: Duration,
+    ) -> (Self, watch::Receiver<OwnedPartitions>) {
+        let (owned, owned_rx) = watch::channel(OwnedPartitions::new());
+        let keeper = Self {
+            store,
+            node_value: Bytes::from(node_id.clone().into_bytes()),
+            node_id,
+            partitions,
+            ttl,
+            margin,
+            leases: Mutex::new(BTreeMap::new()),
+            owned,
+        };
+        (keeper, owned_rx)
+    }
+
+    /// Runs rounds every `ttl / 3` until `shutdown` fires or its sender is dropped, then
+    /// releases everything.
+    pub(crate) async fn run(self, mut shutdown: oneshot::Receiver<()>) -> Result<(), LeaseError> {
+        let mut ticks = interval(self.ttl / 3);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        'run: loop {
+            tokio::select! {
+                _ = &mut shutdown => break 'run,
+                () = sleep_until(self.next_deadline()) => {
+                    self.expire_due();
+                    continue 'run;
+                }
+                _ = ticks.tick() => {}
+            }
+            let round = self.round();
+            tokio::pin!(round);
+            loop {
+                tokio::select! {
+                    _ = &mut shutdown => break 'run,
+                    () = sleep_until(self.next_deadline()) => self.expire_due(),
+                    () = &mut round => break,
+                }
+            }
+        }
+        self.release_all().await
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<u32, Lease>> {
+        // A panic while holding the lock leaves a map that is still consistent.
+        self.leases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The local deadline of a lease whose request was sent at `sent`.
+    fn deadline(&self, sent: Instant) -> Instant {
+        sent + self.ttl - self.margin
+    }
+
+    /// The earliest deadline among held leases (far away when there is none).
+    fn next_deadline(&self) -> Instant {
+        self.lock()
+            .values()
+            .map(|lease| lease.fence.valid_until())
+            .min()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600))
+    }
+
+    /// Publishes the owned set as `leases` has it.
+    fn publish(&self, leases: &BTreeMap<u32, Lease>) {
+        let now: OwnedPartitions = leases
+            .iter()
+            .map(|(partition, lease)| (*partition, lease.fence.clone()))
+            .collect();
+        self.owned.send_if_modified(|owned| {
+            if *owned == now {
+                false
+            } else {
+                *owned = now;
+                true
+            }
+        });
+    }
+
+    /// Drops every lease whose fence is no longer valid (deadline passed or ended).
+    fn expire_due(&self) {
+        let mut leases = self.lock();
+        leases.retain(|partition, lease| {
+            let valid = lease.fence.is_valid();
+            if !valid {
+                lease.fence.end();
+                tracing::warn!(
+                    node = %self.node_id,
+                    partition,
+                    "lease expired locally before a renewal succeeded; partition stopped"
+                );
+            }
+            valid
+        });
+        self.publish(&leases);
+    }
+
+    /// One round: renew, announce this node, list, then acquire or release towards the share.
+    async fn round(&self) {
+        self.renew().await;
+        if let Err(error) = self
+            .store
+            .put(self.node_key(), self.node_value.clone())
+            .await
+        {
+            tracing::warn!(node = %self.node_id, %error, "cannot refresh the node's liveness key");
+        }
+        let (live, taken) = match self.list().await {
+            Ok(listing) => listing,
+            Err(error) => {
+                tracing::warn!(node = %self.node_id, %error, "cannot list leases; retrying next round");
+                return;
+            }
+        };
+        let share = share_of(self.partitions, &live, &self.node_id);
+        let owned: BTreeSet<u32> = self.lock().keys().copied().collect();
+        if owned.len() < share as usize {
+            let wanted = share as usize - owned.len();
+            let free = (0..self.partitions).filter(|p| !taken.contains(p) && !owned.contains(p));
+            let mut acquired = 0;
+            for partition in free {
+                if acquired == wanted {
+                    break;
+                }
+                match self.acquire(partition).await {
+                    Ok(true) => acquired += 1,
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::warn!(node = %self.node_id, partition, %error, "cannot acquire; retrying next round");
+                        break;
+                    }
+                }
+            }
+        } else if owned.len() > share as usize {
+            if let Some(&partition) = owned.last() {
+                self.release(partition).await;
+            }
+        }
+    }
+
+    fn node_key(&self) -> String {
+        format!("{NODE_PREFIX}{}", self.node_id)
+    }
+
+    /// Renews every held lease at once, each with its last revision.
+    async fn renew(&self) {
+        let held: Vec<(u32, u64)> = self
+            .lock()
+            .iter()
+            .map(|(partition, lease)| (*partition, lease.revision))
+            .collect();
+        let results = futures::future::join_all(held.into_iter().map(|(partition, revision)| {
+            let request =
+                self.store
+                    .update(partition_key(partition), self.node_value.clone(), revision);
+            async move {
+                // Taken before the request can leave: the lease counts from no later than this.
+                let sent = Instant::now();
+                (partition, revision, sent, request.await)
+            }
+        }))
+        .await;
+        let mut orphans = Vec::new();
+        {
+            let mut leases = self.lock();
+            for (partition, revision, sent, result) in results {
+                let current = leases
+                    .get(&partition)
+                    .filter(|lease| lease.revision == revision)
+                    .is_some();
+                match result {
+                    Ok(new_revision) if current => {
+                        let extended = leases.get_mut(&partition).is_some_and(|lease| {
+                            lease.revision = new_revision;
+                            lease.fence.extend(self.deadline(sent))
+                        });
+                        if !extended {
+                            // Renewed too late: the fence had already expired and stays so.
+                            leases.remove(&partition);
+                            orphans.push((partition, new_revision));
+                        }
+                    }
+                    // The lease ended locally while the request was out; the key is ours
+                    // though, so free it.
+                    Ok(new_revision) => orphans.push((partition, new_revision)),
+                    Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                        if current {
+                            if let Some(lease) = leases.remove(&partition) {
+                                lease.fence.end();
+                            }
+                        }
+                        tracing::warn!(
+                            node = %self.node_id,
+                            partition,
+                            "another writer changed the lease; partition stopped at once"
+                        );
+                    }
+                    Err(error) => {
+                        tracing::warn!(
+                            node = %self.node_id,
+                            partition,
+                            %error,
+                            "cannot renew; the lease ends at its deadline unless a retry succeeds"
+                        );
+                    }
+                }
+            }
+            self.publish(&leases);
+        }
+        for (partition, revision) in orphans {
+            self.delete(partition, revision).await;
+        }
+    }
+
+    /// The live node ids (this one included) and the partitions someone holds.
+    async fn list(&self) -> Result<(BTreeSet<String>, BTreeSet<u32>), BoxError> {
+        let keys = async {
+            let keys: Vec<String> = self.store.keys().await?.try_collect().await?;
+            Ok::<_, BoxError>(keys)
+        };
+        let keys = timeout(self.ttl, keys).await??;
+        let mut live = BTreeSet::from([self.node_id.clone()]);
+        let mut taken = BTreeSet::new();
+        for key in keys {
+            if let Some(node) = key.strip_prefix(NODE_PREFIX) {
+                live.insert(node.to_owned());
+            } else if let Some(partition) = key.strip_prefix(PARTITION_PREFIX) {
+                if let Ok(partition) = partition.parse::<u32>() {
+                    taken.insert(partition);
+                }
+            }
+        }
+        Ok((live, taken))
+    }
+
+    /// Tries to create the partition's key; `Ok(false)` when someone holds it.
+    async fn acquire(&self, partition: u32) -> Result<bool, kv::CreateError> {
+        let sent = Instant::now();
+        match self
+            .store
+            .create(partition_key(partition), self.node_value.clone())
+            .await
+        {
+            Ok(revision) => {
+                let valid_until = self.deadline(sent);
+                if Instant::now() >= valid_until {
+                    // Acquired too slowly to be of any use: give it back.
+                    self.delete(partition, revision).await;
+                    return Ok(false);
+                }
+                let mut leases = self.lock();
+                let fence = Fence::new(partition, sent, valid_until);
+                leases.insert(partition, Lease { revision, fence });
+                self.publish(&leases);
+                tracing::info!(node = %self.node_id, partition, "partition acquired");
+                Ok(true)
+            }
+            Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Gives up one partition: fence first, the key after the margin.
+    async fn release(&self, partition: u32) {
+        let lease = {
+            let mut leases = self.lock();
+            let lease = leases.remove(&partition);
+            self.publish(&leases);
+            lease
+        };
+        if let Some(lease) = lease {
+            lease.fence.end();
+            tracing::info!(node = %self.node_id, partition, "releasing partition above the share");
+            sleep(self.margin).await;
+            self.delete(partition, lease.revision).await;
+        }
+    }
+
+    /// Deletes the partition's key if it is still at `revision`; best effort.
+    async fn delete(&self, partition: u32, revision: u64) {
+        if let Err(error) = self
+            .store
+            .delete_expect_revision(partition_key(partition), Some(revision))
+            .await
+        {
+            tracing::warn!(node = %self.node_id, partition, %error, "cannot delete the lease; it expires after the TTL");
+        }
+    }
+
+    /// Ends every fence, waits the margin, deletes the keys and the node's liveness key.
+    async fn release_all(&self) -> Result<(), LeaseError> {
+        let leases = {
+            let mut leases = self.lock();
+            let taken = std::mem::take(&mut *leases);
+            self.publish(&leases);
+            taken
+        };
+        for lease in leases.values() {
+            lease.fence.end();
+        }
+        if !leases.is_empty() {
+            sleep(self.margin).await;
+        }
+        let deletes = leases.iter().map(|(partition, lease)| {
+            self.store
+                .delete_expect_revision(partition_key(*partition), Some(lease.revision))
+        });
+        let mut errors: Vec<BoxError> = futures::future::join_all(deletes)
+            .await
+            .into_iter()
+            .filter_map(|result| result.err().map(|error| Box::new(error) as BoxError))
+            .collect();
+        if let Err(error) = self.store.delete(self.node_key()).await {
+            errors.push(Box::new(error));
+        }
+        tracing::info!(node = %self.node_id, released = leases.len(), "leases released");
+        let failed = errors.len();
+        match errors.into_iter().next() {
+            None => Ok(()),
+            Some(source) => Err(LeaseError::Release { failed, source }),
+        }
+    }
+}
+
+/// This node's share: with `L` live nodes sorted by id, the first `N mod L` get
+/// `ceil(N / L)`, the rest `floor(N / L)`, so the shares sum to `N`.
+fn share_of(partitions: u32, live: &BTreeSet<String>, node_id: &str) -> u32 {
+    let nodes = u32::try_from(live.len()).unwrap_or(u32::MAX).max(1);
+    let rank = live.iter().position(|id| id == node_id).unwrap_or(0);
+    let rank = u32::try_from(rank).unwrap_or(u32::MAX);
+    partitions / nodes + u32::from(rank < partitions % nodes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes(ids: &[&str]) -> BTreeSet<String> {
+        ids.iter().map(|id| (*id).to_owned()).collect()
+    }
+
+    #[test]
+    fn shares_sum_to_the_partition_count() {
+        for partitions in 1..20 {
+            for count in 1..6 {
+                let ids: Vec<String> = (0..count).map(|i| format!("n{i}")).collect();
+                let live: BTreeSet<String> = ids.iter().cloned().collect();
+                let total: u32 = ids.iter().map(|id| share_of(partitions, &live, id)).sum();
+                assert_eq!(
+                    total, partitions,
+                    "{partitions} partitions over {count} nodes"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_third_node_gets_a_share_of_four_partitions() {
+        let live = nodes(&["a", "b", "c"]);
+        assert_eq!(share_of(4, &live, "a"), 2);
+        assert_eq!(share_of(4, &live, "b"), 1);
+        assert_eq!(share_of(4, &live, "c"), 1);
+    }
+}
