@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{interval, sleep, sleep_until, timeout, Instant, MissedTickBehavior};
 
@@ -118,11 +118,13 @@ impl Keeper {
         (keeper, owned_rx)
     }
 
-    /// Runs rounds every `ttl / 3` until `shutdown` fires or its sender is dropped, then
-    /// releases everything.
+    /// Runs rounds every `ttl / 3`, and at once when another node deletes a key (a release),
+    /// until `shutdown` fires or its sender is dropped; then releases everything.
     pub(crate) async fn run(self, mut shutdown: oneshot::Receiver<()>) -> Result<(), LeaseError> {
         let mut ticks = interval(self.ttl / 3);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // Deletes seen on the bucket; `None` until a round has opened the watch.
+        let mut changes: Option<kv::Watch> = None;
         'run: loop {
             tokio::select! {
                 _ = &mut shutdown => break 'run,
@@ -131,18 +133,56 @@ impl Keeper {
                     continue 'run;
                 }
                 _ = ticks.tick() => {}
+                () = next_release(&mut changes) => ticks.reset(),
             }
-            let round = self.round();
+            let open_watch = changes.is_none();
+            let round = async {
+                self.round().await;
+                if open_watch {
+                    self.watch_releases().await
+                } else {
+                    None
+                }
+            };
             tokio::pin!(round);
+            // On shutdown the round in flight may finish (for up to a TTL): dropped halfway,
+            // it could leave a key written whose revision is never recorded, which then stays
+            // taken until it expires.
+            let mut stop_by = None;
             loop {
                 tokio::select! {
-                    _ = &mut shutdown => break 'run,
+                    _ = &mut shutdown, if stop_by.is_none() => {
+                        stop_by = Some(Instant::now() + self.ttl);
+                    }
+                    () = sleep_until(stop_by.unwrap_or_else(far_future)), if stop_by.is_some() => {
+                        break 'run;
+                    }
                     () = sleep_until(self.next_deadline()) => self.expire_due(),
-                    () = &mut round => break,
+                    watch = &mut round => {
+                        if watch.is_some() {
+                            changes = watch;
+                        }
+                        break;
+                    }
                 }
+            }
+            if stop_by.is_some() {
+                break 'run;
             }
         }
         self.release_all().await
+    }
+
+    /// A watch on the bucket's changes, so a release elsewhere is taken up without waiting
+    /// for the next tick. Without it (NATS refused) the keeper only runs on ticks.
+    async fn watch_releases(&self) -> Option<kv::Watch> {
+        match self.store.watch_all().await {
+            Ok(watch) => Some(watch),
+            Err(error) => {
+                tracing::debug!(node = %self.node_id, %error, "cannot watch the bucket; rounds run on ticks only");
+                None
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<u32, Lease>> {
@@ -163,7 +203,7 @@ impl Keeper {
             .values()
             .map(|lease| lease.fence.valid_until())
             .min()
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600))
+            .unwrap_or_else(far_future)
     }
 
     /// Publishes the owned set as `leases` has it.
@@ -200,9 +240,10 @@ impl Keeper {
         self.publish(&leases);
     }
 
-    /// One round: renew, announce this node, list, then acquire or release towards the share.
+    /// One round: announce this node, renew, list, then acquire or release towards the share.
     async fn round(&self) {
-        self.renew().await;
+        // The liveness key first, so that it expires before this node's leases do: a node
+        // that finds the leases gone also finds this node gone, and takes its full share.
         if let Err(error) = self
             .store
             .put(self.node_key(), self.node_value.clone())
@@ -210,6 +251,7 @@ impl Keeper {
         {
             tracing::warn!(node = %self.node_id, %error, "cannot refresh the node's liveness key");
         }
+        self.renew().await;
         let (live, taken) = match self.list().await {
             Ok(listing) => listing,
             Err(error) => {
@@ -383,12 +425,38 @@ impl Keeper {
 
     /// Deletes the partition's key if it is still at `revision`; best effort.
     async fn delete(&self, partition: u32, revision: u64) {
-        if let Err(error) = self
+        if let Err(error) = self.delete_own(partition, revision).await {
+            tracing::warn!(node = %self.node_id, partition, %error, "cannot delete the lease; it expires after the TTL");
+        }
+    }
+
+    /// Deletes the partition's key if it is at `revision`, or at a later revision that still
+    /// holds this node's id: a write of ours whose reply was lost (a renewal timed out after
+    /// the server applied it, a round dropped on shutdown). Node ids are unique among live
+    /// nodes, so a key holding ours was written by this node.
+    async fn delete_own(&self, partition: u32, revision: u64) -> Result<(), BoxError> {
+        let key = partition_key(partition);
+        match self
             .store
-            .delete_expect_revision(partition_key(partition), Some(revision))
+            .delete_expect_revision(&key, Some(revision))
             .await
         {
-            tracing::warn!(node = %self.node_id, partition, %error, "cannot delete the lease; it expires after the TTL");
+            Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                match self.store.entry(key.clone()).await? {
+                    Some(entry)
+                        if entry.operation == kv::Operation::Put
+                            && entry.value == self.node_value =>
+                    {
+                        self.store
+                            .delete_expect_revision(&key, Some(entry.revision))
+                            .await?;
+                        Ok(())
+                    }
+                    // Someone else's now, or gone: nothing of ours to delete.
+                    _ => Ok(()),
+                }
+            }
+            result => Ok(result?),
         }
     }
 
@@ -406,14 +474,13 @@ impl Keeper {
         if !leases.is_empty() {
             sleep(self.margin).await;
         }
-        let deletes = leases.iter().map(|(partition, lease)| {
-            self.store
-                .delete_expect_revision(partition_key(*partition), Some(lease.revision))
-        });
+        let deletes = leases
+            .iter()
+            .map(|(partition, lease)| self.delete_own(*partition, lease.revision));
         let mut errors: Vec<BoxError> = futures::future::join_all(deletes)
             .await
             .into_iter()
-            .filter_map(|result| result.err().map(|error| Box::new(error) as BoxError))
+            .filter_map(Result::err)
             .collect();
         if let Err(error) = self.store.delete(self.node_key()).await {
             errors.push(Box::new(error));
@@ -423,6 +490,28 @@ impl Keeper {
         match errors.into_iter().next() {
             None => Ok(()),
             Some(source) => Err(LeaseError::Release { failed, source }),
+        }
+    }
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}
+
+/// Resolves when the watch shows a key deleted or purged (another node released); never
+/// when there is no watch. A watch that fails or ends is dropped, to be opened again.
+async fn next_release(changes: &mut Option<kv::Watch>) {
+    let Some(watch) = changes else {
+        return std::future::pending().await;
+    };
+    loop {
+        match watch.next().await {
+            Some(Ok(entry)) if entry.operation != kv::Operation::Put => return,
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => {
+                *changes = None;
+                return std::future::pending().await;
+            }
         }
     }
 }
