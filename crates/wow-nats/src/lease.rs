@@ -91,9 +91,9 @@ impl LeaseConfig {
 
 /// A running lease keeper for one node: the handle to its task.
 ///
-/// Command partitions `0..N` are each consumed by one processor node at a time. A node runs
-/// [`PartitionLeases`]: a task that holds leases on partitions and publishes the set it owns,
-/// with a [`Fence`] per partition, through a [`tokio::sync::watch`] channel that the command
+/// Command partitions `0..N` are each consumed by one processor node at a time. Each node runs
+/// a keeper: a task that holds leases on partitions and publishes the set it owns, with a
+/// [`Fence`] per partition, through a [`tokio::sync::watch`] channel that the command
 /// consumer watches to start and stop partitions.
 ///
 /// # The bucket
@@ -105,11 +105,13 @@ impl LeaseConfig {
 /// - Acquire is a KV `create` (fails if the key exists).
 /// - Renew is a KV `update` with the last revision seen (compare-and-set: fails if anyone else
 ///   wrote the key since).
-/// - Release is a delete guarded by the same revision, so a node never deletes another's lease.
+/// - Release is a delete guarded by the last revision, so a node never deletes another's
+///   lease. (When that revision is stale because the reply to a write of ours was lost, the
+///   delete is guarded by the key's current revision if the key still holds this node's id.)
 ///
-/// Every `ttl / 3` the keeper renews its leases, rewrites its `node.{id}` key, lists the live
-/// keys, and moves towards its share: it acquires free partitions up to the share and releases
-/// one partition per round above it. With `L` live nodes sorted by id, the first `N mod L`
+/// Every `ttl / 3`, and at once when it sees a key deleted (a release), the keeper rewrites
+/// its `node.{id}` key, renews its leases, lists the live keys, and moves towards its share:
+/// it acquires free partitions up to the share and releases one partition per round above it. With `L` live nodes sorted by id, the first `N mod L`
 /// get `ceil(N / L)` and the others `floor(N / L)`. Plain `ceil` for everyone (the first
 /// design) can leave a joining node at zero for good, e.g. 4 partitions held 2 + 2 when a third
 /// node joins: nobody is above `ceil(4 / 3) = 2`, so nothing is ever freed. Shares that sum to
@@ -127,9 +129,10 @@ impl LeaseConfig {
 /// deadline by itself, whether or not the keeper still runs or NATS is reachable, so a partition
 /// worker that checks it stops at least `margin` before anyone else can start.
 ///
-/// - A renewal whose compare-and-set fails means another writer changed the key: the lease
-///   ends at once (there is no margin to give then; only an operator or a misconfigured node
-///   writes another's key).
+/// - A write by anyone else on a held key ends the lease at once: the keeper watches the
+///   bucket and sees it within milliseconds, and failing that the next renewal's
+///   compare-and-set fails. There is no margin to give then; only an operator or a
+///   misconfigured node writes another's key.
 /// - A release (above the share, or on stop) ends the fence first, waits `margin`, then deletes
 ///   the key: the worker gets the same head start as on expiry.
 /// - A renewal that succeeds after the fence already expired does not revive it; the keeper
@@ -137,8 +140,8 @@ impl LeaseConfig {
 ///
 /// # Shutdown and drop
 ///
-/// [`PartitionLeases::stop`] ends every fence, waits `margin`, deletes the owned keys and the
-/// node key, and waits for the task. Dropping the handle does the same in the background.
+/// [`PartitionLeases::stop`] lets the round in flight finish (for up to a TTL), ends every
+/// fence, waits `margin`, deletes the owned keys and the node key, and waits for the task. Dropping the handle does the same in the background.
 /// [`PartitionLeases::abort`] ends the task without releasing (what a crash does): the other
 /// nodes take its partitions once the TTL has passed, and its fences, which may still be held
 /// by workers, go invalid at their deadlines. When the task is gone, the owned-set channel is

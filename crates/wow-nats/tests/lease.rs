@@ -360,17 +360,23 @@ async fn a_lease_overwritten_by_another_writer_ends_at_once() {
         .clone();
 
     let kv = js.get_key_value(&bucket).await.unwrap();
-    kv.put("partition.0", "intruder".into()).await.unwrap();
     let written = Instant::now();
+    kv.put("partition.0", "intruder".into()).await.unwrap();
     let stopped = lost_at(&a_fence, written + ttl).await;
     eprintln!(
         "lease ended {:?} after the foreign write",
         stopped - written
     );
-    // Ended by the failed renewal (within a round), not by running out its deadline.
+    // Ended on seeing the write (or at the latest when the next renewal fails), not by
+    // running out its deadline.
     assert!(
         stopped < a_fence.valid_until(),
         "ended only at the deadline"
+    );
+    assert!(
+        stopped - written < ttl / 4,
+        "ended {:?} after the write",
+        stopped - written
     );
     wait_for(&mut a_owned, written + ttl, "a drops 0", |o| o.is_empty()).await;
     a.stop().await.unwrap();
@@ -378,6 +384,40 @@ async fn a_lease_overwritten_by_another_writer_ends_at_once() {
         kv.get("partition.0").await.unwrap().as_deref(),
         Some(&b"intruder"[..])
     );
+    delete_bucket(&js, &bucket).await;
+}
+
+/// A write that carries the holder's own id (a second node misconfigured with the same id)
+/// is not told apart by the watch; the next renewal's compare-and-set fails and ends it.
+#[tokio::test]
+async fn a_lease_overwritten_with_the_holders_id_ends_at_the_next_renewal() {
+    let Some(js) = jetstream().await else { return };
+    let bucket = unique_bucket("cas_same_id");
+    let ttl = Duration::from_secs(2);
+    let a = PartitionLeases::start(&js, config("a", &bucket, 1, ttl))
+        .await
+        .unwrap();
+    let mut a_owned = a.owned();
+    let a_fence = wait_for(&mut a_owned, Instant::now() + ttl * 3, "a owns 0", |o| {
+        o.contains_key(&0)
+    })
+    .await[&0]
+        .clone();
+
+    let kv = js.get_key_value(&bucket).await.unwrap();
+    let written = Instant::now();
+    kv.put("partition.0", "a".into()).await.unwrap();
+    let stopped = lost_at(&a_fence, written + ttl).await;
+    eprintln!(
+        "lease ended {:?} after the same-id write",
+        stopped - written
+    );
+    assert!(
+        stopped < a_fence.valid_until(),
+        "ended only at the deadline"
+    );
+    assert!(stopped - written <= ttl / 3 + Duration::from_millis(300));
+    a.stop().await.unwrap();
     delete_bucket(&js, &bucket).await;
 }
 

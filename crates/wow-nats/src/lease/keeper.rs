@@ -118,12 +118,12 @@ impl Keeper {
         (keeper, owned_rx)
     }
 
-    /// Runs rounds every `ttl / 3`, and at once when another node deletes a key (a release),
+    /// Runs rounds every `ttl / 3`, and at once when a key is deleted (a release),
     /// until `shutdown` fires or its sender is dropped; then releases everything.
     pub(crate) async fn run(self, mut shutdown: oneshot::Receiver<()>) -> Result<(), LeaseError> {
         let mut ticks = interval(self.ttl / 3);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        // Deletes seen on the bucket; `None` until a round has opened the watch.
+        // Changes to the bucket; `None` until a round has opened the watch.
         let mut changes: Option<kv::Watch> = None;
         'run: loop {
             tokio::select! {
@@ -133,16 +133,23 @@ impl Keeper {
                     continue 'run;
                 }
                 _ = ticks.tick() => {}
-                () = next_release(&mut changes) => ticks.reset(),
+                entry = next_change(&mut changes) => {
+                    if !self.on_change(&entry) {
+                        continue 'run;
+                    }
+                    ticks.reset();
+                }
             }
             let open_watch = changes.is_none();
             let round = async {
-                self.round().await;
-                if open_watch {
+                // The watch first, so it sees every change to what this round acquires.
+                let watch = if open_watch {
                     self.watch_releases().await
                 } else {
                     None
-                }
+                };
+                self.round().await;
+                watch
             };
             tokio::pin!(round);
             // On shutdown the round in flight may finish (for up to a TTL): dropped halfway,
@@ -173,8 +180,42 @@ impl Keeper {
         self.release_all().await
     }
 
-    /// A watch on the bucket's changes, so a release elsewhere is taken up without waiting
-    /// for the next tick. Without it (NATS refused) the keeper only runs on ticks.
+    /// Acts on a change seen on the bucket; returns whether to run a round now (someone
+    /// released a key). A foreign write on a key this node holds ends that lease at once,
+    /// without waiting for the next renewal to fail.
+    fn on_change(&self, entry: &kv::Entry) -> bool {
+        if entry.operation != kv::Operation::Put {
+            return true;
+        }
+        let partition = entry
+            .key
+            .strip_prefix(PARTITION_PREFIX)
+            .and_then(|partition| partition.parse::<u32>().ok());
+        if let Some(partition) = partition {
+            let mut leases = self.lock();
+            // Only a write after ours: the watch may still hold the previous owner's last
+            // renewal, from before our `create`.
+            let foreign = leases.get(&partition).is_some_and(|lease| {
+                entry.revision > lease.revision && entry.value != self.node_value
+            });
+            if foreign {
+                if let Some(lease) = leases.remove(&partition) {
+                    lease.fence.end();
+                    self.publish(&leases);
+                    tracing::warn!(
+                        node = %self.node_id,
+                        partition,
+                        "another writer changed the lease; partition stopped at once"
+                    );
+                }
+            }
+        }
+        false
+    }
+
+    /// A watch on the bucket's changes, so a release elsewhere is taken up, and a foreign write
+    /// noticed, without waiting for the next tick. Without it (NATS refused) the keeper learns
+    /// both on ticks only.
     async fn watch_releases(&self) -> Option<kv::Watch> {
         match self.store.watch_all().await {
             Ok(watch) => Some(watch),
@@ -498,22 +539,16 @@ fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(3600)
 }
 
-/// Resolves when the watch shows a key deleted or purged (another node released); never
-/// when there is no watch. A watch that fails or ends is dropped, to be opened again.
-async fn next_release(changes: &mut Option<kv::Watch>) {
-    let Some(watch) = changes else {
-        return std::future::pending().await;
-    };
-    loop {
-        match watch.next().await {
-            Some(Ok(entry)) if entry.operation != kv::Operation::Put => return,
-            Some(Ok(_)) => {}
-            Some(Err(_)) | None => {
-                *changes = None;
-                return std::future::pending().await;
-            }
+/// The next change the watch shows; never resolves when there is no watch. A watch that
+/// fails or ends is dropped, to be opened again by the next round.
+async fn next_change(changes: &mut Option<kv::Watch>) -> kv::Entry {
+    if let Some(watch) = changes {
+        if let Some(Ok(entry)) = watch.next().await {
+            return entry;
         }
+        *changes = None;
     }
+    std::future::pending().await
 }
 
 /// This node's share: with `L` live nodes sorted by id, the first `N mod L` get
