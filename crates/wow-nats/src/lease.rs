@@ -1,9 +1,11 @@
 //! Partition ownership as leases in a JetStream key-value bucket. The protocol, the fencing
 //! rule and what stop, drop and abort do are documented on [`PartitionLeases`].
 
+mod bucket;
 mod error;
 mod fence;
 mod keeper;
+mod share;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -59,7 +61,9 @@ impl LeaseConfig {
     }
 
     /// How long before the server would let the key go the local lease ends, to cover clock
-    /// rate drift and give workers time to stop. At most `ttl / 2`. Default `ttl / 5`.
+    /// rate drift and give workers time to stop. At most `ttl / 4`: a round that releases a
+    /// partition waits the margin, and the next renewal of the other leases must still come
+    /// before their deadline (rounds are `ttl / 3` apart). Default `ttl / 5`.
     pub fn margin(mut self, margin: Duration) -> Self {
         self.margin = Some(margin);
         self
@@ -82,8 +86,8 @@ impl LeaseConfig {
             return invalid("the TTL must be at least 100 ms");
         }
         let margin = self.effective_margin();
-        if margin.is_zero() || margin > self.ttl / 2 {
-            return invalid("the margin must be positive and at most half the TTL");
+        if margin.is_zero() || margin > self.ttl / 4 {
+            return invalid("the margin must be positive and at most a quarter of the TTL");
         }
         Ok(())
     }
@@ -204,7 +208,7 @@ impl PartitionLeases {
         config: LeaseConfig,
     ) -> Result<Self, LeaseError> {
         config.validate()?;
-        let store = keeper::open_bucket(jetstream, &config.bucket, config.ttl).await?;
+        let store = bucket::open(jetstream, &config.bucket, config.ttl).await?;
         let (keeper, owned) = keeper::Keeper::new(
             store,
             config.node_id.clone(),

@@ -90,6 +90,33 @@ fn public_handles_are_send_and_sync() {
 }
 
 #[tokio::test]
+async fn rejects_configurations_that_cannot_fence() {
+    // Never connects: the configuration is refused before any request.
+    let client = async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .connect("nats://127.0.0.1:1")
+        .await
+        .unwrap();
+    let js = jetstream::new(client);
+    let ttl = Duration::from_secs(2);
+    let refused = [
+        LeaseConfig::new("a", 0),
+        LeaseConfig::new("a.b", 4),
+        LeaseConfig::new("", 4),
+        LeaseConfig::new("a", 4).ttl(Duration::from_millis(50)),
+        LeaseConfig::new("a", 4).ttl(ttl).margin(ttl / 3),
+        LeaseConfig::new("a", 4).ttl(ttl).margin(Duration::ZERO),
+    ];
+    for config in refused {
+        let started = PartitionLeases::start(&js, config.clone()).await;
+        assert!(
+            matches!(started, Err(LeaseError::InvalidConfig(_))),
+            "{config:?} gave {started:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_lone_node_acquires_every_partition() {
     let Some(js) = jetstream().await else { return };
     let bucket = unique_bucket("alone");
@@ -175,6 +202,33 @@ async fn two_nodes_split_the_partitions_without_overlap() {
     );
     a.stop().await.unwrap();
     b.stop().await.unwrap();
+    delete_bucket(&js, &bucket).await;
+}
+
+/// With `ceil(N / L)` for every node, 4 partitions held 2 + 2 would leave a third node
+/// at zero; the shares sum to `N`, so it gets one.
+#[tokio::test]
+async fn a_third_node_gets_a_share_of_four_partitions() {
+    let Some(js) = jetstream().await else { return };
+    let bucket = unique_bucket("three");
+    let ttl = Duration::from_secs(1);
+    let start = |node| PartitionLeases::start(&js, config(node, &bucket, 4, ttl));
+    let a = start("a").await.unwrap();
+    let b = start("b").await.unwrap();
+    let (mut a_owned, mut b_owned) = (a.owned(), b.owned());
+    let deadline = Instant::now() + ttl * 10;
+    wait_for(&mut a_owned, deadline, "a holds 2", |o| o.len() == 2).await;
+    wait_for(&mut b_owned, deadline, "b holds 2", |o| o.len() == 2).await;
+
+    let c = start("c").await.unwrap();
+    let mut c_owned = c.owned();
+    let deadline = Instant::now() + ttl * 10;
+    wait_for(&mut c_owned, deadline, "c holds 1", |o| o.len() == 1).await;
+    wait_for(&mut b_owned, deadline, "b holds 1", |o| o.len() == 1).await;
+    assert_eq!(a_owned.borrow().len(), 2);
+    for node in [a, b, c] {
+        node.stop().await.unwrap();
+    }
     delete_bucket(&js, &bucket).await;
 }
 

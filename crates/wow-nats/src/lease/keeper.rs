@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv};
+use async_nats::jetstream::kv;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::{oneshot, watch};
@@ -16,6 +16,7 @@ use tokio::time::{interval, sleep, sleep_until, timeout, Instant, MissedTickBeha
 
 use super::error::{BoxError, LeaseError};
 use super::fence::Fence;
+use super::share::share_of;
 use super::OwnedPartitions;
 
 const PARTITION_PREFIX: &str = "partition.";
@@ -23,57 +24,6 @@ const NODE_PREFIX: &str = "node.";
 
 fn partition_key(partition: u32) -> String {
     format!("{PARTITION_PREFIX}{partition}")
-}
-
-/// Opens the bucket, creating it if missing, and checks that it keeps entries for `ttl`.
-pub(crate) async fn open_bucket(
-    jetstream: &jetstream::Context,
-    bucket: &str,
-    ttl: Duration,
-) -> Result<kv::Store, LeaseError> {
-    let bucket_error = |source: BoxError| LeaseError::Bucket {
-        bucket: bucket.to_owned(),
-        source,
-    };
-    let store = match jetstream.get_key_value(bucket).await {
-        Ok(store) => store,
-        Err(_) => {
-            // The bucket's stream, made as `create_key_value` would. That call first asks for
-            // the account info, whose NATS 2.9 form async-nats 0.46 cannot parse.
-            let config = jetstream::stream::Config {
-                name: format!("KV_{bucket}"),
-                description: Some("wow-rs partition leases".to_owned()),
-                subjects: vec![format!("$KV.{bucket}.>")],
-                max_messages_per_subject: 1,
-                max_age: ttl,
-                // File storage: a server restart must not forget who holds what.
-                storage: jetstream::stream::StorageType::File,
-                allow_rollup: true,
-                deny_delete: true,
-                allow_direct: true,
-                discard: jetstream::stream::DiscardPolicy::New,
-                num_replicas: 1,
-                ..Default::default()
-            };
-            if let Err(create) = jetstream.create_stream(config).await {
-                // Another node may have created it meanwhile; if not, report why.
-                tracing::debug!(bucket, %create, "cannot create the lease bucket");
-            }
-            jetstream
-                .get_key_value(bucket)
-                .await
-                .map_err(|error| bucket_error(Box::new(error)))?
-        }
-    };
-    let bucket_max_age = store.stream.cached_info().config.max_age;
-    if bucket_max_age != ttl {
-        return Err(LeaseError::TtlMismatch {
-            bucket: bucket.to_owned(),
-            bucket_max_age,
-            ttl,
-        });
-    }
-    Ok(store)
 }
 
 /// A lease this node holds: the key's revision as last written by us, and its fence.
@@ -549,45 +499,4 @@ async fn next_change(changes: &mut Option<kv::Watch>) -> kv::Entry {
         *changes = None;
     }
     std::future::pending().await
-}
-
-/// This node's share: with `L` live nodes sorted by id, the first `N mod L` get
-/// `ceil(N / L)`, the rest `floor(N / L)`, so the shares sum to `N`.
-fn share_of(partitions: u32, live: &BTreeSet<String>, node_id: &str) -> u32 {
-    let nodes = u32::try_from(live.len()).unwrap_or(u32::MAX).max(1);
-    let rank = live.iter().position(|id| id == node_id).unwrap_or(0);
-    let rank = u32::try_from(rank).unwrap_or(u32::MAX);
-    partitions / nodes + u32::from(rank < partitions % nodes)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn nodes(ids: &[&str]) -> BTreeSet<String> {
-        ids.iter().map(|id| (*id).to_owned()).collect()
-    }
-
-    #[test]
-    fn shares_sum_to_the_partition_count() {
-        for partitions in 1..20 {
-            for count in 1..6 {
-                let ids: Vec<String> = (0..count).map(|i| format!("n{i}")).collect();
-                let live: BTreeSet<String> = ids.iter().cloned().collect();
-                let total: u32 = ids.iter().map(|id| share_of(partitions, &live, id)).sum();
-                assert_eq!(
-                    total, partitions,
-                    "{partitions} partitions over {count} nodes"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_third_node_gets_a_share_of_four_partitions() {
-        let live = nodes(&["a", "b", "c"]);
-        assert_eq!(share_of(4, &live, "a"), 2);
-        assert_eq!(share_of(4, &live, "b"), 1);
-        assert_eq!(share_of(4, &live, "c"), 1);
-    }
 }
