@@ -270,6 +270,39 @@ async fn a_crashed_nodes_partitions_are_taken_over_after_the_ttl() {
     delete_bucket(&js, &bucket).await;
 }
 
+#[tokio::test]
+async fn a_crashed_nodes_partitions_go_to_the_surviving_node() {
+    let Some(js) = jetstream().await else { return };
+    let bucket = unique_bucket("survivor");
+    let ttl = Duration::from_secs(2);
+    let partitions = 4;
+    let start = |node| PartitionLeases::start(&js, config(node, &bucket, partitions, ttl));
+    let a = start("a").await.unwrap();
+    let b = start("b").await.unwrap();
+    let (mut a_owned, mut b_owned) = (a.owned(), b.owned());
+    let deadline = Instant::now() + ttl * 10;
+    wait_for(&mut a_owned, deadline, "a holds 2", |o| o.len() == 2).await;
+    wait_for(&mut b_owned, deadline, "b holds 2", |o| o.len() == 2).await;
+
+    a.abort();
+    let crashed = Instant::now();
+    wait_for(&mut b_owned, crashed + ttl * 3, "b owns all", |o| {
+        keys(o) == all(partitions)
+    })
+    .await;
+    let took = crashed.elapsed();
+    eprintln!(
+        "survivor takeover took {took:?} (ttl {ttl:?}, round {:?})",
+        ttl / 3
+    );
+    assert!(
+        took <= ttl + ttl / 3 + Duration::from_millis(500),
+        "took {took:?}"
+    );
+    b.stop().await.unwrap();
+    delete_bucket(&js, &bucket).await;
+}
+
 /// Waits until `fence` is lost; returns when.
 async fn lost_at(fence: &Fence, deadline: Instant) -> Instant {
     timeout_at(deadline, fence.lost())
