@@ -246,8 +246,8 @@ impl PartitionLeases {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe in the sense that matters little: once called, the keeper releases in
-    /// the background even if this future is dropped.
+    /// Dropping this future still stops the keeper: it releases in the background, as when
+    /// the handle is dropped; only the outcome is lost.
     pub async fn stop(self) -> Result<(), LeaseError> {
         // The keeper may have ended already; then there is nothing to tell it.
         let _ = self.shutdown.send(());

@@ -432,6 +432,40 @@ async fn a_stopped_nodes_partitions_are_taken_well_before_the_ttl() {
 }
 
 #[tokio::test]
+async fn dropping_the_handle_releases_in_the_background() {
+    let Some(js) = jetstream().await else { return };
+    let bucket = unique_bucket("drop");
+    let ttl = Duration::from_secs(3);
+    let partitions = 2;
+    let a = PartitionLeases::start(&js, config("a", &bucket, partitions, ttl))
+        .await
+        .unwrap();
+    let mut a_owned = a.owned();
+    wait_for(&mut a_owned, Instant::now() + ttl * 3, "a owns all", |o| {
+        keys(o) == all(partitions)
+    })
+    .await;
+
+    let dropped = Instant::now();
+    drop(a);
+    let b = PartitionLeases::start(&js, config("b", &bucket, partitions, ttl))
+        .await
+        .unwrap();
+    let mut b_owned = b.owned();
+    wait_for(&mut b_owned, dropped + ttl * 3, "b owns all", |o| {
+        keys(o) == all(partitions)
+    })
+    .await;
+    let took = dropped.elapsed();
+    eprintln!("handover after dropping the handle took {took:?} (ttl {ttl:?})");
+    assert!(took < ttl / 2, "took {took:?}");
+    let a_ended = timeout(ttl, async { while a_owned.changed().await.is_ok() {} }).await;
+    assert!(a_ended.is_ok(), "a's keeper still runs");
+    b.stop().await.unwrap();
+    delete_bucket(&js, &bucket).await;
+}
+
+#[tokio::test]
 async fn a_lease_overwritten_by_another_writer_ends_at_once() {
     let Some(js) = jetstream().await else { return };
     let bucket = unique_bucket("cas");
