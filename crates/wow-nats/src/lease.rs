@@ -140,7 +140,8 @@ impl LeaseConfig {
 /// - A release (above the share, or on stop) ends the fence first, waits `margin`, then deletes
 ///   the key: the worker gets the same head start as on expiry.
 /// - A renewal that succeeds after the fence already expired does not revive it; the keeper
-///   deletes that key (guarded by its revision) so the partition is free again at once.
+///   deletes that key (guarded by its revision) after the margin, rather than leaving the
+///   partition taken for a whole TTL.
 ///
 /// # Shutdown and drop
 ///

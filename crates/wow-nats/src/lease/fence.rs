@@ -25,8 +25,9 @@ struct FenceState {
 /// Clones share one lease. A partition worker checks [`Fence::is_valid`] before each effect
 /// it produces for the partition (an append, a publish) and stops when [`Fence::lost`]
 /// resolves. It is the worker's part of the fencing rule: the keeper guarantees that no other
-/// node can acquire the partition before this fence went invalid, plus the configured margin
-/// except when another writer overwrote the key (see [`PartitionLeases`](crate::PartitionLeases)).
+/// node can acquire the partition until the configured margin after this fence went invalid.
+/// The one exception is a foreign write on the key, which the keeper cannot prevent and ends
+/// the fence as soon as it sees it (see [`PartitionLeases`](crate::PartitionLeases)).
 ///
 /// Two fences are equal when they are clones of the same lease.
 #[derive(Debug, Clone)]

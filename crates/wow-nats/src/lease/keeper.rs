@@ -345,6 +345,10 @@ impl Keeper {
             }
             self.publish(&leases);
         }
+        if !orphans.is_empty() {
+            // Their fences ended at the latest now: the margin's head start still holds.
+            sleep(self.margin).await;
+        }
         for (partition, revision) in orphans {
             self.delete(partition, revision).await;
         }
