@@ -248,9 +248,10 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
         return;
     };
     let processor = deployment.start("processor");
+    let other = deployment.start("processor");
     let gateway = deployment.start("gateway");
     let api = Api::new(&gateway);
-    until_partitions_owned(&[&Api::new(&processor)], 8).await;
+    until_partitions_owned(&[&Api::new(&processor), &Api::new(&other)], 8).await;
 
     let (status, _) = api
         .command(
@@ -292,6 +293,7 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
     assert_eq!(store.load(&id, 1, u64::MAX).await.unwrap().len(), 1);
     gateway.stop();
     processor.stop();
+    other.stop();
 }
 
 /// What one caller learned of one deposit.
@@ -302,14 +304,17 @@ enum Answer {
 }
 
 #[tokio::test]
-async fn a_processor_killed_under_load_loses_nothing_acknowledged_and_applies_nothing_twice() {
-    let Some(deployment) = Deployment::new(1500).await else {
+async fn processors_killed_under_load_lose_nothing_acknowledged_and_apply_nothing_twice() {
+    const TTL_MS: u64 = 1500;
+    let Some(deployment) = Deployment::new(TTL_MS).await else {
         return;
     };
-    let first = deployment.start("processor");
+    let mut processors = vec![deployment.start("processor"), deployment.start("processor")];
     let gateway = deployment.start("gateway");
     let api = Arc::new(Api::new(&gateway));
-    until_partitions_owned(&[&Api::new(&first)], 8).await;
+    let apis = |processors: &[Served]| processors.iter().map(Api::new).collect::<Vec<_>>();
+    let both = apis(&processors);
+    until_partitions_owned(&both.iter().collect::<Vec<_>>(), 8).await;
     let accounts: Vec<String> = (0..16).map(|n| format!("load-{n}")).collect();
     for account in &accounts {
         let (status, body) = api
@@ -323,15 +328,18 @@ async fn a_processor_killed_under_load_loses_nothing_acknowledged_and_applies_no
         assert_eq!(status, StatusCode::OK, "{body}");
     }
 
-    // Callers deposit 1 into the accounts, each with its own request id, while the only
-    // processor is killed and a new one starts.
+    // Callers deposit 1 into the accounts, each with its own request id, while a processor
+    // is killed (SIGKILL) and replaced, three rounds over.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let callers: Vec<_> = (0..8)
         .map(|caller| {
             let api = api.clone();
             let accounts = accounts.clone();
+            let stop = stop.clone();
             tokio::spawn(async move {
                 let mut answers = Vec::new();
-                for n in 0..40 {
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let account = &accounts[(caller * 7 + n) % accounts.len()];
                     let request_id = format!("dep-{caller}-{n}");
                     let (status, body) = api
@@ -348,20 +356,35 @@ async fn a_processor_killed_under_load_loses_nothing_acknowledged_and_applies_no
                         Answer::Failed(format!("{status} {}", body["errorCode"]))
                     };
                     answers.push((account.clone(), request_id, answer));
+                    n += 1;
                 }
                 answers
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let killed_at = Instant::now();
-    first.kill();
-    let second = deployment.start("processor");
-    until_partitions_owned(&[&Api::new(&second)], 8).await;
+    let mut takeovers = Vec::new();
+    for _round in 0..3 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let killed_at = Instant::now();
+        processors.remove(0).kill();
+        // The survivor takes every partition once the dead one's leases expire.
+        until_partitions_owned(&apis(&processors).iter().collect::<Vec<_>>(), 8).await;
+        takeovers.push(killed_at.elapsed());
+        processors.push(deployment.start("processor"));
+        until_partitions_owned(&apis(&processors).iter().collect::<Vec<_>>(), 8).await;
+    }
     eprintln!(
-        "the new processor owned every partition {:?} after the kill",
-        killed_at.elapsed()
+        "partitions moved to the survivor {takeovers:?} after each kill (lease TTL {TTL_MS} ms)"
     );
+    for takeover in &takeovers {
+        // The lease TTL, a keeper round (TTL/3), and the health polling.
+        assert!(
+            *takeover < Duration::from_millis(TTL_MS * 2 + 1000),
+            "{takeovers:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut answers = Vec::new();
     for caller in callers {
         answers.extend(caller.await.unwrap());
@@ -433,7 +456,9 @@ async fn a_processor_killed_under_load_loses_nothing_acknowledged_and_applies_no
     eprintln!("{processed} acknowledged at PROCESSED, {resolved} resolved after the kill");
     assert!(processed > 0);
     gateway.stop();
-    second.stop();
+    for processor in processors {
+        processor.stop();
+    }
 }
 
 #[tokio::test]

@@ -43,6 +43,9 @@ pub enum NatsError {
         #[source]
         source: BoxError,
     },
+    /// The partition leases could not be set up or released.
+    #[error(transparent)]
+    Lease(#[from] crate::lease::LeaseError),
     /// The settings cannot be served with.
     #[error("invalid NATS settings: {0}")]
     Config(String),

@@ -7,6 +7,9 @@
 //!   the processing node, while the node owns the partition.
 //! - [`WaitSignals`] and [`NatsWaitNotifier`]: stage signals from processors back to the
 //!   gateway that took the command, over core NATS.
+//! - [`PartitionLeases`]: which processor owns which partition, as leases in a JetStream
+//!   key-value bucket, each with a [`Fence`] that ends the owner's work before anyone else can
+//!   take the partition; [`supervise`] runs a [`PartitionConsumer`] per owned partition.
 //!
 //! # What JetStream is trusted with
 //!
@@ -20,6 +23,7 @@ mod command_bus;
 mod config;
 mod connection;
 mod error;
+mod lease;
 mod partition;
 mod supervisor;
 mod wait;
@@ -32,6 +36,9 @@ pub use config::{CommandStorage, NatsConfig};
 pub use connection::{connect, ensure_command_stream};
 pub use error::NatsError;
 pub use partition::{command_partition, partition_of};
-pub use supervisor::{supervise, OwnedPartitions};
+pub use lease::{
+    Fence, LeaseConfig, LeaseError, OwnedPartitions, PartitionLeases, DEFAULT_BUCKET,
+};
+pub use supervisor::supervise;
 pub use wait::{NatsWaitNotifier, WaitSignals};
 pub use worker::PartitionConsumer;

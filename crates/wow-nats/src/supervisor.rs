@@ -8,43 +8,48 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::lease::{Fence, OwnedPartitions};
 use crate::worker::PartitionConsumer;
 
 /// How long a partition whose consumer failed waits before it is consumed again.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// The partitions a node owns now, each with the token that is cancelled when the node must
-/// stop handling it (its lease ends, or the node gives it up).
-pub type OwnedPartitions = BTreeMap<u32, CancellationToken>;
-
-/// Follows `owned` until it closes or `stop` is cancelled: starts consuming each partition
-/// that appears, and leaves each one whose token is cancelled. Returns once every partition
-/// consumer has ended.
+/// Follows `owned` (a [`PartitionLeases`](crate::PartitionLeases)' set) until it closes or
+/// `stop` is cancelled: starts consuming each partition whose lease appears, and stops each
+/// one the moment its [`Fence`] is lost (the lease ended, expired locally, or was given
+/// up), whether or not the set has changed yet. Returns once every partition consumer has
+/// ended.
 pub async fn supervise(
     consumer: PartitionConsumer,
     mut owned: watch::Receiver<OwnedPartitions>,
     stop: CancellationToken,
 ) {
-    let mut running: BTreeMap<u32, CancellationToken> = BTreeMap::new();
+    let mut running: BTreeMap<u32, (Fence, CancellationToken)> = BTreeMap::new();
     let mut tasks = JoinSet::new();
     loop {
-        let now = owned.borrow_and_update().clone();
-        running.retain(|partition, token| {
-            let kept = now
-                .get(partition)
-                .is_some_and(|current| !current.is_cancelled() && !token.is_cancelled());
+        let now: OwnedPartitions = owned.borrow_and_update().clone();
+        running.retain(|partition, (fence, token)| {
+            let kept = now.get(partition) == Some(fence) && fence.is_valid() && !token.is_cancelled();
             if !kept {
                 token.cancel();
             }
             kept
         });
-        for (&partition, token) in &now {
-            if running.contains_key(&partition) || token.is_cancelled() {
+        for (&partition, fence) in &now {
+            if running.contains_key(&partition) || !fence.is_valid() {
                 continue;
             }
-            // A child: cancelled with the lease, and with the whole node.
-            let mine = token.child_token();
-            running.insert(partition, mine.clone());
+            // Cancelled when the fence is lost, and with the whole node.
+            let mine = stop.child_token();
+            running.insert(partition, (fence.clone(), mine.clone()));
+            let lost = fence.clone();
+            let cancel = mine.clone();
+            tasks.spawn(async move {
+                tokio::select! {
+                    () = lost.lost() => cancel.cancel(),
+                    () = cancel.cancelled() => {}
+                }
+            });
             let consumer = consumer.clone();
             let stop = stop.clone();
             tasks.spawn(async move {
@@ -72,7 +77,7 @@ pub async fn supervise(
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
     }
-    for token in running.values() {
+    for (_, token) in running.values() {
         token.cancel();
     }
     while tasks.join_next().await.is_some() {}

@@ -20,8 +20,8 @@ use wow_core::command::WaitCoordinator;
 use wow_core::pipeline::{LocalPipeline, LocalPipelineBuilder};
 use wow_http::NodeStatus;
 use wow_nats::{
-    ensure_command_stream, NatsCommandBus, NatsConfig, NatsError, NatsWaitNotifier,
-    OwnedPartitions, PartitionConsumer, WaitSignals,
+    ensure_command_stream, LeaseConfig, NatsCommandBus, NatsConfig, NatsError, NatsWaitNotifier,
+    OwnedPartitions, PartitionConsumer, PartitionLeases, WaitSignals,
 };
 
 use crate::settings::{Role, Settings};
@@ -38,6 +38,9 @@ pub(crate) struct Distribution {
     notifier: Option<Arc<NatsWaitNotifier>>,
     _signals: WaitSignals,
     owned: Arc<Mutex<Vec<u32>>>,
+    lease_bucket: String,
+    lease_ttl: std::time::Duration,
+    leases: Option<PartitionLeases>,
     stop: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -79,6 +82,9 @@ impl Distribution {
             notifier,
             _signals: signals,
             owned: Arc::default(),
+            lease_bucket: format!("{}_partitions", settings.distributed.namespace),
+            lease_ttl: settings.distributed.lease_ttl,
+            leases: None,
             stop: CancellationToken::new(),
             tasks: Vec::new(),
         }))
@@ -130,18 +136,16 @@ impl Distribution {
         Ok(())
     }
 
-    /// The partitions this node owns, as they change.
+    /// The partitions this node owns, as they change: leases in the namespace's bucket.
     async fn ownership(&mut self) -> Result<watch::Receiver<OwnedPartitions>, NatsError> {
-        let all: OwnedPartitions = (0..self.config.partitions)
-            .map(|partition| (partition, self.stop.child_token()))
-            .collect();
-        let (sender, receiver) = watch::channel(all);
-        let stop = self.stop.clone();
-        self.tasks.push(tokio::spawn(async move {
-            stop.cancelled().await;
-            drop(sender);
-        }));
-        Ok(receiver)
+        let jetstream = async_nats::jetstream::new(self.client.clone());
+        let config = LeaseConfig::new(self.node_id.clone(), self.config.partitions)
+            .bucket(self.lease_bucket.clone())
+            .ttl(self.lease_ttl);
+        let leases = PartitionLeases::start(&jetstream, config).await?;
+        let owned = leases.owned();
+        self.leases = Some(leases);
+        Ok(owned)
     }
 
     /// What `/health` reports of this node.
@@ -159,6 +163,11 @@ impl Distribution {
     /// gives up the partitions.
     pub(crate) async fn stop(mut self) {
         self.stop.cancel();
+        if let Some(leases) = self.leases.take() {
+            if let Err(error) = leases.stop().await {
+                tracing::warn!(%error, "the partitions were not all released; they expire by themselves");
+            }
+        }
         for task in self.tasks.drain(..) {
             if let Err(error) = task.await {
                 tracing::warn!(%error, "a distribution task failed");
