@@ -93,8 +93,9 @@ const FIND_DECISION: &str = "SELECT version, stream_id, command_id, create_time,
 /// The global feed (see the module docs): appended streams after `($1, $2)` in
 /// `(txid, position)` order, below the oldest transaction in flight, along the partial index
 /// `event_stream_feed`. The `xid8` travels as text both ways: `tokio-postgres` has no Rust
-/// type for it.
-const READ_FEED: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, txid::TEXT, position FROM event_stream
+/// type for it. The text is named `feed_txid`, never `txid`: `ORDER BY txid` would take an
+/// output column of that name first and sort transaction ids as text ("10" before "9").
+const READ_FEED: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, txid::TEXT AS feed_txid, position FROM event_stream
     WHERE (txid, position) > ($1::TEXT::XID8, $2) AND version > 0
       AND txid < pg_snapshot_xmin(pg_current_snapshot())
     ORDER BY txid, position LIMIT $3";

@@ -19,9 +19,14 @@ use wow_tck::fixtures::{aggregate, stream};
 const INSERT: &str = "INSERT INTO event_stream (aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING position";
 
 async fn insert(client: &tokio_postgres::Client, s: &DomainEventStream) -> i64 {
+    insert_with(client, INSERT, s).await
+}
+
+/// Inserts `s` with `sql`, [`INSERT`] or a variant of it with the same parameters.
+async fn insert_with(client: &tokio_postgres::Client, sql: &str, s: &DomainEventStream) -> i64 {
     client
         .query_one(
-            INSERT,
+            sql,
             &[
                 &s.aggregate_id.aggregate_name,
                 &s.aggregate_id.id,
@@ -144,4 +149,39 @@ async fn any_open_transaction_with_an_xid_holds_the_feed_back_until_it_ends() {
         ids(&while_open)
     );
     assert_eq!(settled(store, 1).await.len(), 1, "B shows once A has ended");
+}
+
+/// Transaction ids order as numbers, not as their text: a stream of transaction 9 comes
+/// before one of transaction 10, whatever their positions (the `xid8` travels as text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_transactions_as_numbers_not_as_text() {
+    let Some(test) = support::fresh().await else {
+        return;
+    };
+    let store = &test.store;
+    let client = store.pool().get().await.expect("a connection");
+    let with_txid = |txid: &str| {
+        INSERT
+            .replace("body)", "body, txid)")
+            .replace("$12)", &format!("$12, '{txid}'::XID8)"))
+    };
+    let of_ten = stream(&aggregate(), 1, "r-10");
+    let of_nine = stream(&aggregate(), 1, "r-9");
+    let ten = insert_with(&client, &with_txid("10"), &of_ten).await;
+    let nine = insert_with(&client, &with_txid("9"), &of_nine).await;
+    drop(client);
+
+    let entries = settled(store, 2).await;
+    let positions: Vec<_> = entries.iter().map(|e| e.position).collect();
+    assert_eq!(
+        positions,
+        vec![
+            GlobalPosition::new(9, nine as u64),
+            GlobalPosition::new(10, ten as u64)
+        ]
+    );
+    assert_eq!(entries[0].stream, of_nine);
+    let after_nine = store.read_feed(positions[0], 100).await.unwrap();
+    assert_eq!(after_nine.len(), 1);
+    assert_eq!(after_nine[0].stream, of_ten);
 }
