@@ -12,7 +12,7 @@ use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 use crate::fixtures::{aggregate, stream, stream_at, AGGREGATE, CONTEXT};
 
 mod decisions;
-mod feed;
+pub(crate) mod feed;
 pub use decisions::*;
 pub use feed::*;
 

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use wow_core::eventsourcing::{FeedEntry, GlobalPosition};
+use wow_core::eventsourcing::{EventStore, FeedEntry, GlobalPosition};
 use wow_core::{id, AggregateId, DomainEventStream, ErrorCode};
 
 use super::decisions::rejection;
@@ -20,7 +20,7 @@ use crate::fixtures::{aggregate, stream, CONTEXT};
 pub const SETTLE: Duration = Duration::from_secs(30);
 
 /// Every entry after `after`, read in pages of 100.
-async fn read_all(store: &Store, after: GlobalPosition) -> Vec<FeedEntry> {
+pub(crate) async fn read_all(store: &dyn EventStore, after: GlobalPosition) -> Vec<FeedEntry> {
     let mut entries: Vec<FeedEntry> = Vec::new();
     loop {
         let from = entries.last().map_or(after, |entry| entry.position);
@@ -37,7 +37,11 @@ async fn read_all(store: &Store, after: GlobalPosition) -> Vec<FeedEntry> {
 
 /// Every entry after `after`, once at least `count` show (a poll: the store decides when
 /// they show; the case only bounds the wait).
-async fn read_settled(store: &Store, after: GlobalPosition, count: usize) -> Vec<FeedEntry> {
+pub(crate) async fn read_settled(
+    store: &dyn EventStore,
+    after: GlobalPosition,
+    count: usize,
+) -> Vec<FeedEntry> {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
         let entries = read_all(store, after).await;
@@ -84,7 +88,7 @@ pub async fn the_feed_of_an_empty_store_is_empty(store: Store) {
         .unwrap()
         .is_empty());
     append_ok(&store, &stream(&aggregate(), 1, "r-1")).await;
-    read_settled(&store, GlobalPosition::START, 1).await;
+    read_settled(&*store, GlobalPosition::START, 1).await;
     assert!(store
         .read_feed(GlobalPosition::START, 0)
         .await
@@ -111,7 +115,7 @@ pub async fn the_feed_lists_appended_streams_in_append_order(store: Store) {
     for s in &appended {
         append_ok(&store, s).await;
     }
-    let entries = read_settled(&store, GlobalPosition::START, appended.len()).await;
+    let entries = read_settled(&*store, GlobalPosition::START, appended.len()).await;
     assert_eq!(streams(&entries), appended);
     assert_ascending(&entries, GlobalPosition::START);
 }
@@ -126,7 +130,7 @@ pub async fn the_feed_resumes_after_a_position(store: Store) {
     for s in &first {
         append_ok(&store, s).await;
     }
-    let read = read_settled(&store, GlobalPosition::START, first.len()).await;
+    let read = read_settled(&*store, GlobalPosition::START, first.len()).await;
     assert_eq!(streams(&read), first);
     let kept = read.last().unwrap().position;
     assert!(store.read_feed(kept, 100).await.unwrap().is_empty());
@@ -137,12 +141,12 @@ pub async fn the_feed_resumes_after_a_position(store: Store) {
     for s in &later {
         append_ok(&store, s).await;
     }
-    let resumed = read_settled(&store, kept, later.len()).await;
+    let resumed = read_settled(&*store, kept, later.len()).await;
     assert_eq!(streams(&resumed), later);
     assert_ascending(&resumed, kept);
     let middle = read[1].position;
     assert_eq!(
-        streams(&read_all(&store, middle).await),
+        streams(&read_all(&*store, middle).await),
         [&first[2..], &later[..]].concat(),
         "a read after an earlier position returns the rest, in order"
     );
@@ -159,7 +163,7 @@ pub async fn the_feed_pages_by_limit(store: Store) {
     for s in &appended {
         append_ok(&store, s).await;
     }
-    let whole = read_settled(&store, GlobalPosition::START, appended.len()).await;
+    let whole = read_settled(&*store, GlobalPosition::START, appended.len()).await;
     assert_eq!(streams(&whole), appended);
     let mut paged: Vec<FeedEntry> = Vec::new();
     let mut sizes = Vec::new();
@@ -201,7 +205,7 @@ pub async fn rejections_are_not_in_the_feed(store: Store) {
         .unwrap();
     let second = stream(&order, 2, "r-3");
     append_ok(&store, &second).await;
-    let entries = read_settled(&store, GlobalPosition::START, 2).await;
+    let entries = read_settled(&*store, GlobalPosition::START, 2).await;
     assert_eq!(streams(&entries), vec![first, second]);
 }
 
@@ -258,7 +262,7 @@ pub async fn a_feed_reader_racing_appenders_skips_nothing(store: Store) {
     let seen_ids: HashSet<_> = seen.iter().map(|e| e.stream.id.clone()).collect();
     assert_eq!(seen_ids.len(), total, "each stream was read once");
     assert_eq!(seen_ids, appended);
-    let afterwards = read_all(&store, GlobalPosition::START).await;
+    let afterwards = read_all(&*store, GlobalPosition::START).await;
     assert_eq!(
         afterwards, seen,
         "the feed read afterwards is what the racing reader read"
