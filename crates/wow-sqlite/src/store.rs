@@ -208,7 +208,9 @@ const LOAD_BY_TIME: &str = "SELECT aggregate_name, aggregate_id, version, contex
 /// a position, along the primary key. `position` is the rowid, chosen as `MAX + 1` under
 /// SQLite's one write lock and committed before the next writer takes that lock, so position
 /// order is commit order: a reader's snapshot never lacks a lower position that commits later.
-/// The position is the feed's sequence; the transaction part is always 0.
+/// (Positions taken by a transaction that rolled back are taken again by the next one; they
+/// were never visible. No row of `event_stream` is ever deleted, so a committed position is
+/// never reused.) The position is the feed's sequence; the transaction part is always 0.
 const READ_FEED: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, position FROM event_stream WHERE position > ?1 AND version > 0 ORDER BY position LIMIT ?2";
 
 #[async_trait]
