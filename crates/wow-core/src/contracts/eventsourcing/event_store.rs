@@ -162,12 +162,14 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
     /// Pass the last entry's position to get the next page; [`GlobalPosition::START`] reads
     /// from the first stream. `limit` 0 reads nothing.
     ///
-    /// The promise a reader resumes on: **no gap is filled in later.** Once a read has
-    /// returned a position, a stream with a lower position that it did not return never
-    /// appears, so a reader that moved past a position skips nothing. To keep it, a store
-    /// whose positions can commit out of order (PostgreSQL) holds back streams behind a
-    /// transaction still in flight: an acknowledged append appears once every transaction
-    /// that began before its own has ended, not always at once. Recorded rejections (SPEC
+    /// The promise a reader resumes on: **no gap is filled in later.** When a read after `a`
+    /// returns entries up to position `p`, they are all the streams the store will ever hold
+    /// between `a` and `p`: no stream with a lower position appears after a reader has moved
+    /// past it, so a reader that resumes after the last position it handled skips nothing.
+    /// To keep it, a store whose positions can commit out of order (PostgreSQL) holds back
+    /// streams behind a transaction still in flight: an acknowledged append appears once
+    /// every transaction with an older transaction id, anywhere in that database server,
+    /// has ended, so not always at once. Recorded rejections (SPEC
     /// ID-6) are decisions, not streams, and never appear. Each stream appears once, whole,
     /// as [`EventStore::load`] returns it.
     ///
