@@ -81,7 +81,8 @@ pub mod event {
 
 pub mod eventsourcing {
     //! Event sourcing: the EventStore and SnapshotStore contracts, their in-memory versions,
-    //! the decisions they record, and loading, caching and snapshotting aggregates.
+    //! the decisions they record, the global feed of appended streams ([`GlobalPosition`],
+    //! [`FeedEntry`]), and loading, caching and snapshotting aggregates.
     pub use crate::contracts::eventsourcing::*;
     pub use crate::model::error::BoxError;
     pub use crate::model::eventsourcing::*;

@@ -512,6 +512,15 @@ impl EventStore for RejectionsDown {
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         self.inner.scan_aggregate_ids(named, after, limit).await
     }
+
+    async fn read_feed(
+        &self,
+        after: wow_core::eventsourcing::GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
+    {
+        self.inner.read_feed(after, limit).await
+    }
 }
 
 #[tokio::test]

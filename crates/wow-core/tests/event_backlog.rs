@@ -190,6 +190,15 @@ impl EventStore for FailingReads {
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         self.inner.scan_aggregate_ids(named, after, limit).await
     }
+
+    async fn read_feed(
+        &self,
+        after: wow_core::eventsourcing::GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
+    {
+        self.inner.read_feed(after, limit).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -758,6 +758,15 @@ impl EventStore for UnreachableStore {
     ) -> Result<Vec<AggregateId>, wow_core::eventsourcing::EventStoreError> {
         Err(unreachable())
     }
+
+    async fn read_feed(
+        &self,
+        _: wow_core::eventsourcing::GlobalPosition,
+        _: usize,
+    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
+    {
+        Err(unreachable())
+    }
 }
 
 #[tokio::test]
@@ -1365,6 +1374,15 @@ impl EventStore for StreamsLost {
         limit: usize,
     ) -> Result<Vec<AggregateId>, wow_core::eventsourcing::EventStoreError> {
         self.inner.scan_aggregate_ids(named, after, limit).await
+    }
+
+    async fn read_feed(
+        &self,
+        after: wow_core::eventsourcing::GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
+    {
+        self.inner.read_feed(after, limit).await
     }
 }
 

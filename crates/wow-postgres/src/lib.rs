@@ -12,6 +12,10 @@
 //!   aggregate id, version) and the unique `event_stream_request_uq` on (tenant, aggregate
 //!   name, aggregate id, request id): the tenant leads every key (SPEC TN-1). Each maps to its conflict; event rows are never written with `ON CONFLICT DO
 //!   NOTHING`. One append is one `INSERT` (autocommit), atomic by itself.
+//! - The global feed (`EventStore::read_feed`) orders appended streams by (appending
+//!   transaction id, position) and reads only below the oldest transaction in flight, so it
+//!   never skips a stream that commits late; a long transaction anywhere in the cluster holds
+//!   it back (see the `store` module's docs in the source for why, and how to find it).
 //! - Migrations run on open; a schema newer than this build is refused.
 //! - A lost connection is [`EventStoreError::Unavailable`](wow_core::eventsourcing::EventStoreError)
 //!   (the outcome of that append is unknown); the pool reconnects by itself.

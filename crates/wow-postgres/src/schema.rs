@@ -3,7 +3,7 @@
 use crate::OpenError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -30,7 +30,19 @@ pub const SCHEMA_VERSION: i32 = 6;
 /// interleaved with the old schema; about 10 µs more server time per `INSERT`, and a CTE
 /// cost more still), against a budget of 5 %. Rows in `event_stream` leave the append's
 /// statement, indexes and cost as they were (measured the same way: 0.99-1.01 of the old).
-const MIGRATIONS: [&str; 6] = [
+///
+/// The global feed (from version 7; DESIGN §4, §8) orders appended streams by
+/// `(txid, position)`: `txid` is the appending transaction's id, `position` the sequence value
+/// its row took. Why not `position` alone: a sequence value is taken when a row is inserted,
+/// not when it commits, so position 11 can commit before position 10; a reader that moved
+/// past 11 would skip 10 forever. See `store.rs` for the read that keeps the order gap-free.
+/// Rows written before migration 7 take the migration's own transaction id as their `txid`
+/// (one value stored in the catalog, no table rewrite: `pg_current_xact_id()` is stable);
+/// their transactions had all ended, so they come first, in position order. The index holds
+/// appended streams only (`version > 0`), as the feed reads: rejections are not in it.
+/// Migration 7 blocks appends while the index builds (measured here: 2 ms for the column and
+/// 0.35 s for the index over a million rows of 300-byte bodies, PostgreSQL 15).
+const MIGRATIONS: [&str; 7] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -151,6 +163,12 @@ const MIGRATIONS: [&str; 6] = [
         updated_at     BIGINT NOT NULL,
         CONSTRAINT view_row_pk PRIMARY KEY (view, tenant_id, aggregate_id)
     );
+"#,
+    r#"
+    -- The global feed (DESIGN §4): the appending transaction's id beside each row's position.
+    -- Rows already here take this migration's id, once, from the catalog (no rewrite).
+    ALTER TABLE event_stream ADD COLUMN txid XID8 NOT NULL DEFAULT pg_current_xact_id();
+    CREATE INDEX event_stream_feed ON event_stream (txid, position) WHERE version > 0;
 "#,
 ];
 

@@ -1,4 +1,38 @@
 //! The store: event streams and snapshots in PostgreSQL.
+//!
+//! ## The global feed
+//!
+//! [`EventStore::read_feed`] lists appended streams in `(txid, position)` order: the
+//! appending transaction's id (`xid8`, column `txid`), then the `BIGSERIAL` position its row
+//! took. A position alone is not a safe resume point: sequence values are handed out at
+//! insert time and never rolled back, so a transaction that took position 10 may commit after
+//! one that took 11, and a reader that read 11 and moved on would never see 10.
+//!
+//! So the feed reads only rows whose `txid` is below the xmin of the reading statement's
+//! snapshot (`pg_snapshot_xmin(pg_current_snapshot())`), the oldest transaction id still in
+//! flight. Why that is gap-free: every transaction with an id below xmin has ended (committed,
+//! so its rows are visible in the same snapshot, or aborted, so they never will be), and every
+//! transaction that can still commit rows is in flight (its id is at least xmin) or has no id
+//! yet (it will take one above every id handed out so far). Rows that appear later therefore
+//! all sort at or after `(xmin, 0)`, after everything a read returned: the prefix of the feed
+//! below xmin never grows in the middle. Within one transaction, rows keep position order.
+//!
+//! The cost: **any transaction in the database cluster that holds an xid holds the feed
+//! back** (xids are cluster-wide), not only appends. A session left `idle in transaction`
+//! after a write, a long batch job, or a forgotten prepared transaction stops the feed at its
+//! xid until it ends; appends still succeed and are read as soon as it does. Nothing is lost,
+//! the feed is only late. To see who holds it:
+//!
+//! ```sql
+//! SELECT pid, backend_xid, xact_start, state, left(query, 60)
+//!   FROM pg_stat_activity WHERE backend_xid IS NOT NULL ORDER BY xact_start;
+//! SELECT gid, transaction, prepared FROM pg_prepared_xacts;
+//! SELECT pg_snapshot_xmin(pg_current_snapshot());  -- the feed's current bound
+//! ```
+//!
+//! `idle_in_transaction_session_timeout` bounds the first kind. Read-only transactions take no
+//! xid and hold nothing back. Recorded rejections (negative versions) are not streams and are
+//! not in the feed, nor in its index `event_stream_feed`.
 
 use std::sync::Arc;
 
@@ -10,8 +44,8 @@ use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::BoxError;
 use wow_core::eventsourcing::{
     check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
-    EventStoreError, RejectedStream, RejectionRecord, RequestDecision, RequestRecord, Snapshot,
-    SnapshotStore, SnapshotStoreError,
+    EventStoreError, FeedEntry, GlobalPosition, RejectedStream, RejectionRecord, RequestDecision,
+    RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
 };
 use wow_core::id::{Clock, SystemClock};
 use wow_core::{AggregateId, DomainEventStream, ErrorCode, NamedAggregate};
@@ -55,6 +89,33 @@ const INSERT_REJECTION: &str = "INSERT INTO event_stream (position, aggregate_na
 /// The decision on one request id: the row that holds its key, an appended stream (version
 /// from 1 up) or a rejection (a negative version). One read of `event_stream_request_uq`.
 const FIND_DECISION: &str = "SELECT version, stream_id, command_id, create_time, fingerprint, error_code, error_msg, decided_on_version FROM event_stream WHERE tenant_id = $4 AND aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3";
+
+/// The global feed (see the module docs): appended streams after `($1, $2)` in
+/// `(txid, position)` order, below the oldest transaction in flight, along the partial index
+/// `event_stream_feed`. The `xid8` travels as text both ways: `tokio-postgres` has no Rust
+/// type for it. The text is named `feed_txid`, never `txid`: `ORDER BY txid` would take an
+/// output column of that name first and sort transaction ids as text ("10" before "9").
+const READ_FEED: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, txid::TEXT AS feed_txid, position FROM event_stream
+    WHERE (txid, position) > ($1::TEXT::XID8, $2) AND version > 0
+      AND txid < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY txid, position LIMIT $3";
+
+/// Decodes a row of [`READ_FEED`].
+fn decode_feed_entry(row: &Row) -> Result<FeedEntry, EventStoreError> {
+    let txid: String = row.try_get(12).map_err(store_error)?;
+    let transaction = txid.parse::<u64>().map_err(|_| {
+        corrupt(format!(
+            "a stream's transaction id `{txid}` is not a number"
+        ))
+    })?;
+    let position: i64 = row.try_get(13).map_err(store_error)?;
+    let sequence = u64::try_from(position)
+        .map_err(|_| corrupt(format!("a stream has the negative position {position}")))?;
+    Ok(FeedEntry {
+        position: GlobalPosition::new(transaction, sequence),
+        stream: decode_stream(row)?,
+    })
+}
 
 /// `value` as a database integer, saturating.
 pub(crate) fn clamp(value: u64) -> i64 {
@@ -493,6 +554,33 @@ impl EventStore for PostgresStore {
                 })
             })
             .collect()
+    }
+
+    async fn read_feed(
+        &self,
+        after: GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<FeedEntry>, EventStoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(READ_FEED)
+            .await
+            .map_err(store_error)?;
+        let rows = client
+            .query(
+                &statement,
+                &[
+                    &after.transaction.to_string(),
+                    &clamp(after.sequence),
+                    &i64::try_from(limit).unwrap_or(i64::MAX),
+                ],
+            )
+            .await
+            .map_err(store_error)?;
+        rows.iter().map(decode_feed_entry).collect()
     }
 }
 

@@ -169,4 +169,14 @@ impl EventStore for FaultyEventStore {
         self.read_fault("scan")?;
         self.inner.scan_aggregate_ids(named, after, limit).await
     }
+
+    async fn read_feed(
+        &self,
+        after: wow_core::eventsourcing::GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
+    {
+        self.read_fault("feed")?;
+        self.inner.read_feed(after, limit).await
+    }
 }

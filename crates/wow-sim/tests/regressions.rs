@@ -71,6 +71,15 @@ impl EventStore for LookupDown {
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         self.0.scan_aggregate_ids(named, after, limit).await
     }
+
+    async fn read_feed(
+        &self,
+        after: wow_core::eventsourcing::GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
+    {
+        self.0.read_feed(after, limit).await
+    }
 }
 
 fn open(id: &AggregateId, request_id: &str) -> JsonCommand {

@@ -9,8 +9,8 @@ use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::BoxError;
 use wow_core::eventsourcing::{
     check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
-    EventStoreError, RejectedStream, RejectionRecord, RequestDecision, Snapshot, SnapshotStore,
-    SnapshotStoreError,
+    EventStoreError, FeedEntry, GlobalPosition, RejectedStream, RejectionRecord, RequestDecision,
+    Snapshot, SnapshotStore, SnapshotStoreError,
 };
 use wow_core::id::{Clock, SystemClock};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
@@ -204,6 +204,15 @@ impl SqliteStore {
 const LOAD: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE tenant_id = ?5 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version BETWEEN ?3 AND ?4 ORDER BY version";
 const LOAD_BY_TIME: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE tenant_id = ?5 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 AND create_time BETWEEN ?3 AND ?4 ORDER BY version";
 
+/// The global feed: appended streams (versions from 1 up; a rejection row's is negative) after
+/// a position, along the primary key. `position` is the rowid, chosen as `MAX + 1` under
+/// SQLite's one write lock and committed before the next writer takes that lock, so position
+/// order is commit order: a reader's snapshot never lacks a lower position that commits later.
+/// (Positions taken by a transaction that rolled back are taken again by the next one; they
+/// were never visible. No row of `event_stream` is ever deleted, so a committed position is
+/// never reused.) The position is the feed's sequence; the transaction part is always 0.
+const READ_FEED: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, position FROM event_stream WHERE position > ?1 AND version > 0 ORDER BY position LIMIT ?2";
+
 #[async_trait]
 impl EventStore for SqliteStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
@@ -336,6 +345,41 @@ impl EventStore for SqliteStore {
                         })
                     },
                 )?;
+                rows.collect()
+            })
+            .await
+            .map_err(store_error)
+    }
+
+    async fn read_feed(
+        &self,
+        after: GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<FeedEntry>, EventStoreError> {
+        // Every position here is (0, rowid): nothing comes after a later transaction's.
+        if after.transaction > 0 || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (after, limit) = (
+            clamp(after.sequence),
+            i64::try_from(limit).unwrap_or(i64::MAX),
+        );
+        self.reads
+            .read(move |connection| {
+                let mut statement = connection.prepare_cached(READ_FEED)?;
+                let rows = statement.query_map(params![after, limit], |row| {
+                    let position = u64::try_from(row.get::<_, i64>(12)?).map_err(|e| {
+                        rusqlite::Error::FromSqlConversionFailure(
+                            12,
+                            rusqlite::types::Type::Integer,
+                            Box::new(e),
+                        )
+                    })?;
+                    Ok(FeedEntry {
+                        position: GlobalPosition::new(0, position),
+                        stream: decode_stream(row)?,
+                    })
+                })?;
                 rows.collect()
             })
             .await

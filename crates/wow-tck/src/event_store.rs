@@ -1,4 +1,5 @@
-//! The EventStore conformance suite (SPEC ES-1, ES-2, ES-5, RQ-6, ID-3, ID-6).
+//! The EventStore conformance suite (SPEC ES-1, ES-2, ES-5, RQ-6, ID-3, ID-6, and the global
+//! feed of DESIGN §4).
 //!
 //! Each case takes a fresh, empty store. Run them all with [`event_store_tck!`](crate::event_store_tck).
 
@@ -11,7 +12,9 @@ use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 use crate::fixtures::{aggregate, stream, stream_at, AGGREGATE, CONTEXT};
 
 mod decisions;
+pub(crate) mod feed;
 pub use decisions::*;
+pub use feed::*;
 
 /// The store under test.
 pub type Store = Arc<dyn EventStore>;

@@ -74,6 +74,12 @@ macro_rules! __event_store_cases {
                 tenants_are_namespaces,
                 rejects_a_rejection_with_an_empty_request_id,
                 rejection_and_append_race_has_exactly_one_decision,
+                the_feed_of_an_empty_store_is_empty,
+                the_feed_lists_appended_streams_in_append_order,
+                the_feed_resumes_after_a_position,
+                the_feed_pages_by_limit,
+                rejections_are_not_in_the_feed,
+                a_feed_reader_racing_appenders_skips_nothing,
             ]
         );
     };

@@ -4,17 +4,20 @@
 
 use wow_core::event::ConsumerPositions;
 use wow_core::eventsourcing::{
-    EventStore, EventStoreError, RejectionRecord, RequestDecision, SnapshotStore,
+    EventStore, EventStoreError, GlobalPosition, RejectionRecord, RequestDecision, SnapshotStore,
 };
 use wow_core::{AggregateId, DomainEventStream, ErrorCode};
 
+use crate::event_store::feed::read_settled;
 use crate::fixtures::stream;
 
 /// `store`, migrated, holds `old` (versions 1 and 2 of `order`, request ids `r-1` and `r-2`),
 /// the consumer `view`'s position 2 and a snapshot at version 2 of `order`, all written
 /// before the migration: the history loads equal, every old request id still holds its key
 /// against appends and rejections, positions and snapshots keep their aggregate under its
-/// tenant, and another tenant may take the same id and request id for itself.
+/// tenant, and another tenant may take the same id and request id for itself. The global
+/// feed lists the old streams first, in their order, then those appended since, and no
+/// rejection.
 pub async fn a_migrated_store_keeps_what_it_held<S>(
     store: &S,
     order: &AggregateId,
@@ -36,7 +39,8 @@ pub async fn a_migrated_store_keeps_what_it_held<S>(
         .await
         .unwrap()
         .is_empty());
-    store.append(&stream(&twin, 1, "r-1")).await.unwrap();
+    let twins_first = stream(&twin, 1, "r-1");
+    store.append(&twins_first).await.unwrap();
     match store.find_decision(order, "r-1").await.unwrap() {
         Some(RequestDecision::Appended(record)) => {
             assert_eq!(record.stream_id, old[0].id);
@@ -66,7 +70,8 @@ pub async fn a_migrated_store_keeps_what_it_held<S>(
         store.record_rejection(order, "r-2", &rejection).await,
         Err(EventStoreError::DuplicateRequestId(_))
     ));
-    store.append(&stream(order, 3, "r-3")).await.unwrap();
+    let third = stream(order, 3, "r-3");
+    store.append(&third).await.unwrap();
     store
         .record_rejection(order, "r-4", &rejection)
         .await
@@ -78,5 +83,12 @@ pub async fn a_migrated_store_keeps_what_it_held<S>(
     assert_eq!(
         EventStore::load(store, order, 1, 10).await.unwrap().len(),
         3
+    );
+    let feed = read_settled(store, GlobalPosition::START, 4).await;
+    let streams: Vec<_> = feed.into_iter().map(|entry| entry.stream).collect();
+    assert_eq!(
+        streams,
+        [old, &[twins_first, third]].concat(),
+        "the feed lists the old streams first"
     );
 }

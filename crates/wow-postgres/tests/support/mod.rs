@@ -145,6 +145,15 @@ impl EventStore for TestStore {
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         self.store.scan_aggregate_ids(named, after, limit).await
     }
+
+    async fn read_feed(
+        &self,
+        after: wow_core::eventsourcing::GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
+    {
+        self.store.read_feed(after, limit).await
+    }
 }
 
 #[async_trait]

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use crate::contracts::eventsourcing::EventStoreError;
+use crate::contracts::eventsourcing::{EventStoreError, FeedEntry, GlobalPosition};
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
@@ -156,4 +156,29 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
         after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError>;
+
+    /// Up to `limit` appended streams of every tenant and aggregate whose positions come
+    /// after `after`, in [`GlobalPosition`] order: the store's global feed (DESIGN §4).
+    /// Pass the last entry's position to get the next page; [`GlobalPosition::START`] reads
+    /// from the first stream. `limit` 0 reads nothing.
+    ///
+    /// The promise a reader resumes on: **no gap is filled in later.** When a read after `a`
+    /// returns entries up to position `p`, they are all the streams the store will ever hold
+    /// between `a` and `p`: no stream with a lower position appears after a reader has moved
+    /// past it, so a reader that resumes after the last position it handled skips nothing.
+    /// To keep it, a store whose positions can commit out of order (PostgreSQL) holds back
+    /// streams behind a transaction still in flight: an acknowledged append appears once
+    /// every transaction with an older transaction id, anywhere in that database server,
+    /// has ended, so not always at once. Recorded rejections (SPEC
+    /// ID-6) are decisions, not streams, and never appear. Each stream appears once, whole,
+    /// as [`EventStore::load`] returns it.
+    ///
+    /// Fails with [`EventStoreError::Unavailable`] when the store cannot be reached and
+    /// [`EventStoreError::Internal`] when a stored row cannot be read; nothing is consumed
+    /// either way, so the same read may be retried.
+    async fn read_feed(
+        &self,
+        after: GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<FeedEntry>, EventStoreError>;
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
-use crate::contracts::eventsourcing::{EventStore, EventStoreError};
+use crate::contracts::eventsourcing::{EventStore, EventStoreError, FeedEntry, GlobalPosition};
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision};
@@ -92,5 +92,13 @@ impl EventStore for GatedEventStore {
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError> {
         self.inner.scan_aggregate_ids(named, after, limit).await
+    }
+
+    async fn read_feed(
+        &self,
+        after: GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<FeedEntry>, EventStoreError> {
+        self.inner.read_feed(after, limit).await
     }
 }

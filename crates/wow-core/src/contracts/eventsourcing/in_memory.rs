@@ -15,7 +15,7 @@ use async_trait::async_trait;
 
 use crate::contracts::eventsourcing::{
     check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
-    EventStoreError, Snapshot, SnapshotStore, SnapshotStoreError,
+    EventStoreError, FeedEntry, GlobalPosition, Snapshot, SnapshotStore, SnapshotStoreError,
 };
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
@@ -58,9 +58,15 @@ fn key(aggregate_id: &AggregateId) -> Key {
 
 /// An [`EventStore`] in memory, sharded by aggregate so that different aggregates append in
 /// parallel.
+///
+/// The global feed is one list of the appended streams, in append order: the stream at index
+/// `i` has the position `(0, i + 1)`. An append pushes to it while it still holds its
+/// aggregate's shard (lock order: shard, then feed), so a stream is in the feed exactly when
+/// it is in its aggregate's history, and no position is taken before its stream is readable.
 #[derive(Debug)]
 pub struct InMemoryEventStore {
     shards: Vec<Mutex<HashMap<Key, History>>>,
+    feed: Mutex<Vec<Arc<DomainEventStream>>>,
     hasher: RandomState,
 }
 
@@ -77,6 +83,7 @@ impl InMemoryEventStore {
             shards: (0..SHARDS)
                 .map(|_| Mutex::new(HashMap::default()))
                 .collect(),
+            feed: Mutex::new(Vec::new()),
             hasher: RandomState::default(),
         }
     }
@@ -86,6 +93,13 @@ impl InMemoryEventStore {
         // A poisoned shard only means a panic elsewhere mid-read; every write below completes
         // its check and insert without panicking, so the data stays consistent.
         self.shards[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn feed(&self) -> MutexGuard<'_, Vec<Arc<DomainEventStream>>> {
+        // As for a shard: a push cannot panic halfway, so a poisoned feed is still whole.
+        self.feed
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -127,9 +141,9 @@ impl EventStore for InMemoryEventStore {
         history
             .requests
             .insert(stream.request_id.clone(), Decided::Appended(stream.version));
-        history
-            .streams
-            .insert(stream.version, Arc::new(stream.clone()));
+        let stored = Arc::new(stream.clone());
+        history.streams.insert(stream.version, stored.clone());
+        self.feed().push(stored);
         Ok(())
     }
 
@@ -253,6 +267,30 @@ impl EventStore for InMemoryEventStore {
         found.sort_by(|a, b| (&a.tenant_id, &a.id).cmp(&(&b.tenant_id, &b.id)));
         found.truncate(limit);
         Ok(found)
+    }
+
+    async fn read_feed(
+        &self,
+        after: GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<FeedEntry>, EventStoreError> {
+        // Every position here is (0, index + 1): after (0, n) comes index n; after any
+        // position of a later transaction comes nothing.
+        if after.transaction > 0 {
+            return Ok(Vec::new());
+        }
+        let feed = self.feed();
+        let first = usize::try_from(after.sequence).unwrap_or(usize::MAX);
+        let rest = feed.get(first..).unwrap_or_default();
+        Ok(rest
+            .iter()
+            .take(limit)
+            .zip(after.sequence.saturating_add(1)..)
+            .map(|(stream, sequence)| FeedEntry {
+                position: GlobalPosition::new(0, sequence),
+                stream: DomainEventStream::clone(stream),
+            })
+            .collect())
     }
 }
 

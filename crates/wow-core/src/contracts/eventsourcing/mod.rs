@@ -1,5 +1,6 @@
 mod error;
 mod event_store;
+mod feed;
 mod gated;
 mod in_memory;
 mod snapshot;
@@ -8,6 +9,7 @@ pub use error::{EventStoreError, RejectedStream, SnapshotStoreError};
 pub use event_store::{
     check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
 };
+pub use feed::{FeedEntry, GlobalPosition, ParseGlobalPositionError};
 pub use gated::GatedEventStore;
 pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
 pub use snapshot::{Snapshot, SnapshotStore};
