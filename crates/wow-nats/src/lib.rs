@@ -35,10 +35,8 @@ pub use command_bus::{
 pub use config::{CommandStorage, NatsConfig};
 pub use connection::{connect, ensure_command_stream};
 pub use error::NatsError;
+pub use lease::{Fence, LeaseConfig, LeaseError, OwnedPartitions, PartitionLeases, DEFAULT_BUCKET};
 pub use partition::{command_partition, partition_of};
-pub use lease::{
-    Fence, LeaseConfig, LeaseError, OwnedPartitions, PartitionLeases, DEFAULT_BUCKET,
-};
 pub use supervisor::supervise;
 pub use wait::{NatsWaitNotifier, WaitSignals};
 pub use worker::PartitionConsumer;

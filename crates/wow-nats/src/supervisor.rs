@@ -29,7 +29,8 @@ pub async fn supervise(
     loop {
         let now: OwnedPartitions = owned.borrow_and_update().clone();
         running.retain(|partition, (fence, token)| {
-            let kept = now.get(partition) == Some(fence) && fence.is_valid() && !token.is_cancelled();
+            let kept =
+                now.get(partition) == Some(fence) && fence.is_valid() && !token.is_cancelled();
             if !kept {
                 token.cancel();
             }

@@ -2,6 +2,7 @@
 //! journal and compensation records.
 
 use std::collections::HashMap;
+use wow_core::eventsourcing::GlobalPosition;
 
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
@@ -188,6 +189,47 @@ impl ConsumerPositions for PostgresStore {
             .execute(
                 "DELETE FROM consumer_position WHERE consumer = $1",
                 &[&consumer],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn feed_cursor(&self, reader: &str) -> Result<GlobalPosition, ConsumerStoreError> {
+        let client = self.downstream_client().await?;
+        let row = client
+            .query_opt(
+                "SELECT txn, sequence FROM feed_cursor WHERE reader = $1",
+                &[&reader],
+            )
+            .await
+            .map_err(db_error)?;
+        let part = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(row.map_or(GlobalPosition::START, |row| {
+            GlobalPosition::new(part(row.get(0)), part(row.get(1)))
+        }))
+    }
+
+    async fn save_feed_cursor(
+        &self,
+        reader: &str,
+        position: GlobalPosition,
+    ) -> Result<(), ConsumerStoreError> {
+        let part = |n: u64| {
+            i64::try_from(n).map_err(|_| {
+                ConsumerStoreError::Internal(
+                    format!("feed position {position} is out of range").into(),
+                )
+            })
+        };
+        let (txn, sequence) = (part(position.transaction)?, part(position.sequence)?);
+        let client = self.downstream_client().await?;
+        client
+            .execute(
+                "INSERT INTO feed_cursor (reader, txn, sequence) VALUES ($1, $2, $3)
+                 ON CONFLICT (reader) DO UPDATE SET txn = excluded.txn, sequence = excluded.sequence
+                 WHERE (feed_cursor.txn, feed_cursor.sequence) < (excluded.txn, excluded.sequence)",
+                &[&reader, &txn, &sequence],
             )
             .await
             .map_err(db_error)?;

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use wow_core::eventsourcing::GlobalPosition;
 
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -161,6 +162,51 @@ impl ConsumerPositions for SqliteStore {
         })
         .await
     }
+
+    async fn feed_cursor(&self, reader: &str) -> Result<GlobalPosition, ConsumerStoreError> {
+        let reader = reader.to_owned();
+        self.read_rows(move |connection| {
+            connection
+                .prepare_cached("SELECT txn, sequence FROM feed_cursor WHERE reader = ?1")?
+                .query_row([reader], |row| {
+                    let part = |n: i64| u64::try_from(n).unwrap_or(0);
+                    Ok(GlobalPosition::new(part(row.get(0)?), part(row.get(1)?)))
+                })
+                .optional()
+                .map(Option::unwrap_or_default)
+        })
+        .await
+    }
+
+    async fn save_feed_cursor(
+        &self,
+        reader: &str,
+        position: GlobalPosition,
+    ) -> Result<(), ConsumerStoreError> {
+        let reader = reader.to_owned();
+        let (txn, sequence) = feed_parts(position)?;
+        self.write(move |connection| {
+            connection
+                .prepare_cached(
+                    "INSERT INTO feed_cursor (reader, txn, sequence) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (reader) DO UPDATE SET txn = excluded.txn, sequence = excluded.sequence
+                     WHERE (feed_cursor.txn, feed_cursor.sequence) < (excluded.txn, excluded.sequence)",
+                )?
+                .execute(params![reader, txn, sequence])?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// A feed position as two integers SQLite stores.
+fn feed_parts(position: GlobalPosition) -> Result<(i64, i64), ConsumerStoreError> {
+    let part = |n: u64| {
+        i64::try_from(n).map_err(|_| {
+            ConsumerStoreError::Internal(format!("feed position {position} is out of range").into())
+        })
+    };
+    Ok((part(position.transaction)?, part(position.sequence)?))
 }
 
 fn effect_state(status: &str, attempts: i64, first_started: i64) -> EffectState {

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -31,7 +31,7 @@ pub const SCHEMA_VERSION: i64 = 6;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -196,6 +196,15 @@ const MIGRATIONS: [&str; 6] = [
         state          TEXT    NOT NULL,
         updated_at     INTEGER NOT NULL,
         PRIMARY KEY (view, tenant_id, aggregate_id)
+    ) WITHOUT ROWID;
+"#,
+    r#"
+    -- Where each reader of the global feed got to (DESIGN §4): a position in the order of
+    -- `event_stream.position`; `txn` is always 0 here (one writer commits in order).
+    CREATE TABLE feed_cursor (
+        reader         TEXT    NOT NULL PRIMARY KEY,
+        txn            INTEGER NOT NULL,
+        sequence       INTEGER NOT NULL
     ) WITHOUT ROWID;
 "#,
 ];

@@ -8,6 +8,7 @@ use wow_core::compensation::{
     CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RetrySpec,
 };
 use wow_core::event::{ConsumerError, ConsumerPositions, EffectJournal, EffectState, PositionRun};
+use wow_core::eventsourcing::GlobalPosition;
 use wow_core::{AggregateId, CommandStage, ErrorCode};
 
 /// The three stores of one backend.
@@ -162,6 +163,46 @@ pub async fn position_runs_move_as_their_versions_would(stores: Store) {
         position(positions, "view", &a).await,
         Some(7),
         "2..=5 overlaps 3; 1..=2 does not move it back; 6..=7 follows"
+    );
+}
+
+/// A feed reader's cursor starts at the start, is saved durably per reader, and never moves
+/// back: an earlier position saved later (a slower instance) changes nothing.
+pub async fn feed_cursors_are_per_reader_and_never_move_back(stores: Store) {
+    let positions = stores.positions.as_ref();
+    assert_eq!(
+        positions.feed_cursor("feed:a").await.unwrap(),
+        GlobalPosition::START
+    );
+    positions
+        .save_feed_cursor("feed:a", GlobalPosition::new(7, 40))
+        .await
+        .unwrap();
+    positions
+        .save_feed_cursor("feed:b", GlobalPosition::new(0, 3))
+        .await
+        .unwrap();
+    assert_eq!(
+        positions.feed_cursor("feed:a").await.unwrap(),
+        GlobalPosition::new(7, 40)
+    );
+    // (7, 40) < (8, 2): the transaction orders first.
+    positions
+        .save_feed_cursor("feed:a", GlobalPosition::new(8, 2))
+        .await
+        .unwrap();
+    positions
+        .save_feed_cursor("feed:a", GlobalPosition::new(7, 99))
+        .await
+        .unwrap();
+    assert_eq!(
+        positions.feed_cursor("feed:a").await.unwrap(),
+        GlobalPosition::new(8, 2),
+        "never back"
+    );
+    assert_eq!(
+        positions.feed_cursor("feed:b").await.unwrap(),
+        GlobalPosition::new(0, 3)
     );
 }
 

@@ -170,6 +170,7 @@ macro_rules! __downstream_cases {
             [
                 positions_move_only_to_the_next_version,
                 position_runs_move_as_their_versions_would,
+                feed_cursors_are_per_reader_and_never_move_back,
                 positions_are_per_tenant,
                 reset_forgets_one_consumer,
                 an_effect_is_started_then_done_once,

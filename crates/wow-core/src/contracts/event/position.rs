@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use crate::contracts::event::ConsumerStoreError;
+use crate::contracts::eventsourcing::GlobalPosition;
 use crate::model::aggregate_id::AggregateId;
 
 /// How far each consumer has handled each aggregate's history, kept durably: the position is
@@ -68,6 +69,20 @@ pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
     /// Forgets every position of `consumer`, so that its next catch-up reads all history
     /// (a rebuild; the consumer's own tables and records are its own to clear).
     async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError>;
+
+    /// The position in the event store's global feed
+    /// ([`EventStore::read_feed`](crate::contracts::eventsourcing::EventStore::read_feed))
+    /// that the feed reader `reader` saved; [`GlobalPosition::START`] when it saved none.
+    async fn feed_cursor(&self, reader: &str) -> Result<GlobalPosition, ConsumerStoreError>;
+
+    /// Saves `position` as `reader`'s feed position, durably; a position at or before the
+    /// one saved changes nothing (a cursor never moves back, so two instances of a reader
+    /// saving out of order lose nothing).
+    async fn save_feed_cursor(
+        &self,
+        reader: &str,
+        position: GlobalPosition,
+    ) -> Result<(), ConsumerStoreError>;
 }
 
 /// A run of versions one consumer handled on one aggregate, with no gap: `from..=to`.
@@ -88,6 +103,8 @@ pub struct PositionRun<'a> {
 pub struct InMemoryConsumerPositions {
     /// By consumer, then aggregate.
     positions: Mutex<HashMap<String, HashMap<AggregateId, u64>>>,
+    /// By feed reader.
+    feed_cursors: Mutex<HashMap<String, GlobalPosition>>,
 }
 
 impl InMemoryConsumerPositions {
@@ -157,6 +174,29 @@ impl ConsumerPositions for InMemoryConsumerPositions {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(consumer);
+        Ok(())
+    }
+
+    async fn feed_cursor(&self, reader: &str) -> Result<GlobalPosition, ConsumerStoreError> {
+        Ok(self
+            .feed_cursors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(reader)
+            .copied()
+            .unwrap_or(GlobalPosition::START))
+    }
+
+    async fn save_feed_cursor(
+        &self,
+        reader: &str,
+        position: GlobalPosition,
+    ) -> Result<(), ConsumerStoreError> {
+        let mut cursors = self.feed_cursors.lock().unwrap_or_else(|p| p.into_inner());
+        let saved = cursors
+            .entry(reader.to_owned())
+            .or_insert(GlobalPosition::START);
+        *saved = (*saved).max(position);
         Ok(())
     }
 }
