@@ -16,11 +16,15 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use std::collections::BTreeSet;
+
 use wow_core::command::WaitCoordinator;
+use wow_core::event::{FeedFollower, FeedWake};
+use wow_core::{AggregateId, Stores};
 use wow_core::pipeline::{LocalPipeline, LocalPipelineBuilder};
 use wow_http::NodeStatus;
 use wow_nats::{
-    ensure_command_stream, LeaseConfig, NatsCommandBus, NatsConfig, NatsError, NatsWaitNotifier,
+    ensure_command_stream, partition_of, LeaseConfig, NatsCommandBus, NatsConfig, NatsError, NatsWaitNotifier,
     OwnedPartitions, PartitionConsumer, PartitionLeases, WaitSignals,
 };
 
@@ -39,6 +43,8 @@ pub(crate) struct Distribution {
     _signals: WaitSignals,
     owned: Arc<Mutex<Vec<u32>>>,
     lease_bucket: String,
+    namespace: String,
+    feed_wake: FeedWake,
     lease_ttl: std::time::Duration,
     leases: Option<PartitionLeases>,
     stop: CancellationToken,
@@ -83,6 +89,8 @@ impl Distribution {
             _signals: signals,
             owned: Arc::default(),
             lease_bucket: format!("{}_partitions", settings.distributed.namespace),
+            namespace: settings.distributed.namespace.clone(),
+            feed_wake: FeedWake::new(),
             lease_ttl: settings.distributed.lease_ttl,
             leases: None,
             stop: CancellationToken::new(),
@@ -95,20 +103,28 @@ impl Distribution {
         self.role == Role::Processor
     }
 
-    /// Joins `builder`'s pipeline to NATS.
+    /// Joins `builder`'s pipeline to NATS. A processor's node wakes the feed follower
+    /// instead of running the consumers in process.
     pub(crate) fn apply(&self, builder: LocalPipelineBuilder) -> LocalPipelineBuilder {
         let builder = builder
             .command_bus(Arc::new(self.bus.clone()))
             .wait_coordinator(self.waits.clone());
         match &self.notifier {
-            Some(notifier) => builder.wait_notifier(notifier.clone()),
+            Some(notifier) => builder
+                .wait_notifier(notifier.clone())
+                .node_events(Arc::new(self.feed_wake.clone())),
             None => builder.gateway_without_store(),
         }
     }
 
-    /// Starts a processor's work: the command stream made if missing, and the partitions it
-    /// owns consumed into `pipeline`'s node. Nothing for a gateway.
-    pub(crate) async fn start(&mut self, pipeline: &LocalPipeline) -> Result<(), NatsError> {
+    /// Starts a processor's work: the command stream made if missing, the partitions it
+    /// owns consumed into `pipeline`'s node, and the consumers following the feed of
+    /// `stores` for those partitions. Nothing for a gateway.
+    pub(crate) async fn start(
+        &mut self,
+        pipeline: &LocalPipeline,
+        stores: &Stores,
+    ) -> Result<(), NatsError> {
         let Some(notifier) = self.notifier.clone() else {
             return Ok(());
         };
@@ -119,15 +135,33 @@ impl Distribution {
         let owned = self.ownership().await?;
         let reported = self.owned.clone();
         let mut watched = owned.clone();
+        let (partitions, followed) = watch::channel(BTreeSet::new());
         self.tasks.push(tokio::spawn(async move {
             loop {
-                let now: Vec<u32> = watched.borrow_and_update().keys().copied().collect();
-                *reported.lock().unwrap_or_else(|p| p.into_inner()) = now;
+                let now: BTreeSet<u32> = watched.borrow_and_update().keys().copied().collect();
+                *reported.lock().unwrap_or_else(|p| p.into_inner()) = now.iter().copied().collect();
+                partitions.send_replace(now);
                 if watched.changed().await.is_err() {
                     break;
                 }
             }
         }));
+        let count = self.config.partitions;
+        let follower = FeedFollower::new(
+            pipeline.dispatcher.clone(),
+            stores.events.clone(),
+            stores.positions.clone(),
+            format!("feed:{}", self.namespace),
+            Arc::new(move |aggregate: &AggregateId| {
+                partition_of(&aggregate.tenant_id, &aggregate.aggregate_name, &aggregate.id, count)
+            }),
+        );
+        let stop = self.stop.clone();
+        self.tasks.push(tokio::spawn(follower.run(
+            followed,
+            self.feed_wake.notify(),
+            async move { stop.cancelled().await },
+        )));
         self.tasks.push(tokio::spawn(wow_nats::supervise(
             consumer,
             owned,

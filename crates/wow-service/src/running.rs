@@ -125,7 +125,7 @@ impl ServiceBuilder {
             .filter(|_| runs_consumers)
             .map(|every| compensation.spawn(every));
         if let Some(distribution) = distribution.as_mut() {
-            distribution.start(&pipeline).await?;
+            distribution.start(&pipeline, &stores).await?;
         }
         Ok(RunningService {
             pipeline,

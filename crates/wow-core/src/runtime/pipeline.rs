@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::contracts::command::{CommandBus, CommandHandler, InMemoryCommandBus};
 use crate::contracts::compensation::CompensationStore;
 use crate::contracts::compensation::RetrySpec;
-use crate::contracts::event::{ConsumerPositions, EventConsumer};
+use crate::contracts::event::{ConsumerPositions, DomainEventBus, EventConsumer};
 use crate::contracts::eventsourcing::{EventStore, SnapshotStore};
 use crate::model::aggregate_id::NamedAggregate;
 use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
@@ -56,6 +56,10 @@ struct Transport {
     notifier: Option<Arc<dyn WaitNotifier>>,
     /// The gateway checks request ids against its Bloom filters only (SPEC RQ-3).
     gateway_without_store: bool,
+    /// Where the node publishes appended streams instead of the in-process event bus (whose
+    /// workers then do not start): a [`FeedWake`](crate::runtime::event::FeedWake) when the
+    /// consumers follow the store's feed.
+    node_events: Option<Arc<dyn DomainEventBus>>,
 }
 
 /// Where every part of one pipeline takes its time and its ids from: chosen once, by
@@ -186,6 +190,16 @@ impl LocalPipelineBuilder {
         self
     }
 
+    /// Makes the node publish appended streams on `events` instead of the in-process event
+    /// bus, whose workers then do not run: the consumers are driven from elsewhere (a
+    /// [`FeedFollower`](crate::runtime::event::FeedFollower) over
+    /// [`LocalPipeline::dispatcher`], woken by a
+    /// [`FeedWake`](crate::runtime::event::FeedWake) given here).
+    pub fn node_events(mut self, events: Arc<dyn DomainEventBus>) -> Self {
+        self.transport.node_events = Some(events);
+        self
+    }
+
     /// Starts the pipeline. Must be called inside a tokio runtime.
     pub fn build(mut self) -> LocalPipeline {
         let metrics = Arc::new(PipelineMetrics::default());
@@ -226,11 +240,18 @@ impl LocalPipelineBuilder {
             .metrics(metrics.clone())
             .build();
         let dispatcher = self.dispatcher(&notifier, &gateway);
-        feed.start(dispatcher.clone(), self.store.clone());
+        let node_events: Arc<dyn DomainEventBus> = match self.transport.node_events.take() {
+            Some(events) => events,
+            None => {
+                feed.start(dispatcher.clone(), self.store.clone());
+                event_bus.clone()
+            }
+        };
         let pipeline = LocalPipeline {
             gateway,
             command_bus,
             event_bus,
+            node_events,
             dispatcher,
             waits,
             notifier,
@@ -364,6 +385,9 @@ pub struct LocalPipeline {
     pub command_bus: Arc<InMemoryCommandBus>,
     /// The bus between the node and the dispatcher.
     pub event_bus: Arc<InMemoryDomainEventBus>,
+    /// Where the node publishes: `event_bus`, unless the builder was given other
+    /// [`node_events`](LocalPipelineBuilder::node_events).
+    node_events: Arc<dyn DomainEventBus>,
     /// Runs the consumers.
     pub dispatcher: Arc<EventDispatcher>,
     /// Routes stage signals to waiting callers.
@@ -421,7 +445,7 @@ impl LocalPipeline {
         let mut node = DefaultCommandHandler::builder(
             self.registry.clone(),
             self.store.clone(),
-            self.event_bus.clone(),
+            self.node_events.clone(),
             self.notifier.clone(),
         )
         .request_id_checker(checker(
