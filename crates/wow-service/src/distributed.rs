@@ -13,19 +13,19 @@ use std::sync::{Arc, Mutex};
 
 use async_nats::connection::State;
 use serde_json::json;
+use std::collections::BTreeSet;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use std::collections::BTreeSet;
 
 use wow_core::command::WaitCoordinator;
 use wow_core::event::{FeedFollower, FeedWake};
-use wow_core::{AggregateId, Stores};
 use wow_core::pipeline::{LocalPipeline, LocalPipelineBuilder};
+use wow_core::{AggregateId, Stores};
 use wow_http::NodeStatus;
 use wow_nats::{
-    ensure_command_stream, partition_of, LeaseConfig, NatsCommandBus, NatsConfig, NatsError, NatsWaitNotifier,
-    OwnedPartitions, PartitionConsumer, PartitionLeases, WaitSignals,
+    ensure_command_stream, partition_of, LeaseConfig, NatsCommandBus, NatsConfig, NatsError,
+    NatsWaitNotifier, OwnedPartitions, PartitionConsumer, PartitionLeases, WaitSignals,
 };
 
 use crate::settings::{Role, Settings};
@@ -153,7 +153,12 @@ impl Distribution {
             stores.positions.clone(),
             format!("feed:{}", self.namespace),
             Arc::new(move |aggregate: &AggregateId| {
-                partition_of(&aggregate.tenant_id, &aggregate.aggregate_name, &aggregate.id, count)
+                partition_of(
+                    &aggregate.tenant_id,
+                    &aggregate.aggregate_name,
+                    &aggregate.id,
+                    count,
+                )
             }),
         );
         let stop = self.stop.clone();

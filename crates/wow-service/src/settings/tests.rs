@@ -167,3 +167,65 @@ fn a_missing_file_is_a_read_error_naming_it() {
         "{error}"
     );
 }
+
+#[test]
+fn the_role_and_nats_come_from_the_file_with_the_environment_over_it() {
+    let file = r#"
+role = "processor"
+[nats]
+url = "nats://file:4222"
+namespace = "bank"
+partitions = 32
+storage = "memory"
+lease_ttl_ms = 2000
+"#;
+    let settings = from_file(file).unwrap();
+    assert_eq!(settings.role, Role::Processor);
+    assert_eq!(
+        settings.distributed.nats_url.as_deref(),
+        Some("nats://file:4222")
+    );
+    assert_eq!(settings.distributed.partitions, 32);
+    assert_eq!(
+        settings.distributed.storage,
+        wow_nats::CommandStorage::Memory
+    );
+    assert_eq!(settings.distributed.lease_ttl, Duration::from_secs(2));
+    let config = settings.distributed.nats_config("nats://x");
+    assert_eq!(config.stream, "BANK_COMMANDS");
+    assert_eq!(config.partition_subject(3), "bank.commands.3");
+    assert_eq!(config.wait_subject("n1"), "bank.wait.n1");
+
+    let settings = from_file_and_env(
+        file,
+        &[
+            ("WOW_ROLE", "gateway"),
+            ("WOW_NATS_PARTITIONS", "8"),
+            ("WOW_NODE_ID", "g-1"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(settings.role, Role::Gateway);
+    assert_eq!(settings.distributed.partitions, 8);
+    assert_eq!(settings.distributed.node_id.as_deref(), Some("g-1"));
+}
+
+#[test]
+fn a_role_that_needs_nats_without_a_url_and_bad_nats_values_are_refused_by_name() {
+    let error = from_file("role = \"gateway\"\n").unwrap_err();
+    assert!(error.to_string().contains("WOW_NATS_URL"), "{error}");
+    let error = from_file_and_env("", &[("WOW_ROLE", "leader")]).unwrap_err();
+    assert!(error.to_string().contains("WOW_ROLE"), "{error}");
+    for (name, value, says) in [
+        ("WOW_NATS_PARTITIONS", "0", "partitions"),
+        ("WOW_NATS_STORAGE", "disk", "WOW_NATS_STORAGE"),
+        ("WOW_NATS_NAMESPACE", "a.b", "namespace"),
+        ("WOW_NODE_ID", "a b", "node id"),
+        ("WOW_NATS_LEASE_TTL_MS", "10", "lease TTL"),
+    ] {
+        let error = from_file_and_env("", &[(name, value)]).unwrap_err();
+        assert!(error.to_string().contains(says), "{name}={value}: {error}");
+    }
+    let monolith = Settings::default().with_role(Role::Monolith).unwrap();
+    assert_eq!(monolith.role, Role::Monolith);
+}
