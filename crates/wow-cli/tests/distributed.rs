@@ -148,6 +148,11 @@ impl Deployment {
     }
 
     fn start(&self, role: &str) -> Served {
+        self.start_on(role, &self.store)
+    }
+
+    /// A node whose store URL is `store` (a proxy in front of the deployment's, say).
+    fn start_on(&self, role: &str, store: &str) -> Served {
         let env: Vec<(&str, &str)> = self
             .env
             .iter()
@@ -158,7 +163,7 @@ impl Deployment {
                 "--listen",
                 "127.0.0.1:0",
                 "--store",
-                &self.store,
+                store,
                 "--role",
                 role,
             ],
@@ -625,4 +630,116 @@ async fn nats_killed_and_restarted_under_load_loses_no_acknowledged_command() {
     );
     gateway.stop();
     processor.stop();
+}
+
+/// A TCP proxy to PostgreSQL that can be cut: every connection through it ends at once, and
+/// new ones are refused, until it is opened again on the same port.
+struct Cuttable {
+    port: u16,
+    tasks: Option<tokio::task::JoinSet<()>>,
+}
+
+impl Cuttable {
+    async fn open(port: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                let (mut client, _) = listener.accept().await.unwrap();
+                connections.spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect("127.0.0.1:5432").await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        });
+        Self {
+            port,
+            tasks: Some(tasks),
+        }
+    }
+
+    /// Ends every connection through the proxy and stops listening.
+    fn cut(&mut self) {
+        self.tasks.take();
+    }
+}
+
+// Multi-threaded: the proxy runs in this process while the test blocks on a child's output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processor_that_loses_its_store_gives_its_partitions_up_and_takes_some_back_later() {
+    let Some(deployment) = Deployment::new(1500).await else {
+        return;
+    };
+    let mut proxy = Cuttable::open(0).await;
+    let via_proxy =
+        deployment
+            .store
+            .replacen("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port), 1);
+    assert_ne!(
+        via_proxy, deployment.store,
+        "the test store is on 127.0.0.1:5432"
+    );
+    let cut_off = deployment.start_on("processor", &via_proxy);
+    let steady = deployment.start("processor");
+    let gateway = deployment.start("gateway");
+    let api = Api::new(&gateway);
+    let (cut_api, steady_api) = (Api::new(&cut_off), Api::new(&steady));
+    until_partitions_owned(&[&cut_api, &steady_api], 8).await;
+    let owned = |health: &Value| {
+        health["details"]["node"]["partitions"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let (_, health) = cut_api.get("health").await;
+    assert!(
+        owned(&health) > 0,
+        "both processors hold partitions: {health}"
+    );
+
+    proxy.cut();
+    let cut_at = Instant::now();
+    // The steady processor ends up with every partition; the cut-off one with none.
+    until_partitions_owned(&[&steady_api], 8).await;
+    let (_, health) = cut_api.get("health").await;
+    assert_eq!(owned(&health), 0, "{health}");
+    eprintln!(
+        "the cut-off processor's partitions moved {:?} after its store went away",
+        cut_at.elapsed()
+    );
+    // Commands of every partition are processed meanwhile.
+    for n in 0..16 {
+        let (status, body) = api
+            .command(
+                &format!("account/cut-{n}/open"),
+                &format!("open-cut-{n}"),
+                json!({"name": "Ann", "balance": 1}),
+                "PROCESSED",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+
+    // The store answers again: the processor leases again and gets a share.
+    let _proxy = Cuttable::open(proxy.port).await;
+    let started = Instant::now();
+    loop {
+        let (_, health) = cut_api.get("health").await;
+        if owned(&health) > 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the processor never leased again: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    until_partitions_owned(&[&cut_api, &steady_api], 8).await;
+    gateway.stop();
+    steady.stop();
+    cut_off.stop();
 }

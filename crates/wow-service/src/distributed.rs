@@ -21,6 +21,9 @@ use tokio_util::sync::CancellationToken;
 use wow_core::command::WaitCoordinator;
 use wow_core::event::{FeedFollower, FeedWake};
 use wow_core::pipeline::{LocalPipeline, LocalPipelineBuilder};
+use std::time::Duration;
+
+use wow_core::eventsourcing::EventStore;
 use wow_core::{AggregateId, Stores};
 use wow_http::NodeStatus;
 use wow_nats::{
@@ -45,8 +48,7 @@ pub(crate) struct Distribution {
     lease_bucket: String,
     namespace: String,
     feed_wake: FeedWake,
-    lease_ttl: std::time::Duration,
-    leases: Option<PartitionLeases>,
+    lease_ttl: Duration,
     stop: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -92,7 +94,6 @@ impl Distribution {
             namespace: settings.distributed.namespace.clone(),
             feed_wake: FeedWake::new(),
             lease_ttl: settings.distributed.lease_ttl,
-            leases: None,
             stop: CancellationToken::new(),
             tasks: Vec::new(),
         }))
@@ -132,7 +133,7 @@ impl Distribution {
         let stream = ensure_command_stream(&jetstream, &self.config).await?;
         let consumer =
             PartitionConsumer::new(stream, self.config.clone(), pipeline.node(), notifier);
-        let owned = self.ownership().await?;
+        let owned = self.ownership(stores.events.clone()).await?;
         let reported = self.owned.clone();
         let mut watched = owned.clone();
         let (partitions, followed) = watch::channel(BTreeSet::new());
@@ -175,16 +176,29 @@ impl Distribution {
         Ok(())
     }
 
-    /// The partitions this node owns, as they change: leases in the namespace's bucket.
-    async fn ownership(&mut self) -> Result<watch::Receiver<OwnedPartitions>, NatsError> {
+    /// The partitions this node owns, as they change: leases in the namespace's bucket, held
+    /// while `store` answers (see [`hold_partitions`]).
+    async fn ownership(
+        &mut self,
+        store: Arc<dyn EventStore>,
+    ) -> Result<watch::Receiver<OwnedPartitions>, NatsError> {
         let jetstream = async_nats::jetstream::new(self.client.clone());
         let config = LeaseConfig::new(self.node_id.clone(), self.config.partitions)
             .bucket(self.lease_bucket.clone())
             .ttl(self.lease_ttl);
-        let leases = PartitionLeases::start(&jetstream, config).await?;
-        let owned = leases.owned();
-        self.leases = Some(leases);
-        Ok(owned)
+        // The first leases are taken here, so that a bucket that cannot be used stops the
+        // start with its error.
+        let leases = PartitionLeases::start(&jetstream, config.clone()).await?;
+        let (owned, receiver) = watch::channel(OwnedPartitions::new());
+        self.tasks.push(tokio::spawn(hold_partitions(
+            jetstream,
+            config,
+            leases,
+            store,
+            owned,
+            self.stop.clone(),
+        )));
+        Ok(receiver)
     }
 
     /// What `/health` reports of this node.
@@ -202,11 +216,6 @@ impl Distribution {
     /// gives up the partitions.
     pub(crate) async fn stop(mut self) {
         self.stop.cancel();
-        if let Some(leases) = self.leases.take() {
-            if let Err(error) = leases.stop().await {
-                tracing::warn!(%error, "the partitions were not all released; they expire by themselves");
-            }
-        }
         for task in self.tasks.drain(..) {
             if let Err(error) = task.await {
                 tracing::warn!(%error, "a distribution task failed");
@@ -218,6 +227,84 @@ impl Distribution {
 impl Drop for Distribution {
     fn drop(&mut self) {
         self.stop.cancel();
+    }
+}
+
+/// How often a processor checks that its store answers.
+const STORE_PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a probe of the store may take before it counts as failed.
+const STORE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Failed probes in a row after which a processor gives its partitions up.
+const STORE_PROBE_FAILURES: u32 = 3;
+
+/// Holds `leases` and publishes what they own into `owned`, for as long as `store` answers.
+/// After [`STORE_PROBE_FAILURES`] failed probes in a row the node gives every partition up
+/// (the consumers stop, the leases are released, so live processors take them at once), and
+/// leases again once the store answers: a processor that cannot append would otherwise keep
+/// its partitions' commands waiting. On `stop`, releases the leases.
+async fn hold_partitions(
+    jetstream: async_nats::jetstream::Context,
+    config: LeaseConfig,
+    leases: PartitionLeases,
+    store: Arc<dyn EventStore>,
+    owned: watch::Sender<OwnedPartitions>,
+    stop: CancellationToken,
+) {
+    let probe = AggregateId::new("wow", "health", "probe", "(probe)");
+    let mut leases = Some(leases);
+    let mut failures = 0u32;
+    let mut probe_every = tokio::time::interval(STORE_PROBE_EVERY);
+    loop {
+        let mut leased = leases.as_ref().map(PartitionLeases::owned);
+        if let Some(leased) = leased.as_mut() {
+            owned.send_replace(leased.borrow_and_update().clone());
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            changed = async {
+                match leased.as_mut() {
+                    Some(leased) => leased.changed().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if changed.is_err() {
+                    tracing::error!("the lease keeper stopped; leasing again");
+                    leases = None;
+                }
+                continue;
+            }
+            _ = probe_every.tick() => {}
+        }
+        let answers = matches!(
+            tokio::time::timeout(STORE_PROBE_TIMEOUT, store.last(&probe)).await,
+            Ok(Ok(_))
+        );
+        failures = if answers { 0 } else { failures.saturating_add(1) };
+        if failures >= STORE_PROBE_FAILURES {
+            if let Some(held) = leases.take() {
+                tracing::warn!("the store does not answer: giving every partition up");
+                owned.send_replace(OwnedPartitions::new());
+                if let Err(error) = held.stop().await {
+                    tracing::warn!(%error, "some leases were not released; they expire by themselves");
+                }
+            }
+        } else if answers && leases.is_none() {
+            match PartitionLeases::start(&jetstream, config.clone()).await {
+                Ok(started) => {
+                    tracing::info!("the store answers: leasing partitions again");
+                    leases = Some(started);
+                }
+                Err(error) => tracing::warn!(%error, "cannot lease partitions yet"),
+            }
+        }
+    }
+    owned.send_replace(OwnedPartitions::new());
+    if let Some(held) = leases {
+        if let Err(error) = held.stop().await {
+            tracing::warn!(%error, "some leases were not released; they expire by themselves");
+        }
     }
 }
 
