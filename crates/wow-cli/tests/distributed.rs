@@ -159,16 +159,41 @@ impl Deployment {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         Served::start(
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--store",
-                store,
-                "--role",
-                role,
-            ],
+            &["--listen", "127.0.0.1:0", "--store", store, "--role", role],
             &env,
         )
+    }
+
+    /// Removes what the deployment left: its schema, its command stream and lease bucket.
+    async fn clean(self) {
+        let (postgres, schema) = self.store.split_once("?schema=").unwrap();
+        if let Ok((client, connection)) =
+            tokio_postgres::connect(postgres, tokio_postgres::NoTls).await
+        {
+            tokio::spawn(connection);
+            let _ = client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .await;
+        }
+        let setting = |name: &str| {
+            self.env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let (Some(url), Some(namespace)) = (setting("WOW_NATS_URL"), setting("WOW_NATS_NAMESPACE"))
+        else {
+            return;
+        };
+        if let Ok(client) = async_nats::connect(url).await {
+            let jetstream = async_nats::jetstream::new(client);
+            let _ = jetstream
+                .delete_stream(format!("{}_COMMANDS", namespace.to_uppercase()))
+                .await;
+            let _ = jetstream
+                .delete_key_value(format!("{namespace}_partitions"))
+                .await;
+        }
     }
 
     async fn events(&self) -> PostgresStore {
@@ -299,6 +324,7 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
     gateway.stop();
     processor.stop();
     other.stop();
+    deployment.clean().await;
 }
 
 /// What one caller learned of one deposit.
@@ -487,6 +513,7 @@ async fn processors_killed_under_load_lose_nothing_acknowledged_and_apply_nothin
     for processor in processors {
         processor.stop();
     }
+    deployment.clean().await;
 }
 
 #[tokio::test]
@@ -630,6 +657,7 @@ async fn nats_killed_and_restarted_under_load_loses_no_acknowledged_command() {
     );
     gateway.stop();
     processor.stop();
+    deployment.clean().await;
 }
 
 /// A TCP proxy to PostgreSQL that can be cut: every connection through it ends at once, and
@@ -742,4 +770,5 @@ async fn a_processor_that_loses_its_store_gives_its_partitions_up_and_takes_some
     gateway.stop();
     steady.stop();
     cut_off.stop();
+    deployment.clean().await;
 }
