@@ -370,8 +370,24 @@ async fn processors_killed_under_load_lose_nothing_acknowledged_and_apply_nothin
             tokio::spawn(async move {
                 let mut answers = Vec::new();
                 let mut n = 0;
+                let mut overdrafts = Vec::new();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let account = &accounts[(caller * 7 + n) % accounts.len()];
+                    if n % 5 == 4 {
+                        // An overdraft: rejected for good, and recorded as such (SPEC ID-6).
+                        let request_id = format!("over-{caller}-{n}");
+                        let (status, body) = api
+                            .command(
+                                &format!("account/{account}/withdraw"),
+                                &request_id,
+                                json!({"amount": 1_000_000_000}),
+                                "PROCESSED",
+                            )
+                            .await;
+                        overdrafts.push((account.clone(), request_id, status, body));
+                        n += 1;
+                        continue;
+                    }
                     let request_id = format!("dep-{caller}-{n}");
                     let (status, body) = api
                         .command(
@@ -389,7 +405,7 @@ async fn processors_killed_under_load_lose_nothing_acknowledged_and_apply_nothin
                     answers.push((account.clone(), request_id, answer));
                     n += 1;
                 }
-                answers
+                (answers, overdrafts)
             })
         })
         .collect();
@@ -417,8 +433,48 @@ async fn processors_killed_under_load_lose_nothing_acknowledged_and_apply_nothin
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut answers = Vec::new();
+    let mut overdrafts = Vec::new();
     for caller in callers {
-        answers.extend(caller.await.unwrap());
+        let (answered, overdrawn) = caller.await.unwrap();
+        answers.extend(answered);
+        overdrafts.extend(overdrawn);
+    }
+
+    // No intent ends both rejected and appended: every overdraft is rejected (answered so,
+    // or looked up after its processor died, or resent), recorded, and never in history.
+    let store = deployment.events().await;
+    for (account, request_id, status, body) in &overdrafts {
+        if *status != StatusCode::UNPROCESSABLE_ENTITY {
+            let (_, outcome) = api
+                .get(&format!("account/{account}/requests/{request_id}"))
+                .await;
+            if outcome["status"] != "REJECTED" {
+                let (status, body) = api
+                    .command(
+                        &format!("account/{account}/withdraw"),
+                        request_id,
+                        json!({"amount": 1_000_000_000}),
+                        "PROCESSED",
+                    )
+                    .await;
+                assert_eq!(
+                    status,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "{request_id}: {body}"
+                );
+            }
+        } else {
+            assert_eq!(body["errorCode"], "InsufficientBalance", "{body}");
+        }
+        let id = AggregateId::new("bank", "account", account, wow_core::DEFAULT_TENANT_ID);
+        let decision = store.find_decision(&id, request_id).await.unwrap();
+        assert!(
+            matches!(
+                decision,
+                Some(wow_core::eventsourcing::RequestDecision::Rejected(_))
+            ),
+            "{request_id}: {decision:?}"
+        );
     }
 
     // A caller whose processor died learns what happened from the look-up, and resends
@@ -451,7 +507,6 @@ async fn processors_killed_under_load_lose_nothing_acknowledged_and_apply_nothin
         }
     }
 
-    let store = deployment.events().await;
     let mut appended: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for account in &accounts {
         let id = AggregateId::new("bank", "account", account, wow_core::DEFAULT_TENANT_ID);
@@ -507,7 +562,10 @@ async fn processors_killed_under_load_lose_nothing_acknowledged_and_apply_nothin
             processed += 1;
         }
     }
-    eprintln!("{processed} acknowledged at PROCESSED, {resolved} resolved after the kill");
+    eprintln!(
+        "{processed} acknowledged at PROCESSED, {resolved} resolved after the kills, {} overdrafts rejected once each",
+        overdrafts.len()
+    );
     assert!(processed > 0);
     gateway.stop();
     for processor in processors {
