@@ -18,7 +18,7 @@ use wow_core::eventsourcing::EventStore;
 use wow_core::AggregateId;
 use wow_postgres::{PostgresOptions, PostgresStore};
 
-const PATIENCE: Duration = Duration::from_secs(30);
+const PATIENCE: Duration = Duration::from_secs(60);
 
 /// One deployment's names: a PostgreSQL schema and a NATS namespace no other test uses.
 struct Deployment {
@@ -262,6 +262,9 @@ async fn until_partitions_owned(processors: &[&Api], partitions: u64) -> Duratio
         }
         owned.sort_unstable();
         if owned == (0..partitions).collect::<Vec<_>>() {
+            if started.elapsed() > Duration::from_secs(5) {
+                eprintln!("the partitions took {:?} to settle", started.elapsed());
+            }
             return started.elapsed();
         }
         assert!(
@@ -424,9 +427,10 @@ async fn processors_killed_under_load_lose_nothing_acknowledged_and_apply_nothin
         "partitions moved to the survivor {takeovers:?} after each kill (lease TTL {TTL_MS} ms)"
     );
     for takeover in &takeovers {
-        // The lease TTL, a keeper round (TTL/3), and the health polling.
+        // The lease TTL, a keeper round (TTL/3) and the health polling, with room for a
+        // loaded machine.
         assert!(
-            *takeover < Duration::from_millis(TTL_MS * 2 + 1000),
+            *takeover < Duration::from_millis(TTL_MS * 3 + 2000),
             "{takeovers:?}"
         );
     }
