@@ -344,3 +344,76 @@ async fn a_rejection_redelivered_to_a_new_owner_is_answered_from_its_rejection_r
     stop(token, tasks).await;
     setup::remove_stream(&client, &config).await;
 }
+
+#[tokio::test]
+async fn a_message_from_an_older_gateway_is_processed_and_one_from_a_newer_is_refused_by_name() {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let waits = WaitCoordinator::new();
+    let signals = WaitSignals::listen(&client, config.wait_subject("raw"), waits.clone())
+        .await
+        .unwrap();
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let notifier = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let processor = node(&store, notifier.clone());
+    let (token, tasks) = consume_all(&client, &config, processor, notifier).await;
+
+    // Published as a gateway of another build would: the JSON message and its reply subject,
+    // with or without the protocol header (none: protocol 0, before the header existed).
+    let publish = |command: JsonCommand| {
+        let jetstream = jetstream.clone();
+        let config = config.clone();
+        async move {
+            let subject =
+                config.partition_subject(wow_nats::command_partition(&command, config.partitions));
+            jetstream
+                .publish(subject, serde_json::to_vec(&command).unwrap().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    };
+    let reply = signals.subject().to_owned();
+    let older =
+        open(&account("from-older"), 1).with_header(wow_nats::WAIT_REPLY_HEADER, reply.clone());
+    let mut handle = waits.observe(&older.id, WaitPlan::processed().with_timeout(DEADLINE));
+    publish(older).await;
+    let answer = tokio::time::timeout(DEADLINE, handle.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(answer.succeeded, "{answer:?}");
+    assert_eq!(answer.aggregate_version, Some(1));
+
+    let newer = open(&account("from-newer"), 1)
+        .with_header(wow_nats::WAIT_REPLY_HEADER, reply)
+        .with_header(
+            wow_core::command::PROTOCOL_HEADER,
+            (wow_core::command::PROTOCOL_VERSION + 1).to_string(),
+        );
+    let mut handle = waits.observe(&newer.id, WaitPlan::processed().with_timeout(DEADLINE));
+    publish(newer).await;
+    let answer = tokio::time::timeout(DEADLINE, handle.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!answer.succeeded);
+    assert!(
+        answer
+            .error_msg
+            .contains("upgrade processing nodes before gateways"),
+        "{answer:?}"
+    );
+    assert!(store
+        .load(&account("from-newer"), 1, u64::MAX)
+        .await
+        .unwrap()
+        .is_empty());
+
+    stop(token, tasks).await;
+    setup::remove_stream(&client, &config).await;
+}
