@@ -304,6 +304,48 @@ async fn a_crashed_nodes_partitions_go_to_the_surviving_node() {
 }
 
 /// Waits until `fence` is lost; returns when.
+/// Node `a` alone on a bucket of one partition, once it holds it: its handle, its owned set
+/// and the partition's fence.
+async fn holder_of_partition_0(
+    js: &jetstream::Context,
+    bucket: &str,
+    ttl: Duration,
+) -> (PartitionLeases, watch::Receiver<OwnedPartitions>, Fence) {
+    let a = PartitionLeases::start(js, config("a", bucket, 1, ttl))
+        .await
+        .unwrap();
+    let mut a_owned = a.owned();
+    let a_fence = wait_for(&mut a_owned, Instant::now() + ttl * 3, "a owns 0", |o| {
+        o.contains_key(&0)
+    })
+    .await[&0]
+        .clone();
+    (a, a_owned, a_fence)
+}
+
+/// Node `a` holds partition 0, then another writer puts `value` into its key: `a`'s handle,
+/// owned set and fence, the bucket, when the write was made and when the fence was lost.
+async fn overwritten(
+    js: &jetstream::Context,
+    bucket: &str,
+    ttl: Duration,
+    value: &'static str,
+) -> (
+    PartitionLeases,
+    watch::Receiver<OwnedPartitions>,
+    Fence,
+    jetstream::kv::Store,
+    Instant,
+    Instant,
+) {
+    let (a, a_owned, a_fence) = holder_of_partition_0(js, bucket, ttl).await;
+    let kv = js.get_key_value(bucket).await.unwrap();
+    let written = Instant::now();
+    kv.put("partition.0", value.into()).await.unwrap();
+    let stopped = lost_at(&a_fence, written + ttl).await;
+    (a, a_owned, a_fence, kv, written, stopped)
+}
+
 async fn lost_at(fence: &Fence, deadline: Instant) -> Instant {
     timeout_at(deadline, fence.lost())
         .await
@@ -316,15 +358,7 @@ async fn a_crashed_nodes_fence_stops_before_another_node_acquires() {
     let Some(js) = jetstream().await else { return };
     let bucket = unique_bucket("fence_crash");
     let ttl = Duration::from_secs(1);
-    let a = PartitionLeases::start(&js, config("a", &bucket, 1, ttl))
-        .await
-        .unwrap();
-    let mut a_owned = a.owned();
-    let a_fence = wait_for(&mut a_owned, Instant::now() + ttl * 3, "a owns 0", |o| {
-        o.contains_key(&0)
-    })
-    .await[&0]
-        .clone();
+    let (a, _a_owned, a_fence) = holder_of_partition_0(&js, &bucket, ttl).await;
 
     a.abort();
     let b = PartitionLeases::start(&js, config("b", &bucket, 1, ttl))
@@ -355,15 +389,7 @@ async fn a_node_cut_off_from_nats_stops_before_another_node_acquires() {
     let a_js = jetstream::new(a_client.clone());
     let bucket = unique_bucket("fence_cut");
     let ttl = Duration::from_secs(1);
-    let a = PartitionLeases::start(&a_js, config("a", &bucket, 1, ttl))
-        .await
-        .unwrap();
-    let mut a_owned = a.owned();
-    let a_fence = wait_for(&mut a_owned, Instant::now() + ttl * 3, "a owns 0", |o| {
-        o.contains_key(&0)
-    })
-    .await[&0]
-        .clone();
+    let (a, mut a_owned, a_fence) = holder_of_partition_0(&a_js, &bucket, ttl).await;
 
     // A's keeper runs on, but none of its requests reach the server any more.
     a_client.drain().await.unwrap();
@@ -470,20 +496,8 @@ async fn a_lease_overwritten_by_another_writer_ends_at_once() {
     let Some(js) = jetstream().await else { return };
     let bucket = unique_bucket("cas");
     let ttl = Duration::from_secs(2);
-    let a = PartitionLeases::start(&js, config("a", &bucket, 1, ttl))
-        .await
-        .unwrap();
-    let mut a_owned = a.owned();
-    let a_fence = wait_for(&mut a_owned, Instant::now() + ttl * 3, "a owns 0", |o| {
-        o.contains_key(&0)
-    })
-    .await[&0]
-        .clone();
-
-    let kv = js.get_key_value(&bucket).await.unwrap();
-    let written = Instant::now();
-    kv.put("partition.0", "intruder".into()).await.unwrap();
-    let stopped = lost_at(&a_fence, written + ttl).await;
+    let (a, mut a_owned, a_fence, kv, written, stopped) =
+        overwritten(&js, &bucket, ttl, "intruder").await;
     eprintln!(
         "lease ended {:?} after the foreign write",
         stopped - written
@@ -515,20 +529,7 @@ async fn a_lease_overwritten_with_the_holders_id_ends_at_the_next_renewal() {
     let Some(js) = jetstream().await else { return };
     let bucket = unique_bucket("cas_same_id");
     let ttl = Duration::from_secs(2);
-    let a = PartitionLeases::start(&js, config("a", &bucket, 1, ttl))
-        .await
-        .unwrap();
-    let mut a_owned = a.owned();
-    let a_fence = wait_for(&mut a_owned, Instant::now() + ttl * 3, "a owns 0", |o| {
-        o.contains_key(&0)
-    })
-    .await[&0]
-        .clone();
-
-    let kv = js.get_key_value(&bucket).await.unwrap();
-    let written = Instant::now();
-    kv.put("partition.0", "a".into()).await.unwrap();
-    let stopped = lost_at(&a_fence, written + ttl).await;
+    let (a, _a_owned, a_fence, _kv, written, stopped) = overwritten(&js, &bucket, ttl, "a").await;
     eprintln!(
         "lease ended {:?} after the same-id write",
         stopped - written

@@ -21,7 +21,7 @@ use crate::runtime::event::{InMemoryDomainEventBus, DEFAULT_PARTITION_CAPACITY};
 use crate::runtime::eventsourcing::{SnapshotStrategy, Snapshotter};
 use crate::runtime::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
-    IdempotencyConfig, NoopRequestIdExistenceChecker, RequestIdChecker,
+    IdempotencyConfig, NoopRequestIdExistenceChecker, RequestIdChecker, RequestIdExistenceChecker,
 };
 use crate::runtime::metrics::PipelineMetrics;
 use crate::runtime::saga::DynSaga;
@@ -326,15 +326,11 @@ fn bloom_only_checker(
     metrics: &Arc<PipelineMetrics>,
     time: &TimeAndIds,
 ) -> Arc<dyn RequestIdChecker> {
-    Arc::new(
-        DefaultRequestIdChecker::new(
-            Arc::new(BloomIdempotencyCheckerProvider::with_clock(
-                idempotency.clone(),
-                time.clock.clone(),
-            )),
-            Arc::new(NoopRequestIdExistenceChecker),
-        )
-        .with_metrics(metrics.clone()),
+    filters_before(
+        Arc::new(NoopRequestIdExistenceChecker),
+        idempotency,
+        metrics,
+        time,
     )
 }
 
@@ -345,13 +341,28 @@ fn checker(
     metrics: &Arc<PipelineMetrics>,
     time: &TimeAndIds,
 ) -> Arc<dyn RequestIdChecker> {
+    filters_before(
+        Arc::new(EventStoreRequestIdExistenceChecker::new(store.clone())),
+        idempotency,
+        metrics,
+        time,
+    )
+}
+
+/// Bloom filters rotating by the pipeline's clock, asking `existence` on a maybe-seen id.
+fn filters_before(
+    existence: Arc<dyn RequestIdExistenceChecker>,
+    idempotency: &IdempotencyConfig,
+    metrics: &Arc<PipelineMetrics>,
+    time: &TimeAndIds,
+) -> Arc<dyn RequestIdChecker> {
     Arc::new(
         DefaultRequestIdChecker::new(
             Arc::new(BloomIdempotencyCheckerProvider::with_clock(
                 idempotency.clone(),
                 time.clock.clone(),
             )),
-            Arc::new(EventStoreRequestIdExistenceChecker::new(store.clone())),
+            existence,
         )
         .with_metrics(metrics.clone()),
     )
