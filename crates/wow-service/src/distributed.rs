@@ -18,10 +18,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use std::time::Duration;
 use wow_core::command::WaitCoordinator;
 use wow_core::event::{FeedFollower, FeedWake};
 use wow_core::pipeline::{LocalPipeline, LocalPipelineBuilder};
-use std::time::Duration;
 
 use wow_core::eventsourcing::EventStore;
 use wow_core::{AggregateId, Stores};
@@ -281,7 +281,11 @@ async fn hold_partitions(
             tokio::time::timeout(STORE_PROBE_TIMEOUT, store.last(&probe)).await,
             Ok(Ok(_))
         );
-        failures = if answers { 0 } else { failures.saturating_add(1) };
+        failures = if answers {
+            0
+        } else {
+            failures.saturating_add(1)
+        };
         if failures >= STORE_PROBE_FAILURES {
             if let Some(held) = leases.take() {
                 tracing::warn!("the store does not answer: giving every partition up");

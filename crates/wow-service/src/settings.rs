@@ -19,6 +19,7 @@
 //! The flags are read by [`Settings::from_command_line`] (see [`ServeArgs`](crate::ServeArgs)).
 
 mod distributed;
+mod role;
 mod sources;
 
 use std::collections::HashMap;
@@ -31,7 +32,8 @@ use wow_http::{HttpConfig, ServerLimits};
 
 use sources::{Env, FileConfig};
 
-pub use distributed::{DistributedSettings, Role};
+pub use distributed::DistributedSettings;
+pub use role::Role;
 
 /// The default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use wow_core::idempotency::IdempotencyConfig;
 
+use super::role::Role;
 use super::SettingsError;
 
 /// The TOML file, every key optional; an unknown key is an error.
@@ -26,8 +27,22 @@ pub(super) struct FileConfig {
     pub(super) compensation: Option<CompensationConfig>,
     #[serde(default)]
     pub(super) auth_tokens: HashMap<String, String>,
-    pub(super) role: Option<super::Role>,
-    pub(super) nats: Option<super::distributed::NatsFile>,
+    pub(super) role: Option<Role>,
+    pub(super) nats: Option<NatsFile>,
+}
+
+/// `[nats]` in the TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NatsFile {
+    pub(super) url: Option<String>,
+    pub(super) partitions: Option<u32>,
+    pub(super) replicas: Option<usize>,
+    pub(super) storage: Option<String>,
+    pub(super) lease_ttl_ms: Option<u64>,
+    pub(super) ack_wait_ms: Option<u64>,
+    pub(super) node_id: Option<String>,
+    pub(super) namespace: Option<String>,
 }
 
 /// `[compensation]`: how failed consumers are retried (SPEC DS-4).
