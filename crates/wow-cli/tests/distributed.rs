@@ -280,11 +280,34 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
     let Some(deployment) = Deployment::new(2000).await else {
         return;
     };
-    let processor = deployment.start("processor");
-    let other = deployment.start("processor");
+    // A gateway started before any processor takes commands at SENT: they wait in the
+    // stream, and the first processor handles them.
     let gateway = deployment.start("gateway");
     let api = Api::new(&gateway);
+    let (status, body) = api
+        .command(
+            "account/early/open",
+            "open-early",
+            json!({"name": "Eve", "balance": 1}),
+            "SENT",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let processor = deployment.start("processor");
+    let other = deployment.start("processor");
     until_partitions_owned(&[&Api::new(&processor), &Api::new(&other)], 8).await;
+    let started = Instant::now();
+    loop {
+        let (_, outcome) = api.get("account/early/requests/open-early").await;
+        if outcome["status"] == "APPENDED" {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the early command was not processed: {outcome}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     let (status, _) = api
         .command(

@@ -6,26 +6,31 @@
 //!   runs no consumer and retries no failure: the processors do.
 //! - A **processor** owns command partitions, hands their commands to its node, publishes
 //!   every stage signal to the gateway that took the command, and runs the consumers over
-//!   the streams it appends. Its own gateway (its sagas', its HTTP routes') sends on NATS
-//!   too, so that a command always meets the owner of its partition.
+//!   the store's global feed for those partitions ([`FeedFollower`]). Its own gateway (its
+//!   sagas', its HTTP routes') sends on NATS too, so that a command always meets the owner
+//!   of its partition. It holds its partitions only while its store answers
+//!   ([`ownership`]).
 
+mod ownership;
+mod status;
+
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_nats::connection::State;
-use serde_json::json;
-use std::collections::BTreeSet;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-use std::time::Duration;
 use wow_core::command::WaitCoordinator;
 use wow_core::event::{FeedFollower, FeedWake};
-use wow_core::pipeline::{LocalPipeline, LocalPipelineBuilder};
-
 use wow_core::eventsourcing::EventStore;
+use wow_core::pipeline::{LocalPipeline, LocalPipelineBuilder};
 use wow_core::{AggregateId, Stores};
 use wow_http::NodeStatus;
+
+use ownership::hold_partitions;
+use status::Status;
 use wow_nats::{
     ensure_command_stream, partition_of, LeaseConfig, NatsCommandBus, NatsConfig, NatsError,
     NatsWaitNotifier, OwnedPartitions, PartitionConsumer, PartitionLeases, WaitSignals,
@@ -73,6 +78,11 @@ impl Distribution {
         let config = Arc::new(settings.distributed.nats_config(url));
         let client =
             wow_nats::connect(&config, &format!("wow-{}-{node_id}", settings.role)).await?;
+        // Both roles make the command stream when it is missing, so a gateway started before
+        // any processor can send (its commands wait in the stream for one).
+        if client.connection_state() == State::Connected {
+            ensure_command_stream(&async_nats::jetstream::new(client.clone()), &config).await?;
+        }
         let waits = WaitCoordinator::new();
         let signals =
             WaitSignals::listen(&client, config.wait_subject(&node_id), waits.clone()).await?;
@@ -230,88 +240,6 @@ impl Drop for Distribution {
     }
 }
 
-/// How often a processor checks that its store answers.
-const STORE_PROBE_EVERY: Duration = Duration::from_secs(1);
-
-/// How long a probe of the store may take before it counts as failed.
-const STORE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Failed probes in a row after which a processor gives its partitions up.
-const STORE_PROBE_FAILURES: u32 = 3;
-
-/// Holds `leases` and publishes what they own into `owned`, for as long as `store` answers.
-/// After [`STORE_PROBE_FAILURES`] failed probes in a row the node gives every partition up
-/// (the consumers stop, the leases are released, so live processors take them at once), and
-/// leases again once the store answers: a processor that cannot append would otherwise keep
-/// its partitions' commands waiting. On `stop`, releases the leases.
-async fn hold_partitions(
-    jetstream: async_nats::jetstream::Context,
-    config: LeaseConfig,
-    leases: PartitionLeases,
-    store: Arc<dyn EventStore>,
-    owned: watch::Sender<OwnedPartitions>,
-    stop: CancellationToken,
-) {
-    let probe = AggregateId::new("wow", "health", "probe", "(probe)");
-    let mut leases = Some(leases);
-    let mut failures = 0u32;
-    let mut probe_every = tokio::time::interval(STORE_PROBE_EVERY);
-    loop {
-        let mut leased = leases.as_ref().map(PartitionLeases::owned);
-        if let Some(leased) = leased.as_mut() {
-            owned.send_replace(leased.borrow_and_update().clone());
-        }
-        tokio::select! {
-            () = stop.cancelled() => break,
-            changed = async {
-                match leased.as_mut() {
-                    Some(leased) => leased.changed().await,
-                    None => std::future::pending().await,
-                }
-            } => {
-                if changed.is_err() {
-                    tracing::error!("the lease keeper stopped; leasing again");
-                    leases = None;
-                }
-                continue;
-            }
-            _ = probe_every.tick() => {}
-        }
-        let answers = matches!(
-            tokio::time::timeout(STORE_PROBE_TIMEOUT, store.last(&probe)).await,
-            Ok(Ok(_))
-        );
-        failures = if answers {
-            0
-        } else {
-            failures.saturating_add(1)
-        };
-        if failures >= STORE_PROBE_FAILURES {
-            if let Some(held) = leases.take() {
-                tracing::warn!("the store does not answer: giving every partition up");
-                owned.send_replace(OwnedPartitions::new());
-                if let Err(error) = held.stop().await {
-                    tracing::warn!(%error, "some leases were not released; they expire by themselves");
-                }
-            }
-        } else if answers && leases.is_none() {
-            match PartitionLeases::start(&jetstream, config.clone()).await {
-                Ok(started) => {
-                    tracing::info!("the store answers: leasing partitions again");
-                    leases = Some(started);
-                }
-                Err(error) => tracing::warn!(%error, "cannot lease partitions yet"),
-            }
-        }
-    }
-    owned.send_replace(OwnedPartitions::new());
-    if let Some(held) = leases {
-        if let Err(error) = held.stop().await {
-            tracing::warn!(%error, "some leases were not released; they expire by themselves");
-        }
-    }
-}
-
 /// A name for this node that no other process, here or elsewhere, takes.
 fn default_node_id() -> String {
     let host = std::env::var("HOSTNAME")
@@ -323,34 +251,4 @@ fn default_node_id() -> String {
         .get(unique.len().saturating_sub(8)..)
         .unwrap_or(&unique);
     format!("{host}-{}-{tail}", std::process::id())
-}
-
-#[derive(Debug)]
-struct Status {
-    role: Role,
-    node_id: String,
-    client: async_nats::Client,
-    owned: Arc<Mutex<Vec<u32>>>,
-    partitions: u32,
-}
-
-impl NodeStatus for Status {
-    fn status(&self) -> serde_json::Value {
-        let nats = match self.client.connection_state() {
-            State::Connected => "CONNECTED",
-            State::Disconnected => "DISCONNECTED",
-            State::Pending => "CONNECTING",
-        };
-        let mut status = json!({
-            "role": self.role.as_str(),
-            "nodeId": self.node_id,
-            "nats": nats,
-            "partitionCount": self.partitions,
-        });
-        if self.role == Role::Processor {
-            let owned = self.owned.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            status["partitions"] = json!(owned);
-        }
-        status
-    }
 }

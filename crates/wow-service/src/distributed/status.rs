@@ -1,0 +1,40 @@
+//! What `/health` reports of a gateway or processor: role, node, NATS connection, partitions.
+
+use std::sync::{Arc, Mutex};
+
+use async_nats::connection::State;
+use serde_json::json;
+use wow_http::NodeStatus;
+
+use crate::settings::Role;
+
+/// What `/health` says of a gateway or processor.
+#[derive(Debug)]
+pub(super) struct Status {
+    pub(super) role: Role,
+    pub(super) node_id: String,
+    pub(super) client: async_nats::Client,
+    pub(super) owned: Arc<Mutex<Vec<u32>>>,
+    pub(super) partitions: u32,
+}
+
+impl NodeStatus for Status {
+    fn status(&self) -> serde_json::Value {
+        let nats = match self.client.connection_state() {
+            State::Connected => "CONNECTED",
+            State::Disconnected => "DISCONNECTED",
+            State::Pending => "CONNECTING",
+        };
+        let mut status = json!({
+            "role": self.role.as_str(),
+            "nodeId": self.node_id,
+            "nats": nats,
+            "partitionCount": self.partitions,
+        });
+        if self.role == Role::Processor {
+            let owned = self.owned.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            status["partitions"] = json!(owned);
+        }
+        status
+    }
+}
