@@ -142,10 +142,58 @@ pub(crate) async fn events(
     };
     // The tenant leads the store's key: the load sees only the caller's tenant (SPEC TN-1),
     // and an aggregate it does not hold is an empty history, as in any tenant.
+    let runtime = match state.registry().find(&name) {
+        Ok(runtime) => runtime.clone(),
+        Err(unknown) => return not_found(unknown.to_string()),
+    };
     match state.store().load(&aggregate_id, head, tail).await {
-        Ok(streams) => Json(streams).into_response(),
+        Ok(streams) => match streams
+            .iter()
+            .map(|stream| today(runtime.as_ref(), stream))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(streams) => Json(streams).into_response(),
+            Err(error) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({"errorCode": error.error_code(), "errorMsg": error.to_string()})),
+            )
+                .into_response(),
+        },
         Err(error) => store_failed(&error),
     }
+}
+
+/// `stream` as JSON with its events in today's shape (the aggregate's upcasters applied).
+/// An event that was upcast says what it was stored as: `storedName` and `storedRevision`;
+/// the parts of a split event after the first get the id `{id}.{n}`.
+fn today(
+    runtime: &dyn wow_core::aggregate::AggregateRuntime,
+    stream: &wow_core::DomainEventStream,
+) -> Result<serde_json::Value, wow_core::aggregate::AggregateError> {
+    let shapes = runtime.upcast(stream)?;
+    let mut json = serde_json::to_value(stream).unwrap_or_default();
+    let mut parts = std::collections::HashMap::<usize, usize>::new();
+    let events: Vec<serde_json::Value> = shapes
+        .into_iter()
+        .map(|(index, shape)| {
+            let stored = &stream.body[index];
+            let part = parts.entry(index).or_default();
+            let id = if *part == 0 {
+                stored.id.clone()
+            } else {
+                format!("{}.{part}", stored.id)
+            };
+            *part += 1;
+            let mut event = json!({"id": id, "name": shape.name, "revision": shape.revision, "body": shape.body});
+            if shape.name != stored.name || shape.revision != stored.revision {
+                event["storedName"] = json!(stored.name);
+                event["storedRevision"] = json!(stored.revision);
+            }
+            event
+        })
+        .collect();
+    json["body"] = json!(events);
+    Ok(json)
 }
 
 /// `GET /{aggregate}/{id}/requests/{requestId}` (SPEC TO-1), through

@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 
+use crate::model::event::Upcasters;
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::command::{CommandBody, EventBody};
 use crate::model::error_code::ErrorCode;
@@ -156,6 +157,13 @@ pub trait Aggregate: Send + Sync + 'static {
 
     /// Folds one event into the state.
     fn apply(state: &mut Self::State, event: &Self::Event);
+
+    /// How events stored in older shapes are read today (see [`Upcasters`]): renamed or
+    /// reshaped fields, split, renamed or dropped events. Default: none. Asked once per
+    /// process; applied on every read of history, never written back.
+    fn upcasters() -> Upcasters {
+        Upcasters::new()
+    }
 
     /// The aggregate's type.
     fn named_aggregate() -> NamedAggregate {

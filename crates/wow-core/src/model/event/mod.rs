@@ -1,3 +1,5 @@
 mod stream;
+mod upcast;
 
 pub use stream::{DomainEvent, DomainEventStream};
+pub use upcast::{EventShape, UpcastError, Upcasters};

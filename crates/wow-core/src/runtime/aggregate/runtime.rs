@@ -1,9 +1,11 @@
 //! A typed aggregate behind a JSON-in/JSON-out interface, so HTTP and the bus can carry it.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use serde_json::Value;
 
@@ -13,7 +15,7 @@ use crate::model::aggregate::{
 };
 use crate::model::aggregate_id::NamedAggregate;
 use crate::model::command::{CommandBody, CommandInfo, CommandKind, EventBody};
-use crate::model::event::{DomainEvent, DomainEventStream};
+use crate::model::event::{DomainEvent, DomainEventStream, EventShape, Upcasters};
 use crate::model::panic::panic_message;
 
 /// A command decoded and validated against its aggregate, ready to be handled.
@@ -70,6 +72,12 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     /// The state a snapshot holds; one that does not decode is
     /// [`AggregateError::CorruptHistory`] (the caller may replay from the events instead).
     fn restore_state(&self, snapshot: &Snapshot) -> Result<AggregateState, AggregateError>;
+
+    /// `stream`'s events as today's code reads them: each stored event through the
+    /// aggregate's [`Upcasters`], with the index of the stored event it came from (a split
+    /// gives several with one index; a dropped event none). For showing history; nothing is
+    /// written back. An event the upcasters refuse is [`AggregateError::CorruptHistory`].
+    fn upcast(&self, stream: &DomainEventStream) -> Result<Vec<(usize, EventShape)>, AggregateError>;
 
     /// Folds `stream` into `state`. The stream must be the next version; a gap, an unknown
     /// event or a malformed body is [`AggregateError::CorruptHistory`] and leaves `state` as
@@ -128,21 +136,85 @@ impl<A: Aggregate> TypedAggregateRuntime<A> {
     }
 }
 
-/// Decodes the typed events of one stream.
+/// The upcasters `A` declares, asked once per process; `None` when it declares none.
+pub(crate) fn upcasters_of<A: Aggregate>() -> Option<Arc<Upcasters>> {
+    static CACHE: OnceLock<RwLock<HashMap<TypeId, Option<Arc<Upcasters>>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = TypeId::of::<A>();
+    if let Some(known) = cache.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return known.clone();
+    }
+    let made = Some(A::upcasters())
+        .filter(|upcasters| !upcasters.is_empty())
+        .map(Arc::new);
+    cache
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, made.clone());
+    made
+}
+
+/// Today's shape of the events of one stream: each stored event through `upcasters` (when
+/// one applies to its name and revision), in order. A dropped event yields nothing; a split
+/// one several. The error names the event and the revision it was stored at.
+pub(crate) fn upcast_events(
+    upcasters: Option<&Upcasters>,
+    stream: &DomainEventStream,
+) -> Result<Vec<(usize, EventShape)>, AggregateError> {
+    let mut shapes = Vec::with_capacity(stream.body.len());
+    for (index, event) in stream.body.iter().enumerate() {
+        let stored = EventShape::new(event.name.clone(), event.revision.clone(), event.body.clone());
+        match upcasters.filter(|u| u.applies_to(&event.name, &event.revision)) {
+            None => shapes.push((index, stored)),
+            Some(upcasters) => {
+                let today = upcasters
+                    .apply(stored)
+                    .map_err(|error| undecodable(stream, event, &error.to_string()))?;
+                shapes.extend(today.into_iter().map(|shape| (index, shape)));
+            }
+        }
+    }
+    Ok(shapes)
+}
+
+/// The history of `stream` cannot be read: names the aggregate, the version, the event and the
+/// revision it was stored at (the aggregate is quarantined by its caller).
+fn undecodable(stream: &DomainEventStream, event: &DomainEvent, why: &str) -> AggregateError {
+    AggregateError::CorruptHistory {
+        aggregate_id: Box::new(stream.aggregate_id.clone()),
+        version: stream.version,
+        message: format!(
+            "event `{}` stored at revision {} does not decode: {why}",
+            event.name, event.revision
+        ),
+    }
+}
+
+/// Decodes the typed events of one stream, upcast to today's shapes first.
 pub(crate) fn decode_events<A: Aggregate>(
     stream: &DomainEventStream,
 ) -> Result<Vec<A::Event>, AggregateError> {
-    stream
-        .body
-        .iter()
-        .map(|event| {
-            event
-                .decode::<A::Event>()
-                .map_err(|error| AggregateError::CorruptHistory {
-                    aggregate_id: Box::new(stream.aggregate_id.clone()),
-                    version: stream.version,
-                    message: error.to_string(),
-                })
+    let upcasters = upcasters_of::<A>();
+    let upcasters = upcasters
+        .as_deref()
+        .filter(|u| stream.body.iter().any(|e| u.applies_to(&e.name, &e.revision)));
+    let Some(upcasters) = upcasters else {
+        // Nothing to upcast: decode as stored.
+        return stream
+            .body
+            .iter()
+            .map(|event| {
+                event
+                    .decode::<A::Event>()
+                    .map_err(|error| undecodable(stream, event, &error.to_string()))
+            })
+            .collect();
+    };
+    upcast_events(Some(upcasters), stream)?
+        .into_iter()
+        .map(|(index, shape)| {
+            A::Event::from_body(&shape.name, &shape.body)
+                .map_err(|error| undecodable(stream, &stream.body[index], &error.to_string()))
         })
         .collect()
 }
@@ -199,6 +271,10 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
 
     fn initial_state(&self) -> AggregateState {
         AggregateState::new(A::State::default(), 0)
+    }
+
+    fn upcast(&self, stream: &DomainEventStream) -> Result<Vec<(usize, EventShape)>, AggregateError> {
+        upcast_events(upcasters_of::<A>().as_deref(), stream)
     }
 
     fn restore_state(&self, snapshot: &Snapshot) -> Result<AggregateState, AggregateError> {
