@@ -176,7 +176,10 @@ fn old_history(id: &AggregateId) -> Vec<DomainEventStream> {
         stored(
             id,
             4,
-            &[("audited", "1", json!({"by": "ops"})), ("credit", "1", json!({"sum": 1}))],
+            &[
+                ("audited", "1", json!({"by": "ops"})),
+                ("credit", "1", json!({"sum": 1})),
+            ],
         ),
         stored(id, 5, &[("adjusted", "1", json!({"out": 3, "in": 1}))]),
         stored(
@@ -199,7 +202,10 @@ fn spend(id: &AggregateId, amount: u64) -> wow_core::command::JsonCommand {
         .unwrap()
 }
 
-async fn processed(pipeline: &LocalPipeline, command: wow_core::command::JsonCommand) -> CommandResult {
+async fn processed(
+    pipeline: &LocalPipeline,
+    command: wow_core::command::JsonCommand,
+) -> CommandResult {
     match pipeline
         .gateway
         .send_and_wait(command, WaitPlan::processed())
@@ -223,7 +229,11 @@ async fn the_node_decides_on_history_stored_in_every_old_shape() {
     // 10 + 5 + 1 (revisions 1 and 2, renamed) − 3 + 1 (split) + 2 (today's) = 16; the
     // audited event is dropped. Spending 17 is refused, 16 is taken at version 7.
     let refused = processed(&pipeline, spend(&id, 17)).await;
-    assert_eq!(refused.error_code, "NotEnough".parse::<ErrorCode>().unwrap(), "{refused:?}");
+    assert_eq!(
+        refused.error_code,
+        "NotEnough".parse::<ErrorCode>().unwrap(),
+        "{refused:?}"
+    );
     let spent = processed(&pipeline, spend(&id, 16)).await;
     assert!(spent.succeeded, "{spent:?}");
     assert_eq!(spent.aggregate_version, Some(7));
@@ -242,7 +252,11 @@ async fn an_event_that_cannot_be_upcast_quarantines_its_aggregate_naming_the_eve
         .await
         .unwrap();
     store
-        .append(&stored(&broken, 2, &[("credit", "1", json!({"sum": "ten"}))]))
+        .append(&stored(
+            &broken,
+            2,
+            &[("credit", "1", json!({"sum": "ten"}))],
+        ))
         .await
         .unwrap();
     let fine = wallet("w-fine");
@@ -257,8 +271,17 @@ async fn an_event_that_cannot_be_upcast_quarantines_its_aggregate_naming_the_eve
         failed.result.contains_key(QUARANTINED),
         "quarantined: {failed:?}"
     );
-    for named in ["w-broken", "credit", "revision 1", "`sum` is not a whole number"] {
-        assert!(failed.error_msg.contains(named), "{named} in {}", failed.error_msg);
+    for named in [
+        "w-broken",
+        "credit",
+        "revision 1",
+        "`sum` is not a whole number",
+    ] {
+        assert!(
+            failed.error_msg.contains(named),
+            "{named} in {}",
+            failed.error_msg
+        );
     }
     assert_eq!(pipeline.quarantine.list().len(), 1);
     // The rest of the service runs on.
@@ -278,22 +301,73 @@ fn the_registry_shows_history_in_todays_shape_and_what_it_was_stored_as() {
         .collect();
     assert_eq!(
         shapes[1],
-        vec![(0, EventShape::new("credited", "3", json!({"amount": 10, "currency": "EUR"})))]
+        vec![(
+            0,
+            EventShape::new("credited", "3", json!({"amount": 10, "currency": "EUR"}))
+        )]
     );
     assert_eq!(
         shapes[3],
-        vec![(1, EventShape::new("credited", "3", json!({"amount": 1, "currency": "EUR"})))],
+        vec![(
+            1,
+            EventShape::new("credited", "3", json!({"amount": 1, "currency": "EUR"}))
+        )],
         "the audited event is dropped"
     );
     assert_eq!(
         shapes[4],
         vec![
             (0, EventShape::new("debited", "0.0.1", json!({"amount": 3}))),
-            (0, EventShape::new("credited", "3", json!({"amount": 1, "currency": "EUR"}))),
+            (
+                0,
+                EventShape::new("credited", "3", json!({"amount": 1, "currency": "EUR"}))
+            ),
         ]
     );
     assert_eq!(
         shapes[5],
-        vec![(0, EventShape::new("credited", "3", json!({"amount": 2, "currency": "EUR"})))]
+        vec![(
+            0,
+            EventShape::new("credited", "3", json!({"amount": 2, "currency": "EUR"}))
+        )]
     );
+}
+
+#[tokio::test]
+async fn a_snapshot_of_an_older_state_shape_is_ignored_and_the_state_rebuilt_from_history() {
+    use wow_core::eventsourcing::{
+        InMemorySnapshotStore, Snapshot, SnapshotStore, SnapshotStrategy,
+    };
+
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let snapshots: Arc<dyn SnapshotStore> = Arc::new(InMemorySnapshotStore::new());
+    let id = wallet("w-snap");
+    for stream in old_history(&id) {
+        store.append(&stream).await.unwrap();
+    }
+    // Taken by an earlier build whose state had another shape (state version 0): its JSON
+    // happens to decode into today's state, with a balance that is not today's meaning.
+    snapshots
+        .save(&Snapshot {
+            aggregate_id: id.clone(),
+            version: 6,
+            state: json!({"balance": 1_000}),
+            snapshot_time: 1,
+            state_version: 0,
+        })
+        .await
+        .unwrap();
+    let pipeline = LocalPipeline::builder(registry(), store.clone())
+        .snapshots(snapshots.clone(), SnapshotStrategy::Every(1))
+        .build();
+
+    // Today's balance is 16, from history: the snapshot's 1,000 is not used.
+    let refused = processed(&pipeline, spend(&id, 17)).await;
+    assert_eq!(
+        refused.error_code,
+        "NotEnough".parse::<ErrorCode>().unwrap(),
+        "{refused:?}"
+    );
+    let spent = processed(&pipeline, spend(&id, 16)).await;
+    assert!(spent.succeeded, "{spent:?}");
 }

@@ -3,7 +3,7 @@
 use crate::OpenError;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -42,7 +42,7 @@ pub const SCHEMA_VERSION: i32 = 8;
 /// appended streams only (`version > 0`), as the feed reads: rejections are not in it.
 /// Migration 7 blocks appends while the index builds (measured here: 2 ms for the column and
 /// 0.35 s for the index over a million rows of 300-byte bodies, PostgreSQL 15).
-const MIGRATIONS: [&str; 8] = [
+const MIGRATIONS: [&str; 9] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -179,6 +179,11 @@ const MIGRATIONS: [&str; 8] = [
         sequence       BIGINT NOT NULL,
         CONSTRAINT feed_cursor_pk PRIMARY KEY (reader)
     );
+"#,
+    r#"
+    -- The version of the state's shape each snapshot was taken with: a snapshot of another
+    -- shape is ignored and the state rebuilt from history. Those already here are version 1.
+    ALTER TABLE snapshot ADD COLUMN state_version INTEGER NOT NULL DEFAULT 1;
 "#,
 ];
 

@@ -593,7 +593,7 @@ impl SnapshotStore for PostgresStore {
         let client = self.pool.get().await.map_err(pool_snapshot_error)?;
         let row = client
             .query_opt(
-                "SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time FROM snapshot WHERE tenant_id = $3 AND aggregate_name = $1 AND aggregate_id = $2",
+                "SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time, state_version FROM snapshot WHERE tenant_id = $3 AND aggregate_name = $1 AND aggregate_id = $2",
                 &[&aggregate_id.aggregate_name, &aggregate_id.id, &aggregate_id.tenant_id],
             )
             .await
@@ -610,6 +610,8 @@ impl SnapshotStore for PostgresStore {
                     .unwrap_or(0),
                 state: row.try_get(5).map_err(snapshot_error)?,
                 snapshot_time: row.try_get(6).map_err(snapshot_error)?,
+                state_version: u32::try_from(row.try_get::<_, i32>(7).map_err(snapshot_error)?)
+                    .unwrap_or(0),
             })
         })
         .transpose()
@@ -635,10 +637,11 @@ impl SnapshotStore for PostgresStore {
         // order concurrent saves land in.
         let changed = client
             .execute(
-                "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time) VALUES ($1, $2, $3, $4, $5, $6, $7)
+                "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time, state_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                  ON CONFLICT (tenant_id, aggregate_name, aggregate_id) DO UPDATE SET
                     context_name = EXCLUDED.context_name, version = EXCLUDED.version,
-                    state = EXCLUDED.state, snapshot_time = EXCLUDED.snapshot_time
+                    state = EXCLUDED.state, snapshot_time = EXCLUDED.snapshot_time,
+                    state_version = EXCLUDED.state_version
                  WHERE EXCLUDED.version >= snapshot.version",
                 &[
                     &snapshot.aggregate_id.aggregate_name,
@@ -648,6 +651,7 @@ impl SnapshotStore for PostgresStore {
                     &clamp(snapshot.version),
                     &snapshot.state,
                     &snapshot.snapshot_time,
+                    &i32::try_from(snapshot.state_version).unwrap_or(i32::MAX),
                 ],
             )
             .await

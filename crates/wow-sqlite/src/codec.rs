@@ -138,7 +138,7 @@ pub(crate) fn decode_decision(row: &Row<'_>) -> rusqlite::Result<RequestDecision
 }
 
 /// Decodes `aggregate_name, aggregate_id, context_name, tenant_id, version, state,
-/// snapshot_time`.
+/// snapshot_time, state_version`.
 pub(crate) fn decode_snapshot(row: &Row<'_>) -> rusqlite::Result<Snapshot> {
     let state: String = row.get(5)?;
     Ok(Snapshot {
@@ -157,5 +157,6 @@ pub(crate) fn decode_snapshot(row: &Row<'_>) -> rusqlite::Result<Snapshot> {
             )
         })?,
         snapshot_time: row.get(6)?,
+        state_version: row.get(7)?,
     })
 }

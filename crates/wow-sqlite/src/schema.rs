@@ -9,7 +9,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -31,7 +31,7 @@ pub const SCHEMA_VERSION: i64 = 7;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 8] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -206,6 +206,11 @@ const MIGRATIONS: [&str; 7] = [
         txn            INTEGER NOT NULL,
         sequence       INTEGER NOT NULL
     ) WITHOUT ROWID;
+"#,
+    r#"
+    -- The version of the state's shape each snapshot was taken with: a snapshot of another
+    -- shape is ignored and the state rebuilt from history. Those already here are version 1.
+    ALTER TABLE snapshot ADD COLUMN state_version INTEGER NOT NULL DEFAULT 1;
 "#,
 ];
 

@@ -401,7 +401,7 @@ impl SnapshotStore for SqliteStore {
         self.reads
             .read(move |connection| {
                 connection
-                    .prepare_cached("SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time FROM snapshot WHERE tenant_id = ?3 AND aggregate_name = ?1 AND aggregate_id = ?2")?
+                    .prepare_cached("SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time, state_version FROM snapshot WHERE tenant_id = ?3 AND aggregate_name = ?1 AND aggregate_id = ?2")?
                     .query_row(params![name, id, tenant], decode_snapshot)
                     .optional()
             })

@@ -92,10 +92,11 @@ const INSERT_REJECTION: &str = "INSERT INTO event_stream (position, aggregate_na
 
 const REQUEST_EXISTS: &str = "SELECT 1 FROM event_stream WHERE tenant_id = ?4 AND aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3";
 
-const SAVE_SNAPSHOT: &str = "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+const SAVE_SNAPSHOT: &str = "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time, state_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
     ON CONFLICT (tenant_id, aggregate_name, aggregate_id) DO UPDATE SET
         context_name = excluded.context_name, version = excluded.version,
-        state = excluded.state, snapshot_time = excluded.snapshot_time
+        state = excluded.state, snapshot_time = excluded.snapshot_time,
+        state_version = excluded.state_version
     WHERE excluded.version >= snapshot.version";
 
 /// Starts the writer thread on `connection`; it commits up to `max_batch` jobs at a time.
@@ -336,6 +337,7 @@ fn save_snapshot(
         i64::try_from(snapshot.version).unwrap_or(i64::MAX),
         state,
         snapshot.snapshot_time,
+        snapshot.state_version,
     ])?;
     Ok(changed > 0)
 }

@@ -64,5 +64,6 @@ pub fn snapshot(aggregate: &AggregateId, version: u64) -> Snapshot {
         version,
         state: json!({"version": version, "lines": [version]}),
         snapshot_time: id::now_millis(),
+        state_version: 1,
     }
 }

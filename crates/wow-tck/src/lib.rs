@@ -108,6 +108,7 @@ macro_rules! __snapshot_store_cases {
             $factory,
             [
                 saves_and_loads_snapshot,
+                keeps_the_state_version,
                 keeps_the_highest_version,
                 concurrent_saves_keep_the_highest_version,
                 snapshots_are_per_tenant,

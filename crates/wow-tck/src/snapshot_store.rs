@@ -24,6 +24,22 @@ pub async fn saves_and_loads_snapshot(store: Store) {
     assert!(store.load(&aggregate()).await.unwrap().is_none());
 }
 
+/// A snapshot keeps the version of the state's shape it was taken with, and a newer snapshot
+/// of another shape replaces it whole.
+pub async fn keeps_the_state_version(store: Store) {
+    let order = aggregate();
+    let old_shape = snapshot(&order, 2);
+    assert_eq!(old_shape.state_version, 1);
+    assert!(store.save(&old_shape).await.unwrap());
+    assert_eq!(store.load(&order).await.unwrap().unwrap().state_version, 1);
+    let new_shape = wow_core::eventsourcing::Snapshot {
+        state_version: 2,
+        ..snapshot(&order, 3)
+    };
+    assert!(store.save(&new_shape).await.unwrap());
+    assert_eq!(store.load(&order).await.unwrap(), Some(new_shape));
+}
+
 /// A higher version replaces, an equal version replaces, an older one is ignored.
 pub async fn keeps_the_highest_version(store: Store) {
     let order = aggregate();

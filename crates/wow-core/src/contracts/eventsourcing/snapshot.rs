@@ -19,6 +19,15 @@ pub struct Snapshot {
     pub state: Value,
     /// When the snapshot was taken, in milliseconds since the Unix epoch.
     pub snapshot_time: i64,
+    /// The version of the state's shape it was taken with
+    /// ([`Aggregate::STATE_VERSION`](crate::model::aggregate::Aggregate::STATE_VERSION));
+    /// 1 for snapshots from before it was recorded.
+    #[serde(default = "first_state_version")]
+    pub state_version: u32,
+}
+
+fn first_state_version() -> u32 {
+    1
 }
 
 /// Keeps the newest snapshot of each aggregate.

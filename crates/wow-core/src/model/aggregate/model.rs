@@ -5,10 +5,10 @@ use std::fmt::Debug;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 
-use crate::model::event::Upcasters;
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::command::{CommandBody, EventBody};
 use crate::model::error_code::ErrorCode;
+use crate::model::event::Upcasters;
 
 /// A business-rule rejection of a domain, with its own error code.
 ///
@@ -138,6 +138,11 @@ pub trait Aggregate: Send + Sync + 'static {
     const CONTEXT_NAME: &'static str;
     /// The aggregate's name, unique within a store (the first segment of its HTTP routes).
     const AGGREGATE_NAME: &'static str;
+
+    /// The version of the state's shape, recorded with every snapshot. Raise it whenever
+    /// `State` changes shape: a snapshot of another version is ignored and the state is
+    /// rebuilt from history, never decoded into the wrong shape. Default 1.
+    const STATE_VERSION: u32 = 1;
 
     /// The state the events fold into; `Default` is the state before the first event.
     type State: Default + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static;

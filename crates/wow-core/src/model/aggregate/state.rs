@@ -42,6 +42,7 @@ where
 pub struct AggregateState {
     version: u64,
     tenant_id: Option<String>,
+    schema: u32,
     inner: Box<dyn StateObject>,
 }
 
@@ -50,6 +51,7 @@ impl Clone for AggregateState {
         Self {
             version: self.version,
             tenant_id: self.tenant_id.clone(),
+            schema: self.schema,
             inner: self.inner.clone_box(),
         }
     }
@@ -63,8 +65,20 @@ impl AggregateState {
         Self {
             version,
             tenant_id: None,
+            schema: 1,
             inner: Box::new(state),
         }
+    }
+
+    pub(crate) fn with_schema(mut self, schema: u32) -> Self {
+        self.schema = schema;
+        self
+    }
+
+    /// The schema version of the state's shape ([`Aggregate::STATE_VERSION`](crate::model::aggregate::Aggregate::STATE_VERSION)),
+    /// recorded with its snapshots.
+    pub fn schema_version(&self) -> u32 {
+        self.schema
     }
 
     pub(crate) fn with_tenant(mut self, tenant_id: &str) -> Self {

@@ -194,7 +194,11 @@ mod tests {
             .upcast("deposit", "1", |mut body| {
                 // 1 → 2: `sum` became `amount`.
                 let amount = body["sum"].take();
-                Ok(vec![EventShape::new("deposit", "2", json!({"amount": amount}))])
+                Ok(vec![EventShape::new(
+                    "deposit",
+                    "2",
+                    json!({"amount": amount}),
+                )])
             })
             .upcast("deposit", "2", |mut body| {
                 // 2 → 3: a currency, EUR for everything before.
@@ -207,7 +211,11 @@ mod tests {
             .unwrap();
         assert_eq!(
             today,
-            vec![stored("deposited", "3", json!({"amount": 5, "currency": "EUR"}))]
+            vec![stored(
+                "deposited",
+                "3",
+                json!({"amount": 5, "currency": "EUR"})
+            )]
         );
         // An event already at revision 2 takes only the steps after it.
         let today = upcasters
@@ -215,9 +223,16 @@ mod tests {
             .unwrap();
         assert_eq!(
             today,
-            vec![stored("deposited", "3", json!({"amount": 7, "currency": "EUR"}))]
+            vec![stored(
+                "deposited",
+                "3",
+                json!({"amount": 7, "currency": "EUR"})
+            )]
         );
-        assert!(upcasters.applies_to("deposit", "9"), "renamed at any revision");
+        assert!(
+            upcasters.applies_to("deposit", "9"),
+            "renamed at any revision"
+        );
         assert!(!upcasters.applies_to("deposited", "3"));
     }
 
@@ -255,7 +270,11 @@ mod tests {
                 let amount = body["amount"]
                     .as_i64()
                     .ok_or_else(|| UpcastError::new("`amount` is not a whole number"))?;
-                Ok(vec![EventShape::new("paid", "2", json!({"cents": amount * 100}))])
+                Ok(vec![EventShape::new(
+                    "paid",
+                    "2",
+                    json!({"cents": amount * 100}),
+                )])
             });
         assert!(upcasters
             .apply(stored("audited", "7", json!({})))

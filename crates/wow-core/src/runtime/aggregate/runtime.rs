@@ -77,7 +77,10 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     /// aggregate's [`Upcasters`], with the index of the stored event it came from (a split
     /// gives several with one index; a dropped event none). For showing history; nothing is
     /// written back. An event the upcasters refuse is [`AggregateError::CorruptHistory`].
-    fn upcast(&self, stream: &DomainEventStream) -> Result<Vec<(usize, EventShape)>, AggregateError>;
+    fn upcast(
+        &self,
+        stream: &DomainEventStream,
+    ) -> Result<Vec<(usize, EventShape)>, AggregateError>;
 
     /// Folds `stream` into `state`. The stream must be the next version; a gap, an unknown
     /// event or a malformed body is [`AggregateError::CorruptHistory`] and leaves `state` as
@@ -163,7 +166,11 @@ pub(crate) fn upcast_events(
 ) -> Result<Vec<(usize, EventShape)>, AggregateError> {
     let mut shapes = Vec::with_capacity(stream.body.len());
     for (index, event) in stream.body.iter().enumerate() {
-        let stored = EventShape::new(event.name.clone(), event.revision.clone(), event.body.clone());
+        let stored = EventShape::new(
+            event.name.clone(),
+            event.revision.clone(),
+            event.body.clone(),
+        );
         match upcasters.filter(|u| u.applies_to(&event.name, &event.revision)) {
             None => shapes.push((index, stored)),
             Some(upcasters) => {
@@ -195,9 +202,12 @@ pub(crate) fn decode_events<A: Aggregate>(
     stream: &DomainEventStream,
 ) -> Result<Vec<A::Event>, AggregateError> {
     let upcasters = upcasters_of::<A>();
-    let upcasters = upcasters
-        .as_deref()
-        .filter(|u| stream.body.iter().any(|e| u.applies_to(&e.name, &e.revision)));
+    let upcasters = upcasters.as_deref().filter(|u| {
+        stream
+            .body
+            .iter()
+            .any(|e| u.applies_to(&e.name, &e.revision))
+    });
     let Some(upcasters) = upcasters else {
         // Nothing to upcast: decode as stored.
         return stream
@@ -270,14 +280,28 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
     }
 
     fn initial_state(&self) -> AggregateState {
-        AggregateState::new(A::State::default(), 0)
+        AggregateState::new(A::State::default(), 0).with_schema(A::STATE_VERSION)
     }
 
-    fn upcast(&self, stream: &DomainEventStream) -> Result<Vec<(usize, EventShape)>, AggregateError> {
+    fn upcast(
+        &self,
+        stream: &DomainEventStream,
+    ) -> Result<Vec<(usize, EventShape)>, AggregateError> {
         upcast_events(upcasters_of::<A>().as_deref(), stream)
     }
 
     fn restore_state(&self, snapshot: &Snapshot) -> Result<AggregateState, AggregateError> {
+        if snapshot.state_version != A::STATE_VERSION {
+            return Err(AggregateError::CorruptHistory {
+                aggregate_id: Box::new(snapshot.aggregate_id.clone()),
+                version: snapshot.version,
+                message: format!(
+                    "the snapshot holds state version {}; this build's is {}",
+                    snapshot.state_version,
+                    A::STATE_VERSION
+                ),
+            });
+        }
         let state: A::State = serde_json::from_value(snapshot.state.clone()).map_err(|error| {
             AggregateError::CorruptHistory {
                 aggregate_id: Box::new(snapshot.aggregate_id.clone()),
@@ -286,6 +310,7 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
             }
         })?;
         Ok(AggregateState::new(state, snapshot.version)
+            .with_schema(A::STATE_VERSION)
             .with_tenant(&snapshot.aggregate_id.tenant_id))
     }
 

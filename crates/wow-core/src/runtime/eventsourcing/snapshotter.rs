@@ -107,6 +107,7 @@ impl Snapshotter {
             version: state.version(),
             state: state.to_json().map_err(internal)?,
             snapshot_time: self.clock.now_millis(),
+            state_version: state.schema_version(),
         };
         self.snapshots
             .save(&snapshot)
