@@ -21,6 +21,7 @@
 mod bank;
 mod bench;
 mod legacy;
+mod migrate;
 mod output;
 mod remote;
 mod serve;
@@ -81,6 +82,20 @@ enum Command {
         /// A TOML file of settings.
         #[arg(long, env = "WOW_CONFIG")]
         config: Option<PathBuf>,
+    },
+    /// Brings the store's schema to this build's version (what `wow serve` does on start),
+    /// or with --dry-run prints the version found and each pending migration, and applies
+    /// nothing. Safe when several processes migrate one database at once.
+    Migrate {
+        /// The store: sqlite://PATH, postgres://... [default: sqlite://./data/wow.db].
+        #[arg(long, env = "WOW_STORE")]
+        store: Option<String>,
+        /// A TOML file of settings.
+        #[arg(long, env = "WOW_CONFIG")]
+        config: Option<PathBuf>,
+        /// Says what would be applied, and applies nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Sends one command to a running service the safe way: a stable request id, and a
     /// look-up in history before any resend (SPEC TO-2). Prints the outcome as JSON.
@@ -241,6 +256,11 @@ async fn run(command: Command) -> Result<u8, String> {
             config,
             rebuild,
         } => done(tend::catch_up(store, config, rebuild).await),
+        Command::Migrate {
+            store,
+            config,
+            dry_run,
+        } => done(migrate::run(store, config, dry_run).await),
         Command::Send {
             aggregate,
             id,

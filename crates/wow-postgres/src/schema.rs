@@ -1,5 +1,6 @@
 //! The schema, its version, and the migrations applied on open.
 
+use wow_core::eventsourcing::SchemaStatus;
 use crate::OpenError;
 
 /// The schema version this build writes and reads.
@@ -186,6 +187,11 @@ const MIGRATIONS: [&str; 9] = [
     ALTER TABLE snapshot ADD COLUMN state_version INTEGER NOT NULL DEFAULT 1;
 "#,
 ];
+
+/// A schema at `found` against this build's migrations.
+pub(crate) fn status(found: u32) -> SchemaStatus {
+    SchemaStatus::of(found, &MIGRATIONS)
+}
 
 /// Creates `schema` if missing and brings it to [`SCHEMA_VERSION`], in one transaction,
 /// serialised against other nodes migrating at the same time.

@@ -34,6 +34,7 @@
 //! xid and hold nothing back. Recorded rejections (negative versions) are not streams and are
 //! not in the feed, nor in its index `event_stream_feed`.
 
+use wow_core::eventsourcing::SchemaStatus;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -204,6 +205,49 @@ fn decode_decision(row: &Row) -> Result<RequestDecision, EventStoreError> {
 }
 
 impl PostgresStore {
+    /// Where the schema `options` names stands against this build's migrations (what
+    /// opening it would apply), read without changing anything: `wow migrate --dry-run`. A
+    /// schema that does not exist yet is version 0, and is not made.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] when the database cannot be reached.
+    pub async fn schema_status(options: PostgresOptions) -> Result<SchemaStatus, OpenError> {
+        let config: tokio_postgres::Config = options
+            .url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| OpenError::BadUrl(e.to_string()))?;
+        if options.schema.is_empty()
+            || !options
+                .schema
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(OpenError::BadUrl(format!(
+                "schema `{}` may hold only letters, digits and _",
+                options.schema
+            )));
+        }
+        let (client, connection) = config.connect(NoTls).await?;
+        let connection = tokio::spawn(connection);
+        let table = format!("{}.wow_schema", options.schema);
+        let exists: bool = client
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+            .await?
+            .get(0);
+        let found: i32 = if exists {
+            client
+                .query_one(&format!("SELECT COALESCE(MAX(version), 0) FROM {table}"), &[])
+                .await?
+                .get(0)
+        } else {
+            0
+        };
+        drop(client);
+        let _ = connection.await;
+        Ok(crate::schema::status(u32::try_from(found).unwrap_or(0)))
+    }
+
     /// Connects, creates the schema if missing and migrates it.
     ///
     /// Fails with [`OpenError::SchemaTooNew`] for a schema written by a newer build, and with

@@ -4,6 +4,7 @@
 //! migrations) processed-message and compensation records, so a consumer's check, effect and
 //! record can share one transaction.
 
+use wow_core::eventsourcing::SchemaStatus;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::{OpenError, SqliteOptions};
@@ -213,6 +214,31 @@ const MIGRATIONS: [&str; 8] = [
     ALTER TABLE snapshot ADD COLUMN state_version INTEGER NOT NULL DEFAULT 1;
 "#,
 ];
+
+/// Where the file at `options.path` stands against this build's migrations, read without
+/// changing anything (a missing file is version 0, and is not made).
+pub(crate) fn status(options: &SqliteOptions) -> Result<SchemaStatus, OpenError> {
+    if !options.path.exists() {
+        return Ok(SchemaStatus::of(0, &MIGRATIONS));
+    }
+    let connection = connect(options, true)?;
+    let has_table: bool = connection.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'wow_schema')",
+        [],
+        |row| row.get(0),
+    )?;
+    let found: i64 = if has_table {
+        connection.query_row("SELECT COALESCE(MAX(version), 0) FROM wow_schema", [], |row| {
+            row.get(0)
+        })?
+    } else {
+        0
+    };
+    Ok(SchemaStatus::of(
+        u32::try_from(found).unwrap_or(0),
+        &MIGRATIONS,
+    ))
+}
 
 /// Opens a connection with the store's settings.
 pub(crate) fn connect(options: &SqliteOptions, read_only: bool) -> Result<Connection, OpenError> {

@@ -1,5 +1,6 @@
 //! The store: event streams and snapshots over one SQLite file.
 
+use wow_core::eventsourcing::SchemaStatus;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -48,6 +49,21 @@ impl SqliteStore {
     /// [`OpenError::Io`] or [`OpenError::Sqlite`] when the file cannot be opened.
     pub async fn open(options: SqliteOptions) -> Result<Self, OpenError> {
         tokio::task::spawn_blocking(move || Self::open_blocking(options))
+            .await
+            .map_err(|error| OpenError::Io {
+                path: String::new(),
+                source: std::io::Error::other(error.to_string()),
+            })?
+    }
+
+    /// Where the file `options` names stands against this build's migrations (what opening
+    /// it would apply), read without changing anything: `wow migrate --dry-run`.
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError`] when the file cannot be read.
+    pub async fn schema_status(options: SqliteOptions) -> Result<SchemaStatus, OpenError> {
+        tokio::task::spawn_blocking(move || crate::schema::status(&options))
             .await
             .map_err(|error| OpenError::Io {
                 path: String::new(),

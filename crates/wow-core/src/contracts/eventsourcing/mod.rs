@@ -3,6 +3,7 @@ mod event_store;
 mod feed;
 mod gated;
 mod in_memory;
+mod schema_status;
 mod snapshot;
 
 pub use error::{EventStoreError, RejectedStream, SnapshotStoreError};
@@ -12,4 +13,5 @@ pub use event_store::{
 pub use feed::{FeedEntry, GlobalPosition, ParseGlobalPositionError};
 pub use gated::GatedEventStore;
 pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
+pub use schema_status::{PendingMigration, SchemaStatus};
 pub use snapshot::{Snapshot, SnapshotStore};

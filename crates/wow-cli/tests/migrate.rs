@@ -1,0 +1,90 @@
+//! `wow migrate`: a dry run says what would be applied and changes nothing; two processes
+//! migrating one database at once both succeed, and the schema ends at this build's version.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::process::{Command, Stdio};
+
+use support::wow;
+
+/// Runs `wow migrate --store URL` twice at the same moment, as two processes.
+fn migrate_twice_at_once(url: &str) {
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_wow"))
+            .args(["migrate", "--store", url])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second) = (spawn(), spawn());
+    for child in [first, second] {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(said.contains("migrated: schema version"), "{said}");
+    }
+}
+
+fn latest(said: &str) -> String {
+    said.lines()
+        .next()
+        .and_then(|line| line.split("this build: ").nth(1))
+        .map(|tail| tail.trim_end_matches(')').to_owned())
+        .unwrap()
+}
+
+#[test]
+fn a_dry_run_lists_every_pending_migration_and_makes_nothing() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("new.db");
+    let url = format!("sqlite://{}", path.display());
+    let (code, said) = wow(&["migrate", "--store", &url, "--dry-run"]);
+    assert_eq!(code, 0, "{said}");
+    let latest: u32 = latest(&said).parse().unwrap();
+    assert!(said.contains("schema version 0"), "{said}");
+    assert_eq!(said.matches("pending ").count(), latest as usize, "{said}");
+    assert!(said.contains("dry run: nothing applied"), "{said}");
+    assert!(!path.exists(), "a dry run makes no file");
+}
+
+#[test]
+fn two_processes_migrating_one_sqlite_file_at_once_both_succeed() {
+    let folder = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", folder.path().join("shared.db").display());
+    migrate_twice_at_once(&url);
+    let (code, said) = wow(&["migrate", "--store", &url, "--dry-run"]);
+    assert_eq!(code, 0);
+    assert!(
+        said.contains(&format!("schema version {}", latest(&said))),
+        "{said}"
+    );
+    assert!(!said.contains("pending"), "{said}");
+}
+
+#[test]
+fn two_processes_migrating_one_postgres_schema_at_once_both_succeed() {
+    let base = std::env::var("WOW_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let required = std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
+    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
+        assert!(!required, "PostgreSQL is required and down");
+        eprintln!("skipped: PostgreSQL is down");
+        return;
+    }
+    let unique = wow_core::id::new_id().replace('-', "");
+    let schema = format!("mig_{}", &unique[unique.len() - 12..]);
+    let url = format!("{base}?schema={schema}");
+    migrate_twice_at_once(&url);
+    let (code, said) = wow(&["migrate", "--store", &url, "--dry-run"]);
+    assert_eq!(code, 0);
+    assert!(
+        said.contains(&format!("schema version {}", latest(&said))),
+        "{said}"
+    );
+    assert!(!said.contains("pending"), "{said}");
+    let _ = Command::new("psql")
+        .args([&base, "-qc", &format!("DROP SCHEMA {schema} CASCADE")])
+        .output();
+}
