@@ -1,7 +1,7 @@
 //! The schema, its version, and the migrations applied on open.
 
-use wow_core::eventsourcing::SchemaStatus;
 use crate::OpenError;
+use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i32 = 9;

@@ -34,8 +34,8 @@
 //! xid and hold nothing back. Recorded rejections (negative versions) are not streams and are
 //! not in the feed, nor in its index `event_stream_feed`.
 
-use wow_core::eventsourcing::SchemaStatus;
 use std::sync::Arc;
+use wow_core::eventsourcing::SchemaStatus;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -237,7 +237,10 @@ impl PostgresStore {
             .get(0);
         let found: i32 = if exists {
             client
-                .query_one(&format!("SELECT COALESCE(MAX(version), 0) FROM {table}"), &[])
+                .query_one(
+                    &format!("SELECT COALESCE(MAX(version), 0) FROM {table}"),
+                    &[],
+                )
                 .await?
                 .get(0)
         } else {

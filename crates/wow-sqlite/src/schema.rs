@@ -4,8 +4,8 @@
 //! migrations) processed-message and compensation records, so a consumer's check, effect and
 //! record can share one transaction.
 
-use wow_core::eventsourcing::SchemaStatus;
 use rusqlite::{Connection, OpenFlags};
+use wow_core::eventsourcing::SchemaStatus;
 
 use crate::{OpenError, SqliteOptions};
 
@@ -228,9 +228,11 @@ pub(crate) fn status(options: &SqliteOptions) -> Result<SchemaStatus, OpenError>
         |row| row.get(0),
     )?;
     let found: i64 = if has_table {
-        connection.query_row("SELECT COALESCE(MAX(version), 0) FROM wow_schema", [], |row| {
-            row.get(0)
-        })?
+        connection.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM wow_schema",
+            [],
+            |row| row.get(0),
+        )?
     } else {
         0
     };

@@ -1,7 +1,7 @@
 //! The store: event streams and snapshots over one SQLite file.
 
-use wow_core::eventsourcing::SchemaStatus;
 use std::sync::Arc;
+use wow_core::eventsourcing::SchemaStatus;
 
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};

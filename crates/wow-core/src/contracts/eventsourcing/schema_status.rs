@@ -91,7 +91,10 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(SchemaStatus::of(0, &migrations).pending[0].summary, "CREATE TABLE a (x INT);");
+        assert_eq!(
+            SchemaStatus::of(0, &migrations).pending[0].summary,
+            "CREATE TABLE a (x INT);"
+        );
         assert!(SchemaStatus::of(3, &migrations).pending.is_empty());
         assert!(SchemaStatus::of(4, &migrations).is_too_new());
     }
