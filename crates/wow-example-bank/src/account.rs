@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use validator::{Validate, ValidationError};
 use wow_core::aggregate::{Aggregate, CommandContext};
+use wow_core::event::{EventShape, UpcastError, Upcasters};
 use wow_core::{Command, DomainError, Event};
 
 /// The account aggregate.
@@ -320,5 +321,26 @@ impl Aggregate for Account {
             }
             AccountEvent::AccountFrozen => state.frozen = true,
         }
+    }
+
+    /// The bank's first shapes, still in the histories of its oldest accounts (see
+    /// docs/changing-an-event.md): an account was opened as `{holder, initial}` at revision
+    /// 0.0.0, and a deposit was called `MoneyDeposited`.
+    fn upcasters() -> Upcasters {
+        Upcasters::new()
+            .upcast("AccountOpened", "0.0.0", |body| {
+                let name = body["holder"]
+                    .as_str()
+                    .ok_or_else(|| UpcastError::new("`holder` is not a string"))?;
+                let balance = body["initial"]
+                    .as_i64()
+                    .ok_or_else(|| UpcastError::new("`initial` is not a whole number"))?;
+                Ok(vec![EventShape::new(
+                    "AccountOpened",
+                    "0.0.1",
+                    serde_json::json!({"name": name, "balance": balance}),
+                )])
+            })
+            .rename_event("MoneyDeposited", "Deposited")
     }
 }
