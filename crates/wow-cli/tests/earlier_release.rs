@@ -73,16 +73,9 @@ async fn a_sqlite_file_of_an_earlier_release_opens_migrates_and_reads_in_todays_
 
 #[tokio::test]
 async fn a_postgres_dump_of_an_earlier_release_opens_migrates_and_reads_in_todays_shapes() {
-    let base = std::env::var("WOW_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let required = std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
-    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
-        assert!(!required, "PostgreSQL is required and down");
-        eprintln!("skipped: PostgreSQL is down");
+    let Some((base, schema)) = support::postgres_schema("earlier") else {
         return;
-    }
-    let unique = wow_core::id::new_id().replace('-', "");
-    let schema = format!("earlier_{}", &unique[unique.len() - 12..]);
+    };
     let dump = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/bank-v6.pg.sql"
@@ -107,7 +100,5 @@ async fn a_postgres_dump_of_an_earlier_release_opens_migrates_and_reads_in_today
     let (code, said) = support::wow(&["migrate", "--store", &url, "--dry-run"]);
     assert_eq!(code, 0);
     assert!(!said.contains("pending"), "{said}");
-    let _ = Command::new("psql")
-        .args([&base, "-qc", &format!("DROP SCHEMA {schema} CASCADE")])
-        .output();
+    support::drop_schema(&base, &schema);
 }

@@ -15,6 +15,7 @@ fn migrate_twice_at_once(url: &str) {
             .args(["migrate", "--store", url])
             .env("RUST_LOG", "error")
             .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     };
@@ -65,16 +66,9 @@ fn two_processes_migrating_one_sqlite_file_at_once_both_succeed() {
 
 #[test]
 fn two_processes_migrating_one_postgres_schema_at_once_both_succeed() {
-    let base = std::env::var("WOW_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let required = std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
-    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
-        assert!(!required, "PostgreSQL is required and down");
-        eprintln!("skipped: PostgreSQL is down");
+    let Some((base, schema)) = support::postgres_schema("mig") else {
         return;
-    }
-    let unique = wow_core::id::new_id().replace('-', "");
-    let schema = format!("mig_{}", &unique[unique.len() - 12..]);
+    };
     let url = format!("{base}?schema={schema}");
     migrate_twice_at_once(&url);
     let (code, said) = wow(&["migrate", "--store", &url, "--dry-run"]);
@@ -84,7 +78,5 @@ fn two_processes_migrating_one_postgres_schema_at_once_both_succeed() {
         "{said}"
     );
     assert!(!said.contains("pending"), "{said}");
-    let _ = Command::new("psql")
-        .args([&base, "-qc", &format!("DROP SCHEMA {schema} CASCADE")])
-        .output();
+    support::drop_schema(&base, &schema);
 }

@@ -218,12 +218,14 @@ async fn migrate_to(
             "schema `{schema}` may hold only letters, digits and _"
         )));
     }
-    client
-        .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-        .await?;
+    // The lock comes first: two processes making the same schema at once would otherwise
+    // race on `CREATE SCHEMA IF NOT EXISTS`, which is not safe against a concurrent create
+    // (one of them fails on pg_namespace's unique key).
     let transaction = client.transaction().await?;
     transaction
-        .batch_execute("SELECT pg_advisory_xact_lock(7770007); CREATE TABLE IF NOT EXISTS wow_schema (version INT NOT NULL)")
+        .batch_execute(&format!(
+            "SELECT pg_advisory_xact_lock(7770007); CREATE SCHEMA IF NOT EXISTS {schema}; CREATE TABLE IF NOT EXISTS wow_schema (version INT NOT NULL)"
+        ))
         .await?;
     let found: i32 = transaction
         .query_one("SELECT COALESCE(MAX(version), 0) FROM wow_schema", &[])
