@@ -353,11 +353,213 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
     deployment.clean().await;
 }
 
-/// What one caller learned of one deposit.
+/// One request a caller sent under load, and the answer it got.
 #[derive(Debug)]
-enum Answer {
-    Processed(u64),
-    Failed(String),
+struct Sent {
+    account: String,
+    request_id: String,
+    /// An overdraft (rejected for good) rather than a deposit of 1.
+    overdraft: bool,
+    status: StatusCode,
+    body: Value,
+}
+
+impl Sent {
+    /// The path and body of the request, to send it again.
+    fn request(&self) -> (String, Value) {
+        if self.overdraft {
+            (
+                format!("account/{}/withdraw", self.account),
+                json!({"amount": 1_000_000_000}),
+            )
+        } else {
+            (
+                format!("account/{}/deposit", self.account),
+                json!({"amount": 1}),
+            )
+        }
+    }
+
+    /// The answer a caller expects when its processor and NATS stay up.
+    fn answered_finally(&self) -> bool {
+        let expected = if self.overdraft {
+            StatusCode::UNPROCESSABLE_ENTITY
+        } else {
+            StatusCode::OK
+        };
+        self.status == expected
+    }
+}
+
+/// Opens `count` accounts named `{prefix}-{n}` with nothing in them.
+async fn open_accounts(api: &Api, prefix: &str, count: usize) -> Vec<String> {
+    let accounts: Vec<String> = (0..count).map(|n| format!("{prefix}-{n}")).collect();
+    for account in &accounts {
+        let (status, body) = api
+            .command(
+                &format!("account/{account}/open"),
+                &format!("open-{account}"),
+                json!({"name": "Ann", "balance": 0}),
+                "PROCESSED",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    accounts
+}
+
+/// Callers that send until stopped, each request with its own request id, at `PROCESSED`: a
+/// deposit of 1, and every `overdraft_every`-th request an overdraft.
+struct Load {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    callers: Vec<tokio::task::JoinHandle<Vec<Sent>>>,
+}
+
+impl Load {
+    fn start(
+        api: &Arc<Api>,
+        accounts: &[String],
+        callers: usize,
+        overdraft_every: Option<usize>,
+    ) -> Self {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let callers = (0..callers)
+            .map(|caller| {
+                let (api, accounts, stop) = (api.clone(), accounts.to_vec(), stop.clone());
+                tokio::spawn(async move {
+                    let mut sent = Vec::new();
+                    let mut n = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let overdraft = overdraft_every.is_some_and(|every| n % every == every - 1);
+                        let mut request = Sent {
+                            account: accounts[(caller * 7 + n) % accounts.len()].clone(),
+                            request_id: format!(
+                                "{}-{caller}-{n}",
+                                if overdraft { "over" } else { "dep" }
+                            ),
+                            overdraft,
+                            status: StatusCode::OK,
+                            body: Value::Null,
+                        };
+                        let (path, body) = request.request();
+                        (request.status, request.body) = api
+                            .command(&path, &request.request_id, body, "PROCESSED")
+                            .await;
+                        sent.push(request);
+                        n += 1;
+                    }
+                    sent
+                })
+            })
+            .collect();
+        Self { stop, callers }
+    }
+
+    /// Stops the callers and returns everything they sent.
+    async fn finish(self) -> Vec<Sent> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut sent = Vec::new();
+        for caller in self.callers {
+            sent.extend(caller.await.unwrap());
+        }
+        sent
+    }
+}
+
+/// Resolves every request that did not get its final answer (its processor died, NATS was
+/// down) as a client would (SPEC TO-1, TO-2): looks it up, and resends it with the same
+/// request id unless history holds its decision. Returns how many it resolved.
+async fn resolve(api: &Api, sent: &[Sent]) -> usize {
+    let mut resolved = 0;
+    for request in sent.iter().filter(|request| !request.answered_finally()) {
+        let (_, outcome) = api
+            .get(&format!(
+                "account/{}/requests/{}",
+                request.account, request.request_id
+            ))
+            .await;
+        let decided = if request.overdraft {
+            "REJECTED"
+        } else {
+            "APPENDED"
+        };
+        match outcome["status"].as_str() {
+            Some(status) if status == decided => {}
+            Some("NONE") | Some("IN_FLIGHT") => {
+                let (path, body) = request.request();
+                let (status, body) = api
+                    .command(&path, &request.request_id, body, "PROCESSED")
+                    .await;
+                let final_answer = if request.overdraft {
+                    status == StatusCode::UNPROCESSABLE_ENTITY
+                } else {
+                    status == StatusCode::OK || body["errorCode"] == "DuplicateRequestId"
+                };
+                assert!(
+                    final_answer,
+                    "{request:?}: the resend answered {status} {body}"
+                );
+            }
+            _ => panic!("{request:?}: the look-up says {outcome}"),
+        }
+        resolved += 1;
+    }
+    resolved
+}
+
+/// Checks history once every request is resolved: no request id appended twice in an
+/// account; each balance is what its streams give; every deposit appended exactly once; every
+/// overdraft recorded as a rejection and never appended (no intent both rejected and
+/// appended). Returns each account's last version.
+async fn check_history(
+    store: &PostgresStore,
+    api: &Api,
+    accounts: &[String],
+    sent: &[Sent],
+) -> BTreeMap<String, u64> {
+    let mut last = BTreeMap::new();
+    let mut appended: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for account in accounts {
+        let id = AggregateId::new("bank", "account", account, wow_core::DEFAULT_TENANT_ID);
+        let streams = store.load(&id, 1, u64::MAX).await.unwrap();
+        let ids: BTreeSet<String> = streams.iter().map(|s| s.request_id.clone()).collect();
+        assert_eq!(
+            ids.len(),
+            streams.len(),
+            "{account}: a request appended twice"
+        );
+        let (_, state) = api.get(&format!("account/{account}/state")).await;
+        assert_eq!(
+            state["state"]["balance"].as_u64().unwrap() as usize,
+            streams.len() - 1,
+            "{account}: one deposit per stream after the open"
+        );
+        last.insert(account.clone(), streams.len() as u64);
+        appended.insert(account, ids);
+    }
+    for request in sent {
+        let in_history = appended[request.account.as_str()].contains(&request.request_id);
+        if request.overdraft {
+            assert!(!in_history, "{request:?} was appended");
+            let id = AggregateId::new(
+                "bank",
+                "account",
+                &request.account,
+                wow_core::DEFAULT_TENANT_ID,
+            );
+            let decision = store.find_decision(&id, &request.request_id).await.unwrap();
+            assert!(
+                matches!(
+                    decision,
+                    Some(wow_core::eventsourcing::RequestDecision::Rejected(_))
+                ),
+                "{request:?}: {decision:?}"
+            );
+        } else {
+            assert!(in_history, "{request:?} is not in history");
+        }
+    }
+    last
 }
 
 #[tokio::test]
@@ -370,71 +572,12 @@ async fn processors_killed_under_load_lose_nothing_acknowledged_and_apply_nothin
     let gateway = deployment.start("gateway");
     let api = Arc::new(Api::new(&gateway));
     let apis = |processors: &[Served]| processors.iter().map(Api::new).collect::<Vec<_>>();
-    let both = apis(&processors);
-    until_partitions_owned(&both.iter().collect::<Vec<_>>(), 8).await;
-    let accounts: Vec<String> = (0..16).map(|n| format!("load-{n}")).collect();
-    for account in &accounts {
-        let (status, body) = api
-            .command(
-                &format!("account/{account}/open"),
-                &format!("open-{account}"),
-                json!({"name": "Ann", "balance": 0}),
-                "PROCESSED",
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-    }
+    until_partitions_owned(&apis(&processors).iter().collect::<Vec<_>>(), 8).await;
+    let accounts = open_accounts(&api, "load", 16).await;
 
-    // Callers deposit 1 into the accounts, each with its own request id, while a processor
-    // is killed (SIGKILL) and replaced, three rounds over.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let callers: Vec<_> = (0..8)
-        .map(|caller| {
-            let api = api.clone();
-            let accounts = accounts.clone();
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let mut answers = Vec::new();
-                let mut n = 0;
-                let mut overdrafts = Vec::new();
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let account = &accounts[(caller * 7 + n) % accounts.len()];
-                    if n % 5 == 4 {
-                        // An overdraft: rejected for good, and recorded as such (SPEC ID-6).
-                        let request_id = format!("over-{caller}-{n}");
-                        let (status, body) = api
-                            .command(
-                                &format!("account/{account}/withdraw"),
-                                &request_id,
-                                json!({"amount": 1_000_000_000}),
-                                "PROCESSED",
-                            )
-                            .await;
-                        overdrafts.push((account.clone(), request_id, status, body));
-                        n += 1;
-                        continue;
-                    }
-                    let request_id = format!("dep-{caller}-{n}");
-                    let (status, body) = api
-                        .command(
-                            &format!("account/{account}/deposit"),
-                            &request_id,
-                            json!({"amount": 1}),
-                            "PROCESSED",
-                        )
-                        .await;
-                    let answer = if status == StatusCode::OK {
-                        Answer::Processed(body["aggregateVersion"].as_u64().unwrap())
-                    } else {
-                        Answer::Failed(format!("{status} {}", body["errorCode"]))
-                    };
-                    answers.push((account.clone(), request_id, answer));
-                    n += 1;
-                }
-                (answers, overdrafts)
-            })
-        })
-        .collect();
+    // Deposits and overdrafts while a processor is killed (SIGKILL) and replaced, three
+    // rounds over.
+    let load = Load::start(&api, &accounts, 8, Some(5));
     let mut takeovers = Vec::new();
     for _round in 0..3 {
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -458,142 +601,41 @@ async fn processors_killed_under_load_lose_nothing_acknowledged_and_apply_nothin
         );
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut answers = Vec::new();
-    let mut overdrafts = Vec::new();
-    for caller in callers {
-        let (answered, overdrawn) = caller.await.unwrap();
-        answers.extend(answered);
-        overdrafts.extend(overdrawn);
-    }
+    let sent = load.finish().await;
 
-    // No intent ends both rejected and appended: every overdraft is rejected (answered so,
-    // or looked up after its processor died, or resent), recorded, and never in history.
+    let resolved = resolve(&api, &sent).await;
     let store = deployment.events().await;
-    for (account, request_id, status, body) in &overdrafts {
-        if *status != StatusCode::UNPROCESSABLE_ENTITY {
-            let (_, outcome) = api
-                .get(&format!("account/{account}/requests/{request_id}"))
-                .await;
-            if outcome["status"] != "REJECTED" {
-                let (status, body) = api
-                    .command(
-                        &format!("account/{account}/withdraw"),
-                        request_id,
-                        json!({"amount": 1_000_000_000}),
-                        "PROCESSED",
-                    )
-                    .await;
-                assert_eq!(
-                    status,
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "{request_id}: {body}"
-                );
-            }
-        } else {
-            assert_eq!(body["errorCode"], "InsufficientBalance", "{body}");
-        }
-        let id = AggregateId::new("bank", "account", account, wow_core::DEFAULT_TENANT_ID);
-        let decision = store.find_decision(&id, request_id).await.unwrap();
-        assert!(
-            matches!(
-                decision,
-                Some(wow_core::eventsourcing::RequestDecision::Rejected(_))
-            ),
-            "{request_id}: {decision:?}"
-        );
-    }
-
-    // A caller whose processor died learns what happened from the look-up, and resends
-    // the same request id when it says NONE (SPEC TO-1, TO-2): safe, never twice.
-    let mut resolved = 0;
-    for (account, request_id, answer) in &answers {
-        if let Answer::Failed(why) = answer {
-            let (_, outcome) = api
-                .get(&format!("account/{account}/requests/{request_id}"))
-                .await;
-            match outcome["status"].as_str() {
-                Some("APPENDED") => {}
-                Some("NONE") | Some("IN_FLIGHT") => {
-                    let (status, body) = api
-                        .command(
-                            &format!("account/{account}/deposit"),
-                            request_id,
-                            json!({"amount": 1}),
-                            "PROCESSED",
-                        )
-                        .await;
-                    assert!(
-                        status == StatusCode::OK || body["errorCode"] == "DuplicateRequestId",
-                        "{request_id} failed with {why}; the resend answered {status} {body}"
-                    );
-                }
-                _ => panic!("{request_id} failed with {why}; the look-up says {outcome}"),
-            }
-            resolved += 1;
-        }
-    }
-
-    let mut appended: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for account in &accounts {
-        let id = AggregateId::new("bank", "account", account, wow_core::DEFAULT_TENANT_ID);
-        let streams = store.load(&id, 1, u64::MAX).await.unwrap();
-        let mut seen = BTreeSet::new();
-        for stream in &streams {
-            assert!(
-                seen.insert(stream.request_id.clone()),
-                "{} appended twice in {account}",
-                stream.request_id
-            );
-        }
-        let (_, state) = api.get(&format!("account/{account}/state")).await;
-        assert_eq!(
-            state["state"]["balance"].as_u64().unwrap() as usize,
-            streams.len() - 1,
-            "{account}: one deposit per stream"
-        );
-        appended.insert(account.clone(), seen);
-    }
+    let last = check_history(&store, &api, &accounts, &sent).await;
     // The projection on the surviving side reaches what a single node would have: each
     // account's view holds the balance its history gives, at the last version, although
     // processors died between appending streams and projecting them (the new owners read
     // them from the feed).
-    for account in &accounts {
-        let id = AggregateId::new("bank", "account", account, wow_core::DEFAULT_TENANT_ID);
-        let version = store.last(&id).await.unwrap().unwrap().version;
-        let expected = appended[account].len() - 1;
+    for (account, version) in &last {
         let started = Instant::now();
         loop {
             let (_, view) = api
                 .get(&format!("account/{account}/view/account_balance"))
                 .await;
-            if view["version"] == version && view["state"]["balance"] == expected {
+            if view["version"] == *version && view["state"]["balance"] == *version - 1 {
                 break;
             }
             assert!(
                 started.elapsed() < PATIENCE,
-                "{account}: the view is {view}, history says {expected} at {version}"
+                "{account}: the view is {view}, history says {} at {version}",
+                version - 1
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    // Every deposit is in history exactly once: acknowledged, resolved by look-up, or resent.
-    let mut processed = 0;
-    for (account, request_id, answer) in &answers {
-        assert!(
-            appended[account].contains(request_id),
-            "{request_id} ({answer:?}) is not in history"
-        );
-        if let Answer::Processed(version) = answer {
-            assert!(*version > 1, "a deposit comes after the open");
-            processed += 1;
-        }
-    }
+    let acknowledged = sent
+        .iter()
+        .filter(|r| !r.overdraft && r.status == StatusCode::OK)
+        .count();
+    let overdrafts = sent.iter().filter(|r| r.overdraft).count();
     eprintln!(
-        "{processed} acknowledged at PROCESSED, {resolved} resolved after the kills, {} overdrafts rejected once each",
-        overdrafts.len()
+        "{acknowledged} acknowledged at PROCESSED, {resolved} resolved after the kills, {overdrafts} overdrafts rejected once each"
     );
-    assert!(processed > 0);
+    assert!(acknowledged > 0);
     gateway.stop();
     for processor in processors {
         processor.stop();
@@ -613,45 +655,8 @@ async fn nats_killed_and_restarted_under_load_loses_no_acknowledged_command() {
     let gateway = deployment.start("gateway");
     let api = Arc::new(Api::new(&gateway));
     until_partitions_owned(&[&Api::new(&processor)], 8).await;
-    let accounts: Vec<String> = (0..8).map(|n| format!("nats-{n}")).collect();
-    for account in &accounts {
-        let (status, body) = api
-            .command(
-                &format!("account/{account}/open"),
-                &format!("open-{account}"),
-                json!({"name": "Ann", "balance": 0}),
-                "PROCESSED",
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-    }
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let callers: Vec<_> = (0..4)
-        .map(|caller| {
-            let api = api.clone();
-            let accounts = accounts.clone();
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let mut answers = Vec::new();
-                let mut n = 0;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let account = &accounts[(caller + n) % accounts.len()];
-                    let request_id = format!("nd-{caller}-{n}");
-                    let (status, body) = api
-                        .command(
-                            &format!("account/{account}/deposit"),
-                            &request_id,
-                            json!({"amount": 1}),
-                            "PROCESSED",
-                        )
-                        .await;
-                    answers.push((account.clone(), request_id, status, body));
-                    n += 1;
-                }
-                answers
-            })
-        })
-        .collect();
+    let accounts = open_accounts(&api, "nats", 8).await;
+    let load = Load::start(&api, &accounts, 4, None);
     tokio::time::sleep(Duration::from_millis(500)).await;
     nats.kill();
     // While NATS is down the gateway refuses at SENT: 503 ServiceUnavailable.
@@ -689,56 +694,13 @@ async fn nats_killed_and_restarted_under_load_loses_no_acknowledged_command() {
     }
     eprintln!("recovered {:?} after NATS restarted", started.elapsed());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut answers = Vec::new();
-    for caller in callers {
-        answers.extend(caller.await.unwrap());
-    }
-    // Resolve every unanswered deposit as a client would: look up, resend when NONE.
-    for (account, request_id, status, _) in &answers {
-        if *status == StatusCode::OK {
-            continue;
-        }
-        let (_, outcome) = api
-            .get(&format!("account/{account}/requests/{request_id}"))
-            .await;
-        if outcome["status"] != "APPENDED" {
-            let (status, body) = api
-                .command(
-                    &format!("account/{account}/deposit"),
-                    request_id,
-                    json!({"amount": 1}),
-                    "PROCESSED",
-                )
-                .await;
-            assert!(
-                status == StatusCode::OK || body["errorCode"] == "DuplicateRequestId",
-                "{status} {body}"
-            );
-        }
-    }
-    let store = deployment.events().await;
-    let mut acknowledged = 0;
-    for account in &accounts {
-        let id = AggregateId::new("bank", "account", account, wow_core::DEFAULT_TENANT_ID);
-        let streams = store.load(&id, 1, u64::MAX).await.unwrap();
-        let ids: BTreeSet<&str> = streams.iter().map(|s| s.request_id.as_str()).collect();
-        assert_eq!(
-            ids.len(),
-            streams.len(),
-            "{account}: a request appended twice"
-        );
-        for (_, request_id, status, _) in answers.iter().filter(|a| &a.0 == account) {
-            assert!(
-                ids.contains(request_id.as_str()),
-                "{request_id} ({status}) is not in history"
-            );
-            acknowledged += usize::from(*status == StatusCode::OK);
-        }
-    }
+    let sent = load.finish().await;
+    let resolved = resolve(&api, &sent).await;
+    check_history(&deployment.events().await, &api, &accounts, &sent).await;
     eprintln!(
-        "{acknowledged} of {} deposits acknowledged around the restart",
-        answers.len()
+        "{} of {} deposits acknowledged around the restart, {resolved} resolved after it",
+        sent.iter().filter(|r| r.status == StatusCode::OK).count(),
+        sent.len()
     );
     gateway.stop();
     processor.stop();
