@@ -417,3 +417,44 @@ async fn a_message_from_an_older_gateway_is_processed_and_one_from_a_newer_is_re
     stop(token, tasks).await;
     setup::remove_stream(&client, &config).await;
 }
+
+#[tokio::test]
+async fn a_message_that_does_not_decode_is_dropped_and_the_partition_goes_on() {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let gateway = gateway(&client, &config, "gateway-poison").await;
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let notifier = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let processor = node(&store, notifier.clone());
+
+    // A message no gateway of any build would write, on the partition of the command after it.
+    let id = account(&uuid::Uuid::now_v7().to_string());
+    let command = open(&id, 3);
+    let partition = wow_nats::command_partition(&command, config.partitions);
+    jetstream
+        .publish(config.partition_subject(partition), "not a command".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let (token, tasks) = consume_all(&client, &config, processor, notifier).await;
+
+    // The partition is not stuck behind it: the next command is processed.
+    let done = processed(&gateway.gateway, command).await.unwrap();
+    assert_eq!(done.aggregate_version, Some(1));
+    stop(token, tasks).await;
+    // And it is not delivered again: acknowledged, the stream lets both go.
+    let mut stream = jetstream.get_stream(&config.stream).await.unwrap();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while stream.info().await.unwrap().state.messages > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "messages left in the stream"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    setup::remove_stream(&client, &config).await;
+}
