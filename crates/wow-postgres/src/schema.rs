@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 9;
+pub const SCHEMA_VERSION: i32 = 10;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -43,7 +43,7 @@ pub const SCHEMA_VERSION: i32 = 9;
 /// appended streams only (`version > 0`), as the feed reads: rejections are not in it.
 /// Migration 7 blocks appends while the index builds (measured here: 2 ms for the column and
 /// 0.35 s for the index over a million rows of 300-byte bodies, PostgreSQL 15).
-const MIGRATIONS: [&str; 9] = [
+const MIGRATIONS: [&str; 10] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -185,6 +185,16 @@ const MIGRATIONS: [&str; 9] = [
     -- The version of the state's shape each snapshot was taken with: a snapshot of another
     -- shape is ignored and the state rebuilt from history. Those already here are version 1.
     ALTER TABLE snapshot ADD COLUMN state_version INTEGER NOT NULL DEFAULT 1;
+"#,
+    r#"
+    -- Aggregates renamed in the store (Aggregate::ALIASES): each former name's rows were
+    -- re-keyed to `to_name` once, so a later start need not look for them again.
+    CREATE TABLE aggregate_rename (
+        from_name      TEXT   NOT NULL,
+        to_name        TEXT   NOT NULL,
+        renamed_at     BIGINT NOT NULL,
+        CONSTRAINT aggregate_rename_pk PRIMARY KEY (from_name)
+    );
 "#,
 ];
 

@@ -62,12 +62,12 @@ use crate::{OpenError, PostgresOptions};
 /// the pool.
 #[derive(Clone)]
 pub struct PostgresStore {
-    pool: Pool,
+    pub(crate) pool: Pool,
     /// Consumers' transactions at once: at most half the pool, so appends always find a
     /// connection however far behind the consumers are.
     consumer_slots: Arc<tokio::sync::Semaphore>,
     schema: String,
-    clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for PostgresStore {

@@ -97,3 +97,17 @@ mod processed_message {
 
     wow_tck::processed_message_tck!(optional: ledger);
 }
+
+mod rename {
+    use std::sync::Arc;
+
+    use wow_tck::rename::Store;
+
+    async fn stores() -> Option<Store> {
+        let test = super::support::fresh().await?;
+        let stores = wow_core::Stores::of(test.store.clone());
+        Some(Store::of(stores).keeping(Arc::new(test)))
+    }
+
+    wow_tck::rename_tck!(optional: stores);
+}

@@ -28,6 +28,7 @@ mod downstream;
 mod error;
 mod options;
 mod reader;
+mod rename;
 mod schema;
 mod store;
 mod view;

@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 8;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 8] = [
+const MIGRATIONS: [&str; 9] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -212,6 +212,15 @@ const MIGRATIONS: [&str; 8] = [
     -- The version of the state's shape each snapshot was taken with: a snapshot of another
     -- shape is ignored and the state rebuilt from history. Those already here are version 1.
     ALTER TABLE snapshot ADD COLUMN state_version INTEGER NOT NULL DEFAULT 1;
+"#,
+    r#"
+    -- Aggregates renamed in the store (Aggregate::ALIASES): each former name's rows were
+    -- re-keyed to `to_name` once, so a later start need not look for them again.
+    CREATE TABLE aggregate_rename (
+        from_name      TEXT    NOT NULL PRIMARY KEY,
+        to_name        TEXT    NOT NULL,
+        renamed_at     INTEGER NOT NULL
+    ) WITHOUT ROWID;
 "#,
 ];
 

@@ -34,7 +34,7 @@ pub struct SqliteStore {
     stats: Arc<WriterStats>,
     reads: Arc<ReadPool>,
     options: Arc<SqliteOptions>,
-    clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 /// `value` as a database integer, saturating.

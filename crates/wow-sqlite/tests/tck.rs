@@ -103,3 +103,10 @@ mod processed_message {
 
     wow_tck::processed_message_tck!(ledger);
 }
+
+mod rename {
+    use super::*;
+    wow_tck::rename_tck!(|| async {
+        wow_tck::rename::Store::of(wow_core::Stores::of(SqliteStore::clone(&*fresh().await)))
+    });
+}

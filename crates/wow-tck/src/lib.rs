@@ -23,6 +23,7 @@ pub mod event_store;
 pub mod fixtures;
 pub mod migration;
 pub mod processed_message;
+pub mod rename;
 pub mod snapshot_store;
 pub mod view_store;
 
@@ -215,6 +216,36 @@ macro_rules! __view_store_cases {
                 lists_by_filter_in_id_order_and_pages,
                 scans_every_tenant_in_key_order_and_pages,
                 clear_drops_one_views_rows_and_records,
+            ]
+        );
+    };
+}
+
+/// Runs every rename case against stores from `$factory`, an async function or closure with
+/// no arguments returning a [`rename::Store`] (or, with `optional:`, an `Option` of it).
+#[macro_export]
+macro_rules! rename_tck {
+    (optional: $factory:expr) => {
+        $crate::__rename_cases!(optional, $factory);
+    };
+    ($factory:expr) => {
+        $crate::__rename_cases!(required, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __rename_cases {
+    ($mode:ident, $factory:expr) => {
+        $crate::__tck_cases!(
+            $mode,
+            rename,
+            $factory,
+            [
+                renames_every_row_of_an_aggregate,
+                a_rename_is_done_once,
+                a_dry_run_changes_nothing,
+                refuses_when_both_names_hold_an_aggregate,
             ]
         );
     };

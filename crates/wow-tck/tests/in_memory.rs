@@ -74,3 +74,7 @@ mod downstream {
         }
     });
 }
+
+mod rename {
+    wow_tck::rename_tck!(|| async { wow_tck::rename::Store::of(wow_core::Stores::in_memory()) });
+}

@@ -8,7 +8,8 @@ use crate::contracts::event::{
     ConsumerPositions, EffectJournal, InMemoryConsumerPositions, InMemoryEffectJournal,
 };
 use crate::contracts::eventsourcing::{
-    EventStore, InMemoryEventStore, InMemorySnapshotStore, SnapshotStore,
+    AggregateRenames, EventStore, InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore,
+    SnapshotStore,
 };
 use crate::contracts::view::{InMemoryViewStore, ViewStore};
 
@@ -32,6 +33,8 @@ pub struct Stores {
     pub views: Arc<dyn ViewStore>,
     /// The journal of external effects (SPEC DS-2).
     pub effects: Arc<dyn EffectJournal>,
+    /// Re-keys an aggregate kept under an old name (an alias) across all of the above.
+    pub renames: Arc<dyn AggregateRenames>,
 }
 
 impl Stores {
@@ -44,6 +47,7 @@ impl Stores {
             + CompensationStore
             + ViewStore
             + EffectJournal
+            + AggregateRenames
             + Clone
             + 'static,
     {
@@ -53,19 +57,27 @@ impl Stores {
             positions: Arc::new(store.clone()),
             compensation: Arc::new(store.clone()),
             views: Arc::new(store.clone()),
-            effects: Arc::new(store),
+            effects: Arc::new(store.clone()),
+            renames: Arc::new(store),
         }
     }
 
     /// Everything in memory, nothing durable: for tests and `memory://`.
     pub fn in_memory() -> Self {
-        Self {
+        let renames = InMemoryRenames {
             events: Arc::new(InMemoryEventStore::new()),
             snapshots: Arc::new(InMemorySnapshotStore::new()),
             positions: Arc::new(InMemoryConsumerPositions::default()),
             compensation: Arc::new(InMemoryCompensationStore::default()),
+        };
+        Self {
+            events: renames.events.clone(),
+            snapshots: renames.snapshots.clone(),
+            positions: renames.positions.clone(),
+            compensation: renames.compensation.clone(),
             views: Arc::new(InMemoryViewStore::default()),
             effects: Arc::new(InMemoryEffectJournal::default()),
+            renames: Arc::new(renames),
         }
     }
 

@@ -152,6 +152,23 @@ impl InMemoryCompensationStore {
     }
 }
 
+impl InMemoryCompensationStore {
+    /// Re-keys the records of the aggregate named `from` to `to`; how many.
+    pub(crate) fn rename(&self, from: &str, to: &str, dry_run: bool) -> u64 {
+        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rows = 0;
+        for record in records.values_mut() {
+            if record.aggregate_id.aggregate_name == from {
+                rows += 1;
+                if !dry_run {
+                    record.aggregate_id.aggregate_name = to.to_owned();
+                }
+            }
+        }
+        rows
+    }
+}
+
 #[async_trait]
 impl CompensationStore for InMemoryCompensationStore {
     async fn record_failure(

@@ -131,6 +131,49 @@ impl InMemoryConsumerPositions {
     }
 }
 
+impl InMemoryConsumerPositions {
+    /// A (tenant, id) with a position of one consumer under both `from` and `to`.
+    pub(crate) fn rename_conflict(&self, from: &str, to: &str) -> Option<(String, String)> {
+        let positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
+        positions.values().find_map(|of_consumer| {
+            of_consumer
+                .keys()
+                .filter(|a| a.aggregate_name == from)
+                .find(|a| {
+                    let mut renamed = (*a).clone();
+                    renamed.aggregate_name = to.to_owned();
+                    of_consumer.contains_key(&renamed)
+                })
+                .map(|a| (a.tenant_id.clone(), a.id.clone()))
+        })
+    }
+
+    /// Re-keys every consumer's positions on the aggregate named `from` to `to`; how many.
+    pub(crate) fn rename(&self, from: &str, to: &str, dry_run: bool) -> u64 {
+        let mut positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rows = 0;
+        for of_consumer in positions.values_mut() {
+            let keys: Vec<AggregateId> = of_consumer
+                .keys()
+                .filter(|a| a.aggregate_name == from)
+                .cloned()
+                .collect();
+            rows += keys.len() as u64;
+            if dry_run {
+                continue;
+            }
+            for key in keys {
+                if let Some(version) = of_consumer.remove(&key) {
+                    let mut renamed = key;
+                    renamed.aggregate_name = to.to_owned();
+                    of_consumer.insert(renamed, version);
+                }
+            }
+        }
+        rows
+    }
+}
+
 #[async_trait]
 impl ConsumerPositions for InMemoryConsumerPositions {
     async fn positions(

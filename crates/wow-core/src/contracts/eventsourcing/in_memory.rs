@@ -125,6 +125,73 @@ impl InMemoryEventStore {
     }
 }
 
+impl InMemoryEventStore {
+    /// The first (tenant, id) of the aggregate named `from` that also has history under `to`.
+    pub(crate) fn rename_conflict(&self, from: &str, to: &str) -> Option<(String, String)> {
+        let mut held = std::collections::HashSet::new();
+        let mut renamed = Vec::new();
+        for shard in &self.shards {
+            let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            for (tenant, name, id) in shard.keys() {
+                if name == to {
+                    held.insert((tenant.clone(), id.clone()));
+                } else if name == from {
+                    renamed.push((tenant.clone(), id.clone()));
+                }
+            }
+        }
+        renamed.into_iter().find(|key| held.contains(key))
+    }
+
+    /// Re-keys the history (streams and rejections) of the aggregate named `from` to `to`, in
+    /// the aggregates' histories and in the feed (same positions); the number of rows.
+    pub(crate) fn rename(&self, from: &str, to: &str, dry_run: bool) -> u64 {
+        // Every shard, in index order, then the feed: the order an append takes its one
+        // shard and the feed in, so no append sees half a rename.
+        let mut shards: Vec<_> = self
+            .shards
+            .iter()
+            .map(|shard| shard.lock().unwrap_or_else(|p| p.into_inner()))
+            .collect();
+        let mut feed = self.feed();
+        let moved: Vec<(Key, History)> = shards
+            .iter_mut()
+            .flat_map(|shard| {
+                let keys: Vec<Key> = shard.keys().filter(|k| k.1 == from).cloned().collect();
+                keys.into_iter()
+                    .filter_map(|k| shard.remove(&k).map(|history| (k, history)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let rows = moved
+            .iter()
+            .map(|(_, history)| history.requests.len() as u64)
+            .sum();
+        let mut renamed_streams = std::collections::HashMap::new();
+        for ((tenant, _, id), mut history) in moved {
+            if !dry_run {
+                for stream in history.streams.values_mut() {
+                    let mut today = DomainEventStream::clone(stream);
+                    today.aggregate_id.aggregate_name = to.to_owned();
+                    let today = Arc::new(today);
+                    renamed_streams.insert(stream.id.clone(), today.clone());
+                    *stream = today;
+                }
+            }
+            let name = if dry_run { from } else { to };
+            let key = (tenant, name.to_owned(), id);
+            let index = (self.hasher.hash_one(&key) % SHARDS as u64) as usize;
+            shards[index].insert(key, history);
+        }
+        for stream in feed.iter_mut() {
+            if let Some(today) = renamed_streams.get(&stream.id) {
+                *stream = today.clone();
+            }
+        }
+        rows
+    }
+}
+
 #[async_trait]
 impl EventStore for InMemoryEventStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
@@ -310,6 +377,35 @@ impl InMemorySnapshotStore {
         self.snapshots
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl InMemorySnapshotStore {
+    /// Whether the aggregate (tenant, id) has a snapshot under `to` as under `from`.
+    pub(crate) fn rename_conflict(&self, from: &str, to: &str) -> Option<(String, String)> {
+        let snapshots = self.snapshots();
+        snapshots
+            .keys()
+            .filter(|(_, name, _)| name == from)
+            .find(|(tenant, _, id)| {
+                snapshots.contains_key(&(tenant.clone(), to.to_owned(), id.clone()))
+            })
+            .map(|(tenant, _, id)| (tenant.clone(), id.clone()))
+    }
+
+    /// Re-keys the snapshots of the aggregate named `from` to `to`; how many.
+    pub(crate) fn rename(&self, from: &str, to: &str, dry_run: bool) -> u64 {
+        let mut snapshots = self.snapshots();
+        let keys: Vec<Key> = snapshots.keys().filter(|k| k.1 == from).cloned().collect();
+        if !dry_run {
+            for key in &keys {
+                if let Some(mut snapshot) = snapshots.remove(key) {
+                    snapshot.aggregate_id.aggregate_name = to.to_owned();
+                    snapshots.insert((key.0.clone(), to.to_owned(), key.2.clone()), snapshot);
+                }
+            }
+        }
+        keys.len() as u64
     }
 }
 

@@ -3,6 +3,7 @@ mod event_store;
 mod feed;
 mod gated;
 mod in_memory;
+mod rename;
 mod schema_status;
 mod snapshot;
 
@@ -13,5 +14,6 @@ pub use event_store::{
 pub use feed::{FeedEntry, GlobalPosition, ParseGlobalPositionError};
 pub use gated::GatedEventStore;
 pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
+pub use rename::{check_rename, AggregateRenames, InMemoryRenames, RenameError, RenamedRows};
 pub use schema_status::{PendingMigration, SchemaStatus};
 pub use snapshot::{Snapshot, SnapshotStore};

@@ -139,6 +139,14 @@ pub trait Aggregate: Send + Sync + 'static {
     /// The aggregate's name, unique within a store (the first segment of its HTTP routes).
     const AGGREGATE_NAME: &'static str;
 
+    /// The names this aggregate had before, oldest first: declare the old name here when you
+    /// rename an aggregate, once. On start the service re-keys whatever the store still holds
+    /// under an old name (history, request ids, rejections, snapshots, consumer positions,
+    /// compensation records) to [`AGGREGATE_NAME`](Self::AGGREGATE_NAME), in one
+    /// transaction, and commands that name an old name (an old client's route, a message
+    /// from a node of the previous release) reach this aggregate. Default: none.
+    const ALIASES: &'static [&'static str] = &[];
+
     /// The version of the state's shape, recorded with every snapshot. Raise it whenever
     /// `State` changes shape: a snapshot of another version is ignored and the state is
     /// rebuilt from history, never decoded into the wrong shape. Default 1.

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::model::aggregate::Aggregate;
+use crate::model::aggregate_id::AggregateId;
 use crate::model::error_code::ErrorCode;
 use crate::runtime::aggregate::{AggregateRuntime, TypedAggregateRuntime};
 
@@ -24,10 +25,13 @@ impl UnknownAggregate {
     }
 }
 
-/// The aggregates of a service, each behind its JSON runtime, looked up by aggregate name.
+/// The aggregates of a service, each behind its JSON runtime, looked up by aggregate name
+/// or by one of its former names ([`Aggregate::ALIASES`]).
 #[derive(Debug, Clone, Default)]
 pub struct AggregateRegistry {
     runtimes: BTreeMap<String, Arc<dyn AggregateRuntime>>,
+    /// Former name → today's.
+    aliases: BTreeMap<String, String>,
 }
 
 impl AggregateRegistry {
@@ -41,33 +45,124 @@ impl AggregateRegistry {
         self.register_runtime(Arc::new(TypedAggregateRuntime::<A>::new()))
     }
 
-    /// Registers an aggregate runtime; a second one with the same name is an error.
+    /// Registers an aggregate runtime; a name or alias already taken (by a name or an alias)
+    /// is an error, and nothing is registered then.
     pub fn register_runtime(
         &mut self,
         runtime: Arc<dyn AggregateRuntime>,
     ) -> Result<&mut Self, DuplicateAggregateName> {
         let name = runtime.named_aggregate().aggregate_name.clone();
-        if self.runtimes.contains_key(&name) {
-            return Err(DuplicateAggregateName(name));
+        let aliases = runtime.aliases();
+        let claimed: Vec<&str> = std::iter::once(name.as_str())
+            .chain(aliases.iter().copied())
+            .collect();
+        for (index, claim) in claimed.iter().enumerate() {
+            let taken = self.runtimes.contains_key(*claim)
+                || self.aliases.contains_key(*claim)
+                || claimed[..index].contains(claim);
+            if taken {
+                return Err(DuplicateAggregateName((*claim).to_owned()));
+            }
+        }
+        for alias in aliases {
+            self.aliases.insert((*alias).to_owned(), name.clone());
         }
         self.runtimes.insert(name, runtime);
         Ok(self)
     }
 
-    /// The runtime of the aggregate named `name`.
+    /// The runtime of the aggregate named `name` (today's name or a former one).
     pub fn get(&self, name: &str) -> Option<&Arc<dyn AggregateRuntime>> {
-        self.runtimes.get(name)
+        self.runtimes.get(name).or_else(|| {
+            self.aliases
+                .get(name)
+                .and_then(|today| self.runtimes.get(today))
+        })
     }
 
-    /// The runtime of the aggregate named `name`, or why there is none.
+    /// The runtime of the aggregate named `name` (today's name or a former one), or why there
+    /// is none.
     pub fn find(&self, name: &str) -> Result<&Arc<dyn AggregateRuntime>, UnknownAggregate> {
-        self.runtimes
-            .get(name)
+        self.get(name)
             .ok_or_else(|| UnknownAggregate(name.to_owned()))
+    }
+
+    /// Puts today's name in `aggregate_id` when it names the aggregate by a former one; any
+    /// other name (today's, an unknown one) is left as it is.
+    pub fn use_todays_name(&self, aggregate_id: &mut AggregateId) {
+        if let Some(today) = self.aliases.get(&aggregate_id.aggregate_name) {
+            aggregate_id.aggregate_name.clone_from(today);
+        }
+    }
+
+    /// Every (former name, today's name), in former-name order.
+    pub fn aliases(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.aliases
+            .iter()
+            .map(|(alias, name)| (alias.as_str(), name.as_str()))
     }
 
     /// Every registered aggregate, in name order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn AggregateRuntime>> {
         self.runtimes.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::testing_example::Counter;
+
+    #[derive(Debug)]
+    struct Renamed;
+
+    impl Aggregate for Renamed {
+        const CONTEXT_NAME: &'static str = "example";
+        const AGGREGATE_NAME: &'static str = "tally";
+        const ALIASES: &'static [&'static str] = &["tally_v0", "counter"];
+        type State = <Counter as Aggregate>::State;
+        type Command = <Counter as Aggregate>::Command;
+        type Event = <Counter as Aggregate>::Event;
+        type Error = <Counter as Aggregate>::Error;
+
+        fn handle(
+            state: &Self::State,
+            command: Self::Command,
+            ctx: &crate::model::aggregate::CommandContext<'_>,
+        ) -> Result<Vec<Self::Event>, Self::Error> {
+            Counter::handle(state, command, ctx)
+        }
+
+        fn apply(state: &mut Self::State, event: &Self::Event) {
+            Counter::apply(state, event);
+        }
+    }
+
+    #[test]
+    fn a_former_name_finds_todays_aggregate() {
+        let mut registry = AggregateRegistry::new();
+        registry.register::<Renamed>().unwrap();
+        for name in ["tally", "tally_v0", "counter"] {
+            let runtime = registry.find(name).unwrap();
+            assert_eq!(runtime.named_aggregate().aggregate_name, "tally");
+        }
+        assert!(registry.find("count").is_err());
+        let aliases: Vec<_> = registry.aliases().collect();
+        assert_eq!(aliases, [("counter", "tally"), ("tally_v0", "tally")]);
+    }
+
+    #[test]
+    fn a_name_taken_as_an_alias_or_a_name_is_refused() {
+        let mut registry = AggregateRegistry::new();
+        registry.register::<Counter>().unwrap();
+        let refused = registry.register::<Renamed>().unwrap_err();
+        assert_eq!(refused, DuplicateAggregateName("counter".into()));
+        assert!(
+            registry.get("tally").is_none(),
+            "nothing registered on refusal"
+        );
+        assert!(registry.get("tally_v0").is_none());
     }
 }

@@ -54,6 +54,11 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     /// The aggregate's context and name.
     fn named_aggregate(&self) -> &NamedAggregate;
 
+    /// The names the aggregate had before ([`Aggregate::ALIASES`]).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Every command, by name and kind.
     fn commands(&self) -> &'static [CommandInfo];
 
@@ -252,6 +257,10 @@ pub(crate) fn decide<A: Aggregate>(
 impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
     fn named_aggregate(&self) -> &NamedAggregate {
         &self.named
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        A::ALIASES
     }
 
     fn commands(&self) -> &'static [CommandInfo] {

@@ -391,6 +391,11 @@ impl CommandGateway {
                     unknown.to_string(),
                 ))
             })?;
+        // A former name (an old client's route) is sent under today's: the store keys,
+        // request ids and partitions are today's name's.
+        self.inner
+            .registry
+            .use_todays_name(&mut command.aggregate_id);
         let decoded = runtime
             .decode_command(&command.name, &command.body)
             .map_err(|error| {

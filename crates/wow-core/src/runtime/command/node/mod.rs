@@ -242,7 +242,9 @@ impl DefaultCommandHandler {
 
 #[async_trait]
 impl CommandHandler for DefaultCommandHandler {
-    async fn handle(&self, command: JsonCommand) {
+    async fn handle(&self, mut command: JsonCommand) {
+        // A node of the previous release may still send an aggregate's former name.
+        self.registry.use_todays_name(&mut command.aggregate_id);
         if command.is_void() {
             // No aggregate handles a void command (SPEC RQ-12): the node logs it, at least
             // once (a resend the gateway let through is logged again). Nothing is recorded or

@@ -1,0 +1,139 @@
+//! Renaming an aggregate: its rows re-keyed from a former name in one transaction.
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OptionalExtension};
+use wow_core::eventsourcing::{check_rename, AggregateRenames, RenameError, RenamedRows};
+
+use crate::SqliteStore;
+
+/// The first (tenant, id) with rows under both names, in any keyed table.
+const CONFLICT: &str = "
+    SELECT a.tenant_id, a.aggregate_id FROM event_stream a
+     WHERE a.aggregate_name = ?1
+       AND EXISTS (SELECT 1 FROM event_stream b
+                    WHERE b.tenant_id = a.tenant_id AND b.aggregate_name = ?2 AND b.aggregate_id = a.aggregate_id)
+    UNION ALL
+    SELECT a.tenant_id, a.aggregate_id FROM snapshot a
+     WHERE a.aggregate_name = ?1
+       AND EXISTS (SELECT 1 FROM snapshot b
+                    WHERE b.tenant_id = a.tenant_id AND b.aggregate_name = ?2 AND b.aggregate_id = a.aggregate_id)
+    UNION ALL
+    SELECT a.tenant_id, a.aggregate_id FROM consumer_position a
+     WHERE a.aggregate_name = ?1
+       AND EXISTS (SELECT 1 FROM consumer_position b
+                    WHERE b.consumer = a.consumer AND b.tenant_id = a.tenant_id
+                      AND b.aggregate_name = ?2 AND b.aggregate_id = a.aggregate_id)
+    LIMIT 1";
+
+/// The keyed tables, in the order their rows are counted in [`RenamedRows`].
+const TABLES: [&str; 4] = [
+    "event_stream",
+    "snapshot",
+    "consumer_position",
+    "execution_failed",
+];
+
+/// The rename in the writer's transaction: `Ok(None)` when it was recorded as done before.
+fn rename(
+    connection: &Connection,
+    from: &str,
+    to: &str,
+    dry_run: bool,
+    now: i64,
+) -> rusqlite::Result<Result<RenamedRows, RenameError>> {
+    let done: Option<String> = connection
+        .query_row(
+            "SELECT to_name FROM aggregate_rename WHERE from_name = ?1",
+            [from],
+            |row| row.get(0),
+        )
+        .optional()?;
+    if done.is_some() {
+        return Ok(Ok(RenamedRows::default()));
+    }
+    let conflict: Option<(String, String)> = connection
+        .query_row(CONFLICT, params![from, to], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .optional()?;
+    if let Some((tenant, id)) = conflict {
+        return Ok(Err(RenameError::Conflict {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            tenant,
+            id,
+        }));
+    }
+    let mut counts = [0u64; 4];
+    for (count, table) in counts.iter_mut().zip(TABLES) {
+        let rows = if dry_run {
+            connection.query_row(
+                &format!("SELECT COUNT(*) FROM {table} WHERE aggregate_name = ?1"),
+                [from],
+                |row| row.get::<_, i64>(0),
+            )?
+        } else {
+            let changed = connection.execute(
+                &format!("UPDATE {table} SET aggregate_name = ?2 WHERE aggregate_name = ?1"),
+                params![from, to],
+            )?;
+            i64::try_from(changed).unwrap_or(i64::MAX)
+        };
+        *count = u64::try_from(rows).unwrap_or(0);
+    }
+    if !dry_run {
+        connection.execute(
+            "INSERT INTO aggregate_rename (from_name, to_name, renamed_at) VALUES (?1, ?2, ?3)",
+            params![from, to, now],
+        )?;
+    }
+    let [streams, snapshots, positions, failures] = counts;
+    Ok(Ok(RenamedRows::new(
+        streams, snapshots, positions, failures,
+    )))
+}
+
+#[async_trait]
+impl AggregateRenames for SqliteStore {
+    /// Re-keys in the writer's transaction, and records the rename in `aggregate_rename` so
+    /// that a later start answers from that record without scanning the tables again.
+    async fn rename_aggregate(
+        &self,
+        from: &str,
+        to: &str,
+        dry_run: bool,
+    ) -> Result<RenamedRows, RenameError> {
+        check_rename(from, to)?;
+        let (from, to) = (from.to_owned(), to.to_owned());
+        let now = self.clock.now_millis();
+        let outcome = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let slot = outcome.clone();
+        let written = self
+            .transact(move |connection| {
+                let made = rename(connection, &from, &to, dry_run, now)?;
+                let refused = made.is_err();
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(made);
+                if refused {
+                    // Roll the savepoint back (nothing was written; the record says why).
+                    return Err("the rename was refused".into());
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(error) = written {
+            if !matches!(
+                &*outcome.lock().unwrap_or_else(|p| p.into_inner()),
+                Some(Err(_))
+            ) {
+                return Err(match error {
+                    wow_core::event::ProcessError::Store(error) => {
+                        RenameError::Unavailable(error.to_string())
+                    }
+                    other => RenameError::Internal(other.to_string()),
+                });
+            }
+        }
+        let made = outcome.lock().unwrap_or_else(|p| p.into_inner()).take();
+        made.unwrap_or_else(|| Err(RenameError::Internal("the writer ran no work".into())))
+    }
+}
