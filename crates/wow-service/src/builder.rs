@@ -1,7 +1,7 @@
 //! [`ServiceBuilder`]: what a service runs (aggregates, views, sagas, consumers, routes) and
 //! on what store, gathered before anything starts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -59,6 +59,9 @@ pub struct ServiceBuilder {
     pub(crate) duplicate: Option<DuplicateAggregateName>,
     /// Aggregates whose history consumers read, besides the registered ones.
     pub(crate) consumed: BTreeSet<NamedAggregate>,
+    /// Former name → today's, of every aggregate the service runs or reads
+    /// ([`Aggregate::ALIASES`]): re-keyed in the store on start.
+    pub(crate) renames: BTreeMap<String, String>,
     pub(crate) projections: Vec<ConsumerFactory>,
     pub(crate) processors: Vec<ConsumerFactory>,
     pub(crate) sagas: Vec<Arc<dyn DynSaga>>,
@@ -76,6 +79,7 @@ impl Default for ServiceBuilder {
             registry: AggregateRegistry::new(),
             duplicate: None,
             consumed: BTreeSet::new(),
+            renames: BTreeMap::new(),
             projections: Vec::new(),
             processors: Vec::new(),
             sagas: Vec::new(),
@@ -112,11 +116,24 @@ impl ServiceBuilder {
     /// Serves the aggregate `A`: its commands as `POST` routes, its history and state as
     /// `GET` routes, all in `/openapi.json`. A second aggregate of the same name makes the
     /// start fail with [`ServiceError::DuplicateAggregate`](crate::ServiceError::DuplicateAggregate).
+    ///
+    /// A renamed aggregate declares its former names in [`Aggregate::ALIASES`]: the start
+    /// re-keys what the store holds under them (once, in one transaction) before anything
+    /// reads it, and the routes of a former name reach `A`.
     pub fn aggregate<A: Aggregate>(mut self) -> Self {
         if let Err(duplicate) = self.registry.register::<A>() {
             self.duplicate.get_or_insert(duplicate);
         }
+        self.note_aliases::<A>();
         self
+    }
+
+    /// Notes `A`'s former names, to re-key on start.
+    fn note_aliases<A: Aggregate>(&mut self) {
+        for alias in A::ALIASES {
+            self.renames
+                .insert((*alias).to_owned(), A::AGGREGATE_NAME.to_owned());
+        }
     }
 
     /// Runs the view `V` as a projection into the store's view store
@@ -129,6 +146,7 @@ impl ServiceBuilder {
         V::State: schemars::JsonSchema,
     {
         self.consumed.insert(V::Aggregate::named_aggregate());
+        self.note_aliases::<V::Aggregate>();
         self.projections.push(Box::new(|stores: &Stores| {
             Arc::new(ViewProjection::<V>::new(stores.views.clone())) as Arc<dyn EventConsumer>
         }));
@@ -144,6 +162,7 @@ impl ServiceBuilder {
     pub fn saga<S: Saga>(mut self, saga: S) -> Self {
         self.consumed
             .insert(<S::Aggregate as Aggregate>::named_aggregate());
+        self.note_aliases::<S::Aggregate>();
         self.sagas.push(Arc::new(saga));
         self
     }

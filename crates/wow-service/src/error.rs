@@ -18,6 +18,10 @@ pub enum ServiceError {
     /// The store cannot be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// An aggregate's former name could not be re-keyed to today's name
+    /// ([`Aggregate::ALIASES`](wow_core::aggregate::Aggregate::ALIASES)); nothing was renamed.
+    #[error("renaming an aggregate in the store failed: {0}")]
+    Rename(#[from] wow_core::eventsourcing::RenameError),
     /// Two aggregates share a name: a programming error of the service.
     #[error(transparent)]
     DuplicateAggregate(#[from] DuplicateAggregateName),

@@ -55,7 +55,7 @@ impl ServiceBuilder {
     ///
     /// # Errors
     ///
-    /// [`ServiceError::DuplicateAggregate`], [`ServiceError::Store`],
+    /// [`ServiceError::DuplicateAggregate`], [`ServiceError::Store`], [`ServiceError::Rename`],
     /// [`ServiceError::CatchUp`], [`ServiceError::Compensation`]; nothing keeps running then.
     pub async fn build(mut self) -> Result<RunningService, ServiceError> {
         if let Some(duplicate) = self.duplicate.take() {
@@ -69,6 +69,12 @@ impl ServiceBuilder {
                 open_store(url).await?
             }
         };
+        for (from, to) in &self.renames {
+            let renamed = stores.renames.rename_aggregate(from, to, false).await?;
+            if !renamed.is_empty() {
+                tracing::info!(from, to, %renamed, "renamed an aggregate in the store");
+            }
+        }
         let aggregates = self.consumed_aggregates();
         let settings = self.settings.clone();
         let mut distribution = Distribution::connect(&settings).await?;

@@ -162,7 +162,9 @@ pub async fn renames_every_row_of_an_aggregate(store: Store) {
         let at = |aggregate: AggregateId| {
             let positions = stores.positions.clone();
             async move {
-                let found = positions.positions("totals", &[aggregate.clone()]).await;
+                let found = positions
+                    .positions("totals", std::slice::from_ref(&aggregate))
+                    .await;
                 found.unwrap().get(&aggregate).copied()
             }
         };

@@ -95,6 +95,11 @@ impl AggregateRegistry {
         }
     }
 
+    /// Whether `name` is a former name of a registered aggregate.
+    pub fn is_former_name(&self, name: &str) -> bool {
+        self.aliases.contains_key(name)
+    }
+
     /// Every (former name, today's name), in former-name order.
     pub fn aliases(&self) -> impl Iterator<Item = (&str, &str)> {
         self.aliases

@@ -228,7 +228,21 @@ impl DefaultCommandHandler {
     }
 
     /// Runs `command` to its `PROCESSED` result (also signalled to the waiting caller).
+    ///
+    /// A command that names its aggregate by a former name
+    /// ([`Aggregate::ALIASES`](crate::model::aggregate::Aggregate::ALIASES)), from a node of
+    /// the previous release say, is processed under today's name.
     pub async fn process(&self, command: &JsonCommand) -> CommandResult {
+        let mut today = None;
+        if self
+            .registry
+            .is_former_name(&command.aggregate_id.aggregate_name)
+        {
+            let mut renamed = command.clone();
+            self.registry.use_todays_name(&mut renamed.aggregate_id);
+            today = Some(renamed);
+        }
+        let command = today.as_ref().unwrap_or(command);
         let result = self
             .decide_and_append(command)
             .await

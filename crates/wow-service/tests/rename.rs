@@ -1,0 +1,284 @@
+//! An aggregate renamed in code (`counter` → `tally`, declared once in `ALIASES`) keeps its
+//! history, request ids, snapshot, consumer positions and view across a restart on a durable
+//! store, and the former name's routes still reach it. On SQLite and PostgreSQL, with two
+//! processes' worth of services starting on one store at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+use wow_core::aggregate::{Aggregate, CommandContext};
+use wow_core::eventsourcing::SnapshotStrategy;
+use wow_core::testing_example::{Counter, CounterEvent};
+use wow_core::view::View;
+use wow_core::AggregateId;
+use wow_service::{RunningService, Service, ServiceError};
+
+/// Today's name of the counter.
+#[derive(Debug)]
+struct Tally;
+
+impl Aggregate for Tally {
+    const CONTEXT_NAME: &'static str = "demo";
+    const AGGREGATE_NAME: &'static str = "tally";
+    const ALIASES: &'static [&'static str] = &["counter"];
+    type State = <Counter as Aggregate>::State;
+    type Command = <Counter as Aggregate>::Command;
+    type Event = <Counter as Aggregate>::Event;
+    type Error = <Counter as Aggregate>::Error;
+
+    fn handle(
+        state: &Self::State,
+        command: Self::Command,
+        ctx: &CommandContext<'_>,
+    ) -> Result<Vec<Self::Event>, Self::Error> {
+        Counter::handle(state, command, ctx)
+    }
+
+    fn apply(state: &mut Self::State, event: &Self::Event) {
+        Counter::apply(state, event);
+    }
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+struct Total {
+    /// The sum of the additions, and how many streams it saw.
+    sum: u64,
+    streams: u64,
+}
+
+fn total(state: &mut Total, event: &CounterEvent) {
+    state.streams += 1;
+    if let CounterEvent::Added(added) = event {
+        state.sum += added.by;
+    }
+}
+
+/// The view as the previous release had it, over `counter`.
+#[derive(Debug)]
+struct CounterTotal;
+
+impl View for CounterTotal {
+    type Aggregate = Counter;
+    type State = Total;
+    const NAME: &'static str = "counter_total";
+
+    fn apply(state: &mut Total, event: &CounterEvent) {
+        total(state, event);
+    }
+}
+
+/// The same view today, over `tally`.
+#[derive(Debug)]
+struct TallyTotal;
+
+impl View for TallyTotal {
+    type Aggregate = Tally;
+    type State = Total;
+    const NAME: &'static str = "counter_total";
+
+    fn apply(state: &mut Total, event: &CounterEvent) {
+        total(state, event);
+    }
+}
+
+async fn call(
+    app: &Router,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, Value) {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = app
+        .clone()
+        .oneshot(request.body(Body::from(body.to_owned())).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+async fn send(
+    app: &Router,
+    path: &str,
+    request_id: &str,
+    tenant: &str,
+    body: Value,
+) -> (StatusCode, Value) {
+    let headers = [
+        ("Command-Wait-Stage", "PROJECTED"),
+        ("Command-Request-Id", request_id),
+        ("Command-Tenant-Id", tenant),
+    ];
+    call(app, "POST", path, &headers, &body.to_string()).await
+}
+
+/// The previous release: `counter` with its view, snapshots after every stream.
+async fn previous_release(store: &str) -> RunningService {
+    Service::builder()
+        .aggregate::<Counter>()
+        .view::<CounterTotal>()
+        .snapshots(SnapshotStrategy::Every(1))
+        .store(store)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// Today's release: the same aggregate named `tally`.
+async fn todays_release(store: &str) -> Result<RunningService, ServiceError> {
+    Service::builder()
+        .aggregate::<Tally>()
+        .view::<TallyTotal>()
+        .snapshots(SnapshotStrategy::Every(1))
+        .store(store)
+        .build()
+        .await
+}
+
+async fn renamed_aggregate_keeps_everything(store: &str) {
+    let before = previous_release(store).await;
+    let app = before.router();
+    for tenant in ["tenant-a", "tenant-b"] {
+        let (status, body) = send(&app, "/counter/c1/start", "r-start", tenant, json!({})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, body) = send(&app, "/counter/c1/add", "r-add", tenant, json!({"by": 5})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        // A rejection is a decision of its request id too (SPEC ID-6).
+        let (status, body) = send(&app, "/counter/c1/start", "r-again", tenant, json!({})).await;
+        assert!(status.is_client_error(), "{status} {body}");
+    }
+    before.stop().await;
+
+    // Two processes of today's release start on the store at once: one renames, and
+    // neither fails.
+    let (one, two) = tokio::join!(todays_release(store), todays_release(store));
+    let (one, two) = (one.unwrap(), two.unwrap());
+    two.stop().await;
+    let app = one.router();
+    for tenant in ["tenant-a", "tenant-b"] {
+        let tenant_header = [("Command-Tenant-Id", tenant)];
+        let (status, body) = call(&app, "GET", "/tally/c1/state", &tenant_header, "").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(
+            (body["version"].as_u64(), body["state"]["value"].as_u64()),
+            (Some(2), Some(5)),
+            "{body}"
+        );
+        // A resend of a request decided under the former name is still that decision.
+        let (status, body) = send(&app, "/tally/c1/add", "r-add", tenant, json!({"by": 5})).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+        assert_eq!(body["errorCode"], "DuplicateRequestId", "{body}");
+        let (status, body) = send(&app, "/tally/c1/start", "r-again", tenant, json!({})).await;
+        assert!(status.is_client_error(), "{status} {body}");
+        assert_ne!(body["errorCode"], "Ok", "{body}");
+        // An old client's route reaches today's aggregate, under today's name.
+        let (status, body) = send(
+            &app,
+            "/counter/c1/add",
+            "r-old-route",
+            tenant,
+            json!({"by": 2}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["aggregateVersion"], 3, "{body}");
+        assert_eq!(body["aggregateName"], "tally", "{body}");
+        let (status, body) = send(&app, "/tally/c1/add", "r-new", tenant, json!({"by": 3})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["aggregateVersion"], 4, "{body}");
+        // The view went on from its rows: every stream counted once, none twice.
+        let (status, body) = call(
+            &app,
+            "GET",
+            "/tally/c1/view/counter_total",
+            &tenant_header,
+            "",
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["state"], json!({"sum": 10, "streams": 4}), "{body}");
+    }
+    let store_events = one.stores().events.clone();
+    let history = store_events
+        .load(
+            &AggregateId::new("demo", "tally", "c1", "tenant-a"),
+            1,
+            u64::MAX,
+        )
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 4);
+    let old = store_events
+        .load(
+            &AggregateId::new("demo", "counter", "c1", "tenant-a"),
+            1,
+            u64::MAX,
+        )
+        .await
+        .unwrap();
+    assert!(old.is_empty(), "nothing is left under the former name");
+    one.stop().await;
+
+    // A later start finds the rename done.
+    let again = todays_release(store).await.unwrap();
+    let (status, body) = call(
+        &again.router(),
+        "GET",
+        "/tally/c1/state",
+        &[("Command-Tenant-Id", "tenant-b")],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (status, body["version"].as_u64()),
+        (StatusCode::OK, Some(4)),
+        "{body}"
+    );
+    again.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_aggregate_keeps_everything_on_sqlite() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", folder.path().join("renamed.db").display());
+    renamed_aggregate_keeps_everything(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_aggregate_keeps_everything_on_postgres() {
+    let base = std::env::var("WOW_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
+        let required = std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
+        assert!(!required, "PostgreSQL is required and down");
+        eprintln!("skipped: PostgreSQL is down");
+        return;
+    }
+    let unique = wow_core::id::new_id().replace('-', "");
+    let schema = format!("rename_{}", &unique[unique.len() - 12..]);
+    renamed_aggregate_keeps_everything(&format!("{base}?schema={schema}")).await;
+    let _ = std::process::Command::new("psql")
+        .args([
+            &base,
+            "-qc",
+            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+        ])
+        .output();
+}
