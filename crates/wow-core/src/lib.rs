@@ -39,9 +39,7 @@ pub mod __private;
 mod contracts;
 mod model;
 mod runtime;
-/// A complete small aggregate, for the examples of the docs and the crate's tests.
 #[doc(hidden)]
-#[path = "counter_example.rs"]
 pub mod testing_example;
 
 pub mod aggregate {

@@ -5,40 +5,15 @@
 
 use std::sync::Arc;
 
-use wow_core::aggregate::{Aggregate, AggregateRegistry, CommandContext};
+use wow_core::aggregate::AggregateRegistry;
 use wow_core::command::{
     CommandGateway, CommandResultError, DefaultCommandHandler, InMemoryCommandBus, JsonCommand,
     WaitCoordinator, WaitPlan,
 };
 use wow_core::event::NoopDomainEventBus;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
-use wow_core::testing_example::{Add, Counter, CounterCommand};
+use wow_core::testing_example::{Add, Counter, CounterCommand, Tally};
 use wow_core::{AggregateId, CommandMessage, ErrorCode};
-
-#[derive(Debug)]
-struct Tally;
-
-impl Aggregate for Tally {
-    const CONTEXT_NAME: &'static str = "demo";
-    const AGGREGATE_NAME: &'static str = "tally";
-    const ALIASES: &'static [&'static str] = &["counter"];
-    type State = <Counter as Aggregate>::State;
-    type Command = <Counter as Aggregate>::Command;
-    type Event = <Counter as Aggregate>::Event;
-    type Error = <Counter as Aggregate>::Error;
-
-    fn handle(
-        state: &Self::State,
-        command: Self::Command,
-        ctx: &CommandContext<'_>,
-    ) -> Result<Vec<Self::Event>, Self::Error> {
-        Counter::handle(state, command, ctx)
-    }
-
-    fn apply(state: &mut Self::State, event: &Self::Event) {
-        Counter::apply(state, event);
-    }
-}
 
 fn command(id: &AggregateId, body: CounterCommand, request_id: &str) -> JsonCommand {
     CommandMessage::of(id.clone(), body)

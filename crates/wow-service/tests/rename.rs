@@ -10,39 +10,13 @@ use axum::Router;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use wow_core::aggregate::{Aggregate, CommandContext};
 use wow_core::eventsourcing::SnapshotStrategy;
-use wow_core::testing_example::{Counter, CounterEvent};
+use wow_core::testing_example::{Counter, CounterEvent, Tally};
 use wow_core::view::View;
 use wow_core::AggregateId;
 use wow_service::{RunningService, Service, ServiceError};
 
 /// Today's name of the counter.
-#[derive(Debug)]
-struct Tally;
-
-impl Aggregate for Tally {
-    const CONTEXT_NAME: &'static str = "demo";
-    const AGGREGATE_NAME: &'static str = "tally";
-    const ALIASES: &'static [&'static str] = &["counter"];
-    type State = <Counter as Aggregate>::State;
-    type Command = <Counter as Aggregate>::Command;
-    type Event = <Counter as Aggregate>::Event;
-    type Error = <Counter as Aggregate>::Error;
-
-    fn handle(
-        state: &Self::State,
-        command: Self::Command,
-        ctx: &CommandContext<'_>,
-    ) -> Result<Vec<Self::Event>, Self::Error> {
-        Counter::handle(state, command, ctx)
-    }
-
-    fn apply(state: &mut Self::State, event: &Self::Event) {
-        Counter::apply(state, event);
-    }
-}
-
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 struct Total {
     /// The sum of the additions, and how many streams it saw.

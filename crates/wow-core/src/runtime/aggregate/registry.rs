@@ -118,56 +118,30 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::testing_example::Counter;
-
-    #[derive(Debug)]
-    struct Renamed;
-
-    impl Aggregate for Renamed {
-        const CONTEXT_NAME: &'static str = "example";
-        const AGGREGATE_NAME: &'static str = "tally";
-        const ALIASES: &'static [&'static str] = &["tally_v0", "counter"];
-        type State = <Counter as Aggregate>::State;
-        type Command = <Counter as Aggregate>::Command;
-        type Event = <Counter as Aggregate>::Event;
-        type Error = <Counter as Aggregate>::Error;
-
-        fn handle(
-            state: &Self::State,
-            command: Self::Command,
-            ctx: &crate::model::aggregate::CommandContext<'_>,
-        ) -> Result<Vec<Self::Event>, Self::Error> {
-            Counter::handle(state, command, ctx)
-        }
-
-        fn apply(state: &mut Self::State, event: &Self::Event) {
-            Counter::apply(state, event);
-        }
-    }
+    use crate::testing_example::{Counter, Tally};
 
     #[test]
     fn a_former_name_finds_todays_aggregate() {
         let mut registry = AggregateRegistry::new();
-        registry.register::<Renamed>().unwrap();
-        for name in ["tally", "tally_v0", "counter"] {
+        registry.register::<Tally>().unwrap();
+        for name in ["tally", "counter"] {
             let runtime = registry.find(name).unwrap();
             assert_eq!(runtime.named_aggregate().aggregate_name, "tally");
         }
         assert!(registry.find("count").is_err());
         let aliases: Vec<_> = registry.aliases().collect();
-        assert_eq!(aliases, [("counter", "tally"), ("tally_v0", "tally")]);
+        assert_eq!(aliases, [("counter", "tally")]);
     }
 
     #[test]
     fn a_name_taken_as_an_alias_or_a_name_is_refused() {
         let mut registry = AggregateRegistry::new();
         registry.register::<Counter>().unwrap();
-        let refused = registry.register::<Renamed>().unwrap_err();
+        let refused = registry.register::<Tally>().unwrap_err();
         assert_eq!(refused, DuplicateAggregateName("counter".into()));
         assert!(
             registry.get("tally").is_none(),
             "nothing registered on refusal"
         );
-        assert!(registry.get("tally_v0").is_none());
     }
 }
