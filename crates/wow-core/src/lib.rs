@@ -42,6 +42,13 @@ mod runtime;
 #[doc(hidden)]
 pub mod testing_example;
 
+pub mod query {
+    //! Wow's query DSL over documents (materialized snapshots, event streams, view rows): the
+    //! conditions and query bodies Wow's clients send, checked and lowered into what every
+    //! store runs the same way.
+    pub use crate::model::query::*;
+}
+
 pub mod aggregate {
     //! The aggregate programming model: the trait a team implements, the registry that runs
     //! it from JSON, quarantine of an aggregate whose code panicked (SPEC PX-1), and the

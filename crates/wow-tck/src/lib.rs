@@ -23,6 +23,7 @@ pub mod event_store;
 pub mod fixtures;
 pub mod migration;
 pub mod processed_message;
+pub mod query;
 pub mod rename;
 pub mod snapshot_store;
 pub mod view_store;
@@ -216,6 +217,11 @@ macro_rules! __view_store_cases {
                 lists_by_filter_in_id_order_and_pages,
                 scans_every_tenant_in_key_order_and_pages,
                 clear_drops_one_views_rows_and_records,
+                query_logic_and_shorthands,
+                query_comparisons,
+                query_text_arrays_and_presence,
+                query_dates,
+                query_sorts_and_pages,
             ]
         );
     };

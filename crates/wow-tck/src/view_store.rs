@@ -463,3 +463,8 @@ pub async fn clear_drops_one_views_rows_and_records(store: Store) {
         "another view keeps its records"
     );
 }
+
+pub use crate::query::{
+    query_comparisons, query_dates, query_logic_and_shorthands, query_sorts_and_pages,
+    query_text_arrays_and_presence,
+};

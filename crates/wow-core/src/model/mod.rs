@@ -14,4 +14,5 @@ pub(crate) mod eventsourcing;
 pub(crate) mod id;
 pub(crate) mod outbox;
 pub(crate) mod panic;
+pub(crate) mod query;
 pub(crate) mod view;

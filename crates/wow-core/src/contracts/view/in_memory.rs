@@ -6,6 +6,7 @@ use async_trait::async_trait;
 
 use crate::contracts::event::{InMemoryProcessedMessages, ProcessError, Processed};
 use crate::contracts::view::{apply_update, ViewFilter, ViewStore, ViewStoreError, ViewUpdate};
+use crate::model::query::{matches, order, DocumentQuery, Filter};
 use crate::model::view::{ViewKey, ViewRow};
 
 /// View rows in memory, beside their processed-message records under one lock, so an update
@@ -74,6 +75,40 @@ impl ViewStore for InMemoryViewStore {
                 .take(limit)
                 .cloned()
                 .collect()
+        }))
+    }
+
+    async fn query(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        let mut found: Vec<ViewRow> = self.rows.read(|rows| {
+            rows.values()
+                .filter(|row| row.key.view == view && row.key.tenant_id == tenant_id)
+                .filter(|row| matches(&query.filter, &row.state))
+                .cloned()
+                .collect()
+        });
+        // Rows come in aggregate id order; a stable sort keeps it among equal keys.
+        found.sort_by(|a, b| order(&query.sort, &a.state, &b.state));
+        let offset = usize::try_from(query.offset).unwrap_or(usize::MAX);
+        let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
+        Ok(found.into_iter().skip(offset).take(limit).collect())
+    }
+
+    async fn count(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, ViewStoreError> {
+        Ok(self.rows.read(|rows| {
+            rows.values()
+                .filter(|row| row.key.view == view && row.key.tenant_id == tenant_id)
+                .filter(|row| matches(filter, &row.state))
+                .count() as u64
         }))
     }
 

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use crate::contracts::event::{ProcessError, Processed};
 use crate::contracts::view::ViewFilter;
 use crate::model::error::BoxError;
+use crate::model::query::{DocumentQuery, Filter};
 use crate::model::view::{ViewKey, ViewRow};
 
 /// The work of one [`ViewStore::update`]: given the row as stored (`None` when there is
@@ -110,6 +111,43 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ViewRow>, ViewStoreError>;
+
+    /// The rows of `view` in `tenant_id` whose state matches `query.filter`, in `query.sort`
+    /// order and then by aggregate id (by bytes of UTF-8), `query.limit` of them from
+    /// `query.offset`: Wow's query DSL over view rows (and over materialized snapshots, which
+    /// are view rows). The store runs the filter itself, with the semantics of
+    /// [`Filter`] ([`matches`](crate::model::query::matches) is the reference); another
+    /// tenant's rows are never read.
+    ///
+    /// Fails with [`ViewStoreError::IllegalArgument`] when the store cannot run a part of the
+    /// query (naming it), and with [`ViewStoreError::Unavailable`] or
+    /// [`ViewStoreError::Internal`]. The default says queries are not supported.
+    async fn query(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        let _ = (view, tenant_id, query);
+        Err(ViewStoreError::IllegalArgument(
+            "this view store does not run queries".to_owned(),
+        ))
+    }
+
+    /// How many rows of `view` in `tenant_id` match `filter`.
+    ///
+    /// Fails as [`query`](Self::query) does.
+    async fn count(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, ViewStoreError> {
+        let _ = (view, tenant_id, filter);
+        Err(ViewStoreError::IllegalArgument(
+            "this view store does not run queries".to_owned(),
+        ))
+    }
 
     /// Up to `limit` rows of `view` across every tenant, in (tenant id, aggregate id) order
     /// (each by bytes of UTF-8), starting after the row whose tenant and aggregate id are

@@ -1,0 +1,269 @@
+//! Wow's query DSL as it travels over HTTP: conditions, projection, sort, pagination and the
+//! three query bodies, with Wow's JSON field names, so that Wow's own clients' queries read
+//! as they are.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Every operator of Wow's `Operator`, by its JSON name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(missing_docs)] // each is documented on `Condition`'s table in docs/coming-from-wow.md
+pub enum Operator {
+    And,
+    Or,
+    Nor,
+    Id,
+    Ids,
+    AggregateId,
+    AggregateIds,
+    TenantId,
+    OwnerId,
+    SpaceId,
+    Deleted,
+    All,
+    Eq,
+    Ne,
+    Gt,
+    Lt,
+    Gte,
+    Lte,
+    Contains,
+    In,
+    NotIn,
+    Between,
+    AllIn,
+    StartsWith,
+    EndsWith,
+    ElemMatch,
+    Null,
+    NotNull,
+    True,
+    False,
+    Exists,
+    Today,
+    BeforeToday,
+    Tomorrow,
+    ThisWeek,
+    NextWeek,
+    LastWeek,
+    ThisMonth,
+    LastMonth,
+    RecentDays,
+    EarlierDays,
+    Match,
+    Raw,
+}
+
+impl Operator {
+    /// The operator's JSON name (`AGGREGATE_ID`, ...).
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+}
+
+/// One condition of a query: `{field, operator, value, children, options}`, every part
+/// optional as in Wow (an empty condition is `ALL`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Condition {
+    /// The field path (`state.balance`), for the operators on a field.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub field: String,
+    /// What the condition tests.
+    #[serde(default = "all")]
+    pub operator: Operator,
+    /// The value (a scalar, an array, a number of days, ...), by operator.
+    #[serde(default, skip_serializing_if = "is_empty_value")]
+    pub value: Value,
+    /// The conditions of `AND`, `OR`, `NOR` and `ELEM_MATCH`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<Condition>,
+    /// `ignoreCase` (text operators), `zoneId` and `datePattern` (date operators).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub options: Map<String, Value>,
+}
+
+fn all() -> Operator {
+    Operator::All
+}
+
+fn is_empty_value(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::String(text) => text.is_empty(),
+        _ => false,
+    }
+}
+
+impl Default for Condition {
+    fn default() -> Self {
+        Self::all()
+    }
+}
+
+impl Condition {
+    /// Matches everything.
+    pub fn all() -> Self {
+        Self::of(Operator::All, "", Value::Null)
+    }
+
+    /// `operator` on `field` with `value`.
+    pub fn of(operator: Operator, field: impl Into<String>, value: impl Into<Value>) -> Self {
+        Self {
+            field: field.into(),
+            operator,
+            value: value.into(),
+            children: Vec::new(),
+            options: Map::new(),
+        }
+    }
+
+    /// `operator` (`AND`, `OR`, `NOR`) over `children`.
+    pub fn logical(operator: Operator, children: Vec<Condition>) -> Self {
+        Self {
+            children,
+            ..Self::of(operator, "", Value::Null)
+        }
+    }
+
+    /// This condition with the option `key` set to `value`.
+    pub fn with_option(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.options.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// `self AND other`, or `other` alone when `self` is `ALL` (how Wow appends the tenant of
+    /// a route to a query).
+    pub fn and(self, other: Condition) -> Self {
+        if self.operator == Operator::All {
+            return other;
+        }
+        Self::logical(Operator::And, vec![self, other])
+    }
+}
+
+/// Which fields of each document an answer keeps: `include` (only those), `exclude` (all
+/// but those), or both; empty lists keep everything.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Projection {
+    /// The field paths to keep.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    /// The field paths to drop.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+}
+
+/// The order of a sort key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Direction {
+    /// Smallest first.
+    Asc,
+    /// Largest first.
+    Desc,
+}
+
+/// One sort key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Sort {
+    /// The field path.
+    pub field: String,
+    /// The order.
+    pub direction: Direction,
+}
+
+/// A page: `index` from 1, `size` documents per page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pagination {
+    /// The page, from 1.
+    #[serde(default = "first_page")]
+    pub index: u64,
+    /// Documents per page.
+    #[serde(default = "page_size")]
+    pub size: u64,
+}
+
+fn first_page() -> u64 {
+    1
+}
+
+fn page_size() -> u64 {
+    10
+}
+
+impl Default for Pagination {
+    fn default() -> Self {
+        Self {
+            index: first_page(),
+            size: page_size(),
+        }
+    }
+}
+
+/// `POST …/single`: the first document that matches.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SingleQuery {
+    /// Which documents.
+    #[serde(default)]
+    pub condition: Condition,
+    /// Which fields.
+    #[serde(default)]
+    pub projection: Projection,
+    /// In which order (the first is answered).
+    #[serde(default)]
+    pub sort: Vec<Sort>,
+}
+
+/// `POST …/list`: up to `limit` documents that match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListQuery {
+    /// Which documents.
+    #[serde(default)]
+    pub condition: Condition,
+    /// Which fields.
+    #[serde(default)]
+    pub projection: Projection,
+    /// In which order.
+    #[serde(default)]
+    pub sort: Vec<Sort>,
+    /// How many at most (1 to [`MAX_LIST_LIMIT`](super::MAX_LIST_LIMIT)).
+    #[serde(default = "page_size")]
+    pub limit: u64,
+}
+
+/// `POST …/paged`: one page of the documents that match, and how many match in all.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PagedQuery {
+    /// Which documents.
+    #[serde(default)]
+    pub condition: Condition,
+    /// Which fields.
+    #[serde(default)]
+    pub projection: Projection,
+    /// In which order.
+    #[serde(default)]
+    pub sort: Vec<Sort>,
+    /// Which page.
+    #[serde(default)]
+    pub pagination: Pagination,
+}
+
+/// A page of a paged query: `{total, list}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PagedList<T> {
+    /// How many documents match in all.
+    pub total: u64,
+    /// The page's documents.
+    pub list: Vec<T>,
+}

@@ -1,0 +1,504 @@
+//! A [`Condition`] checked and lowered into a [`Filter`]: the few primitive tests every store
+//! runs the same way (the TCK holds them to it), with Wow's shorthands (`AGGREGATE_ID`,
+//! `DELETED`, ...) turned into fields and the date operators into time ranges.
+
+use jiff::tz::TimeZone;
+use jiff::{civil, Timestamp, ToSpan, Zoned};
+use serde_json::{Number, Value};
+
+use super::dsl::{Condition, Operator};
+use super::QueryError;
+
+/// The most conditions one query may hold (Wow's default guard).
+pub const MAX_CONDITIONS: usize = 64;
+/// The most values one `IN`, `NOT_IN`, `ALL_IN` or `IDS` may list.
+pub const MAX_VALUES: usize = 1000;
+/// The longest field path, in bytes.
+pub const MAX_PATH_LEN: usize = 256;
+
+/// A field path: its segments (`state.balance` → `["state", "balance"]`). A segment holds
+/// ASCII letters, digits, `_` and `-`; paths do not reach into arrays (use `ELEM_MATCH`).
+/// Empty inside `ELEM_MATCH` only: the element itself.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FieldPath(Vec<String>);
+
+impl FieldPath {
+    /// Parses `path`; `Err` says why it is not one.
+    pub fn parse(path: &str) -> Result<Self, QueryError> {
+        if path.is_empty() {
+            return Ok(Self(Vec::new()));
+        }
+        let bad = || QueryError::Field(path.to_owned());
+        if path.len() > MAX_PATH_LEN {
+            return Err(bad());
+        }
+        let segments: Vec<String> = path.split('.').map(str::to_owned).collect();
+        let well_formed = segments.iter().all(|segment| {
+            !segment.is_empty()
+                && segment
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        });
+        if !well_formed {
+            return Err(bad());
+        }
+        Ok(Self(segments))
+    }
+
+    /// The segments, outermost first.
+    pub fn segments(&self) -> &[String] {
+        &self.0
+    }
+
+    /// Whether this is the empty path (the document or element itself).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value at this path in `document`, if there is one.
+    pub fn find<'a>(&self, document: &'a Value) -> Option<&'a Value> {
+        self.0
+            .iter()
+            .try_fold(document, |value, segment| value.as_object()?.get(segment))
+    }
+}
+
+impl std::fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join("."))
+    }
+}
+
+/// A value a field is compared with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    /// A JSON string.
+    Text(String),
+    /// A JSON number (an integer equals the same number with a fraction of zero).
+    Number(Number),
+    /// A JSON boolean.
+    Bool(bool),
+}
+
+impl Scalar {
+    fn of(operator: Operator, value: &Value) -> Result<Self, QueryError> {
+        match value {
+            Value::String(text) => Ok(Scalar::Text(text.clone())),
+            Value::Number(number) => Ok(Scalar::Number(number.clone())),
+            Value::Bool(flag) => Ok(Scalar::Bool(*flag)),
+            _ => Err(QueryError::value(
+                operator,
+                "a string, a number or a boolean",
+            )),
+        }
+    }
+
+    /// The number as a float (for stores that compare in floating point).
+    pub fn as_f64(number: &Number) -> f64 {
+        number.as_f64().unwrap_or(f64::NAN)
+    }
+}
+
+/// An ordering test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Range {
+    /// `>`
+    Gt,
+    /// `>=`
+    Gte,
+    /// `<`
+    Lt,
+    /// `<=`
+    Lte,
+}
+
+/// A test on text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextMatch {
+    /// Holds the value somewhere.
+    Contains,
+    /// Begins with the value.
+    StartsWith,
+    /// Ends with the value.
+    EndsWith,
+}
+
+/// A checked condition, in the primitives every store runs.
+///
+/// The semantics, the same in every store:
+/// - A test on a field holds only when the field holds a value of the compared type:
+///   text with text, a number with a number (numerically: `1` equals `1.0`), a boolean with
+///   a boolean. `NE` and `NOT_IN` are the negations of `EQ` and `IN`: they hold for a missing
+///   field too.
+/// - Text orders by bytes of UTF-8; the text tests compare exactly, or with `ignore_case`
+///   ignoring the case of ASCII letters.
+/// - `NULL` holds for a missing field or a JSON null; `NOT_NULL` for any other value;
+///   `EXISTS` for any value, null included.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filter {
+    /// Every document.
+    All,
+    /// Every one of these.
+    And(Vec<Filter>),
+    /// At least one of these.
+    Or(Vec<Filter>),
+    /// None of these.
+    Nor(Vec<Filter>),
+    /// The field equals the value.
+    Eq(FieldPath, Scalar),
+    /// The field does not equal the value.
+    Ne(FieldPath, Scalar),
+    /// The field is ordered against the value so.
+    Range(FieldPath, Range, Scalar),
+    /// The field equals one of the values.
+    In(FieldPath, Vec<Scalar>),
+    /// The field equals none of the values.
+    NotIn(FieldPath, Vec<Scalar>),
+    /// The field is an array holding every one of the values.
+    AllIn(FieldPath, Vec<Scalar>),
+    /// The field is text that matches so.
+    Text {
+        /// The field.
+        path: FieldPath,
+        /// How it matches.
+        kind: TextMatch,
+        /// The text to find.
+        value: String,
+        /// Ignore the case of ASCII letters.
+        ignore_case: bool,
+    },
+    /// The field is an array with an element that matches (paths relative to the element).
+    ElemMatch(FieldPath, Box<Filter>),
+    /// The field is missing or null.
+    Null(FieldPath),
+    /// The field holds a value other than null.
+    NotNull(FieldPath),
+    /// The field is this boolean.
+    Bool(FieldPath, bool),
+    /// The field is there (`true`, even as null) or missing (`false`).
+    Exists(FieldPath, bool),
+}
+
+/// What kind of documents a query runs over: which fields Wow's shorthands stand for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Materialized snapshots (`aggregateId`, `tenantId`, `ownerId`, `spaceId`, `deleted`,
+    /// `state`, ...).
+    Snapshot,
+    /// Event streams (`id`, `aggregateId`, `tenantId`, `ownerId`, `spaceId`, `version`,
+    /// `body`, ...).
+    EventStream,
+}
+
+/// What lowering needs besides the condition: the documents' kind, the time now and the
+/// zone of the date operators when a condition names none.
+#[derive(Debug, Clone)]
+pub struct Lowering {
+    /// The documents' kind.
+    pub target: Target,
+    /// Now, in milliseconds since the Unix epoch.
+    pub now_millis: i64,
+    /// The zone of `TODAY`, `THIS_WEEK`, ... without a `zoneId` option.
+    pub zone: TimeZone,
+}
+
+impl Lowering {
+    /// For `target`, now, in the system's zone (as Wow does).
+    pub fn new(target: Target, now_millis: i64) -> Self {
+        Self {
+            target,
+            now_millis,
+            zone: TimeZone::system(),
+        }
+    }
+
+    /// This lowering with the date operators' default zone `zone`.
+    pub fn with_zone(mut self, zone: TimeZone) -> Self {
+        self.zone = zone;
+        self
+    }
+
+    /// Checks `condition` and lowers it.
+    ///
+    /// # Errors
+    ///
+    /// A [`QueryError`] naming the operator, field or option that cannot be run.
+    pub fn lower(&self, condition: &Condition) -> Result<Filter, QueryError> {
+        let mut budget = MAX_CONDITIONS;
+        self.lower_counted(condition, &mut budget, false)
+    }
+
+    /// Lowers `c`, counting it against `budget`; `in_element` inside `ELEM_MATCH`, where an
+    /// empty field is the element itself.
+    fn lower_counted(
+        &self,
+        c: &Condition,
+        budget: &mut usize,
+        in_element: bool,
+    ) -> Result<Filter, QueryError> {
+        *budget = budget
+            .checked_sub(1)
+            .ok_or(QueryError::TooLarge("conditions", MAX_CONDITIONS))?;
+        let op = c.operator;
+        let path = || FieldPath::parse(&c.field);
+        let field = || {
+            let path = path()?;
+            if path.is_empty() && !in_element {
+                return Err(QueryError::value(op, "a `field`"));
+            }
+            Ok(path)
+        };
+        let named = |name: &str| FieldPath(vec![name.to_owned()]);
+        let text = || match &c.value {
+            Value::String(text) => Ok(Scalar::Text(text.clone())),
+            _ => Err(QueryError::value(op, "a string")),
+        };
+        let texts = || -> Result<Vec<Scalar>, QueryError> {
+            let values = list(op, &c.value)?;
+            values
+                .iter()
+                .map(|v| match v {
+                    Value::String(text) => Ok(Scalar::Text(text.clone())),
+                    _ => Err(QueryError::value(op, "an array of strings")),
+                })
+                .collect()
+        };
+        let children = |budget: &mut usize| -> Result<Vec<Filter>, QueryError> {
+            if c.children.is_empty() {
+                return Err(QueryError::value(op, "at least one child condition"));
+            }
+            c.children
+                .iter()
+                .map(|child| self.lower_counted(child, budget, in_element))
+                .collect()
+        };
+        let id_field = match self.target {
+            Target::Snapshot => "aggregateId",
+            Target::EventStream => "id",
+        };
+        Ok(match op {
+            Operator::All => Filter::All,
+            Operator::And => Filter::And(children(budget)?),
+            Operator::Or => Filter::Or(children(budget)?),
+            Operator::Nor => Filter::Nor(children(budget)?),
+            Operator::Id => Filter::Eq(named(id_field), text()?),
+            Operator::Ids => Filter::In(named(id_field), texts()?),
+            Operator::AggregateId => Filter::Eq(named("aggregateId"), text()?),
+            Operator::AggregateIds => Filter::In(named("aggregateId"), texts()?),
+            Operator::TenantId => Filter::Eq(named("tenantId"), text()?),
+            Operator::OwnerId => Filter::Eq(named("ownerId"), text()?),
+            Operator::SpaceId => Filter::Eq(named("spaceId"), text()?),
+            Operator::Deleted => self.deleted(&c.value)?,
+            Operator::Eq => Filter::Eq(field()?, Scalar::of(op, &c.value)?),
+            Operator::Ne => Filter::Ne(field()?, Scalar::of(op, &c.value)?),
+            Operator::Gt => Filter::Range(field()?, Range::Gt, Scalar::of(op, &c.value)?),
+            Operator::Gte => Filter::Range(field()?, Range::Gte, Scalar::of(op, &c.value)?),
+            Operator::Lt => Filter::Range(field()?, Range::Lt, Scalar::of(op, &c.value)?),
+            Operator::Lte => Filter::Range(field()?, Range::Lte, Scalar::of(op, &c.value)?),
+            Operator::In => Filter::In(field()?, scalars(op, &c.value)?),
+            Operator::NotIn => Filter::NotIn(field()?, scalars(op, &c.value)?),
+            Operator::AllIn => Filter::AllIn(field()?, scalars(op, &c.value)?),
+            Operator::Between => {
+                let bounds = list(op, &c.value)?;
+                let [low, high] = bounds else {
+                    return Err(QueryError::value(op, "an array of two bounds"));
+                };
+                let path = field()?;
+                Filter::And(vec![
+                    Filter::Range(path.clone(), Range::Gte, Scalar::of(op, low)?),
+                    Filter::Range(path, Range::Lte, Scalar::of(op, high)?),
+                ])
+            }
+            Operator::Contains | Operator::StartsWith | Operator::EndsWith => {
+                let Scalar::Text(value) = text()? else {
+                    return Err(QueryError::value(op, "a string"));
+                };
+                Filter::Text {
+                    path: field()?,
+                    kind: match op {
+                        Operator::Contains => TextMatch::Contains,
+                        Operator::StartsWith => TextMatch::StartsWith,
+                        _ => TextMatch::EndsWith,
+                    },
+                    value,
+                    ignore_case: flag(op, c, "ignoreCase")?,
+                }
+            }
+            Operator::ElemMatch => {
+                let [child] = c.children.as_slice() else {
+                    return Err(QueryError::value(op, "exactly one child condition"));
+                };
+                Filter::ElemMatch(field()?, Box::new(self.lower_counted(child, budget, true)?))
+            }
+            Operator::Null => Filter::Null(field()?),
+            Operator::NotNull => Filter::NotNull(field()?),
+            Operator::True => Filter::Bool(field()?, true),
+            Operator::False => Filter::Bool(field()?, false),
+            Operator::Exists => Filter::Exists(
+                field()?,
+                match &c.value {
+                    Value::Null => true,
+                    Value::String(text) if text.is_empty() => true,
+                    Value::Bool(flag) => *flag,
+                    _ => return Err(QueryError::value(op, "a boolean")),
+                },
+            ),
+            Operator::Today
+            | Operator::BeforeToday
+            | Operator::Tomorrow
+            | Operator::ThisWeek
+            | Operator::NextWeek
+            | Operator::LastWeek
+            | Operator::ThisMonth
+            | Operator::LastMonth
+            | Operator::RecentDays
+            | Operator::EarlierDays => self.date(c, field()?)?,
+            Operator::Match | Operator::Raw => return Err(QueryError::Unsupported(op)),
+        })
+    }
+
+    /// `DELETED`: `ACTIVE`/`false`, `DELETED`/`true`, or `ALL`.
+    fn deleted(&self, value: &Value) -> Result<Filter, QueryError> {
+        let op = Operator::Deleted;
+        if self.target != Target::Snapshot {
+            return Err(QueryError::value(
+                op,
+                "a snapshot query (event streams are never deleted)",
+            ));
+        }
+        let deleted = FieldPath(vec!["deleted".to_owned()]);
+        match value {
+            Value::Bool(flag) => Ok(Filter::Bool(deleted, *flag)),
+            Value::String(state) => match state.to_ascii_uppercase().as_str() {
+                "ACTIVE" => Ok(Filter::Bool(deleted, false)),
+                "DELETED" => Ok(Filter::Bool(deleted, true)),
+                "ALL" => Ok(Filter::All),
+                _ => Err(QueryError::value(op, "ACTIVE, DELETED, ALL or a boolean")),
+            },
+            _ => Err(QueryError::value(op, "ACTIVE, DELETED, ALL or a boolean")),
+        }
+    }
+
+    /// A date operator as a range of epoch milliseconds in its zone.
+    fn date(&self, c: &Condition, path: FieldPath) -> Result<Filter, QueryError> {
+        let op = c.operator;
+        if c.options.contains_key("datePattern") {
+            return Err(QueryError::Option(
+                op,
+                "datePattern",
+                "times are compared as epoch milliseconds; a date pattern is not supported",
+            ));
+        }
+        let zone = match c.options.get("zoneId") {
+            None => self.zone.clone(),
+            Some(Value::String(name)) => TimeZone::get(name)
+                .map_err(|_| QueryError::Option(op, "zoneId", "not a known time zone"))?,
+            Some(_) => return Err(QueryError::Option(op, "zoneId", "must be a string")),
+        };
+        let now = Timestamp::from_millisecond(self.now_millis)
+            .map_err(|_| QueryError::value(op, "a time now within range"))?
+            .to_zoned(zone);
+        let today = now.date();
+        let days = |value: &Value| {
+            value
+                .as_i64()
+                .filter(|days| (1..=36_500).contains(days))
+                .ok_or_else(|| QueryError::value(op, "a number of days from 1"))
+        };
+        let monday = today
+            .checked_sub(i64::from(today.weekday().to_monday_zero_offset()).days())
+            .map_err(|_| out_of_range(op))?;
+        let first_of_month = today.first_of_month();
+        let (start, end) = match op {
+            Operator::Today => (today, today),
+            Operator::Tomorrow => {
+                let tomorrow = today.tomorrow().map_err(|_| out_of_range(op))?;
+                (tomorrow, tomorrow)
+            }
+            Operator::ThisWeek => (monday, add_days(op, monday, 6)?),
+            Operator::NextWeek => (add_days(op, monday, 7)?, add_days(op, monday, 13)?),
+            Operator::LastWeek => (add_days(op, monday, -7)?, add_days(op, monday, -1)?),
+            Operator::ThisMonth => (first_of_month, today.last_of_month()),
+            Operator::LastMonth => {
+                let last = add_days(op, first_of_month, -1)?;
+                (last.first_of_month(), last)
+            }
+            Operator::RecentDays => (add_days(op, today, 1 - days(&c.value)?)?, today),
+            Operator::EarlierDays => {
+                let from = add_days(op, today, 1 - days(&c.value)?)?;
+                let bound = millis(op, &now, from, civil::Time::midnight())?;
+                return Ok(Filter::Range(path, Range::Lt, Scalar::Number(bound.into())));
+            }
+            Operator::BeforeToday => {
+                let time = time_of_day(&c.value).ok_or_else(|| {
+                    QueryError::value(op, "a time of day (\"10:30\" or seconds of the day)")
+                })?;
+                let bound = millis(op, &now, today, time)?;
+                return Ok(Filter::Range(path, Range::Lt, Scalar::Number(bound.into())));
+            }
+            _ => return Err(QueryError::Unsupported(op)),
+        };
+        let low = millis(op, &now, start, civil::Time::midnight())?;
+        let high = millis(op, &now, end, civil::time(23, 59, 59, 999_000_000))?;
+        Ok(Filter::And(vec![
+            Filter::Range(path.clone(), Range::Gte, Scalar::Number(low.into())),
+            Filter::Range(path, Range::Lte, Scalar::Number(high.into())),
+        ]))
+    }
+}
+
+fn out_of_range(op: Operator) -> QueryError {
+    QueryError::value(op, "a date within range")
+}
+
+fn add_days(op: Operator, date: civil::Date, days: i64) -> Result<civil::Date, QueryError> {
+    date.checked_add(days.days()).map_err(|_| out_of_range(op))
+}
+
+/// Epoch milliseconds of `date` at `time` in `now`'s zone.
+fn millis(
+    op: Operator,
+    now: &Zoned,
+    date: civil::Date,
+    time: civil::Time,
+) -> Result<i64, QueryError> {
+    date.to_datetime(time)
+        .to_zoned(now.time_zone().clone())
+        .map(|zoned| zoned.timestamp().as_millisecond())
+        .map_err(|_| out_of_range(op))
+}
+
+/// `"10:30"`, `"10:30:15"`, or seconds of the day.
+fn time_of_day(value: &Value) -> Option<civil::Time> {
+    match value {
+        Value::Number(seconds) => {
+            let seconds = seconds.as_i64().filter(|s| (0..86_400).contains(s))?;
+            let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+            civil::Time::new(h as i8, m as i8, s as i8, 0).ok()
+        }
+        Value::String(text) => text.parse::<civil::Time>().ok(),
+        _ => None,
+    }
+}
+
+fn list(op: Operator, value: &Value) -> Result<&[Value], QueryError> {
+    let values = value
+        .as_array()
+        .ok_or_else(|| QueryError::value(op, "an array"))?;
+    if values.len() > MAX_VALUES {
+        return Err(QueryError::TooLarge("values in one condition", MAX_VALUES));
+    }
+    Ok(values)
+}
+
+fn scalars(op: Operator, value: &Value) -> Result<Vec<Scalar>, QueryError> {
+    list(op, value)?.iter().map(|v| Scalar::of(op, v)).collect()
+}
+
+fn flag(op: Operator, c: &Condition, key: &'static str) -> Result<bool, QueryError> {
+    match c.options.get(key) {
+        None => Ok(false),
+        Some(Value::Bool(flag)) => Ok(*flag),
+        Some(_) => Err(QueryError::Option(op, key, "must be a boolean")),
+    }
+}
