@@ -27,6 +27,7 @@ mod codec;
 mod downstream;
 mod error;
 mod options;
+mod query;
 mod reader;
 mod rename;
 mod schema;

@@ -12,11 +12,13 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::BoxError;
+use wow_core::query::{DocumentQuery, Filter};
 use wow_core::view::{
     apply_update, Condition, FilterValue, ViewFilter, ViewKey, ViewRow, ViewStore, ViewStoreError,
     ViewUpdate,
 };
 
+use crate::query::Translation;
 use crate::store::clamp;
 use crate::SqliteStore;
 
@@ -174,6 +176,71 @@ impl ViewStore for SqliteStore {
         })
         .await
         .map_err(ViewStoreError::Internal)
+    }
+
+    async fn query(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        let mut sql = Translation::new(
+            "state",
+            vec![
+                SqlValue::Text(view.to_owned()),
+                SqlValue::Text(tenant_id.to_owned()),
+            ],
+        );
+        let condition = sql.condition(&query.filter);
+        let mut order = sql.order(&query.sort);
+        order.push("aggregate_id".to_owned());
+        let limit = sql.bind_integer(query.limit);
+        let offset = sql.bind_integer(query.offset);
+        let text = format!(
+            "SELECT aggregate_id, version, state, updated_at FROM view_row
+             WHERE view = ?1 AND tenant_id = ?2 AND {condition}
+             ORDER BY {} LIMIT {limit} OFFSET {offset}",
+            order.join(", ")
+        );
+        let (view, tenant_id, values) = (view.to_owned(), tenant_id.to_owned(), sql.values);
+        self.read(move |connection| {
+            let mut statement = connection.prepare(&text)?;
+            let rows = statement.query_map(params_from_iter(values), |row| {
+                decode(&view, &tenant_id, row)
+            })?;
+            rows.collect()
+        })
+        .await
+        .map_err(ViewStoreError::Internal)
+    }
+
+    async fn count(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, ViewStoreError> {
+        let mut sql = Translation::new(
+            "state",
+            vec![
+                SqlValue::Text(view.to_owned()),
+                SqlValue::Text(tenant_id.to_owned()),
+            ],
+        );
+        let condition = sql.condition(filter);
+        let text = format!(
+            "SELECT COUNT(*) FROM view_row WHERE view = ?1 AND tenant_id = ?2 AND {condition}"
+        );
+        let values = sql.values;
+        let count: i64 = self
+            .read(move |connection| {
+                connection
+                    .prepare(&text)?
+                    .query_row(params_from_iter(values), |row| row.get(0))
+            })
+            .await
+            .map_err(ViewStoreError::Internal)?;
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     async fn scan(

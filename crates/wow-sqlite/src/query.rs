@@ -1,0 +1,240 @@
+//! Wow's query DSL in SQLite: a [`Filter`] as a `WHERE` clause of `json_type` /
+//! `json_extract` tests over the row's JSON, and a sort as `ORDER BY`. Every value and every
+//! path is bound; field segments were checked by the lowering. Each test is a definite 0 or
+//! 1 (never NULL), so `NOT` and `NOR` negate exactly, as the reference does.
+
+use rusqlite::types::Value as SqlValue;
+use wow_core::query::{FieldPath, Filter, Range, Scalar, SortKey, TextMatch};
+
+/// Builds SQL over the JSON column `document`, collecting the bound values.
+pub(crate) struct Translation<'a> {
+    document: &'a str,
+    pub(crate) values: Vec<SqlValue>,
+    elements: usize,
+}
+
+/// Where paths start: the document's root, or an element of an array being matched.
+#[derive(Clone)]
+enum Base {
+    Root,
+    Element(String),
+}
+
+impl<'a> Translation<'a> {
+    /// A translation over `document`, with `values` bound before it (numbered on from them).
+    pub(crate) fn new(document: &'a str, values: Vec<SqlValue>) -> Self {
+        Self {
+            document,
+            values,
+            elements: 0,
+        }
+    }
+
+    /// Binds a count (a limit, an offset), clamped to SQLite's integers.
+    pub(crate) fn bind_integer(&mut self, value: u64) -> String {
+        self.bind(SqlValue::Integer(i64::try_from(value).unwrap_or(i64::MAX)))
+    }
+
+    fn bind(&mut self, value: SqlValue) -> String {
+        self.values.push(value);
+        format!("?{}", self.values.len())
+    }
+
+    /// The SQL expression of the JSON path of `path` under `base`.
+    fn path(&mut self, base: &Base, path: &FieldPath) -> String {
+        let suffix: String = path
+            .segments()
+            .iter()
+            .map(|segment| format!(".\"{segment}\""))
+            .collect();
+        match base {
+            Base::Root => self.bind(SqlValue::Text(format!("${suffix}"))),
+            Base::Element(alias) if suffix.is_empty() => format!("{alias}.fullkey"),
+            Base::Element(alias) => {
+                let suffix = self.bind(SqlValue::Text(suffix));
+                format!("({alias}.fullkey || {suffix})")
+            }
+        }
+    }
+
+    /// `filter` as a condition that is 0 or 1.
+    pub(crate) fn condition(&mut self, filter: &Filter) -> String {
+        self.at(&Base::Root, filter)
+    }
+
+    fn at(&mut self, base: &Base, filter: &Filter) -> String {
+        let doc = self.document;
+        let each = |this: &mut Self, filters: &[Filter], joiner: &str| {
+            let parts: Vec<String> = filters.iter().map(|f| this.at(base, f)).collect();
+            format!("({})", parts.join(joiner))
+        };
+        match filter {
+            Filter::All => "1".to_owned(),
+            Filter::And(all) => each(self, all, " AND "),
+            Filter::Or(any) => each(self, any, " OR "),
+            Filter::Nor(none) => format!("NOT {}", each(self, none, " OR ")),
+            Filter::Eq(path, scalar) => {
+                let p = self.path(base, path);
+                self.equals(
+                    &format!("json_type({doc}, {p})"),
+                    &format!("json_extract({doc}, {p})"),
+                    scalar,
+                )
+            }
+            Filter::Ne(path, scalar) => {
+                let p = self.path(base, path);
+                let eq = self.equals(
+                    &format!("json_type({doc}, {p})"),
+                    &format!("json_extract({doc}, {p})"),
+                    scalar,
+                );
+                format!("NOT {eq}")
+            }
+            Filter::Range(path, range, scalar) => {
+                let p = self.path(base, path);
+                let op = match range {
+                    Range::Gt => ">",
+                    Range::Gte => ">=",
+                    Range::Lt => "<",
+                    Range::Lte => "<=",
+                };
+                let (types, value) = match scalar {
+                    Scalar::Number(n) => ("('integer', 'real')", number(n)),
+                    Scalar::Text(t) => ("('text')", SqlValue::Text(t.clone())),
+                    Scalar::Bool(_) => return "0".to_owned(),
+                };
+                let v = self.bind(value);
+                format!("IFNULL(json_type({doc}, {p}) IN {types} AND json_extract({doc}, {p}) {op} {v}, 0)")
+            }
+            Filter::In(path, scalars) | Filter::NotIn(path, scalars) => {
+                let p = self.path(base, path);
+                let (t, v) = (
+                    format!("json_type({doc}, {p})"),
+                    format!("json_extract({doc}, {p})"),
+                );
+                let any: Vec<String> = scalars.iter().map(|s| self.equals(&t, &v, s)).collect();
+                let any = if any.is_empty() {
+                    "0".to_owned()
+                } else {
+                    format!("({})", any.join(" OR "))
+                };
+                match filter {
+                    Filter::NotIn(..) => format!("NOT {any}"),
+                    _ => any,
+                }
+            }
+            Filter::AllIn(path, scalars) => {
+                let p = self.path(base, path);
+                let mut parts = vec![format!("IFNULL(json_type({doc}, {p}) = 'array', 0)")];
+                for scalar in scalars {
+                    let alias = self.alias();
+                    let eq =
+                        self.equals(&format!("{alias}.type"), &format!("{alias}.value"), scalar);
+                    parts.push(format!(
+                        "EXISTS (SELECT 1 FROM json_each({doc}, {p}) AS {alias} WHERE {eq})"
+                    ));
+                }
+                format!("({})", parts.join(" AND "))
+            }
+            Filter::Text {
+                path,
+                kind,
+                value,
+                ignore_case,
+            } => {
+                let p = self.path(base, path);
+                let v = self.bind(SqlValue::Text(value.clone()));
+                let (field, v) = if *ignore_case {
+                    (
+                        format!("lower(json_extract({doc}, {p}))"),
+                        format!("lower({v})"),
+                    )
+                } else {
+                    (format!("json_extract({doc}, {p})"), v)
+                };
+                let test = match kind {
+                    TextMatch::Contains => format!("instr({field}, {v}) > 0"),
+                    TextMatch::StartsWith => format!("substr({field}, 1, length({v})) = {v}"),
+                    TextMatch::EndsWith => {
+                        format!("(length({v}) = 0 OR substr({field}, -length({v})) = {v})")
+                    }
+                };
+                format!("IFNULL(json_type({doc}, {p}) = 'text' AND {test}, 0)")
+            }
+            Filter::ElemMatch(path, child) => {
+                let p = self.path(base, path);
+                let alias = self.alias();
+                let inner = self.at(&Base::Element(alias.clone()), child);
+                format!("(IFNULL(json_type({doc}, {p}) = 'array', 0) AND EXISTS (SELECT 1 FROM json_each({doc}, {p}) AS {alias} WHERE {inner}))")
+            }
+            Filter::Null(path) => {
+                let p = self.path(base, path);
+                format!("IFNULL(json_type({doc}, {p}) = 'null', 1)")
+            }
+            Filter::NotNull(path) => {
+                let p = self.path(base, path);
+                format!("IFNULL(json_type({doc}, {p}) <> 'null', 0)")
+            }
+            Filter::Bool(path, flag) => {
+                let p = self.path(base, path);
+                let word = if *flag { "true" } else { "false" };
+                format!("IFNULL(json_type({doc}, {p}) = '{word}', 0)")
+            }
+            Filter::Exists(path, there) => {
+                let p = self.path(base, path);
+                let is = if *there { "IS NOT" } else { "IS" };
+                format!("(json_type({doc}, {p}) {is} NULL)")
+            }
+        }
+    }
+
+    fn alias(&mut self) -> String {
+        self.elements += 1;
+        format!("e{}", self.elements)
+    }
+
+    /// Whether the value of type `t` and value `v` (SQL expressions) equals `scalar`: 0 or 1.
+    fn equals(&mut self, t: &str, v: &str, scalar: &Scalar) -> String {
+        match scalar {
+            Scalar::Text(text) => {
+                let b = self.bind(SqlValue::Text(text.clone()));
+                format!("IFNULL({t} = 'text' AND {v} = {b}, 0)")
+            }
+            Scalar::Number(n) => {
+                let b = self.bind(number(n));
+                format!("IFNULL({t} IN ('integer', 'real') AND {v} = {b}, 0)")
+            }
+            Scalar::Bool(flag) => {
+                let word = if *flag { "true" } else { "false" };
+                format!("IFNULL({t} = '{word}', 0)")
+            }
+        }
+    }
+
+    /// `sort` as `ORDER BY` terms (without the tie-break): by type, then value, as the
+    /// reference orders (missing and null, booleans, numbers, text, the rest).
+    pub(crate) fn order(&mut self, sort: &[SortKey]) -> Vec<String> {
+        let doc = self.document;
+        sort.iter()
+            .flat_map(|key| {
+                let p = self.path(&Base::Root, &key.path);
+                let direction = match key.direction {
+                    wow_core::query::Direction::Asc => "ASC",
+                    wow_core::query::Direction::Desc => "DESC",
+                };
+                let t = format!("json_type({doc}, {p})");
+                [
+                    format!("CASE {t} WHEN 'true' THEN 1 WHEN 'false' THEN 1 WHEN 'integer' THEN 2 WHEN 'real' THEN 2 WHEN 'text' THEN 3 WHEN 'object' THEN 4 WHEN 'array' THEN 4 ELSE 0 END {direction}"),
+                    format!("CASE WHEN {t} IN ('true', 'false', 'integer', 'real', 'text') THEN json_extract({doc}, {p}) END {direction}"),
+                ]
+            })
+            .collect()
+    }
+}
+
+fn number(n: &serde_json::Number) -> SqlValue {
+    match n.as_i64() {
+        Some(integer) => SqlValue::Integer(integer),
+        None => SqlValue::Real(n.as_f64().unwrap_or(f64::NAN)),
+    }
+}
