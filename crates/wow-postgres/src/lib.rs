@@ -26,6 +26,7 @@
 mod downstream;
 mod error;
 mod options;
+mod query;
 mod rename;
 mod schema;
 mod store;

@@ -20,12 +20,14 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::BoxError;
+use wow_core::query::{DocumentQuery, Filter};
 use wow_core::view::{
     apply_update, Condition, FilterValue, ViewFilter, ViewKey, ViewRow, ViewStore, ViewStoreError,
     ViewUpdate,
 };
 
 use crate::error::{pool_view_error, view_error};
+use crate::query::Translation;
 use crate::PostgresStore;
 
 const SELECT: &str = "SELECT aggregate_id, version, state, updated_at FROM view_row";
@@ -194,6 +196,65 @@ impl ViewStore for PostgresStore {
         rows.iter()
             .map(|row| decode(view, tenant_id, row).map_err(view_error))
             .collect()
+    }
+
+    async fn query(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        let mut sql = Translation::new(
+            "state",
+            vec![Box::new(view.to_owned()), Box::new(tenant_id.to_owned())],
+        );
+        let condition = sql.condition(&query.filter);
+        let mut order = sql.order(&query.sort);
+        order.push("aggregate_id".to_owned());
+        let limit = sql.bind(Box::new(i64::try_from(query.limit).unwrap_or(i64::MAX)));
+        let offset = sql.bind(Box::new(i64::try_from(query.offset).unwrap_or(i64::MAX)));
+        let text = format!(
+            "{SELECT} WHERE view = $1 AND tenant_id = $2 AND {condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
+            order.join(", ")
+        );
+        let refs: Vec<&(dyn ToSql + Sync)> = sql
+            .params
+            .iter()
+            .map(|param| param.as_ref() as &(dyn ToSql + Sync))
+            .collect();
+        let client = self.pool().get().await.map_err(pool_view_error)?;
+        let rows = client.query(&text, &refs).await.map_err(view_error)?;
+        rows.iter()
+            .map(|row| decode(view, tenant_id, row).map_err(view_error))
+            .collect()
+    }
+
+    async fn count(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, ViewStoreError> {
+        let mut sql = Translation::new(
+            "state",
+            vec![Box::new(view.to_owned()), Box::new(tenant_id.to_owned())],
+        );
+        let condition = sql.condition(filter);
+        let text = format!(
+            "SELECT COUNT(*) FROM view_row WHERE view = $1 AND tenant_id = $2 AND {condition}"
+        );
+        let refs: Vec<&(dyn ToSql + Sync)> = sql
+            .params
+            .iter()
+            .map(|param| param.as_ref() as &(dyn ToSql + Sync))
+            .collect();
+        let client = self.pool().get().await.map_err(pool_view_error)?;
+        let count: i64 = client
+            .query_one(&text, &refs)
+            .await
+            .map_err(view_error)?
+            .get(0);
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     async fn scan(

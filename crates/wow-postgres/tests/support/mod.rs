@@ -192,6 +192,22 @@ impl ViewStore for TestStore {
     ) -> Result<Vec<ViewRow>, ViewStoreError> {
         self.store.list(view, tenant_id, filter, after, limit).await
     }
+    async fn query(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        query: &wow_core::query::DocumentQuery,
+    ) -> Result<Vec<ViewRow>, ViewStoreError> {
+        ViewStore::query(&self.store, view, tenant_id, query).await
+    }
+    async fn count(
+        &self,
+        view: &str,
+        tenant_id: &str,
+        filter: &wow_core::query::Filter,
+    ) -> Result<u64, ViewStoreError> {
+        ViewStore::count(&self.store, view, tenant_id, filter).await
+    }
     async fn scan(
         &self,
         view: &str,

@@ -1,0 +1,212 @@
+//! Wow's query DSL in PostgreSQL: a [`Filter`] as a `WHERE` clause of `jsonb` tests over the
+//! row's JSONB, and a sort as `ORDER BY`. Paths are bound as `text[]` and values as text
+//! cast in SQL; field segments were checked by the lowering. Each test is a definite true or
+//! false (never NULL), so `NOT` and `NOR` negate exactly, as the reference does. Text orders
+//! by bytes (`COLLATE "C"`) and `ignoreCase` folds ASCII letters only, as the reference does.
+
+use tokio_postgres::types::ToSql;
+use wow_core::query::{Direction, FieldPath, Filter, Range, Scalar, SortKey, TextMatch};
+
+/// A bound parameter.
+pub(crate) type Param = Box<dyn ToSql + Sync + Send>;
+
+const UPPER: &str = "'ABCDEFGHIJKLMNOPQRSTUVWXYZ'";
+const LOWER: &str = "'abcdefghijklmnopqrstuvwxyz'";
+
+/// Builds SQL over the JSONB column `document`, collecting the bound parameters.
+pub(crate) struct Translation<'a> {
+    document: &'a str,
+    pub(crate) params: Vec<Param>,
+    elements: usize,
+}
+
+impl<'a> Translation<'a> {
+    /// A translation over `document`, with `params` bound before it (numbered on from them).
+    pub(crate) fn new(document: &'a str, params: Vec<Param>) -> Self {
+        Self {
+            document,
+            params,
+            elements: 0,
+        }
+    }
+
+    /// Binds `value`; its placeholder.
+    pub(crate) fn bind(&mut self, value: Param) -> String {
+        self.params.push(value);
+        format!("${}", self.params.len())
+    }
+
+    /// The JSONB at `path` under `document` (a column, or an array element being matched).
+    fn value(&mut self, document: &str, path: &FieldPath) -> String {
+        if path.is_empty() {
+            return document.to_owned();
+        }
+        let segments: Vec<String> = path.segments().to_vec();
+        let p = self.bind(Box::new(segments));
+        format!("({document} #> {p}::text[])")
+    }
+
+    /// `filter` as a condition that is true or false.
+    pub(crate) fn condition(&mut self, filter: &Filter) -> String {
+        let document = self.document;
+        self.at(document, filter)
+    }
+
+    fn at(&mut self, document: &str, filter: &Filter) -> String {
+        let each = |this: &mut Self, filters: &[Filter], joiner: &str| {
+            let parts: Vec<String> = filters.iter().map(|f| this.at(document, f)).collect();
+            format!("({})", parts.join(joiner))
+        };
+        match filter {
+            Filter::All => "true".to_owned(),
+            Filter::And(all) => each(self, all, " AND "),
+            Filter::Or(any) => each(self, any, " OR "),
+            Filter::Nor(none) => format!("NOT {}", each(self, none, " OR ")),
+            Filter::Eq(path, scalar) => {
+                let x = self.value(document, path);
+                self.equals(&x, scalar)
+            }
+            Filter::Ne(path, scalar) => {
+                let x = self.value(document, path);
+                format!("NOT {}", self.equals(&x, scalar))
+            }
+            Filter::Range(path, range, scalar) => {
+                let x = self.value(document, path);
+                let op = match range {
+                    Range::Gt => ">",
+                    Range::Gte => ">=",
+                    Range::Lt => "<",
+                    Range::Lte => "<=",
+                };
+                match scalar {
+                    Scalar::Number(n) => {
+                        let v = self.bind(Box::new(n.to_string()));
+                        format!("COALESCE(jsonb_typeof({x}) = 'number' AND ({x} #>> '{{}}')::numeric {op} {v}::text::numeric, false)")
+                    }
+                    Scalar::Text(t) => {
+                        let v = self.bind(Box::new(t.clone()));
+                        format!("COALESCE(jsonb_typeof({x}) = 'string' AND ({x} #>> '{{}}') COLLATE \"C\" {op} {v}::text COLLATE \"C\", false)")
+                    }
+                    Scalar::Bool(_) => "false".to_owned(),
+                }
+            }
+            Filter::In(path, scalars) | Filter::NotIn(path, scalars) => {
+                let x = self.value(document, path);
+                let any: Vec<String> = scalars.iter().map(|s| self.equals(&x, s)).collect();
+                let any = if any.is_empty() {
+                    "false".to_owned()
+                } else {
+                    format!("({})", any.join(" OR "))
+                };
+                match filter {
+                    Filter::NotIn(..) => format!("NOT {any}"),
+                    _ => any,
+                }
+            }
+            Filter::AllIn(path, scalars) => {
+                let x = self.value(document, path);
+                let mut parts = vec![format!("COALESCE(jsonb_typeof({x}) = 'array', false)")];
+                for scalar in scalars {
+                    let alias = self.alias();
+                    let eq = self.equals(&format!("{alias}.v"), scalar);
+                    parts.push(format!(
+                        "EXISTS (SELECT 1 FROM jsonb_array_elements({}) AS {alias}(v) WHERE {eq})",
+                        array_or_empty(&x)
+                    ));
+                }
+                format!("({})", parts.join(" AND "))
+            }
+            Filter::Text {
+                path,
+                kind,
+                value,
+                ignore_case,
+            } => {
+                let x = self.value(document, path);
+                let v = self.bind(Box::new(value.clone()));
+                let (field, v) = if *ignore_case {
+                    (
+                        format!("translate({x} #>> '{{}}', {UPPER}, {LOWER})"),
+                        format!("translate({v}::text, {UPPER}, {LOWER})"),
+                    )
+                } else {
+                    (format!("({x} #>> '{{}}')"), format!("{v}::text"))
+                };
+                let test = match kind {
+                    TextMatch::Contains => format!("strpos({field}, {v}) > 0"),
+                    TextMatch::StartsWith => format!("starts_with({field}, {v})"),
+                    TextMatch::EndsWith => format!("right({field}, length({v})) = {v}"),
+                };
+                format!("COALESCE(jsonb_typeof({x}) = 'string' AND {test}, false)")
+            }
+            Filter::ElemMatch(path, child) => {
+                let x = self.value(document, path);
+                let alias = self.alias();
+                let inner = self.at(&format!("{alias}.v"), child);
+                format!("(COALESCE(jsonb_typeof({x}) = 'array', false) AND EXISTS (SELECT 1 FROM jsonb_array_elements({}) AS {alias}(v) WHERE {inner}))", array_or_empty(&x))
+            }
+            Filter::Null(path) => {
+                let x = self.value(document, path);
+                format!("COALESCE(jsonb_typeof({x}) = 'null', true)")
+            }
+            Filter::NotNull(path) => {
+                let x = self.value(document, path);
+                format!("COALESCE(jsonb_typeof({x}) <> 'null', false)")
+            }
+            Filter::Bool(path, flag) => {
+                let x = self.value(document, path);
+                format!("COALESCE({x} = '{flag}'::jsonb, false)")
+            }
+            Filter::Exists(path, there) => {
+                let x = self.value(document, path);
+                let is = if *there { "IS NOT" } else { "IS" };
+                format!("({x} {is} NULL)")
+            }
+        }
+    }
+
+    fn alias(&mut self) -> String {
+        self.elements += 1;
+        format!("e{}", self.elements)
+    }
+
+    /// Whether the JSONB `x` equals `scalar`: true or false.
+    fn equals(&mut self, x: &str, scalar: &Scalar) -> String {
+        match scalar {
+            Scalar::Text(text) => {
+                let v = self.bind(Box::new(text.clone()));
+                format!("COALESCE(jsonb_typeof({x}) = 'string' AND ({x} #>> '{{}}') = {v}::text, false)")
+            }
+            Scalar::Number(n) => {
+                let v = self.bind(Box::new(n.to_string()));
+                format!("COALESCE(jsonb_typeof({x}) = 'number' AND ({x} #>> '{{}}')::numeric = {v}::text::numeric, false)")
+            }
+            Scalar::Bool(flag) => format!("COALESCE({x} = '{flag}'::jsonb, false)"),
+        }
+    }
+
+    /// `sort` as `ORDER BY` terms (without the tie-break): by type, then value, as the
+    /// reference orders (missing and null, booleans, numbers, text by bytes, the rest).
+    pub(crate) fn order(&mut self, sort: &[SortKey]) -> Vec<String> {
+        let document = self.document;
+        sort.iter()
+            .flat_map(|key| {
+                let x = self.value(document, &key.path);
+                let direction = match key.direction {
+                    Direction::Asc => "ASC",
+                    Direction::Desc => "DESC",
+                };
+                [
+                    format!("CASE jsonb_typeof({x}) WHEN 'boolean' THEN 1 WHEN 'number' THEN 2 WHEN 'string' THEN 3 WHEN 'object' THEN 4 WHEN 'array' THEN 4 ELSE 0 END {direction}"),
+                    format!("CASE WHEN jsonb_typeof({x}) = 'number' THEN ({x} #>> '{{}}')::numeric WHEN jsonb_typeof({x}) = 'boolean' THEN CASE WHEN {x} = 'true'::jsonb THEN 1 ELSE 0 END END {direction}"),
+                    format!("CASE WHEN jsonb_typeof({x}) = 'string' THEN ({x} #>> '{{}}') END COLLATE \"C\" {direction}"),
+                ]
+            })
+            .collect()
+    }
+}
+
+/// `x` when it is an array, else an empty one (`jsonb_array_elements` refuses the rest).
+fn array_or_empty(x: &str) -> String {
+    format!("CASE WHEN jsonb_typeof({x}) = 'array' THEN {x} ELSE '[]'::jsonb END")
+}
