@@ -238,6 +238,17 @@ impl BodyError {
         Answer::with_status(error.result(aggregate_id, request_id), status)
     }
 
+    /// The status this error answers with (413, 408 or 400).
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            BodyError::Announced { .. } | BodyError::TooLarge { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            BodyError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
+            BodyError::Invalid(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+
     /// What a failed read of the body means: over the limit, too slow, or unreadable.
     fn from_read(error: axum::Error, limit: usize) -> Self {
         let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);

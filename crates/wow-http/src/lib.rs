@@ -33,6 +33,7 @@ mod metrics;
 mod openapi;
 mod queries;
 mod server;
+mod snapshot_queries;
 mod state;
 mod status;
 mod strict_json;
@@ -61,6 +62,31 @@ pub fn router(state: HttpState) -> Router {
         .route(
             "/compensation/failures/{id}/retry",
             post(compensation::retry),
+        )
+        .route("/{aggregate}/snapshot/count", post(snapshot_queries::count))
+        .route(
+            "/{aggregate}/snapshot/single",
+            post(snapshot_queries::single_snapshot),
+        )
+        .route(
+            "/{aggregate}/snapshot/single/state",
+            post(snapshot_queries::single_state),
+        )
+        .route(
+            "/{aggregate}/snapshot/list",
+            post(snapshot_queries::list_snapshots),
+        )
+        .route(
+            "/{aggregate}/snapshot/list/state",
+            post(snapshot_queries::list_states),
+        )
+        .route(
+            "/{aggregate}/snapshot/paged",
+            post(snapshot_queries::paged_snapshots),
+        )
+        .route(
+            "/{aggregate}/snapshot/paged/state",
+            post(snapshot_queries::paged_states),
         )
         .route("/{aggregate}/{command}", post(commands::create))
         .route("/{aggregate}/{id}/{command}", post(commands::send))

@@ -35,6 +35,9 @@ pub struct QuerySide {
     /// What `/health` says of this node's place in a deployment (role, partitions, transport);
     /// `None` for a single process.
     pub node: Option<Arc<dyn NodeStatus>>,
+    /// The materialized snapshots behind `/{aggregate}/snapshot/...` (Wow's query DSL);
+    /// `None` answers those routes 404.
+    pub views: Option<Arc<dyn wow_core::view::ViewStore>>,
 }
 
 /// This node's place in a deployment, as `/health` reports it under `details.node`.
@@ -53,6 +56,7 @@ impl QuerySide {
             compensation: None,
             quarantine: QuarantinedAggregates::new(),
             node: None,
+            views: None,
         }
     }
 
@@ -65,6 +69,7 @@ impl QuerySide {
             compensation: pipeline.compensation().ok(),
             quarantine: pipeline.quarantine.clone(),
             node: None,
+            views: None,
         }
     }
 
@@ -77,6 +82,13 @@ impl QuerySide {
     /// Serves `/compensation/failures` with `scheduler`.
     pub fn with_compensation(mut self, scheduler: CompensationScheduler) -> Self {
         self.compensation = Some(scheduler);
+        self
+    }
+
+    /// Serves Wow's snapshot queries (`/{aggregate}/snapshot/...`) from the materialized
+    /// snapshots in `views` ([`MaterializedSnapshots`](wow_core::view::MaterializedSnapshots)).
+    pub fn with_views(mut self, views: Arc<dyn wow_core::view::ViewStore>) -> Self {
+        self.views = Some(views);
         self
     }
 
@@ -183,6 +195,10 @@ impl HttpState {
 
     pub(crate) fn compensation(&self) -> Option<&CompensationScheduler> {
         self.inner.queries.compensation.as_ref()
+    }
+
+    pub(crate) fn views(&self) -> Option<&Arc<dyn wow_core::view::ViewStore>> {
+        self.inner.queries.views.as_ref()
     }
 
     pub(crate) fn snapshots(&self) -> Option<&dyn SnapshotStore> {

@@ -4,12 +4,14 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use wow_core::event::CatchUpProgress;
+use wow_core::event::{CatchUpProgress, EventConsumer};
 use wow_core::pipeline::LocalPipeline;
+use wow_core::view::MaterializedSnapshots;
 use wow_core::Stores;
 use wow_http::{HttpState, QuerySide};
 
@@ -77,6 +79,18 @@ impl ServiceBuilder {
         }
         let aggregates = self.consumed_aggregates();
         let settings = self.settings.clone();
+        // Wow's snapshot queries read every aggregate's latest state from these documents.
+        let registry = self.registry.clone();
+        self.projections.insert(
+            0,
+            Box::new(move |stores: &Stores| {
+                Arc::new(MaterializedSnapshots::new(
+                    registry,
+                    stores.events.clone(),
+                    stores.views.clone(),
+                )) as Arc<dyn EventConsumer>
+            }),
+        );
         let mut distribution = Distribution::connect(&settings).await?;
         let runs_consumers = distribution
             .as_ref()
@@ -107,7 +121,8 @@ impl ServiceBuilder {
         let queries = QuerySide::new(stores.events.clone())
             .with_snapshots(Some(stores.snapshots.clone()))
             .with_compensation(compensation.clone())
-            .with_quarantine(pipeline.quarantine.clone());
+            .with_quarantine(pipeline.quarantine.clone())
+            .with_views(stores.views.clone());
         let queries = match &distribution {
             Some(distribution) => queries.with_node_status(distribution.status()),
             None => queries,

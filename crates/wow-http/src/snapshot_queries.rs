@@ -1,0 +1,310 @@
+//! Wow's snapshot queries: `POST /{aggregate}/snapshot/{single,list,paged,count}` and their
+//! `/state` variants, over the materialized snapshots of the caller's tenant, in Wow's query
+//! DSL and answer shapes (a document, `[documents]`, `{total, list}`, a bare count).
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+use wow_core::id::{Clock, SystemClock};
+use wow_core::query::{
+    project, Condition, DocumentQuery, ListQuery, Lowering, Operator, PagedList, PagedQuery,
+    Projection, SingleQuery, Target,
+};
+use wow_core::view::{snapshot_view, ViewStore, ViewStoreError};
+
+use crate::{auth, HttpState};
+
+/// Which answer a query route gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Whole documents.
+    Snapshot,
+    /// Only each document's `state`.
+    State,
+}
+
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    let mut response = (
+        status,
+        Json(json!({"errorCode": code, "errorMsg": message.into(), "succeeded": false})),
+    )
+        .into_response();
+    if let Ok(value) = code.parse() {
+        response
+            .headers_mut()
+            .insert(crate::ERROR_CODE_HEADER, value);
+    }
+    response
+}
+
+fn ok(body: Value) -> Response {
+    let mut response = Json(body).into_response();
+    response.headers_mut().insert(
+        crate::ERROR_CODE_HEADER,
+        axum::http::HeaderValue::from_static("Ok"),
+    );
+    response
+}
+
+fn illegal(message: impl std::fmt::Display) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        "IllegalArgument",
+        message.to_string(),
+    )
+}
+
+fn store_failed(failure: ViewStoreError) -> Response {
+    match failure {
+        ViewStoreError::IllegalArgument(message) => illegal(message),
+        ViewStoreError::Unavailable(e) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            e.to_string(),
+        ),
+        other => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalServerError",
+            other.to_string(),
+        ),
+    }
+}
+
+/// The view, tenant and store of a query of `aggregate`, and its body as `T`; `Err` is the
+/// answer to give.
+async fn prepare<T: DeserializeOwned>(
+    state: &HttpState,
+    headers: &HeaderMap,
+    aggregate: &str,
+    body: Body,
+) -> Result<(String, String, std::sync::Arc<dyn ViewStore>, T), Response> {
+    let tenant = auth::tenant(state.config(), headers).map_err(|u| u.response())?;
+    let runtime = state
+        .registry()
+        .find(aggregate)
+        .map_err(|unknown| error(StatusCode::NOT_FOUND, "NotFound", unknown.to_string()))?;
+    let Some(views) = state.views().cloned() else {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "this service keeps no materialized snapshots",
+        ));
+    };
+    let value = crate::input::body(body, state.config().body_limit)
+        .await
+        .map_err(|e| error(e.status(), "BadRequest", e.to_string()))?;
+    let query = serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let at = e.path().to_string();
+        error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!("body.{at}: {}", e.into_inner()),
+        )
+    })?;
+    let view = snapshot_view(&runtime.named_aggregate().aggregate_name);
+    Ok((view, tenant.0, views, query))
+}
+
+/// Wow's guard: snapshot queries see aggregates that are not deleted, unless the condition
+/// names `DELETED` at its top or directly under a top `AND`.
+fn active_only(condition: Condition) -> Condition {
+    let names_deleted = condition.operator == Operator::Deleted
+        || (condition.operator == Operator::And
+            && condition
+                .children
+                .iter()
+                .any(|child| child.operator == Operator::Deleted));
+    if names_deleted {
+        return condition;
+    }
+    let active = Condition::of(Operator::Deleted, "", "ACTIVE");
+    if condition.operator == Operator::All {
+        return active;
+    }
+    Condition::logical(Operator::And, vec![active, condition])
+}
+
+fn lowering() -> Lowering {
+    Lowering::new(Target::Snapshot, SystemClock.now_millis())
+}
+
+/// A stored document as answered: the projection applied, and only `state` for `/state`.
+fn answer(document: Value, projection: &Projection, shape: Shape) -> Value {
+    let mut document = document;
+    if let Some(object) = document.as_object_mut() {
+        object.remove("stateVersion");
+    }
+    match shape {
+        Shape::Snapshot => project(projection, document),
+        Shape::State => project(
+            projection,
+            document.get("state").cloned().unwrap_or(Value::Null),
+        ),
+    }
+}
+
+async fn single(
+    state: HttpState,
+    headers: HeaderMap,
+    aggregate: String,
+    body: Body,
+    shape: Shape,
+) -> Response {
+    let (view, tenant, views, mut query) =
+        match prepare::<SingleQuery>(&state, &headers, &aggregate, body).await {
+            Ok(prepared) => prepared,
+            Err(response) => return response,
+        };
+    query.condition = active_only(query.condition);
+    let lowered = match DocumentQuery::single(&query, &lowering()) {
+        Ok(lowered) => lowered,
+        Err(e) => return illegal(e),
+    };
+    match views.query(&view, &tenant, &lowered).await {
+        Ok(rows) => match rows.into_iter().next() {
+            Some(row) => ok(answer(row.state, &query.projection, shape)),
+            None => error(StatusCode::NOT_FOUND, "NotFound", "Not found resource!"),
+        },
+        Err(e) => store_failed(e),
+    }
+}
+
+async fn list(
+    state: HttpState,
+    headers: HeaderMap,
+    aggregate: String,
+    body: Body,
+    shape: Shape,
+) -> Response {
+    let (view, tenant, views, mut query) =
+        match prepare::<ListQuery>(&state, &headers, &aggregate, body).await {
+            Ok(prepared) => prepared,
+            Err(response) => return response,
+        };
+    query.condition = active_only(query.condition);
+    let lowered = match DocumentQuery::list(&query, &lowering()) {
+        Ok(lowered) => lowered,
+        Err(e) => return illegal(e),
+    };
+    match views.query(&view, &tenant, &lowered).await {
+        Ok(rows) => ok(Value::Array(
+            rows.into_iter()
+                .map(|row| answer(row.state, &query.projection, shape))
+                .collect(),
+        )),
+        Err(e) => store_failed(e),
+    }
+}
+
+async fn paged(
+    state: HttpState,
+    headers: HeaderMap,
+    aggregate: String,
+    body: Body,
+    shape: Shape,
+) -> Response {
+    let (view, tenant, views, mut query) =
+        match prepare::<PagedQuery>(&state, &headers, &aggregate, body).await {
+            Ok(prepared) => prepared,
+            Err(response) => return response,
+        };
+    query.condition = active_only(query.condition);
+    let lowered = match DocumentQuery::paged(&query, &lowering()) {
+        Ok(lowered) => lowered,
+        Err(e) => return illegal(e),
+    };
+    let total = match views.count(&view, &tenant, &lowered.filter).await {
+        Ok(total) => total,
+        Err(e) => return store_failed(e),
+    };
+    match views.query(&view, &tenant, &lowered).await {
+        Ok(rows) => {
+            let page = PagedList {
+                total,
+                list: rows
+                    .into_iter()
+                    .map(|row| answer(row.state, &query.projection, shape))
+                    .collect(),
+            };
+            ok(serde_json::to_value(page).unwrap_or(Value::Null))
+        }
+        Err(e) => store_failed(e),
+    }
+}
+
+/// `POST /{aggregate}/snapshot/count`: the bare condition in, a bare number out.
+pub(crate) async fn count(
+    State(state): State<HttpState>,
+    Path(aggregate): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (view, tenant, views, condition) =
+        match prepare::<Condition>(&state, &headers, &aggregate, body).await {
+            Ok(prepared) => prepared,
+            Err(response) => return response,
+        };
+    let filter = match lowering().lower(&active_only(condition)) {
+        Ok(filter) => filter,
+        Err(e) => return illegal(e),
+    };
+    match views.count(&view, &tenant, &filter).await {
+        Ok(total) => ok(json!(total)),
+        Err(e) => store_failed(e),
+    }
+}
+
+macro_rules! route {
+    ($name:ident, $run:ident, $shape:expr, $doc:literal) => {
+        #[doc = $doc]
+        pub(crate) async fn $name(
+            State(state): State<HttpState>,
+            Path(aggregate): Path<String>,
+            headers: HeaderMap,
+            body: Body,
+        ) -> Response {
+            $run(state, headers, aggregate, body, $shape).await
+        }
+    };
+}
+
+route!(
+    single_snapshot,
+    single,
+    Shape::Snapshot,
+    "`POST /{aggregate}/snapshot/single`: the first matching document, or 404."
+);
+route!(
+    single_state,
+    single,
+    Shape::State,
+    "`POST /{aggregate}/snapshot/single/state`: its state, or 404."
+);
+route!(
+    list_snapshots,
+    list,
+    Shape::Snapshot,
+    "`POST /{aggregate}/snapshot/list`: up to `limit` documents."
+);
+route!(
+    list_states,
+    list,
+    Shape::State,
+    "`POST /{aggregate}/snapshot/list/state`: their states."
+);
+route!(
+    paged_snapshots,
+    paged,
+    Shape::Snapshot,
+    "`POST /{aggregate}/snapshot/paged`: `{total, list}` of documents."
+);
+route!(
+    paged_states,
+    paged,
+    Shape::State,
+    "`POST /{aggregate}/snapshot/paged/state`: `{total, list}` of states."
+);
