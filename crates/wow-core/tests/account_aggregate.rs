@@ -178,7 +178,7 @@ fn registry_refuses_two_aggregates_with_one_name() {
     let mut registry = registry();
     assert_eq!(
         registry.register::<Account>().unwrap_err(),
-        DuplicateAggregateName("account".into())
+        DuplicateAggregateName("account".into()).into()
     );
 }
 

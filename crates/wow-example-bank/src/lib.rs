@@ -16,7 +16,7 @@ pub mod transfer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use wow_core::aggregate::{AggregateRegistry, DuplicateAggregateName};
+use wow_core::aggregate::{AggregateRegistry, RegistrationError};
 use wow_core::compensation::{CompensationError, CompensationScheduler, RetrySpec};
 use wow_core::event::{CatchUpError, CatchUpProgress};
 use wow_core::eventsourcing::SnapshotStrategy;
@@ -29,7 +29,7 @@ use wow_core::{NamedAggregate, Stores};
 pub const CONTEXT: &str = "bank";
 
 /// The bank's aggregates: `account` and `audit`.
-pub fn registry() -> Result<AggregateRegistry, DuplicateAggregateName> {
+pub fn registry() -> Result<AggregateRegistry, RegistrationError> {
     let mut registry = AggregateRegistry::new();
     registry
         .register::<account::Account>()?
@@ -186,7 +186,7 @@ impl Drop for Bank {
 pub enum BankError {
     /// Two aggregates share a name (a programming error).
     #[error(transparent)]
-    Registry(#[from] DuplicateAggregateName),
+    Registry(#[from] RegistrationError),
     /// The consumers could not catch up with the history.
     #[error("catching up from the event store failed: {0}")]
     CatchUp(#[from] CatchUpError),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use serde_json::{Map, Value};
-use wow_core::aggregate::{Aggregate, AggregateRegistry, DuplicateAggregateName};
+use wow_core::aggregate::{Aggregate, AggregateRegistry, RegistrationError};
 use wow_core::command::CommandGateway;
 use wow_core::event::EventConsumer;
 use wow_core::eventsourcing::SnapshotStrategy;
@@ -56,7 +56,7 @@ pub struct ServiceContext {
 /// hold (two aggregates of one name) is reported by them.
 pub struct ServiceBuilder {
     pub(crate) registry: AggregateRegistry,
-    pub(crate) duplicate: Option<DuplicateAggregateName>,
+    pub(crate) duplicate: Option<RegistrationError>,
     /// Aggregates whose history consumers read, besides the registered ones.
     pub(crate) consumed: BTreeSet<NamedAggregate>,
     /// Former name → today's, of every aggregate the service runs or reads

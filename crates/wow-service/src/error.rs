@@ -1,6 +1,6 @@
 //! Why a service could not start or stopped with an error.
 
-use wow_core::aggregate::DuplicateAggregateName;
+use wow_core::aggregate::RegistrationError;
 use wow_core::compensation::CompensationError;
 use wow_core::event::CatchUpError;
 
@@ -22,9 +22,10 @@ pub enum ServiceError {
     /// ([`Aggregate::ALIASES`](wow_core::aggregate::Aggregate::ALIASES)); nothing was renamed.
     #[error("renaming an aggregate in the store failed: {0}")]
     Rename(#[from] wow_core::eventsourcing::RenameError),
-    /// Two aggregates share a name: a programming error of the service.
+    /// Two aggregates share a name (or an alias), or a command is named like a query route
+    /// (`list`, `count`, ...): a programming error of the service.
     #[error(transparent)]
-    DuplicateAggregate(#[from] DuplicateAggregateName),
+    DuplicateAggregate(#[from] RegistrationError),
     /// The consumers could not catch up with the history (the store failed on the way);
     /// start again once it answers.
     #[error("catching up from the event store failed: {0}")]

@@ -4,7 +4,10 @@ mod runtime;
 mod spec;
 
 pub use quarantine::{QuarantinedAggregate, QuarantinedAggregates};
-pub use registry::{AggregateRegistry, DuplicateAggregateName, UnknownAggregate};
+pub use registry::{
+    AggregateRegistry, DuplicateAggregateName, RegistrationError, ReservedCommandName,
+    UnknownAggregate, RESERVED_COMMAND_NAMES,
+};
 pub use runtime::{AggregateRuntime, DecodedCommand, TypedAggregateRuntime};
 pub(crate) use spec::round_trip;
 pub use spec::{typed_events, AggregateSpec, Expect, Given};

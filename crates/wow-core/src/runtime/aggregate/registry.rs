@@ -13,6 +13,34 @@ use crate::runtime::aggregate::{AggregateRuntime, TypedAggregateRuntime};
 #[error("an aggregate named `{0}` is registered already")]
 pub struct DuplicateAggregateName(pub String);
 
+/// The command names that Wow's query routes take for themselves: `POST
+/// /{aggregate}/snapshot/list` is a query, so a command `list` could not be sent to an aggregate
+/// whose id is `snapshot` (or `event`). An aggregate with a command of one of these names is
+/// refused at registration.
+pub const RESERVED_COMMAND_NAMES: [&str; 4] = ["single", "list", "paged", "count"];
+
+/// A command is named like one of Wow's query routes ([`RESERVED_COMMAND_NAMES`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("aggregate `{aggregate}` has a command named `{command}`, which Wow's query routes take (POST /{aggregate}/snapshot/{command}); rename the command (its route name)")]
+pub struct ReservedCommandName {
+    /// The aggregate.
+    pub aggregate: String,
+    /// The command.
+    pub command: String,
+}
+
+/// Why an aggregate was not registered; nothing was.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistrationError {
+    /// Its name or an alias is taken.
+    #[error(transparent)]
+    Duplicate(#[from] DuplicateAggregateName),
+    /// A command's name is taken by the query routes.
+    #[error(transparent)]
+    ReservedCommand(#[from] ReservedCommandName),
+}
+
 /// No aggregate of that name is registered: answered `NotFound` (HTTP 404).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("no aggregate named `{0}`")]
@@ -40,8 +68,9 @@ impl AggregateRegistry {
         Self::default()
     }
 
-    /// Registers `A`; a second aggregate with the same name is an error.
-    pub fn register<A: Aggregate>(&mut self) -> Result<&mut Self, DuplicateAggregateName> {
+    /// Registers `A`; a second aggregate with the same name, or a command named like a query
+    /// route, is an error.
+    pub fn register<A: Aggregate>(&mut self) -> Result<&mut Self, RegistrationError> {
         self.register_runtime(Arc::new(TypedAggregateRuntime::<A>::new()))
     }
 
@@ -50,8 +79,19 @@ impl AggregateRegistry {
     pub fn register_runtime(
         &mut self,
         runtime: Arc<dyn AggregateRuntime>,
-    ) -> Result<&mut Self, DuplicateAggregateName> {
+    ) -> Result<&mut Self, RegistrationError> {
         let name = runtime.named_aggregate().aggregate_name.clone();
+        if let Some(command) = runtime
+            .commands()
+            .iter()
+            .find(|info| RESERVED_COMMAND_NAMES.contains(&info.name))
+        {
+            return Err(ReservedCommandName {
+                aggregate: name,
+                command: command.name.to_owned(),
+            }
+            .into());
+        }
         let aliases = runtime.aliases();
         let claimed: Vec<&str> = std::iter::once(name.as_str())
             .chain(aliases.iter().copied())
@@ -61,7 +101,7 @@ impl AggregateRegistry {
                 || self.aliases.contains_key(*claim)
                 || claimed[..index].contains(claim);
             if taken {
-                return Err(DuplicateAggregateName((*claim).to_owned()));
+                return Err(DuplicateAggregateName((*claim).to_owned()).into());
             }
         }
         for alias in aliases {
@@ -138,10 +178,71 @@ mod tests {
         let mut registry = AggregateRegistry::new();
         registry.register::<Counter>().unwrap();
         let refused = registry.register::<Tally>().unwrap_err();
-        assert_eq!(refused, DuplicateAggregateName("counter".into()));
+        assert_eq!(refused, DuplicateAggregateName("counter".into()).into());
         assert!(
             registry.get("tally").is_none(),
             "nothing registered on refusal"
         );
+    }
+
+    mod listing {
+        use serde::{Deserialize, Serialize};
+
+        use crate::model::aggregate::{Aggregate, CommandContext};
+        use crate::testing_example::{Counter, CounterError, CounterEvent, CounterState};
+
+        /// A command that lists: named like the query route `list`.
+        #[derive(Debug, Clone, wow_core::Command)]
+        pub(super) enum ListingCommand {
+            /// Lists.
+            List(Nothing),
+        }
+
+        /// No fields.
+        #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+        pub(super) struct Nothing {}
+
+        #[derive(Debug)]
+        pub(super) struct Listing;
+
+        impl Aggregate for Listing {
+            const CONTEXT_NAME: &'static str = "demo";
+            const AGGREGATE_NAME: &'static str = "listing";
+            type State = CounterState;
+            type Command = ListingCommand;
+            type Event = CounterEvent;
+            type Error = CounterError;
+
+            fn handle(
+                _: &CounterState,
+                _: ListingCommand,
+                _: &CommandContext<'_>,
+            ) -> Result<Vec<CounterEvent>, CounterError> {
+                Ok(Vec::new())
+            }
+
+            fn apply(state: &mut CounterState, event: &CounterEvent) {
+                Counter::apply(state, event);
+            }
+        }
+    }
+
+    #[test]
+    fn a_command_named_like_a_query_route_is_refused() {
+        let mut registry = AggregateRegistry::new();
+        let refused = registry.register::<listing::Listing>().unwrap_err();
+        assert_eq!(
+            refused,
+            ReservedCommandName {
+                aggregate: "listing".into(),
+                command: "list".into()
+            }
+            .into()
+        );
+        assert!(
+            refused.to_string().contains("rename the command"),
+            "{refused}"
+        );
+        assert!(registry.get("listing").is_none());
     }
 }
