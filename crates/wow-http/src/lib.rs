@@ -27,13 +27,13 @@ mod commands;
 mod compensation;
 mod config;
 mod create_id;
+mod dsl_queries;
 mod fallback;
 mod input;
 mod metrics;
 mod openapi;
 mod queries;
 mod server;
-mod snapshot_queries;
 mod state;
 mod status;
 mod strict_json;
@@ -63,31 +63,34 @@ pub fn router(state: HttpState) -> Router {
             "/compensation/failures/{id}/retry",
             post(compensation::retry),
         )
-        .route("/{aggregate}/snapshot/count", post(snapshot_queries::count))
+        .route("/{aggregate}/snapshot/count", post(dsl_queries::count))
         .route(
             "/{aggregate}/snapshot/single",
-            post(snapshot_queries::single_snapshot),
+            post(dsl_queries::single_snapshot),
         )
         .route(
             "/{aggregate}/snapshot/single/state",
-            post(snapshot_queries::single_state),
+            post(dsl_queries::single_state),
         )
         .route(
             "/{aggregate}/snapshot/list",
-            post(snapshot_queries::list_snapshots),
+            post(dsl_queries::list_snapshots),
         )
         .route(
             "/{aggregate}/snapshot/list/state",
-            post(snapshot_queries::list_states),
+            post(dsl_queries::list_states),
         )
         .route(
             "/{aggregate}/snapshot/paged",
-            post(snapshot_queries::paged_snapshots),
+            post(dsl_queries::paged_snapshots),
         )
         .route(
             "/{aggregate}/snapshot/paged/state",
-            post(snapshot_queries::paged_states),
+            post(dsl_queries::paged_states),
         )
+        .route("/{aggregate}/event/count", post(dsl_queries::count_events))
+        .route("/{aggregate}/event/list", post(dsl_queries::list_events))
+        .route("/{aggregate}/event/paged", post(dsl_queries::paged_events))
         .route("/{aggregate}/{command}", post(commands::create))
         .route("/{aggregate}/{id}/{command}", post(commands::send))
         .route("/{aggregate}/{id}/state", get(queries::state))

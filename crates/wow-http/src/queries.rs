@@ -166,7 +166,7 @@ pub(crate) async fn events(
 /// `stream` as JSON with its events in today's shape (the aggregate's upcasters applied).
 /// An event that was upcast says what it was stored as: `storedName` and `storedRevision`;
 /// the parts of a split event after the first get the id `{id}.{n}`.
-fn today(
+pub(crate) fn today(
     runtime: &dyn wow_core::aggregate::AggregateRuntime,
     stream: &wow_core::DomainEventStream,
 ) -> Result<serde_json::Value, wow_core::aggregate::AggregateError> {

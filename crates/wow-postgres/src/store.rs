@@ -49,12 +49,14 @@ use wow_core::eventsourcing::{
     RequestRecord, Snapshot, SnapshotStore, SnapshotStoreError,
 };
 use wow_core::id::{Clock, SystemClock};
+use wow_core::query::{DocumentQuery, Filter};
 use wow_core::{AggregateId, DomainEventStream, ErrorCode, NamedAggregate};
 
 use crate::error::{
     pool_error, pool_snapshot_error, snapshot_error, store_error, violated_constraint,
     REQUEST_CONSTRAINT, VERSION_CONSTRAINT,
 };
+use crate::query::{Param, Translation};
 use crate::schema::migrate;
 use crate::{OpenError, PostgresOptions};
 
@@ -116,6 +118,21 @@ fn decode_feed_entry(row: &Row) -> Result<FeedEntry, EventStoreError> {
         position: GlobalPosition::new(transaction, sequence),
         stream: decode_stream(row)?,
     })
+}
+
+/// The columns [`decode_stream`] reads, in its order.
+const STREAM_COLUMNS: &str = "aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body";
+
+/// The appended streams of one aggregate type in one tenant (`$1`, `$2`), each with `doc`: the
+/// JSONB document Wow's event stream queries filter (see `EventStore::query_streams`).
+const STREAM_DOCUMENTS: &str = "SELECT *, jsonb_build_object('id', stream_id, 'requestId', request_id, 'commandId', command_id, 'contextName', context_name, 'aggregateName', aggregate_name, 'aggregateId', aggregate_id, 'tenantId', tenant_id, 'ownerId', '', 'spaceId', '', 'version', version, 'createTime', create_time, 'header', header, 'body', body) AS doc FROM event_stream WHERE tenant_id = $1 AND aggregate_name = $2 AND version > 0";
+
+/// The parameters of [`STREAM_DOCUMENTS`]'s scope.
+fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<Param> {
+    vec![
+        Box::new(tenant_id.to_owned()),
+        Box::new(named.aggregate_name.clone()),
+    ]
 }
 
 /// `value` as a database integer, saturating.
@@ -601,6 +618,55 @@ impl EventStore for PostgresStore {
                 })
             })
             .collect()
+    }
+
+    async fn query_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let condition = sql.condition(&query.filter);
+        let mut order = sql.order(&query.sort);
+        order.push("aggregate_id COLLATE \"C\", version".to_owned());
+        let limit = sql.bind(Box::new(clamp(query.limit)));
+        let offset = sql.bind(Box::new(clamp(query.offset)));
+        let text = format!(
+            "SELECT {STREAM_COLUMNS} FROM ({STREAM_DOCUMENTS}) AS s WHERE {condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
+            order.join(", ")
+        );
+        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = sql
+            .params
+            .iter()
+            .map(|param| param.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
+            .collect();
+        let client = self.client().await?;
+        let rows = client.query(&text, &refs).await.map_err(store_error)?;
+        rows.iter().map(decode_stream).collect()
+    }
+
+    async fn count_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, EventStoreError> {
+        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let condition = sql.condition(filter);
+        let text = format!("SELECT COUNT(*) FROM ({STREAM_DOCUMENTS}) AS s WHERE {condition}");
+        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = sql
+            .params
+            .iter()
+            .map(|param| param.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
+            .collect();
+        let client = self.client().await?;
+        let count: i64 = client
+            .query_one(&text, &refs)
+            .await
+            .map_err(store_error)?
+            .get(0);
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     async fn read_feed(

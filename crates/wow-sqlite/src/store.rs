@@ -4,7 +4,7 @@ use std::sync::Arc;
 use wow_core::eventsourcing::SchemaStatus;
 
 use async_trait::async_trait;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, params_from_iter, OptionalExtension};
 use tokio::sync::oneshot;
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::BoxError;
@@ -14,12 +14,14 @@ use wow_core::eventsourcing::{
     Snapshot, SnapshotStore, SnapshotStoreError,
 };
 use wow_core::id::{Clock, SystemClock};
+use wow_core::query::{DocumentQuery, Filter};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::codec::{
     decode_decision, decode_snapshot, decode_stream, StreamRow, DECISION_COLUMNS, STREAM_COLUMNS,
 };
 use crate::error::{gone, snapshot_error, store_error};
+use crate::query::Translation;
 use crate::reader::ReadPool;
 use crate::schema::{connect, migrate};
 use crate::writer::{self, Rejection, Work, WorkFn, WriteJob, WriterHandle, WriterStats};
@@ -217,6 +219,18 @@ impl SqliteStore {
     }
 }
 
+/// The appended streams of one aggregate type in one tenant (`?1`, `?2`), each with `doc`: the
+/// JSON document Wow's event stream queries filter (see `EventStore::query_streams`).
+const STREAM_DOCUMENTS: &str = "SELECT *, json_object('id', stream_id, 'requestId', request_id, 'commandId', command_id, 'contextName', context_name, 'aggregateName', aggregate_name, 'aggregateId', aggregate_id, 'tenantId', tenant_id, 'ownerId', '', 'spaceId', '', 'version', version, 'createTime', create_time, 'header', json(header), 'body', json(body)) AS doc FROM event_stream WHERE tenant_id = ?1 AND aggregate_name = ?2 AND version > 0";
+
+/// The values of [`STREAM_DOCUMENTS`]'s scope.
+fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<rusqlite::types::Value> {
+    vec![
+        rusqlite::types::Value::Text(tenant_id.to_owned()),
+        rusqlite::types::Value::Text(named.aggregate_name.clone()),
+    ]
+}
+
 const LOAD: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE tenant_id = ?5 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version BETWEEN ?3 AND ?4 ORDER BY version";
 const LOAD_BY_TIME: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE tenant_id = ?5 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 AND create_time BETWEEN ?3 AND ?4 ORDER BY version";
 
@@ -365,6 +379,55 @@ impl EventStore for SqliteStore {
             })
             .await
             .map_err(store_error)
+    }
+
+    async fn query_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let condition = sql.condition(&query.filter);
+        let mut order = sql.order(&query.sort);
+        order.push("aggregate_id, version".to_owned());
+        let limit = sql.bind_integer(query.limit);
+        let offset = sql.bind_integer(query.offset);
+        let text = format!(
+            "SELECT {STREAM_COLUMNS} FROM ({STREAM_DOCUMENTS}) WHERE {condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
+            order.join(", ")
+        );
+        let values = sql.values;
+        self.reads
+            .read(move |connection| {
+                let mut statement = connection.prepare(&text)?;
+                let rows = statement.query_map(params_from_iter(values), decode_stream)?;
+                rows.collect()
+            })
+            .await
+            .map_err(store_error)
+    }
+
+    async fn count_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, EventStoreError> {
+        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let condition = sql.condition(filter);
+        let text = format!("SELECT COUNT(*) FROM ({STREAM_DOCUMENTS}) WHERE {condition}");
+        let values = sql.values;
+        let count: i64 = self
+            .reads
+            .read(move |connection| {
+                connection
+                    .prepare(&text)?
+                    .query_row(params_from_iter(values), |row| row.get(0))
+            })
+            .await
+            .map_err(store_error)?;
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     async fn read_feed(

@@ -13,8 +13,10 @@ use crate::fixtures::{aggregate, stream, stream_at, AGGREGATE, CONTEXT};
 
 mod decisions;
 pub(crate) mod feed;
+mod queries;
 pub use decisions::*;
 pub use feed::*;
+pub use queries::*;
 
 /// The store under test.
 pub type Store = Arc<dyn EventStore>;

@@ -82,6 +82,7 @@ macro_rules! __event_store_cases {
                 the_feed_pages_by_limit,
                 rejections_are_not_in_the_feed,
                 a_feed_reader_racing_appenders_skips_nothing,
+                queries_streams_as_documents,
             ]
         );
     };

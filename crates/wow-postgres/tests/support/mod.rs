@@ -154,6 +154,24 @@ impl EventStore for TestStore {
     {
         self.store.read_feed(after, limit).await
     }
+
+    async fn query_streams(
+        &self,
+        named: &wow_core::NamedAggregate,
+        tenant_id: &str,
+        query: &wow_core::query::DocumentQuery,
+    ) -> Result<Vec<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
+        self.store.query_streams(named, tenant_id, query).await
+    }
+
+    async fn count_streams(
+        &self,
+        named: &wow_core::NamedAggregate,
+        tenant_id: &str,
+        filter: &wow_core::query::Filter,
+    ) -> Result<u64, wow_core::eventsourcing::EventStoreError> {
+        self.store.count_streams(named, tenant_id, filter).await
+    }
 }
 
 #[async_trait]

@@ -6,6 +6,7 @@ use crate::contracts::eventsourcing::{EventStoreError, FeedEntry, GlobalPosition
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
+use crate::model::query::{DocumentQuery, Filter};
 
 /// Checks the arguments every store's `append` shares; a backend calls it before writing.
 pub fn check_appendable(stream: &DomainEventStream) -> Result<(), EventStoreError> {
@@ -181,4 +182,58 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
         after: GlobalPosition,
         limit: usize,
     ) -> Result<Vec<FeedEntry>, EventStoreError>;
+
+    /// The appended streams of the aggregate type `named` in `tenant_id` that match
+    /// `query.filter`, as Wow's event stream queries ask (`POST /{aggregate}/event/list`):
+    /// each stream is the document of its JSON with Wow's field names (`id`, `aggregateId`,
+    /// `tenantId`, `ownerId`, `spaceId`, `requestId`, `commandId`, `version`, `createTime`,
+    /// `header`, `body` with the events as stored), in `query.sort` order and then by
+    /// (aggregate id, version), `query.limit` of them from `query.offset`. The store runs the
+    /// filter itself, with the semantics of [`Filter`]; another tenant's streams are never
+    /// read, and rejections are not streams.
+    ///
+    /// Fails with [`EventStoreError::IllegalArgument`] when the store cannot run the query
+    /// (the default: it runs none), and as [`EventStore::load`] does.
+    async fn query_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        let _ = (named, tenant_id, query);
+        Err(EventStoreError::IllegalArgument(
+            "this event store does not run queries".to_owned(),
+        ))
+    }
+
+    /// How many appended streams of `named` in `tenant_id` match `filter`.
+    ///
+    /// Fails as [`query_streams`](Self::query_streams) does.
+    async fn count_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, EventStoreError> {
+        let _ = (named, tenant_id, filter);
+        Err(EventStoreError::IllegalArgument(
+            "this event store does not run queries".to_owned(),
+        ))
+    }
+}
+
+/// A stream as the document Wow's event stream queries filter: its JSON, with `ownerId` and
+/// `spaceId` (empty until streams carry them).
+pub fn stream_document(stream: &DomainEventStream) -> serde_json::Value {
+    let mut document = serde_json::to_value(stream).unwrap_or_default();
+    if let Some(object) = document.as_object_mut() {
+        object.remove("fingerprint");
+        object
+            .entry("ownerId")
+            .or_insert_with(|| serde_json::Value::String(String::new()));
+        object
+            .entry("spaceId")
+            .or_insert_with(|| serde_json::Value::String(String::new()));
+    }
+    document
 }

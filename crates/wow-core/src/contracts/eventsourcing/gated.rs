@@ -101,4 +101,22 @@ impl EventStore for GatedEventStore {
     ) -> Result<Vec<FeedEntry>, EventStoreError> {
         self.inner.read_feed(after, limit).await
     }
+
+    async fn query_streams(
+        &self,
+        named: &crate::model::aggregate_id::NamedAggregate,
+        tenant_id: &str,
+        query: &crate::model::query::DocumentQuery,
+    ) -> Result<Vec<crate::model::event::DomainEventStream>, EventStoreError> {
+        self.inner.query_streams(named, tenant_id, query).await
+    }
+
+    async fn count_streams(
+        &self,
+        named: &crate::model::aggregate_id::NamedAggregate,
+        tenant_id: &str,
+        filter: &crate::model::query::Filter,
+    ) -> Result<u64, EventStoreError> {
+        self.inner.count_streams(named, tenant_id, filter).await
+    }
 }

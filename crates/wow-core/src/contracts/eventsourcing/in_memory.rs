@@ -14,13 +14,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use crate::contracts::eventsourcing::{
-    check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
-    EventStoreError, FeedEntry, GlobalPosition, Snapshot, SnapshotStore, SnapshotStoreError,
+    check_appendable, check_rejectable, check_time_range, check_version_range, stream_document,
+    EventStore, EventStoreError, FeedEntry, GlobalPosition, Snapshot, SnapshotStore,
+    SnapshotStoreError,
 };
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::RequestRecord;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision};
+use crate::model::query::{matches, order, DocumentQuery, Filter};
 
 const SHARDS: usize = 64;
 
@@ -126,6 +128,28 @@ impl InMemoryEventStore {
 }
 
 impl InMemoryEventStore {
+    /// Every stream of the aggregate type `named` in `tenant_id`, in no particular order.
+    fn streams_of(&self, named: &NamedAggregate, tenant_id: &str) -> Vec<DomainEventStream> {
+        self.shards
+            .iter()
+            .flat_map(|shard| {
+                let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+                shard
+                    .iter()
+                    .filter(|((tenant, name, _), _)| {
+                        tenant == tenant_id && *name == named.aggregate_name
+                    })
+                    .flat_map(|(_, history)| {
+                        history
+                            .streams
+                            .values()
+                            .map(|s| DomainEventStream::clone(s))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// The first (tenant, id) of the aggregate named `from` that also has history under `to`.
     pub(crate) fn rename_conflict(&self, from: &str, to: &str) -> Option<(String, String)> {
         let mut held = std::collections::HashSet::new();
@@ -334,6 +358,51 @@ impl EventStore for InMemoryEventStore {
         found.sort_by(|a, b| (&a.tenant_id, &a.id).cmp(&(&b.tenant_id, &b.id)));
         found.truncate(limit);
         Ok(found)
+    }
+
+    async fn query_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        let mut found: Vec<(serde_json::Value, DomainEventStream)> = self
+            .streams_of(named, tenant_id)
+            .into_iter()
+            .map(|stream| (stream_document(&stream), stream))
+            .filter(|(document, _)| matches(&query.filter, document))
+            .collect();
+        found.sort_by(|(a, x), (b, y)| {
+            order(&query.sort, a, b)
+                .then_with(|| {
+                    x.aggregate_id
+                        .id
+                        .as_bytes()
+                        .cmp(y.aggregate_id.id.as_bytes())
+                })
+                .then(x.version.cmp(&y.version))
+        });
+        let offset = usize::try_from(query.offset).unwrap_or(usize::MAX);
+        let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
+        Ok(found
+            .into_iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(_, stream)| stream)
+            .collect())
+    }
+
+    async fn count_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, EventStoreError> {
+        Ok(self
+            .streams_of(named, tenant_id)
+            .iter()
+            .filter(|stream| matches(filter, &stream_document(stream)))
+            .count() as u64)
     }
 
     async fn read_feed(

@@ -9,7 +9,8 @@ mod snapshot;
 
 pub use error::{EventStoreError, RejectedStream, SnapshotStoreError};
 pub use event_store::{
-    check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
+    check_appendable, check_rejectable, check_time_range, check_version_range, stream_document,
+    EventStore,
 };
 pub use feed::{FeedEntry, GlobalPosition, ParseGlobalPositionError};
 pub use gated::GatedEventStore;

@@ -1,6 +1,7 @@
-//! Wow's snapshot queries: `POST /{aggregate}/snapshot/{single,list,paged,count}` and their
-//! `/state` variants, over the materialized snapshots of the caller's tenant, in Wow's query
-//! DSL and answer shapes (a document, `[documents]`, `{total, list}`, a bare count).
+//! Wow's query routes, in Wow's query DSL and answer shapes (a document, `[documents]`,
+//! `{total, list}`, a bare count), over the caller's tenant:
+//! `POST /{aggregate}/snapshot/{single,list,paged,count}` and their `/state` variants over the
+//! materialized snapshots, and `POST /{aggregate}/event/{list,paged,count}` over history.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -9,11 +10,15 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use wow_core::id::{Clock, SystemClock};
 use wow_core::query::{
     project, Condition, DocumentQuery, ListQuery, Lowering, Operator, PagedList, PagedQuery,
     Projection, SingleQuery, Target,
 };
+
+use wow_core::aggregate::AggregateRuntime;
+use wow_core::eventsourcing::EventStoreError;
 use wow_core::view::{snapshot_view, ViewStore, ViewStoreError};
 
 use crate::{auth, HttpState};
@@ -82,11 +87,7 @@ async fn prepare<T: DeserializeOwned>(
     aggregate: &str,
     body: Body,
 ) -> Result<(String, String, std::sync::Arc<dyn ViewStore>, T), Response> {
-    let tenant = auth::tenant(state.config(), headers).map_err(|u| u.response())?;
-    let runtime = state
-        .registry()
-        .find(aggregate)
-        .map_err(|unknown| error(StatusCode::NOT_FOUND, "NotFound", unknown.to_string()))?;
+    let (runtime, tenant, query) = read_query::<T>(state, headers, aggregate, body).await?;
     let Some(views) = state.views().cloned() else {
         return Err(error(
             StatusCode::NOT_FOUND,
@@ -94,6 +95,23 @@ async fn prepare<T: DeserializeOwned>(
             "this service keeps no materialized snapshots",
         ));
     };
+    let view = snapshot_view(&runtime.named_aggregate().aggregate_name);
+    Ok((view, tenant, views, query))
+}
+
+/// The aggregate's runtime, the caller's tenant and the body as `T`; `Err` is the answer.
+async fn read_query<T: DeserializeOwned>(
+    state: &HttpState,
+    headers: &HeaderMap,
+    aggregate: &str,
+    body: Body,
+) -> Result<(Arc<dyn AggregateRuntime>, String, T), Response> {
+    let tenant = auth::tenant(state.config(), headers).map_err(|u| u.response())?;
+    let runtime = state
+        .registry()
+        .find(aggregate)
+        .map_err(|unknown| error(StatusCode::NOT_FOUND, "NotFound", unknown.to_string()))?;
+    let runtime = runtime.clone();
     let value = crate::input::body(body, state.config().body_limit)
         .await
         .map_err(|e| error(e.status(), "BadRequest", e.to_string()))?;
@@ -105,8 +123,7 @@ async fn prepare<T: DeserializeOwned>(
             format!("body.{at}: {}", e.into_inner()),
         )
     })?;
-    let view = snapshot_view(&runtime.named_aggregate().aggregate_name);
-    Ok((view, tenant.0, views, query))
+    Ok((runtime, tenant.0, query))
 }
 
 /// Wow's guard: snapshot queries see aggregates that are not deleted, unless the condition
@@ -308,3 +325,122 @@ route!(
     Shape::State,
     "`POST /{aggregate}/snapshot/paged/state`: `{total, list}` of states."
 );
+
+fn events_failed(failure: EventStoreError) -> Response {
+    let code = failure.error_code();
+    error(
+        crate::status_for(&code),
+        &code.to_string(),
+        failure.to_string(),
+    )
+}
+
+fn event_lowering() -> Lowering {
+    Lowering::new(Target::EventStream, SystemClock.now_millis())
+}
+
+/// The streams as answered: today's shapes (as the history route shows them), projected.
+#[allow(clippy::result_large_err)] // the error is the response itself, built once
+fn streams_answer(
+    runtime: &dyn AggregateRuntime,
+    streams: Vec<wow_core::DomainEventStream>,
+    projection: &Projection,
+) -> Result<Vec<Value>, Response> {
+    streams
+        .iter()
+        .map(|stream| {
+            crate::queries::today(runtime, stream)
+                .map(|json| project(projection, json))
+                .map_err(|e| {
+                    error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        &e.error_code().to_string(),
+                        e.to_string(),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// `POST /{aggregate}/event/list`: up to `limit` streams.
+pub(crate) async fn list_events(
+    State(state): State<HttpState>,
+    Path(aggregate): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (runtime, tenant, query) =
+        match read_query::<ListQuery>(&state, &headers, &aggregate, body).await {
+            Ok(read) => read,
+            Err(response) => return response,
+        };
+    let lowered = match DocumentQuery::list(&query, &event_lowering()) {
+        Ok(lowered) => lowered,
+        Err(e) => return illegal(e),
+    };
+    let named = runtime.named_aggregate().clone();
+    match state.store().query_streams(&named, &tenant, &lowered).await {
+        Ok(streams) => match streams_answer(runtime.as_ref(), streams, &query.projection) {
+            Ok(list) => ok(Value::Array(list)),
+            Err(response) => response,
+        },
+        Err(e) => events_failed(e),
+    }
+}
+
+/// `POST /{aggregate}/event/paged`: `{total, list}` of streams.
+pub(crate) async fn paged_events(
+    State(state): State<HttpState>,
+    Path(aggregate): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (runtime, tenant, query) =
+        match read_query::<PagedQuery>(&state, &headers, &aggregate, body).await {
+            Ok(read) => read,
+            Err(response) => return response,
+        };
+    let lowered = match DocumentQuery::paged(&query, &event_lowering()) {
+        Ok(lowered) => lowered,
+        Err(e) => return illegal(e),
+    };
+    let named = runtime.named_aggregate().clone();
+    let total = match state
+        .store()
+        .count_streams(&named, &tenant, &lowered.filter)
+        .await
+    {
+        Ok(total) => total,
+        Err(e) => return events_failed(e),
+    };
+    match state.store().query_streams(&named, &tenant, &lowered).await {
+        Ok(streams) => match streams_answer(runtime.as_ref(), streams, &query.projection) {
+            Ok(list) => ok(serde_json::to_value(PagedList { total, list }).unwrap_or(Value::Null)),
+            Err(response) => response,
+        },
+        Err(e) => events_failed(e),
+    }
+}
+
+/// `POST /{aggregate}/event/count`: the bare condition in, a bare number out.
+pub(crate) async fn count_events(
+    State(state): State<HttpState>,
+    Path(aggregate): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (runtime, tenant, condition) =
+        match read_query::<Condition>(&state, &headers, &aggregate, body).await {
+            Ok(read) => read,
+            Err(response) => return response,
+        };
+    let filter = match event_lowering().lower(&condition) {
+        Ok(filter) => filter,
+        Err(e) => return illegal(e),
+    };
+    let named = runtime.named_aggregate().clone();
+    match state.store().count_streams(&named, &tenant, &filter).await {
+        Ok(total) => ok(json!(total)),
+        Err(e) => events_failed(e),
+    }
+}

@@ -1,0 +1,378 @@
+//! Wow's query routes over real HTTP, on every store `wow serve` runs on (memory, SQLite,
+//! PostgreSQL): the snapshot queries as Wow's TypeScript client sends them, a spread of
+//! operators, projections, sorts and pages, the event stream queries, tenants, the answers to
+//! bad queries, and the materialized snapshots surviving a restart. Every operator's semantics
+//! is checked per store by the `wow-tck` query cases; this suite checks the routes on top.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use support::Served;
+
+struct Api {
+    client: Client,
+    address: String,
+}
+
+impl Api {
+    fn of(served: &Served) -> Self {
+        Self {
+            client: Client::new(),
+            address: served.address.clone(),
+        }
+    }
+
+    async fn command(&self, tenant: &str, path: &str, body: Value) {
+        let response = self
+            .client
+            .post(format!("http://{}/{path}", self.address))
+            .header("Command-Tenant-Id", tenant)
+            .header("Command-Wait-Stage", "PROJECTED")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
+
+    async fn query(&self, tenant: &str, path: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .post(format!("http://{}/{path}", self.address))
+            .header("Command-Tenant-Id", tenant)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let code = response
+            .headers()
+            .get("Wow-Error-Code")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert_eq!(
+            code.as_deref(),
+            body.get("errorCode").and_then(Value::as_str).or(Some("Ok"))
+        );
+        (status, body)
+    }
+
+    /// The aggregate ids of a list of documents or states.
+    async fn ids(&self, path: &str, body: Value) -> Vec<String> {
+        let (status, found) = self.query("t1", path, body.clone()).await;
+        assert_eq!(status, StatusCode::OK, "{path} {body}: {found}");
+        found
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|doc| doc["aggregateId"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+async fn open_accounts(api: &Api) {
+    for (id, name, balance) in [
+        ("a1", "Ann", 100),
+        ("a2", "bob", 5),
+        ("a3", "Cleo", 0),
+        ("a4", "dan", 250),
+        ("a5", "Eva", 40),
+    ] {
+        api.command(
+            "t1",
+            &format!("account/{id}/open"),
+            json!({"name": name, "balance": balance}),
+        )
+        .await;
+    }
+    api.command("t1", "account/a1/deposit", json!({"amount": 20}))
+        .await;
+    api.command("t1", "account/a2/freeze", json!({})).await;
+    api.command(
+        "t2",
+        "account/a1/open",
+        json!({"name": "Other", "balance": 7}),
+    )
+    .await;
+}
+
+async fn snapshot_queries(api: &Api) {
+    // As Wow's client's getById and getStateById send them.
+    let (status, doc) = api
+        .query(
+            "t1",
+            "account/snapshot/single",
+            json!({"condition": {"operator": "AGGREGATE_ID", "value": "a1"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{doc}");
+    assert_eq!(doc["aggregateId"], "a1");
+    assert_eq!(doc["aggregateName"], "account");
+    assert_eq!(doc["tenantId"], "t1");
+    assert_eq!(doc["version"], 2);
+    assert_eq!(doc["deleted"], false);
+    assert_eq!(doc["state"]["balance"], 120);
+    assert!(doc["firstEventTime"].as_i64().unwrap() <= doc["eventTime"].as_i64().unwrap());
+    let (status, state) = api
+        .query(
+            "t1",
+            "account/snapshot/single/state",
+            json!({"condition": {"operator": "AGGREGATE_ID", "value": "a1"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        state,
+        json!({"name": "Ann", "balance": 120, "held": 0, "frozen": false})
+    );
+
+    let by_balance = json!({
+        "condition": {"field": "state.balance", "operator": "GTE", "value": 40},
+        "sort": [{"field": "state.balance", "direction": "DESC"}],
+        "limit": 10
+    });
+    assert_eq!(
+        api.ids("account/snapshot/list", by_balance).await,
+        ["a4", "a1", "a5"]
+    );
+    let (_, names) = api
+        .query(
+            "t1",
+            "account/snapshot/list/state",
+            json!({
+                "condition": {"field": "state.name", "operator": "IN", "value": ["Ann", "dan"]},
+                "projection": {"include": ["name"]},
+                "limit": 10
+            }),
+        )
+        .await;
+    assert_eq!(names, json!([{"name": "Ann"}, {"name": "dan"}]));
+    let (_, page) = api
+        .query(
+            "t1",
+            "account/snapshot/paged",
+            json!({
+                "condition": {},
+                "sort": [{"field": "state.name", "direction": "ASC"}],
+                "pagination": {"index": 2, "size": 2}
+            }),
+        )
+        .await;
+    assert_eq!(page["total"], 5);
+    let page_ids: Vec<_> = page["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["aggregateId"].clone())
+        .collect();
+    assert_eq!(
+        page_ids,
+        [json!("a5"), json!("a2")],
+        "Ann Cleo | Eva bob | dan"
+    );
+    let (_, frozen) = api
+        .query(
+            "t1",
+            "account/snapshot/count",
+            json!({"field": "state.frozen", "operator": "TRUE"}),
+        )
+        .await;
+    assert_eq!(frozen, json!(1));
+    let checks = [
+        (
+            json!({"field": "state.name", "operator": "CONTAINS", "value": "AN", "options": {"ignoreCase": true}}),
+            vec!["a1", "a4"],
+        ),
+        (
+            json!({"field": "state.name", "operator": "STARTS_WITH", "value": "C"}),
+            vec!["a3"],
+        ),
+        (
+            json!({"field": "state.balance", "operator": "BETWEEN", "value": [5, 100]}),
+            vec!["a2", "a5"],
+        ),
+        (
+            json!({"operator": "OR", "children": [
+            {"field": "state.balance", "operator": "LT", "value": 1},
+            {"field": "state.frozen", "operator": "TRUE"}]}),
+            vec!["a2", "a3"],
+        ),
+        (
+            json!({"operator": "NOR", "children": [{"field": "state.balance", "operator": "GT", "value": 10}]}),
+            vec!["a2", "a3"],
+        ),
+        (
+            json!({"field": "state.held", "operator": "EQ", "value": 0}),
+            vec!["a1", "a2", "a3", "a4", "a5"],
+        ),
+        (
+            json!({"field": "eventTime", "operator": "RECENT_DAYS", "value": 1, "options": {"zoneId": "UTC"}}),
+            vec!["a1", "a2", "a3", "a4", "a5"],
+        ),
+        (
+            json!({"field": "firstEventTime", "operator": "EARLIER_DAYS", "value": 1}),
+            vec![],
+        ),
+        (
+            json!({"field": "state.nickname", "operator": "EXISTS", "value": false}),
+            vec!["a1", "a2", "a3", "a4", "a5"],
+        ),
+        (
+            json!({"operator": "AGGREGATE_IDS", "value": ["a3", "a9"]}),
+            vec!["a3"],
+        ),
+        (
+            json!({"operator": "DELETED", "value": "ALL"}),
+            vec!["a1", "a2", "a3", "a4", "a5"],
+        ),
+    ];
+    for (condition, expected) in checks {
+        let found = api
+            .ids(
+                "account/snapshot/list",
+                json!({"condition": condition.clone(), "limit": 100}),
+            )
+            .await;
+        assert_eq!(found, expected, "{condition}");
+    }
+    // Another tenant sees its own account only.
+    let (_, other) = api
+        .query(
+            "t2",
+            "account/snapshot/list",
+            json!({"condition": {}, "limit": 10}),
+        )
+        .await;
+    assert_eq!(other.as_array().unwrap().len(), 1);
+    assert_eq!(other[0]["state"]["name"], "Other");
+}
+
+async fn event_queries(api: &Api) {
+    let (status, streams) = api
+        .query(
+            "t1",
+            "account/event/list",
+            json!({"condition": {"operator": "AGGREGATE_ID", "value": "a1"}, "limit": 10}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{streams}");
+    let versions: Vec<_> = streams
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["version"].clone())
+        .collect();
+    assert_eq!(versions, [json!(1), json!(2)]);
+    assert_eq!(streams[1]["body"][0]["name"], "Deposited");
+    let deposited = json!({"field": "body", "operator": "ELEM_MATCH", "children": [
+        {"field": "name", "operator": "EQ", "value": "Deposited"}]});
+    let (_, count) = api
+        .query("t1", "account/event/count", deposited.clone())
+        .await;
+    assert_eq!(count, json!(1));
+    let (_, page) = api
+        .query(
+            "t1",
+            "account/event/paged",
+            json!({
+                "condition": {"field": "version", "operator": "EQ", "value": 1},
+                "sort": [{"field": "aggregateId", "direction": "DESC"}],
+                "pagination": {"index": 1, "size": 2}
+            }),
+        )
+        .await;
+    assert_eq!(page["total"], 5);
+    assert_eq!(page["list"][0]["aggregateId"], "a5");
+    let (_, other) = api.query("t2", "account/event/count", json!({})).await;
+    assert_eq!(other, json!(1));
+}
+
+async fn bad_queries(api: &Api) {
+    let (status, body) = api
+        .query(
+            "t1",
+            "account/snapshot/single",
+            json!({"condition": {"operator": "AGGREGATE_ID", "value": "nobody"}}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["errorCode"].as_str()),
+        (StatusCode::NOT_FOUND, Some("NotFound"))
+    );
+    for (body, named) in [
+        (
+            json!({"condition": {"operator": "RAW", "value": "{}"}}),
+            "RAW",
+        ),
+        (
+            json!({"condition": {"field": "state.name", "operator": "BETWEEN", "value": "x"}}),
+            "BETWEEN",
+        ),
+        (
+            json!({"condition": {"field": "state.x'; DROP", "operator": "EQ", "value": 1}}),
+            "state.x",
+        ),
+        (json!({"condition": {}, "limit": 0}), "limit"),
+        (json!({"condition": {"operator": "NOPE"}}), "NOPE"),
+        (json!({"condition": {"opertor": "ALL"}}), "opertor"),
+    ] {
+        let (status, answer) = api.query("t1", "account/snapshot/list", body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert!(
+            answer["errorMsg"].as_str().unwrap().contains(named),
+            "{body}: {answer}"
+        );
+    }
+    let (status, _) = api.query("t1", "nothing/snapshot/list", json!({})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+async fn whole_suite(store: &str) {
+    let served = Served::start(&["--store", store, "--listen", "127.0.0.1:0"], &[]);
+    let api = Api::of(&served);
+    open_accounts(&api).await;
+    snapshot_queries(&api).await;
+    event_queries(&api).await;
+    bad_queries(&api).await;
+    if store.starts_with("memory") {
+        return;
+    }
+    assert!(served.stop().success());
+    // The documents are kept: a restarted service answers at once.
+    let served = Served::start(&["--store", store, "--listen", "127.0.0.1:0"], &[]);
+    let api = Api::of(&served);
+    assert_eq!(
+        api.ids(
+            "account/snapshot/list",
+            json!({"condition": {"field": "state.frozen", "operator": "TRUE"}})
+        )
+        .await,
+        ["a2"]
+    );
+    assert!(served.stop().success());
+}
+
+#[tokio::test]
+async fn wow_queries_on_the_memory_store() {
+    whole_suite("memory://").await;
+}
+
+#[tokio::test]
+async fn wow_queries_on_sqlite() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", folder.path().join("queries.db").display());
+    whole_suite(&store).await;
+}
+
+#[tokio::test]
+async fn wow_queries_on_postgres() {
+    let Some((base, schema)) = support::postgres_schema("queries") else {
+        return;
+    };
+    whole_suite(&format!("{base}?schema={schema}")).await;
+    support::drop_schema(&base, &schema);
+}
