@@ -136,7 +136,13 @@ async fn a_consumer_failure_fails_its_stage_only_and_keeps_history() {
         )
         .await
         .unwrap();
-    assert_eq!(healthy_done.function.as_deref(), Some("notifier"));
+    assert_eq!(
+        healthy_done
+            .function
+            .as_ref()
+            .map(|f| f.processor_name.as_str()),
+        Some("notifier")
+    );
     assert_eq!(*processor.seen.lock().unwrap(), vec![1, 2]);
     assert_eq!(*healthy.seen.lock().unwrap(), vec![1, 2]);
     // History is untouched by the failures.

@@ -183,7 +183,12 @@ fn message_and_plan(
     } else {
         CommandStage::Processed
     });
-    (message, WaitPlan::new(stage).with_timeout(options.timeout))
+    let plan = WaitPlan::new(stage).with_timeout(options.timeout);
+    let plan = match options.wait_function {
+        Some(function) => plan.for_wait_function(function),
+        None => plan,
+    };
+    (message, plan)
 }
 
 /// Sends the command and answers with one server-sent event per stage (DESIGN.md §5).
@@ -195,11 +200,20 @@ fn stream_stages(
 ) -> Response {
     let metrics_state = state.clone();
     let awaited = plan.stage;
-    // One event per stage (DESIGN.md §5): the per-consumer signals stay in the library.
+    // One event per stage (DESIGN.md §5); a caller that waits for one consumer (Wow's
+    // `Command-Wait-Processor`) gets that consumer's signals too, as Wow streams them.
+    let awaited_function = plan.function.clone();
     let events = state
         .gateway()
         .send_and_wait_stream(message, plan)
-        .filter(|result| std::future::ready(result.function.is_none()))
+        .filter(move |result| {
+            let shown = match (&result.function, &awaited_function) {
+                (None, _) => true,
+                (Some(function), Some(wanted)) => wanted.matches(function),
+                (Some(_), None) => false,
+            };
+            std::future::ready(shown)
+        })
         .map(move |result| {
             // A command counts once, by the element that ends its stream: the awaited
             // stage, or a failure (a timeout included).

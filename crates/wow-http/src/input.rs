@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use http_body::Body as _;
 use serde_json::Value;
-use wow_core::command::{headers, BindingError, SENT};
+use wow_core::command::{headers, BindingError, WaitFunction, SENT};
 use wow_core::{id, AggregateId, CommandResult, CommandStage, ErrorCode};
 
 use crate::server::BodyReadTimeout;
@@ -27,6 +27,9 @@ pub(crate) struct CommandOptions {
     pub(crate) timeout: Duration,
     pub(crate) expected_version: Option<u64>,
     pub(crate) stream: bool,
+    /// The consumer a downstream stage's wait is for (Wow's `Command-Wait-Processor` and
+    /// `-Function`, with `-Context`); `None`: the whole stage.
+    pub(crate) wait_function: Option<WaitFunction>,
 }
 
 /// Bad input: a code (400 unless said otherwise), a message and the offending names.
@@ -157,12 +160,36 @@ pub(crate) fn options(
         .transpose()?;
     let stream =
         header(headers, "Accept")?.is_some_and(|accept| accept.contains("text/event-stream"));
+    for tail in headers::WAIT_TAIL_HEADERS {
+        if command_header(headers, tail)?.is_some() {
+            return Err(InputError::bad(
+                ErrorCode::IllegalArgument,
+                tail,
+                "chained waits (Wow's tail waits on the commands a saga sends) are not supported: wait for SAGA_HANDLED, then for each command the saga sent",
+            ));
+        }
+    }
+    let part = |name: &str| -> Result<String, InputError> {
+        Ok(command_header(headers, name)?
+            .unwrap_or_default()
+            .trim()
+            .to_owned())
+    };
+    let wait_function = WaitFunction {
+        context: part(headers::WAIT_CONTEXT)?,
+        processor: part(headers::WAIT_PROCESSOR)?,
+        name: part(headers::WAIT_FUNCTION)?,
+    };
+    // A context alone names no consumer: the wait is for the whole stage, as without it.
+    let wait_function = (!wait_function.processor.is_empty() || !wait_function.name.is_empty())
+        .then_some(wait_function);
     Ok(CommandOptions {
         request_id,
         stage,
         timeout,
         expected_version,
         stream,
+        wait_function,
     })
 }
 

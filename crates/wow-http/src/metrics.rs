@@ -109,6 +109,17 @@ pub(crate) async fn render(State(state): State<HttpState>) -> impl IntoResponse 
     );
     let _ = writeln!(
         out,
+        "# HELP wow_consumer_signals_total Each consumer's signals of the downstream stages, by stage, consumer and error code."
+    );
+    let _ = writeln!(out, "# TYPE wow_consumer_signals_total counter");
+    for ((stage, consumer, code), n) in &pipeline.signals {
+        let _ = writeln!(
+            out,
+            "wow_consumer_signals_total{{stage=\"{stage}\",consumer=\"{consumer}\",error_code=\"{code}\"}} {n}"
+        );
+    }
+    let _ = writeln!(
+        out,
         "# HELP wow_bloom_hits_total Request ids a Bloom filter said it may have seen."
     );
     let _ = writeln!(out, "# TYPE wow_bloom_hits_total counter");

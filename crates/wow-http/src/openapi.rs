@@ -54,7 +54,14 @@ fn schemas() -> Value {
             json!({"type": "array", "items": {"type": "object", "required": ["name", "msg"],
             "properties": {"name": {"type": "string"}, "msg": {"type": "string"}}}})
         }
-        "function" => json!({"type": "string"}),
+        "function" => json!({"type": "object",
+            "description": "The consumer that signalled (Wow's FunctionInfo); absent on the signal that a whole stage is complete.",
+            "required": ["functionKind", "contextName", "processorName", "name"],
+            "properties": {
+                "functionKind": {"type": "string", "enum": ["COMMAND", "SOURCING", "EVENT", "STATE_EVENT", "ERROR"]},
+                "contextName": {"type": "string"},
+                "processorName": {"type": "string"},
+                "name": {"type": "string"}}}),
         _ => json!({"type": "string"}),
     };
     let (mut properties, mut required) = (Map::new(), Vec::new());

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use wow_core::command::WaitFunctions;
 use wow_core::event::{CatchUpProgress, EventConsumer};
 use wow_core::pipeline::LocalPipeline;
 use wow_core::view::MaterializedSnapshots;
+use wow_core::CommandStage;
 use wow_core::Stores;
 use wow_http::{HttpState, QuerySide};
 
@@ -95,13 +97,21 @@ impl ServiceBuilder {
         let runs_consumers = distribution
             .as_ref()
             .is_none_or(Distribution::runs_consumers);
+        let mut remote = WaitFunctions::new();
         if !runs_consumers {
-            // A gateway: the processors run the consumers and retry their failures.
-            self.projections.clear();
-            self.processors.clear();
-            self.sagas.clear();
+            // A gateway: the processors run the consumers and retry their failures; waits may
+            // still name them.
+            for make in self.projections.drain(..) {
+                remote = remote.with(CommandStage::Projected, make(&stores).name());
+            }
+            for make in self.processors.drain(..) {
+                remote = remote.with(CommandStage::EventHandled, make(&stores).name());
+            }
+            for saga in self.sagas.drain(..) {
+                remote = remote.with(CommandStage::SagaHandled, saga.consumer_name());
+            }
         }
-        let pipeline = self.pipeline(&stores, distribution.as_ref());
+        let pipeline = self.pipeline(&stores, distribution.as_ref(), remote);
         let caught_up = if runs_consumers {
             pipeline.catch_up(&aggregates, &mut |_, _| {}).await?
         } else {
@@ -160,8 +170,14 @@ impl ServiceBuilder {
     }
 
     /// The pipeline over `stores`, with every registered consumer made.
-    fn pipeline(&mut self, stores: &Stores, distribution: Option<&Distribution>) -> LocalPipeline {
+    fn pipeline(
+        &mut self,
+        stores: &Stores,
+        distribution: Option<&Distribution>,
+        remote: WaitFunctions,
+    ) -> LocalPipeline {
         let mut builder = LocalPipeline::builder(self.registry.clone(), stores.events.clone())
+            .remote_consumers(remote)
             .idempotency(self.settings.idempotency.clone())
             .compensation(stores.compensation.clone(), self.settings.retry)
             .positions(stores.positions.clone())

@@ -390,7 +390,10 @@ impl WaitNotifier for FaultyNotifier {
             format!(
                 "{} {}{} of command {} ({})",
                 result.stage,
-                result.function.as_deref().unwrap_or(""),
+                result
+                    .function
+                    .as_ref()
+                    .map_or("", |f| f.processor_name.as_str()),
                 if result.succeeded { " ok" } else { " failed" },
                 result.wait_command_id,
                 result.error_code

@@ -16,6 +16,7 @@ pub struct PipelineMetrics {
     handler_runs: AtomicU64,
     event_backlog: AtomicI64,
     results: Mutex<BTreeMap<(CommandStage, String), u64>>,
+    signals: Mutex<BTreeMap<(CommandStage, String, String), u64>>,
 }
 
 /// A reading of [`PipelineMetrics`].
@@ -33,6 +34,8 @@ pub struct MetricsSnapshot {
     pub event_backlog: u64,
     /// Final results by stage and error code.
     pub results: BTreeMap<(CommandStage, String), u64>,
+    /// Each consumer's signals of the downstream stages, by stage, consumer and error code.
+    pub signals: BTreeMap<(CommandStage, String, String), u64>,
 }
 
 impl PipelineMetrics {
@@ -57,6 +60,12 @@ impl PipelineMetrics {
         *results
             .entry((result.stage, result.error_code.to_string()))
             .or_default() += 1;
+    }
+
+    pub(crate) fn record_signal(&self, stage: CommandStage, consumer: &str, code: &str) {
+        let mut signals = self.signals.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (stage, consumer.to_owned(), code.to_owned());
+        *signals.entry(key).or_default() += 1;
     }
 
     pub(crate) fn add_event_backlog(&self, streams: u64) {
@@ -89,6 +98,11 @@ impl PipelineMetrics {
             event_backlog: self.event_backlog(),
             results: self
                 .results
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            signals: self
+                .signals
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),

@@ -10,10 +10,12 @@ use crate::contracts::compensation::RetrySpec;
 use crate::contracts::event::{ConsumerPositions, DomainEventBus, EventConsumer};
 use crate::contracts::eventsourcing::{EventStore, SnapshotStore};
 use crate::model::aggregate_id::NamedAggregate;
+use crate::model::command::CommandStage;
 use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::runtime::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use crate::runtime::command::{
-    CommandGateway, DefaultCommandHandler, InFlightRequests, WaitCoordinator, WaitNotifier,
+    CommandGateway, DefaultCommandHandler, InFlightRequests, WaitCoordinator, WaitFunctions,
+    WaitNotifier,
 };
 use crate::runtime::compensation::{CompensationError, CompensationScheduler};
 use crate::runtime::event::{catch_up, CatchUpError, CatchUpProgress, EventDispatcher};
@@ -35,6 +37,8 @@ pub struct LocalPipelineBuilder {
     projections: Vec<Arc<dyn EventConsumer>>,
     processors: Vec<Arc<dyn EventConsumer>>,
     sagas: Vec<Arc<dyn DynSaga>>,
+    /// Consumers that run elsewhere (on processing nodes), that waits may still name.
+    remote_consumers: WaitFunctions,
     idempotency: IdempotencyConfig,
     partitions: usize,
     partition_capacity: usize,
@@ -124,6 +128,13 @@ impl LocalPipelineBuilder {
     /// Adds an event processor.
     pub fn event_processor(mut self, processor: Arc<dyn EventConsumer>) -> Self {
         self.processors.push(processor);
+        self
+    }
+
+    /// Consumers that run on other nodes (a gateway's processing nodes): a wait may name
+    /// them (`Command-Wait-Processor`) as it names the pipeline's own.
+    pub fn remote_consumers(mut self, consumers: WaitFunctions) -> Self {
+        self.remote_consumers = consumers;
         self
     }
 
@@ -231,7 +242,18 @@ impl LocalPipelineBuilder {
         if self.transport.command_bus.is_none() && !self.transport.gateway_without_store {
             gateway = gateway.in_flight(in_flight.clone());
         }
+        let mut consumers = std::mem::take(&mut self.remote_consumers);
+        for projection in &self.projections {
+            consumers = consumers.with(CommandStage::Projected, projection.name());
+        }
+        for processor in &self.processors {
+            consumers = consumers.with(CommandStage::EventHandled, processor.name());
+        }
+        for saga in &self.sagas {
+            consumers = consumers.with(CommandStage::SagaHandled, saga.consumer_name());
+        }
         let gateway = gateway
+            .wait_functions(consumers)
             .request_id_checker(gateway_checker)
             .clock(self.time.clock.clone())
             .id_generator(self.time.ids())
@@ -273,7 +295,9 @@ impl LocalPipelineBuilder {
         notifier: &Arc<dyn WaitNotifier>,
         gateway: &CommandGateway,
     ) -> Arc<EventDispatcher> {
-        let mut dispatcher = EventDispatcher::builder(notifier.clone()).gateway(gateway);
+        let mut dispatcher = EventDispatcher::builder(notifier.clone())
+            .gateway(gateway)
+            .metrics(gateway.metrics().clone());
         if let Some((snapshots, strategy)) = &self.snapshots {
             dispatcher = dispatcher.snapshotter(
                 Snapshotter::new(
@@ -435,6 +459,7 @@ impl LocalPipeline {
             projections: Vec::new(),
             processors: Vec::new(),
             sagas: Vec::new(),
+            remote_consumers: WaitFunctions::new(),
             idempotency: IdempotencyConfig::default(),
             partitions: cores * 4,
             partition_capacity: DEFAULT_PARTITION_CAPACITY,

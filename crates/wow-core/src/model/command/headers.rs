@@ -7,6 +7,19 @@
 pub const REQUEST_ID: &str = "Command-Request-Id";
 /// The stage to wait for (`SENT` … `SAGA_HANDLED`).
 pub const WAIT_STAGE: &str = "Command-Wait-Stage";
+/// The bounded context of the consumer to wait for (Wow); empty or absent: any.
+pub const WAIT_CONTEXT: &str = "Command-Wait-Context";
+/// The consumer (projection, processor, saga) to wait for at a downstream stage (Wow).
+pub const WAIT_PROCESSOR: &str = "Command-Wait-Processor";
+/// The consumer's function to wait for (Wow; every consumer here handles with `onEvent`).
+pub const WAIT_FUNCTION: &str = "Command-Wait-Function";
+/// Wow's chained waits (the commands a saga sends); refused here, by name.
+pub const WAIT_TAIL_HEADERS: [&str; 4] = [
+    "Command-Wait-Tail-Stage",
+    "Command-Wait-Tail-Context",
+    "Command-Wait-Tail-Processor",
+    "Command-Wait-Tail-Function",
+];
 /// How long to wait, in milliseconds.
 pub const WAIT_TIMEOUT: &str = "Command-Wait-Timeout";
 /// The version the aggregate must be at.

@@ -2,6 +2,7 @@ mod binding_error;
 mod body;
 mod error;
 mod fingerprint;
+mod function;
 pub mod headers;
 mod kind;
 mod message;
@@ -15,6 +16,7 @@ pub use error::{
     REPLAYED,
 };
 pub use fingerprint::request_fingerprint;
+pub use function::{FunctionInfo, FunctionKind, WaitFunction};
 pub use kind::CommandKind;
 pub use message::CommandMessage;
 pub use result::CommandResult;

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::model::aggregate_id::AggregateId;
-use crate::model::command::{BindingError, CommandMessage, CommandStage};
+use crate::model::command::{BindingError, CommandMessage, CommandStage, FunctionInfo};
 use crate::model::error_code::ErrorCode;
 use crate::model::id::{self, Clock, IdGenerator};
 
@@ -25,7 +25,7 @@ pub struct CommandResult {
     /// The consumer (projection, processor, saga) that reports, for a per-consumer signal;
     /// absent for the signal that a whole stage is complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub function: Option<String>,
+    pub function: Option<FunctionInfo>,
     /// The aggregate's bounded context.
     pub context_name: String,
     /// The aggregate's type name.
@@ -164,8 +164,8 @@ impl CommandResult {
     }
 
     /// Names the consumer that reports.
-    pub fn with_function(mut self, function: impl Into<String>) -> Self {
-        self.function = Some(function.into());
+    pub fn with_function(mut self, function: FunctionInfo) -> Self {
+        self.function = Some(function);
         self
     }
 

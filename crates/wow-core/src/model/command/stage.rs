@@ -37,6 +37,15 @@ impl CommandStage {
         CommandStage::SagaHandled,
     ];
 
+    /// Whether each consumer of the stage signals it on its own (`PROJECTED`, `EVENT_HANDLED`,
+    /// `SAGA_HANDLED`), so that a wait can name one.
+    pub fn has_consumer_signals(self) -> bool {
+        matches!(
+            self,
+            CommandStage::Projected | CommandStage::EventHandled | CommandStage::SagaHandled
+        )
+    }
+
     /// The stage's upper-case name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -8,7 +8,9 @@ use tokio::time::Instant;
 
 use crate::contracts::command::{CommandBus, CommandBusError, JsonCommand};
 use crate::model::command::decided_result;
-use crate::model::command::{CommandKind, CommandResult, CommandResultError, CommandStage};
+use crate::model::command::{
+    CommandKind, CommandResult, CommandResultError, CommandStage, WaitFunction,
+};
 use crate::model::error_code::ErrorCode;
 use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::runtime::aggregate::AggregateRegistry;
@@ -65,6 +67,7 @@ struct Inner {
     send_timeout: Duration,
     metrics: Arc<PipelineMetrics>,
     in_flight: Option<Arc<InFlightRequests>>,
+    wait_functions: Option<WaitFunctions>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
 }
@@ -80,6 +83,7 @@ pub struct CommandGatewayBuilder {
     send_timeout: Duration,
     metrics: Arc<PipelineMetrics>,
     in_flight: Option<Arc<InFlightRequests>>,
+    wait_functions: Option<WaitFunctions>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
 }
@@ -137,6 +141,14 @@ impl CommandGatewayBuilder {
         self
     }
 
+    /// The consumers of each downstream stage, by name: a wait for a consumer that is not
+    /// among them is refused before the command is sent (`IllegalArgument`, naming it).
+    /// Without them every name is waited for (and a wrong one waits until its timeout).
+    pub fn wait_functions(mut self, functions: WaitFunctions) -> Self {
+        self.wait_functions = Some(functions);
+        self
+    }
+
     /// The gateway.
     pub fn build(self) -> CommandGateway {
         let metrics = self.metrics;
@@ -158,6 +170,7 @@ impl CommandGatewayBuilder {
                 send_timeout: self.send_timeout,
                 metrics,
                 in_flight: self.in_flight,
+                wait_functions: self.wait_functions,
                 clock: self.clock,
                 ids: self.ids,
             }),
@@ -184,6 +197,7 @@ impl CommandGateway {
             send_timeout: DEFAULT_SEND_TIMEOUT,
             metrics: Arc::new(PipelineMetrics::default()),
             in_flight: None,
+            wait_functions: None,
             clock: Arc::new(SystemClock),
             ids: Arc::new(UuidV7IdGenerator),
         }
@@ -269,7 +283,7 @@ impl CommandGateway {
         let gateway = self.clone();
         enum State {
             Start(JsonCommand, WaitPlan),
-            Waiting(WaitHandle, Instant, CommandResult),
+            Waiting(WaitHandle, Instant, Box<CommandResult>),
             Done,
         }
         futures::stream::unfold(State::Start(command, plan), move |state| {
@@ -287,7 +301,7 @@ impl CommandGateway {
                             }
                         }
                     }
-                    State::Waiting(handle, deadline, last) => (handle, deadline, last),
+                    State::Waiting(handle, deadline, last) => (handle, deadline, *last),
                 };
                 match tokio::time::timeout_at(deadline, handle.next()).await {
                     Ok(Some(result)) if handle.is_finished() => {
@@ -295,7 +309,7 @@ impl CommandGateway {
                         Some((result, State::Done))
                     }
                     Ok(Some(result)) => {
-                        let next = State::Waiting(handle, deadline, result.clone());
+                        let next = State::Waiting(handle, deadline, Box::new(result.clone()));
                         Some((result, next))
                     }
                     Ok(None) | Err(_) => {
@@ -345,8 +359,12 @@ impl CommandGateway {
     async fn start(
         &self,
         command: JsonCommand,
-        plan: WaitPlan,
+        mut plan: WaitPlan,
     ) -> Result<(WaitHandle, CommandResult), CommandResult> {
+        if !plan.stage.has_consumer_signals() {
+            // Only downstream stages have per-consumer signals; Wow ignores the names then.
+            plan.function = None;
+        }
         let command = self
             .prepare(command, &plan)
             .map_err(|failure| self.stamp(*failure))?;
@@ -396,6 +414,19 @@ impl CommandGateway {
         self.inner
             .registry
             .use_todays_name(&mut command.aggregate_id);
+        if let (Some(function), Some(known)) = (&plan.function, &self.inner.wait_functions) {
+            if !known.has(plan.stage, function) {
+                return Err(Box::new(not_sent(
+                    &command,
+                    ErrorCode::IllegalArgument,
+                    format!(
+                        "no consumer matches {function} at stage {}: {}",
+                        plan.stage,
+                        known.describe(plan.stage)
+                    ),
+                )));
+            }
+        }
         let decoded = runtime
             .decode_command(&command.name, &command.body)
             .map_err(|error| {
@@ -502,4 +533,50 @@ impl CommandGateway {
 /// A failure at `SENT`: the command was not handed to the bus.
 fn not_sent(command: &JsonCommand, code: ErrorCode, message: String) -> CommandResult {
     CommandResult::failure(command, CommandStage::Sent, code, message).with_result(SENT, false)
+}
+
+/// The consumers of each downstream stage, by name (see
+/// [`CommandGatewayBuilder::wait_functions`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WaitFunctions {
+    by_stage: std::collections::BTreeMap<CommandStage, std::collections::BTreeSet<String>>,
+}
+
+impl WaitFunctions {
+    /// None yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the consumer `name` of `stage`.
+    pub fn with(mut self, stage: CommandStage, name: impl Into<String>) -> Self {
+        self.by_stage.entry(stage).or_default().insert(name.into());
+        self
+    }
+
+    /// Whether a consumer of `stage` matches `function` (each consumer handles events with
+    /// `onEvent`).
+    pub fn has(&self, stage: CommandStage, function: &WaitFunction) -> bool {
+        self.by_stage.get(&stage).is_some_and(|names| {
+            names.iter().any(|name| {
+                (function.processor.is_empty() || function.processor == *name)
+                    && (function.name.is_empty() || function.name == "onEvent")
+            })
+        })
+    }
+
+    /// The consumers of `stage`, for a person.
+    pub fn describe(&self, stage: CommandStage) -> String {
+        match self.by_stage.get(&stage) {
+            Some(names) if !names.is_empty() => format!(
+                "its consumers are {}",
+                names
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => "it has no consumers".to_owned(),
+        }
+    }
 }

@@ -5,8 +5,8 @@ mod outcome;
 mod wait;
 
 pub use gateway::{
-    CommandGateway, CommandGatewayBuilder, WeakCommandGateway, DEFAULT_SEND_TIMEOUT, SENT,
-    TIMEOUT_MS,
+    CommandGateway, CommandGatewayBuilder, WaitFunctions, WeakCommandGateway, DEFAULT_SEND_TIMEOUT,
+    SENT, TIMEOUT_MS,
 };
 pub use in_flight::{InFlightRequests, DEFAULT_UNSURE_HORIZON};
 pub use node::{

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::model::command::{CommandResult, CommandStage};
+use crate::model::command::{CommandResult, CommandStage, WaitFunction};
 
 /// How long a caller waits when it names no timeout.
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -27,9 +27,11 @@ pub struct WaitPlan {
     pub stage: CommandStage,
     /// How long to wait in all, from the send.
     pub timeout: Duration,
-    /// Wait for this consumer's own signal (a projection, processor or saga name) instead of
-    /// the signal that the whole stage is complete.
-    pub function: Option<String>,
+    /// Wait for the signal of this consumer (a projection, processor or saga: Wow's
+    /// `Command-Wait-Processor` and `-Function`) instead of the signal that the whole stage
+    /// is complete. Only the downstream stages (`PROJECTED`, `EVENT_HANDLED`,
+    /// `SAGA_HANDLED`) have per-consumer signals.
+    pub function: Option<WaitFunction>,
 }
 
 impl WaitPlan {
@@ -58,9 +60,14 @@ impl WaitPlan {
         self
     }
 
-    /// Waits for the named consumer's own signal.
-    pub fn for_function(mut self, function: impl Into<String>) -> Self {
-        self.function = Some(function.into());
+    /// Waits for the signal of the consumer named `processor`.
+    pub fn for_function(self, processor: impl Into<String>) -> Self {
+        self.for_wait_function(WaitFunction::processor(processor))
+    }
+
+    /// Waits for the signal of the consumer `function` matches.
+    pub fn for_wait_function(mut self, function: WaitFunction) -> Self {
+        self.function = Some(function);
         self
     }
 
@@ -72,7 +79,12 @@ impl WaitPlan {
     /// or `PROCESSED`): another consumer's failure does not stop the named one from running.
     pub fn is_final(&self, result: &CommandResult) -> bool {
         let stage_signal = result.function.is_none();
-        if result.stage == self.stage && result.function == self.function {
+        let awaited = match (&self.function, &result.function) {
+            (None, None) => true,
+            (Some(wanted), Some(function)) => wanted.matches(function),
+            _ => false,
+        };
+        if result.stage == self.stage && awaited {
             return true;
         }
         let last_failing_stage = if self.function.is_some() {

@@ -10,13 +10,14 @@ use serde_json::{json, Value};
 use super::position_writer::PositionWriter;
 use crate::contracts::compensation::{CompensationStore, FailedExecution, RetrySpec};
 use crate::contracts::event::{ConsumerError, ConsumerPositions, EventConsumer};
-use crate::model::command::{CommandResult, CommandStage};
+use crate::model::command::{CommandResult, CommandStage, FunctionInfo};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::DomainEventStream;
 use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::model::panic::panic_message;
 use crate::runtime::command::{signal_wanted, CommandGateway, WaitNotifier, WeakCommandGateway};
 use crate::runtime::eventsourcing::Snapshotter;
+use crate::runtime::metrics::PipelineMetrics;
 use crate::runtime::saga::{DynSaga, SagaDelivery, SentLog};
 
 /// Delivers appended streams to the snapshotter, projections, event processors and sagas,
@@ -45,6 +46,7 @@ pub struct EventDispatcher {
     positions: Option<PositionWriter>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
+    metrics: Option<Arc<PipelineMetrics>>,
     /// Failures the compensation store could not take when they happened, kept to record
     /// later (see [`EventDispatcher::record_pending_failures`]).
     unrecorded: Mutex<Vec<(FailedExecution, i64)>>,
@@ -83,6 +85,12 @@ pub struct EventDispatcherBuilder {
 }
 
 impl EventDispatcherBuilder {
+    /// Counts each consumer's signals in `metrics` (`/metrics`: `wow_consumer_signals_total`).
+    pub fn metrics(mut self, metrics: Arc<PipelineMetrics>) -> Self {
+        self.inner.metrics = Some(metrics);
+        self
+    }
+
     /// Saves snapshots with `snapshotter`.
     pub fn snapshotter(mut self, snapshotter: Snapshotter) -> Self {
         self.inner.snapshotter = Some(snapshotter);
@@ -165,6 +173,7 @@ impl EventDispatcher {
                 positions: None,
                 clock: Arc::new(SystemClock),
                 ids: Arc::new(UuidV7IdGenerator),
+                metrics: None,
                 unrecorded: Mutex::new(Vec::new()),
             },
         }
@@ -422,6 +431,13 @@ impl EventDispatcher {
         outcome: Result<(), ConsumerError>,
         detail: Value,
     ) {
+        if let (Some(metrics), Some(consumer)) = (&self.metrics, function) {
+            let code = match &outcome {
+                Ok(()) => ErrorCode::Ok,
+                Err(error) => error.code.clone(),
+            };
+            metrics.record_signal(stage, consumer, &code.to_string());
+        }
         if !signal_wanted(&stream.header, stage) {
             return;
         }
@@ -443,7 +459,10 @@ impl EventDispatcher {
             result.result.extend(detail);
         }
         if let Some(function) = function {
-            result = result.with_function(function);
+            result = result.with_function(FunctionInfo::event(
+                &stream.aggregate_id.context_name,
+                function,
+            ));
         }
         self.notifier.notify(result);
     }
