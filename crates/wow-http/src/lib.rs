@@ -32,6 +32,7 @@ mod fallback;
 mod input;
 mod metrics;
 mod openapi;
+mod prefix;
 mod queries;
 mod server;
 mod state;
@@ -95,6 +96,14 @@ pub fn router(state: HttpState) -> Router {
         .route("/{aggregate}/{id}/{command}", post(commands::send))
         .route("/{aggregate}/{id}/state", get(queries::state))
         .route(
+            "/{aggregate}/{id}/state/{version}",
+            get(queries::state_at_version),
+        )
+        .route(
+            "/{aggregate}/{id}/state/time/{time}",
+            get(queries::state_at_time),
+        )
+        .route(
             "/{aggregate}/{id}/event/{head}/{tail}",
             get(queries::events),
         )
@@ -102,6 +111,15 @@ pub fn router(state: HttpState) -> Router {
             "/{aggregate}/{id}/requests/{request_id}",
             get(queries::outcome),
         )
-        .with_state(state);
-    error_fallbacks(routes, &registry)
+        .with_state(state.clone());
+    let routes = error_fallbacks(routes, &registry);
+    // Wow's `/tenant/{tenantId}/…`: the same routes, in the path's tenant.
+    let inner = routes.clone();
+    let config = state.config().clone();
+    routes.route(
+        "/tenant/{tenant_id}/{*rest}",
+        axum::routing::any(move |path, request| {
+            prefix::tenant_prefixed(inner.clone(), config.clone(), path, request)
+        }),
+    )
 }

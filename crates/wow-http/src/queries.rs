@@ -3,12 +3,14 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde_json::json;
 use wow_core::command::{look_up_request, RequestOutcome};
 use wow_core::eventsourcing::{load_aggregate, EventStoreError};
 use wow_core::{AggregateId, ErrorCode};
 
+use crate::prefix::WowPrefixed;
 use crate::status::look_up_status;
 use crate::{auth, HttpState};
 
@@ -82,10 +84,39 @@ pub(crate) async fn health(
     Json(json!({"status": "UP", "details": details}))
 }
 
-/// `GET /{aggregate}/{id}/state`: `{aggregateId, version, state}`.
+/// A state as answered: `{aggregateId, version, state}` (DESIGN §5), or the bare state under
+/// Wow's `/tenant/{tenantId}/` prefix, as Wow's clients read it.
+fn state_answer(
+    loaded: &wow_core::aggregate::AggregateState,
+    id: &str,
+    prefixed: bool,
+) -> Response {
+    match loaded.to_json() {
+        Ok(body) if prefixed => Json(body).into_response(),
+        Ok(body) => Json(json!({"aggregateId": id, "version": loaded.version(), "state": body}))
+            .into_response(),
+        Err(error) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"errorCode": "InternalServerError", "errorMsg": error.to_string()})),
+        )
+            .into_response(),
+    }
+}
+
+fn load_failed(code: &ErrorCode, message: String) -> Response {
+    (
+        crate::status_for(code),
+        Json(json!({"errorCode": code, "errorMsg": message})),
+    )
+        .into_response()
+}
+
+/// `GET /{aggregate}/{id}/state`: `{aggregateId, version, state}`; the bare state under
+/// `/tenant/{tenantId}/`.
 pub(crate) async fn state(
     State(state): State<HttpState>,
     Path((name, id)): Path<(String, String)>,
+    prefixed: Option<Extension<WowPrefixed>>,
     headers: HeaderMap,
 ) -> Response {
     let aggregate_id = match aggregate(&state, &headers, &name, &id) {
@@ -104,26 +135,86 @@ pub(crate) async fn state(
     )
     .await
     {
-        Ok(loaded) if loaded.belongs_to(&aggregate_id.tenant_id) => match loaded.to_json() {
-            Ok(body) => {
-                Json(json!({"aggregateId": id, "version": loaded.version(), "state": body}))
-                    .into_response()
-            }
-            Err(error) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Json(json!({"errorCode": "InternalServerError", "errorMsg": error.to_string()})),
-            )
-                .into_response(),
-        },
-        Ok(_) => not_found(format!("no aggregate `{id}`")),
-        Err(error) => {
-            let status = crate::status_for(&error.error_code());
-            (
-                status,
-                Json(json!({"errorCode": error.error_code(), "errorMsg": error.to_string()})),
-            )
-                .into_response()
+        Ok(loaded) if loaded.belongs_to(&aggregate_id.tenant_id) => {
+            state_answer(&loaded, &id, prefixed.is_some())
         }
+        Ok(_) => not_found(format!("no aggregate `{id}`")),
+        Err(error) => load_failed(&error.error_code(), error.to_string()),
+    }
+}
+
+/// The state folded from `streams` (the first versions of the aggregate, in order).
+async fn folded(
+    state: &HttpState,
+    name: &str,
+    id: &str,
+    streams: Result<Vec<wow_core::DomainEventStream>, EventStoreError>,
+) -> Result<wow_core::aggregate::AggregateState, Response> {
+    let runtime = state
+        .registry()
+        .find(name)
+        .map_err(|unknown| not_found(unknown.to_string()))?;
+    let streams = streams.map_err(|error| store_failed(&error))?;
+    let mut folded = runtime.initial_state();
+    for stream in &streams {
+        runtime
+            .apply(&mut folded, stream)
+            .map_err(|error| load_failed(&error.error_code(), error.to_string()))?;
+    }
+    if folded.version() == 0 {
+        return Err(not_found(format!("no aggregate `{id}` then")));
+    }
+    Ok(folded)
+}
+
+/// `GET /{aggregate}/{id}/state/{version}`: the state at `version` (Wow's time travel); 404
+/// before the aggregate existed or past its last version.
+pub(crate) async fn state_at_version(
+    State(state): State<HttpState>,
+    Path((name, id, version)): Path<(String, String, String)>,
+    prefixed: Option<Extension<WowPrefixed>>,
+    headers: HeaderMap,
+) -> Response {
+    let aggregate_id = match aggregate(&state, &headers, &name, &id) {
+        Ok(aggregate_id) => aggregate_id,
+        Err(response) => return response,
+    };
+    let Ok(version) = version.parse::<u64>() else {
+        return (StatusCode::BAD_REQUEST, Json(json!({"errorCode": "IllegalArgument", "errorMsg": "the version is a whole number"}))).into_response();
+    };
+    if version == 0 {
+        return not_found(format!("no aggregate `{id}` at version 0"));
+    }
+    let streams = state.store().load(&aggregate_id, 1, version).await;
+    match folded(&state, &name, &id, streams).await {
+        Ok(loaded) if loaded.version() == version => state_answer(&loaded, &id, prefixed.is_some()),
+        Ok(loaded) => not_found(format!(
+            "aggregate `{id}` has no version {version} (its last is {})",
+            loaded.version()
+        )),
+        Err(response) => response,
+    }
+}
+
+/// `GET /{aggregate}/{id}/state/time/{time}`: the state as of `time` (milliseconds since the
+/// Unix epoch): every stream made at or before it.
+pub(crate) async fn state_at_time(
+    State(state): State<HttpState>,
+    Path((name, id, time)): Path<(String, String, String)>,
+    prefixed: Option<Extension<WowPrefixed>>,
+    headers: HeaderMap,
+) -> Response {
+    let aggregate_id = match aggregate(&state, &headers, &name, &id) {
+        Ok(aggregate_id) => aggregate_id,
+        Err(response) => return response,
+    };
+    let Ok(time) = time.parse::<i64>() else {
+        return (StatusCode::BAD_REQUEST, Json(json!({"errorCode": "IllegalArgument", "errorMsg": "the time is a whole number of milliseconds since the Unix epoch"}))).into_response();
+    };
+    let streams = state.store().load_by_time(&aggregate_id, 0, time).await;
+    match folded(&state, &name, &id, streams).await {
+        Ok(loaded) => state_answer(&loaded, &id, prefixed.is_some()),
+        Err(response) => response,
     }
 }
 

@@ -1,0 +1,165 @@
+//! Wow's route shapes over real HTTP against `wow serve`: the `/tenant/{tenantId}/` prefix
+//! on every route (commands, queries, state), the bare state and its time travel under it
+//! (Wow's `LoadStateAggregateClient`), DESIGN §5's `{aggregateId, version, state}` without it,
+//! and with auth on, a token that must act for the path's tenant.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use support::Served;
+
+async fn call(
+    client: &Client,
+    method: reqwest::Method,
+    url: String,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    // Commands are awaited until their projections ran (queries ignore the header).
+    let mut request = client
+        .request(method, url)
+        .header("Command-Wait-Stage", "PROJECTED");
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn the_tenant_prefix_reaches_every_route_and_answers_wows_state_shape() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", folder.path().join("routes.db").display());
+    let served = Served::start(&["--store", &store, "--listen", "127.0.0.1:0"], &[]);
+    let (client, at) = (Client::new(), served.address.clone());
+    let post = |path: &str, body: Value| {
+        call(
+            &client,
+            reqwest::Method::POST,
+            format!("http://{at}/{path}"),
+            None,
+            Some(body),
+        )
+    };
+    let (status, opened) = post(
+        "tenant/t9/account/s1/open",
+        json!({"name": "T", "balance": 5}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{opened}");
+    assert_eq!(opened["tenantId"], "t9");
+    let (status, _) = post("tenant/t9/account/s1/deposit", json!({"amount": 7})).await;
+    assert_eq!(status, StatusCode::OK);
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+
+    let get = |path: String| {
+        call(
+            &client,
+            reqwest::Method::GET,
+            format!("http://{at}/{path}"),
+            None,
+            None,
+        )
+    };
+    // Wow's shape under the prefix: the bare state, at a version, as of a time.
+    let (status, state) = get("tenant/t9/account/s1/state".into()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        state,
+        json!({"name": "T", "balance": 12, "held": 0, "frozen": false})
+    );
+    let (_, first) = get("tenant/t9/account/s1/state/1".into()).await;
+    assert_eq!(first["balance"], 5);
+    let (status, _) = get("tenant/t9/account/s1/state/3".into()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = get("tenant/t9/account/s1/state/time/1".into()).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "nothing existed at 1 ms after the epoch"
+    );
+    let (status, now) = get(format!("tenant/t9/account/s1/state/time/{created}")).await;
+    assert_eq!(
+        (status, now["balance"].as_i64()),
+        (StatusCode::OK, Some(12))
+    );
+    // DESIGN §5's shape without it, in the tenant the header names; another tenant has none.
+    let (status, envelope) = call(
+        &client,
+        reqwest::Method::GET,
+        format!("http://{at}/account/s1/state"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{envelope}");
+    let with_header = client
+        .get(format!("http://{at}/account/s1/state/2"))
+        .header("Command-Tenant-Id", "t9")
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(with_header["version"], 2);
+    assert_eq!(with_header["state"]["balance"], 12);
+    // Queries and history under the prefix are the path tenant's.
+    let (_, count) = post("tenant/t9/account/snapshot/count", json!({})).await;
+    assert_eq!(count, json!(1));
+    let (_, count) = post("account/snapshot/count", json!({})).await;
+    assert_eq!(count, json!(0));
+    let (status, history) = get("tenant/t9/account/s1/event/1/2".into()).await;
+    assert_eq!(
+        (status, history.as_array().map(Vec::len)),
+        (StatusCode::OK, Some(2))
+    );
+    let (status, _) = get("tenant/bad%20tenant/account/s1/state".into()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(served.stop().success());
+}
+
+#[tokio::test]
+async fn with_auth_on_the_token_must_act_for_the_paths_tenant() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", folder.path().join("auth.db").display());
+    let served = Served::start(
+        &["--store", &store, "--listen", "127.0.0.1:0"],
+        &[("WOW_AUTH_TOKENS", "ta=tenant-a,tb=tenant-b")],
+    );
+    let (client, at) = (Client::new(), served.address.clone());
+    let open = |token: Option<&'static str>, tenant: &str| {
+        call(
+            &client,
+            reqwest::Method::POST,
+            format!("http://{at}/tenant/{tenant}/account/x1/open"),
+            token,
+            Some(json!({"name": "X", "balance": 1})),
+        )
+    };
+    let (status, body) = open(Some("ta"), "tenant-a").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = open(Some("tb"), "tenant-a").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, _) = open(None, "tenant-a").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, state) = call(
+        &client,
+        reqwest::Method::GET,
+        format!("http://{at}/tenant/tenant-b/account/x1/state"),
+        Some("ta"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{state}");
+    assert!(served.stop().success());
+}
