@@ -268,6 +268,7 @@ async fn event_queries(api: &Api) {
         .collect();
     assert_eq!(versions, [json!(1), json!(2)]);
     assert_eq!(streams[1]["body"][0]["name"], "Deposited");
+    assert_eq!(streams[1]["body"][0]["bodyType"], "bank.account.Deposited");
     let deposited = json!({"field": "body", "operator": "ELEM_MATCH", "children": [
         {"field": "name", "operator": "EQ", "value": "Deposited"}]});
     let (_, count) = api

@@ -151,7 +151,7 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
     );
 
     // SSE: every stage, and the awaited consumer's own signal last.
-    let text = client
+    let streamed = client
         .post(format!("http://{at}/account/w1/deposit"))
         .header("Accept", "text/event-stream")
         .header("Command-Wait-Stage", "PROJECTED")
@@ -159,10 +159,9 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
         .json(&json!({"amount": 2}))
         .send()
         .await
-        .unwrap()
-        .text()
-        .await
         .unwrap();
+    assert_eq!(streamed.headers()["Wow-Error-Code"], "Ok");
+    let text = streamed.text().await.unwrap();
     let events: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("event: "))

@@ -229,7 +229,13 @@ fn stream_stages(
                     .unwrap_or_else(|_| Event::default().data("{}")),
             )
         });
-    Sse::new(events)
+    let mut response = Sse::new(events)
         .keep_alive(KeepAlive::default())
-        .into_response()
+        .into_response();
+    // The stream was accepted; each event's `errorCode` says how its stage went.
+    response.headers_mut().insert(
+        crate::ERROR_CODE_HEADER,
+        axum::http::HeaderValue::from_static("Ok"),
+    );
+    response
 }

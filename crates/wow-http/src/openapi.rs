@@ -86,7 +86,7 @@ fn schemas() -> Value {
                 "version": {"type": "integer", "minimum": 1}, "createTime": integer,
                 "fingerprint": string, "header": {"type": "object", "additionalProperties": string},
                 "body": {"type": "array", "items": {"type": "object", "required": ["id", "name", "revision", "body"],
-                    "properties": {"id": string, "name": string, "revision": string, "body": {},
+                    "properties": {"id": string, "name": string, "revision": string, "bodyType": string, "body": {},
                         "storedName": string, "storedRevision": string}}}}},
         "ExecutionFailed": {"type": "object",
             "required": ["id", "consumer", "stage", "aggregateId", "version", "streamId", "eventIds", "errorCode", "errorMessage", "attempts", "status"],

@@ -275,7 +275,12 @@ pub(crate) fn today(
                 format!("{}.{part}", stored.id)
             };
             *part += 1;
-            let mut event = json!({"id": id, "name": shape.name, "revision": shape.revision, "body": shape.body});
+            // Wow names each event's body type; here it is the event qualified by its aggregate.
+            let body_type = format!(
+                "{}.{}.{}",
+                stream.aggregate_id.context_name, stream.aggregate_id.aggregate_name, shape.name
+            );
+            let mut event = json!({"id": id, "name": shape.name, "revision": shape.revision, "bodyType": body_type, "body": shape.body});
             if shape.name != stored.name || shape.revision != stored.revision {
                 event["storedName"] = json!(stored.name);
                 event["storedRevision"] = json!(stored.revision);
