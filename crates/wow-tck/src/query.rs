@@ -331,6 +331,10 @@ pub async fn query_comparisons(store: Store) {
         QueryError::Value { .. }
     ));
     assert!(matches!(
+        refused(json!({"field": "state.name", "operator": "EQ", "value": "a\u{0}b"})),
+        QueryError::Value { .. }
+    ));
+    assert!(matches!(
         refused(json!({"field": "state..x", "operator": "EQ", "value": 1})),
         QueryError::Field(_)
     ));

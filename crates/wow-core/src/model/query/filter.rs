@@ -83,7 +83,7 @@ pub enum Scalar {
 impl Scalar {
     fn of(operator: Operator, value: &Value) -> Result<Self, QueryError> {
         match value {
-            Value::String(text) => Ok(Scalar::Text(text.clone())),
+            Value::String(text) => Ok(Scalar::Text(checked_text(operator, text)?)),
             Value::Number(number) => Ok(Scalar::Number(number.clone())),
             Value::Bool(flag) => Ok(Scalar::Bool(*flag)),
             _ => Err(QueryError::value(
@@ -250,7 +250,7 @@ impl Lowering {
         };
         let named = |name: &str| FieldPath(vec![name.to_owned()]);
         let text = || match &c.value {
-            Value::String(text) => Ok(Scalar::Text(text.clone())),
+            Value::String(text) => Ok(Scalar::Text(checked_text(op, text)?)),
             _ => Err(QueryError::value(op, "a string")),
         };
         let texts = || -> Result<Vec<Scalar>, QueryError> {
@@ -258,7 +258,7 @@ impl Lowering {
             values
                 .iter()
                 .map(|v| match v {
-                    Value::String(text) => Ok(Scalar::Text(text.clone())),
+                    Value::String(text) => Ok(Scalar::Text(checked_text(op, text)?)),
                     _ => Err(QueryError::value(op, "an array of strings")),
                 })
                 .collect()
@@ -445,6 +445,14 @@ impl Lowering {
             Filter::Range(path, Range::Lte, Scalar::Number(high.into())),
         ]))
     }
+}
+
+/// `text`, unless it holds a NUL character, which no store's text can hold.
+fn checked_text(op: Operator, text: &str) -> Result<String, QueryError> {
+    if text.contains('\0') {
+        return Err(QueryError::value(op, "text without NUL characters"));
+    }
+    Ok(text.to_owned())
 }
 
 fn out_of_range(op: Operator) -> QueryError {
