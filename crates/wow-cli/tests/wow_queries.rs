@@ -333,7 +333,10 @@ async fn bad_queries(api: &Api) {
 }
 
 async fn whole_suite(store: &str) {
-    let served = Served::start(&["--store", store, "--listen", "127.0.0.1:0"], &[]);
+    let served = Served::start(
+        &["--store", store, "--listen", "127.0.0.1:0"],
+        &[("WOW_SNAPSHOT_QUERIES", "true")],
+    );
     let api = Api::of(&served);
     open_accounts(&api).await;
     snapshot_queries(&api).await;
@@ -344,7 +347,10 @@ async fn whole_suite(store: &str) {
     }
     assert!(served.stop().success());
     // The documents are kept: a restarted service answers at once.
-    let served = Served::start(&["--store", store, "--listen", "127.0.0.1:0"], &[]);
+    let served = Served::start(
+        &["--store", store, "--listen", "127.0.0.1:0"],
+        &[("WOW_SNAPSHOT_QUERIES", "true")],
+    );
     let api = Api::of(&served);
     assert_eq!(
         api.ids(
@@ -376,4 +382,28 @@ async fn wow_queries_on_postgres() {
     };
     whole_suite(&format!("{base}?schema={schema}")).await;
     support::drop_schema(&base, &schema);
+}
+
+#[tokio::test]
+async fn without_snapshot_queries_the_snapshot_routes_say_how_to_turn_them_on() {
+    let served = Served::start(&["--store", "memory://", "--listen", "127.0.0.1:0"], &[]);
+    let api = Api::of(&served);
+    api.command(
+        "t1",
+        "account/a1/open",
+        json!({"name": "Ann", "balance": 1}),
+    )
+    .await;
+    let (status, answer) = api.query("t1", "account/snapshot/count", json!({})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    assert!(
+        answer["errorMsg"]
+            .as_str()
+            .unwrap()
+            .contains("WOW_SNAPSHOT_QUERIES"),
+        "{answer}"
+    );
+    // Event stream queries need no materialized state.
+    let (status, count) = api.query("t1", "account/event/count", json!({})).await;
+    assert_eq!((status, count), (StatusCode::OK, json!(1)));
 }

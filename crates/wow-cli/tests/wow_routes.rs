@@ -36,7 +36,10 @@ async fn call(
 async fn the_tenant_prefix_reaches_every_route_and_answers_wows_state_shape() {
     let folder = tempfile::tempdir().unwrap();
     let store = format!("sqlite://{}", folder.path().join("routes.db").display());
-    let served = Served::start(&["--store", &store, "--listen", "127.0.0.1:0"], &[]);
+    let served = Served::start(
+        &["--store", &store, "--listen", "127.0.0.1:0"],
+        &[("WOW_SNAPSHOT_QUERIES", "true")],
+    );
     let (client, at) = (Client::new(), served.address.clone());
     let post = |path: &str, body: Value| {
         call(
@@ -134,7 +137,10 @@ async fn with_auth_on_the_token_must_act_for_the_paths_tenant() {
     let store = format!("sqlite://{}", folder.path().join("auth.db").display());
     let served = Served::start(
         &["--store", &store, "--listen", "127.0.0.1:0"],
-        &[("WOW_AUTH_TOKENS", "ta=tenant-a,tb=tenant-b")],
+        &[
+            ("WOW_AUTH_TOKENS", "ta=tenant-a,tb=tenant-b"),
+            ("WOW_SNAPSHOT_QUERIES", "true"),
+        ],
     );
     let (client, at) = (Client::new(), served.address.clone());
     let open = |token: Option<&'static str>, tenant: &str| {

@@ -31,7 +31,10 @@ async fn send(
 async fn a_wait_names_one_consumer_as_wow_clients_do() {
     let folder = tempfile::tempdir().unwrap();
     let store = format!("sqlite://{}", folder.path().join("waits.db").display());
-    let served = Served::start(&["--store", &store, "--listen", "127.0.0.1:0"], &[]);
+    let served = Served::start(
+        &["--store", &store, "--listen", "127.0.0.1:0"],
+        &[("WOW_SNAPSHOT_QUERIES", "true")],
+    );
     let (client, at) = (Client::new(), served.address.clone());
 
     let (status, opened) = send(

@@ -92,7 +92,7 @@ async fn prepare<T: DeserializeOwned>(
         return Err(error(
             StatusCode::NOT_FOUND,
             "NotFound",
-            "this service keeps no materialized snapshots",
+            "this service keeps no materialized snapshots: start it with snapshot queries on (WOW_SNAPSHOT_QUERIES=true, or snapshot_queries = true in its file)",
         ));
     };
     let view = snapshot_view(&runtime.named_aggregate().aggregate_name);

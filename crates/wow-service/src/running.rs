@@ -82,17 +82,19 @@ impl ServiceBuilder {
         let aggregates = self.consumed_aggregates();
         let settings = self.settings.clone();
         // Wow's snapshot queries read every aggregate's latest state from these documents.
-        let registry = self.registry.clone();
-        self.projections.insert(
-            0,
-            Box::new(move |stores: &Stores| {
-                Arc::new(MaterializedSnapshots::new(
-                    registry,
-                    stores.events.clone(),
-                    stores.views.clone(),
-                )) as Arc<dyn EventConsumer>
-            }),
-        );
+        if settings.snapshot_queries {
+            let registry = self.registry.clone();
+            self.projections.insert(
+                0,
+                Box::new(move |stores: &Stores| {
+                    Arc::new(MaterializedSnapshots::new(
+                        registry,
+                        stores.events.clone(),
+                        stores.views.clone(),
+                    )) as Arc<dyn EventConsumer>
+                }),
+            );
+        }
         let mut distribution = Distribution::connect(&settings).await?;
         let runs_consumers = distribution
             .as_ref()
@@ -131,8 +133,12 @@ impl ServiceBuilder {
         let queries = QuerySide::new(stores.events.clone())
             .with_snapshots(Some(stores.snapshots.clone()))
             .with_compensation(compensation.clone())
-            .with_quarantine(pipeline.quarantine.clone())
-            .with_views(stores.views.clone());
+            .with_quarantine(pipeline.quarantine.clone());
+        let queries = if settings.snapshot_queries {
+            queries.with_views(stores.views.clone())
+        } else {
+            queries
+        };
         let queries = match &distribution {
             Some(distribution) => queries.with_node_status(distribution.status()),
             None => queries,

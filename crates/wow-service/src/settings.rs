@@ -13,6 +13,7 @@
 //! | | `WOW_IDEMPOTENCY_TTL_MS`, `WOW_IDEMPOTENCY_EXPECTED_INSERTIONS`, `WOW_IDEMPOTENCY_ENABLED` | `[idempotency]` | [`IdempotencyConfig`] |
 //! | | `WOW_COMPENSATION_MAX_ATTEMPTS`, `..._INITIAL_BACKOFF_MS`, `..._MAX_BACKOFF_MS`, `..._INTERVAL_MS` | `[compensation]` | [`RetrySpec`], every second |
 //! | | `WOW_AUTH_TOKENS` (`token=tenant,...`) | `[auth_tokens]` | auth off |
+//! | | `WOW_SNAPSHOT_QUERIES` (`true`/`false`) | `snapshot_queries` | `false`: Wow's snapshot queries answer 404 |
 //! | `--role` | `WOW_ROLE` | `role` | `monolith` ([`Role`]) |
 //! | | `WOW_NATS_URL`, `WOW_NATS_PARTITIONS`, `WOW_NATS_REPLICAS`, `WOW_NATS_STORAGE`, `WOW_NATS_LEASE_TTL_MS`, `WOW_NATS_ACK_WAIT_MS`, `WOW_NODE_ID` | `[nats]` (`url`, `partitions`, ...) | [`DistributedSettings`] |
 //!
@@ -114,6 +115,10 @@ pub struct Settings {
     pub auth_tokens: HashMap<String, String>,
     /// What this process does in a deployment.
     pub role: Role,
+    /// Keep every aggregate's latest state as a queryable document (the projection
+    /// `snapshot`), behind Wow's snapshot queries (`POST /{aggregate}/snapshot/...`). Off by
+    /// default: it costs one more write per stream.
+    pub snapshot_queries: bool,
     /// How a gateway or processor reaches NATS.
     pub distributed: DistributedSettings,
 }
@@ -131,6 +136,7 @@ impl Default for Settings {
             retry_every: Some(DEFAULT_RETRY_EVERY),
             auth_tokens: HashMap::new(),
             role: Role::default(),
+            snapshot_queries: false,
             distributed: DistributedSettings::default(),
         }
     }
@@ -171,6 +177,10 @@ impl Settings {
             retry,
             retry_every,
             role: Role::Monolith,
+            snapshot_queries: match env.var("WOW_SNAPSHOT_QUERIES") {
+                Some(on) => !matches!(on.trim(), "false" | "0" | "off" | ""),
+                None => file.snapshot_queries.unwrap_or(defaults.snapshot_queries),
+            },
             distributed,
             listen: listen.or(file.listen).unwrap_or(defaults.listen),
             store: store.or(file.store),

@@ -28,6 +28,7 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) auth_tokens: HashMap<String, String>,
     pub(super) role: Option<Role>,
+    pub(super) snapshot_queries: Option<bool>,
     pub(super) nats: Option<NatsFile>,
 }
 

@@ -229,3 +229,20 @@ fn a_role_that_needs_nats_without_a_url_and_bad_nats_values_are_refused_by_name(
     let monolith = Settings::default().with_role(Role::Monolith).unwrap();
     assert_eq!(monolith.role, Role::Monolith);
 }
+
+#[test]
+fn snapshot_queries_are_off_unless_the_file_or_the_environment_turns_them_on() {
+    assert!(!from_file("").unwrap().snapshot_queries);
+    assert!(
+        from_file("snapshot_queries = true\n")
+            .unwrap()
+            .snapshot_queries
+    );
+    let on = from_file_and_env("", &[("WOW_SNAPSHOT_QUERIES", "true")]).unwrap();
+    assert!(on.snapshot_queries);
+    let off = from_file_and_env(
+        "snapshot_queries = true\n",
+        &[("WOW_SNAPSHOT_QUERIES", "off")],
+    );
+    assert!(!off.unwrap().snapshot_queries);
+}
