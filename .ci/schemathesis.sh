@@ -91,11 +91,11 @@ fuzz() {
 }
 
 failed=0
-start_server no-auth
+start_server no-auth WOW_SNAPSHOT_QUERIES=true
 fuzz no-auth || failed=1
 stop_server
 
-start_server auth "WOW_AUTH_TOKENS=ta=tenant-a,tb=tenant-b"
+start_server auth "WOW_AUTH_TOKENS=ta=tenant-a,tb=tenant-b" WOW_SNAPSHOT_QUERIES=true
 fuzz auth -H "Authorization: Bearer ta" || failed=1
 stop_server
 

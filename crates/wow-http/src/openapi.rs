@@ -20,6 +20,7 @@
 mod bounds;
 mod completion;
 mod operations;
+mod queries;
 
 use axum::extract::State;
 use axum::Json;
@@ -131,6 +132,11 @@ pub(crate) fn build(state: &HttpState) -> Value {
                 format!("/{aggregate}/{{id}}/requests/{{requestId}}"),
                 look_up_path(aggregate),
             );
+            let state = state_path(aggregate);
+            let state_answer = state["get"]["responses"]["200"].clone();
+            queries::time_travel_paths(aggregate, &mut paths, &state_answer);
+            let context = &runtime.named_aggregate().context_name;
+            queries::query_paths(context, aggregate, &mut paths);
         }
     }
     service_paths(&mut paths);
@@ -146,16 +152,30 @@ pub(crate) fn build(state: &HttpState) -> Value {
         }
     }
     let mut components = Map::new();
-    components.insert("schemas".to_owned(), schemas());
+    let mut all_schemas = schemas();
+    if let Some(all) = all_schemas.as_object_mut() {
+        all.extend(queries::query_schemas());
+    }
+    components.insert("schemas".to_owned(), all_schemas);
     if auth {
         components.insert(
             "securitySchemes".to_owned(),
             json!({"bearer": {"type": "http", "scheme": "bearer", "description": "A token of the service's auth_tokens; it decides the tenant"}}),
         );
     }
+    let tags: Vec<Value> = state
+        .registry()
+        .iter()
+        .map(|runtime| {
+            let named = runtime.named_aggregate();
+            json!({"name": format!("{}.{}", named.context_name, named.aggregate_name)})
+        })
+        .collect();
     json!({
         "openapi": "3.1.0",
-        "info": {"title": "wow-rs", "version": env!("CARGO_PKG_VERSION")},
+        "info": {"title": "wow-rs", "version": env!("CARGO_PKG_VERSION"),
+            "description": "Every route also answers under Wow's prefix /tenant/{tenantId}/, in that tenant (the state routes then answer the bare state)."},
+        "tags": tags,
         "paths": paths,
         "components": components,
     })

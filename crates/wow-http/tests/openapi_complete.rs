@@ -21,8 +21,18 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 17] = [
+const EXPECTED_PATHS: [&str; 29] = [
+    "/account/event/count",
+    "/account/event/list",
+    "/account/event/paged",
     "/account/open",
+    "/account/snapshot/count",
+    "/account/snapshot/list",
+    "/account/snapshot/list/state",
+    "/account/snapshot/paged",
+    "/account/snapshot/paged/state",
+    "/account/snapshot/single",
+    "/account/snapshot/single/state",
     "/account/{id}/check",
     "/account/{id}/deposit",
     "/account/{id}/event/{head}/{tail}",
@@ -30,6 +40,8 @@ const EXPECTED_PATHS: [&str; 17] = [
     "/account/{id}/open",
     "/account/{id}/requests/{requestId}",
     "/account/{id}/state",
+    "/account/{id}/state/time/{time}",
+    "/account/{id}/state/{version}",
     "/account/{id}/transfer",
     "/account/{id}/view",
     "/account/{id}/withdraw",

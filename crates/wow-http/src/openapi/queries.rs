@@ -1,0 +1,183 @@
+//! The paths of Wow's query routes and the state's time travel, with the query DSL's schemas
+//! under Wow's component names (`wow.api.query.Condition`, ...), tagged per aggregate as Wow's
+//! documents are (`context.aggregate`), with Wow's operation ids.
+
+use serde_json::{json, Map, Value};
+use wow_core::query::{Operator, MAX_LIST_LIMIT, MAX_PAGE_SIZE};
+
+use super::operations::{error, path_param};
+
+/// Every operator's JSON name.
+fn operators() -> Vec<String> {
+    use Operator::*;
+    [
+        And, Or, Nor, Id, Ids, AggregateId, AggregateIds, TenantId, OwnerId, SpaceId, Deleted,
+        All, Eq, Ne, Gt, Lt, Gte, Lte, Contains, In, NotIn, Between, AllIn, StartsWith, EndsWith,
+        ElemMatch, Null, NotNull, True, False, Exists, Today, BeforeToday, Tomorrow, ThisWeek,
+        NextWeek, LastWeek, ThisMonth, LastMonth, RecentDays, EarlierDays, Match, Raw,
+    ]
+    .into_iter()
+    .map(Operator::name)
+    .collect()
+}
+
+/// The query DSL's shared schemas.
+pub(super) fn query_schemas() -> Map<String, Value> {
+    let reference = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+    let body = |extra: (&str, Value)| {
+        let mut properties = Map::new();
+        properties.insert("condition".to_owned(), reference("wow.api.query.Condition"));
+        properties.insert("projection".to_owned(), reference("wow.api.query.Projection"));
+        properties.insert(
+            "sort".to_owned(),
+            json!({"type": "array", "maxItems": 8, "items": reference("wow.api.query.Sort")}),
+        );
+        if !extra.0.is_empty() {
+            properties.insert(extra.0.to_owned(), extra.1);
+        }
+        json!({"type": "object", "additionalProperties": false, "properties": properties})
+    };
+    let mut schemas = Map::new();
+    schemas.insert("wow.api.query.Operator".to_owned(), json!({"type": "string", "enum": operators()}));
+    schemas.insert("wow.api.query.Condition".to_owned(), json!({
+        "type": "object", "additionalProperties": false,
+        "description": "A condition of Wow's query DSL; every part is optional (an empty condition is ALL). docs/coming-from-wow.md gives each operator's value and semantics.",
+        "properties": {
+            "field": {"type": "string", "description": "A field path (`state.balance`)"},
+            "operator": reference("wow.api.query.Operator"),
+            "value": {"description": "By operator: a scalar, an array, a number of days, ACTIVE/DELETED/ALL"},
+            "children": {"type": "array", "items": reference("wow.api.query.Condition")},
+            "options": {"type": "object", "description": "`ignoreCase` (text operators), `zoneId` (date operators)"}}}));
+    schemas.insert("wow.api.query.Projection".to_owned(), json!({
+        "type": "object", "additionalProperties": false,
+        "properties": {"include": {"type": "array", "items": {"type": "string"}},
+                       "exclude": {"type": "array", "items": {"type": "string"}}}}));
+    schemas.insert("wow.api.query.Sort".to_owned(), json!({
+        "type": "object", "additionalProperties": false, "required": ["field", "direction"],
+        "properties": {"field": {"type": "string"}, "direction": {"type": "string", "enum": ["ASC", "DESC"]}}}));
+    schemas.insert("wow.api.query.Pagination".to_owned(), json!({
+        "type": "object", "additionalProperties": false,
+        "properties": {"index": {"type": "integer", "minimum": 1, "default": 1},
+                       "size": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 10}}}));
+    schemas.insert("wow.api.query.SingleQuery".to_owned(), body(("", Value::Null)));
+    schemas.insert(
+        "wow.api.query.ListQuery".to_owned(),
+        body(("limit", json!({"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT, "default": 10}))),
+    );
+    schemas.insert(
+        "wow.api.query.PagedQuery".to_owned(),
+        body(("pagination", reference("wow.api.query.Pagination"))),
+    );
+    schemas.insert("wow.api.query.MaterializedSnapshot".to_owned(), json!({
+        "type": "object",
+        "required": ["contextName", "aggregateName", "tenantId", "aggregateId", "version", "state", "deleted"],
+        "properties": {
+            "contextName": {"type": "string"}, "aggregateName": {"type": "string"},
+            "tenantId": {"type": "string"}, "ownerId": {"type": "string"}, "spaceId": {"type": "string"},
+            "aggregateId": {"type": "string"}, "version": {"type": "integer"}, "eventId": {"type": "string"},
+            "firstOperator": {"type": "string"}, "operator": {"type": "string"},
+            "firstEventTime": {"type": "integer"}, "eventTime": {"type": "integer"},
+            "snapshotTime": {"type": "integer"}, "tags": {"type": "object"}, "deleted": {"type": "boolean"},
+            "state": {}}}));
+    schemas
+}
+
+fn json_body(schema: &str) -> Value {
+    json!({"required": false, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
+}
+
+fn ok(description: &str, schema: Value) -> Value {
+    json!({"description": description, "headers": {"Wow-Error-Code": {"description": "`Ok`", "schema": {"type": "string"}}},
+        "content": {"application/json": {"schema": schema}}})
+}
+
+fn query_operation(
+    tag: &str,
+    operation_id: String,
+    summary: &str,
+    body: &str,
+    answer: Value,
+    single: bool,
+) -> Value {
+    let mut responses = Map::new();
+    responses.insert("200".to_owned(), answer);
+    responses.insert(
+        "400".to_owned(),
+        error("IllegalArgument: a condition, field, option, limit or page the query cannot run (named); BadRequest: the body is not a query"),
+    );
+    responses.insert(
+        "404".to_owned(),
+        error(if single {
+            "NotFound: no document matches, the aggregate type is unknown, or the service keeps no materialized snapshots"
+        } else {
+            "NotFound: the aggregate type is unknown, or (snapshots) the service keeps no materialized snapshots"
+        }),
+    );
+    responses.insert("408".to_owned(), error("BadRequest: the body did not arrive within the body read timeout"));
+    responses.insert("413".to_owned(), error("BadRequest: the body is longer than the body limit"));
+    responses.insert("503".to_owned(), error("ServiceUnavailable: the store cannot be read"));
+    json!({"post": {
+        "operationId": operation_id,
+        "tags": [tag],
+        "summary": summary,
+        "parameters": [{"name": "Command-Tenant-Id", "in": "header", "required": false,
+            "description": "The tenant whose documents are queried (not read when bearer auth is on)",
+            "schema": super::bounds::tenant_schema()}],
+        "requestBody": json_body(body),
+        "responses": responses,
+    }})
+}
+
+/// The query paths of `aggregate` of `context`: snapshots and event streams.
+pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String, Value>) {
+    let tag = format!("{context}.{aggregate}");
+    let id = |rest: &str| format!("{tag}.{rest}");
+    let doc = json!({"$ref": "#/components/schemas/wow.api.query.MaterializedSnapshot"});
+    let state = json!({"type": "object", "description": "The aggregate's state"});
+    let stream = json!({"$ref": "#/components/schemas/DomainEventStream"});
+    let array = |items: &Value| json!({"type": "array", "items": items});
+    let paged = |items: &Value| json!({"type": "object", "required": ["total", "list"],
+        "properties": {"total": {"type": "integer", "minimum": 0}, "list": {"type": "array", "items": items}}});
+    let count = ok("How many match", json!({"type": "integer", "minimum": 0}));
+    let routes = [
+        ("snapshot/count", "snapshot.count", "Count the aggregates whose latest state matches", "wow.api.query.Condition", count.clone(), false),
+        ("snapshot/single", "snapshot.single", "The first matching materialized snapshot", "wow.api.query.SingleQuery", ok("The document", doc.clone()), true),
+        ("snapshot/single/state", "snapshot_state.single", "The state of the first match", "wow.api.query.SingleQuery", ok("The state", state.clone()), true),
+        ("snapshot/list", "snapshot.list_query", "Matching materialized snapshots", "wow.api.query.ListQuery", ok("The documents", array(&doc)), false),
+        ("snapshot/list/state", "snapshot_state.list_query", "The states of the matches", "wow.api.query.ListQuery", ok("The states", array(&state)), false),
+        ("snapshot/paged", "snapshot.paged_query", "A page of matching materialized snapshots", "wow.api.query.PagedQuery", ok("The page", paged(&doc)), false),
+        ("snapshot/paged/state", "snapshot_state.paged_query", "A page of the matches' states", "wow.api.query.PagedQuery", ok("The page", paged(&state)), false),
+        ("event/count", "event.count", "Count the matching event streams", "wow.api.query.Condition", count, false),
+        ("event/list", "event.list_query", "Matching event streams", "wow.api.query.ListQuery", ok("The streams", array(&stream)), false),
+        ("event/paged", "event.paged_query", "A page of matching event streams", "wow.api.query.PagedQuery", ok("The page", paged(&stream)), false),
+    ];
+    for (path, operation, summary, body, answer, single) in routes {
+        paths.insert(
+            format!("/{aggregate}/{path}"),
+            query_operation(&tag, id(operation), summary, body, answer, single),
+        );
+    }
+}
+
+/// `GET /{aggregate}/{id}/state/{version}` and `/state/time/{time}`.
+pub(super) fn time_travel_paths(aggregate: &str, paths: &mut Map<String, Value>, state_answer: &Value) {
+    let mut responses = Map::new();
+    responses.insert("200".to_owned(), state_answer.clone());
+    responses.insert("400".to_owned(), error("IllegalArgument: the version or time is not a whole number, or Command-Tenant-Id breaks the rules of an id"));
+    responses.insert("404".to_owned(), error("NotFound: the aggregate did not exist then, or has no such version"));
+    responses.insert("503".to_owned(), error("ServiceUnavailable: the store cannot be read"));
+    let tenant = json!({"name": "Command-Tenant-Id", "in": "header", "required": false,
+        "description": "The tenant (not read when bearer auth is on)", "schema": super::bounds::tenant_schema()});
+    paths.insert(format!("/{aggregate}/{{id}}/state/{{version}}"), json!({"get": {
+        "operationId": format!("{aggregate}.state_at_version"),
+        "summary": "The state at a version (from 1): {aggregateId, version, state}",
+        "parameters": [path_param("version", "The version", json!({"type": "integer", "minimum": 1, "maximum": u64::MAX})), tenant.clone()],
+        "responses": responses.clone(),
+    }}));
+    paths.insert(format!("/{aggregate}/{{id}}/state/time/{{time}}"), json!({"get": {
+        "operationId": format!("{aggregate}.state_at_time"),
+        "summary": "The state as of a time (milliseconds since the Unix epoch): every stream made then or before",
+        "parameters": [path_param("time", "Milliseconds since the Unix epoch", json!({"type": "integer", "minimum": 0, "maximum": i64::MAX})), tenant],
+        "responses": responses,
+    }}));
+}
