@@ -320,6 +320,10 @@ async fn bad_queries(api: &Api) {
         (json!({"condition": {}, "limit": 0}), "limit"),
         (json!({"condition": {"operator": "NOPE"}}), "NOPE"),
         (json!({"condition": {"opertor": "ALL"}}), "opertor"),
+        (
+            json!({"condition": {}, "projection": {"include": ["state..name"]}}),
+            "state..name",
+        ),
     ] {
         let (status, answer) = api.query("t1", "account/snapshot/list", body.clone()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
@@ -328,6 +332,12 @@ async fn bad_queries(api: &Api) {
             "{body}: {answer}"
         );
     }
+    let (status, answer) = api.query("t1", "account/snapshot/count", json!([])).await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "a condition is an object: {answer}"
+    );
     let (status, _) = api.query("t1", "nothing/snapshot/list", json!({})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }

@@ -105,6 +105,20 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
     .await;
     assert_eq!(status, StatusCode::OK, "{later}");
     assert_eq!(later["aggregateVersion"], 3);
+    // A consumer of another bounded context is none of this command's.
+    let (status, _) = send(
+        &client,
+        &at,
+        "account/w1/deposit",
+        &[
+            ("Command-Wait-Stage", "PROJECTED"),
+            ("Command-Wait-Context", "shop"),
+            ("Command-Wait-Processor", "account_balance"),
+        ],
+        json!({"amount": 1}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     // A consumer of another stage is not one of this stage's.
     let (status, _) = send(
         &client,

@@ -115,6 +115,13 @@ async fn read_query<T: DeserializeOwned>(
     let value = crate::input::body(body, state.config().body_limit)
         .await
         .map_err(|e| error(e.status(), "BadRequest", e.to_string()))?;
+    if !value.is_object() {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "body: must be a JSON object (a query, or a condition for count)",
+        ));
+    }
     let query = serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let at = e.path().to_string();
         error(
@@ -143,6 +150,18 @@ fn active_only(condition: Condition) -> Condition {
         return active;
     }
     Condition::logical(Operator::And, vec![active, condition])
+}
+
+/// Checks each path of `projection`; an answer's shape must never change silently.
+#[allow(clippy::result_large_err)] // the error is the response itself, built once
+fn checked_projection(projection: &Projection) -> Result<(), Response> {
+    for path in projection.include.iter().chain(&projection.exclude) {
+        if path.is_empty() {
+            return Err(illegal("a projection's field path is empty"));
+        }
+        wow_core::query::FieldPath::parse(path).map_err(illegal)?;
+    }
+    Ok(())
 }
 
 fn lowering() -> Lowering {
@@ -176,6 +195,9 @@ async fn single(
             Ok(prepared) => prepared,
             Err(response) => return response,
         };
+    if let Err(response) = checked_projection(&query.projection) {
+        return response;
+    }
     query.condition = active_only(query.condition);
     let lowered = match DocumentQuery::single(&query, &lowering()) {
         Ok(lowered) => lowered,
@@ -202,6 +224,9 @@ async fn list(
             Ok(prepared) => prepared,
             Err(response) => return response,
         };
+    if let Err(response) = checked_projection(&query.projection) {
+        return response;
+    }
     query.condition = active_only(query.condition);
     let lowered = match DocumentQuery::list(&query, &lowering()) {
         Ok(lowered) => lowered,
@@ -229,6 +254,9 @@ async fn paged(
             Ok(prepared) => prepared,
             Err(response) => return response,
         };
+    if let Err(response) = checked_projection(&query.projection) {
+        return response;
+    }
     query.condition = active_only(query.condition);
     let lowered = match DocumentQuery::paged(&query, &lowering()) {
         Ok(lowered) => lowered,
@@ -374,6 +402,9 @@ pub(crate) async fn list_events(
             Ok(read) => read,
             Err(response) => return response,
         };
+    if let Err(response) = checked_projection(&query.projection) {
+        return response;
+    }
     let lowered = match DocumentQuery::list(&query, &event_lowering()) {
         Ok(lowered) => lowered,
         Err(e) => return illegal(e),
@@ -400,6 +431,9 @@ pub(crate) async fn paged_events(
             Ok(read) => read,
             Err(response) => return response,
         };
+    if let Err(response) = checked_projection(&query.projection) {
+        return response;
+    }
     let lowered = match DocumentQuery::paged(&query, &event_lowering()) {
         Ok(lowered) => lowered,
         Err(e) => return illegal(e),

@@ -54,21 +54,6 @@ fn command_headers(kind: CommandKind, config: &HttpConfig) -> Vec<Value> {
         ),
         stage,
         header(
-            "Command-Wait-Processor",
-            "At PROJECTED, EVENT_HANDLED or SAGA_HANDLED: wait for this consumer (a projection, event processor or saga, by name) instead of the whole stage. A name no consumer of the stage has is a 400 IllegalArgument that lists them.",
-            json!({"type": "string"}),
-        ),
-        header(
-            "Command-Wait-Function",
-            "With Command-Wait-Processor (or alone): the consumer's function; every consumer here handles with `onEvent`.",
-            json!({"type": "string"}),
-        ),
-        header(
-            "Command-Wait-Context",
-            "The bounded context of the consumer waited for; empty: any.",
-            json!({"type": "string"}),
-        ),
-        header(
             "Command-Wait-Timeout",
             &format!("Milliseconds to wait (default {default_wait}); past it the answer is 408 RequestTimeout (outcome unknown: look it up by request id)."),
             whole_number_text(1, max_wait),

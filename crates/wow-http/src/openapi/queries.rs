@@ -11,10 +11,49 @@ use super::operations::{error, path_param};
 fn operators() -> Vec<String> {
     use Operator::*;
     [
-        And, Or, Nor, Id, Ids, AggregateId, AggregateIds, TenantId, OwnerId, SpaceId, Deleted,
-        All, Eq, Ne, Gt, Lt, Gte, Lte, Contains, In, NotIn, Between, AllIn, StartsWith, EndsWith,
-        ElemMatch, Null, NotNull, True, False, Exists, Today, BeforeToday, Tomorrow, ThisWeek,
-        NextWeek, LastWeek, ThisMonth, LastMonth, RecentDays, EarlierDays, Match, Raw,
+        And,
+        Or,
+        Nor,
+        Id,
+        Ids,
+        AggregateId,
+        AggregateIds,
+        TenantId,
+        OwnerId,
+        SpaceId,
+        Deleted,
+        All,
+        Eq,
+        Ne,
+        Gt,
+        Lt,
+        Gte,
+        Lte,
+        Contains,
+        In,
+        NotIn,
+        Between,
+        AllIn,
+        StartsWith,
+        EndsWith,
+        ElemMatch,
+        Null,
+        NotNull,
+        True,
+        False,
+        Exists,
+        Today,
+        BeforeToday,
+        Tomorrow,
+        ThisWeek,
+        NextWeek,
+        LastWeek,
+        ThisMonth,
+        LastMonth,
+        RecentDays,
+        EarlierDays,
+        Match,
+        Raw,
     ]
     .into_iter()
     .map(Operator::name)
@@ -27,7 +66,10 @@ pub(super) fn query_schemas() -> Map<String, Value> {
     let body = |extra: (&str, Value)| {
         let mut properties = Map::new();
         properties.insert("condition".to_owned(), reference("wow.api.query.Condition"));
-        properties.insert("projection".to_owned(), reference("wow.api.query.Projection"));
+        properties.insert(
+            "projection".to_owned(),
+            reference("wow.api.query.Projection"),
+        );
         properties.insert(
             "sort".to_owned(),
             json!({"type": "array", "maxItems": 8, "items": reference("wow.api.query.Sort")}),
@@ -38,7 +80,10 @@ pub(super) fn query_schemas() -> Map<String, Value> {
         json!({"type": "object", "additionalProperties": false, "properties": properties})
     };
     let mut schemas = Map::new();
-    schemas.insert("wow.api.query.Operator".to_owned(), json!({"type": "string", "enum": operators()}));
+    schemas.insert(
+        "wow.api.query.Operator".to_owned(),
+        json!({"type": "string", "enum": operators()}),
+    );
     schemas.insert("wow.api.query.Condition".to_owned(), json!({
         "type": "object", "additionalProperties": false,
         "description": "A condition of Wow's query DSL; every part is optional (an empty condition is ALL). docs/coming-from-wow.md gives each operator's value and semantics.",
@@ -48,10 +93,13 @@ pub(super) fn query_schemas() -> Map<String, Value> {
             "value": {"description": "By operator: a scalar, an array, a number of days, ACTIVE/DELETED/ALL"},
             "children": {"type": "array", "items": reference("wow.api.query.Condition")},
             "options": {"type": "object", "description": "`ignoreCase` (text operators), `zoneId` (date operators)"}}}));
-    schemas.insert("wow.api.query.Projection".to_owned(), json!({
+    schemas.insert(
+        "wow.api.query.Projection".to_owned(),
+        json!({
         "type": "object", "additionalProperties": false,
         "properties": {"include": {"type": "array", "items": {"type": "string"}},
-                       "exclude": {"type": "array", "items": {"type": "string"}}}}));
+                       "exclude": {"type": "array", "items": {"type": "string"}}}}),
+    );
     schemas.insert("wow.api.query.Sort".to_owned(), json!({
         "type": "object", "additionalProperties": false, "required": ["field", "direction"],
         "properties": {"field": {"type": "string"}, "direction": {"type": "string", "enum": ["ASC", "DESC"]}}}));
@@ -59,18 +107,24 @@ pub(super) fn query_schemas() -> Map<String, Value> {
         "type": "object", "additionalProperties": false,
         "properties": {"index": {"type": "integer", "minimum": 1, "default": 1},
                        "size": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 10}}}));
-    schemas.insert("wow.api.query.SingleQuery".to_owned(), body(("", Value::Null)));
+    schemas.insert(
+        "wow.api.query.SingleQuery".to_owned(),
+        body(("", Value::Null)),
+    );
     schemas.insert(
         "wow.api.query.ListQuery".to_owned(),
-        body(("limit", json!({"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT, "default": 10}))),
+        body((
+            "limit",
+            json!({"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT, "default": 10}),
+        )),
     );
     schemas.insert(
         "wow.api.query.PagedQuery".to_owned(),
         body(("pagination", reference("wow.api.query.Pagination"))),
     );
+    // No field is required: a projection may leave any out.
     schemas.insert("wow.api.query.MaterializedSnapshot".to_owned(), json!({
         "type": "object",
-        "required": ["contextName", "aggregateName", "tenantId", "aggregateId", "version", "state", "deleted"],
         "properties": {
             "contextName": {"type": "string"}, "aggregateName": {"type": "string"},
             "tenantId": {"type": "string"}, "ownerId": {"type": "string"}, "spaceId": {"type": "string"},
@@ -113,9 +167,18 @@ fn query_operation(
             "NotFound: the aggregate type is unknown, or (snapshots) the service keeps no materialized snapshots"
         }),
     );
-    responses.insert("408".to_owned(), error("BadRequest: the body did not arrive within the body read timeout"));
-    responses.insert("413".to_owned(), error("BadRequest: the body is longer than the body limit"));
-    responses.insert("503".to_owned(), error("ServiceUnavailable: the store cannot be read"));
+    responses.insert(
+        "408".to_owned(),
+        error("BadRequest: the body did not arrive within the body read timeout"),
+    );
+    responses.insert(
+        "413".to_owned(),
+        error("BadRequest: the body is longer than the body limit"),
+    );
+    responses.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: the store cannot be read"),
+    );
     json!({"post": {
         "operationId": operation_id,
         "tags": [tag],
@@ -134,22 +197,95 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
     let id = |rest: &str| format!("{tag}.{rest}");
     let doc = json!({"$ref": "#/components/schemas/wow.api.query.MaterializedSnapshot"});
     let state = json!({"type": "object", "description": "The aggregate's state"});
-    let stream = json!({"$ref": "#/components/schemas/DomainEventStream"});
+    // A DomainEventStream, less what a projection leaves out.
+    let stream = json!({"type": "object", "description": "An event stream (DomainEventStream), with the fields the projection keeps"});
     let array = |items: &Value| json!({"type": "array", "items": items});
-    let paged = |items: &Value| json!({"type": "object", "required": ["total", "list"],
-        "properties": {"total": {"type": "integer", "minimum": 0}, "list": {"type": "array", "items": items}}});
+    let paged = |items: &Value| {
+        json!({"type": "object", "required": ["total", "list"],
+        "properties": {"total": {"type": "integer", "minimum": 0}, "list": {"type": "array", "items": items}}})
+    };
     let count = ok("How many match", json!({"type": "integer", "minimum": 0}));
     let routes = [
-        ("snapshot/count", "snapshot.count", "Count the aggregates whose latest state matches", "wow.api.query.Condition", count.clone(), false),
-        ("snapshot/single", "snapshot.single", "The first matching materialized snapshot", "wow.api.query.SingleQuery", ok("The document", doc.clone()), true),
-        ("snapshot/single/state", "snapshot_state.single", "The state of the first match", "wow.api.query.SingleQuery", ok("The state", state.clone()), true),
-        ("snapshot/list", "snapshot.list_query", "Matching materialized snapshots", "wow.api.query.ListQuery", ok("The documents", array(&doc)), false),
-        ("snapshot/list/state", "snapshot_state.list_query", "The states of the matches", "wow.api.query.ListQuery", ok("The states", array(&state)), false),
-        ("snapshot/paged", "snapshot.paged_query", "A page of matching materialized snapshots", "wow.api.query.PagedQuery", ok("The page", paged(&doc)), false),
-        ("snapshot/paged/state", "snapshot_state.paged_query", "A page of the matches' states", "wow.api.query.PagedQuery", ok("The page", paged(&state)), false),
-        ("event/count", "event.count", "Count the matching event streams", "wow.api.query.Condition", count, false),
-        ("event/list", "event.list_query", "Matching event streams", "wow.api.query.ListQuery", ok("The streams", array(&stream)), false),
-        ("event/paged", "event.paged_query", "A page of matching event streams", "wow.api.query.PagedQuery", ok("The page", paged(&stream)), false),
+        (
+            "snapshot/count",
+            "snapshot.count",
+            "Count the aggregates whose latest state matches",
+            "wow.api.query.Condition",
+            count.clone(),
+            false,
+        ),
+        (
+            "snapshot/single",
+            "snapshot.single",
+            "The first matching materialized snapshot",
+            "wow.api.query.SingleQuery",
+            ok("The document", doc.clone()),
+            true,
+        ),
+        (
+            "snapshot/single/state",
+            "snapshot_state.single",
+            "The state of the first match",
+            "wow.api.query.SingleQuery",
+            ok("The state", state.clone()),
+            true,
+        ),
+        (
+            "snapshot/list",
+            "snapshot.list_query",
+            "Matching materialized snapshots",
+            "wow.api.query.ListQuery",
+            ok("The documents", array(&doc)),
+            false,
+        ),
+        (
+            "snapshot/list/state",
+            "snapshot_state.list_query",
+            "The states of the matches",
+            "wow.api.query.ListQuery",
+            ok("The states", array(&state)),
+            false,
+        ),
+        (
+            "snapshot/paged",
+            "snapshot.paged_query",
+            "A page of matching materialized snapshots",
+            "wow.api.query.PagedQuery",
+            ok("The page", paged(&doc)),
+            false,
+        ),
+        (
+            "snapshot/paged/state",
+            "snapshot_state.paged_query",
+            "A page of the matches' states",
+            "wow.api.query.PagedQuery",
+            ok("The page", paged(&state)),
+            false,
+        ),
+        (
+            "event/count",
+            "event.count",
+            "Count the matching event streams",
+            "wow.api.query.Condition",
+            count,
+            false,
+        ),
+        (
+            "event/list",
+            "event.list_query",
+            "Matching event streams",
+            "wow.api.query.ListQuery",
+            ok("The streams", array(&stream)),
+            false,
+        ),
+        (
+            "event/paged",
+            "event.paged_query",
+            "A page of matching event streams",
+            "wow.api.query.PagedQuery",
+            ok("The page", paged(&stream)),
+            false,
+        ),
     ];
     for (path, operation, summary, body, answer, single) in routes {
         paths.insert(
@@ -160,12 +296,22 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
 }
 
 /// `GET /{aggregate}/{id}/state/{version}` and `/state/time/{time}`.
-pub(super) fn time_travel_paths(aggregate: &str, paths: &mut Map<String, Value>, state_answer: &Value) {
+pub(super) fn time_travel_paths(
+    aggregate: &str,
+    paths: &mut Map<String, Value>,
+    state_answer: &Value,
+) {
     let mut responses = Map::new();
     responses.insert("200".to_owned(), state_answer.clone());
     responses.insert("400".to_owned(), error("IllegalArgument: the version or time is not a whole number, or Command-Tenant-Id breaks the rules of an id"));
-    responses.insert("404".to_owned(), error("NotFound: the aggregate did not exist then, or has no such version"));
-    responses.insert("503".to_owned(), error("ServiceUnavailable: the store cannot be read"));
+    responses.insert(
+        "404".to_owned(),
+        error("NotFound: the aggregate did not exist then, or has no such version"),
+    );
+    responses.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: the store cannot be read"),
+    );
     let tenant = json!({"name": "Command-Tenant-Id", "in": "header", "required": false,
         "description": "The tenant (not read when bearer auth is on)", "schema": super::bounds::tenant_schema()});
     paths.insert(format!("/{aggregate}/{{id}}/state/{{version}}"), json!({"get": {

@@ -415,7 +415,7 @@ impl CommandGateway {
             .registry
             .use_todays_name(&mut command.aggregate_id);
         if let (Some(function), Some(known)) = (&plan.function, &self.inner.wait_functions) {
-            if !known.has(plan.stage, function) {
+            if !known.has(plan.stage, function, &command.aggregate_id.context_name) {
                 return Err(Box::new(not_sent(
                     &command,
                     ErrorCode::IllegalArgument,
@@ -554,9 +554,12 @@ impl WaitFunctions {
         self
     }
 
-    /// Whether a consumer of `stage` matches `function` (each consumer handles events with
-    /// `onEvent`).
-    pub fn has(&self, stage: CommandStage, function: &WaitFunction) -> bool {
+    /// Whether a consumer of `stage` matches `function` for a command of `context` (each
+    /// consumer handles with `onEvent`, and signals in the context of the stream's aggregate).
+    pub fn has(&self, stage: CommandStage, function: &WaitFunction, context: &str) -> bool {
+        if !function.context.is_empty() && function.context != context {
+            return false;
+        }
         self.by_stage.get(&stage).is_some_and(|names| {
             names.iter().any(|name| {
                 (function.processor.is_empty() || function.processor == *name)
