@@ -299,14 +299,56 @@ async fn the_stream_yields_a_failure_as_an_element() {
     assert_eq!(results[1].error_code, ErrorCode::NotFound);
 }
 
+/// A projection that never finishes a delivery.
+#[derive(Debug)]
+struct Stuck;
+
+#[async_trait::async_trait]
+impl wow_core::event::EventConsumer for Stuck {
+    fn name(&self) -> &str {
+        "stuck"
+    }
+
+    async fn handle(
+        &self,
+        _: &wow_core::DomainEventStream,
+    ) -> Result<(), wow_core::event::ConsumerError> {
+        std::future::pending().await
+    }
+}
+
 #[tokio::test]
-async fn a_caller_timeout_is_a_distinct_error_that_carries_the_ids_and_the_timeout() {
+async fn a_consumer_no_stage_has_is_refused_before_sending() {
     let pipeline = pipeline();
     let id = account_id();
     send_ok(&pipeline.gateway, open(&id, 1)).await;
-    // No consumer ever reports this function, so the wait can only expire.
+    let plan = WaitPlan::new(CommandStage::Projected).for_function("no-such-projection");
+    let error = pipeline
+        .gateway
+        .send_and_wait(deposit(&id, 1).with_request_id("r-unknown"), plan)
+        .await
+        .unwrap_err();
+    let result = error.result();
+    assert_eq!(result.error_code, ErrorCode::IllegalArgument);
+    assert!(
+        result.error_msg.contains("no-such-projection"),
+        "{}",
+        result.error_msg
+    );
+    assert_eq!(result.result.get(SENT), Some(&json!(false)));
+    assert_eq!(pipeline.store().load(&id, 2, 2).await.unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn a_caller_timeout_is_a_distinct_error_that_carries_the_ids_and_the_timeout() {
+    let pipeline = LocalPipeline::builder(registry(), memory_store())
+        .projection(Arc::new(Stuck))
+        .build();
+    let id = account_id();
+    send_ok(&pipeline.gateway, open(&id, 1)).await;
+    // The one projection never finishes, so the wait can only expire.
     let plan = WaitPlan::new(CommandStage::Projected)
-        .for_function("no-such-projection")
+        .for_function("stuck")
         .with_timeout(Duration::from_millis(50));
     let cmd = deposit(&id, 1).with_request_id("slow-1");
     let command_id = cmd.id.clone();
