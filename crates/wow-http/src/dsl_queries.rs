@@ -14,7 +14,7 @@ use std::sync::Arc;
 use wow_core::id::{Clock, SystemClock};
 use wow_core::query::{
     project, Condition, DocumentQuery, ListQuery, Lowering, Operator, PagedList, PagedQuery,
-    Projection, SingleQuery, Target,
+    Projection, QueryBody, SingleQuery, Target,
 };
 
 use wow_core::aggregate::AggregateRuntime;
@@ -183,6 +183,23 @@ fn answer(document: Value, projection: &Projection, shape: Shape) -> Value {
     }
 }
 
+/// A snapshot query of `aggregate`, read, checked and lowered: the view, the tenant, the
+/// store, the body and what the store runs; `Err` is the answer to give.
+#[allow(clippy::type_complexity)]
+async fn snapshot_query<Q: QueryBody + DeserializeOwned>(
+    state: &HttpState,
+    headers: &HeaderMap,
+    aggregate: &str,
+    body: Body,
+) -> Result<(String, String, Arc<dyn ViewStore>, Q, DocumentQuery), Response> {
+    let (view, tenant, views, mut query) = prepare::<Q>(state, headers, aggregate, body).await?;
+    checked_projection(query.projection())?;
+    let condition = std::mem::take(query.condition_mut());
+    *query.condition_mut() = active_only(condition);
+    let lowered = query.lower(&lowering()).map_err(illegal)?;
+    Ok((view, tenant, views, query, lowered))
+}
+
 async fn single(
     state: HttpState,
     headers: HeaderMap,
@@ -190,19 +207,11 @@ async fn single(
     body: Body,
     shape: Shape,
 ) -> Response {
-    let (view, tenant, views, mut query) =
-        match prepare::<SingleQuery>(&state, &headers, &aggregate, body).await {
+    let (view, tenant, views, query, lowered) =
+        match snapshot_query::<SingleQuery>(&state, &headers, &aggregate, body).await {
             Ok(prepared) => prepared,
             Err(response) => return response,
         };
-    if let Err(response) = checked_projection(&query.projection) {
-        return response;
-    }
-    query.condition = active_only(query.condition);
-    let lowered = match DocumentQuery::single(&query, &lowering()) {
-        Ok(lowered) => lowered,
-        Err(e) => return illegal(e),
-    };
     match views.query(&view, &tenant, &lowered).await {
         Ok(rows) => match rows.into_iter().next() {
             Some(row) => ok(answer(row.state, &query.projection, shape)),
@@ -219,19 +228,11 @@ async fn list(
     body: Body,
     shape: Shape,
 ) -> Response {
-    let (view, tenant, views, mut query) =
-        match prepare::<ListQuery>(&state, &headers, &aggregate, body).await {
+    let (view, tenant, views, query, lowered) =
+        match snapshot_query::<ListQuery>(&state, &headers, &aggregate, body).await {
             Ok(prepared) => prepared,
             Err(response) => return response,
         };
-    if let Err(response) = checked_projection(&query.projection) {
-        return response;
-    }
-    query.condition = active_only(query.condition);
-    let lowered = match DocumentQuery::list(&query, &lowering()) {
-        Ok(lowered) => lowered,
-        Err(e) => return illegal(e),
-    };
     match views.query(&view, &tenant, &lowered).await {
         Ok(rows) => ok(Value::Array(
             rows.into_iter()
@@ -249,19 +250,11 @@ async fn paged(
     body: Body,
     shape: Shape,
 ) -> Response {
-    let (view, tenant, views, mut query) =
-        match prepare::<PagedQuery>(&state, &headers, &aggregate, body).await {
+    let (view, tenant, views, query, lowered) =
+        match snapshot_query::<PagedQuery>(&state, &headers, &aggregate, body).await {
             Ok(prepared) => prepared,
             Err(response) => return response,
         };
-    if let Err(response) = checked_projection(&query.projection) {
-        return response;
-    }
-    query.condition = active_only(query.condition);
-    let lowered = match DocumentQuery::paged(&query, &lowering()) {
-        Ok(lowered) => lowered,
-        Err(e) => return illegal(e),
-    };
     let total = match views.count(&view, &tenant, &lowered.filter).await {
         Ok(total) => total,
         Err(e) => return store_failed(e),
@@ -367,6 +360,20 @@ fn event_lowering() -> Lowering {
     Lowering::new(Target::EventStream, SystemClock.now_millis())
 }
 
+/// An event stream query of `aggregate`, read, checked and lowered; `Err` is the answer.
+#[allow(clippy::type_complexity)]
+async fn event_query<Q: QueryBody + DeserializeOwned>(
+    state: &HttpState,
+    headers: &HeaderMap,
+    aggregate: &str,
+    body: Body,
+) -> Result<(Arc<dyn AggregateRuntime>, String, Q, DocumentQuery), Response> {
+    let (runtime, tenant, query) = read_query::<Q>(state, headers, aggregate, body).await?;
+    checked_projection(query.projection())?;
+    let lowered = query.lower(&event_lowering()).map_err(illegal)?;
+    Ok((runtime, tenant, query, lowered))
+}
+
 /// The streams as answered: today's shapes (as the history route shows them), projected.
 #[allow(clippy::result_large_err)] // the error is the response itself, built once
 fn streams_answer(
@@ -397,18 +404,11 @@ pub(crate) async fn list_events(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let (runtime, tenant, query) =
-        match read_query::<ListQuery>(&state, &headers, &aggregate, body).await {
+    let (runtime, tenant, query, lowered) =
+        match event_query::<ListQuery>(&state, &headers, &aggregate, body).await {
             Ok(read) => read,
             Err(response) => return response,
         };
-    if let Err(response) = checked_projection(&query.projection) {
-        return response;
-    }
-    let lowered = match DocumentQuery::list(&query, &event_lowering()) {
-        Ok(lowered) => lowered,
-        Err(e) => return illegal(e),
-    };
     let named = runtime.named_aggregate().clone();
     match state.store().query_streams(&named, &tenant, &lowered).await {
         Ok(streams) => match streams_answer(runtime.as_ref(), streams, &query.projection) {
@@ -426,18 +426,11 @@ pub(crate) async fn paged_events(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let (runtime, tenant, query) =
-        match read_query::<PagedQuery>(&state, &headers, &aggregate, body).await {
+    let (runtime, tenant, query, lowered) =
+        match event_query::<PagedQuery>(&state, &headers, &aggregate, body).await {
             Ok(read) => read,
             Err(response) => return response,
         };
-    if let Err(response) = checked_projection(&query.projection) {
-        return response;
-    }
-    let lowered = match DocumentQuery::paged(&query, &event_lowering()) {
-        Ok(lowered) => lowered,
-        Err(e) => return illegal(e),
-    };
     let named = runtime.named_aggregate().clone();
     let total = match state
         .store()

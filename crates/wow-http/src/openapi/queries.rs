@@ -9,55 +9,7 @@ use super::operations::{error, path_param};
 
 /// Every operator's JSON name.
 fn operators() -> Vec<String> {
-    use Operator::*;
-    [
-        And,
-        Or,
-        Nor,
-        Id,
-        Ids,
-        AggregateId,
-        AggregateIds,
-        TenantId,
-        OwnerId,
-        SpaceId,
-        Deleted,
-        All,
-        Eq,
-        Ne,
-        Gt,
-        Lt,
-        Gte,
-        Lte,
-        Contains,
-        In,
-        NotIn,
-        Between,
-        AllIn,
-        StartsWith,
-        EndsWith,
-        ElemMatch,
-        Null,
-        NotNull,
-        True,
-        False,
-        Exists,
-        Today,
-        BeforeToday,
-        Tomorrow,
-        ThisWeek,
-        NextWeek,
-        LastWeek,
-        ThisMonth,
-        LastMonth,
-        RecentDays,
-        EarlierDays,
-        Match,
-        Raw,
-    ]
-    .into_iter()
-    .map(Operator::name)
-    .collect()
+    Operator::ALL.into_iter().map(Operator::name).collect()
 }
 
 /// The query DSL's shared schemas.

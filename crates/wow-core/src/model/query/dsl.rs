@@ -56,6 +56,56 @@ pub enum Operator {
 }
 
 impl Operator {
+    /// Every operator, in Wow's order.
+    pub const ALL: [Operator; 43] = {
+        use Operator::*;
+        [
+            And,
+            Or,
+            Nor,
+            Id,
+            Ids,
+            AggregateId,
+            AggregateIds,
+            TenantId,
+            OwnerId,
+            SpaceId,
+            Deleted,
+            All,
+            Eq,
+            Ne,
+            Gt,
+            Lt,
+            Gte,
+            Lte,
+            Contains,
+            In,
+            NotIn,
+            Between,
+            AllIn,
+            StartsWith,
+            EndsWith,
+            ElemMatch,
+            Null,
+            NotNull,
+            True,
+            False,
+            Exists,
+            Today,
+            BeforeToday,
+            Tomorrow,
+            ThisWeek,
+            NextWeek,
+            LastWeek,
+            ThisMonth,
+            LastMonth,
+            RecentDays,
+            EarlierDays,
+            Match,
+            Raw,
+        ]
+    };
+
     /// The operator's JSON name (`AGGREGATE_ID`, ...).
     pub fn name(self) -> String {
         serde_json::to_value(self)
@@ -258,6 +308,45 @@ pub struct PagedQuery {
     #[serde(default)]
     pub pagination: Pagination,
 }
+
+/// What the three query bodies share: a condition and a projection, and how each lowers.
+pub trait QueryBody {
+    /// Which documents.
+    fn condition_mut(&mut self) -> &mut Condition;
+    /// Which fields.
+    fn projection(&self) -> &Projection;
+    /// The body checked and lowered, as a store runs it.
+    ///
+    /// # Errors
+    ///
+    /// A [`QueryError`](super::QueryError) naming what cannot run.
+    fn lower(&self, lowering: &super::Lowering) -> Result<super::DocumentQuery, super::QueryError>;
+}
+
+macro_rules! query_body {
+    ($body:ty, $lower:ident) => {
+        impl QueryBody for $body {
+            fn condition_mut(&mut self) -> &mut Condition {
+                &mut self.condition
+            }
+
+            fn projection(&self) -> &Projection {
+                &self.projection
+            }
+
+            fn lower(
+                &self,
+                lowering: &super::Lowering,
+            ) -> Result<super::DocumentQuery, super::QueryError> {
+                super::DocumentQuery::$lower(self, lowering)
+            }
+        }
+    };
+}
+
+query_body!(SingleQuery, single);
+query_body!(ListQuery, list);
+query_body!(PagedQuery, paged);
 
 /// A page of a paged query: `{total, list}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ mod filter;
 
 pub use dsl::{
     Condition, Direction, ListQuery, Operator, PagedList, PagedQuery, Pagination, Projection,
-    SingleQuery, Sort,
+    QueryBody, SingleQuery, Sort,
 };
 pub use evaluate::{matches, order, project};
 pub use filter::{
