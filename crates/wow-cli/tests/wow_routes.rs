@@ -169,3 +169,207 @@ async fn with_auth_on_the_token_must_act_for_the_paths_tenant() {
     assert_eq!(status, StatusCode::FORBIDDEN, "{state}");
     assert!(served.stop().success());
 }
+
+#[tokio::test]
+async fn soft_delete_and_recover_as_wow_has_them_across_a_restart() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", folder.path().join("delete.db").display());
+    let start = || {
+        Served::start(
+            &["--store", &store, "--listen", "127.0.0.1:0"],
+            &[("WOW_SNAPSHOT_QUERIES", "true")],
+        )
+    };
+    let served = start();
+    let (client, at) = (Client::new(), served.address.clone());
+    let url = |path: &str| format!("http://{at}/{path}");
+    let (status, _) = call(
+        &client,
+        reqwest::Method::POST,
+        url("account/d1/open"),
+        None,
+        Some(json!({"name": "D", "balance": 5})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // Nine deposits, so that the deletion is version 10, where a snapshot falls due.
+    for _ in 0..8 {
+        let (status, _) = call(
+            &client,
+            reqwest::Method::POST,
+            url("account/d1/deposit"),
+            None,
+            Some(json!({"amount": 1})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (status, deleted) = call(
+        &client,
+        reqwest::Method::DELETE,
+        url("account/d1"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+    assert_eq!(deleted["aggregateVersion"], 10);
+    let refused = client
+        .post(url("account/d1/deposit"))
+        .header("Command-Request-Id", "after-delete")
+        .json(&json!({"amount": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::GONE);
+    assert_eq!(
+        refused.headers()["Wow-Error-Code"],
+        "IllegalAccessDeletedAggregate"
+    );
+    let (status, _) = call(
+        &client,
+        reqwest::Method::DELETE,
+        url("account/d1"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::GONE,
+        "a deleted aggregate is deleted once"
+    );
+    let (status, _) = call(
+        &client,
+        reqwest::Method::GET,
+        url("account/d1/state"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // History is kept, and snapshot queries hide the deleted aggregate unless asked.
+    let (_, history) = call(
+        &client,
+        reqwest::Method::GET,
+        url("account/d1/event/10/10"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(history[0]["body"][0]["name"], "DefaultAggregateDeleted");
+    let (_, active) = call(
+        &client,
+        reqwest::Method::POST,
+        url("account/snapshot/count"),
+        None,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(active, json!(0));
+    let (_, any) = call(
+        &client,
+        reqwest::Method::POST,
+        url("account/snapshot/count"),
+        None,
+        Some(json!({"operator": "DELETED", "value": "DELETED"})),
+    )
+    .await;
+    assert_eq!(any, json!(1));
+    assert!(served.stop().success());
+
+    // After a restart the aggregate is still deleted (no snapshot holds the deleted state).
+    let served = start();
+    let at = served.address.clone();
+    let url = |path: &str| format!("http://{at}/{path}");
+    let (status, _) = call(
+        &client,
+        reqwest::Method::POST,
+        url("account/d1/deposit"),
+        None,
+        Some(json!({"amount": 1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::GONE);
+    // A resend of the refused request is answered with its recorded refusal.
+    let replayed = client
+        .post(url("account/d1/deposit"))
+        .header("Command-Request-Id", "after-delete")
+        .json(&json!({"amount": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replayed.status(), StatusCode::GONE);
+    assert_eq!(replayed.headers()["Wow-Replayed"], "true");
+    let (status, recovered) = call(
+        &client,
+        reqwest::Method::PUT,
+        url("account/d1/recover"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{recovered}");
+    let (status, again) = call(
+        &client,
+        reqwest::Method::PUT,
+        url("account/d1/recover"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, again["errorCode"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("IllegalState"))
+    );
+    let (status, _) = call(
+        &client,
+        reqwest::Method::POST,
+        url("account/d1/deposit"),
+        None,
+        Some(json!({"amount": 1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, state) = call(
+        &client,
+        reqwest::Method::GET,
+        url("account/d1/state"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (
+            state["version"].as_u64(),
+            state["state"]["balance"].as_i64()
+        ),
+        (Some(12), Some(14))
+    );
+    let (_, view) = call(
+        &client,
+        reqwest::Method::GET,
+        url("account/d1/view"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        view["balance"], 14,
+        "the view went on over the lifecycle events: {view}"
+    );
+    let (status, _) = call(
+        &client,
+        reqwest::Method::POST,
+        url("account/d1/default_delete_aggregate"),
+        None,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "the built-ins answer DELETE and PUT only"
+    );
+    assert!(served.stop().success());
+}

@@ -5,12 +5,14 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::Value;
-use wow_core::aggregate::UnknownAggregate;
+use wow_core::aggregate::{
+    is_lifecycle_command, UnknownAggregate, DELETE_AGGREGATE, RECOVER_AGGREGATE,
+};
 use wow_core::command::{headers, CommandInfo, CommandKind, WaitPlan};
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, ErrorCode};
 
@@ -27,6 +29,45 @@ pub(crate) async fn send(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    if is_lifecycle_command(&command) {
+        // The built-ins answer DELETE and PUT only.
+        return crate::fallback::error_response(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("aggregate `{aggregate}` has no command `{command}`"),
+        );
+    }
+    handle(state, aggregate, Some(id), command, headers, body).await
+}
+
+/// `DELETE /{aggregate}/{id}`: Wow's soft delete. The aggregate keeps its history and refuses
+/// every command but `recover` (410 `IllegalAccessDeletedAggregate`).
+pub(crate) async fn delete(
+    State(state): State<HttpState>,
+    Path((aggregate, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let command = DELETE_AGGREGATE.to_owned();
+    handle(state, aggregate, Some(id), command, headers, body).await
+}
+
+/// `PUT /{aggregate}/{id}/recover`: undoes a soft delete; an aggregate that is not deleted
+/// refuses it (`IllegalState`). Any other `PUT /{aggregate}/{id}/{segment}` is 405.
+pub(crate) async fn recover_route(
+    State(state): State<HttpState>,
+    Path((aggregate, id, segment)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if segment != "recover" {
+        return crate::fallback::error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            format!("/{aggregate}/{id}/{segment} does not answer PUT"),
+        );
+    }
+    let command = RECOVER_AGGREGATE.to_owned();
     handle(state, aggregate, Some(id), command, headers, body).await
 }
 
@@ -43,6 +84,13 @@ pub(crate) async fn create(
     let named = headers
         .get(headers::AGGREGATE_ID)
         .map(|v| v.to_str().map(str::to_owned).unwrap_or_default());
+    if is_lifecycle_command(&command) {
+        return crate::fallback::error_response(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("aggregate `{aggregate}` has no command `{command}`"),
+        );
+    }
     handle(state, aggregate, named, command, headers, body).await
 }
 
@@ -152,6 +200,20 @@ fn find_command(
     aggregate: &str,
     command: &str,
 ) -> Result<CommandInfo, InputError> {
+    // The built-in soft delete and recover: routed by DELETE and PUT only (their names are
+    // no aggregate's commands).
+    let builtin = |name: &'static str| CommandInfo {
+        name,
+        kind: CommandKind::Normal,
+        internal: false,
+        schema: || serde_json::json!({"type": "object"}),
+    };
+    if command == DELETE_AGGREGATE {
+        return Ok(builtin(DELETE_AGGREGATE));
+    }
+    if command == RECOVER_AGGREGATE {
+        return Ok(builtin(RECOVER_AGGREGATE));
+    }
     commands
         .iter()
         // An internal command is sent by sagas only: to a caller it does not exist.

@@ -92,8 +92,15 @@ pub fn router(state: HttpState) -> Router {
         .route("/{aggregate}/event/count", post(dsl_queries::count_events))
         .route("/{aggregate}/event/list", post(dsl_queries::list_events))
         .route("/{aggregate}/event/paged", post(dsl_queries::paged_events))
-        .route("/{aggregate}/{command}", post(commands::create))
-        .route("/{aggregate}/{id}/{command}", post(commands::send))
+        // `{command}` of a create; the aggregate's id for Wow's soft delete.
+        .route(
+            "/{aggregate}/{command}",
+            post(commands::create).delete(commands::delete),
+        )
+        .route(
+            "/{aggregate}/{id}/{command}",
+            post(commands::send).put(commands::recover_route),
+        )
         .route("/{aggregate}/{id}/state", get(queries::state))
         .route(
             "/{aggregate}/{id}/state/{version}",

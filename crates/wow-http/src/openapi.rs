@@ -137,6 +137,7 @@ pub(crate) fn build(state: &HttpState) -> Value {
             queries::time_travel_paths(aggregate, &mut paths, &state_answer);
             let context = &runtime.named_aggregate().context_name;
             queries::query_paths(context, aggregate, &mut paths);
+            operations::lifecycle_paths(context, aggregate, config, &mut paths);
         }
     }
     service_paths(&mut paths);

@@ -135,6 +135,7 @@ pub(crate) async fn state(
     )
     .await
     {
+        Ok(loaded) if loaded.is_deleted() => not_found(format!("aggregate `{id}` is deleted")),
         Ok(loaded) if loaded.belongs_to(&aggregate_id.tenant_id) => {
             state_answer(&loaded, &id, prefixed.is_some())
         }
@@ -163,6 +164,9 @@ async fn folded(
     }
     if folded.version() == 0 {
         return Err(not_found(format!("no aggregate `{id}` then")));
+    }
+    if folded.is_deleted() {
+        return Err(not_found(format!("aggregate `{id}` was deleted then")));
     }
     Ok(folded)
 }

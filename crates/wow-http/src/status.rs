@@ -39,6 +39,7 @@ pub fn status_for(code: &ErrorCode) -> StatusCode {
         ErrorCode::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::InternalServerError => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorCode::IllegalState => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorCode::IllegalAccessDeletedAggregate => StatusCode::GONE,
         _ => StatusCode::UNPROCESSABLE_ENTITY,
     }
 }

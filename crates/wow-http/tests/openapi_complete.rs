@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 29] = [
+const EXPECTED_PATHS: [&str; 31] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -33,11 +33,13 @@ const EXPECTED_PATHS: [&str; 29] = [
     "/account/snapshot/paged/state",
     "/account/snapshot/single",
     "/account/snapshot/single/state",
+    "/account/{id}",
     "/account/{id}/check",
     "/account/{id}/deposit",
     "/account/{id}/event/{head}/{tail}",
     "/account/{id}/freeze",
     "/account/{id}/open",
+    "/account/{id}/recover",
     "/account/{id}/requests/{requestId}",
     "/account/{id}/state",
     "/account/{id}/state/time/{time}",

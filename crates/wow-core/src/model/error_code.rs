@@ -43,11 +43,13 @@ pub enum ErrorCode {
     RequestIdReused,
     /// A bus or store could not be reached; the caller may retry later.
     ServiceUnavailable,
+    /// A command other than `recover` to an aggregate deleted softly (Wow's code; HTTP 410).
+    IllegalAccessDeletedAggregate,
     /// A business rule of a domain, named by the domain.
     Domain(Cow<'static, str>),
 }
 
-const FRAMEWORK_CODES: [ErrorCode; 15] = [
+const FRAMEWORK_CODES: [ErrorCode; 16] = [
     ErrorCode::Ok,
     ErrorCode::NotFound,
     ErrorCode::BadRequest,
@@ -63,6 +65,7 @@ const FRAMEWORK_CODES: [ErrorCode; 15] = [
     ErrorCode::InternalServerError,
     ErrorCode::RequestIdReused,
     ErrorCode::ServiceUnavailable,
+    ErrorCode::IllegalAccessDeletedAggregate,
 ];
 
 impl ErrorCode {
@@ -89,6 +92,7 @@ impl ErrorCode {
             ErrorCode::InternalServerError => "InternalServerError",
             ErrorCode::RequestIdReused => "RequestIdReused",
             ErrorCode::ServiceUnavailable => "ServiceUnavailable",
+            ErrorCode::IllegalAccessDeletedAggregate => "IllegalAccessDeletedAggregate",
             ErrorCode::Domain(code) => code,
         }
     }

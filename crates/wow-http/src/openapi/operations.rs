@@ -151,7 +151,16 @@ fn command_responses(kind: CommandKind) -> Map<String, Value> {
     );
     responses.insert("409".to_owned(), result("A conflict: DuplicateRequestId (with the original version and result.originalCommandId), RequestIdReused, EventVersionConflict, DuplicateAggregateId, CommandExpectVersionConflict (also replayed)", true));
     if kind != CommandKind::Void {
-        responses.insert("422".to_owned(), result("A business rule of the domain, under its own code (also replayed for a resend of a rejected intent, with result.originalCommandId)", true));
+        responses.insert("422".to_owned(), result("A business rule of the domain, under its own code (also replayed for a resend of a rejected intent, with result.originalCommandId); IllegalState: a recover of an aggregate that is not deleted", true));
+    }
+    if !matches!(kind, CommandKind::Create | CommandKind::Void) {
+        responses.insert(
+            "410".to_owned(),
+            result(
+                "IllegalAccessDeletedAggregate: the aggregate is deleted (soft delete); only recover reaches it (also replayed)",
+                true,
+            ),
+        );
     }
     responses.insert(
         "500".to_owned(),
@@ -212,6 +221,35 @@ pub(super) fn command_operation(
         "requestBody": {"required": body_required, "description": format!("The command's payload as JSON (an empty body is `{{}}`), at most {} bytes (413 above)", config.body_limit), "content": {"application/json": {"schema": schema}}},
         "responses": command_responses(command.kind),
     }})
+}
+
+/// `DELETE /{aggregate}/{id}` (Wow's soft delete) and `PUT /{aggregate}/{id}/recover`.
+pub(super) fn lifecycle_paths(
+    context: &str,
+    aggregate: &str,
+    config: &HttpConfig,
+    paths: &mut Map<String, Value>,
+) {
+    let operation = |id: &str, summary: &str| {
+        let mut parameters = vec![aggregate_id_param()];
+        parameters.extend(command_headers(CommandKind::Normal, config));
+        json!({
+            "operationId": format!("{context}.{aggregate}.{id}"),
+            "tags": [format!("{context}.{aggregate}")],
+            "summary": summary,
+            "x-command-kind": CommandKind::Normal,
+            "parameters": parameters,
+            "responses": command_responses(CommandKind::Normal),
+        })
+    };
+    paths.insert(
+        format!("/{aggregate}/{{id}}"),
+        json!({"delete": operation("default_delete_aggregate", "Delete softly: history is kept; every command but recover is then 410 IllegalAccessDeletedAggregate")}),
+    );
+    paths.insert(
+        format!("/{aggregate}/{{id}}/recover"),
+        json!({"put": operation("default_recover_aggregate", "Recover a deleted aggregate (422 IllegalState when it is not deleted)")}),
+    );
 }
 
 /// The answers every read of an aggregate can give besides its own.

@@ -1,8 +1,13 @@
 mod error;
+mod lifecycle;
 mod model;
 mod state;
 
 pub use error::{check_command, AggregateError};
+pub use lifecycle::{
+    is_lifecycle_command, is_lifecycle_event, AGGREGATE_DELETED, AGGREGATE_RECOVERED,
+    DELETE_AGGREGATE, LIFECYCLE_REVISION, RECOVER_AGGREGATE,
+};
 pub use model::{Aggregate, CommandContext, DecodeDomainError, DomainError};
 pub use state::AggregateState;
 pub use wow_macros::DomainError;

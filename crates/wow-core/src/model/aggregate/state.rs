@@ -43,6 +43,7 @@ pub struct AggregateState {
     version: u64,
     tenant_id: Option<String>,
     schema: u32,
+    deleted: bool,
     inner: Box<dyn StateObject>,
 }
 
@@ -52,6 +53,7 @@ impl Clone for AggregateState {
             version: self.version,
             tenant_id: self.tenant_id.clone(),
             schema: self.schema,
+            deleted: self.deleted,
             inner: self.inner.clone_box(),
         }
     }
@@ -66,6 +68,7 @@ impl AggregateState {
             version,
             tenant_id: None,
             schema: 1,
+            deleted: false,
             inner: Box::new(state),
         }
     }
@@ -104,6 +107,16 @@ impl AggregateState {
     /// Whether the aggregate exists.
     pub fn exists(&self) -> bool {
         self.version > 0
+    }
+
+    /// Whether the aggregate was deleted softly (and not recovered since): it refuses every
+    /// command but `recover`, and keeps its history.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted
+    }
+
+    pub(crate) fn set_deleted(&mut self, deleted: bool) {
+        self.deleted = deleted;
     }
 
     pub(crate) fn set_version(&mut self, version: u64, tenant_id: &str) {

@@ -61,13 +61,16 @@ impl RequestDecision {
 
 /// Whether a rejection with `code` is a final decision that a store records (SPEC ID-6).
 ///
-/// Business rules of the domain, `NotFound`, `DuplicateAggregateId` and
-/// `CommandExpectVersionConflict` are; transient failures, validation and conflicts the
-/// node resolves itself are not.
+/// Business rules of the domain, `NotFound`, `DuplicateAggregateId`,
+/// `CommandExpectVersionConflict`, and the soft delete's refusals
+/// (`IllegalAccessDeletedAggregate`, `IllegalState` for a recover of an aggregate that is not
+/// deleted) are; transient failures, validation and conflicts the node resolves itself are not.
 pub fn is_recorded_rejection(code: &ErrorCode) -> bool {
     matches!(
         code,
         ErrorCode::Domain(_)
+            | ErrorCode::IllegalAccessDeletedAggregate
+            | ErrorCode::IllegalState
             | ErrorCode::NotFound
             | ErrorCode::DuplicateAggregateId
             | ErrorCode::CommandExpectVersionConflict

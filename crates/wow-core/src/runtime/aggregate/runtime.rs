@@ -11,10 +11,13 @@ use serde_json::Value;
 
 use crate::contracts::eventsourcing::Snapshot;
 use crate::model::aggregate::{
-    check_command, Aggregate, AggregateError, AggregateState, CommandContext, DomainError,
+    check_command, is_lifecycle_command, is_lifecycle_event, Aggregate, AggregateError,
+    AggregateState, CommandContext, DomainError, AGGREGATE_DELETED, AGGREGATE_RECOVERED,
+    DELETE_AGGREGATE, LIFECYCLE_REVISION, RECOVER_AGGREGATE,
 };
 use crate::model::aggregate_id::NamedAggregate;
 use crate::model::command::{CommandBody, CommandInfo, CommandKind, EventBody};
+use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream, EventShape, Upcasters};
 use crate::model::panic::panic_message;
 
@@ -202,6 +205,56 @@ fn undecodable(stream: &DomainEventStream, event: &DomainEvent, why: &str) -> Ag
     }
 }
 
+/// Soft delete and recover, which every aggregate has: `Some` decision for the built-in
+/// commands, and for any command to a deleted aggregate; `None` for the aggregate's handler.
+fn lifecycle(
+    state: &AggregateState,
+    command: &'static str,
+    ctx: &CommandContext<'_>,
+) -> Option<Result<Vec<DomainEvent>, AggregateError>> {
+    let refused = |code: ErrorCode, message: String| {
+        Some(Err(AggregateError::Rejected {
+            code,
+            message,
+            detail: serde_json::Map::new(),
+        }))
+    };
+    if state.is_deleted() && command != RECOVER_AGGREGATE {
+        return refused(
+            ErrorCode::IllegalAccessDeletedAggregate,
+            format!(
+                "aggregate {} is deleted: only recover reaches it",
+                ctx.aggregate_id
+            ),
+        );
+    }
+    if !is_lifecycle_command(command) {
+        return None;
+    }
+    if !ctx.exists() {
+        return Some(Err(AggregateError::NotFound(ctx.aggregate_id.clone())));
+    }
+    let event = if command == DELETE_AGGREGATE {
+        AGGREGATE_DELETED
+    } else if state.is_deleted() {
+        AGGREGATE_RECOVERED
+    } else {
+        return refused(
+            ErrorCode::IllegalState,
+            format!(
+                "aggregate {} is not deleted: nothing to recover",
+                ctx.aggregate_id
+            ),
+        );
+    };
+    Some(Ok(vec![DomainEvent {
+        id: crate::model::id::new_id(),
+        name: event.to_owned(),
+        revision: LIFECYCLE_REVISION.to_owned(),
+        body: Value::Object(serde_json::Map::new()),
+    }]))
+}
+
 /// Decodes the typed events of one stream, upcast to today's shapes first.
 pub(crate) fn decode_events<A: Aggregate>(
     stream: &DomainEventStream,
@@ -218,6 +271,7 @@ pub(crate) fn decode_events<A: Aggregate>(
         return stream
             .body
             .iter()
+            .filter(|event| !is_lifecycle_event(&event.name))
             .map(|event| {
                 event
                     .decode::<A::Event>()
@@ -227,6 +281,7 @@ pub(crate) fn decode_events<A: Aggregate>(
     };
     upcast_events(Some(upcasters), stream)?
         .into_iter()
+        .filter(|(_, shape)| !is_lifecycle_event(&shape.name))
         .map(|(index, shape)| {
             A::Event::from_body(&shape.name, &shape.body)
                 .map_err(|error| undecodable(stream, &stream.body[index], &error.to_string()))
@@ -272,6 +327,16 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
     }
 
     fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError> {
+        if let Some(builtin) = [DELETE_AGGREGATE, RECOVER_AGGREGATE]
+            .into_iter()
+            .find(|builtin| *builtin == name)
+        {
+            return Ok(DecodedCommand {
+                name: builtin,
+                kind: CommandKind::Normal,
+                body: Box::new(()),
+            });
+        }
         let Some(info) = A::Command::COMMANDS.iter().find(|info| info.name == name) else {
             return Err(AggregateError::UnknownCommand {
                 aggregate: A::AGGREGATE_NAME.to_owned(),
@@ -361,6 +426,14 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
                 message,
             });
         }
+        if let Some(last) = stream
+            .body
+            .iter()
+            .rev()
+            .find(|e| is_lifecycle_event(&e.name))
+        {
+            state.set_deleted(last.name == AGGREGATE_DELETED);
+        }
         state.set_version(stream.version, &stream.aggregate_id.tenant_id);
         Ok(())
     }
@@ -371,6 +444,9 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
         command: &DecodedCommand,
         ctx: &CommandContext<'_>,
     ) -> Result<Vec<DomainEvent>, AggregateError> {
+        if let Some(decided) = lifecycle(state, command.name, ctx) {
+            return decided;
+        }
         let mismatch = |what: &str| AggregateError::CorruptHistory {
             aggregate_id: Box::new(ctx.aggregate_id.clone()),
             version: ctx.version,

@@ -87,7 +87,9 @@ impl Snapshotter {
             Some(state) if state.version() == stream.version => state,
             _ => self.rebuild(runtime.as_ref(), stream).await?,
         };
-        let due = self.strategy.due(state.version());
+        // A snapshot holds the aggregate's own state only: a deleted one is not snapshotted,
+        // so a load replays the deletion from history after the last snapshot before it.
+        let due = self.strategy.due(state.version()) && !state.is_deleted();
         let saved = if due {
             self.save(aggregate_id, &state).await?
         } else {

@@ -83,6 +83,7 @@ impl MaterializedSnapshots {
                     .unwrap_or(0),
             };
             if let Ok(mut state) = runtime.restore_state(&snapshot) {
+                state.set_deleted(row.state.get("deleted") == Some(&Value::Bool(true)));
                 if state.schema_version() == runtime.initial_state().schema_version() {
                     runtime.apply(&mut state, stream).map_err(internal)?;
                     let first = row
@@ -170,7 +171,7 @@ impl EventConsumer for MaterializedSnapshots {
             "stateVersion": state.schema_version(),
             "snapshotTime": self.clock.now_millis(),
             "tags": {},
-            "deleted": false,
+            "deleted": state.is_deleted(),
         });
         let row = ViewRow {
             key: key.clone(),
