@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -23,9 +23,11 @@ use crate::status::respond;
 use crate::{auth, HttpState};
 
 /// `POST /{aggregate}/{id}/{command}`.
-pub(crate) async fn send(
-    State(state): State<HttpState>,
-    Path((aggregate, id, command)): Path<(String, String, String)>,
+async fn send(
+    state: HttpState,
+    aggregate: String,
+    id: String,
+    command: String,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -42,9 +44,10 @@ pub(crate) async fn send(
 
 /// `DELETE /{aggregate}/{id}`: Wow's soft delete. The aggregate keeps its history and refuses
 /// every command but `recover` (410 `IllegalAccessDeletedAggregate`).
-pub(crate) async fn delete(
-    State(state): State<HttpState>,
-    Path((aggregate, id)): Path<(String, String)>,
+async fn delete(
+    state: HttpState,
+    aggregate: String,
+    id: String,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -53,31 +56,96 @@ pub(crate) async fn delete(
 }
 
 /// `PUT /{aggregate}/{id}/recover`: undoes a soft delete; an aggregate that is not deleted
-/// refuses it (`IllegalState`). Any other `PUT /{aggregate}/{id}/{segment}` is 405.
-pub(crate) async fn recover_route(
-    State(state): State<HttpState>,
-    Path((aggregate, id, segment)): Path<(String, String, String)>,
+/// refuses it (`IllegalState`).
+async fn recover(
+    state: HttpState,
+    aggregate: String,
+    id: String,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if segment != "recover" {
-        return crate::fallback::error_response(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            format!("/{aggregate}/{id}/{segment} does not answer PUT"),
-        );
-    }
     let command = RECOVER_AGGREGATE.to_owned();
     handle(state, aggregate, Some(id), command, headers, body).await
+}
+
+/// 404 for a path of no aggregate, whatever the method (as the router's fallback answers).
+fn unknown_route(method: &Method, path: &str) -> Response {
+    crate::fallback::error_response(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        format!("no route answers {method} {path}"),
+    )
+}
+
+/// 405, listing in `Allow` what the path answers.
+fn not_allowed(method: &Method, path: &str, allow: &'static str) -> Response {
+    let mut response = crate::fallback::error_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "MethodNotAllowed",
+        format!("{path} does not answer {method}"),
+    );
+    response.headers_mut().insert(
+        axum::http::header::ALLOW,
+        axum::http::HeaderValue::from_static(allow),
+    );
+    response
+}
+
+/// `/{aggregate}/{segment}`: `POST` a create named `segment`, or `DELETE` the aggregate whose
+/// id is `segment` (Wow's soft delete). A path answers the methods the document lists for it.
+pub(crate) async fn two_segments(
+    State(state): State<HttpState>,
+    Path((aggregate, segment)): Path<(String, String)>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let is_create = state.registry().get(&aggregate).is_some_and(|runtime| {
+        runtime.commands().iter().any(|c| {
+            c.name == segment
+                && !c.internal
+                && matches!(c.kind, CommandKind::Create | CommandKind::AllowCreate)
+        })
+    });
+    let path = format!("/{aggregate}/{segment}");
+    let known = state.registry().get(&aggregate).is_some();
+    match method {
+        Method::POST => create(state, aggregate, segment, headers, body).await,
+        Method::DELETE => delete(state, aggregate, segment, headers, body).await,
+        _ if !known => unknown_route(&method, &path),
+        _ if is_create => not_allowed(&method, &path, "POST"),
+        _ => not_allowed(&method, &path, "DELETE"),
+    }
+}
+
+/// `/{aggregate}/{id}/{segment}`: `POST` the command `segment`, or `PUT` Wow's recover when
+/// `segment` is `recover`.
+pub(crate) async fn three_segments(
+    State(state): State<HttpState>,
+    Path((aggregate, id, segment)): Path<(String, String, String)>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let path = format!("/{aggregate}/{id}/{segment}");
+    let known = state.registry().get(&aggregate).is_some();
+    match method {
+        Method::POST => send(state, aggregate, id, segment, headers, body).await,
+        _ if !known => unknown_route(&method, &path),
+        Method::PUT if segment == "recover" => recover(state, aggregate, id, headers, body).await,
+        _ if segment == "recover" => not_allowed(&method, &path, "PUT"),
+        _ => not_allowed(&method, &path, "POST"),
+    }
 }
 
 /// `POST /{aggregate}/{command}`: a create whose id comes from `Command-Aggregate-Id`; or,
 /// absent that, derived from the tenant, the aggregate name and `Command-Request-Id` (so a
 /// resend reaches the same aggregate and is answered as a duplicate, never opens a second
 /// one); or, with neither header, made by the server.
-pub(crate) async fn create(
-    State(state): State<HttpState>,
-    Path((aggregate, command)): Path<(String, String)>,
+async fn create(
+    state: HttpState,
+    aggregate: String,
+    command: String,
     headers: HeaderMap,
     body: Body,
 ) -> Response {

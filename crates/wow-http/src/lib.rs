@@ -39,7 +39,7 @@ mod state;
 mod status;
 mod strict_json;
 
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::Router;
 
 pub use auth::{caller_tenant, NoTenant, Tenant};
@@ -92,15 +92,10 @@ pub fn router(state: HttpState) -> Router {
         .route("/{aggregate}/event/count", post(dsl_queries::count_events))
         .route("/{aggregate}/event/list", post(dsl_queries::list_events))
         .route("/{aggregate}/event/paged", post(dsl_queries::paged_events))
-        // `{command}` of a create; the aggregate's id for Wow's soft delete.
-        .route(
-            "/{aggregate}/{command}",
-            post(commands::create).delete(commands::delete),
-        )
-        .route(
-            "/{aggregate}/{id}/{command}",
-            post(commands::send).put(commands::recover_route),
-        )
+        // `{command}` of a create (POST); the aggregate's id for Wow's soft delete (DELETE).
+        .route("/{aggregate}/{command}", any(commands::two_segments))
+        // A command (POST); Wow's recover (PUT `/{aggregate}/{id}/recover`).
+        .route("/{aggregate}/{id}/{command}", any(commands::three_segments))
         .route("/{aggregate}/{id}/state", get(queries::state))
         .route(
             "/{aggregate}/{id}/state/{version}",
