@@ -112,7 +112,7 @@ async fn read_query<T: DeserializeOwned>(
         .find(aggregate)
         .map_err(|unknown| error(StatusCode::NOT_FOUND, "NotFound", unknown.to_string()))?;
     let runtime = runtime.clone();
-    let value = crate::input::body(body, state.config().body_limit)
+    let value = crate::input::query_body(body, state.config().body_limit)
         .await
         .map_err(|e| error(e.status(), "BadRequest", e.to_string()))?;
     if !value.is_object() {

@@ -302,6 +302,21 @@ impl BodyError {
 /// above `limit` is refused before anything is read, so a client that announces a huge body
 /// and sends nothing holds nothing.
 pub(crate) async fn body(body: Body, limit: usize) -> Result<Value, BodyError> {
+    read_json(body, limit, true).await
+}
+
+/// Reads a query's JSON body, at most `limit` bytes: no body at all is `{}`; anything else
+/// must be JSON (whitespace alone is not).
+pub(crate) async fn query_body(body: Body, limit: usize) -> Result<Value, BodyError> {
+    read_json(body, limit, false).await
+}
+
+/// Reads a JSON body; `{}` when it is empty, or (with `whitespace_is_empty`) only whitespace.
+async fn read_json(
+    body: Body,
+    limit: usize,
+    whitespace_is_empty: bool,
+) -> Result<Value, BodyError> {
     let announced = body.size_hint().lower();
     if usize::try_from(announced).map_or(true, |announced| announced > limit) {
         return Err(BodyError::Announced { announced, limit });
@@ -309,7 +324,12 @@ pub(crate) async fn body(body: Body, limit: usize) -> Result<Value, BodyError> {
     let bytes = axum::body::to_bytes(body, limit)
         .await
         .map_err(|error| BodyError::from_read(error, limit))?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    let empty = if whitespace_is_empty {
+        bytes.iter().all(u8::is_ascii_whitespace)
+    } else {
+        bytes.is_empty()
+    };
+    if empty {
         return Ok(Value::Object(Default::default()));
     }
     serde_json::from_slice::<crate::strict_json::StrictValue>(&bytes)
