@@ -70,6 +70,8 @@ impl<'a> Translation<'a> {
                 let x = self.value(document, path);
                 format!("NOT {}", self.equals(&x, scalar))
             }
+            // A boolean has no order: nothing is above or below one (and nothing is bound).
+            Filter::Range(_, _, Scalar::Bool(_)) => "false".to_owned(),
             Filter::Range(path, range, scalar) => {
                 let x = self.value(document, path);
                 let op = match range {
@@ -91,11 +93,13 @@ impl<'a> Translation<'a> {
                 }
             }
             Filter::In(path, scalars) | Filter::NotIn(path, scalars) => {
-                let x = self.value(document, path);
-                let any: Vec<String> = scalars.iter().map(|s| self.equals(&x, s)).collect();
-                let any = if any.is_empty() {
+                // No values: nothing is in them (and the path is not bound, so every bound
+                // parameter is used).
+                let any = if scalars.is_empty() {
                     "false".to_owned()
                 } else {
+                    let x = self.value(document, path);
+                    let any: Vec<String> = scalars.iter().map(|s| self.equals(&x, s)).collect();
                     format!("({})", any.join(" OR "))
                 };
                 match filter {

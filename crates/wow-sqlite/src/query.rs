@@ -90,6 +90,8 @@ impl<'a> Translation<'a> {
                 );
                 format!("NOT {eq}")
             }
+            // A boolean has no order: nothing is above or below one (and nothing is bound).
+            Filter::Range(_, _, Scalar::Bool(_)) => "0".to_owned(),
             Filter::Range(path, range, scalar) => {
                 let p = self.path(base, path);
                 let op = match range {
@@ -107,15 +109,17 @@ impl<'a> Translation<'a> {
                 format!("IFNULL(json_type({doc}, {p}) IN {types} AND json_extract({doc}, {p}) {op} {v}, 0)")
             }
             Filter::In(path, scalars) | Filter::NotIn(path, scalars) => {
-                let p = self.path(base, path);
-                let (t, v) = (
-                    format!("json_type({doc}, {p})"),
-                    format!("json_extract({doc}, {p})"),
-                );
-                let any: Vec<String> = scalars.iter().map(|s| self.equals(&t, &v, s)).collect();
-                let any = if any.is_empty() {
+                // No values: nothing is in them (and the path is not bound, so every bound
+                // value is used).
+                let any = if scalars.is_empty() {
                     "0".to_owned()
                 } else {
+                    let p = self.path(base, path);
+                    let (t, v) = (
+                        format!("json_type({doc}, {p})"),
+                        format!("json_extract({doc}, {p})"),
+                    );
+                    let any: Vec<String> = scalars.iter().map(|s| self.equals(&t, &v, s)).collect();
                     format!("({})", any.join(" OR "))
                 };
                 match filter {
