@@ -9,7 +9,7 @@ use super::operations::{error, path_param};
 
 /// Every operator's JSON name.
 fn operators() -> Vec<String> {
-    Operator::ALL.into_iter().map(Operator::name).collect()
+    Operator::ALL.iter().map(|op| op.name()).collect()
 }
 
 /// The query DSL's shared schemas.

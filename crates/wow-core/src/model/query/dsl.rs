@@ -5,11 +5,26 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// Every operator of Wow's `Operator`, by its JSON name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[allow(missing_docs)] // each is documented on `Condition`'s table in docs/coming-from-wow.md
-pub enum Operator {
+/// Declares `Operator` and `Operator::ALL` from one list, so that no operator can be in one
+/// and missing from the other.
+macro_rules! operators {
+    ($($name:ident),* $(,)?) => {
+        /// Every operator of Wow's `Operator`, by its JSON name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+        #[allow(missing_docs)] // each is documented in docs/coming-from-wow.md
+        pub enum Operator {
+            $($name),*
+        }
+
+        impl Operator {
+            /// Every operator, in Wow's order.
+            pub const ALL: &'static [Operator] = &[$(Operator::$name),*];
+        }
+    };
+}
+
+operators!(
     And,
     Or,
     Nor,
@@ -53,59 +68,9 @@ pub enum Operator {
     EarlierDays,
     Match,
     Raw,
-}
+);
 
 impl Operator {
-    /// Every operator, in Wow's order.
-    pub const ALL: [Operator; 43] = {
-        use Operator::*;
-        [
-            And,
-            Or,
-            Nor,
-            Id,
-            Ids,
-            AggregateId,
-            AggregateIds,
-            TenantId,
-            OwnerId,
-            SpaceId,
-            Deleted,
-            All,
-            Eq,
-            Ne,
-            Gt,
-            Lt,
-            Gte,
-            Lte,
-            Contains,
-            In,
-            NotIn,
-            Between,
-            AllIn,
-            StartsWith,
-            EndsWith,
-            ElemMatch,
-            Null,
-            NotNull,
-            True,
-            False,
-            Exists,
-            Today,
-            BeforeToday,
-            Tomorrow,
-            ThisWeek,
-            NextWeek,
-            LastWeek,
-            ThisMonth,
-            LastMonth,
-            RecentDays,
-            EarlierDays,
-            Match,
-            Raw,
-        ]
-    };
-
     /// The operator's JSON name (`AGGREGATE_ID`, ...).
     pub fn name(self) -> String {
         serde_json::to_value(self)
@@ -355,4 +320,23 @@ pub struct PagedList<T> {
     pub total: u64,
     /// The page's documents.
     pub list: Vec<T>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn every_operator_of_wow_reads_by_its_name() {
+        assert_eq!(Operator::ALL.len(), 43, "Wow's Operator has 43");
+        for operator in Operator::ALL {
+            let name = operator.name();
+            let read: Operator = serde_json::from_value(Value::String(name.clone())).unwrap();
+            assert_eq!(read, *operator, "{name}");
+        }
+        assert_eq!(Operator::AggregateIds.name(), "AGGREGATE_IDS");
+        assert_eq!(Operator::BeforeToday.name(), "BEFORE_TODAY");
+    }
 }
