@@ -341,6 +341,7 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
     assert_eq!(status, StatusCode::CONFLICT, "{duplicate}");
     assert_eq!(duplicate["errorCode"], "DuplicateRequestId");
     assert_eq!(duplicate["aggregateVersion"], 1);
+    chained_wait_across_processors(&api, &[&processor, &other]).await;
     let (_, health) = api.get("health").await;
     assert_eq!(health["details"]["node"]["role"], "gateway");
     assert_eq!(health["details"]["node"]["nats"], "CONNECTED");
@@ -351,6 +352,81 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
     processor.stop();
     other.stop();
     deployment.clean().await;
+}
+
+/// A chained wait through the gateway (Wow's `Command-Wait-Tail-*`) whose saga sends a
+/// command to an account another processor owns: the link's signals reach the gateway from
+/// that processor, and the answer comes once the target's view has the money.
+async fn chained_wait_across_processors(api: &Api, processors: &[&Served]) {
+    // Until each processor owns a share (a joining node takes its share from the first).
+    let started = Instant::now();
+    let owners = loop {
+        let mut owners = Vec::new();
+        for served in processors {
+            let (_, health) = Api::new(served).get("health").await;
+            let owned: Vec<u64> = health["details"]["node"]["partitions"]
+                .as_array()
+                .map(|list| list.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
+            owners.push(owned);
+        }
+        let total: usize = owners.iter().map(Vec::len).sum();
+        if total == 8 && owners.iter().all(|owned| !owned.is_empty()) {
+            break owners;
+        }
+        assert!(started.elapsed() < PATIENCE, "no fair shares: {owners:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let owner = |id: &str| {
+        let partition = u64::from(wow_nats::partition_of(
+            wow_core::DEFAULT_TENANT_ID,
+            "account",
+            id,
+            8,
+        ));
+        owners.iter().position(|owned| owned.contains(&partition))
+    };
+    let source = "chain-src";
+    let target = (0..64)
+        .map(|n| format!("chain-dst-{n}"))
+        .find(|id| owner(id) != owner(source))
+        .unwrap_or_else(|| panic!("no account on another processor than {source}: {owners:?}"));
+    for (id, balance) in [(source, 50), (target.as_str(), 0)] {
+        let (status, body) = api
+            .command(
+                &format!("account/{id}/open"),
+                &format!("open-{id}"),
+                json!({"name": id, "balance": balance}),
+                "PROJECTED",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let response = api
+        .client
+        .post(format!("http://{}/account/{source}/transfer", api.address))
+        .header("Command-Request-Id", "chain-transfer")
+        .header("Command-Wait-Stage", "SAGA_HANDLED")
+        .header("Command-Wait-Tail-Stage", "PROJECTED")
+        .header("Command-Wait-Tail-Processor", "account_balance")
+        .header("Command-Wait-Timeout", "20000")
+        .json(&json!({"to": target, "amount": 20}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["stage"], "PROJECTED", "{answer}");
+    assert_ne!(answer["commandId"], answer["waitCommandId"], "{answer}");
+    let (_, view) = api.get(&format!("account/{target}/view")).await;
+    assert_eq!(view["balance"], 20, "{view}");
+    let (_, view) = api.get(&format!("account/{source}/view")).await;
+    assert_eq!(
+        (view["balance"].clone(), view["held"].clone()),
+        (json!(30), json!(0)),
+        "{view}"
+    );
 }
 
 /// One request a caller sent under load, and the answer it got.

@@ -308,14 +308,21 @@ fn message_and_plan(
     message.aggregate_version = options.expected_version;
     // A void command can be awaited only up to SENT (SPEC RQ-12), so that is its default; an
     // explicit later stage is still refused by the gateway.
+    // A chained wait starts at SAGA_HANDLED; another stage named with a tail is refused.
     let stage = options.stage.unwrap_or(if info.kind == CommandKind::Void {
         CommandStage::Sent
+    } else if options.wait_tail.is_some() {
+        CommandStage::SagaHandled
     } else {
         CommandStage::Processed
     });
     let plan = WaitPlan::new(stage).with_timeout(options.timeout);
     let plan = match options.wait_function {
         Some(function) => plan.for_wait_function(function),
+        None => plan,
+    };
+    let plan = match options.wait_tail {
+        Some(tail) => plan.with_tail(tail),
         None => plan,
     };
     (message, plan)

@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use http_body::Body as _;
 use serde_json::Value;
-use wow_core::command::{headers, BindingError, WaitFunction, SENT};
+use wow_core::command::{headers, BindingError, WaitFunction, WaitTail, SENT};
 use wow_core::{id, AggregateId, CommandResult, CommandStage, ErrorCode};
 
 use crate::server::BodyReadTimeout;
@@ -30,6 +30,8 @@ pub(crate) struct CommandOptions {
     /// The consumer a downstream stage's wait is for (Wow's `Command-Wait-Processor` and
     /// `-Function`, with `-Context`); `None`: the whole stage.
     pub(crate) wait_function: Option<WaitFunction>,
+    /// A chained wait's tail (Wow's `Command-Wait-Tail-*`); `None`: no chain.
+    pub(crate) wait_tail: Option<WaitTail>,
 }
 
 /// Bad input: a code (400 unless said otherwise), a message and the offending names.
@@ -160,15 +162,6 @@ pub(crate) fn options(
         .transpose()?;
     let stream =
         header(headers, "Accept")?.is_some_and(|accept| accept.contains("text/event-stream"));
-    for tail in headers::WAIT_TAIL_HEADERS {
-        if command_header(headers, tail)?.is_some() {
-            return Err(InputError::bad(
-                ErrorCode::IllegalArgument,
-                tail,
-                "chained waits (Wow's tail waits on the commands a saga sends) are not supported: wait for SAGA_HANDLED, then for each command the saga sent",
-            ));
-        }
-    }
     let part = |name: &str| -> Result<String, InputError> {
         Ok(command_header(headers, name)?
             .unwrap_or_default()
@@ -181,8 +174,46 @@ pub(crate) fn options(
         name: part(headers::WAIT_FUNCTION)?,
     };
     // A context alone names no consumer: the wait is for the whole stage, as without it.
-    let wait_function = (!wait_function.processor.is_empty() || !wait_function.name.is_empty())
-        .then_some(wait_function);
+    let names_consumer = |f: &WaitFunction| !f.processor.is_empty() || !f.name.is_empty();
+    let wait_function = names_consumer(&wait_function).then_some(wait_function);
+    let wait_tail = command_header(headers, headers::WAIT_TAIL_STAGE)?
+        .map(|name| -> Result<WaitTail, InputError> {
+            let stage: CommandStage =
+                name.parse().map_err(|e: wow_core::command::UnknownStage| {
+                    InputError::bad(
+                        ErrorCode::IllegalArgument,
+                        headers::WAIT_TAIL_STAGE,
+                        e.to_string(),
+                    )
+                })?;
+            let function = WaitFunction {
+                context: part(headers::WAIT_TAIL_CONTEXT)?,
+                processor: part(headers::WAIT_TAIL_PROCESSOR)?,
+                name: part(headers::WAIT_TAIL_FUNCTION)?,
+            };
+            let tail = WaitTail::new(stage);
+            Ok(if names_consumer(&function) {
+                tail.for_wait_function(function)
+            } else {
+                tail
+            })
+        })
+        .transpose()?;
+    if wait_tail.is_none() {
+        for named in [
+            headers::WAIT_TAIL_CONTEXT,
+            headers::WAIT_TAIL_PROCESSOR,
+            headers::WAIT_TAIL_FUNCTION,
+        ] {
+            if command_header(headers, named)?.is_some() {
+                return Err(InputError::bad(
+                    ErrorCode::IllegalArgument,
+                    named,
+                    format!("names a tail consumer without {}", headers::WAIT_TAIL_STAGE),
+                ));
+            }
+        }
+    }
     Ok(CommandOptions {
         request_id,
         stage,
@@ -190,6 +221,7 @@ pub(crate) fn options(
         expected_version,
         stream,
         wait_function,
+        wait_tail,
     })
 }
 

@@ -15,8 +15,9 @@ use crate::config::NatsConfig;
 use crate::partition::command_partition;
 
 /// The command header naming the subject where a command's stage signals go: the sending
-/// gateway's own (see [`WaitSignals`](crate::WaitSignals)).
-pub const WAIT_REPLY_HEADER: &str = "wow.wait.reply";
+/// gateway's own (see [`WaitSignals`](crate::WaitSignals)). Defined in wow-core, where a saga
+/// copies it onto the links of a chained wait.
+pub use wow_core::command::WAIT_REPLY_HEADER;
 
 /// The NATS header carrying the wire protocol version of the gateway (SPEC RQ-14), so a
 /// processor can refuse a message it cannot read before decoding its body.

@@ -18,6 +18,7 @@ use wow_core::command::{CommandResult, JsonCommand, WaitCoordinator, WaitNotifie
 
 use crate::command_bus::WAIT_REPLY_HEADER;
 use crate::error::NatsError;
+use wow_core::command::{CHAIN_HEADER, CHAIN_REPLY_HEADER};
 
 /// Signals waiting to be published; past this, new ones are dropped (and counted in the
 /// log): a caller then times out and looks up.
@@ -136,15 +137,29 @@ impl NatsWaitNotifier {
     }
 
     /// Remembers where `command`'s signals go; call it before the command is handled.
+    ///
+    /// A command a saga sent as a link of a chained wait also names where the chain's caller
+    /// listens: the signals this node copies to that caller go there.
     pub fn route(&self, command: &JsonCommand) {
-        let Some(subject) = command.header.get(WAIT_REPLY_HEADER) else {
+        let own = command
+            .header
+            .get(WAIT_REPLY_HEADER)
+            .map(|subject| (command.id.clone(), subject));
+        let chained = command
+            .header
+            .get(CHAIN_HEADER)
+            .zip(command.header.get(CHAIN_REPLY_HEADER))
+            .map(|(waiting, subject)| (waiting.clone(), subject));
+        if own.is_none() && chained.is_none() {
             return;
-        };
+        }
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         routes.rotate_if_due();
-        routes
-            .current
-            .insert(command.id.clone(), Arc::from(subject.as_str()));
+        for (command_id, subject) in own.into_iter().chain(chained) {
+            routes
+                .current
+                .insert(command_id, Arc::from(subject.as_str()));
+        }
     }
 }
 

@@ -13,13 +13,16 @@ pub const WAIT_CONTEXT: &str = "Command-Wait-Context";
 pub const WAIT_PROCESSOR: &str = "Command-Wait-Processor";
 /// The consumer's function to wait for (Wow; every consumer here handles with `onEvent`).
 pub const WAIT_FUNCTION: &str = "Command-Wait-Function";
-/// Wow's chained waits (the commands a saga sends); refused here, by name.
-pub const WAIT_TAIL_HEADERS: [&str; 4] = [
-    "Command-Wait-Tail-Stage",
-    "Command-Wait-Tail-Context",
-    "Command-Wait-Tail-Processor",
-    "Command-Wait-Tail-Function",
-];
+/// Wow's chained wait: after `SAGA_HANDLED`, wait until every command the saga sent reached
+/// this stage.
+pub const WAIT_TAIL_STAGE: &str = "Command-Wait-Tail-Stage";
+/// The tail consumer's bounded context; empty or absent: the command's.
+pub const WAIT_TAIL_CONTEXT: &str = "Command-Wait-Tail-Context";
+/// The tail consumer (a projection, processor or saga of the tail stage); absent: the whole
+/// tail stage.
+pub const WAIT_TAIL_PROCESSOR: &str = "Command-Wait-Tail-Processor";
+/// The tail consumer's function (every consumer here handles with `onEvent`).
+pub const WAIT_TAIL_FUNCTION: &str = "Command-Wait-Tail-Function";
 /// How long to wait, in milliseconds.
 pub const WAIT_TIMEOUT: &str = "Command-Wait-Timeout";
 /// The version the aggregate must be at.

@@ -15,8 +15,8 @@ use crate::model::error_code::ErrorCode;
 use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::runtime::aggregate::AggregateRegistry;
 use crate::runtime::command::{
-    InFlightRequests, WaitCoordinator, WaitHandle, WaitPlan, PROTOCOL_HEADER, PROTOCOL_VERSION,
-    WAIT_STAGE_HEADER,
+    InFlightRequests, WaitCoordinator, WaitHandle, WaitPlan, WaitTail, PROTOCOL_HEADER,
+    PROTOCOL_VERSION, WAIT_STAGE_HEADER,
 };
 use crate::runtime::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, IdempotencyConfig,
@@ -334,9 +334,16 @@ impl CommandGateway {
         result.function = None;
         result.id = self.inner.ids.next_id();
         result.error_code = ErrorCode::RequestTimeout;
+        let awaited = match &handle.plan().tail {
+            Some(tail) => format!(
+                "chained wait: no {} signal of the command and {} of every command its saga sent",
+                handle.plan().stage,
+                tail.stage
+            ),
+            None => format!("no {} signal", handle.plan().stage),
+        };
         result.error_msg = format!(
-            "no {} signal within {} ms; the outcome is unknown: look it up by request id",
-            handle.plan().stage,
+            "{awaited} within {} ms; the outcome is unknown: look it up by request id",
             timeout.as_millis()
         );
         result.succeeded = false;
@@ -364,6 +371,11 @@ impl CommandGateway {
         if !plan.stage.has_consumer_signals() {
             // Only downstream stages have per-consumer signals; Wow ignores the names then.
             plan.function = None;
+        }
+        if let Some(tail) = &mut plan.tail {
+            if !tail.stage.has_consumer_signals() {
+                tail.function = None;
+            }
         }
         let command = self
             .prepare(command, &plan)
@@ -427,6 +439,9 @@ impl CommandGateway {
                 )));
             }
         }
+        if let Some(tail) = &plan.tail {
+            self.check_tail(&command, plan, tail)?;
+        }
         let decoded = runtime
             .decode_command(&command.name, &command.body)
             .map_err(|error| {
@@ -452,7 +467,45 @@ impl CommandGateway {
         command
             .header
             .insert(PROTOCOL_HEADER.to_owned(), PROTOCOL_VERSION.to_string());
+        if let Some(tail) = &plan.tail {
+            tail.write(&mut command.header);
+        }
         Ok(command)
+    }
+
+    /// A chained wait is for `SAGA_HANDLED` only, and its tail names a consumer that exists.
+    fn check_tail(
+        &self,
+        command: &JsonCommand,
+        plan: &WaitPlan,
+        tail: &WaitTail,
+    ) -> Result<(), Box<CommandResult>> {
+        if plan.stage != CommandStage::SagaHandled {
+            return Err(Box::new(not_sent(
+                command,
+                ErrorCode::IllegalArgument,
+                format!(
+                    "a chained wait (a tail stage) waits for SAGA_HANDLED first, not {}",
+                    plan.stage
+                ),
+            )));
+        }
+        if let (Some(function), Some(known)) = (&tail.function, &self.inner.wait_functions) {
+            if tail.stage.has_consumer_signals()
+                && !known.has(tail.stage, function, &command.aggregate_id.context_name)
+            {
+                return Err(Box::new(not_sent(
+                    command,
+                    ErrorCode::IllegalArgument,
+                    format!(
+                        "no consumer matches the tail {function} at stage {}: {}",
+                        tail.stage,
+                        known.describe(tail.stage)
+                    ),
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The gateway's request-id check (SPEC RQ-1): the recorded decision when history holds

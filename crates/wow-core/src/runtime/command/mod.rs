@@ -1,9 +1,15 @@
+mod chain;
 mod gateway;
 mod in_flight;
 mod node;
 mod outcome;
 mod wait;
 
+pub(crate) use chain::{link_headers, notify_signal};
+pub use chain::{
+    WaitTail, CHAIN_HEADER, CHAIN_REPLY_HEADER, CHAIN_STAGE_HEADER, TAIL_CONTEXT_HEADER,
+    TAIL_FUNCTION_HEADER, TAIL_PROCESSOR_HEADER, TAIL_STAGE_HEADER, WAIT_REPLY_HEADER,
+};
 pub use gateway::{
     CommandGateway, CommandGatewayBuilder, WaitFunctions, WeakCommandGateway, DEFAULT_SEND_TIMEOUT,
     SENT, TIMEOUT_MS,

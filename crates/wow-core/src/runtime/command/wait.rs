@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::chain::{chain_stage, ChainProgress, WaitTail};
 use crate::model::command::{CommandResult, CommandStage, WaitFunction};
 
 /// How long a caller waits when it names no timeout.
@@ -32,6 +33,10 @@ pub struct WaitPlan {
     /// is complete. Only the downstream stages (`PROJECTED`, `EVENT_HANDLED`,
     /// `SAGA_HANDLED`) have per-consumer signals.
     pub function: Option<WaitFunction>,
+    /// A chained wait (Wow's `Command-Wait-Tail-*`): after the saga's `SAGA_HANDLED` signal
+    /// (of the saga `function` names, or of the whole stage), wait until every command that
+    /// saga sent reached the tail. Only with `stage` = `SAGA_HANDLED`.
+    pub tail: Option<WaitTail>,
 }
 
 impl WaitPlan {
@@ -41,6 +46,7 @@ impl WaitPlan {
             stage,
             timeout: DEFAULT_WAIT_TIMEOUT,
             function: None,
+            tail: None,
         }
     }
 
@@ -68,6 +74,13 @@ impl WaitPlan {
     /// Waits for the signal of the consumer `function` matches.
     pub fn for_wait_function(mut self, function: WaitFunction) -> Self {
         self.function = Some(function);
+        self
+    }
+
+    /// Waits, after `SAGA_HANDLED`, for every command the saga sent to reach `tail` (a
+    /// chained wait); the stage must be `SAGA_HANDLED`, else the gateway refuses the plan.
+    pub fn with_tail(mut self, tail: WaitTail) -> Self {
+        self.tail = Some(tail);
         self
     }
 
@@ -118,7 +131,8 @@ pub const PROTOCOL_HEADER: &str = "wow.protocol";
 /// every older one, so upgrade processing nodes first, then gateway-only services.
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// Whether a signal of `stage` may be awaited for a command or stream with `header`.
+/// Whether a signal of `stage` may be awaited for a command or stream with `header`: by its
+/// own caller, or by the caller of a chained wait it is a link of.
 pub fn signal_wanted(
     header: &std::collections::BTreeMap<String, String>,
     stage: CommandStage,
@@ -127,7 +141,9 @@ pub fn signal_wanted(
         .get(WAIT_STAGE_HEADER)
         .map(|s| s.parse::<CommandStage>())
     {
-        Some(Ok(awaited)) => stage <= awaited,
+        Some(Ok(awaited)) => {
+            stage <= awaited || chain_stage(header).is_some_and(|chained| stage <= chained)
+        }
         _ => true,
     }
 }
@@ -222,6 +238,7 @@ impl WaitCoordinator {
     ) -> WaitHandle {
         let slot = Arc::new(Slot::default());
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let chain = plan.tail.clone().map(ChainProgress::new);
         self.shard(command_id)
             .entry(command_id.to_owned())
             .or_default()
@@ -236,6 +253,7 @@ impl WaitCoordinator {
             sent_seen,
             processed_seen: false,
             finished: false,
+            chain,
         }
     }
 
@@ -292,6 +310,8 @@ pub struct WaitHandle {
     sent_seen: bool,
     processed_seen: bool,
     finished: bool,
+    /// A chained wait's progress (the plan has a tail).
+    chain: Option<ChainProgress>,
 }
 
 impl WaitHandle {
@@ -324,9 +344,7 @@ impl WaitHandle {
                 return None;
             }
             if let Some(result) = self.take_releasable() {
-                self.sent_seen |= result.stage == CommandStage::Sent;
-                self.processed_seen |= result.stage >= CommandStage::Processed;
-                self.finished = self.plan.is_final(&result);
+                self.finished = self.take_final(&result);
                 return Some(result);
             }
             let arrived = self.slot.arrived.notified();
@@ -341,11 +359,51 @@ impl WaitHandle {
         self.held.push(result);
     }
 
+    /// Takes `result`, about to be yielded: whether it is the last.
+    fn take_final(&mut self, result: &CommandResult) -> bool {
+        let own = result.command_id == self.command_id;
+        if own {
+            self.sent_seen |= result.stage == CommandStage::Sent;
+            self.processed_seen |= result.stage >= CommandStage::Processed;
+        }
+        let plan_final = own && self.plan.is_final(result);
+        let saga_signal = result.stage == CommandStage::SagaHandled
+            && match (&self.plan.function, &result.function) {
+                (None, None) => true,
+                (Some(wanted), Some(function)) => wanted.matches(function),
+                _ => false,
+            };
+        match &mut self.chain {
+            None => plan_final,
+            Some(chain) if !own => chain.on_link_signal(result),
+            // An earlier failure ends the chain; the saga's signal names what follows.
+            Some(chain) => plan_final && (!saga_signal || chain.on_saga_signal(result)),
+        }
+    }
+
     fn take_releasable(&mut self) -> Option<CommandResult> {
-        let releasable = |r: &CommandResult| match r.stage {
-            CommandStage::Sent => true,
-            CommandStage::Processed => self.sent_seen,
-            _ => self.sent_seen && self.processed_seen,
+        // A link's signal that belongs to no command of this chain (or reached a wait that
+        // is no chain, an observer's) is dropped.
+        let (own, chain) = (&self.command_id, &self.chain);
+        self.held.retain(|r| {
+            r.command_id == *own
+                || chain
+                    .as_ref()
+                    .is_some_and(|chain| chain.releasable(r).is_some())
+        });
+        let releasable = |r: &CommandResult| {
+            if r.command_id != self.command_id {
+                return self
+                    .chain
+                    .as_ref()
+                    .and_then(|chain| chain.releasable(r))
+                    .unwrap_or(false);
+            }
+            match r.stage {
+                CommandStage::Sent => true,
+                CommandStage::Processed => self.sent_seen,
+                _ => self.sent_seen && self.processed_seen,
+            }
         };
         let index = self
             .held

@@ -15,7 +15,9 @@ use crate::model::error_code::ErrorCode;
 use crate::model::event::DomainEventStream;
 use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::model::panic::panic_message;
-use crate::runtime::command::{signal_wanted, CommandGateway, WaitNotifier, WeakCommandGateway};
+use crate::runtime::command::{
+    link_headers, notify_signal, signal_wanted, CommandGateway, WaitNotifier, WeakCommandGateway,
+};
 use crate::runtime::eventsourcing::Snapshotter;
 use crate::runtime::metrics::PipelineMetrics;
 use crate::runtime::saga::{DynSaga, SagaDelivery, SentLog};
@@ -413,7 +415,8 @@ impl EventDispatcher {
             return (Vec::new(), Err(error));
         };
         let log = SentLog::default();
-        let delivery = SagaDelivery::new(&gateway, &log);
+        let link = link_headers(&stream.header, &stream.command_id);
+        let delivery = SagaDelivery::new(&gateway, &log).with_link(&link);
         let outcome = guarded(
             saga.consumer_name(),
             stream,
@@ -464,7 +467,7 @@ impl EventDispatcher {
                 function,
             ));
         }
-        self.notifier.notify(result);
+        notify_signal(self.notifier.as_ref(), &stream.header, result);
     }
 }
 

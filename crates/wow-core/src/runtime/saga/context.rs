@@ -63,6 +63,7 @@ pub struct SagaContext<'a> {
     event_id: &'a str,
     log: &'a SentLog,
     next: AtomicUsize,
+    link: &'a [(String, String)],
 }
 
 impl<'a> SagaContext<'a> {
@@ -72,7 +73,14 @@ impl<'a> SagaContext<'a> {
             event_id,
             log,
             next: AtomicUsize::new(0),
+            link: &[],
         }
+    }
+
+    /// Every command sent carries `link` in its header (a chained wait's link).
+    pub(crate) fn with_link(mut self, link: &'a [(String, String)]) -> Self {
+        self.link = link;
+        self
     }
 
     /// The id of the event the saga is reacting to (the request ids derive from it).
@@ -142,6 +150,7 @@ impl<'a> SagaContext<'a> {
     ) -> Result<CommandResult, CommandResultError> {
         let index = self.next.fetch_add(1, Ordering::SeqCst);
         command.request_id = saga_request_id(self.event_id, index);
+        command.header.extend(self.link.iter().cloned());
         let at = self.log.push(json!({
             "aggregateName": command.aggregate_id.aggregate_name,
             "aggregateId": command.aggregate_id.id,

@@ -24,11 +24,23 @@ mod sealed {
 pub struct SagaDelivery<'a> {
     sender: &'a dyn SagaSender,
     log: &'a SentLog,
+    link: &'a [(String, String)],
 }
 
 impl<'a> SagaDelivery<'a> {
     pub(crate) fn new(sender: &'a dyn SagaSender, log: &'a SentLog) -> Self {
-        Self { sender, log }
+        Self {
+            sender,
+            log,
+            link: &[],
+        }
+    }
+
+    /// Every command sent carries `link` in its header: it is a link of the chained wait of
+    /// the command that caused the stream (see `runtime::command::chain`).
+    pub(crate) fn with_link(mut self, link: &'a [(String, String)]) -> Self {
+        self.link = link;
+        self
     }
 }
 
@@ -78,7 +90,8 @@ impl<S: Saga> DynSaga for S {
             )
         })?;
         for (envelope, event) in stream.body.iter().zip(&events) {
-            let ctx = SagaContext::new(delivery.sender, &envelope.id, delivery.log);
+            let ctx = SagaContext::new(delivery.sender, &envelope.id, delivery.log)
+                .with_link(delivery.link);
             self.on_event(event, stream, &ctx).await?;
         }
         Ok(())

@@ -52,7 +52,7 @@ use crate::model::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use crate::model::panic::panic_message;
 use crate::runtime::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use crate::runtime::command::wait::signal_wanted;
-use crate::runtime::command::{InFlightRequests, WaitNotifier};
+use crate::runtime::command::{notify_signal, InFlightRequests, WaitNotifier};
 use crate::runtime::eventsourcing::AggregateCache;
 use crate::runtime::idempotency::RequestIdChecker;
 use crate::runtime::metrics::PipelineMetrics;
@@ -248,7 +248,7 @@ impl DefaultCommandHandler {
             .await
             .stamped(self.clock.as_ref(), self.ids.as_ref());
         if signal_wanted(&command.header, CommandStage::Processed) {
-            self.notifier.notify(result.clone());
+            notify_signal(self.notifier.as_ref(), &command.header, result.clone());
         }
         result
     }
@@ -280,7 +280,9 @@ impl CommandHandler for DefaultCommandHandler {
             tracing::error!(aggregate_id = %command.aggregate_id, command_id = %command.id, request_id = %command.request_id, panic = %message, "processing a command panicked");
             self.cache.evict(&command.aggregate_id);
             if signal_wanted(&command.header, CommandStage::Processed) {
-                self.notifier.notify(
+                notify_signal(
+                    self.notifier.as_ref(),
+                    &command.header,
                     CommandResult::failure(
                         &command,
                         CommandStage::Processed,
