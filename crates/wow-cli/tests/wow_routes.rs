@@ -373,3 +373,127 @@ async fn soft_delete_and_recover_as_wow_has_them_across_a_restart() {
     );
     assert!(served.stop().success());
 }
+
+#[tokio::test]
+async fn the_context_and_owner_prefixes_and_the_owner_and_space_survive_a_restart() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", folder.path().join("owners.db").display());
+    let args = ["--store", store.as_str(), "--listen", "127.0.0.1:0"];
+    let env = [("WOW_SNAPSHOT_QUERIES", "true")];
+    let served = Served::start(&args, &env);
+    let (client, at) = (Client::new(), served.address.clone());
+    let post = |path: &str, body: Value| {
+        call(
+            &client,
+            reqwest::Method::POST,
+            format!("http://{at}/{path}"),
+            None,
+            Some(body),
+        )
+    };
+    // As Wow's generated clients send it: the context's alias, the tenant, the owner.
+    let (status, opened) = post(
+        "bank/tenant/t1/owner/u1/account/o1/open",
+        json!({"name": "O", "balance": 5}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{opened}");
+    assert_eq!(opened["tenantId"], "t1");
+    let (status, _) = post(
+        "tenant/t1/owner/u2/account/o2/open",
+        json!({"name": "P", "balance": 1}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // A later command names no owner: the aggregate keeps its own; the space is Wow's header.
+    let deposited = client
+        .post(format!("http://{at}/tenant/t1/account/o1/deposit"))
+        .header("Wow-Space-Id", "s1")
+        .header("Command-Wait-Stage", "PROJECTED")
+        .json(&json!({"amount": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deposited.status(), StatusCode::OK);
+    // A bad owner id is refused, in the path or the header, before anything is sent.
+    let (status, refused) = post(
+        "owner/no%20spaces/account/o3/open",
+        json!({"name": "Q", "balance": 1}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    let refused = client
+        .post(format!("http://{at}/account/o3/open"))
+        .header("Command-Owner-Id", "no spaces")
+        .json(&json!({"name": "Q", "balance": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+
+    check_owners(&client, &at, "before the restart").await;
+    assert!(served.stop().success());
+    let served = Served::start(&args, &env);
+    check_owners(&client, &served.address, "after the restart").await;
+    assert!(served.stop().success());
+}
+
+/// What the owners' queries and history answer, the same before and after a restart.
+async fn check_owners(client: &Client, at: &str, round: &str) {
+    let query = |path: &str, body: Value| {
+        call(
+            client,
+            reqwest::Method::POST,
+            format!("http://{at}/{path}"),
+            None,
+            Some(body),
+        )
+    };
+    let (status, owned) = query("tenant/t1/owner/u1/account/snapshot/list", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{round}: {owned}");
+    let owned = owned.as_array().unwrap();
+    assert_eq!(owned.len(), 1, "{round}: {owned:?}");
+    assert_eq!(
+        (
+            &owned[0]["aggregateId"],
+            &owned[0]["ownerId"],
+            &owned[0]["spaceId"]
+        ),
+        (&json!("o1"), &json!("u1"), &json!("s1")),
+        "{round}"
+    );
+    assert_eq!(owned[0]["state"]["balance"], 7, "{round}");
+    let (_, all) = query("tenant/t1/account/snapshot/count", json!({})).await;
+    assert_eq!(all, json!(2), "{round}");
+    let (_, others) = query("bank/tenant/t1/owner/u2/account/snapshot/count", json!({})).await;
+    assert_eq!(others, json!(1), "{round}");
+    // The streams carry the owner their command named.
+    let (_, streams) = query(
+        "tenant/t1/owner/u1/account/event/list",
+        json!({"projection": {"include": ["aggregateId", "version", "ownerId"]}}),
+    )
+    .await;
+    assert_eq!(
+        streams,
+        json!([{"aggregateId": "o1", "version": 1, "ownerId": "u1"}]),
+        "{round}"
+    );
+    let (status, history) = call(
+        client,
+        reqwest::Method::GET,
+        format!("http://{at}/bank/tenant/t1/account/o1/event/1/2"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{round}: {history}");
+    assert_eq!(
+        (
+            &history[0]["ownerId"],
+            &history[1]["ownerId"],
+            &history[1]["spaceId"]
+        ),
+        (&json!("u1"), &json!(""), &json!("s1")),
+        "{round}"
+    );
+}

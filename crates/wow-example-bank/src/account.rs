@@ -257,6 +257,10 @@ impl Aggregate for Account {
     type Event = AccountEvent;
     type Error = AccountError;
 
+    fn state_schema() -> serde_json::Value {
+        wow_core::aggregate::state_schema_of::<AccountState>()
+    }
+
     fn handle(
         state: &AccountState,
         command: AccountCommand,

@@ -306,6 +306,14 @@ fn message_and_plan(
         message.request_id = request_id;
     }
     message.aggregate_version = options.expected_version;
+    for (header, value) in [
+        (wow_core::command::OWNER_ID_HEADER, options.owner_id),
+        (wow_core::command::SPACE_ID_HEADER, options.space_id),
+    ] {
+        if let Some(value) = value {
+            message.header.insert(header.to_owned(), value);
+        }
+    }
     // A void command can be awaited only up to SENT (SPEC RQ-12), so that is its default; an
     // explicit later stage is still refused by the gateway.
     // A chained wait starts at SAGA_HANDLED; another stage named with a tail is refused.

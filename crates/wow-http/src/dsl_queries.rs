@@ -81,7 +81,7 @@ fn store_failed(failure: ViewStoreError) -> Response {
 
 /// The view, tenant and store of a query of `aggregate`, and its body as `T`; `Err` is the
 /// answer to give.
-async fn prepare<T: DeserializeOwned>(
+async fn prepare<T: DeserializeOwned + Narrow>(
     state: &HttpState,
     headers: &HeaderMap,
     aggregate: &str,
@@ -99,8 +99,83 @@ async fn prepare<T: DeserializeOwned>(
     Ok((view, tenant, views, query))
 }
 
-/// The aggregate's runtime, the caller's tenant and the body as `T`; `Err` is the answer.
-async fn read_query<T: DeserializeOwned>(
+/// What a query's documents can be narrowed by: its condition.
+trait Narrow {
+    /// Whether the body is a bare condition (a count) rather than a query.
+    const BARE: bool = false;
+
+    fn condition_of(&mut self) -> &mut Condition;
+}
+
+impl Narrow for Condition {
+    const BARE: bool = true;
+
+    fn condition_of(&mut self) -> &mut Condition {
+        self
+    }
+}
+
+/// Where a query's parts must be objects (or an array of objects), as the document says.
+/// serde reads a struct from a JSON array too (its fields in order), so `{"projection":
+/// [[], []]}` would pass as a projection: the shape is checked first.
+fn check_parts(value: &Value, bare: bool) -> Result<(), String> {
+    fn condition(value: &Value, at: &str) -> Result<(), String> {
+        let Some(object) = value.as_object() else {
+            return Err(format!("{at}: must be an object (a condition)"));
+        };
+        if let Some(options) = object.get("options") {
+            if !options.is_object() && !options.is_null() {
+                return Err(format!("{at}.options: must be an object"));
+            }
+        }
+        match object.get("children") {
+            None | Some(Value::Null) => Ok(()),
+            Some(Value::Array(children)) => children
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, child)| condition(child, &format!("{at}.children[{i}]"))),
+            Some(_) => Err(format!("{at}.children: must be an array of conditions")),
+        }
+    }
+    if bare {
+        return condition(value, "body");
+    }
+    for part in ["projection", "pagination"] {
+        match value.get(part) {
+            None | Some(Value::Null) | Some(Value::Object(_)) => {}
+            Some(_) => return Err(format!("body.{part}: must be an object")),
+        }
+    }
+    if let Some(sort) = value.get("sort").filter(|sort| !sort.is_null()) {
+        let objects = sort
+            .as_array()
+            .is_some_and(|items| items.iter().all(Value::is_object));
+        if !objects {
+            return Err("body.sort: must be an array of objects".to_owned());
+        }
+    }
+    match value.get("condition") {
+        None | Some(Value::Null) => Ok(()),
+        Some(found) => condition(found, "body.condition"),
+    }
+}
+
+macro_rules! narrow_query {
+    ($($body:ty),*) => {$(
+        impl Narrow for $body {
+            fn condition_of(&mut self) -> &mut Condition {
+                self.condition_mut()
+            }
+        }
+    )*};
+}
+
+narrow_query!(SingleQuery, ListQuery, PagedQuery);
+
+/// The aggregate's runtime, the caller's tenant and the body as `T`, narrowed to the owner
+/// the request names (`/owner/{ownerId}/` or `Command-Owner-Id`), as Wow rewrites a query's
+/// condition; `Err` is the answer.
+async fn read_query<T: DeserializeOwned + Narrow>(
     state: &HttpState,
     headers: &HeaderMap,
     aggregate: &str,
@@ -122,6 +197,7 @@ async fn read_query<T: DeserializeOwned>(
             "body: must be a JSON object (a query, or a condition for count)",
         ));
     }
+    check_parts(&value, T::BARE).map_err(|e| error(StatusCode::BAD_REQUEST, "BadRequest", e))?;
     let query = serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let at = e.path().to_string();
         error(
@@ -130,6 +206,18 @@ async fn read_query<T: DeserializeOwned>(
             format!("body.{at}: {}", e.into_inner()),
         )
     })?;
+    let mut query = query;
+    let owner = crate::input::owned_id(headers, wow_core::command::headers::OWNER_ID)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, "IllegalArgument", e.message))?;
+    if let Some(owner) = owner {
+        let condition = std::mem::take(query.condition_of());
+        let owned = Condition::of(Operator::OwnerId, "", owner);
+        *query.condition_of() = if condition.operator == Operator::All {
+            owned
+        } else {
+            Condition::logical(Operator::And, vec![owned, condition])
+        };
+    }
     Ok((runtime, tenant.0, query))
 }
 
@@ -186,7 +274,7 @@ fn answer(document: Value, projection: &Projection, shape: Shape) -> Value {
 /// A snapshot query of `aggregate`, read, checked and lowered: the view, the tenant, the
 /// store, the body and what the store runs; `Err` is the answer to give.
 #[allow(clippy::type_complexity)]
-async fn snapshot_query<Q: QueryBody + DeserializeOwned>(
+async fn snapshot_query<Q: QueryBody + DeserializeOwned + Narrow>(
     state: &HttpState,
     headers: &HeaderMap,
     aggregate: &str,
@@ -362,7 +450,7 @@ fn event_lowering() -> Lowering {
 
 /// An event stream query of `aggregate`, read, checked and lowered; `Err` is the answer.
 #[allow(clippy::type_complexity)]
-async fn event_query<Q: QueryBody + DeserializeOwned>(
+async fn event_query<Q: QueryBody + DeserializeOwned + Narrow>(
     state: &HttpState,
     headers: &HeaderMap,
     aggregate: &str,

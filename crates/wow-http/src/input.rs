@@ -32,6 +32,10 @@ pub(crate) struct CommandOptions {
     pub(crate) wait_function: Option<WaitFunction>,
     /// A chained wait's tail (Wow's `Command-Wait-Tail-*`); `None`: no chain.
     pub(crate) wait_tail: Option<WaitTail>,
+    /// The owner the command acts for (`Command-Owner-Id`, or `/owner/{ownerId}/`).
+    pub(crate) owner_id: Option<String>,
+    /// The aggregate's space (`Wow-Space-Id`).
+    pub(crate) space_id: Option<String>,
 }
 
 /// Bad input: a code (400 unless said otherwise), a message and the offending names.
@@ -214,7 +218,11 @@ pub(crate) fn options(
             }
         }
     }
+    let owner_id = owned_id(headers, headers::OWNER_ID)?;
+    let space_id = owned_id(headers, headers::SPACE_ID)?;
     Ok(CommandOptions {
+        owner_id,
+        space_id,
         request_id,
         stage,
         timeout,
@@ -223,6 +231,15 @@ pub(crate) fn options(
         wait_function,
         wait_tail,
     })
+}
+
+/// The owner or space id a header names, by the rules of an aggregate id; absent or empty:
+/// none.
+pub(crate) fn owned_id(headers: &HeaderMap, name: &str) -> Result<Option<String>, InputError> {
+    match command_header(headers, name)?.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(id) => check_id(name, id, true).map(|()| Some(id.to_owned())),
+    }
 }
 
 /// Checks an id: 1 to 128 bytes, no control characters; an aggregate id also only

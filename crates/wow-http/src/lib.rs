@@ -115,13 +115,55 @@ pub fn router(state: HttpState) -> Router {
         )
         .with_state(state.clone());
     let routes = error_fallbacks(routes, &registry);
-    // Wow's `/tenant/{tenantId}/…`: the same routes, in the path's tenant.
+    // Wow's prefixes, nested as Wow's paths nest them: `/{context}/tenant/{t}/owner/{o}/…`.
     let inner = routes.clone();
+    let owned = routes.route(
+        "/owner/{owner_id}/{*rest}",
+        axum::routing::any(move |path, request| {
+            prefix::owner_prefixed(inner.clone(), path, request)
+        }),
+    );
+    let inner = owned.clone();
     let config = state.config().clone();
-    routes.route(
+    let tenanted = owned.route(
         "/tenant/{tenant_id}/{*rest}",
         axum::routing::any(move |path, request| {
             prefix::tenant_prefixed(inner.clone(), config.clone(), path, request)
         }),
-    )
+    );
+    let mut contexts: Vec<String> = registry
+        .iter()
+        .map(|runtime| runtime.named_aggregate().context_name.clone())
+        .collect();
+    contexts.sort();
+    contexts.dedup();
+    // A context named like an aggregate (or a route of the service) keeps the route's meaning.
+    let taken = |context: &str| {
+        registry.find(context).is_ok()
+            || RESERVED_FIRST_SEGMENTS.contains(&context)
+            || context.is_empty()
+            || context.contains(['/', '{', '}'])
+    };
+    let inner = tenanted.clone();
+    let mut full = tenanted;
+    for context in contexts.iter().filter(|context| !taken(context)) {
+        let inner = inner.clone();
+        full = full.route(
+            &format!("/{context}/{{*rest}}"),
+            axum::routing::any(move |path, request| {
+                prefix::context_prefixed(inner.clone(), path, request)
+            }),
+        );
+    }
+    full
 }
+
+/// The first path segments the service's own routes use: no context prefix takes them.
+const RESERVED_FIRST_SEGMENTS: [&str; 6] = [
+    "health",
+    "metrics",
+    "openapi.json",
+    "compensation",
+    "tenant",
+    "owner",
+];

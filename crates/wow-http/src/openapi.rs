@@ -21,6 +21,7 @@ mod bounds;
 mod completion;
 mod operations;
 mod queries;
+mod wow_client;
 
 use axum::extract::State;
 use axum::Json;
@@ -76,19 +77,10 @@ fn schemas() -> Value {
     let string = json!({"type": "string"});
     let integer = json!({"type": "integer"});
     json!({
-        "CommandResult": {"type": "object", "required": required, "properties": properties},
+        (wow_client::COMMAND_RESULT): {"type": "object", "required": required, "properties": properties},
         "Error": {"type": "object", "required": ["errorCode", "errorMsg"], "properties": {
             "errorCode": string, "errorMsg": string, "succeeded": {"type": "boolean", "enum": [false]}}},
-        "DomainEventStream": {"type": "object",
-            "required": ["id", "requestId", "commandId", "aggregateId", "aggregateName", "contextName", "tenantId", "version", "createTime", "body"],
-            "properties": {
-                "id": string, "requestId": string, "commandId": string, "aggregateId": string,
-                "aggregateName": string, "contextName": string, "tenantId": string,
-                "version": {"type": "integer", "minimum": 1}, "createTime": integer,
-                "fingerprint": string, "header": {"type": "object", "additionalProperties": string},
-                "body": {"type": "array", "items": {"type": "object", "required": ["id", "name", "revision", "body"],
-                    "properties": {"id": string, "name": string, "revision": string, "bodyType": string, "body": {},
-                        "storedName": string, "storedRevision": string}}}}},
+        "DomainEventStream": stream_schema(),
         "ExecutionFailed": {"type": "object",
             "required": ["id", "consumer", "stage", "aggregateId", "version", "streamId", "eventIds", "errorCode", "errorMessage", "attempts", "status"],
             "properties": {
@@ -101,6 +93,22 @@ fn schemas() -> Value {
     })
 }
 
+/// An event stream as the history routes answer it (DESIGN §5).
+fn stream_schema() -> Value {
+    let string = json!({"type": "string"});
+    let integer = json!({"type": "integer"});
+    json!({"type": "object",
+            "required": ["id", "requestId", "commandId", "aggregateId", "aggregateName", "contextName", "tenantId", "version", "createTime", "body"],
+            "properties": {
+                "id": string, "requestId": string, "commandId": string, "aggregateId": string,
+                "aggregateName": string, "contextName": string, "tenantId": string,
+                "version": {"type": "integer", "minimum": 1}, "createTime": integer,
+                "fingerprint": string, "header": {"type": "object", "additionalProperties": string},
+                "body": {"type": "array", "items": {"type": "object", "required": ["id", "name", "revision", "body"],
+                    "properties": {"id": string, "name": string, "revision": string, "bodyType": string, "body": {},
+                        "storedName": string, "storedRevision": string}}}}})
+}
+
 /// The whole document for `state`: the registry's routes, the service's, the domain's.
 pub(crate) fn build(state: &HttpState) -> Value {
     let config = state.config();
@@ -108,16 +116,17 @@ pub(crate) fn build(state: &HttpState) -> Value {
     let mut paths = Map::new();
     for runtime in state.registry().iter() {
         let aggregate = &runtime.named_aggregate().aggregate_name;
+        let context = &runtime.named_aggregate().context_name;
         let commands = runtime.commands();
         for command in commands.iter().filter(|c| !c.internal) {
             paths.insert(
                 format!("/{aggregate}/{{id}}/{}", command.name),
-                command_operation(aggregate, command, true, config),
+                command_operation(context, aggregate, command, true, config),
             );
             if matches!(command.kind, CommandKind::Create | CommandKind::AllowCreate) {
                 paths.insert(
                     format!("/{aggregate}/{}", command.name),
-                    command_operation(aggregate, command, false, config),
+                    command_operation(context, aggregate, command, false, config),
                 );
             }
         }
@@ -135,7 +144,6 @@ pub(crate) fn build(state: &HttpState) -> Value {
             let state = state_path(aggregate);
             let state_answer = state["get"]["responses"]["200"].clone();
             queries::time_travel_paths(aggregate, &mut paths, &state_answer);
-            let context = &runtime.named_aggregate().context_name;
             queries::query_paths(context, aggregate, &mut paths);
             operations::lifecycle_paths(context, aggregate, config, &mut paths);
         }
@@ -153,11 +161,21 @@ pub(crate) fn build(state: &HttpState) -> Value {
         }
     }
     let mut components = Map::new();
-    let mut all_schemas = schemas();
-    if let Some(all) = all_schemas.as_object_mut() {
-        all.extend(queries::query_schemas());
+    let mut all_schemas = match schemas() {
+        Value::Object(all) => all,
+        _ => Map::new(),
+    };
+    all_schemas.extend(queries::query_schemas());
+    let mut request_bodies = Map::new();
+    for runtime in state.registry().iter() {
+        wow_client::aggregate_components(runtime.as_ref(), &mut all_schemas, &mut request_bodies);
     }
-    components.insert("schemas".to_owned(), all_schemas);
+    components.insert("schemas".to_owned(), Value::Object(all_schemas));
+    components.insert("requestBodies".to_owned(), Value::Object(request_bodies));
+    components.insert(
+        "responses".to_owned(),
+        json!({(wow_client::COMMAND_OK): wow_client::command_ok()}),
+    );
     if auth {
         components.insert(
             "securitySchemes".to_owned(),

@@ -1,7 +1,12 @@
-//! Wow's resource prefix `/tenant/{tenantId}/…`: every route of the API under a tenant named in
-//! the path. The request is answered by the same routes, with the path's tenant as the
-//! caller's (`Command-Tenant-Id`); with auth on, the token's tenant must be the path's (else
-//! 403). A state read under the prefix answers Wow's shape: the bare state.
+//! Wow's path prefixes, each answered by the same routes:
+//!
+//! - `/{context}/…`, the bounded context's alias that Wow's generated clients put first;
+//! - `/tenant/{tenantId}/…`, with the path's tenant as the caller's (`Command-Tenant-Id`);
+//!   with auth on, the token's tenant must be the path's (else 403). A state read under it
+//!   answers Wow's shape: the bare state;
+//! - `/owner/{ownerId}/…`, with the path's owner as `Command-Owner-Id`.
+//!
+//! In that order, as Wow's paths nest them: `/bank/tenant/t1/owner/u1/account/a1/deposit`.
 
 use axum::extract::{Path, Request};
 use axum::http::{HeaderValue, StatusCode, Uri};
@@ -54,6 +59,51 @@ pub(crate) async fn tenant_prefixed(
     request
         .headers_mut()
         .insert(wow_core::command::headers::TENANT_ID, value);
+    request.extensions_mut().insert(WowPrefixed);
+    forward(inner, &rest, request).await
+}
+
+/// `ANY /owner/{ownerId}/{*rest}`: `rest` answered by `inner` for the owner `ownerId`, as if
+/// it came with `Command-Owner-Id`: a command acts for that owner (its stream and snapshot
+/// carry it), a query sees that owner's documents only.
+pub(crate) async fn owner_prefixed(
+    inner: Router,
+    Path((owner, rest)): Path<(String, String)>,
+    mut request: Request,
+) -> Response {
+    if let Err(rule) = wow_core::check_aggregate_id(&owner) {
+        return crate::fallback::error_response(
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            format!("the owner id in the path {rule}"),
+        );
+    }
+    let Ok(value) = HeaderValue::from_str(&owner) else {
+        return crate::fallback::error_response(
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            "the owner id in the path is not a header value".to_owned(),
+        );
+    };
+    request
+        .headers_mut()
+        .insert(wow_core::command::headers::OWNER_ID, value);
+    forward(inner, &rest, request).await
+}
+
+/// `ANY /{context}/{*rest}`: `rest` answered by `inner`. Wow's generated clients put the
+/// bounded context's alias before every path (their `basePath`), as a gateway in front of
+/// Wow services routes them.
+pub(crate) async fn context_prefixed(
+    inner: Router,
+    Path(rest): Path<String>,
+    request: Request,
+) -> Response {
+    forward(inner, &rest, request).await
+}
+
+/// Answers `request` by `inner` as if its path were `/{rest}` (the query kept).
+async fn forward(inner: Router, rest: &str, mut request: Request) -> Response {
     let query = request
         .uri()
         .query()
@@ -68,9 +118,12 @@ pub(crate) async fn tenant_prefixed(
     };
     *request.uri_mut() = uri;
     // The outer route's path parameters live in the extensions: the inner routes must not
-    // see them (they match their own).
+    // see them (they match their own). Only the mark of Wow's tenant prefix goes along.
+    let prefixed = request.extensions().get::<WowPrefixed>().copied();
     *request.extensions_mut() = axum::http::Extensions::new();
-    request.extensions_mut().insert(WowPrefixed);
+    if let Some(prefixed) = prefixed {
+        request.extensions_mut().insert(prefixed);
+    }
     match inner.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},

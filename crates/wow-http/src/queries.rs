@@ -293,6 +293,10 @@ pub(crate) fn today(
         })
         .collect();
     json["body"] = json!(events);
+    let document = wow_core::eventsourcing::stream_document(stream);
+    for field in ["ownerId", "spaceId"] {
+        json[field] = document[field].clone();
+    }
     Ok(json)
 }
 

@@ -508,8 +508,11 @@ async fn history_state_and_outcome_look_up() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, doc) = s.get("/openapi.json", &[]).await;
     assert_eq!(status, StatusCode::OK);
+    // The payload's schema is a component, keyed as Wow keys it (its generator reads it).
     let body = &doc["paths"]["/account/{id}/transfer"]["post"]["requestBody"]["content"]
         ["application/json"]["schema"];
+    assert_eq!(body["$ref"], "#/components/schemas/bank.account.Transfer");
+    let body = &doc["components"]["schemas"]["bank.account.Transfer"];
     assert_eq!(body["properties"]["amount"]["minimum"], 1, "{body}");
     assert!(body["required"].as_array().unwrap().contains(&json!("to")));
     let (status, health) = s.get("/health", &[]).await;

@@ -361,7 +361,7 @@ async fn every_error_answer_has_a_body_schema_and_the_error_code_header() {
             );
         }
     }
-    let result = &schemas["CommandResult"];
+    let result = &schemas["wow.command.CommandResult"];
     for field in [
         "errorCode",
         "errorMsg",
@@ -397,4 +397,124 @@ async fn a_domain_route_error_without_the_header_gets_it_from_its_body() {
     assert_eq!(response.headers()["wow-error-code"], "NotFound");
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["errorMsg"], "no such account", "the body is kept");
+}
+
+/// The component a local `$ref` names (`#/components/{kind}/{key}`), which must exist.
+fn resolve<'d>(document: &'d Value, reference: &Value) -> &'d Value {
+    let pointer = reference["$ref"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a $ref: {reference}"));
+    let found = document
+        .pointer(pointer.trim_start_matches('#'))
+        .unwrap_or_else(|| panic!("{pointer} is not in the document"));
+    assert!(!found.is_null(), "{pointer}");
+    found
+}
+
+/// The rules by which Wow's client generator (`fetcher-generator`) reads a document: an
+/// aggregate per `context.aggregate` tag; a command per three-part operation id answered by
+/// `wow.CommandOk` with a component payload; the state of `*.snapshot_state.single`; the
+/// events named by `const` in the items of `*.event.list_query`; the fields of the condition
+/// `*.snapshot.count` takes as a shared request body. (Checked here without it; the generator
+/// itself was run against this document once, see docs/coming-from-wow.md.)
+#[tokio::test]
+async fn wows_client_generator_finds_every_aggregate_command_state_event_and_field() {
+    let document = service(HttpConfig::default()).await.document().await;
+    let tags: Vec<&str> = document["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tag| tag["name"].as_str())
+        .collect();
+    assert!(tags.contains(&"bank.account"), "{tags:?}");
+    let by_id: HashMap<String, Value> = operations(&document)
+        .into_iter()
+        .filter_map(|(_, _, operation)| {
+            Some((operation["operationId"].as_str()?.to_owned(), operation))
+        })
+        .collect();
+    assert_eq!(
+        by_id.len(),
+        operations(&document).len(),
+        "operation ids are unique"
+    );
+
+    // Every command a caller can send, under its three-part id.
+    let mut commands = BTreeSet::new();
+    for (id, operation) in &by_id {
+        let parts: Vec<&str> = id.split('.').collect();
+        if parts.len() != 3 || operation["responses"]["200"]["$ref"].is_null() {
+            continue;
+        }
+        assert_eq!(
+            operation["responses"]["200"]["$ref"], "#/components/responses/wow.CommandOk",
+            "{id}"
+        );
+        assert_eq!(
+            operation["tags"],
+            json!([format!("{}.{}", parts[0], parts[1])])
+        );
+        let payload = &operation["requestBody"]["content"]["application/json"]["schema"];
+        assert!(resolve(&document, payload).is_object(), "{id}");
+        commands.insert(id.clone());
+    }
+    for command in ["open", "deposit", "withdraw", "transfer", "freeze", "check"] {
+        assert!(
+            commands.contains(&format!("bank.account.{command}")),
+            "{command}: {commands:?}"
+        );
+    }
+    assert!(
+        !commands.contains("bank.account.receive_transfer"),
+        "internal commands stay out"
+    );
+    let ok = resolve(
+        &document,
+        &json!({"$ref": "#/components/responses/wow.CommandOk"}),
+    );
+    let result = &ok["content"]["application/json"]["schema"];
+    assert_eq!(
+        result["$ref"],
+        "#/components/schemas/wow.command.CommandResult"
+    );
+
+    // The state, typed.
+    let state = &by_id["bank.account.snapshot_state.single"]["responses"]["200"]["content"]
+        ["application/json"]["schema"];
+    assert!(resolve(&document, state)["properties"]["balance"].is_object());
+
+    // The events, each by name.
+    let streams = &by_id["bank.account.event.list_query"]["responses"]["200"]["content"]
+        ["application/json"]["schema"];
+    let stream = resolve(&document, &streams["items"]);
+    let events = stream["properties"]["body"]["items"]["anyOf"]
+        .as_array()
+        .unwrap();
+    let names: BTreeSet<&str> = events
+        .iter()
+        .map(|event| {
+            resolve(&document, &event["properties"]["body"]);
+            event["properties"]["name"]["const"].as_str().unwrap()
+        })
+        .collect();
+    for event in [
+        "AccountOpened",
+        "Deposited",
+        "TransferPrepared",
+        "DefaultAggregateDeleted",
+    ] {
+        assert!(names.contains(event), "{event}: {names:?}");
+    }
+
+    // The fields a condition names.
+    let body = resolve(
+        &document,
+        &by_id["bank.account.snapshot.count"]["requestBody"],
+    );
+    let condition = resolve(&document, &body["content"]["application/json"]["schema"]);
+    let fields = resolve(&document, &condition["properties"]["field"]);
+    assert!(fields["examples"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("state.balance")));
 }

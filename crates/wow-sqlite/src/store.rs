@@ -221,7 +221,7 @@ impl SqliteStore {
 
 /// The appended streams of one aggregate type in one tenant (`?1`, `?2`), each with `doc`: the
 /// JSON document Wow's event stream queries filter (see `EventStore::query_streams`).
-const STREAM_DOCUMENTS: &str = "SELECT *, json_object('id', stream_id, 'requestId', request_id, 'commandId', command_id, 'contextName', context_name, 'aggregateName', aggregate_name, 'aggregateId', aggregate_id, 'tenantId', tenant_id, 'ownerId', '', 'spaceId', '', 'version', version, 'createTime', create_time, 'header', json(header), 'body', json(body)) AS doc FROM event_stream WHERE tenant_id = ?1 AND aggregate_name = ?2 AND version > 0";
+const STREAM_DOCUMENTS: &str = "SELECT *, json_object('id', stream_id, 'requestId', request_id, 'commandId', command_id, 'contextName', context_name, 'aggregateName', aggregate_name, 'aggregateId', aggregate_id, 'tenantId', tenant_id, 'ownerId', COALESCE(json_extract(header, '$.owner_id'), ''), 'spaceId', COALESCE(json_extract(header, '$.space_id'), ''), 'version', version, 'createTime', create_time, 'header', json(header), 'body', json(body)) AS doc FROM event_stream WHERE tenant_id = ?1 AND aggregate_name = ?2 AND version > 0";
 
 /// The values of [`STREAM_DOCUMENTS`]'s scope.
 fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<rusqlite::types::Value> {

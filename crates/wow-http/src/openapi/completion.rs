@@ -221,7 +221,9 @@ pub(super) fn link_creates(paths: &mut Map<String, Value>) {
                 .get_mut("responses")
                 .and_then(|responses| responses.get_mut("200"))
                 .and_then(Value::as_object_mut)
+                .filter(|ok| !ok.contains_key("$ref"))
             {
+                // A shared answer (`$ref`) takes no links of its own.
                 ok.insert("links".to_owned(), Value::Object(links.clone()));
             }
         }

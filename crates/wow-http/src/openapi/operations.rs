@@ -94,7 +94,7 @@ fn result(description: &str, replayable: bool) -> Value {
     if replayable {
         headers.extend([replayed_header()]);
     }
-    answer(description, "CommandResult", headers)
+    answer(description, super::wow_client::COMMAND_RESULT, headers)
 }
 
 /// An error answer of a route that is not a command: `{errorCode, errorMsg}` with
@@ -180,17 +180,28 @@ fn command_responses(kind: CommandKind) -> Map<String, Value> {
 }
 
 /// `POST /{aggregate}/{id}/{command}`, or `POST /{aggregate}/{command}` when `with_id` is false.
+///
+/// Wow's client generator reads the operation whose id is `context.aggregate.command`, whose
+/// body is the component schema of the payload and whose `200` is `wow.CommandOk`: a create
+/// without the id in its path, as Wow routes it, and every other command. A create with the
+/// id in its path is `context.aggregate.command.with_id`, answered inline (with its links).
 pub(super) fn command_operation(
+    context: &str,
     aggregate: &str,
     command: &CommandInfo,
     with_id: bool,
     config: &HttpConfig,
 ) -> Value {
     let mut parameters = Vec::new();
+    let creates = matches!(command.kind, CommandKind::Create | CommandKind::AllowCreate);
     let (operation_id, summary) = if with_id {
         parameters.push(aggregate_id_param());
         (
-            format!("{aggregate}.{}", command.name),
+            if creates {
+                format!("{context}.{aggregate}.{}.with_id", command.name)
+            } else {
+                format!("{context}.{aggregate}.{}", command.name)
+            },
             format!("{aggregate} `{}` ({:?})", command.name, command.kind),
         )
     } else {
@@ -200,7 +211,7 @@ pub(super) fn command_operation(
             id_schema(),
         ));
         (
-            format!("{aggregate}.{}.without_id", command.name),
+            format!("{context}.{aggregate}.{}", command.name),
             format!(
                 "{aggregate} `{}` ({:?}), the id from a header, the request id or the server",
                 command.name, command.kind
@@ -213,13 +224,22 @@ pub(super) fn command_operation(
     let body_required = schema["required"]
         .as_array()
         .is_some_and(|required| !required.is_empty());
+    let keys = super::wow_client::AggregateKeys::new(context, aggregate);
+    let mut responses = command_responses(command.kind);
+    if !(with_id && creates) {
+        responses.insert(
+            "200".to_owned(),
+            json!({"$ref": format!("#/components/responses/{}", super::wow_client::COMMAND_OK)}),
+        );
+    }
     json!({"post": {
         "operationId": operation_id,
+        "tags": [format!("{context}.{aggregate}")],
         "summary": summary,
         "x-command-kind": command.kind,
         "parameters": parameters,
-        "requestBody": {"required": body_required, "description": format!("The command's payload as JSON (an empty body is `{{}}`), at most {} bytes (413 above)", config.body_limit), "content": {"application/json": {"schema": schema}}},
-        "responses": command_responses(command.kind),
+        "requestBody": {"required": body_required, "description": format!("The command's payload as JSON (an empty body is `{{}}`), at most {} bytes (413 above)", config.body_limit), "content": {"application/json": {"schema": super::wow_client::schema_ref(&keys.command(command.name))}}},
+        "responses": responses,
     }})
 }
 

@@ -12,6 +12,19 @@ fn operators() -> Vec<String> {
     Operator::ALL.iter().map(|op| op.name()).collect()
 }
 
+/// A condition of the query DSL, its children conditions again.
+pub(super) fn condition_schema() -> Value {
+    json!({
+        "type": "object", "additionalProperties": false,
+        "description": "A condition of Wow's query DSL; every part is optional (an empty condition is ALL). docs/coming-from-wow.md gives each operator's value and semantics.",
+        "properties": {
+            "field": {"type": "string", "description": "A field path (`state.balance`)"},
+            "operator": {"$ref": "#/components/schemas/wow.api.query.Operator"},
+            "value": {"description": "By operator: a scalar, an array, a number of days, ACTIVE/DELETED/ALL"},
+            "children": {"type": "array", "items": {"$ref": "#/components/schemas/wow.api.query.Condition"}},
+            "options": {"type": "object", "description": "`ignoreCase` (text operators), `zoneId` (date operators)"}}})
+}
+
 /// The query DSL's shared schemas.
 pub(super) fn query_schemas() -> Map<String, Value> {
     let reference = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
@@ -36,15 +49,7 @@ pub(super) fn query_schemas() -> Map<String, Value> {
         "wow.api.query.Operator".to_owned(),
         json!({"type": "string", "enum": operators()}),
     );
-    schemas.insert("wow.api.query.Condition".to_owned(), json!({
-        "type": "object", "additionalProperties": false,
-        "description": "A condition of Wow's query DSL; every part is optional (an empty condition is ALL). docs/coming-from-wow.md gives each operator's value and semantics.",
-        "properties": {
-            "field": {"type": "string", "description": "A field path (`state.balance`)"},
-            "operator": reference("wow.api.query.Operator"),
-            "value": {"description": "By operator: a scalar, an array, a number of days, ACTIVE/DELETED/ALL"},
-            "children": {"type": "array", "items": reference("wow.api.query.Condition")},
-            "options": {"type": "object", "description": "`ignoreCase` (text operators), `zoneId` (date operators)"}}}));
+    schemas.insert("wow.api.query.Condition".to_owned(), condition_schema());
     schemas.insert(
         "wow.api.query.Projection".to_owned(),
         json!({
@@ -101,7 +106,7 @@ fn query_operation(
     tag: &str,
     operation_id: String,
     summary: &str,
-    body: &str,
+    body: Value,
     answer: Value,
     single: bool,
 ) -> Value {
@@ -138,7 +143,7 @@ fn query_operation(
         "parameters": [{"name": "Command-Tenant-Id", "in": "header", "required": false,
             "description": "The tenant whose documents are queried (not read when bearer auth is on)",
             "schema": super::bounds::tenant_schema()}],
-        "requestBody": json_body(body),
+        "requestBody": body,
         "responses": responses,
     }})
 }
@@ -148,9 +153,12 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
     let tag = format!("{context}.{aggregate}");
     let id = |rest: &str| format!("{tag}.{rest}");
     let doc = json!({"$ref": "#/components/schemas/wow.api.query.MaterializedSnapshot"});
-    let state = json!({"type": "object", "description": "The aggregate's state"});
-    // A DomainEventStream, less what a projection leaves out.
-    let stream = json!({"type": "object", "description": "An event stream (DomainEventStream), with the fields the projection keeps"});
+    let keys = super::wow_client::AggregateKeys::new(context, aggregate);
+    // Wow's client generator types the state and the events from these (wow_client).
+    let state = super::wow_client::schema_ref(&keys.state());
+    // A DomainEventStream with the fields the projection keeps: none is required.
+    let stream = super::wow_client::schema_ref(&keys.stream());
+    let count_body = json!({"$ref": format!("#/components/requestBodies/{}", keys.count_query())});
     let array = |items: &Value| json!({"type": "array", "items": items});
     let paged = |items: &Value| {
         json!({"type": "object", "required": ["total", "list"],
@@ -162,7 +170,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot/count",
             "snapshot.count",
             "Count the aggregates whose latest state matches",
-            "wow.api.query.Condition",
+            count_body,
             count.clone(),
             false,
         ),
@@ -170,7 +178,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot/single",
             "snapshot.single",
             "The first matching materialized snapshot",
-            "wow.api.query.SingleQuery",
+            json_body("wow.api.query.SingleQuery"),
             ok("The document", doc.clone()),
             true,
         ),
@@ -178,7 +186,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot/single/state",
             "snapshot_state.single",
             "The state of the first match",
-            "wow.api.query.SingleQuery",
+            json_body("wow.api.query.SingleQuery"),
             ok("The state", state.clone()),
             true,
         ),
@@ -186,7 +194,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot/list",
             "snapshot.list_query",
             "Matching materialized snapshots",
-            "wow.api.query.ListQuery",
+            json_body("wow.api.query.ListQuery"),
             ok("The documents", array(&doc)),
             false,
         ),
@@ -194,7 +202,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot/list/state",
             "snapshot_state.list_query",
             "The states of the matches",
-            "wow.api.query.ListQuery",
+            json_body("wow.api.query.ListQuery"),
             ok("The states", array(&state)),
             false,
         ),
@@ -202,7 +210,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot/paged",
             "snapshot.paged_query",
             "A page of matching materialized snapshots",
-            "wow.api.query.PagedQuery",
+            json_body("wow.api.query.PagedQuery"),
             ok("The page", paged(&doc)),
             false,
         ),
@@ -210,7 +218,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot/paged/state",
             "snapshot_state.paged_query",
             "A page of the matches' states",
-            "wow.api.query.PagedQuery",
+            json_body("wow.api.query.PagedQuery"),
             ok("The page", paged(&state)),
             false,
         ),
@@ -218,7 +226,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "event/count",
             "event.count",
             "Count the matching event streams",
-            "wow.api.query.Condition",
+            json_body("wow.api.query.Condition"),
             count,
             false,
         ),
@@ -226,7 +234,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "event/list",
             "event.list_query",
             "Matching event streams",
-            "wow.api.query.ListQuery",
+            json_body("wow.api.query.ListQuery"),
             ok("The streams", array(&stream)),
             false,
         ),
@@ -234,7 +242,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "event/paged",
             "event.paged_query",
             "A page of matching event streams",
-            "wow.api.query.PagedQuery",
+            json_body("wow.api.query.PagedQuery"),
             ok("The page", paged(&stream)),
             false,
         ),

@@ -223,17 +223,18 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
 }
 
 /// A stream as the document Wow's event stream queries filter: its JSON, with `ownerId` and
-/// `spaceId` (empty until streams carry them).
+/// `spaceId` from its header (empty when its command named none).
 pub fn stream_document(stream: &DomainEventStream) -> serde_json::Value {
     let mut document = serde_json::to_value(stream).unwrap_or_default();
     if let Some(object) = document.as_object_mut() {
         object.remove("fingerprint");
-        object
-            .entry("ownerId")
-            .or_insert_with(|| serde_json::Value::String(String::new()));
-        object
-            .entry("spaceId")
-            .or_insert_with(|| serde_json::Value::String(String::new()));
+        for (field, header) in [
+            ("ownerId", crate::model::command::OWNER_ID_HEADER),
+            ("spaceId", crate::model::command::SPACE_ID_HEADER),
+        ] {
+            let value = stream.header.get(header).cloned().unwrap_or_default();
+            object.insert(field.to_owned(), serde_json::Value::String(value));
+        }
     }
     document
 }

@@ -8,6 +8,6 @@ pub use lifecycle::{
     is_lifecycle_command, is_lifecycle_event, AGGREGATE_DELETED, AGGREGATE_RECOVERED,
     DELETE_AGGREGATE, LIFECYCLE_REVISION, RECOVER_AGGREGATE,
 };
-pub use model::{Aggregate, CommandContext, DecodeDomainError, DomainError};
+pub use model::{state_schema_of, Aggregate, CommandContext, DecodeDomainError, DomainError};
 pub use state::AggregateState;
 pub use wow_macros::DomainError;

@@ -178,8 +178,23 @@ pub trait Aggregate: Send + Sync + 'static {
         Upcasters::new()
     }
 
+    /// The JSON Schema of [`Aggregate::State`], as `/openapi.json` shows it: the state the
+    /// snapshot queries answer, and the fields a condition can name, which Wow's generated
+    /// clients type from it. Default: any object. A state that derives
+    /// `schemars::JsonSchema` returns [`state_schema_of::<Self::State>()`](state_schema_of).
+    fn state_schema() -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+
     /// The aggregate's type.
     fn named_aggregate() -> NamedAggregate {
         NamedAggregate::new(Self::CONTEXT_NAME, Self::AGGREGATE_NAME)
     }
+}
+
+/// The JSON Schema of a state type that derives `schemars::JsonSchema`, for
+/// [`Aggregate::state_schema`].
+pub fn state_schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(T))
+        .unwrap_or_else(|_| serde_json::json!({"type": "object"}))
 }

@@ -29,6 +29,10 @@ pub const WAIT_TIMEOUT: &str = "Command-Wait-Timeout";
 pub const AGGREGATE_VERSION: &str = "Command-Aggregate-Version";
 /// The tenant (when auth is off; with auth the token decides).
 pub const TENANT_ID: &str = "Command-Tenant-Id";
+/// The owner the command acts for (Wow); `/owner/{ownerId}/` before a route sets it too.
+pub const OWNER_ID: &str = "Command-Owner-Id";
+/// The space of the aggregate (Wow).
+pub const SPACE_ID: &str = "Wow-Space-Id";
 /// The id of the aggregate a create without an id in its path makes.
 pub const AGGREGATE_ID: &str = "Command-Aggregate-Id";
 /// The answer's error code, repeated from its body (`Ok` on success).

@@ -9,6 +9,12 @@ use crate::model::command::fingerprint::request_fingerprint;
 use crate::model::command::{BindingError, CommandBody, CommandKind};
 use crate::model::id;
 
+/// The message header holding the owner of the aggregate a command acts for (Wow's
+/// `ownerId`: `Command-Owner-Id` or the path's `/owner/{ownerId}/`); its stream inherits it.
+pub const OWNER_ID_HEADER: &str = "owner_id";
+/// The message header holding the space of the aggregate (Wow's `spaceId`, `Wow-Space-Id`).
+pub const SPACE_ID_HEADER: &str = "space_id";
+
 /// One command message (SPEC ID-1, ID-2).
 ///
 /// `id` (the command id) is new for every message, even one rebuilt from the same body;

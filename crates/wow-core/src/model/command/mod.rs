@@ -18,6 +18,6 @@ pub use error::{
 pub use fingerprint::request_fingerprint;
 pub use function::{FunctionInfo, FunctionKind, WaitFunction};
 pub use kind::CommandKind;
-pub use message::CommandMessage;
+pub use message::{CommandMessage, OWNER_ID_HEADER, SPACE_ID_HEADER};
 pub use result::CommandResult;
 pub use stage::{CommandStage, UnknownStage};

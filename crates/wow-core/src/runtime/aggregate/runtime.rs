@@ -68,6 +68,11 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     /// Every event name.
     fn events(&self) -> &'static [&'static str];
 
+    /// The JSON Schema of the state ([`Aggregate::state_schema`]).
+    fn state_schema(&self) -> Value {
+        serde_json::json!({"type": "object"})
+    }
+
     /// Decodes and validates the command `name` with the JSON `body`.
     ///
     /// Fails with [`AggregateError::UnknownCommand`], [`AggregateError::InvalidBody`] or
@@ -324,6 +329,10 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
 
     fn events(&self) -> &'static [&'static str] {
         A::Event::EVENTS
+    }
+
+    fn state_schema(&self) -> Value {
+        A::state_schema()
     }
 
     fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError> {

@@ -12,6 +12,7 @@ use crate::contracts::event::{ConsumerError, EventConsumer, ProcessError};
 use crate::contracts::eventsourcing::{EventStore, Snapshot};
 use crate::contracts::view::ViewStore;
 use crate::model::aggregate::AggregateState;
+use crate::model::command::{OWNER_ID_HEADER, SPACE_ID_HEADER};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::DomainEventStream;
 use crate::model::id::{Clock, SystemClock};
@@ -158,8 +159,8 @@ impl EventConsumer for MaterializedSnapshots {
             "contextName": id.context_name,
             "aggregateName": id.aggregate_name,
             "tenantId": id.tenant_id,
-            "ownerId": stream.header.get("owner_id").cloned().unwrap_or_default(),
-            "spaceId": stream.header.get("space_id").cloned().unwrap_or_default(),
+            "ownerId": kept(stream, stored.as_ref(), OWNER_ID_HEADER, "ownerId"),
+            "spaceId": kept(stream, stored.as_ref(), SPACE_ID_HEADER, "spaceId"),
             "aggregateId": id.id,
             "version": stream.version,
             "eventId": stream.body.last().map(|event| event.id.clone()).unwrap_or_default(),
@@ -207,4 +208,21 @@ impl EventConsumer for MaterializedSnapshots {
 
 fn internal(error: impl std::fmt::Display) -> ConsumerError {
     ConsumerError::new(ErrorCode::InternalServerError, error.to_string())
+}
+
+/// The owner (or space) of the aggregate after `stream`: the one its command named, else the
+/// one before it, as Wow's state keeps them.
+fn kept(stream: &DomainEventStream, stored: Option<&ViewRow>, header: &str, field: &str) -> String {
+    stream
+        .header
+        .get(header)
+        .filter(|value| !value.is_empty())
+        .cloned()
+        .or_else(|| {
+            stored
+                .and_then(|row| row.state.get(field))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
 }
