@@ -252,6 +252,8 @@ fn held(state: &AccountState, amount: i64) -> Result<(), AccountError> {
 impl Aggregate for Account {
     const CONTEXT_NAME: &'static str = crate::CONTEXT;
     const AGGREGATE_NAME: &'static str = "account";
+    // Wow's snapshot queries of accounts (when the service keeps them) by an index.
+    const QUERY_INDEX: bool = true;
     type State = AccountState;
     type Command = AccountCommand;
     type Event = AccountEvent;

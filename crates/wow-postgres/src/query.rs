@@ -18,6 +18,7 @@ pub(crate) struct Translation<'a> {
     document: &'a str,
     pub(crate) params: Vec<Param>,
     elements: usize,
+    containment: bool,
 }
 
 impl<'a> Translation<'a> {
@@ -27,6 +28,50 @@ impl<'a> Translation<'a> {
             document,
             params,
             elements: 0,
+            containment: false,
+        }
+    }
+
+    /// Each equality test on the document's own fields also says `document @> {...}`, which
+    /// a GIN index over the column (`jsonb_path_ops`) answers: the planner narrows the rows
+    /// by the index, the exact test decides. Containment holds whenever the exact test does
+    /// (a string equals a string, a number a number numerically, a boolean a boolean), so the
+    /// answer is the same with or without the index.
+    pub(crate) fn with_containment(mut self) -> Self {
+        self.containment = true;
+        self
+    }
+
+    /// `document @> {path: scalar}` when containment is on and the test is on the document
+    /// itself (not an array element being matched); else nothing.
+    fn contained(&mut self, document: &str, path: &FieldPath, scalar: &Scalar) -> Option<String> {
+        // `#>` reads a segment of digits as an array index where the document has an array
+        // there; containment would not: such a path is tested exactly only.
+        let index_like = path
+            .segments()
+            .iter()
+            .any(|segment| segment.bytes().all(|b| b.is_ascii_digit()));
+        if !self.containment || document != self.document || path.is_empty() || index_like {
+            return None;
+        }
+        let mut value = match scalar {
+            Scalar::Text(text) => serde_json::Value::String(text.clone()),
+            Scalar::Number(number) => serde_json::Value::Number(number.clone()),
+            Scalar::Bool(flag) => serde_json::Value::Bool(*flag),
+        };
+        for segment in path.segments().iter().rev() {
+            value = serde_json::json!({ segment.clone(): value });
+        }
+        let bound = self.bind(Box::new(value.to_string()));
+        Some(format!("{document} @> {bound}::text::jsonb"))
+    }
+
+    /// The exact equality test of `x` (at `path` of `document`), with its containment.
+    fn equals_at(&mut self, document: &str, path: &FieldPath, x: &str, scalar: &Scalar) -> String {
+        let exact = self.equals(x, scalar);
+        match self.contained(document, path, scalar) {
+            Some(contained) => format!("({contained} AND {exact})"),
+            None => exact,
         }
     }
 
@@ -64,7 +109,7 @@ impl<'a> Translation<'a> {
             Filter::Nor(none) => format!("NOT {}", each(self, none, " OR ")),
             Filter::Eq(path, scalar) => {
                 let x = self.value(document, path);
-                self.equals(&x, scalar)
+                self.equals_at(document, path, &x, scalar)
             }
             Filter::Ne(path, scalar) => {
                 let x = self.value(document, path);
@@ -99,7 +144,14 @@ impl<'a> Translation<'a> {
                     "false".to_owned()
                 } else {
                     let x = self.value(document, path);
-                    let any: Vec<String> = scalars.iter().map(|s| self.equals(&x, s)).collect();
+                    let any: Vec<String> = scalars
+                        .iter()
+                        .map(|s| match filter {
+                            // NOT IN negates: a containment there would only cost.
+                            Filter::NotIn(..) => self.equals(&x, s),
+                            _ => self.equals_at(document, path, &x, s),
+                        })
+                        .collect();
                     format!("({})", any.join(" OR "))
                 };
                 match filter {

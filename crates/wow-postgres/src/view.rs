@@ -207,7 +207,8 @@ impl ViewStore for PostgresStore {
         let mut sql = Translation::new(
             "state",
             vec![Box::new(view.to_owned()), Box::new(tenant_id.to_owned())],
-        );
+        )
+        .with_containment();
         let condition = sql.condition(&query.filter);
         let mut order = sql.order(&query.sort);
         order.push("aggregate_id".to_owned());
@@ -238,7 +239,8 @@ impl ViewStore for PostgresStore {
         let mut sql = Translation::new(
             "state",
             vec![Box::new(view.to_owned()), Box::new(tenant_id.to_owned())],
-        );
+        )
+        .with_containment();
         let condition = sql.condition(filter);
         let text = format!(
             "SELECT COUNT(*) FROM view_row WHERE view = $1 AND tenant_id = $2 AND {condition}"
@@ -286,6 +288,31 @@ impl ViewStore for PostgresStore {
             .map_err(view_error)
     }
 
+    async fn declare_query_index(&self, view: &str) -> Result<(), ViewStoreError> {
+        let name = query_index_name(view);
+        let client = self.pool().get().await.map_err(pool_view_error)?;
+        // A literal, not a parameter: an index's predicate is part of its definition. The
+        // view's name is quoted as SQL quotes a string (every ' doubled).
+        let literal = view.replace('\'', "''");
+        let made = client
+            .batch_execute(&format!(
+                "CREATE INDEX IF NOT EXISTS {name} ON view_row USING gin (state jsonb_path_ops) WHERE view = '{literal}'"
+            ))
+            .await;
+        if let Err(error) = made {
+            // Two processes making it at once: one of them finds the other's in the catalog.
+            let found: Option<String> = client
+                .query_one("SELECT to_regclass($1)::text", &[&name])
+                .await
+                .map_err(view_error)?
+                .get(0);
+            if found.is_none() {
+                return Err(view_error(error));
+            }
+        }
+        Ok(())
+    }
+
     async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
         let mut client = self.pool().get().await.map_err(pool_view_error)?;
         let transaction = client.transaction().await.map_err(view_error)?;
@@ -302,4 +329,13 @@ impl ViewStore for PostgresStore {
             .map_err(view_error)?;
         transaction.commit().await.map_err(view_error)
     }
+}
+
+/// The name of `view`'s query index: stable across builds, a valid identifier whatever the
+/// view is named (its SHA-256, shortened).
+pub(crate) fn query_index_name(view: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(view.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("view_row_query_{hex}")
 }

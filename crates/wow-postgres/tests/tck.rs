@@ -16,6 +16,24 @@ mod view_store {
     wow_tck::view_store_tck!(optional: super::support::fresh);
 }
 
+/// The query cases again, over a view with its query index (SPEC ES-2: the same answers
+/// whether the equality tests are served by the GIN index or not).
+mod view_store_with_query_index {
+    use std::sync::Arc;
+
+    use wow_core::view::ViewStore;
+
+    async fn indexed() -> Option<Arc<super::support::TestStore>> {
+        let test = super::support::fresh().await?;
+        test.declare_query_index(wow_tck::query::DOCS)
+            .await
+            .expect("the query index");
+        Some(test)
+    }
+
+    wow_tck::view_store_tck!(optional: indexed);
+}
+
 mod downstream {
     use std::sync::Arc;
 

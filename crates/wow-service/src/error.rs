@@ -30,6 +30,11 @@ pub enum ServiceError {
     /// start again once it answers.
     #[error("catching up from the event store failed: {0}")]
     CatchUp(#[from] CatchUpError),
+    /// The index of an aggregate's snapshot queries
+    /// ([`Aggregate::QUERY_INDEX`](wow_core::aggregate::Aggregate::QUERY_INDEX)) could not be
+    /// made; start again once the store answers.
+    #[error("making the snapshot queries' index failed: {0}")]
+    QueryIndex(#[from] wow_core::view::ViewStoreError),
     /// The compensation scheduler could not start.
     #[error("the compensation scheduler could not start: {0}")]
     Compensation(#[from] CompensationError),

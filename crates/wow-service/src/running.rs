@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use wow_core::command::WaitFunctions;
 use wow_core::event::{CatchUpProgress, EventConsumer};
 use wow_core::pipeline::LocalPipeline;
-use wow_core::view::MaterializedSnapshots;
+use wow_core::view::{snapshot_view, MaterializedSnapshots};
 use wow_core::CommandStage;
 use wow_core::Stores;
 use wow_http::{HttpState, QuerySide};
@@ -83,6 +83,10 @@ impl ServiceBuilder {
         let settings = self.settings.clone();
         // Wow's snapshot queries read every aggregate's latest state from these documents.
         if settings.snapshot_queries {
+            for runtime in self.registry.iter().filter(|runtime| runtime.query_index()) {
+                let view = snapshot_view(&runtime.named_aggregate().aggregate_name);
+                stores.views.declare_query_index(&view).await?;
+            }
             let registry = self.registry.clone();
             self.projections.insert(
                 0,

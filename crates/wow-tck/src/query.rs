@@ -11,7 +11,8 @@ use wow_core::view::{ViewKey, ViewRow};
 use crate::view_store::Store;
 
 /// The view the suite's documents are rows of.
-const DOCS: &str = "tck_query";
+/// The view the query cases write their documents to (a backend may index it first).
+pub const DOCS: &str = "tck_query";
 /// Thursday 2024-06-06 12:00:00 UTC, in milliseconds.
 const NOW: i64 = 1_717_675_200_000;
 const HOUR: i64 = 3_600_000;

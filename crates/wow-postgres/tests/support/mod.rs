@@ -237,4 +237,8 @@ impl ViewStore for TestStore {
     async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
         self.store.clear(view).await
     }
+
+    async fn declare_query_index(&self, view: &str) -> Result<(), ViewStoreError> {
+        self.store.declare_query_index(view).await
+    }
 }

@@ -171,4 +171,19 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
     /// Fails with [`ViewStoreError::Unavailable`] or [`ViewStoreError::Internal`]; then
     /// nothing was dropped.
     async fn clear(&self, view: &str) -> Result<(), ViewStoreError>;
+
+    /// Keeps an index over `view`'s documents for the query DSL's equality tests (`EQ`,
+    /// `IN`, `ID`, `AGGREGATE_ID`, `TENANT_ID`, ...) where the store has one: PostgreSQL keeps
+    /// a GIN index over the view's JSONB, which every equality test of a
+    /// [`query`](ViewStore::query) or [`count`](ViewStore::count) can use; the other stores
+    /// answer the same queries without one. Idempotent: safe at every start, and when two
+    /// processes declare it at once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an index is made whole or not at all.
+    async fn declare_query_index(&self, view: &str) -> Result<(), ViewStoreError> {
+        let _ = view;
+        Ok(())
+    }
 }

@@ -147,6 +147,12 @@ pub trait Aggregate: Send + Sync + 'static {
     /// from a node of the previous release) reach this aggregate. Default: none.
     const ALIASES: &'static [&'static str] = &[];
 
+    /// Whether the store keeps an index for Wow's snapshot queries of this aggregate, where
+    /// it has one ([`ViewStore::declare_query_index`](crate::view::ViewStore::declare_query_index):
+    /// PostgreSQL serves every equality test from a GIN index over the materialized
+    /// snapshots). It costs each snapshot's write a little more. Default `false`.
+    const QUERY_INDEX: bool = false;
+
     /// The version of the state's shape, recorded with every snapshot. Raise it whenever
     /// `State` changes shape: a snapshot of another version is ignored and the state is
     /// rebuilt from history, never decoded into the wrong shape. Default 1.

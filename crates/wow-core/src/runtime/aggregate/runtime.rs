@@ -73,6 +73,11 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
         serde_json::json!({"type": "object"})
     }
 
+    /// Whether its snapshot queries are indexed ([`Aggregate::QUERY_INDEX`]).
+    fn query_index(&self) -> bool {
+        false
+    }
+
     /// Decodes and validates the command `name` with the JSON `body`.
     ///
     /// Fails with [`AggregateError::UnknownCommand`], [`AggregateError::InvalidBody`] or
@@ -333,6 +338,10 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
 
     fn state_schema(&self) -> Value {
         A::state_schema()
+    }
+
+    fn query_index(&self) -> bool {
+        A::QUERY_INDEX
     }
 
     fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError> {
