@@ -1,4 +1,5 @@
-//! The compensation routes (SPEC DS-4): list the recorded consumer failures, and retry one.
+//! The compensation routes (SPEC DS-4): list the recorded consumer failures, show one with
+//! its events, and retry one.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -157,6 +158,56 @@ pub(crate) async fn retry(
             other.to_string(),
         ),
     }
+}
+
+/// `GET /compensation/failures/{id}`: the record and the stream it failed on, its events in
+/// today's shape (as the history route shows them): `{"failure": {...}, "events": [...]}`.
+/// Another tenant's record is a 404, as an unknown one.
+pub(crate) async fn detail(
+    State(state): State<HttpState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let (scheduler, tenant_id) = match scope(&state, &headers) {
+        Ok(scope) => scope,
+        Err(response) => return response,
+    };
+    let record = match scheduler.failures().get(&id).await {
+        Ok(Some(record)) if visible(&record, tenant_id.as_deref()) => record,
+        Ok(_) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                ErrorCode::NotFound,
+                format!("no failed execution has id `{id}`"),
+            )
+        }
+        Err(failure) => return store_failed(&failure),
+    };
+    let streams = match state
+        .store()
+        .load(&record.aggregate_id, record.version, record.version)
+        .await
+    {
+        Ok(streams) => streams,
+        Err(failure) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::ServiceUnavailable,
+                failure.to_string(),
+            )
+        }
+    };
+    let runtime = state.registry().find(&record.aggregate_id.aggregate_name);
+    let events: Vec<serde_json::Value> = streams
+        .iter()
+        .map(|stream| match &runtime {
+            // Today's shapes where the aggregate is known; as stored otherwise.
+            Ok(runtime) => crate::queries::today(runtime.as_ref(), stream)
+                .unwrap_or_else(|_| serde_json::to_value(stream).unwrap_or_default()),
+            Err(_) => serde_json::to_value(stream).unwrap_or_default(),
+        })
+        .collect();
+    Json(json!({"failure": record, "events": events})).into_response()
 }
 
 fn visible(record: &ExecutionFailed, tenant_id: Option<&str>) -> bool {

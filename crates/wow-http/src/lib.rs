@@ -38,6 +38,7 @@ mod server;
 mod state;
 mod status;
 mod strict_json;
+mod ui;
 
 use axum::routing::{any, get, post};
 use axum::Router;
@@ -58,6 +59,11 @@ pub fn router(state: HttpState) -> Router {
     let routes = Router::new()
         .route("/health", get(queries::health))
         .route("/metrics", get(metrics::render))
+        .route("/metrics.json", get(metrics::render_json))
+        .route("/ui", get(ui::page))
+        .route("/ui/app.js", get(ui::script))
+        .route("/ui/app.css", get(ui::style))
+        .route("/compensation/failures/{id}", get(compensation::detail))
         .route("/openapi.json", get(openapi::document))
         .route("/compensation/failures", get(compensation::list))
         .route(
@@ -159,8 +165,10 @@ pub fn router(state: HttpState) -> Router {
 }
 
 /// The first path segments the service's own routes use: no context prefix takes them.
-const RESERVED_FIRST_SEGMENTS: [&str; 6] = [
+const RESERVED_FIRST_SEGMENTS: [&str; 8] = [
     "health",
+    "metrics.json",
+    "ui",
     "metrics",
     "openapi.json",
     "compensation",

@@ -1,6 +1,7 @@
 //! `GET /metrics` in the Prometheus text format: commands by stage and error code, command
 //! latency, the pipeline's duplicate counters (Bloom hits, caught by the store, caught by
-//! the append), and the quarantined aggregates (SPEC PX-1).
+//! the append), and the quarantined aggregates (SPEC PX-1). `GET /metrics.json` has the
+//! same counters as JSON, for the operations page (`/ui`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -147,4 +148,46 @@ pub(crate) async fn render(State(state): State<HttpState>) -> impl IntoResponse 
         state.quarantine().len()
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+/// `GET /metrics.json`: the counters of `/metrics`, read at the same moment, as JSON.
+pub(crate) async fn render_json(State(state): State<HttpState>) -> axum::Json<serde_json::Value> {
+    let (commands, latency) = {
+        let counts = state
+            .metrics()
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let commands: Vec<serde_json::Value> = counts
+            .results
+            .iter()
+            .map(|((stage, code), n)| serde_json::json!({"stage": stage, "errorCode": code, "count": n}))
+            .collect();
+        let buckets: Vec<serde_json::Value> = BUCKETS
+            .iter()
+            .zip(counts.buckets.iter())
+            .map(|(bound, n)| serde_json::json!({"le": bound, "count": n}))
+            .collect();
+        let latency =
+            serde_json::json!({"buckets": buckets, "count": counts.count, "sum": counts.sum});
+        (commands, latency)
+    };
+    let pipeline = state.gateway().metrics().snapshot();
+    let signals: Vec<serde_json::Value> = pipeline
+        .signals
+        .iter()
+        .map(|((stage, consumer, code), n)| {
+            serde_json::json!({"stage": stage, "consumer": consumer, "errorCode": code, "count": n})
+        })
+        .collect();
+    axum::Json(serde_json::json!({
+        "commands": commands,
+        "latency": latency,
+        "consumerSignals": signals,
+        "duplicates": {"store": pipeline.duplicates_by_store, "append": pipeline.duplicates_by_append},
+        "bloomHits": pipeline.bloom_hits,
+        "handlerRuns": pipeline.handler_runs,
+        "eventBacklog": pipeline.event_backlog,
+        "quarantined": state.quarantine().len(),
+    }))
 }

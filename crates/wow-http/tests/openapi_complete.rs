@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 31] = [
+const EXPECTED_PATHS: [&str; 36] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -49,14 +49,27 @@ const EXPECTED_PATHS: [&str; 31] = [
     "/account/{id}/withdraw",
     "/audit/{id}/note",
     "/compensation/failures",
+    "/compensation/failures/{id}",
     "/compensation/failures/{id}/retry",
     "/health",
     "/metrics",
+    "/metrics.json",
     "/openapi.json",
+    "/ui",
+    "/ui/app.css",
+    "/ui/app.js",
 ];
 
 /// The operations that need no token when auth is on (`/health` takes one optionally).
-const PUBLIC: [&str; 3] = ["/health", "/metrics", "/openapi.json"];
+const PUBLIC: [&str; 7] = [
+    "/health",
+    "/metrics",
+    "/metrics.json",
+    "/openapi.json",
+    "/ui",
+    "/ui/app.css",
+    "/ui/app.js",
+];
 
 /// A domain's own read route, as `wow serve` merges the bank's view: it answers with an error
 /// body that names its code but sets no header, which the router must add.

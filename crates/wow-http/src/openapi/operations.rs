@@ -433,7 +433,51 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
             json!({"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}),
         ),
     );
+    let count = json!({"type": "integer", "minimum": 0});
+    let counted = |fields: &[&str]| {
+        let mut properties: Map<String, Value> = fields
+            .iter()
+            .map(|field| ((*field).to_owned(), json!({"type": "string"})))
+            .collect();
+        properties.insert("count".to_owned(), count.clone());
+        let mut required: Vec<&str> = fields.to_vec();
+        required.push("count");
+        json!({"type": "array", "items": {"type": "object", "required": required, "properties": properties}})
+    };
+    paths.insert(
+        "/metrics.json".to_owned(),
+        public_get(
+            "service.metrics_json",
+            "The counters of /metrics as JSON (the operations page draws them): commands by stage and code, the latency histogram (cumulative buckets, seconds), each consumer's signals, the backlog",
+            json!({"description": "The counters, since the service started", "content": {"application/json": {"schema": {
+                "type": "object",
+                "required": ["commands", "latency", "consumerSignals", "eventBacklog", "quarantined"],
+                "properties": {
+                    "commands": counted(&["stage", "errorCode"]),
+                    "latency": {"type": "object", "required": ["buckets", "count", "sum"], "properties": {
+                        "buckets": {"type": "array", "items": {"type": "object", "required": ["le", "count"],
+                            "properties": {"le": {"type": "number"}, "count": count}}},
+                        "count": count, "sum": {"type": "number", "minimum": 0}}},
+                    "consumerSignals": counted(&["stage", "consumer", "errorCode"]),
+                    "duplicates": {"type": "object"},
+                    "bloomHits": count, "handlerRuns": count, "eventBacklog": count, "quarantined": count}}}}}),
+        ),
+    );
+    for (path, id, summary, media) in [
+        ("/ui", "ui.page", "The operations page: failures and their retry, quarantined aggregates, the outcome look-up, live counters", "text/html"),
+        ("/ui/app.js", "ui.script", "The operations page's script", "text/javascript"),
+        ("/ui/app.css", "ui.style", "The operations page's style sheet", "text/css"),
+    ] {
+        paths.insert(
+            path.to_owned(),
+            public_get(id, summary, json!({"description": "The file", "content": {media: {"schema": {"type": "string"}}}})),
+        );
+    }
     paths.insert("/compensation/failures".to_owned(), compensation_failures());
+    paths.insert(
+        "/compensation/failures/{id}".to_owned(),
+        compensation_detail(),
+    );
     paths.insert(
         "/compensation/failures/{id}/retry".to_owned(),
         compensation_retry(),
@@ -494,6 +538,30 @@ fn compensation_failures() -> Value {
             tenant_header(),
         ],
         "responses": list,
+    }})
+}
+
+/// `GET /compensation/failures/{id}`: one recorded failure with its events.
+fn compensation_detail() -> Value {
+    let mut detail = Map::new();
+    detail.insert("200".to_owned(), json!({"description": "The record and the stream it failed on, its events in today's shape", "content": {"application/json": {"schema": {
+        "type": "object", "required": ["failure", "events"], "properties": {
+            "failure": {"$ref": "#/components/schemas/ExecutionFailed"},
+            "events": {"type": "array", "items": {"$ref": "#/components/schemas/DomainEventStream"}}}}}}}));
+    detail.insert(
+        "400".to_owned(),
+        error("IllegalArgument: Command-Tenant-Id breaks the rules of an id"),
+    );
+    detail.insert("404".to_owned(), error(NO_COMPENSATION));
+    detail.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: a store cannot be reached"),
+    );
+    json!({"get": {
+        "operationId": "compensation.failure",
+        "summary": "One recorded consumer failure, with the events it failed on",
+        "parameters": [path_param("id", "The record's id.", json!({"type": "string", "minLength": 1})), tenant_header()],
+        "responses": detail,
     }})
 }
 
