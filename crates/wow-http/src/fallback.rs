@@ -17,8 +17,15 @@ use wow_core::aggregate::AggregateRegistry;
 
 use crate::status::ERROR_CODE_HEADER;
 
-/// Paths that are the service's own, not an aggregate's.
-const FIXED: [&str; 4] = ["health", "metrics", "openapi.json", "compensation"];
+/// The first path segments of the service's own routes, not an aggregate's.
+pub(crate) const FIXED: [&str; 6] = [
+    "health",
+    "metrics",
+    "metrics.json",
+    "openapi.json",
+    "compensation",
+    "ui",
+];
 
 /// An error answer of a query or a route: `{errorCode, errorMsg}` with `Wow-Error-Code`.
 pub(crate) fn error_response(status: StatusCode, code: &'static str, message: String) -> Response {

@@ -146,7 +146,8 @@ pub fn router(state: HttpState) -> Router {
     // A context named like an aggregate (or a route of the service) keeps the route's meaning.
     let taken = |context: &str| {
         registry.find(context).is_ok()
-            || RESERVED_FIRST_SEGMENTS.contains(&context)
+            || fallback::FIXED.contains(&context)
+            || ["tenant", "owner"].contains(&context)
             || context.is_empty()
             || context.contains(['/', '{', '}'])
     };
@@ -164,14 +165,3 @@ pub fn router(state: HttpState) -> Router {
     full
 }
 
-/// The first path segments the service's own routes use: no context prefix takes them.
-const RESERVED_FIRST_SEGMENTS: [&str; 8] = [
-    "health",
-    "metrics.json",
-    "ui",
-    "metrics",
-    "openapi.json",
-    "compensation",
-    "tenant",
-    "owner",
-];
