@@ -164,4 +164,3 @@ pub fn router(state: HttpState) -> Router {
     }
     full
 }
-

@@ -12,19 +12,6 @@ fn operators() -> Vec<String> {
     Operator::ALL.iter().map(|op| op.name()).collect()
 }
 
-/// A condition of the query DSL, its children conditions again.
-pub(super) fn condition_schema() -> Value {
-    json!({
-        "type": "object", "additionalProperties": false,
-        "description": "A condition of Wow's query DSL; every part is optional (an empty condition is ALL). docs/coming-from-wow.md gives each operator's value and semantics.",
-        "properties": {
-            "field": {"type": "string", "description": "A field path (`state.balance`)"},
-            "operator": {"$ref": "#/components/schemas/wow.api.query.Operator"},
-            "value": {"description": "By operator: a scalar, an array, a number of days, ACTIVE/DELETED/ALL"},
-            "children": {"type": "array", "items": {"$ref": "#/components/schemas/wow.api.query.Condition"}},
-            "options": {"type": "object", "description": "`ignoreCase` (text operators), `zoneId` (date operators)"}}})
-}
-
 /// The query DSL's shared schemas.
 pub(super) fn query_schemas() -> Map<String, Value> {
     let reference = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
@@ -49,7 +36,10 @@ pub(super) fn query_schemas() -> Map<String, Value> {
         "wow.api.query.Operator".to_owned(),
         json!({"type": "string", "enum": operators()}),
     );
-    schemas.insert("wow.api.query.Condition".to_owned(), condition_schema());
+    schemas.insert(
+        "wow.api.query.Condition".to_owned(),
+        super::wow_client::condition_schema(),
+    );
     schemas.insert(
         "wow.api.query.Projection".to_owned(),
         json!({

@@ -123,7 +123,7 @@ pub(super) fn aggregate_components(
             "examples": fields,
         }),
     );
-    let mut condition = super::queries::condition_schema();
+    let mut condition = condition_schema();
     condition["properties"]["field"] = schema_ref(&keys.fields());
     condition["properties"]["children"]["items"] = schema_ref(&keys.condition());
     schemas.insert(keys.condition(), condition);
@@ -222,6 +222,19 @@ fn field_names(state: &Value) -> Vec<String> {
     }
     walk(state, "state", 1, &mut fields);
     fields
+}
+
+/// A condition of the query DSL, its children conditions again.
+pub(super) fn condition_schema() -> Value {
+    json!({
+        "type": "object", "additionalProperties": false,
+        "description": "A condition of Wow's query DSL; every part is optional (an empty condition is ALL). docs/coming-from-wow.md gives each operator's value and semantics.",
+        "properties": {
+            "field": {"type": "string", "description": "A field path (`state.balance`)"},
+            "operator": {"$ref": "#/components/schemas/wow.api.query.Operator"},
+            "value": {"description": "By operator: a scalar, an array, a number of days, ACTIVE/DELETED/ALL"},
+            "children": {"type": "array", "items": {"$ref": "#/components/schemas/wow.api.query.Condition"}},
+            "options": {"type": "object", "description": "`ignoreCase` (text operators), `zoneId` (date operators)"}}})
 }
 
 /// The shared answer of a command: the result, as JSON or (SSE) one event per stage.

@@ -21,8 +21,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::command::{CommandResult, CommandStage, WaitFunction};
 
-use super::wait::{WaitNotifier, WaitPlan};
-
 /// The command header with the tail stage of the command's chained wait.
 pub const TAIL_STAGE_HEADER: &str = "wow.wait.tail_stage";
 /// The command header with the tail's bounded context (absent: any).
@@ -83,16 +81,6 @@ impl WaitTail {
             }
         }
     }
-
-    /// The plan one of the saga's commands is waited under.
-    fn plan(&self) -> WaitPlan {
-        WaitPlan {
-            stage: self.stage,
-            timeout: super::wait::DEFAULT_WAIT_TIMEOUT,
-            function: self.function.clone(),
-            tail: None,
-        }
-    }
 }
 
 /// The headers a saga puts on a command it sends while handling a stream with `stream_header`
@@ -117,24 +105,11 @@ pub(crate) fn chain_stage(header: &Header) -> Option<CommandStage> {
     header.get(CHAIN_STAGE_HEADER)?.parse().ok()
 }
 
-/// Delivers `result`, a signal of the command or stream with `header`, to its own waiter and,
-/// when the command is a link of a chained wait, to the chain's waiter too.
-pub(crate) fn notify_signal(notifier: &dyn WaitNotifier, header: &Header, result: CommandResult) {
-    if let (Some(waiting), Some(stage)) = (header.get(CHAIN_HEADER), chain_stage(header)) {
-        if result.stage <= stage {
-            let mut linked = result.clone();
-            linked.wait_command_id = waiting.clone();
-            notifier.notify(linked);
-        }
-    }
-    notifier.notify(result);
-}
-
 /// Where a chained wait stands, as its handle sees it: the saga's own signal not yet seen,
 /// then the commands it sent, each until its tail signal.
 #[derive(Debug)]
 pub(crate) struct ChainProgress {
-    tail: WaitTail,
+    tail: CommandStage,
     /// `None` until the saga's signal was yielded; then the commands still awaited.
     awaited: Option<BTreeSet<String>>,
     /// The linked commands whose `PROCESSED` was yielded (their later stages may follow).
@@ -142,9 +117,9 @@ pub(crate) struct ChainProgress {
 }
 
 impl ChainProgress {
-    pub(crate) fn new(tail: WaitTail) -> Self {
+    pub(crate) fn new(tail: &WaitTail) -> Self {
         Self {
-            tail,
+            tail: tail.stage,
             awaited: None,
             processed: BTreeSet::new(),
         }
@@ -177,22 +152,22 @@ impl ChainProgress {
                     .collect()
             })
             .unwrap_or_default();
-        let complete =
-            !result.succeeded || sent.is_empty() || self.tail.stage == CommandStage::Sent;
+        let complete = !result.succeeded || sent.is_empty() || self.tail == CommandStage::Sent;
         self.awaited = Some(sent);
         complete
     }
 
-    /// Takes a link's signal: whether the chain is complete with it (every command reached
-    /// the tail, or one of them failed on the way).
-    pub(crate) fn on_link_signal(&mut self, result: &CommandResult) -> bool {
+    /// Takes a link's signal, `last` when it ends that command's wait under the tail: whether
+    /// the chain is complete with it (every command reached the tail, or one of them failed on
+    /// the way).
+    pub(crate) fn on_link_signal(&mut self, result: &CommandResult, last: bool) -> bool {
         if result.stage >= CommandStage::Processed {
             self.processed.insert(result.command_id.clone());
         }
         let Some(awaited) = &mut self.awaited else {
             return false;
         };
-        if self.tail.plan().is_final(result) {
+        if last {
             if !result.succeeded {
                 return true;
             }
@@ -204,141 +179,7 @@ impl ChainProgress {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-    use crate::model::aggregate_id::AggregateId;
-    use crate::model::command::{CommandKind, CommandMessage, FunctionInfo};
-    use crate::model::error_code::ErrorCode;
-    use crate::runtime::command::WaitCoordinator;
-
-    fn command(id: &str) -> CommandMessage<()> {
-        CommandMessage::new(
-            AggregateId::new("bank", "account", id, "t"),
-            "transfer",
-            CommandKind::Normal,
-            (),
-        )
-    }
-
-    /// A signal of `link`, a command the saga sent, as its components copy it to `waiting`.
-    fn linked(link: &CommandMessage<()>, waiting: &str, stage: CommandStage) -> CommandResult {
-        let mut result = CommandResult::success(link, stage);
-        result.wait_command_id = waiting.to_owned();
-        result
-    }
-
-    fn saga_signal(main: &CommandMessage<()>, sent: &[&CommandMessage<()>]) -> CommandResult {
-        let commands: Vec<_> = sent.iter().map(|c| json!({"commandId": c.id})).collect();
-        CommandResult::success(main, CommandStage::SagaHandled)
-            .with_function(FunctionInfo::event("bank", "transfer"))
-            .with_result("commands", commands)
-    }
-
-    fn chain_plan() -> WaitPlan {
-        WaitPlan::new(CommandStage::SagaHandled)
-            .for_function("transfer")
-            .with_tail(WaitTail::new(CommandStage::Projected))
-    }
-
-    async fn drain(
-        handle: &mut crate::runtime::command::WaitHandle,
-    ) -> Vec<(String, CommandStage)> {
-        let mut seen = Vec::new();
-        while let Some(result) = handle.next().await {
-            seen.push((result.aggregate_id, result.stage));
-        }
-        seen
-    }
-
-    #[tokio::test]
-    async fn links_signalled_before_the_saga_are_held_then_yielded_in_stage_order() {
-        let coordinator = WaitCoordinator::new();
-        let (main, to_b, to_a) = (command("a"), command("b"), command("a2"));
-        let other_saga = command("c");
-        let mut handle = coordinator.register(&main.id, chain_plan());
-        handle.push(CommandResult::success(&main, CommandStage::Sent));
-        coordinator.notify(CommandResult::success(&main, CommandStage::Processed));
-        // The links' signals race the saga's own: a PROJECTED before its PROCESSED, and a
-        // command of another saga on the same stream.
-        coordinator.notify(linked(&to_b, &main.id, CommandStage::Projected));
-        coordinator.notify(linked(&to_b, &main.id, CommandStage::Processed));
-        coordinator.notify(linked(&other_saga, &main.id, CommandStage::Processed));
-        coordinator.notify(linked(&to_a, &main.id, CommandStage::Processed));
-        coordinator.notify(saga_signal(&main, &[&to_b, &to_a]));
-        coordinator.notify(linked(&to_a, &main.id, CommandStage::Projected));
-        let seen = drain(&mut handle).await;
-        let stages = |id: &str| -> Vec<CommandStage> {
-            seen.iter()
-                .filter(|(a, _)| a == id)
-                .map(|(_, s)| *s)
-                .collect()
-        };
-        assert_eq!(
-            stages("a"),
-            [
-                CommandStage::Sent,
-                CommandStage::Processed,
-                CommandStage::SagaHandled
-            ]
-        );
-        assert_eq!(
-            stages("b"),
-            [CommandStage::Processed, CommandStage::Projected]
-        );
-        assert_eq!(
-            stages("a2"),
-            [CommandStage::Processed, CommandStage::Projected]
-        );
-        assert!(
-            stages("c").is_empty(),
-            "another saga's command is no link: {seen:?}"
-        );
-        let saga_at = seen
-            .iter()
-            .position(|(_, s)| *s == CommandStage::SagaHandled);
-        assert_eq!(saga_at, Some(2), "links follow the saga's signal: {seen:?}");
-        assert_eq!(seen.last().map(|(_, s)| *s), Some(CommandStage::Projected));
-    }
-
-    #[tokio::test]
-    async fn the_chain_waits_for_every_link_and_ends_at_a_failed_one() {
-        let coordinator = WaitCoordinator::new();
-        let (main, to_b, to_a) = (command("a"), command("b"), command("a2"));
-        let mut handle = coordinator.register(&main.id, chain_plan());
-        handle.push(CommandResult::success(&main, CommandStage::Sent));
-        coordinator.notify(CommandResult::success(&main, CommandStage::Processed));
-        coordinator.notify(saga_signal(&main, &[&to_b, &to_a]));
-        coordinator.notify(linked(&to_a, &main.id, CommandStage::Processed));
-        coordinator.notify(linked(&to_a, &main.id, CommandStage::Projected));
-        for _ in 0..5 {
-            assert!(handle.next().await.is_some());
-        }
-        assert!(!handle.is_finished(), "one link has not reached the tail");
-        let mut failed =
-            CommandResult::failure(&to_b, CommandStage::Processed, ErrorCode::NotFound, "none");
-        failed.wait_command_id = main.id.clone();
-        coordinator.notify(failed);
-        let last = handle.next().await.unwrap();
-        assert!(handle.is_finished());
-        assert_eq!((last.aggregate_id.as_str(), last.succeeded), ("b", false));
-        assert!(handle.next().await.is_none());
-    }
-
-    #[tokio::test]
-    async fn a_saga_that_sent_nothing_ends_the_chain_at_its_signal() {
-        let coordinator = WaitCoordinator::new();
-        let main = command("a");
-        let mut handle = coordinator.register(&main.id, chain_plan());
-        handle.push(CommandResult::success(&main, CommandStage::Sent));
-        coordinator.notify(CommandResult::success(&main, CommandStage::Processed));
-        coordinator.notify(saga_signal(&main, &[]));
-        let seen = drain(&mut handle).await;
-        assert_eq!(
-            seen.last().map(|(_, s)| *s),
-            Some(CommandStage::SagaHandled)
-        );
-    }
 
     #[test]
     fn a_saga_links_its_commands_only_to_a_command_with_a_tail() {

@@ -5,7 +5,7 @@ mod node;
 mod outcome;
 mod wait;
 
-pub(crate) use chain::{link_headers, notify_signal};
+pub(crate) use chain::link_headers;
 pub use chain::{
     WaitTail, CHAIN_HEADER, CHAIN_REPLY_HEADER, CHAIN_STAGE_HEADER, TAIL_CONTEXT_HEADER,
     TAIL_FUNCTION_HEADER, TAIL_PROCESSOR_HEADER, TAIL_STAGE_HEADER, WAIT_REPLY_HEADER,
@@ -19,6 +19,7 @@ pub use node::{
     DefaultCommandHandler, DefaultCommandHandlerBuilder, DEFAULT_CONFLICT_RETRIES, QUARANTINED,
 };
 pub use outcome::{look_up_request, RequestOutcome};
+pub(crate) use wait::notify_signal;
 pub use wait::{
     signal_wanted, WaitCoordinator, WaitHandle, WaitNotifier, WaitPlan, DEFAULT_WAIT_TIMEOUT,
     PROTOCOL_HEADER, PROTOCOL_VERSION, RECORDED, WAIT_STAGE_HEADER,

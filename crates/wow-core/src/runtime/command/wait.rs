@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::chain::{chain_stage, ChainProgress, WaitTail};
+use super::chain::{chain_stage, ChainProgress, WaitTail, CHAIN_HEADER};
 use crate::model::command::{CommandResult, CommandStage, WaitFunction};
 
 /// How long a caller waits when it names no timeout.
@@ -155,6 +155,23 @@ pub trait WaitNotifier: Send + Sync + std::fmt::Debug {
     fn notify(&self, result: CommandResult);
 }
 
+/// Delivers `result`, a signal of the command or stream with `header`, to its own waiter and,
+/// when the command is a link of a chained wait, to the chain's waiter too.
+pub(crate) fn notify_signal(
+    notifier: &dyn WaitNotifier,
+    header: &std::collections::BTreeMap<String, String>,
+    result: CommandResult,
+) {
+    if let (Some(waiting), Some(stage)) = (header.get(CHAIN_HEADER), chain_stage(header)) {
+        if result.stage <= stage {
+            let mut linked = result.clone();
+            linked.wait_command_id = waiting.clone();
+            notifier.notify(linked);
+        }
+    }
+    notifier.notify(result);
+}
+
 const SHARDS: usize = 32;
 
 /// Where the signals of one wait collect until its handle takes them.
@@ -238,7 +255,14 @@ impl WaitCoordinator {
     ) -> WaitHandle {
         let slot = Arc::new(Slot::default());
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-        let chain = plan.tail.clone().map(ChainProgress::new);
+        let chain = plan.tail.as_ref().map(ChainProgress::new);
+        // The plan each command a chained wait follows is waited under.
+        let tail_plan = plan.tail.as_ref().map(|tail| WaitPlan {
+            stage: tail.stage,
+            timeout: plan.timeout,
+            function: tail.function.clone(),
+            tail: None,
+        });
         self.shard(command_id)
             .entry(command_id.to_owned())
             .or_default()
@@ -254,6 +278,7 @@ impl WaitCoordinator {
             processed_seen: false,
             finished: false,
             chain,
+            tail_plan,
         }
     }
 
@@ -312,6 +337,8 @@ pub struct WaitHandle {
     finished: bool,
     /// A chained wait's progress (the plan has a tail).
     chain: Option<ChainProgress>,
+    /// The plan of each command a chained wait follows.
+    tail_plan: Option<WaitPlan>,
 }
 
 impl WaitHandle {
@@ -375,7 +402,13 @@ impl WaitHandle {
             };
         match &mut self.chain {
             None => plan_final,
-            Some(chain) if !own => chain.on_link_signal(result),
+            Some(chain) if !own => {
+                let last = self
+                    .tail_plan
+                    .as_ref()
+                    .is_some_and(|plan| plan.is_final(result));
+                chain.on_link_signal(result, last)
+            }
             // An earlier failure ends the chain; the saga's signal names what follows.
             Some(chain) => plan_final && (!saga_signal || chain.on_saga_signal(result)),
         }
