@@ -497,3 +497,112 @@ async fn check_owners(client: &Client, at: &str, round: &str) {
         "{round}"
     );
 }
+
+/// What Wow's own TypeScript client needed that it did not get (found by running it against
+/// `wow serve`): `function` on every answer, lists streamed for `listStream`, and the bare
+/// state under the bounded context's alias (its generated clients' `basePath`).
+#[tokio::test]
+async fn wows_client_gets_functions_streamed_lists_and_the_bare_state_under_the_context() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", folder.path().join("client.db").display());
+    let served = Served::start(
+        &["--store", &store, "--listen", "127.0.0.1:0"],
+        &[("WOW_SNAPSHOT_QUERIES", "true")],
+    );
+    let (client, at) = (Client::new(), served.address.clone());
+
+    // Every answer names a function: a stage's own is the framework's.
+    let opened: Value = client
+        .post(format!("http://{at}/bank/account/f1/open"))
+        .json(&json!({"name": "F", "balance": 3}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        opened["function"],
+        json!({"functionKind": "COMMAND", "contextName": "wow", "processorName": "SimpleCommandAggregate", "name": "process"}),
+        "{opened}"
+    );
+    let streamed = client
+        .post(format!("http://{at}/account/f1/deposit"))
+        .header("Accept", "text/event-stream")
+        .header("Command-Wait-Stage", "PROJECTED")
+        .json(&json!({"amount": 4}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let results: Vec<Value> = streamed
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    assert_eq!(results.len(), 4, "{streamed}");
+    for result in &results {
+        assert!(result["function"]["processorName"].is_string(), "{result}");
+    }
+    assert_eq!(results[0]["function"]["processorName"], "CommandGateway");
+
+    // A list with `Accept: text/event-stream`: one event per item.
+    for (path, expected) in [
+        ("account/snapshot/list", "f1"),
+        ("account/snapshot/list/state", "F"),
+        ("account/event/list", "f1"),
+    ] {
+        let response = client
+            .post(format!("http://{at}/{path}"))
+            .header("Accept", "text/event-stream")
+            .json(&json!({"condition": {"operator": "AGGREGATE_ID", "value": "f1"}, "limit": 10}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        assert!(response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"));
+        assert_eq!(response.headers()["Wow-Error-Code"], "Ok");
+        let text = response.text().await.unwrap();
+        let items: Vec<Value> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .map(|data| serde_json::from_str(data).unwrap())
+            .collect();
+        let wanted = if path.ends_with("event/list") { 2 } else { 1 };
+        assert_eq!(items.len(), wanted, "{path}: {text}");
+        assert!(items[0].to_string().contains(expected), "{path}: {text}");
+    }
+
+    // Under the context's alias, the state routes answer the bare state, as Wow's do.
+    for path in ["bank/account/f1/state", "bank/account/f1/state/2"] {
+        let state: Value = client
+            .get(format!("http://{at}/{path}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(state["balance"], 7, "{path}: {state}");
+        assert!(state["aggregateId"].is_null(), "{path}: {state}");
+    }
+    // Without it, DESIGN §5's shape.
+    let ours: Value = client
+        .get(format!("http://{at}/account/f1/state"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (ours["version"].clone(), ours["state"]["balance"].clone()),
+        (json!(2), json!(7))
+    );
+    assert!(served.stop().success());
+}

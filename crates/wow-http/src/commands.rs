@@ -370,7 +370,7 @@ fn stream_stages(
                 .event(result.stage.as_str());
             Ok::<_, Infallible>(
                 event
-                    .json_data(&result)
+                    .json_data(crate::status::wire(&result))
                     .unwrap_or_else(|_| Event::default().data("{}")),
             )
         });

@@ -46,6 +46,30 @@ fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response
     response
 }
 
+/// A list answered as JSON, or, when the caller accepts `text/event-stream` (Wow's clients'
+/// `listStream`), as server-sent events: one `data:` event per item, in order, with
+/// `Wow-Error-Code: Ok`, as Wow streams a list.
+fn list_answer(headers: &HeaderMap, items: Vec<Value>) -> Response {
+    let streamed = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|accept| accept.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/event-stream"));
+    if !streamed {
+        return ok(Value::Array(items));
+    }
+    let events = futures::stream::iter(items.into_iter().map(|item| {
+        Ok::<_, std::convert::Infallible>(
+            axum::response::sse::Event::default().data(item.to_string()),
+        )
+    }));
+    let mut response = axum::response::sse::Sse::new(events).into_response();
+    response.headers_mut().insert(
+        crate::ERROR_CODE_HEADER,
+        axum::http::HeaderValue::from_static("Ok"),
+    );
+    response
+}
+
 fn ok(body: Value) -> Response {
     let mut response = Json(body).into_response();
     response.headers_mut().insert(
@@ -322,11 +346,12 @@ async fn list(
             Err(response) => return response,
         };
     match views.query(&view, &tenant, &lowered).await {
-        Ok(rows) => ok(Value::Array(
+        Ok(rows) => list_answer(
+            &headers,
             rows.into_iter()
                 .map(|row| answer(row.state, &query.projection, shape))
                 .collect(),
-        )),
+        ),
         Err(e) => store_failed(e),
     }
 }
@@ -500,7 +525,7 @@ pub(crate) async fn list_events(
     let named = runtime.named_aggregate().clone();
     match state.store().query_streams(&named, &tenant, &lowered).await {
         Ok(streams) => match streams_answer(runtime.as_ref(), streams, &query.projection) {
-            Ok(list) => ok(Value::Array(list)),
+            Ok(list) => list_answer(&headers, list),
             Err(response) => response,
         },
         Err(e) => events_failed(e),

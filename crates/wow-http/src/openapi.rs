@@ -57,7 +57,7 @@ fn schemas() -> Value {
             "properties": {"name": {"type": "string"}, "msg": {"type": "string"}}}})
         }
         "function" => json!({"type": "object",
-            "description": "The consumer that signalled (Wow's FunctionInfo); absent on the signal that a whole stage is complete.",
+            "description": "The function that signalled (Wow's FunctionInfo): a consumer of a downstream stage, or the framework's own for a stage as a whole (context `wow`: CommandGateway.send at SENT, SimpleCommandAggregate.process at PROCESSED, SnapshotDispatcher.save at SNAPSHOT, EventDispatcher.complete when every consumer of a downstream stage handled the stream).",
             "required": ["functionKind", "contextName", "processorName", "name"],
             "properties": {
                 "functionKind": {"type": "string", "enum": ["COMMAND", "SOURCING", "EVENT", "STATE_EVENT", "ERROR"]},
@@ -73,7 +73,12 @@ fn schemas() -> Value {
             required.push(field.clone());
         }
     }
+    // Every answer names the function that signalled (the framework's own for a stage as a
+    // whole): Wow's clients read it.
     properties.insert("function".to_owned(), typed("function"));
+    if !required.iter().any(|field| field == "function") {
+        required.push("function".to_owned());
+    }
     let string = json!({"type": "string"});
     let integer = json!({"type": "integer"});
     json!({

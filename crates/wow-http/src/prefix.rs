@@ -16,7 +16,8 @@ use tower::ServiceExt;
 
 use crate::{auth, HttpConfig};
 
-/// Marks a request that came in under `/tenant/{tenantId}/`: answers take Wow's shapes.
+/// Marks a request that came in under `/tenant/{tenantId}/` or `/{context}/`: answers take
+/// Wow's shapes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WowPrefixed;
 
@@ -94,11 +95,15 @@ pub(crate) async fn owner_prefixed(
 /// `ANY /{context}/{*rest}`: `rest` answered by `inner`. Wow's generated clients put the
 /// bounded context's alias before every path (their `basePath`), as a gateway in front of
 /// Wow services routes them.
+///
+/// No client of wow-rs's own contract (DESIGN §5) puts a context first, so answers under it
+/// take Wow's shapes, as under `/tenant/{tenantId}/`: the state routes answer the bare state.
 pub(crate) async fn context_prefixed(
     inner: Router,
     Path(rest): Path<String>,
-    request: Request,
+    mut request: Request,
 ) -> Response {
+    request.extensions_mut().insert(WowPrefixed);
     forward(inner, &rest, request).await
 }
 

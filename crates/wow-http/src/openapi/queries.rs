@@ -87,6 +87,14 @@ fn json_body(schema: &str) -> Value {
     json!({"required": false, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
 }
 
+/// A list's answer: JSON, or with `Accept: text/event-stream` one event per item.
+fn ok_list(description: &str, schema: Value) -> Value {
+    let mut answer = ok(description, schema);
+    answer["content"]["text/event-stream"] = json!({"schema": {"type": "string",
+        "description": "With `Accept: text/event-stream`: one event per item, in order, its `data` the item as JSON (Wow's listStream)"}});
+    answer
+}
+
 fn ok(description: &str, schema: Value) -> Value {
     json!({"description": description, "headers": {"Wow-Error-Code": {"description": "`Ok`", "schema": {"type": "string"}}},
         "content": {"application/json": {"schema": schema}}})
@@ -185,7 +193,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot.list_query",
             "Matching materialized snapshots",
             json_body("wow.api.query.ListQuery"),
-            ok("The documents", array(&doc)),
+            ok_list("The documents", array(&doc)),
             false,
         ),
         (
@@ -193,7 +201,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot_state.list_query",
             "The states of the matches",
             json_body("wow.api.query.ListQuery"),
-            ok("The states", array(&state)),
+            ok_list("The states", array(&state)),
             false,
         ),
         (
@@ -225,7 +233,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "event.list_query",
             "Matching event streams",
             json_body("wow.api.query.ListQuery"),
-            ok("The streams", array(&stream)),
+            ok_list("The streams", array(&stream)),
             false,
         ),
         (

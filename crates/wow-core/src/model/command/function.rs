@@ -35,6 +35,29 @@ pub struct FunctionInfo {
 }
 
 impl FunctionInfo {
+    /// The framework's own function that signals `stage` as a whole, named as Wow names its
+    /// own (context `wow`): the gateway's `send` at `SENT`, the aggregate's `process` at
+    /// `PROCESSED`, the snapshotter's `save` at `SNAPSHOT`, and for a downstream stage the
+    /// dispatcher's `complete` (every consumer of the stage handled the stream; Wow has no such
+    /// signal). For the results of a stage as a whole, which carry no consumer's function.
+    pub fn of_stage(stage: super::CommandStage) -> Self {
+        use super::CommandStage;
+        let (function_kind, processor_name, name) = match stage {
+            CommandStage::Sent => (FunctionKind::Command, "CommandGateway", "send"),
+            CommandStage::Processed => (FunctionKind::Command, "SimpleCommandAggregate", "process"),
+            CommandStage::Snapshot => (FunctionKind::StateEvent, "SnapshotDispatcher", "save"),
+            CommandStage::Projected | CommandStage::EventHandled | CommandStage::SagaHandled => {
+                (FunctionKind::Event, "EventDispatcher", "complete")
+            }
+        };
+        Self {
+            function_kind,
+            context_name: "wow".to_owned(),
+            processor_name: processor_name.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
     /// The consumer `processor` of `context`, handling events.
     pub fn event(context: impl Into<String>, processor: impl Into<String>) -> Self {
         Self {
