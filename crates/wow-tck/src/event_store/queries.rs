@@ -156,6 +156,39 @@ pub async fn queries_streams_as_documents(store: Store) {
         .await,
         ids(&[("o1", 2), ("o2", 2)])
     );
+    // A path through `body` is about each event, as Wow's clients write it (`body.name`,
+    // MongoDB's reading of a dotted path through an array): it holds for one event; NE and
+    // NOT_IN hold for none.
+    for (condition, expected) in [
+        (
+            json!({"field": "body.name", "operator": "EQ", "value": "TotalChanged"}),
+            ids(&[("o1", 1), ("o1", 2), ("o2", 1)]),
+        ),
+        (
+            json!({"field": "body.name", "operator": "NE", "value": "TotalChanged"}),
+            ids(&[("o2", 2)]),
+        ),
+        (
+            json!({"field": "body.name", "operator": "NOT_IN", "value": ["TotalChanged"]}),
+            ids(&[("o2", 2)]),
+        ),
+        (
+            json!({"field": "body.body.quantity", "operator": "GTE", "value": 2}),
+            ids(&[("o1", 2), ("o2", 2)]),
+        ),
+        (
+            json!({"operator": "AND", "children": [
+                {"field": "version", "operator": "GTE", "value": 2},
+                {"field": "body.name", "operator": "IN", "value": ["TotalChanged", "Nothing"]}]}),
+            ids(&[("o1", 2)]),
+        ),
+    ] {
+        assert_eq!(
+            matching(s, condition.clone(), Vec::new()).await,
+            expected,
+            "{condition}"
+        );
+    }
     assert_eq!(
         matching(
             s,

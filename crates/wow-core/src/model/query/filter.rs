@@ -276,7 +276,7 @@ impl Lowering {
             Target::Snapshot => "aggregateId",
             Target::EventStream => "id",
         };
-        Ok(match op {
+        let lowered = match op {
             Operator::All => Filter::All,
             Operator::And => Filter::And(children(budget)?),
             Operator::Or => Filter::Or(children(budget)?),
@@ -354,6 +354,11 @@ impl Lowering {
             | Operator::RecentDays
             | Operator::EarlierDays => self.date(c, field()?)?,
             Operator::Match | Operator::Raw => return Err(QueryError::Unsupported(op)),
+        };
+        Ok(if self.target == Target::EventStream && !in_element {
+            through_events(lowered)
+        } else {
+            lowered
         })
     }
 
@@ -508,5 +513,93 @@ fn flag(op: Operator, c: &Condition, key: &'static str) -> Result<bool, QueryErr
         None => Ok(false),
         Some(Value::Bool(flag)) => Ok(*flag),
         Some(_) => Err(QueryError::Option(op, key, "must be a boolean")),
+    }
+}
+
+/// A stream's `body` is its events: a condition on `body.name` (Wow's client's
+/// `DomainEventStreamMetadataFields.BODY_NAME`) is about each event, as MongoDB reads a dotted
+/// path through an array: it holds when it holds for one event (`ELEM_MATCH` on `body`), and
+/// `NE` / `NOT_IN` hold when it holds for none. Other paths are left as they are.
+fn through_events(filter: Filter) -> Filter {
+    let into = |path: FieldPath| -> Result<(FieldPath, FieldPath), FieldPath> {
+        match path.0.split_first() {
+            Some((first, rest)) if first == "body" && !rest.is_empty() => {
+                Ok((FieldPath(vec![first.clone()]), FieldPath(rest.to_vec())))
+            }
+            _ => Err(path),
+        }
+    };
+    let each = |body: FieldPath, inner: Filter| Filter::ElemMatch(body, Box::new(inner));
+    match filter {
+        Filter::And(all) => Filter::And(all.into_iter().map(through_events).collect()),
+        Filter::Or(any) => Filter::Or(any.into_iter().map(through_events).collect()),
+        Filter::Nor(none) => Filter::Nor(none.into_iter().map(through_events).collect()),
+        Filter::Eq(path, v) => match into(path) {
+            Ok((body, rest)) => each(body, Filter::Eq(rest, v)),
+            Err(path) => Filter::Eq(path, v),
+        },
+        Filter::Ne(path, v) => match into(path) {
+            Ok((body, rest)) => Filter::Nor(vec![each(body, Filter::Eq(rest, v))]),
+            Err(path) => Filter::Ne(path, v),
+        },
+        Filter::Range(path, range, v) => match into(path) {
+            Ok((body, rest)) => each(body, Filter::Range(rest, range, v)),
+            Err(path) => Filter::Range(path, range, v),
+        },
+        Filter::In(path, vs) => match into(path) {
+            Ok((body, rest)) => each(body, Filter::In(rest, vs)),
+            Err(path) => Filter::In(path, vs),
+        },
+        Filter::NotIn(path, vs) => match into(path) {
+            Ok((body, rest)) => Filter::Nor(vec![each(body, Filter::In(rest, vs))]),
+            Err(path) => Filter::NotIn(path, vs),
+        },
+        Filter::AllIn(path, vs) => match into(path) {
+            Ok((body, rest)) => each(body, Filter::AllIn(rest, vs)),
+            Err(path) => Filter::AllIn(path, vs),
+        },
+        Filter::Text {
+            path,
+            kind,
+            value,
+            ignore_case,
+        } => match into(path) {
+            Ok((body, rest)) => each(
+                body,
+                Filter::Text {
+                    path: rest,
+                    kind,
+                    value,
+                    ignore_case,
+                },
+            ),
+            Err(path) => Filter::Text {
+                path,
+                kind,
+                value,
+                ignore_case,
+            },
+        },
+        Filter::ElemMatch(path, child) => match into(path) {
+            Ok((body, rest)) => each(body, Filter::ElemMatch(rest, child)),
+            Err(path) => Filter::ElemMatch(path, child),
+        },
+        Filter::Null(path) => match into(path) {
+            Ok((body, rest)) => each(body, Filter::Null(rest)),
+            Err(path) => Filter::Null(path),
+        },
+        Filter::NotNull(path) => match into(path) {
+            Ok((body, rest)) => each(body, Filter::NotNull(rest)),
+            Err(path) => Filter::NotNull(path),
+        },
+        Filter::Bool(path, flag) => match into(path) {
+            Ok((body, rest)) => each(body, Filter::Bool(rest, flag)),
+            Err(path) => Filter::Bool(path, flag),
+        },
+        Filter::Exists(path, flag) => match into(path) {
+            Ok((body, rest)) => each(body, Filter::Exists(rest, flag)),
+            Err(path) => Filter::Exists(path, flag),
+        },
+        other => other,
     }
 }
