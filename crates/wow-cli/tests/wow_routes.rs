@@ -32,6 +32,18 @@ async fn call(
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// `POST /{path}` with `body` as JSON, as `call` sends it (no token).
+async fn post(client: &Client, at: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    call(
+        client,
+        reqwest::Method::POST,
+        format!("http://{at}/{path}"),
+        None,
+        Some(body),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn the_tenant_prefix_reaches_every_route_and_answers_wows_state_shape() {
     let folder = tempfile::tempdir().unwrap();
@@ -41,23 +53,22 @@ async fn the_tenant_prefix_reaches_every_route_and_answers_wows_state_shape() {
         &[("WOW_SNAPSHOT_QUERIES", "true")],
     );
     let (client, at) = (Client::new(), served.address.clone());
-    let post = |path: &str, body: Value| {
-        call(
-            &client,
-            reqwest::Method::POST,
-            format!("http://{at}/{path}"),
-            None,
-            Some(body),
-        )
-    };
     let (status, opened) = post(
+        &client,
+        &at,
         "tenant/t9/account/s1/open",
         json!({"name": "T", "balance": 5}),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{opened}");
     assert_eq!(opened["tenantId"], "t9");
-    let (status, _) = post("tenant/t9/account/s1/deposit", json!({"amount": 7})).await;
+    let (status, _) = post(
+        &client,
+        &at,
+        "tenant/t9/account/s1/deposit",
+        json!({"amount": 7}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -117,9 +128,9 @@ async fn the_tenant_prefix_reaches_every_route_and_answers_wows_state_shape() {
     assert_eq!(with_header["version"], 2);
     assert_eq!(with_header["state"]["balance"], 12);
     // Queries and history under the prefix are the path tenant's.
-    let (_, count) = post("tenant/t9/account/snapshot/count", json!({})).await;
+    let (_, count) = post(&client, &at, "tenant/t9/account/snapshot/count", json!({})).await;
     assert_eq!(count, json!(1));
-    let (_, count) = post("account/snapshot/count", json!({})).await;
+    let (_, count) = post(&client, &at, "account/snapshot/count", json!({})).await;
     assert_eq!(count, json!(0));
     let (status, history) = get("tenant/t9/account/s1/event/1/2".into()).await;
     assert_eq!(
@@ -382,17 +393,10 @@ async fn the_context_and_owner_prefixes_and_the_owner_and_space_survive_a_restar
     let env = [("WOW_SNAPSHOT_QUERIES", "true")];
     let served = Served::start(&args, &env);
     let (client, at) = (Client::new(), served.address.clone());
-    let post = |path: &str, body: Value| {
-        call(
-            &client,
-            reqwest::Method::POST,
-            format!("http://{at}/{path}"),
-            None,
-            Some(body),
-        )
-    };
     // As Wow's generated clients send it: the context's alias, the tenant, the owner.
     let (status, opened) = post(
+        &client,
+        &at,
         "bank/tenant/t1/owner/u1/account/o1/open",
         json!({"name": "O", "balance": 5}),
     )
@@ -400,6 +404,8 @@ async fn the_context_and_owner_prefixes_and_the_owner_and_space_survive_a_restar
     assert_eq!(status, StatusCode::OK, "{opened}");
     assert_eq!(opened["tenantId"], "t1");
     let (status, _) = post(
+        &client,
+        &at,
         "tenant/t1/owner/u2/account/o2/open",
         json!({"name": "P", "balance": 1}),
     )
@@ -417,6 +423,8 @@ async fn the_context_and_owner_prefixes_and_the_owner_and_space_survive_a_restar
     assert_eq!(deposited.status(), StatusCode::OK);
     // A bad owner id is refused, in the path or the header, before anything is sent.
     let (status, refused) = post(
+        &client,
+        &at,
         "owner/no%20spaces/account/o3/open",
         json!({"name": "Q", "balance": 1}),
     )
@@ -440,16 +448,13 @@ async fn the_context_and_owner_prefixes_and_the_owner_and_space_survive_a_restar
 
 /// What the owners' queries and history answer, the same before and after a restart.
 async fn check_owners(client: &Client, at: &str, round: &str) {
-    let query = |path: &str, body: Value| {
-        call(
-            client,
-            reqwest::Method::POST,
-            format!("http://{at}/{path}"),
-            None,
-            Some(body),
-        )
-    };
-    let (status, owned) = query("tenant/t1/owner/u1/account/snapshot/list", json!({})).await;
+    let (status, owned) = post(
+        client,
+        at,
+        "tenant/t1/owner/u1/account/snapshot/list",
+        json!({}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{round}: {owned}");
     let owned = owned.as_array().unwrap();
     assert_eq!(owned.len(), 1, "{round}: {owned:?}");
@@ -463,12 +468,20 @@ async fn check_owners(client: &Client, at: &str, round: &str) {
         "{round}"
     );
     assert_eq!(owned[0]["state"]["balance"], 7, "{round}");
-    let (_, all) = query("tenant/t1/account/snapshot/count", json!({})).await;
+    let (_, all) = post(client, at, "tenant/t1/account/snapshot/count", json!({})).await;
     assert_eq!(all, json!(2), "{round}");
-    let (_, others) = query("bank/tenant/t1/owner/u2/account/snapshot/count", json!({})).await;
+    let (_, others) = post(
+        client,
+        at,
+        "bank/tenant/t1/owner/u2/account/snapshot/count",
+        json!({}),
+    )
+    .await;
     assert_eq!(others, json!(1), "{round}");
     // The streams carry the owner their command named.
-    let (_, streams) = query(
+    let (_, streams) = post(
+        client,
+        at,
         "tenant/t1/owner/u1/account/event/list",
         json!({"projection": {"include": ["aggregateId", "version", "ownerId"]}}),
     )
