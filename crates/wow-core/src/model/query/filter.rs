@@ -521,85 +521,51 @@ fn flag(op: Operator, c: &Condition, key: &'static str) -> Result<bool, QueryErr
 /// path through an array: it holds when it holds for one event (`ELEM_MATCH` on `body`), and
 /// `NE` / `NOT_IN` hold when it holds for none. Other paths are left as they are.
 fn through_events(filter: Filter) -> Filter {
-    let into = |path: FieldPath| -> Result<(FieldPath, FieldPath), FieldPath> {
-        match path.0.split_first() {
-            Some((first, rest)) if first == "body" && !rest.is_empty() => {
-                Ok((FieldPath(vec![first.clone()]), FieldPath(rest.to_vec())))
-            }
-            _ => Err(path),
+    let mut filter = match filter {
+        Filter::And(all) => return Filter::And(all.into_iter().map(through_events).collect()),
+        Filter::Or(any) => return Filter::Or(any.into_iter().map(through_events).collect()),
+        Filter::Nor(none) => return Filter::Nor(none.into_iter().map(through_events).collect()),
+        // A negation holds when its positive test holds for no event.
+        Filter::Ne(path, v) if is_through_body(&path) => {
+            return Filter::Nor(vec![through_events(Filter::Eq(path, v))])
         }
+        Filter::NotIn(path, vs) if is_through_body(&path) => {
+            return Filter::Nor(vec![through_events(Filter::In(path, vs))])
+        }
+        leaf => leaf,
     };
-    let each = |body: FieldPath, inner: Filter| Filter::ElemMatch(body, Box::new(inner));
-    match filter {
-        Filter::And(all) => Filter::And(all.into_iter().map(through_events).collect()),
-        Filter::Or(any) => Filter::Or(any.into_iter().map(through_events).collect()),
-        Filter::Nor(none) => Filter::Nor(none.into_iter().map(through_events).collect()),
-        Filter::Eq(path, v) => match into(path) {
-            Ok((body, rest)) => each(body, Filter::Eq(rest, v)),
-            Err(path) => Filter::Eq(path, v),
-        },
-        Filter::Ne(path, v) => match into(path) {
-            Ok((body, rest)) => Filter::Nor(vec![each(body, Filter::Eq(rest, v))]),
-            Err(path) => Filter::Ne(path, v),
-        },
-        Filter::Range(path, range, v) => match into(path) {
-            Ok((body, rest)) => each(body, Filter::Range(rest, range, v)),
-            Err(path) => Filter::Range(path, range, v),
-        },
-        Filter::In(path, vs) => match into(path) {
-            Ok((body, rest)) => each(body, Filter::In(rest, vs)),
-            Err(path) => Filter::In(path, vs),
-        },
-        Filter::NotIn(path, vs) => match into(path) {
-            Ok((body, rest)) => Filter::Nor(vec![each(body, Filter::In(rest, vs))]),
-            Err(path) => Filter::NotIn(path, vs),
-        },
-        Filter::AllIn(path, vs) => match into(path) {
-            Ok((body, rest)) => each(body, Filter::AllIn(rest, vs)),
-            Err(path) => Filter::AllIn(path, vs),
-        },
-        Filter::Text {
-            path,
-            kind,
-            value,
-            ignore_case,
-        } => match into(path) {
-            Ok((body, rest)) => each(
-                body,
-                Filter::Text {
-                    path: rest,
-                    kind,
-                    value,
-                    ignore_case,
-                },
-            ),
-            Err(path) => Filter::Text {
-                path,
-                kind,
-                value,
-                ignore_case,
-            },
-        },
-        Filter::ElemMatch(path, child) => match into(path) {
-            Ok((body, rest)) => each(body, Filter::ElemMatch(rest, child)),
-            Err(path) => Filter::ElemMatch(path, child),
-        },
-        Filter::Null(path) => match into(path) {
-            Ok((body, rest)) => each(body, Filter::Null(rest)),
-            Err(path) => Filter::Null(path),
-        },
-        Filter::NotNull(path) => match into(path) {
-            Ok((body, rest)) => each(body, Filter::NotNull(rest)),
-            Err(path) => Filter::NotNull(path),
-        },
-        Filter::Bool(path, flag) => match into(path) {
-            Ok((body, rest)) => each(body, Filter::Bool(rest, flag)),
-            Err(path) => Filter::Bool(path, flag),
-        },
-        Filter::Exists(path, flag) => match into(path) {
-            Ok((body, rest)) => each(body, Filter::Exists(rest, flag)),
-            Err(path) => Filter::Exists(path, flag),
-        },
-        other => other,
+    match filter.leaf_path() {
+        Some(path) if is_through_body(path) => {
+            let rest = FieldPath(path.0.split_off(1));
+            let body = std::mem::replace(path, rest);
+            Filter::ElemMatch(body, Box::new(filter))
+        }
+        _ => filter,
+    }
+}
+
+/// Whether `path` goes through a stream's `body` to a field of its events.
+fn is_through_body(path: &FieldPath) -> bool {
+    path.0.len() > 1 && path.0[0] == "body"
+}
+
+impl Filter {
+    /// The field a test (not `AND`, `OR`, `NOR` or `ALL`) is about.
+    fn leaf_path(&mut self) -> Option<&mut FieldPath> {
+        match self {
+            Filter::All | Filter::And(_) | Filter::Or(_) | Filter::Nor(_) => None,
+            Filter::Eq(path, _)
+            | Filter::Ne(path, _)
+            | Filter::Range(path, _, _)
+            | Filter::In(path, _)
+            | Filter::NotIn(path, _)
+            | Filter::AllIn(path, _)
+            | Filter::Text { path, .. }
+            | Filter::ElemMatch(path, _)
+            | Filter::Null(path)
+            | Filter::NotNull(path)
+            | Filter::Bool(path, _)
+            | Filter::Exists(path, _) => Some(path),
+        }
     }
 }

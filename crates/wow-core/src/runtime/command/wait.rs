@@ -84,6 +84,17 @@ impl WaitPlan {
         self
     }
 
+    /// Whether `result` is the signal this plan waits for: its stage, and the named consumer's
+    /// signal (or, with none named, the signal that the whole stage is complete).
+    fn awaits(&self, result: &CommandResult) -> bool {
+        let function = match (&self.function, &result.function) {
+            (None, None) => true,
+            (Some(wanted), Some(function)) => wanted.matches(function),
+            _ => false,
+        };
+        result.stage == self.stage && function
+    }
+
     /// Whether `result` ends a wait under this plan: the awaited signal, or a failure of an
     /// earlier or equal stage, or a processed command that recorded nothing (no later stage
     /// will follow it).
@@ -92,12 +103,7 @@ impl WaitPlan {
     /// or `PROCESSED`): another consumer's failure does not stop the named one from running.
     pub fn is_final(&self, result: &CommandResult) -> bool {
         let stage_signal = result.function.is_none();
-        let awaited = match (&self.function, &result.function) {
-            (None, None) => true,
-            (Some(wanted), Some(function)) => wanted.matches(function),
-            _ => false,
-        };
-        if result.stage == self.stage && awaited {
+        if self.awaits(result) {
             return true;
         }
         let last_failing_stage = if self.function.is_some() {
@@ -394,12 +400,8 @@ impl WaitHandle {
             self.processed_seen |= result.stage >= CommandStage::Processed;
         }
         let plan_final = own && self.plan.is_final(result);
-        let saga_signal = result.stage == CommandStage::SagaHandled
-            && match (&self.plan.function, &result.function) {
-                (None, None) => true,
-                (Some(wanted), Some(function)) => wanted.matches(function),
-                _ => false,
-            };
+        // A chained plan's stage is SAGA_HANDLED: its awaited signal is the saga's.
+        let saga_signal = self.plan.awaits(result);
         match &mut self.chain {
             None => plan_final,
             Some(chain) if !own => {
