@@ -235,7 +235,7 @@ async fn validation_failures_record_nothing_and_keep_the_request_id_free() {
 }
 
 #[tokio::test]
-async fn a_pinned_version_ahead_of_history_is_not_recorded() {
+async fn a_pinned_version_conflict_ahead_or_behind_history_is_not_recorded() {
     let store = memory_store();
     let pipeline = process(&store);
     let id = opened(&pipeline.gateway, 10).await;
@@ -254,10 +254,18 @@ async fn a_pinned_version_ahead_of_history_is_not_recorded() {
         .with_request_id("pin-0")
         .with_expected_version(0);
     failed(&pipeline, behind).await;
-    assert!(matches!(
-        store.find_decision(&id, "pin-0").await.unwrap(),
-        Some(RequestDecision::Rejected(_))
-    ));
+    assert!(
+        store.find_decision(&id, "pin-0").await.unwrap().is_none(),
+        "history has passed version 0: a conflict all the same, not a decision (SPEC ES-3)"
+    );
+    let retried = deposit(&id, 1)
+        .with_request_id("pin-0")
+        .with_expected_version(1);
+    assert_eq!(
+        send_ok(&pipeline.gateway, retried).await.aggregate_version,
+        Some(2),
+        "the retry with the fresh version is decided afresh"
+    );
 }
 
 #[tokio::test]

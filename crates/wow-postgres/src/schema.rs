@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 10;
+pub const SCHEMA_VERSION: i32 = 11;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -43,7 +43,7 @@ pub const SCHEMA_VERSION: i32 = 10;
 /// appended streams only (`version > 0`), as the feed reads: rejections are not in it.
 /// Migration 7 blocks appends while the index builds (measured here: 2 ms for the column and
 /// 0.35 s for the index over a million rows of 300-byte bodies, PostgreSQL 15).
-const MIGRATIONS: [&str; 10] = [
+const MIGRATIONS: [&str; 11] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -195,6 +195,12 @@ const MIGRATIONS: [&str; 10] = [
         renamed_at     BIGINT NOT NULL,
         CONSTRAINT aggregate_rename_pk PRIMARY KEY (from_name)
     );
+"#,
+    r#"
+    -- An expected-version conflict is not a decision (SPEC ES-3): builds before this one
+    -- recorded it as a rejection, which then answered every retry of its request id with the
+    -- stale conflict. Those records go; the retries they blocked are decided afresh.
+    DELETE FROM event_stream WHERE version < 0 AND error_code = 'CommandExpectVersionConflict';
 "#,
 ];
 
@@ -437,5 +443,29 @@ mod tests {
         assert_eq!(version, SCHEMA_VERSION);
         wow_tck::migration::a_migrated_store_keeps_what_it_held(&store, &order, &old).await;
         a_keyed_row_without_a_decision_is_an_error(&client, &store, &order).await;
+    }
+
+    /// SPEC ES-3: a conflict recorded as a rejection by an earlier build stops blocking its
+    /// request id once the schema is migrated; every other recorded rejection stays.
+    #[tokio::test]
+    async fn migrating_drops_conflicts_an_earlier_build_recorded_as_decisions() {
+        let schema = format!("wow_test_{}", uuid::Uuid::now_v7().simple());
+        let Some(client) = connect_or_skip().await else {
+            return;
+        };
+        let _guard = DropSchema(schema.clone());
+        let options = || url().parse::<PostgresOptions>().unwrap().schema(&schema);
+        let order = AggregateId::new("tck", "order", wow_core::id::new_id(), "t");
+        {
+            let store = PostgresStore::open(options()).await.unwrap();
+            store.append(&stream(&order, 1, "r-open")).await.unwrap();
+            wow_tck::migration::record_conflicts_as_an_earlier_build_did(&store, &order).await;
+        }
+        client
+            .batch_execute(&format!("UPDATE {schema}.wow_schema SET version = 10"))
+            .await
+            .unwrap();
+        let store = PostgresStore::open(options()).await.unwrap();
+        wow_tck::migration::a_migrated_store_holds_no_conflict_as_a_decision(&store, &order).await;
     }
 }

@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 9;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 9] = [
+const MIGRATIONS: [&str; 10] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -221,6 +221,12 @@ const MIGRATIONS: [&str; 9] = [
         to_name        TEXT    NOT NULL,
         renamed_at     INTEGER NOT NULL
     ) WITHOUT ROWID;
+"#,
+    r#"
+    -- An expected-version conflict is not a decision (SPEC ES-3): builds before this one
+    -- recorded it as a rejection, which then answered every retry of its request id with the
+    -- stale conflict. Those records go; the retries they blocked are decided afresh.
+    DELETE FROM event_stream WHERE version < 0 AND error_code = 'CommandExpectVersionConflict';
 "#,
 ];
 
@@ -419,6 +425,26 @@ mod tests {
             store.find_decision(&order, "r-bad").await,
             Err(EventStoreError::Internal(_))
         ));
+    }
+
+    /// SPEC ES-3: a conflict recorded as a rejection by an earlier build stops blocking its
+    /// request id once the file is migrated; every other recorded rejection stays.
+    #[tokio::test]
+    async fn migrating_drops_conflicts_an_earlier_build_recorded_as_decisions() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("v9.db");
+        let order = AggregateId::new("tck", "order", wow_core::id::new_id(), "t");
+        {
+            let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
+            store.append(&stream(&order, 1, "r-open")).await.unwrap();
+            wow_tck::migration::record_conflicts_as_an_earlier_build_did(&store, &order).await;
+        }
+        Connection::open(&path)
+            .unwrap()
+            .execute("UPDATE wow_schema SET version = 9", [])
+            .unwrap();
+        let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
+        wow_tck::migration::a_migrated_store_holds_no_conflict_as_a_decision(&store, &order).await;
     }
 
     #[test]

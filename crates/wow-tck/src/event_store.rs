@@ -1,4 +1,4 @@
-//! The EventStore conformance suite (SPEC ES-1, ES-2, ES-5, RQ-6, ID-3, ID-6, and the global
+//! The EventStore conformance suite (SPEC ES-1, ES-2, ES-3, ES-5, RQ-6, ID-3, ID-6, and the global
 //! feed of DESIGN §4).
 //!
 //! Each case takes a fresh, empty store. Run them all with [`event_store_tck!`](crate::event_store_tck).
@@ -11,9 +11,11 @@ use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::fixtures::{aggregate, stream, stream_at, AGGREGATE, CONTEXT};
 
+mod conflicts;
 mod decisions;
 pub(crate) mod feed;
 mod queries;
+pub use conflicts::*;
 pub use decisions::*;
 pub use feed::*;
 pub use queries::*;

@@ -92,3 +92,47 @@ pub async fn a_migrated_store_keeps_what_it_held<S>(
         "the feed lists the old streams first"
     );
 }
+
+/// Records on `order` (whose version 1 is appended) what a build before SPEC ES-3 held: an
+/// expected-version conflict recorded as the decision of `r-conflict`, beside a business
+/// rejection of `r-rule`. The caller then takes its schema back to the version before the
+/// migration that drops such records, and opens the store again.
+pub async fn record_conflicts_as_an_earlier_build_did(store: &dyn EventStore, order: &AggregateId) {
+    for (request_id, code) in [
+        ("r-conflict", ErrorCode::CommandExpectVersionConflict),
+        ("r-rule", ErrorCode::domain("InsufficientBalance")),
+    ] {
+        let record = RejectionRecord {
+            command_id: wow_core::id::new_id(),
+            fingerprint: "f".to_owned(),
+            error_msg: code.to_string(),
+            error_code: code,
+            version: 1,
+            create_time: 0,
+        };
+        store
+            .record_rejection(order, request_id, &record)
+            .await
+            .unwrap();
+    }
+}
+
+/// After the migration (see [`record_conflicts_as_an_earlier_build_did`]) the conflict no
+/// longer holds its request id: no decision is found and the request's retry appends; the
+/// business rejection stays recorded.
+pub async fn a_migrated_store_holds_no_conflict_as_a_decision(
+    store: &dyn EventStore,
+    order: &AggregateId,
+) {
+    assert!(store
+        .find_decision(order, "r-conflict")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(matches!(
+        store.find_decision(order, "r-rule").await.unwrap(),
+        Some(RequestDecision::Rejected(record))
+            if record.error_code == ErrorCode::domain("InsufficientBalance")
+    ));
+    store.append(&stream(order, 2, "r-conflict")).await.unwrap();
+}

@@ -61,10 +61,12 @@ impl RequestDecision {
 
 /// Whether a rejection with `code` is a final decision that a store records (SPEC ID-6).
 ///
-/// Business rules of the domain, `NotFound`, `DuplicateAggregateId`,
-/// `CommandExpectVersionConflict`, and the soft delete's refusals
-/// (`IllegalAccessDeletedAggregate`, `IllegalState` for a recover of an aggregate that is not
-/// deleted) are; transient failures, validation and conflicts the node resolves itself are not.
+/// Business rules of the domain, `NotFound`, `DuplicateAggregateId`, and the soft delete's
+/// refusals (`IllegalAccessDeletedAggregate`, `IllegalState` for a recover of an aggregate that
+/// is not deleted) are. Transient failures, validation and version conflicts are not: a
+/// command whose expected version history has passed (`CommandExpectVersionConflict`) was
+/// decided on a state its caller no longer holds, so its retry with the same request id, after
+/// reloading, is decided afresh (SPEC ES-3).
 pub fn is_recorded_rejection(code: &ErrorCode) -> bool {
     matches!(
         code,
@@ -73,6 +75,5 @@ pub fn is_recorded_rejection(code: &ErrorCode) -> bool {
             | ErrorCode::IllegalState
             | ErrorCode::NotFound
             | ErrorCode::DuplicateAggregateId
-            | ErrorCode::CommandExpectVersionConflict
     )
 }

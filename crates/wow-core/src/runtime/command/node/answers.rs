@@ -8,7 +8,7 @@ use crate::contracts::eventsourcing::EventStoreError;
 use crate::model::aggregate::{AggregateError, AggregateState};
 use crate::model::command::{decided_result, CommandResult, CommandStage, REJECTION_DETAIL};
 use crate::model::error_code::ErrorCode;
-use crate::model::eventsourcing::{is_recorded_rejection, RejectionRecord};
+use crate::model::eventsourcing::{is_recorded_rejection, RejectionRecord, RequestDecision};
 use crate::runtime::aggregate::QuarantinedAggregate;
 use crate::runtime::command::wait::RECORDED;
 
@@ -32,12 +32,7 @@ impl DefaultCommandHandler {
         {
             Ok(Some(decision)) => {
                 self.metrics.record_duplicate_by_store();
-                Attempt::from(decided_result(
-                    command,
-                    CommandStage::Processed,
-                    fingerprint,
-                    &decision,
-                ))
+                Attempt::from(decided(command, fingerprint, &decision))
             }
             Ok(None) => Attempt::from(
                 CommandResult::success(command, CommandStage::Processed)
@@ -69,13 +64,7 @@ impl DefaultCommandHandler {
         now: i64,
     ) -> Attempt {
         let rejected = aggregate_failure(command, error).with_version(version);
-        let passed_pin = match error {
-            AggregateError::ExpectedVersionConflict {
-                expected, actual, ..
-            } => expected < actual,
-            _ => true,
-        };
-        if !is_recorded_rejection(&rejected.error_code) || !passed_pin {
+        if !is_recorded_rejection(&rejected.error_code) {
             return Attempt::from(rejected);
         }
         let record = RejectionRecord {
@@ -122,9 +111,7 @@ impl DefaultCommandHandler {
             .find_decision(&command.aggregate_id, &command.request_id)
             .await
         {
-            Ok(Some(decision)) => {
-                decided_result(command, CommandStage::Processed, fingerprint, &decision)
-            }
+            Ok(Some(decision)) => decided(command, fingerprint, &decision),
             Ok(None) => CommandResult::failure(
                 command,
                 CommandStage::Processed,
@@ -143,6 +130,25 @@ impl DefaultCommandHandler {
                 ),
             ),
         }
+    }
+}
+
+/// The answer to `command` on the processing node when its request id already holds
+/// `decision` (SPEC ID-6): the original decision, except when `decision` is this very
+/// message's append (the same command id: a redelivery after the append and
+/// before the acknowledgement, or a partition's new owner handling it again). A message is
+/// never a duplicate of itself: that is answered as the success it was, at its version, so
+/// the caller is never told that another command took its request id.
+pub(super) fn decided(
+    command: &JsonCommand,
+    fingerprint: &str,
+    decision: &RequestDecision,
+) -> CommandResult {
+    match decision {
+        RequestDecision::Appended(record) if record.command_id == command.id => {
+            CommandResult::success(command, CommandStage::Processed).with_version(record.version)
+        }
+        _ => decided_result(command, CommandStage::Processed, fingerprint, decision),
     }
 }
 

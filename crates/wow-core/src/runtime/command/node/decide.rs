@@ -4,7 +4,7 @@
 use crate::contracts::command::JsonCommand;
 use crate::model::aggregate::{check_command, AggregateError, AggregateState, CommandContext};
 use crate::model::aggregate_id::AggregateId;
-use crate::model::command::{decided_result, CommandResult, CommandStage};
+use crate::model::command::{CommandResult, CommandStage};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::DomainEvent;
 use crate::runtime::aggregate::{AggregateRuntime, DecodedCommand};
@@ -12,7 +12,7 @@ use crate::runtime::command::wait::{PROTOCOL_HEADER, PROTOCOL_VERSION};
 use crate::runtime::eventsourcing::{load_aggregate, LoadError};
 use crate::runtime::idempotency::RequestIdCheck;
 
-use super::answers::quarantined_result;
+use super::answers::{decided, quarantined_result};
 use super::{Attempt, DefaultCommandHandler};
 
 /// The aggregate's state for one attempt, and whether it came from the cache (else it was
@@ -57,7 +57,7 @@ impl DefaultCommandHandler {
                 .check(&command.aggregate_id, &command.request_id)
                 .await;
             if let RequestIdCheck::Decided(decision) = check {
-                return decided_result(command, CommandStage::Processed, &fingerprint, &decision);
+                return decided(command, &fingerprint, &decision);
             }
         }
         for _ in 0..=self.conflict_retries {

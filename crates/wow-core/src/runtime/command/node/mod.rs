@@ -243,10 +243,15 @@ impl DefaultCommandHandler {
             today = Some(renamed);
         }
         let command = today.as_ref().unwrap_or(command);
+        // Decided (durably) or failed without a decision, or panicked: no longer in flight,
+        // and before the caller hears of it, so that its look-up right after the answer is
+        // never IN_FLIGHT.
+        let in_flight = LeaveOnDrop(self.in_flight.as_deref(), command);
         let result = self
             .decide_and_append(command)
             .await
             .stamped(self.clock.as_ref(), self.ids.as_ref());
+        drop(in_flight);
         if signal_wanted(&command.header, CommandStage::Processed) {
             notify_signal(self.notifier.as_ref(), &command.header, result.clone());
         }
@@ -270,6 +275,7 @@ impl CommandHandler for DefaultCommandHandler {
                 body = %command.body,
                 "void command"
             );
+            drop(LeaveOnDrop(self.in_flight.as_deref(), &command));
         } else if let Err(payload) = AssertUnwindSafe(self.process(&command))
             .catch_unwind()
             .await
@@ -293,9 +299,17 @@ impl CommandHandler for DefaultCommandHandler {
                 );
             }
         }
-        // Decided (durably) or failed without a decision: either way no longer in flight.
-        if let Some(in_flight) = &self.in_flight {
-            in_flight.leave(&command.aggregate_id, &command.request_id);
+    }
+}
+
+/// Takes a command's request out of the node's in-flight registry when dropped, also when
+/// processing unwinds from a panic: each handled message leaves exactly once.
+struct LeaveOnDrop<'a>(Option<&'a InFlightRequests>, &'a JsonCommand);
+
+impl Drop for LeaveOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(in_flight) = self.0 {
+            in_flight.leave(&self.1.aggregate_id, &self.1.request_id);
         }
     }
 }
