@@ -224,3 +224,65 @@ async fn a_reader_that_goes_away_ends_the_output_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(output.status.code(), Some(0), "{stderr}");
 }
+
+/// SPEC ES-3 over HTTP, across a restart: a command pinned to a version history has passed
+/// is 409 `CommandExpectVersionConflict` and records nothing (the look-up says NONE, on
+/// this process and the next); the caller reloads, and its retry with the same request id
+/// and the fresh version is decided afresh (not a replay, not `RequestIdReused`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_conflict_is_not_a_decision_and_its_retry_is_decided_afresh() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", folder.path().join("wow.db").display());
+    let env = [("WOW_STORE", store.as_str())];
+    let client = reqwest::Client::new();
+    let send = |address: String, version: &'static str| {
+        client
+            .post(format!("http://{address}/account/es3/deposit"))
+            .header("Command-Request-Id", "dep-es3")
+            .header("Command-Aggregate-Version", version)
+            .body(r#"{"amount":5}"#)
+            .send()
+    };
+    let look_up = |address: String| async move {
+        let response = reqwest::get(format!("http://{address}/account/es3/requests/dep-es3"))
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().await.unwrap();
+        (status, body["status"].as_str().unwrap_or_default().to_owned())
+    };
+
+    let served = Served::start(&["--listen", "127.0.0.1:0"], &env);
+    let opened = client
+        .post(format!("http://{}/account/es3/open", served.address))
+        .body(r#"{"name":"Ann","balance":0}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+    let stale = send(served.address.clone(), "0").await.unwrap();
+    assert_eq!(stale.status(), 409);
+    assert_eq!(
+        stale.headers()["Wow-Error-Code"],
+        "CommandExpectVersionConflict"
+    );
+    assert_eq!(
+        look_up(served.address.clone()).await,
+        (404, "NONE".to_owned()),
+        "a conflict records nothing"
+    );
+    assert!(served.stop().success());
+
+    let served = Served::start(&["--listen", "127.0.0.1:0"], &env);
+    assert_eq!(look_up(served.address.clone()).await, (404, "NONE".to_owned()));
+    let retried = send(served.address.clone(), "1").await.unwrap();
+    assert_eq!(retried.status(), 200, "decided afresh");
+    assert!(retried.headers().get("Wow-Replayed").is_none());
+    let body: serde_json::Value = retried.json().await.unwrap();
+    assert_eq!(body["aggregateVersion"], 2);
+    assert_eq!(
+        look_up(served.address.clone()).await,
+        (200, "APPENDED".to_owned())
+    );
+    assert!(served.stop().success());
+}

@@ -443,3 +443,47 @@ async fn a_node_accepts_commands_from_an_older_gateway_and_refuses_a_newer_proto
     assert_eq!(refused.error_code, ErrorCode::IllegalState);
     assert_eq!(roles.store.load(&id, 1, u64::MAX).await.unwrap().len(), 1);
 }
+
+/// Counts the void commands the bus delivers, as a processing node's log would show them.
+#[derive(Debug, Default)]
+struct VoidDeliveries(std::sync::Mutex<Vec<String>>);
+
+#[async_trait]
+impl wow_core::command::CommandHandler for VoidDeliveries {
+    async fn handle(&self, command: JsonCommand) {
+        if command.is_void() {
+            self.0.lock().unwrap().push(command.request_id.clone());
+        }
+    }
+}
+
+/// SPEC RQ-12: a gateway-only node has no history to ask, and a void command leaves none, so
+/// a resend of a void command through it is not rejected: it is sent again and delivered
+/// again (at least once), and each send is answered at `SENT`, the only stage a void
+/// command has.
+#[tokio::test]
+async fn a_void_command_resent_to_a_gateway_only_node_is_sent_again() {
+    let roles = Roles::new();
+    let deliveries = Arc::new(VoidDeliveries::default());
+    roles.bus.subscribe(deliveries.clone());
+    let id = account_id();
+    let note = command(&id, AccountCommand::Audit).with_request_id("note-gw");
+    for message in [note.clone(), resend(&note), resend(&note)] {
+        let sent = roles
+            .gateway
+            .send_and_wait(message, WaitPlan::sent())
+            .await
+            .expect("a void resend through a gateway-only node is sent");
+        assert_eq!(sent.stage, CommandStage::Sent);
+        assert_eq!(sent.error_code, ErrorCode::Ok);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while deliveries.0.lock().unwrap().len() < 3 && tokio::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        *deliveries.0.lock().unwrap(),
+        vec!["note-gw"; 3],
+        "delivered once per send: at least once, never dropped"
+    );
+}
