@@ -220,3 +220,90 @@ mod tests {
         assert_eq!(pending.names.len(), 2, "each name is kept once");
     }
 }
+
+#[cfg(test)]
+mod retry_tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::contracts::event::{ConsumerStoreError, InMemoryConsumerPositions};
+    use crate::contracts::eventsourcing::GlobalPosition;
+
+    /// Positions in memory that refuse the first `refusals` writes.
+    #[derive(Debug, Default)]
+    struct Refusing {
+        inner: InMemoryConsumerPositions,
+        refusals: AtomicU32,
+    }
+
+    #[async_trait]
+    impl ConsumerPositions for Refusing {
+        async fn positions(
+            &self,
+            consumer: &str,
+            aggregates: &[AggregateId],
+        ) -> Result<std::collections::HashMap<AggregateId, u64>, ConsumerStoreError> {
+            self.inner.positions(consumer, aggregates).await
+        }
+
+        async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
+            let left = self.refusals.load(Ordering::SeqCst);
+            if left > 0 {
+                self.refusals.store(left - 1, Ordering::SeqCst);
+                return Err(ConsumerStoreError::Unavailable(
+                    "the database is down".into(),
+                ));
+            }
+            self.inner.advance_runs(runs).await
+        }
+
+        async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError> {
+            self.inner.reset(consumer).await
+        }
+
+        async fn feed_cursor(&self, reader: &str) -> Result<GlobalPosition, ConsumerStoreError> {
+            self.inner.feed_cursor(reader).await
+        }
+
+        async fn save_feed_cursor(
+            &self,
+            reader: &str,
+            position: GlobalPosition,
+        ) -> Result<(), ConsumerStoreError> {
+            self.inner.save_feed_cursor(reader, position).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_round_the_store_refused_is_written_later() {
+        let store = Arc::new(Refusing {
+            refusals: AtomicU32::new(2),
+            ..Refusing::default()
+        });
+        let writer = PositionWriter::start(store.clone());
+        let aggregate = AggregateId::new("c", "a", "x", "t");
+        for version in 1..=5 {
+            writer.advance("view", &aggregate, version).await;
+        }
+        writer.flush().await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let found = store
+                .positions("view", std::slice::from_ref(&aggregate))
+                .await
+                .unwrap_or_default();
+            if found.get(&aggregate) == Some(&5) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the refused round was never written again: {found:?}"
+            );
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
