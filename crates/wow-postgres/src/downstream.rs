@@ -52,7 +52,7 @@ impl ConsumerPositions for PostgresStore {
                 "SELECT p.tenant_id, p.aggregate_id, p.version FROM consumer_position p
                  JOIN UNNEST($3::TEXT[], $4::TEXT[]) AS a(tenant_id, aggregate_id)
                    ON p.tenant_id = a.tenant_id AND p.aggregate_id = a.aggregate_id
-                 WHERE p.consumer = $1 AND p.aggregate_name = $2",
+                 WHERE p.consumer = $1 AND p.aggregate_name = $2 AND p.version > 0",
                 &[&consumer, &first.aggregate_name, &tenants, &ids],
             )
             .await
@@ -69,86 +69,34 @@ impl ConsumerPositions for PostgresStore {
             .collect())
     }
 
-    async fn advance(
-        &self,
-        consumer: &str,
-        aggregate: &AggregateId,
-        version: u64,
-    ) -> Result<(), ConsumerStoreError> {
-        self.advance_many(&[(consumer.to_owned(), aggregate.clone(), version)])
-            .await
-    }
-
-    async fn advance_many(
-        &self,
-        advances: &[(String, AggregateId, u64)],
-    ) -> Result<(), ConsumerStoreError> {
-        let mut client = self.downstream_client().await?;
-        let transaction = client.transaction().await.map_err(db_error)?;
-        let first = transaction
-            .prepare_cached(
-                "INSERT INTO consumer_position (consumer, tenant_id, aggregate_name, aggregate_id, version) VALUES ($1, $4, $2, $3, 1)
-                 ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO NOTHING",
-            )
-            .await
-            .map_err(db_error)?;
-        let moved = transaction
-            .prepare_cached(
-                "UPDATE consumer_position SET version = $4::BIGINT WHERE consumer = $1 AND tenant_id = $5 AND aggregate_name = $2 AND aggregate_id = $3 AND version = $4::BIGINT - 1",
-            )
-            .await
-            .map_err(db_error)?;
-        // Version 1 creates the position; a later one moves it from the version before. All
-        // are sent at once (pipelined, applied in order on the connection): one round trip
-        // for the batch instead of one per position.
-        type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
-        let versions: Vec<i64> = advances.iter().map(|(_, _, v)| clamp(*v)).collect();
-        let statements: Vec<(bool, Vec<Param<'_>>)> = advances
-            .iter()
-            .zip(&versions)
-            .map(|((consumer, aggregate, _), version)| {
-                let (name, id, tenant) = (
-                    &aggregate.aggregate_name,
-                    &aggregate.id,
-                    &aggregate.tenant_id,
-                );
-                if *version == 1 {
-                    (true, vec![consumer as Param<'_>, name, id, tenant])
-                } else {
-                    (
-                        false,
-                        vec![consumer as Param<'_>, name, id, version, tenant],
-                    )
-                }
-            })
-            .collect();
-        futures::future::try_join_all(statements.iter().map(|(create, params)| {
-            transaction.execute(if *create { &first } else { &moved }, params)
-        }))
-        .await
-        .map_err(db_error)?;
-        transaction.commit().await.map_err(db_error)
-    }
-
     async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
         let mut client = self.downstream_client().await?;
         let transaction = client.transaction().await.map_err(db_error)?;
-        // A run from version 1 creates the position or moves it (it is at least 0 before
-        // it); a later run moves it only from inside the run, so a gap keeps it.
-        let first = transaction
+        // One statement per run, order-free: what was handled (every version up to the
+        // position, with 0 standing for "before version 1", and the runs kept ahead) joined
+        // with the run; the position is the version before the first gap, the rest is kept
+        // ahead. A row is created at version 0 by a run past a gap. A run already handled
+        // writes nothing.
+        let statement = transaction
             .prepare_cached(
-                "INSERT INTO consumer_position (consumer, tenant_id, aggregate_name, aggregate_id, version) VALUES ($1, $2, $3, $4, $5)
-                 ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO UPDATE SET version = EXCLUDED.version
-                 WHERE consumer_position.version < EXCLUDED.version",
+                "INSERT INTO consumer_position AS p (consumer, tenant_id, aggregate_name, aggregate_id, version, ahead)
+                 VALUES ($1, $2, $3, $4,
+                         CASE WHEN $6::BIGINT <= 1 THEN $5::BIGINT ELSE 0 END,
+                         CASE WHEN $6::BIGINT <= 1 THEN '{}'::INT8MULTIRANGE ELSE INT8MULTIRANGE(INT8RANGE($6::BIGINT, $5::BIGINT + 1)) END)
+                 ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO UPDATE SET (version, ahead) = (
+                     SELECT LOWER(gaps) - 1, handled - INT8MULTIRANGE(INT8RANGE(0, LOWER(gaps)))
+                     FROM (SELECT handled, '{[0,)}'::INT8MULTIRANGE - handled AS gaps
+                           FROM (SELECT INT8MULTIRANGE(INT8RANGE(0, p.version + 1)) + p.ahead
+                                        + INT8MULTIRANGE(INT8RANGE(GREATEST($6::BIGINT, 1), $5::BIGINT + 1)) AS handled) AS h) AS g)
+                 WHERE NOT (INT8MULTIRANGE(INT8RANGE(0, p.version + 1)) + p.ahead) @> INT8RANGE(GREATEST($6::BIGINT, 1), $5::BIGINT + 1)",
             )
             .await
             .map_err(db_error)?;
-        let moved = transaction
-            .prepare_cached(
-                "UPDATE consumer_position SET version = $5::BIGINT WHERE consumer = $1 AND tenant_id = $2 AND aggregate_name = $3 AND aggregate_id = $4 AND version >= $6::BIGINT - 1 AND version < $5::BIGINT",
-            )
-            .await
-            .map_err(db_error)?;
+        // In key order, so two writers (two nodes around a partition move) lock the rows
+        // they share in the same order and never deadlock.
+        let mut runs: Vec<&PositionRun<'_>> =
+            runs.iter().filter(|run| run.from <= run.to).collect();
+        runs.sort_by(|a, b| (a.aggregate, a.consumer).cmp(&(b.aggregate, b.consumer)));
         type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
         let spans: Vec<(i64, i64)> = runs
             .iter()
@@ -169,17 +117,10 @@ impl ConsumerPositions for PostgresStore {
                 ]
             })
             .collect();
-        // Every run is sent at once (pipelined, applied in order on the connection): one
-        // round trip for the batch.
-        futures::future::try_join_all(params.iter().zip(&spans).map(|(p, (from, _))| {
-            if *from == 1 {
-                transaction.execute(&first, &p[..5])
-            } else {
-                transaction.execute(&moved, p.as_slice())
-            }
-        }))
-        .await
-        .map_err(db_error)?;
+        // Every run is sent at once (pipelined): one round trip for the batch.
+        futures::future::try_join_all(params.iter().map(|p| transaction.execute(&statement, p)))
+            .await
+            .map_err(db_error)?;
         transaction.commit().await.map_err(db_error)
     }
 

@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 11;
+pub const SCHEMA_VERSION: i32 = 12;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -43,7 +43,7 @@ pub const SCHEMA_VERSION: i32 = 11;
 /// appended streams only (`version > 0`), as the feed reads: rejections are not in it.
 /// Migration 7 blocks appends while the index builds (measured here: 2 ms for the column and
 /// 0.35 s for the index over a million rows of 300-byte bodies, PostgreSQL 15).
-const MIGRATIONS: [&str; 11] = [
+const MIGRATIONS: [&str; 12] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -201,6 +201,12 @@ const MIGRATIONS: [&str; 11] = [
     -- recorded it as a rejection, which then answered every retry of its request id with the
     -- stale conflict. Those records go; the retries they blocked are decided afresh.
     DELETE FROM event_stream WHERE version < 0 AND error_code = 'CommandExpectVersionConflict';
+"#,
+    r#"
+    -- The runs of versions a consumer handled past a gap, kept until the gap is filled, when
+    -- the position takes them in. A row may hold version 0 (nothing from version 1 on handled
+    -- yet) and runs ahead. A constant default rewrites nothing.
+    ALTER TABLE consumer_position ADD COLUMN ahead INT8MULTIRANGE NOT NULL DEFAULT '{}';
 "#,
 ];
 

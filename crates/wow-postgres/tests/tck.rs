@@ -39,9 +39,22 @@ mod downstream {
 
     use wow_tck::downstream::Stores;
 
+    use wow_core::event::ConsumerPositions;
+
+    /// The stores in a fresh schema; a restart opens a new pool on the same schema.
     async fn stores() -> Option<Stores> {
         let test = super::support::fresh().await?;
-        Some(Stores::of(Arc::new(test.store.clone())).keeping(test))
+        let reopen = test.clone();
+        Some(
+            Stores::of(Arc::new(test.store.clone()))
+                .keeping(test)
+                .reopening(Arc::new(move || {
+                    let test = reopen.clone();
+                    Box::pin(
+                        async move { Arc::new(test.reopen().await) as Arc<dyn ConsumerPositions> },
+                    )
+                })),
+        )
     }
 
     wow_tck::downstream_tck!(optional: stores);

@@ -12,7 +12,8 @@ use wow_core::compensation::{
     FailedExecution, FailureQuery, RetrySpec,
 };
 use wow_core::event::{
-    ConsumerPositions, ConsumerStoreError, EffectJournal, EffectState, PositionRun, ProcessError,
+    ConsumerPositions, ConsumerStoreError, EffectJournal, EffectState, HandledVersions,
+    PositionRun, ProcessError,
 };
 use wow_core::eventsourcing::BoxError;
 use wow_core::{AggregateId, CommandStage, ErrorCode};
@@ -65,7 +66,7 @@ impl ConsumerPositions for SqliteStore {
         let aggregates = aggregates.to_vec();
         self.read_rows(move |connection| {
             let mut statement = connection.prepare_cached(
-                "SELECT version FROM consumer_position WHERE consumer = ?1 AND tenant_id = ?4 AND aggregate_name = ?2 AND aggregate_id = ?3",
+                "SELECT version FROM consumer_position WHERE consumer = ?1 AND tenant_id = ?4 AND aggregate_name = ?2 AND aggregate_id = ?3 AND version > 0",
             )?;
             let mut found = HashMap::new();
             for aggregate in &aggregates {
@@ -84,41 +85,6 @@ impl ConsumerPositions for SqliteStore {
         .await
     }
 
-    async fn advance(
-        &self,
-        consumer: &str,
-        aggregate: &AggregateId,
-        version: u64,
-    ) -> Result<(), ConsumerStoreError> {
-        self.advance_many(&[(consumer.to_owned(), aggregate.clone(), version)])
-            .await
-    }
-
-    async fn advance_many(
-        &self,
-        advances: &[(String, AggregateId, u64)],
-    ) -> Result<(), ConsumerStoreError> {
-        let advances = advances.to_vec();
-        self.write(move |connection| {
-            let mut moved = connection.prepare_cached(
-                "UPDATE consumer_position SET version = ?4 WHERE consumer = ?1 AND tenant_id = ?5 AND aggregate_name = ?2 AND aggregate_id = ?3 AND version = ?4 - 1",
-            )?;
-            let mut first = connection.prepare_cached(
-                "INSERT INTO consumer_position (consumer, tenant_id, aggregate_name, aggregate_id, version) VALUES (?1, ?4, ?2, ?3, 1)
-                 ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO NOTHING",
-            )?;
-            for (consumer, aggregate, version) in &advances {
-                let version = clamp(*version);
-                let (name, id, tenant) = (&aggregate.aggregate_name, &aggregate.id, &aggregate.tenant_id);
-                if moved.execute(params![consumer, name, id, version, tenant])? == 0 && version == 1 {
-                    first.execute(params![consumer, name, id, tenant])?;
-                }
-            }
-            Ok(())
-        })
-        .await
-    }
-
     async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
         let runs: Vec<(String, AggregateId, u64, u64)> = runs
             .iter()
@@ -132,19 +98,8 @@ impl ConsumerPositions for SqliteStore {
             })
             .collect();
         self.write(move |connection| {
-            let mut moved = connection.prepare_cached(
-                "UPDATE consumer_position SET version = ?5 WHERE consumer = ?1 AND tenant_id = ?2 AND aggregate_name = ?3 AND aggregate_id = ?4 AND version >= ?6 - 1 AND version < ?5",
-            )?;
-            let mut first = connection.prepare_cached(
-                "INSERT INTO consumer_position (consumer, tenant_id, aggregate_name, aggregate_id, version) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO NOTHING",
-            )?;
             for (consumer, aggregate, from, to) in &runs {
-                let (from, to) = (clamp(*from), clamp(*to));
-                let key = params![consumer, aggregate.tenant_id, aggregate.aggregate_name, aggregate.id, to];
-                if moved.execute(params![consumer, aggregate.tenant_id, aggregate.aggregate_name, aggregate.id, to, from])? == 0 && from == 1 {
-                    first.execute(key)?;
-                }
+                advance_run(connection, consumer, aggregate, *from, *to)?;
             }
             Ok(())
         })
@@ -218,6 +173,64 @@ fn effect_state(status: &str, attempts: i64, first_started: i64) -> EffectState 
             first_started,
         }
     }
+}
+
+/// Adds the run `from..=to` to what `consumer` handled of `aggregate`, in the writer's
+/// transaction. The common case, a run that follows the position with nothing kept ahead,
+/// is one update; otherwise the row is read, merged ([`HandledVersions::add`]) and written.
+fn advance_run(
+    connection: &Connection,
+    consumer: &str,
+    aggregate: &AggregateId,
+    from: u64,
+    to: u64,
+) -> Result<(), BoxError> {
+    let key = (
+        consumer,
+        &aggregate.tenant_id,
+        &aggregate.aggregate_name,
+        &aggregate.id,
+    );
+    let moved = connection
+        .prepare_cached(
+            "UPDATE consumer_position SET version = ?5 WHERE consumer = ?1 AND tenant_id = ?2 AND aggregate_name = ?3 AND aggregate_id = ?4 AND ahead = '' AND version >= ?6 - 1 AND version < ?5",
+        )?
+        .execute(params![key.0, key.1, key.2, key.3, clamp(to), clamp(from)])?;
+    if moved > 0 {
+        return Ok(());
+    }
+    let found: Option<(i64, String)> = connection
+        .prepare_cached(
+            "SELECT version, ahead FROM consumer_position WHERE consumer = ?1 AND tenant_id = ?2 AND aggregate_name = ?3 AND aggregate_id = ?4",
+        )?
+        .query_row(params![key.0, key.1, key.2, key.3], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .optional()?;
+    let mut handled = match &found {
+        Some((version, ahead)) => HandledVersions::with_runs(
+            u64::try_from(*version).unwrap_or(0),
+            HandledVersions::parse_runs(ahead)?,
+        ),
+        None => HandledVersions::new(),
+    };
+    if !handled.add(from, to) {
+        return Ok(());
+    }
+    connection
+        .prepare_cached(
+            "INSERT INTO consumer_position (consumer, tenant_id, aggregate_name, aggregate_id, version, ahead) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (consumer, tenant_id, aggregate_name, aggregate_id) DO UPDATE SET version = excluded.version, ahead = excluded.ahead",
+        )?
+        .execute(params![
+            key.0,
+            key.1,
+            key.2,
+            key.3,
+            clamp(handled.position()),
+            handled.runs_text().to_string()
+        ])?;
+    Ok(())
 }
 
 #[async_trait]

@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 10;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 10] = [
+const MIGRATIONS: [&str; 11] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -227,6 +227,12 @@ const MIGRATIONS: [&str; 10] = [
     -- recorded it as a rejection, which then answered every retry of its request id with the
     -- stale conflict. Those records go; the retries they blocked are decided afresh.
     DELETE FROM event_stream WHERE version < 0 AND error_code = 'CommandExpectVersionConflict';
+"#,
+    r#"
+    -- The runs of versions a consumer handled past a gap (`from-to,from-to`; empty for none),
+    -- kept until the gap is filled, when the position takes them in. A row may hold version 0
+    -- (nothing from version 1 on handled yet) and runs ahead.
+    ALTER TABLE consumer_position ADD COLUMN ahead TEXT NOT NULL DEFAULT '';
 "#,
 ];
 

@@ -7,10 +7,17 @@ use std::sync::Arc;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 async fn fresh() -> Arc<SqliteStore> {
-    // A file of its own per case, under cargo's scratch folder for tests (target/tmp).
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+    open(&fresh_path()).await
+}
+
+/// A file of its own per case, under cargo's scratch folder for tests (target/tmp).
+fn fresh_path() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("wow-sqlite-tck")
-        .join(format!("{}.db", uuid::Uuid::now_v7()));
+        .join(format!("{}.db", uuid::Uuid::now_v7()))
+}
+
+async fn open(path: &std::path::Path) -> Arc<SqliteStore> {
     let store = SqliteStore::open(SqliteOptions::new(path))
         .await
         .expect("store opens");
@@ -34,7 +41,20 @@ mod view_store {
 
 mod downstream {
     use super::*;
-    wow_tck::downstream_tck!(|| async { wow_tck::downstream::Stores::of(fresh().await) });
+    use wow_core::event::ConsumerPositions;
+    use wow_tck::downstream::Stores;
+
+    /// The stores on a fresh file; a restart opens the same file again.
+    async fn stores() -> Stores {
+        let path = fresh_path();
+        let store = open(&path).await;
+        Stores::of(store).reopening(Arc::new(move || {
+            let path = path.clone();
+            Box::pin(async move { open(&path).await as Arc<dyn ConsumerPositions> })
+        }))
+    }
+
+    wow_tck::downstream_tck!(stores);
 }
 
 mod processed_message {

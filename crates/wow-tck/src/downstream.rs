@@ -4,15 +4,19 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use wow_core::compensation::{
     CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RetrySpec,
 };
 use wow_core::event::{ConsumerError, ConsumerPositions, EffectJournal, EffectState, PositionRun};
-use wow_core::eventsourcing::GlobalPosition;
+use wow_core::eventsourcing::{EventStore, GlobalPosition};
 use wow_core::{AggregateId, CommandStage, ErrorCode};
 
-/// The three stores of one backend.
-#[derive(Debug, Clone)]
+/// Opens the positions again on the same database: a new handle, as a restarted process has.
+pub type Reopen = Arc<dyn Fn() -> BoxFuture<'static, Arc<dyn ConsumerPositions>> + Send + Sync>;
+
+/// The downstream stores of one backend, and the history the runtime cases read.
+#[derive(Clone)]
 pub struct Stores {
     /// Compensation records.
     pub compensation: Arc<dyn CompensationStore>,
@@ -20,20 +24,36 @@ pub struct Stores {
     pub positions: Arc<dyn ConsumerPositions>,
     /// The effect journal.
     pub effects: Arc<dyn EffectJournal>,
+    /// The history the runtime cases dispatch, retry and catch up from.
+    pub events: Arc<dyn EventStore>,
+    /// Opens the positions again on the same database; `None` for a store that lives in
+    /// memory only (the cases then go on with the same handle).
+    pub reopen: Option<Reopen>,
     /// Whatever must live as long as the stores (a test schema's guard, say).
     pub owner: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores")
+            .field("positions", &self.positions)
+            .field("reopens", &self.reopen.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Stores {
-    /// The three stores of a backend that implements them all on one type.
+    /// The stores of a backend that implements them all, history included, on one type.
     pub fn of<T>(store: Arc<T>) -> Self
     where
-        T: CompensationStore + ConsumerPositions + EffectJournal + 'static,
+        T: CompensationStore + ConsumerPositions + EffectJournal + EventStore + 'static,
     {
         Self {
             compensation: store.clone(),
             positions: store.clone(),
-            effects: store,
+            effects: store.clone(),
+            events: store,
+            reopen: None,
             owner: None,
         }
     }
@@ -43,7 +63,27 @@ impl Stores {
         self.owner = Some(owner);
         self
     }
+
+    /// These stores, their positions opened again on the same database by `reopen`.
+    pub fn reopening(mut self, reopen: Reopen) -> Self {
+        self.reopen = Some(reopen);
+        self
+    }
+
+    /// The positions as a restarted process sees them: a new handle on the same database
+    /// (the same handle for a store in memory).
+    pub async fn reopened_positions(&self) -> Arc<dyn ConsumerPositions> {
+        match &self.reopen {
+            Some(reopen) => reopen().await,
+            None => self.positions.clone(),
+        }
+    }
 }
+
+pub use crate::downstream_runtime::{
+    a_consumer_failing_once_ends_at_the_head_and_a_restart_replays_nothing,
+    positions_written_late_by_a_processor_that_lost_the_partition_are_not_lost,
+};
 
 /// The stores under test.
 pub type Store = Stores;
@@ -87,8 +127,8 @@ async fn position(
         .copied()
 }
 
-/// Positions start absent, move only to the next version (never past a gap, never back),
-/// and are kept per consumer and aggregate.
+/// Positions start absent, never move past a gap (a version handled past it is kept until
+/// the gap is filled), never move back, and are kept per consumer and aggregate.
 pub async fn positions_move_only_to_the_next_version(stores: Store) {
     let positions = stores.positions.as_ref();
     let (a, b) = (account("a"), account("b"));
@@ -118,13 +158,17 @@ pub async fn positions_move_only_to_the_next_version(stores: Store) {
     assert_eq!(found.get(&account("b")), Some(&1));
     assert_eq!(found.get(&account("c")), None);
     positions.advance("view", &a, 3).await.unwrap();
-    assert_eq!(position(positions, "view", &a).await, Some(3));
+    assert_eq!(
+        position(positions, "view", &a).await,
+        Some(4),
+        "3 fills the gap; 4, handled past it, was kept"
+    );
     assert_eq!(position(positions, "other", &a).await, Some(9));
 }
 
 /// A run of versions moves a position as advancing each version in turn would: to the run's
-/// end from anywhere inside it (created by a run from 1), never past a gap, never back; runs
-/// apply in order, the same aggregate's included.
+/// end from anywhere inside it (created by a run from 1), never past a gap, never back; a
+/// run past a gap is kept, and taken in once the gap is filled.
 pub async fn position_runs_move_as_their_versions_would(stores: Store) {
     let positions = stores.positions.as_ref();
     let (a, b, c) = (account("ra"), account("rb"), account("rc"));
@@ -163,6 +207,116 @@ pub async fn position_runs_move_as_their_versions_would(stores: Store) {
         position(positions, "view", &a).await,
         Some(7),
         "2..=5 overlaps 3; 1..=2 does not move it back; 6..=7 follows"
+    );
+}
+
+/// A failure at version 4 splits what the consumer handled into runs on both sides of it;
+/// once the retry reports 4, the position moves to the highest version handled, the runs
+/// written past the gap before the retry included, and later runs go on from there.
+pub async fn a_retry_that_fills_a_gap_moves_the_position_over_the_runs_past_it(stores: Store) {
+    let positions = stores.positions.as_ref();
+    let a = account("gap");
+    let run = |from, to| PositionRun {
+        consumer: "saga",
+        aggregate: &a,
+        from,
+        to,
+    };
+    positions
+        .advance_runs(&[run(1, 3), run(5, 9)])
+        .await
+        .unwrap();
+    positions.advance_runs(&[run(10, 12)]).await.unwrap();
+    assert_eq!(
+        position(positions, "saga", &a).await,
+        Some(3),
+        "version 4 failed: the position waits before it"
+    );
+    positions.advance("saga", &a, 4).await.unwrap();
+    assert_eq!(
+        position(positions, "saga", &a).await,
+        Some(12),
+        "the retry fills the gap: every version up to 12 was handled"
+    );
+    positions.advance_runs(&[run(13, 13)]).await.unwrap();
+    assert_eq!(position(positions, "saga", &a).await, Some(13));
+}
+
+/// Runs written in any order — reversed, overlapping, spanning a gap, from two writers at
+/// once — reach the same position: the highest version with no gap below it.
+pub async fn runs_written_out_of_order_reach_the_highest_version_without_a_gap(stores: Store) {
+    let positions = stores.positions.clone();
+    let (a, b) = (account("order-a"), account("order-b"));
+    let run = |aggregate, from, to| PositionRun {
+        consumer: "view",
+        aggregate,
+        from,
+        to,
+    };
+    positions
+        .advance_runs(&[run(&a, 8, 9), run(&a, 4, 6), run(&a, 3, 7), run(&a, 11, 11)])
+        .await
+        .unwrap();
+    assert_eq!(position(positions.as_ref(), "view", &a).await, None);
+    positions.advance_runs(&[run(&a, 1, 2)]).await.unwrap();
+    assert_eq!(
+        position(positions.as_ref(), "view", &a).await,
+        Some(9),
+        "1..=2 joins 3..=7 and 8..=9; 11 waits for 10"
+    );
+    positions
+        .advance_runs(&[run(&a, 5, 10), run(&a, 1, 1)])
+        .await
+        .unwrap();
+    assert_eq!(
+        position(positions.as_ref(), "view", &a).await,
+        Some(11),
+        "a run spanning the gap and what was kept past it"
+    );
+
+    // Two writers (a node that lost a partition and the one that took it), each in its own
+    // transaction, one version per write, the later versions first.
+    let writer = |versions: Vec<u64>| {
+        let positions = positions.clone();
+        let b = b.clone();
+        tokio::spawn(async move {
+            for version in versions {
+                positions.advance("view", &b, version).await.unwrap();
+            }
+        })
+    };
+    let later = writer((21..=40).rev().collect());
+    let earlier = writer((1..=20).rev().collect());
+    later.await.unwrap();
+    earlier.await.unwrap();
+    assert_eq!(position(positions.as_ref(), "view", &b).await, Some(40));
+}
+
+/// The runs past a gap are durable: a new handle on the same database (a restarted
+/// process) keeps them, and the retry it runs moves the position over them.
+pub async fn runs_past_a_gap_survive_a_restart(stores: Store) {
+    let a = account("restart");
+    let run = |from, to| PositionRun {
+        consumer: "saga",
+        aggregate: &a,
+        from,
+        to,
+    };
+    stores
+        .positions
+        .advance_runs(&[run(1, 3), run(5, 9), run(12, 14)])
+        .await
+        .unwrap();
+    let restarted = stores.reopened_positions().await;
+    assert_eq!(position(restarted.as_ref(), "saga", &a).await, Some(3));
+    restarted.advance("saga", &a, 4).await.unwrap();
+    assert_eq!(position(restarted.as_ref(), "saga", &a).await, Some(9));
+    restarted.advance_runs(&[run(10, 11)]).await.unwrap();
+    let again = stores.reopened_positions().await;
+    assert_eq!(
+        position(again.as_ref(), "saga", &a).await,
+        Some(14),
+        "12..=14 was kept across both restarts"
     );
 }
 

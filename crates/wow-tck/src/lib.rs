@@ -19,6 +19,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod downstream;
+pub mod downstream_runtime;
 pub mod event_store;
 pub mod fixtures;
 pub mod migration;
@@ -177,6 +178,11 @@ macro_rules! __downstream_cases {
             [
                 positions_move_only_to_the_next_version,
                 position_runs_move_as_their_versions_would,
+                a_retry_that_fills_a_gap_moves_the_position_over_the_runs_past_it,
+                runs_written_out_of_order_reach_the_highest_version_without_a_gap,
+                runs_past_a_gap_survive_a_restart,
+                a_consumer_failing_once_ends_at_the_head_and_a_restart_replays_nothing,
+                positions_written_late_by_a_processor_that_lost_the_partition_are_not_lost,
                 feed_cursors_are_per_reader_and_never_move_back,
                 positions_are_per_tenant,
                 reset_forgets_one_consumer,

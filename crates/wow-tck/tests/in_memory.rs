@@ -70,6 +70,8 @@ mod downstream {
             compensation: Arc::new(InMemoryCompensationStore::new()),
             positions: Arc::new(InMemoryConsumerPositions::new()),
             effects: Arc::new(InMemoryEffectJournal::new()),
+            events: Arc::new(wow_core::eventsourcing::InMemoryEventStore::new()),
+            reopen: None,
             owner: None,
         }
     });

@@ -59,6 +59,21 @@ pub struct TestStore {
     _guard: SchemaGuard,
 }
 
+impl TestStore {
+    /// A new store, with a pool of its own, on this store's schema: what a restarted process
+    /// opens.
+    pub async fn reopen(&self) -> PostgresStore {
+        let options = url()
+            .parse::<PostgresOptions>()
+            .expect("a postgres:// URL")
+            .schema(&self._guard.0)
+            .max_connections(4);
+        PostgresStore::open(options)
+            .await
+            .expect("the same schema opens again")
+    }
+}
+
 /// A store in a new schema, or `None` (said on stderr) when PostgreSQL is not reachable and
 /// not required.
 pub async fn fresh() -> Option<Arc<TestStore>> {

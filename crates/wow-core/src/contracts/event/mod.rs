@@ -1,6 +1,7 @@
 mod bus;
 mod consumer;
 mod effect;
+mod handled;
 mod position;
 mod processed;
 mod store_error;
@@ -11,6 +12,7 @@ pub use effect::{
     effect_key, run_external_effect, EffectAttempt, EffectError, EffectJournal, EffectOutcome,
     EffectState, InMemoryEffectJournal, ResumedEffect,
 };
+pub use handled::{BadRuns, HandledVersions, RunsText};
 pub use position::{ConsumerPositions, InMemoryConsumerPositions, PositionRun};
 pub use processed::{InMemoryProcessedMessages, ProcessError, Processed};
 pub use store_error::ConsumerStoreError;

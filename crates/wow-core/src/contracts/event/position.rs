@@ -6,12 +6,19 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use crate::contracts::event::ConsumerStoreError;
+use crate::contracts::event::{ConsumerStoreError, HandledVersions};
 use crate::contracts::eventsourcing::GlobalPosition;
 use crate::model::aggregate_id::AggregateId;
 
 /// How far each consumer has handled each aggregate's history, kept durably: the position is
 /// the highest version such that the consumer handled every version up to it.
+///
+/// A stream handled past a gap (an earlier stream failed and waits for its retry, or was never
+/// delivered) leaves the position before the gap, so catch-up delivers the missing stream;
+/// the versions handled past the gap are kept too, durably, and the position takes them in
+/// once the gap is filled (a retry that succeeds, a redelivery). Writes are order-free: the
+/// same runs written in any order, by any number of writers, any number of times, give the
+/// same position ([`HandledVersions`]). Positions never go back.
 ///
 /// A position is a resume point, not the guard against double effects: it is advanced after
 /// the consumer's own transaction, so a crash between the two replays a stream the consumer
@@ -19,52 +26,56 @@ use crate::model::aggregate_id::AggregateId;
 #[async_trait]
 pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
     /// The positions of `consumer` on `aggregates`, keyed by aggregate (its tenant is part of
-    /// the key: two tenants' `alice` have a position each); an aggregate the consumer has not
-    /// handled yet is absent.
+    /// the key: two tenants' `alice` have a position each); an aggregate on which the
+    /// consumer has not handled version 1 yet is absent.
     async fn positions(
         &self,
         consumer: &str,
         aggregates: &[AggregateId],
     ) -> Result<HashMap<AggregateId, u64>, ConsumerStoreError>;
 
-    /// Records that `consumer` handled `version` of `aggregate`: the position moves to it
-    /// when it is the next version (1 on a new aggregate), and stays otherwise. A stream
-    /// handled past a gap (an earlier stream failed, or was never delivered) leaves the
-    /// position before the gap, so catch-up delivers the missing stream; positions never go
-    /// back.
+    /// Records that `consumer` handled `version` of `aggregate`: a run of one version
+    /// ([`advance_runs`](Self::advance_runs)).
     async fn advance(
         &self,
         consumer: &str,
         aggregate: &AggregateId,
         version: u64,
-    ) -> Result<(), ConsumerStoreError>;
+    ) -> Result<(), ConsumerStoreError> {
+        self.advance_runs(&[PositionRun {
+            consumer,
+            aggregate,
+            from: version,
+            to: version,
+        }])
+        .await
+    }
 
     /// [`advance`](Self::advance) for each of `advances` (consumer, aggregate, version), in
-    /// order; a backend may write them in one transaction.
+    /// one write.
     async fn advance_many(
         &self,
         advances: &[(String, AggregateId, u64)],
     ) -> Result<(), ConsumerStoreError> {
-        for (consumer, aggregate, version) in advances {
-            self.advance(consumer, aggregate, *version).await?;
-        }
-        Ok(())
-    }
-
-    /// For each of `runs`, in order: `consumer` handled every version of `aggregate` in
-    /// `from..=to`. The same as [`advance`](Self::advance) for each of those versions in
-    /// turn: the position moves to `to` when it is anywhere in `from - 1..to` (created when
-    /// `from` is 1), and stays otherwise. A backend writes each run with one statement.
-    async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
-        let advances: Vec<(String, AggregateId, u64)> = runs
+        let runs: Vec<PositionRun<'_>> = advances
             .iter()
-            .flat_map(|run| {
-                (run.from..=run.to)
-                    .map(|version| (run.consumer.to_owned(), run.aggregate.clone(), version))
+            .map(|(consumer, aggregate, version)| PositionRun {
+                consumer,
+                aggregate,
+                from: *version,
+                to: *version,
             })
             .collect();
-        self.advance_many(&advances).await
+        self.advance_runs(&runs).await
     }
+
+    /// For each of `runs`: `consumer` handled every version of `aggregate` in `from..=to`.
+    /// The position moves to the end of the handled versions with no gap below them
+    /// ([`HandledVersions::add`]): to `to` when it is anywhere in `from - 1..to`, and further
+    /// over the runs kept ahead that `to` joins up with; a run past a gap is kept ahead until
+    /// the gap is filled. A backend writes each run with one statement, all in one
+    /// transaction.
+    async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError>;
 
     /// Forgets every position of `consumer`, so that its next catch-up reads all history
     /// (a rebuild; the consumer's own tables and records are its own to clear).
@@ -102,7 +113,7 @@ pub struct PositionRun<'a> {
 #[derive(Debug, Default)]
 pub struct InMemoryConsumerPositions {
     /// By consumer, then aggregate.
-    positions: Mutex<HashMap<String, HashMap<AggregateId, u64>>>,
+    positions: Mutex<HashMap<String, HashMap<AggregateId, HandledVersions>>>,
     /// By feed reader.
     feed_cursors: Mutex<HashMap<String, GlobalPosition>>,
 }
@@ -113,7 +124,7 @@ impl InMemoryConsumerPositions {
         Self::default()
     }
 
-    /// Moves `consumer`'s position on `aggregate` to `to` when it is in `from - 1..to`.
+    /// Adds the run `from..=to` to what `consumer` handled of `aggregate`.
     fn advance_run(&self, consumer: &str, aggregate: &AggregateId, from: u64, to: u64) {
         let mut positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
         let of_consumer = match positions.get_mut(consumer) {
@@ -121,12 +132,14 @@ impl InMemoryConsumerPositions {
             None => positions.entry(consumer.to_owned()).or_default(),
         };
         match of_consumer.get_mut(aggregate) {
-            Some(at) if *at + 1 >= from && *at < to => *at = to,
-            Some(_) => {}
-            None if from == 1 => {
-                of_consumer.insert(aggregate.clone(), to);
+            Some(handled) => {
+                handled.add(from, to);
             }
-            None => {}
+            None => {
+                let mut handled = HandledVersions::new();
+                handled.add(from, to);
+                of_consumer.insert(aggregate.clone(), handled);
+            }
         }
     }
 }
@@ -190,19 +203,11 @@ impl ConsumerPositions for InMemoryConsumerPositions {
             .filter_map(|aggregate| {
                 of_consumer
                     .get(aggregate)
-                    .map(|version| (aggregate.clone(), *version))
+                    .map(HandledVersions::position)
+                    .filter(|position| *position > 0)
+                    .map(|position| (aggregate.clone(), position))
             })
             .collect())
-    }
-
-    async fn advance(
-        &self,
-        consumer: &str,
-        aggregate: &AggregateId,
-        version: u64,
-    ) -> Result<(), ConsumerStoreError> {
-        self.advance_run(consumer, aggregate, version, version);
-        Ok(())
     }
 
     async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
