@@ -197,16 +197,16 @@ const MIGRATIONS: [&str; 12] = [
     );
 "#,
     r#"
-    -- An expected-version conflict is not a decision (SPEC ES-3): builds before this one
-    -- recorded it as a rejection, which then answered every retry of its request id with the
-    -- stale conflict. Those records go; the retries they blocked are decided afresh.
-    DELETE FROM event_stream WHERE version < 0 AND error_code = 'CommandExpectVersionConflict';
-"#,
-    r#"
     -- The runs of versions a consumer handled past a gap, kept until the gap is filled, when
     -- the position takes them in. A row may hold version 0 (nothing from version 1 on handled
     -- yet) and runs ahead. A constant default rewrites nothing.
     ALTER TABLE consumer_position ADD COLUMN ahead INT8MULTIRANGE NOT NULL DEFAULT '{}';
+"#,
+    r#"
+    -- An expected-version conflict is not a decision (SPEC ES-3): builds before this one
+    -- recorded it as a rejection, which then answered every retry of its request id with the
+    -- stale conflict. Those records go; the retries they blocked are decided afresh.
+    DELETE FROM event_stream WHERE version < 0 AND error_code = 'CommandExpectVersionConflict';
 "#,
 ];
 
@@ -468,7 +468,7 @@ mod tests {
             wow_tck::migration::record_conflicts_as_an_earlier_build_did(&store, &order).await;
         }
         client
-            .batch_execute(&format!("UPDATE {schema}.wow_schema SET version = 10"))
+            .batch_execute(&format!("UPDATE {schema}.wow_schema SET version = 11"))
             .await
             .unwrap();
         let store = PostgresStore::open(options()).await.unwrap();

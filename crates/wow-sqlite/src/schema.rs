@@ -223,16 +223,16 @@ const MIGRATIONS: [&str; 11] = [
     ) WITHOUT ROWID;
 "#,
     r#"
-    -- An expected-version conflict is not a decision (SPEC ES-3): builds before this one
-    -- recorded it as a rejection, which then answered every retry of its request id with the
-    -- stale conflict. Those records go; the retries they blocked are decided afresh.
-    DELETE FROM event_stream WHERE version < 0 AND error_code = 'CommandExpectVersionConflict';
-"#,
-    r#"
     -- The runs of versions a consumer handled past a gap (`from-to,from-to`; empty for none),
     -- kept until the gap is filled, when the position takes them in. A row may hold version 0
     -- (nothing from version 1 on handled yet) and runs ahead.
     ALTER TABLE consumer_position ADD COLUMN ahead TEXT NOT NULL DEFAULT '';
+"#,
+    r#"
+    -- An expected-version conflict is not a decision (SPEC ES-3): builds before this one
+    -- recorded it as a rejection, which then answered every retry of its request id with the
+    -- stale conflict. Those records go; the retries they blocked are decided afresh.
+    DELETE FROM event_stream WHERE version < 0 AND error_code = 'CommandExpectVersionConflict';
 "#,
 ];
 
@@ -447,7 +447,7 @@ mod tests {
         }
         Connection::open(&path)
             .unwrap()
-            .execute("UPDATE wow_schema SET version = 9", [])
+            .execute("UPDATE wow_schema SET version = 10", [])
             .unwrap();
         let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
         wow_tck::migration::a_migrated_store_holds_no_conflict_as_a_decision(&store, &order).await;
