@@ -140,7 +140,9 @@ pub(crate) async fn gate(
     if wow_core::check_aggregate_id(&id).is_err() {
         return next.run(request).await;
     }
-    let aggregate_id = runtime.named_aggregate().aggregate_id(id, caller.tenant.clone());
+    let aggregate_id = runtime
+        .named_aggregate()
+        .aggregate_id(id, caller.tenant.clone());
     match permitted(&state, &caller, &aggregate_id).await {
         Ok(()) => next.run(request).await,
         Err(denied) => denied.response(),
@@ -161,7 +163,10 @@ mod tests {
     fn only_routes_naming_an_aggregate_and_an_id_are_gated() {
         let shapes = [
             ("/{aggregate}/{id}/state", Some("{aggregate}")),
-            ("/{aggregate}/{id}/requests/{request_id}", Some("{aggregate}")),
+            (
+                "/{aggregate}/{id}/requests/{request_id}",
+                Some("{aggregate}"),
+            ),
             ("/account/{id}/view", Some("account")),
             ("/{aggregate}/{id}/{command}", None),
             ("/{aggregate}/snapshot/list", None),

@@ -118,7 +118,14 @@ mod tests {
                 .with_space("s1"))
         );
         assert_eq!(read("(0)/alice").map(|b| b.tenant), Ok("(0)".to_owned()));
-        for wrong in ["a/b/c/d", "tenant-a/", "/alice", "", "tenant-a//s1", "t/al ice"] {
+        for wrong in [
+            "a/b/c/d",
+            "tenant-a/",
+            "/alice",
+            "",
+            "tenant-a//s1",
+            "t/al ice",
+        ] {
             assert!(read(wrong).is_err(), "{wrong}");
         }
         assert_eq!(

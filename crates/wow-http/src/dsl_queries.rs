@@ -235,20 +235,29 @@ async fn read_query<T: DeserializeOwned + Narrow>(
         .map_err(|e| error(StatusCode::BAD_REQUEST, "IllegalArgument", e.message))?;
     // SPEC TN-2: a bound caller sees only its owner's (and space's) documents, whatever the
     // condition says; the token's owner wins over the header (which may only repeat it).
+    // An aggregate in no space is in every space of its owner (as the command side decides).
     let narrowing = [
-        (Operator::OwnerId, caller.owner.or(named)),
-        (Operator::SpaceId, caller.space),
+        caller
+            .owner
+            .or(named)
+            .map(|owner| Condition::of(Operator::OwnerId, "", owner)),
+        caller.space.map(|space| {
+            Condition::logical(
+                Operator::Or,
+                vec![
+                    Condition::of(Operator::SpaceId, "", space),
+                    Condition::of(Operator::SpaceId, "", ""),
+                ],
+            )
+        }),
     ];
-    for (operator, value) in narrowing {
-        if let Some(value) = value {
-            let condition = std::mem::take(query.condition_of());
-            let owned = Condition::of(operator, "", value);
-            *query.condition_of() = if condition.operator == Operator::All {
-                owned
-            } else {
-                Condition::logical(Operator::And, vec![owned, condition])
-            };
-        }
+    for owned in narrowing.into_iter().flatten() {
+        let condition = std::mem::take(query.condition_of());
+        *query.condition_of() = if condition.operator == Operator::All {
+            owned
+        } else {
+            Condition::logical(Operator::And, vec![owned, condition])
+        };
     }
     Ok((runtime, caller.tenant, query))
 }

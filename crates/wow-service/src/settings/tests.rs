@@ -287,18 +287,30 @@ fn a_malformed_token_binding_is_an_error_naming_its_source() {
         ("tenant-a//s1", "the owner is empty"),
         ("/alice", "the tenant is empty"),
     ] {
-        let error = from_file_and_env("", &[("WOW_AUTH_TOKENS", &format!("x={spec}"))])
-            .unwrap_err();
+        let error =
+            from_file_and_env("", &[("WOW_AUTH_TOKENS", &format!("x={spec}"))]).unwrap_err();
         let text = error.to_string();
         assert!(
-            matches!(error, SettingsError::AuthToken { from: "WOW_AUTH_TOKENS", .. }),
+            matches!(
+                error,
+                SettingsError::AuthToken {
+                    from: "WOW_AUTH_TOKENS",
+                    ..
+                }
+            ),
             "{text}"
         );
         assert!(text.contains(why), "{spec}: {text}");
-        let error = from_file_and_env(&format!("[auth_tokens]\nx = \"{spec}\"\n"), &[])
-            .unwrap_err();
+        let error =
+            from_file_and_env(&format!("[auth_tokens]\nx = \"{spec}\"\n"), &[]).unwrap_err();
         assert!(
-            matches!(error, SettingsError::AuthToken { from: "[auth_tokens]", .. }),
+            matches!(
+                error,
+                SettingsError::AuthToken {
+                    from: "[auth_tokens]",
+                    ..
+                }
+            ),
             "{error}"
         );
     }

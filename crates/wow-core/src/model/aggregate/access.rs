@@ -50,9 +50,10 @@ pub struct AccessRefused {
 /// Whether a caller that names `owner` and `space` (its binding, or the command's
 /// `Command-Owner-Id` / `Wow-Space-Id`) reaches the existing aggregate `aggregate_id` of
 /// `recorded` scope, as Wow decides it: an owner named and not the aggregate's is
-/// `IllegalAccessOwnerAggregate`; a space named and not the aggregate's is
-/// `IllegalAccessSpaceAggregate`. Naming none reaches every aggregate of the tenant; naming
-/// one never reaches an aggregate that records none.
+/// `IllegalAccessOwnerAggregate` (an aggregate that records no owner is reached only by a
+/// caller naming none); a space named and not the aggregate's, when the aggregate is in a
+/// space, is `IllegalAccessSpaceAggregate` (an aggregate whose create named no space is in
+/// none, as Wow's aggregates that are not spaced: every space of its owner reaches it).
 pub fn check_access(
     owner: Option<&str>,
     space: Option<&str>,
@@ -71,7 +72,7 @@ pub fn check_access(
             ),
         });
     }
-    if foreign(space, &recorded.space_id) {
+    if !recorded.space_id.is_empty() && foreign(space, &recorded.space_id) {
         return Err(AccessRefused {
             code: ErrorCode::IllegalAccessSpaceAggregate,
             message: format!(
@@ -105,6 +106,9 @@ mod tests {
         assert_eq!(owner.code, ErrorCode::IllegalAccessOwnerAggregate);
         let space = check_access(Some("alice"), Some("s2"), &alice, &id).unwrap_err();
         assert_eq!(space.code, ErrorCode::IllegalAccessSpaceAggregate);
+        // An aggregate in no space is reached from every space of its owner.
+        let spaceless = scope("alice", "");
+        assert!(check_access(Some("alice"), Some("s2"), &spaceless, &id).is_ok());
         // An aggregate that records no owner is reached only by a caller naming none.
         let unowned = scope("", "");
         assert!(check_access(None, None, &unowned, &id).is_ok());
