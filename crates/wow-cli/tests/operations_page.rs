@@ -85,8 +85,8 @@ async fn the_operations_page_shows_failures_retries_outcomes_quarantine_and_coun
     stores.events = events.clone();
     let settings = Settings {
         auth_tokens: HashMap::from([
-            ("ta".to_owned(), "tenant-a".to_owned()),
-            ("tb".to_owned(), "tenant-b".to_owned()),
+            ("ta".to_owned(), wow_http::TokenBinding::tenant("tenant-a")),
+            ("tb".to_owned(), wow_http::TokenBinding::tenant("tenant-b")),
         ]),
         // Retries by hand only: the page's button is the retry.
         retry_every: None,

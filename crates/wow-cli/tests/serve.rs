@@ -249,7 +249,10 @@ async fn a_version_conflict_is_not_a_decision_and_its_retry_is_decided_afresh() 
             .unwrap();
         let status = response.status().as_u16();
         let body: serde_json::Value = response.json().await.unwrap();
-        (status, body["status"].as_str().unwrap_or_default().to_owned())
+        (
+            status,
+            body["status"].as_str().unwrap_or_default().to_owned(),
+        )
     };
 
     let served = Served::start(&["--listen", "127.0.0.1:0"], &env);
@@ -274,7 +277,10 @@ async fn a_version_conflict_is_not_a_decision_and_its_retry_is_decided_afresh() 
     assert!(served.stop().success());
 
     let served = Served::start(&["--listen", "127.0.0.1:0"], &env);
-    assert_eq!(look_up(served.address.clone()).await, (404, "NONE".to_owned()));
+    assert_eq!(
+        look_up(served.address.clone()).await,
+        (404, "NONE".to_owned())
+    );
     let retried = send(served.address.clone(), "1").await.unwrap();
     assert_eq!(retried.status(), 200, "decided afresh");
     assert!(retried.headers().get("Wow-Replayed").is_none());

@@ -1,9 +1,10 @@
-//! Which tenant a request acts for.
+//! Which tenant a request acts for, and which owner and space its token binds it to.
 
 use axum::http::HeaderMap;
-use wow_core::DEFAULT_TENANT_ID;
+use wow_core::aggregate::AccessRefused;
+use wow_core::{ErrorCode, DEFAULT_TENANT_ID};
 
-use crate::HttpConfig;
+use crate::{HttpConfig, TokenBinding};
 
 /// The tenant a request acts for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,11 @@ pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant,
         }
         return Ok(Tenant(named.to_owned()));
     }
+    binding(config, headers).map(|binding| Tenant(binding.tenant.clone()))
+}
+
+/// The binding of the request's bearer token (auth on).
+fn binding<'c>(config: &'c HttpConfig, headers: &HeaderMap) -> Result<&'c TokenBinding, NoTenant> {
     let token = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -44,8 +50,110 @@ pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant,
     config
         .auth_tokens
         .get(token.trim())
-        .map(|tenant| Tenant(tenant.clone()))
         .ok_or(NoTenant::Unauthorized)
+}
+
+/// Who a request acts for: its tenant, and the owner and space its token binds it to
+/// (`None`: not bound, every owner's or space's aggregates of the tenant).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Caller {
+    pub(crate) tenant: String,
+    pub(crate) owner: Option<String>,
+    pub(crate) space: Option<String>,
+}
+
+impl Caller {
+    /// Whether the caller is bound to an owner or a space.
+    pub(crate) fn is_bound(&self) -> bool {
+        self.owner.is_some() || self.space.is_some()
+    }
+}
+
+/// Why a request is refused before its route runs: no tenant, or headers that name another
+/// owner or space than its token's.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    Tenant(NoTenant),
+    Access(AccessRefused),
+}
+
+impl Refused {
+    /// 401, 400 or 403, each with a code and `Wow-Error-Code`.
+    pub(crate) fn response(self) -> axum::response::Response {
+        match self {
+            Refused::Tenant(refused) => refused.response(),
+            Refused::Access(refused) => forbidden(&refused),
+        }
+    }
+}
+
+/// 403 with the refusal's code (`IllegalAccessOwnerAggregate`, `IllegalAccessSpaceAggregate`).
+pub(crate) fn forbidden(refused: &AccessRefused) -> axum::response::Response {
+    let mut response = axum::response::IntoResponse::into_response((
+        axum::http::StatusCode::FORBIDDEN,
+        axum::Json(serde_json::json!({
+            "errorCode": refused.code,
+            "errorMsg": refused.message,
+            "succeeded": false,
+        })),
+    ));
+    if let Ok(code) = axum::http::HeaderValue::from_str(refused.code.as_str()) {
+        response
+            .headers_mut()
+            .insert(crate::ERROR_CODE_HEADER, code);
+    }
+    response
+}
+
+/// The request's caller: its tenant as [`tenant`] finds it, and its token's owner and space.
+///
+/// The token wins, as for the tenant: a bound caller's `Command-Owner-Id` (or the path's
+/// `/owner/{ownerId}/`) naming another owner than the token's is refused
+/// (`IllegalAccessOwnerAggregate`), and its `Wow-Space-Id` naming another space than the
+/// token's (`IllegalAccessSpaceAggregate`); naming its own is the same as naming none.
+pub(crate) fn caller(config: &HttpConfig, headers: &HeaderMap) -> Result<Caller, Refused> {
+    let tenant = tenant(config, headers).map_err(Refused::Tenant)?.0;
+    let Ok(binding) = binding(config, headers) else {
+        return Ok(Caller {
+            tenant,
+            owner: None,
+            space: None,
+        });
+    };
+    let named = |header: &str| {
+        headers
+            .get(header)
+            .map(|value| value.to_str().unwrap_or_default().trim().to_owned())
+            .filter(|value| !value.is_empty())
+    };
+    for (bound, header, code, what) in [
+        (
+            &binding.owner,
+            wow_core::command::headers::OWNER_ID,
+            ErrorCode::IllegalAccessOwnerAggregate,
+            "owner",
+        ),
+        (
+            &binding.space,
+            wow_core::command::headers::SPACE_ID,
+            ErrorCode::IllegalAccessSpaceAggregate,
+            "space",
+        ),
+    ] {
+        if let (Some(bound), Some(named)) = (bound, named(header)) {
+            if *bound != named {
+                return Err(Refused::Access(AccessRefused {
+                    code,
+                    message: format!("{header} names another {what} than the token's"),
+                }));
+            }
+        }
+    }
+    Ok(Caller {
+        tenant,
+        owner: binding.owner.clone(),
+        space: binding.space.clone(),
+    })
 }
 
 /// The tenant a domain's own route acts for, found as every built-in route finds it (the

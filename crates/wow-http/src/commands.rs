@@ -187,10 +187,17 @@ async fn handle(
     body: Body,
 ) -> Response {
     let started = Instant::now();
-    let tenant = match auth::tenant(state.config(), &headers) {
-        Ok(tenant) => tenant.0,
-        Err(refused) => return refuse_tenant(refused, &headers, &aggregate, id.as_deref()),
+    let caller = match auth::caller(state.config(), &headers) {
+        Ok(caller) => caller,
+        Err(auth::Refused::Tenant(refused)) => {
+            return refuse_tenant(refused, &headers, &aggregate, id.as_deref())
+        }
+        Err(auth::Refused::Access(refused)) => {
+            let named = AggregateId::new("", aggregate, id.unwrap_or_default(), "");
+            return refuse_access(refused, &named, &headers);
+        }
     };
+    let tenant = caller.tenant.clone();
     let id = id.unwrap_or_else(|| unnamed_id(&headers, &tenant, &aggregate));
     let Some(runtime) = state.registry().get(&aggregate) else {
         return unknown_aggregate(aggregate, id, tenant);
@@ -203,10 +210,21 @@ async fn handle(
             find_command(runtime.commands(), &aggregate, &command)?,
         ))
     });
-    let (options, info) = match prepared {
+    let (mut options, info) = match prepared {
         Ok(prepared) => prepared,
         Err(error) => return respond(error.result(&aggregate_id, request_id_header(&headers))),
     };
+    // SPEC TN-2: checked before anything is sent, so nothing is recorded for a refused caller.
+    match crate::access::permitted(&state, &caller, &aggregate_id).await {
+        Ok(()) => {}
+        Err(crate::access::Denied::Refused(refused)) => {
+            return refuse_access(refused, &aggregate_id, &headers)
+        }
+        Err(denied) => return denied.response(),
+    }
+    // The token's owner and space win over the headers (which may only repeat them).
+    options.owner_id = caller.owner.or(options.owner_id);
+    options.space_id = caller.space.or(options.space_id);
     let value = match input::body(body, state.config().body_limit).await {
         Ok(value) => value,
         Err(error) => return respond(error.result(&aggregate_id, options.request_id.as_deref())),
@@ -248,6 +266,21 @@ fn refuse_tenant(
         }
         unauthorized => unauthorized.response(),
     }
+}
+
+/// The answer to a command of a caller bound to another owner or space than the aggregate's
+/// (SPEC TN-2): 403 with the code and the caller's own ids, nothing of the aggregate's.
+fn refuse_access(
+    refused: wow_core::aggregate::AccessRefused,
+    named: &AggregateId,
+    headers: &HeaderMap,
+) -> Response {
+    let error = InputError {
+        code: refused.code,
+        message: refused.message,
+        binding_errors: Vec::new(),
+    };
+    respond(error.result(named, request_id_header(headers)))
 }
 
 /// The answer to a command for an aggregate this service does not have.

@@ -45,13 +45,23 @@ fn store_failed(failure: &ConsumerStoreError) -> Response {
 }
 
 /// The scheduler and the tenant whose records the caller may see (`None`: all of them, when
-/// auth is off and no tenant is named).
+/// auth is off and no tenant is named); a token bound to an owner or a space is refused
+/// (403 `Forbidden`).
 #[allow(clippy::result_large_err)] // the error is the response itself, built once
 fn scope(
     state: &HttpState,
     headers: &HeaderMap,
 ) -> Result<(CompensationScheduler, Option<String>), Response> {
-    let tenant = auth::tenant(state.config(), headers).map_err(|u| u.response())?;
+    let caller = auth::caller(state.config(), headers).map_err(auth::Refused::response)?;
+    if caller.is_bound() {
+        // SPEC TN-2: a failure record holds another owner's events as much as one's own; the
+        // operator's routes are for tokens of the whole tenant.
+        return Err(crate::fallback::error_response(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "the compensation routes are for tokens of the whole tenant; this token is bound to an owner or a space".to_owned(),
+        ));
+    }
     let named = !state.config().auth_tokens.is_empty()
         || headers.contains_key(wow_core::command::headers::TENANT_ID);
     let scheduler = state.compensation().ok_or_else(|| {
@@ -61,7 +71,7 @@ fn scope(
             "this service records no consumer failures",
         )
     })?;
-    Ok((scheduler.clone(), named.then_some(tenant.0)))
+    Ok((scheduler.clone(), named.then_some(caller.tenant)))
 }
 
 /// `GET /compensation/failures?status=&consumer=&after=&limit=`: the recorded failures in the

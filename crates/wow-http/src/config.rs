@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::TokenBinding;
+
 /// Settings of the HTTP API. Plain values; `Default` gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpConfig {
@@ -12,10 +14,11 @@ pub struct HttpConfig {
     pub default_wait_timeout: Duration,
     /// The longest wait a caller may ask for. Default 10 min.
     pub max_wait_timeout: Duration,
-    /// Bearer token → tenant. Empty: auth is off and the tenant comes from
+    /// Bearer token → what it acts for. Empty: auth is off and the tenant comes from
     /// `Command-Tenant-Id` (default `(0)`). Not empty: every command and query needs a known
-    /// token, and its tenant is the only one it can reach.
-    pub auth_tokens: HashMap<String, String>,
+    /// token, and its tenant is the only one it can reach; a token bound to an owner (and a
+    /// space) reaches only that owner's (and space's) aggregates (SPEC TN-2).
+    pub auth_tokens: HashMap<String, TokenBinding>,
 }
 
 impl Default for HttpConfig {

@@ -197,15 +197,15 @@ macro_rules! narrow_query {
 narrow_query!(SingleQuery, ListQuery, PagedQuery);
 
 /// The aggregate's runtime, the caller's tenant and the body as `T`, narrowed to the owner
-/// the request names (`/owner/{ownerId}/` or `Command-Owner-Id`), as Wow rewrites a query's
-/// condition; `Err` is the answer.
+/// the request names (its token's; else `/owner/{ownerId}/` or `Command-Owner-Id`) and to its
+/// token's space, as Wow rewrites a query's condition; `Err` is the answer.
 async fn read_query<T: DeserializeOwned + Narrow>(
     state: &HttpState,
     headers: &HeaderMap,
     aggregate: &str,
     body: Body,
 ) -> Result<(Arc<dyn AggregateRuntime>, String, T), Response> {
-    let tenant = auth::tenant(state.config(), headers).map_err(|u| u.response())?;
+    let caller = auth::caller(state.config(), headers).map_err(auth::Refused::response)?;
     let runtime = state
         .registry()
         .find(aggregate)
@@ -231,18 +231,35 @@ async fn read_query<T: DeserializeOwned + Narrow>(
         )
     })?;
     let mut query = query;
-    let owner = crate::input::owned_id(headers, wow_core::command::headers::OWNER_ID)
+    let named = crate::input::owned_id(headers, wow_core::command::headers::OWNER_ID)
         .map_err(|e| error(StatusCode::BAD_REQUEST, "IllegalArgument", e.message))?;
-    if let Some(owner) = owner {
+    // SPEC TN-2: a bound caller sees only its owner's (and space's) documents, whatever the
+    // condition says; the token's owner wins over the header (which may only repeat it).
+    // An aggregate in no space is in every space of its owner (as the command side decides).
+    let narrowing = [
+        caller
+            .owner
+            .or(named)
+            .map(|owner| Condition::of(Operator::OwnerId, "", owner)),
+        caller.space.map(|space| {
+            Condition::logical(
+                Operator::Or,
+                vec![
+                    Condition::of(Operator::SpaceId, "", space),
+                    Condition::of(Operator::SpaceId, "", ""),
+                ],
+            )
+        }),
+    ];
+    for owned in narrowing.into_iter().flatten() {
         let condition = std::mem::take(query.condition_of());
-        let owned = Condition::of(Operator::OwnerId, "", owner);
         *query.condition_of() = if condition.operator == Operator::All {
             owned
         } else {
             Condition::logical(Operator::And, vec![owned, condition])
         };
     }
-    Ok((runtime, tenant.0, query))
+    Ok((runtime, caller.tenant, query))
 }
 
 /// Wow's guard: snapshot queries see aggregates that are not deleted, unless the condition

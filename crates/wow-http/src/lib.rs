@@ -22,7 +22,9 @@
 //! # }
 //! ```
 
+mod access;
 mod auth;
+mod binding;
 mod commands;
 mod compensation;
 mod config;
@@ -43,7 +45,9 @@ mod ui;
 use axum::routing::{any, get, post};
 use axum::Router;
 
+pub use access::gated;
 pub use auth::{caller_tenant, NoTenant, Tenant};
+pub use binding::{InvalidBinding, TokenBinding};
 pub use config::HttpConfig;
 pub use create_id::derived_aggregate_id;
 pub use fallback::error_fallbacks;
@@ -52,8 +56,10 @@ pub use server::{serve, InvalidLimits, ServerLimits, MAX_READ_TIMEOUT};
 pub use state::{HttpState, NodeStatus, QuerySide};
 pub use status::{status_for, ERROR_CODE_HEADER, REPLAYED_HEADER};
 
-/// The router of DESIGN.md §5 over `state`. Merge a domain's own read routes into it, then
-/// call [`error_fallbacks`] again so that they answer 405 with a code too.
+/// The router of DESIGN.md §5 over `state`. Merge a domain's own read routes into it through
+/// [`gated`] (so that a route naming an aggregate and an id is an owner's and space's access
+/// boundary, SPEC TN-2), then call [`error_fallbacks`] again so that they answer 405 with a
+/// code too.
 pub fn router(state: HttpState) -> Router {
     let registry = state.registry().clone();
     let routes = Router::new()
@@ -120,17 +126,18 @@ pub fn router(state: HttpState) -> Router {
             get(queries::outcome),
         )
         .with_state(state.clone());
-    let routes = error_fallbacks(routes, &registry);
+    let routes = error_fallbacks(access::gated(routes, &state), &registry);
     // Wow's prefixes, nested as Wow's paths nest them: `/{context}/tenant/{t}/owner/{o}/…`.
     let inner = routes.clone();
+    let config = state.config().clone();
+    let owner_config = config.clone();
     let owned = routes.route(
         "/owner/{owner_id}/{*rest}",
         axum::routing::any(move |path, request| {
-            prefix::owner_prefixed(inner.clone(), path, request)
+            prefix::owner_prefixed(inner.clone(), owner_config.clone(), path, request)
         }),
     );
     let inner = owned.clone();
-    let config = state.config().clone();
     let tenanted = owned.route(
         "/tenant/{tenant_id}/{*rest}",
         axum::routing::any(move |path, request| {

@@ -4,7 +4,8 @@
 //! - `/tenant/{tenantId}/…`, with the path's tenant as the caller's (`Command-Tenant-Id`);
 //!   with auth on, the token's tenant must be the path's (else 403). A state read under it
 //!   answers Wow's shape: the bare state;
-//! - `/owner/{ownerId}/…`, with the path's owner as `Command-Owner-Id`.
+//! - `/owner/{ownerId}/…`, with the path's owner as `Command-Owner-Id`; with a token bound to
+//!   another owner, 403 `IllegalAccessOwnerAggregate` (SPEC TN-2).
 //!
 //! In that order, as Wow's paths nest them: `/bank/tenant/t1/owner/u1/account/a1/deposit`.
 
@@ -69,6 +70,7 @@ pub(crate) async fn tenant_prefixed(
 /// carry it), a query sees that owner's documents only.
 pub(crate) async fn owner_prefixed(
     inner: Router,
+    config: HttpConfig,
     Path((owner, rest)): Path<(String, String)>,
     mut request: Request,
 ) -> Response {
@@ -89,6 +91,10 @@ pub(crate) async fn owner_prefixed(
     request
         .headers_mut()
         .insert(wow_core::command::headers::OWNER_ID, value);
+    // SPEC TN-2: a token bound to another owner is refused on every route under the prefix.
+    if let Err(auth::Refused::Access(refused)) = auth::caller(&config, request.headers()) {
+        return auth::forbidden(&refused);
+    }
     forward(inner, &rest, request).await
 }
 

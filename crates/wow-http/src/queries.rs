@@ -60,7 +60,8 @@ fn aggregate(
 /// in `details` for monitors and operators instead: how many aggregates are quarantined, and
 /// which (aggregate, version, message, since). The list holds only the caller's tenant's when
 /// it names one (auth on: its token's, none without a valid token; else `Command-Tenant-Id`),
-/// every tenant's otherwise, as `/compensation/failures` does; the count is of all.
+/// every tenant's otherwise, as `/compensation/failures` does; none for a token bound to an
+/// owner or a space (SPEC TN-2); the count is of all.
 pub(crate) async fn health(
     State(state): State<HttpState>,
     headers: HeaderMap,
@@ -69,11 +70,13 @@ pub(crate) async fn health(
     let count = quarantined.len();
     let named = !state.config().auth_tokens.is_empty()
         || headers.contains_key(wow_core::command::headers::TENANT_ID);
-    let visible: Vec<_> = match (named, auth::tenant(state.config(), &headers)) {
+    let visible: Vec<_> = match (named, auth::caller(state.config(), &headers)) {
         (false, _) => quarantined,
-        (true, Ok(tenant)) => quarantined
+        // SPEC TN-2: which aggregates are quarantined is for tokens of the whole tenant.
+        (true, Ok(caller)) if caller.is_bound() => Vec::new(),
+        (true, Ok(caller)) => quarantined
             .into_iter()
-            .filter(|q| q.aggregate_id.tenant_id == tenant.0)
+            .filter(|q| q.aggregate_id.tenant_id == caller.tenant)
             .collect(),
         (true, Err(_)) => Vec::new(),
     };

@@ -17,7 +17,8 @@ pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("wow-replayed");
 
 /// The status of a result with `code`: 200 `Ok`; 400 validation and unreadable input; 404
 /// missing aggregates and commands; 409 conflicts; 408 an expired wait; 503 an unreachable
-/// bus or store; 500 internal faults; 422 a domain's business rule.
+/// bus or store; 500 internal faults; 422 a domain's business rule; 403 an aggregate of
+/// another owner or space than the caller's (SPEC TN-2).
 ///
 /// A replayed rejection (SPEC ID-6) carries its original code, so it gets the status of the
 /// original answer: 422 for a business rule, 404 `NotFound`, 409 `DuplicateAggregateId` or
@@ -40,6 +41,9 @@ pub fn status_for(code: &ErrorCode) -> StatusCode {
         ErrorCode::InternalServerError => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorCode::IllegalState => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::IllegalAccessDeletedAggregate => StatusCode::GONE,
+        ErrorCode::IllegalAccessOwnerAggregate | ErrorCode::IllegalAccessSpaceAggregate => {
+            StatusCode::FORBIDDEN
+        }
         _ => StatusCode::UNPROCESSABLE_ENTITY,
     }
 }

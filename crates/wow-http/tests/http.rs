@@ -589,8 +589,14 @@ async fn tenants_only_see_their_own_aggregates() {
 #[tokio::test]
 async fn with_auth_the_token_decides_the_tenant() {
     let tokens = HashMap::from([
-        ("token-a".to_owned(), "tenant-a".to_owned()),
-        ("token-b".to_owned(), "tenant-b".to_owned()),
+        (
+            "token-a".to_owned(),
+            wow_http::TokenBinding::tenant("tenant-a"),
+        ),
+        (
+            "token-b".to_owned(),
+            wow_http::TokenBinding::tenant("tenant-b"),
+        ),
     ]);
     let s = server_with(HttpConfig {
         auth_tokens: tokens,
@@ -1550,7 +1556,10 @@ async fn unknown_routes_and_methods_answer_with_a_code() {
 #[tokio::test]
 async fn a_401_challenges_for_a_bearer_token_and_reads_the_scheme_in_any_case() {
     let s = server_with(HttpConfig {
-        auth_tokens: HashMap::from([("token-a".to_owned(), "tenant-a".to_owned())]),
+        auth_tokens: HashMap::from([(
+            "token-a".to_owned(),
+            wow_http::TokenBinding::tenant("tenant-a"),
+        )]),
         ..HttpConfig::default()
     })
     .await;

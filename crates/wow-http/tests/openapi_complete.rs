@@ -106,7 +106,7 @@ async fn service(config: HttpConfig) -> Service {
 
 fn with_auth() -> HttpConfig {
     HttpConfig {
-        auth_tokens: HashMap::from([("ta".to_owned(), "tenant-a".to_owned())]),
+        auth_tokens: HashMap::from([("ta".to_owned(), wow_http::TokenBinding::tenant("tenant-a"))]),
         ..HttpConfig::default()
     }
 }

@@ -149,6 +149,7 @@ impl ServiceBuilder {
         };
         let state = HttpState::for_gateway(pipeline.gateway.clone(), queries, http.clone())
             .with_openapi_paths(std::mem::take(&mut self.openapi));
+        let gate = state.clone();
         let context = ServiceContext {
             stores: stores.clone(),
             http,
@@ -158,7 +159,8 @@ impl ServiceBuilder {
             .routes
             .drain(..)
             .fold(wow_http::router(state), |router, make| {
-                router.merge(make(&context))
+                // SPEC TN-2: a domain's route naming an aggregate and an id is gated too.
+                router.merge(wow_http::gated(make(&context), &gate))
             });
         let router = wow_http::error_fallbacks(router, pipeline.gateway.registry());
         let retries = settings

@@ -12,7 +12,7 @@
 //! | | `WOW_HEADER_READ_TIMEOUT_MS`, `WOW_BODY_READ_TIMEOUT_MS`, `WOW_MAX_HEADER_BYTES`, `WOW_MAX_CONNECTIONS`, `WOW_SHUTDOWN_GRACE_MS` | the same in snake case, without `WOW_` | [`ServerLimits`](wow_http::ServerLimits) |
 //! | | `WOW_IDEMPOTENCY_TTL_MS`, `WOW_IDEMPOTENCY_EXPECTED_INSERTIONS`, `WOW_IDEMPOTENCY_ENABLED` | `[idempotency]` | [`IdempotencyConfig`] |
 //! | | `WOW_COMPENSATION_MAX_ATTEMPTS`, `..._INITIAL_BACKOFF_MS`, `..._MAX_BACKOFF_MS`, `..._INTERVAL_MS` | `[compensation]` | [`RetrySpec`], every second |
-//! | | `WOW_AUTH_TOKENS` (`token=tenant,...`) | `[auth_tokens]` | auth off |
+//! | | `WOW_AUTH_TOKENS` (`token=tenant[/owner[/space]],...`) | `[auth_tokens]` (`token = "tenant[/owner[/space]]"`) | auth off |
 //! | | `WOW_SNAPSHOT_QUERIES` (`true`/`false`) | `snapshot_queries` | `false`: Wow's snapshot queries answer 404 |
 //! | `--role` | `WOW_ROLE` | `role` | `monolith` ([`Role`]) |
 //! | | `WOW_NATS_URL`, `WOW_NATS_PARTITIONS`, `WOW_NATS_REPLICAS`, `WOW_NATS_STORAGE`, `WOW_NATS_LEASE_TTL_MS`, `WOW_NATS_ACK_WAIT_MS`, `WOW_NODE_ID` | `[nats]` (`url`, `partitions`, ...) | [`DistributedSettings`] |
@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use wow_core::compensation::RetrySpec;
 use wow_core::idempotency::IdempotencyConfig;
-use wow_http::{HttpConfig, ServerLimits};
+use wow_http::{HttpConfig, ServerLimits, TokenBinding};
 
 use sources::{Env, FileConfig};
 
@@ -86,6 +86,14 @@ pub enum SettingsError {
     /// The server limits cannot be served with (a zero, say).
     #[error("server limits: {0}")]
     ServerLimits(#[from] wow_http::InvalidLimits),
+    /// A token's binding is not `tenant[/owner[/space]]` (the token itself is not shown).
+    #[error("an auth token of {from}: {source}")]
+    AuthToken {
+        /// `WOW_AUTH_TOKENS` or `[auth_tokens]`.
+        from: &'static str,
+        /// What is wrong with the binding.
+        source: wow_http::InvalidBinding,
+    },
 }
 
 /// The resolved settings of a service. `Default` is every default, with no file and no
@@ -111,8 +119,9 @@ pub struct Settings {
     /// How often the compensation scheduler runs due retries; `None` runs none (retries by
     /// hand only).
     pub retry_every: Option<Duration>,
-    /// Bearer token → tenant; empty turns auth off.
-    pub auth_tokens: HashMap<String, String>,
+    /// Bearer token → what it acts for (a tenant, and optionally an owner and a space in it,
+    /// SPEC TN-2); empty turns auth off.
+    pub auth_tokens: HashMap<String, TokenBinding>,
     /// What this process does in a deployment.
     pub role: Role,
     /// Keep every aggregate's latest state as a queryable document (the projection
@@ -193,7 +202,10 @@ impl Settings {
                 .number("WOW_BODY_LIMIT")?
                 .or(file.body_limit)
                 .unwrap_or(defaults.body_limit),
-            auth_tokens: env.tokens()?.unwrap_or(file.auth_tokens),
+            auth_tokens: match env.tokens()? {
+                Some(tokens) => bindings(tokens, "WOW_AUTH_TOKENS")?,
+                None => bindings(file.auth_tokens, "[auth_tokens]")?,
+            },
         };
         settings.with_role(role)
     }
@@ -229,6 +241,22 @@ impl Settings {
             ..HttpConfig::default()
         }
     }
+}
+
+/// Each token's binding read from its `tenant[/owner[/space]]`; one written wrong is an error
+/// naming where it came from.
+fn bindings(
+    tokens: HashMap<String, String>,
+    from: &'static str,
+) -> Result<HashMap<String, TokenBinding>, SettingsError> {
+    tokens
+        .into_iter()
+        .map(|(token, spec)| {
+            spec.parse()
+                .map(|binding| (token, binding))
+                .map_err(|source| SettingsError::AuthToken { from, source })
+        })
+        .collect()
 }
 
 /// The server's limits: each from its `WOW_*` variable, else the file, else the default of

@@ -45,11 +45,17 @@ pub enum ErrorCode {
     ServiceUnavailable,
     /// A command other than `recover` to an aggregate deleted softly (Wow's code; HTTP 410).
     IllegalAccessDeletedAggregate,
+    /// A command or read for an aggregate of another owner than the one the caller is bound
+    /// to (Wow's code; HTTP 403). Never recorded as a decision.
+    IllegalAccessOwnerAggregate,
+    /// A command or read for an aggregate of another space than the one the caller is bound
+    /// to (Wow's code; HTTP 403). Never recorded as a decision.
+    IllegalAccessSpaceAggregate,
     /// A business rule of a domain, named by the domain.
     Domain(Cow<'static, str>),
 }
 
-const FRAMEWORK_CODES: [ErrorCode; 16] = [
+const FRAMEWORK_CODES: [ErrorCode; 18] = [
     ErrorCode::Ok,
     ErrorCode::NotFound,
     ErrorCode::BadRequest,
@@ -66,6 +72,8 @@ const FRAMEWORK_CODES: [ErrorCode; 16] = [
     ErrorCode::RequestIdReused,
     ErrorCode::ServiceUnavailable,
     ErrorCode::IllegalAccessDeletedAggregate,
+    ErrorCode::IllegalAccessOwnerAggregate,
+    ErrorCode::IllegalAccessSpaceAggregate,
 ];
 
 impl ErrorCode {
@@ -93,6 +101,8 @@ impl ErrorCode {
             ErrorCode::RequestIdReused => "RequestIdReused",
             ErrorCode::ServiceUnavailable => "ServiceUnavailable",
             ErrorCode::IllegalAccessDeletedAggregate => "IllegalAccessDeletedAggregate",
+            ErrorCode::IllegalAccessOwnerAggregate => "IllegalAccessOwnerAggregate",
+            ErrorCode::IllegalAccessSpaceAggregate => "IllegalAccessSpaceAggregate",
             ErrorCode::Domain(code) => code,
         }
     }

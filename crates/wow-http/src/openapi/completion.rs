@@ -10,7 +10,8 @@ use super::operations::{error, path_param, OPTIONAL_AUTH};
 /// What the document adds to every operation, its own and a domain's:
 ///
 /// - each `{param}` of the path that is not declared (a string; `id` by the rules of an id);
-/// - when auth is on: the bearer requirement and its 401, unless the operation says
+/// - when auth is on: the bearer requirement, its 401 and the 403 of a token bound to an
+///   owner or a space (SPEC TN-2), unless the operation says
 ///   `security: []` (no auth) or carries [`OPTIONAL_AUTH`] (`security: [{}, {bearer: []}]`);
 ///   and no `Command-Tenant-Id`, which is not read then (the token decides the tenant);
 /// - the answers of the server itself, before any route (the `server` module): 503 past the
@@ -35,6 +36,11 @@ pub(super) fn complete(path: &str, operation: &mut Value, auth: bool) {
         unauthorized["headers"]["WWW-Authenticate"] =
             json!({"description": "`Bearer`", "required": true, "schema": {"type": "string"}});
         responses.insert("401".to_owned(), unauthorized);
+        // SPEC TN-2: a token bound to an owner or a space is refused another's aggregate, a
+        // header naming another owner or space than its own, and the operator's routes.
+        responses.entry("403").or_insert_with(|| {
+            error("IllegalAccessOwnerAggregate / IllegalAccessSpaceAggregate: the token is bound to another owner or space than the aggregate's, or than the one the request names; Forbidden: a route for tokens of the whole tenant")
+        });
     }
     add_server_answers(responses);
     add_busy_answer(responses);

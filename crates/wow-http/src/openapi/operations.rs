@@ -136,6 +136,13 @@ fn command_responses(kind: CommandKind) -> Map<String, Value> {
         );
     }
     responses.insert(
+        "403".to_owned(),
+        result(
+            "IllegalAccessOwnerAggregate / IllegalAccessSpaceAggregate: the aggregate exists and is of another owner or space than the caller's (its token's, or the Command-Owner-Id / Wow-Space-Id it names); nothing recorded, nothing of the aggregate in the answer",
+            false,
+        ),
+    );
+    responses.insert(
         "408".to_owned(),
         result(
             "RequestTimeout: the wait expired, the outcome is unknown: look it up by request id. Or BadRequest: the body did not arrive within the server's body read timeout (the command was not sent)",

@@ -115,7 +115,7 @@ impl Env<'_> {
             .map_or(default, Duration::from_millis))
     }
 
-    /// `WOW_AUTH_TOKENS`: `token=tenant,token2=tenant2`.
+    /// `WOW_AUTH_TOKENS`: `token=tenant[/owner[/space]],token2=...`, each binding as written.
     pub(super) fn tokens(&self) -> Result<Option<HashMap<String, String>>, SettingsError> {
         let Some(value) = self.var("WOW_AUTH_TOKENS") else {
             return Ok(None);
@@ -128,7 +128,7 @@ impl Env<'_> {
                     .map(|(token, tenant)| (token.trim().to_owned(), tenant.trim().to_owned()))
                     .ok_or_else(|| SettingsError::Env {
                         name: "WOW_AUTH_TOKENS",
-                        what: "token=tenant pairs separated by commas",
+                        what: "token=tenant[/owner[/space]] pairs separated by commas",
                         value: value.clone(),
                     })
             })

@@ -146,7 +146,7 @@ fn variables_set_tokens_idempotency_and_retries_over_the_file() {
     )
     .unwrap();
     assert_eq!(settings.auth_tokens.len(), 2);
-    assert_eq!(settings.auth_tokens["b"], "t2");
+    assert_eq!(settings.auth_tokens["b"], TokenBinding::tenant("t2"));
     assert!(!settings.idempotency.enabled);
     assert_eq!(settings.idempotency.ttl, Duration::from_secs(5));
     assert_eq!(settings.retry_every, Some(Duration::from_millis(250)));
@@ -245,4 +245,73 @@ fn snapshot_queries_are_off_unless_the_file_or_the_environment_turns_them_on() {
         &[("WOW_SNAPSHOT_QUERIES", "off")],
     );
     assert!(!off.unwrap().snapshot_queries);
+}
+
+#[test]
+fn a_token_binds_a_tenant_an_owner_and_a_space_alike_in_the_variable_and_the_file() {
+    let expected = HashMap::from([
+        (
+            "alice".to_owned(),
+            TokenBinding::tenant("tenant-a").with_owner("alice"),
+        ),
+        (
+            "bob".to_owned(),
+            TokenBinding::tenant("tenant-a")
+                .with_owner("bob")
+                .with_space("s1"),
+        ),
+        ("ops".to_owned(), TokenBinding::tenant("tenant-a")),
+    ]);
+    let from_env = from_file_and_env(
+        "",
+        &[(
+            "WOW_AUTH_TOKENS",
+            "alice=tenant-a/alice,bob=tenant-a/bob/s1,ops=tenant-a",
+        )],
+    )
+    .unwrap();
+    assert_eq!(from_env.auth_tokens, expected);
+    let from_file = from_file_and_env(
+        "[auth_tokens]\nalice = \"tenant-a/alice\"\nbob = \"tenant-a/bob/s1\"\nops = \"tenant-a\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(from_file.auth_tokens, expected);
+}
+
+#[test]
+fn a_malformed_token_binding_is_an_error_naming_its_source() {
+    for (spec, why) in [
+        ("a/b/c/d", "at most three"),
+        ("tenant-a/", "the owner is empty"),
+        ("tenant-a//s1", "the owner is empty"),
+        ("/alice", "the tenant is empty"),
+    ] {
+        let error =
+            from_file_and_env("", &[("WOW_AUTH_TOKENS", &format!("x={spec}"))]).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            matches!(
+                error,
+                SettingsError::AuthToken {
+                    from: "WOW_AUTH_TOKENS",
+                    ..
+                }
+            ),
+            "{text}"
+        );
+        assert!(text.contains(why), "{spec}: {text}");
+        let error =
+            from_file_and_env(&format!("[auth_tokens]\nx = \"{spec}\"\n"), &[]).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                SettingsError::AuthToken {
+                    from: "[auth_tokens]",
+                    ..
+                }
+            ),
+            "{error}"
+        );
+    }
 }

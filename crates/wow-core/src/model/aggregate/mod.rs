@@ -1,8 +1,10 @@
+mod access;
 mod error;
 mod lifecycle;
 mod model;
 mod state;
 
+pub use access::{check_access, AccessRefused, AggregateScope};
 pub use error::{check_command, AggregateError};
 pub use lifecycle::{
     is_lifecycle_command, is_lifecycle_event, AGGREGATE_DELETED, AGGREGATE_RECOVERED,

@@ -3,5 +3,5 @@ mod repository;
 mod snapshotter;
 
 pub use cache::AggregateCache;
-pub use repository::{load_aggregate, LoadError};
+pub use repository::{load_aggregate, recorded_scope, LoadError};
 pub use snapshotter::{SnapshotStrategy, Snapshotter};

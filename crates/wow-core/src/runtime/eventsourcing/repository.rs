@@ -1,7 +1,7 @@
 //! Loading an aggregate's state: its snapshot, then the events after it.
 
 use crate::contracts::eventsourcing::{EventStore, EventStoreError, SnapshotStore};
-use crate::model::aggregate::{AggregateError, AggregateState};
+use crate::model::aggregate::{AggregateError, AggregateScope, AggregateState};
 use crate::model::aggregate_id::AggregateId;
 use crate::model::error_code::ErrorCode;
 use crate::runtime::aggregate::AggregateRuntime;
@@ -64,4 +64,21 @@ pub async fn load_aggregate(
             .map_err(LoadError::Aggregate)?;
     }
     Ok(state)
+}
+
+/// The owner and space `aggregate_id` was created for (SPEC TN-2), read from its first stream
+/// alone (one stream, never the whole history); `None` when it does not exist in its tenant.
+///
+/// # Errors
+///
+/// The event store's, when it cannot be read.
+pub async fn recorded_scope(
+    store: &dyn EventStore,
+    aggregate_id: &AggregateId,
+) -> Result<Option<AggregateScope>, EventStoreError> {
+    let first = store.load(aggregate_id, 1, 1).await?;
+    Ok(first
+        .first()
+        .filter(|stream| stream.aggregate_id.tenant_id == aggregate_id.tenant_id)
+        .map(AggregateScope::of_first_stream))
 }

@@ -2,14 +2,16 @@
 //! sequence of named steps.
 
 use crate::contracts::command::JsonCommand;
-use crate::model::aggregate::{check_command, AggregateError, AggregateState, CommandContext};
+use crate::model::aggregate::{
+    check_access, check_command, AggregateError, AggregateState, CommandContext,
+};
 use crate::model::aggregate_id::AggregateId;
-use crate::model::command::{CommandResult, CommandStage};
+use crate::model::command::{CommandResult, CommandStage, OWNER_ID_HEADER, SPACE_ID_HEADER};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::DomainEvent;
 use crate::runtime::aggregate::{AggregateRuntime, DecodedCommand};
 use crate::runtime::command::wait::{PROTOCOL_HEADER, PROTOCOL_VERSION};
-use crate::runtime::eventsourcing::{load_aggregate, LoadError};
+use crate::runtime::eventsourcing::{load_aggregate, recorded_scope, LoadError};
 use crate::runtime::idempotency::RequestIdCheck;
 
 use super::answers::{decided, quarantined_result};
@@ -51,6 +53,12 @@ impl DefaultCommandHandler {
                     .with_binding_errors(error.binding_errors())
             }
         };
+        // SPEC TN-2: before the request id is looked at, so that a caller of another owner
+        // learns nothing of this aggregate's decisions.
+        let existed = match self.refused_access(command).await {
+            Ok(existed) => existed,
+            Err(refused) => return refused,
+        };
         let fingerprint = command.json_fingerprint();
         if let Some(checker) = &self.checker {
             let check = checker
@@ -62,7 +70,7 @@ impl DefaultCommandHandler {
         }
         for _ in 0..=self.conflict_retries {
             match self
-                .attempt(runtime.as_ref(), command, &decoded, &fingerprint)
+                .attempt(runtime.as_ref(), command, &decoded, &fingerprint, existed)
                 .await
             {
                 Attempt::Finished(result) => return *result,
@@ -78,19 +86,51 @@ impl DefaultCommandHandler {
         )
     }
 
+    /// SPEC TN-2, as Wow decides it: a command that names an owner or a space (its caller's
+    /// binding) and is for an existing aggregate of another owner or space is refused,
+    /// `IllegalAccessOwnerAggregate` / `IllegalAccessSpaceAggregate`, and nothing is recorded.
+    /// Reads the aggregate's first stream only, and only for such a command. `Ok(true)` when
+    /// the aggregate existed and is the caller's.
+    async fn refused_access(&self, command: &JsonCommand) -> Result<bool, CommandResult> {
+        let named = |key: &str| command.header.get(key).map(String::as_str);
+        let (owner, space) = (named(OWNER_ID_HEADER), named(SPACE_ID_HEADER));
+        if owner.unwrap_or_default().is_empty() && space.unwrap_or_default().is_empty() {
+            return Ok(false);
+        }
+        let failure = |code: ErrorCode, message: String| {
+            CommandResult::failure(command, CommandStage::Processed, code, message)
+        };
+        match recorded_scope(self.store.as_ref(), &command.aggregate_id).await {
+            Ok(None) => Ok(false),
+            Ok(Some(recorded)) => check_access(owner, space, &recorded, &command.aggregate_id)
+                .map(|()| true)
+                .map_err(|refused| failure(refused.code, refused.message)),
+            Err(error) => Err(failure(error.error_code(), error.to_string())),
+        }
+    }
+
     /// One attempt at `command`: load, decide, and record the decision. `Retry` when the
-    /// decision was made on a state that history has passed.
+    /// decision was made on a state that history has passed. `checked`: the caller's access
+    /// to the aggregate was checked on an aggregate that existed.
     async fn attempt(
         &self,
         runtime: &dyn AggregateRuntime,
         command: &JsonCommand,
         decoded: &DecodedCommand,
         fingerprint: &str,
+        checked: bool,
     ) -> Attempt {
         let loaded = match self.load_for(runtime, command).await {
             Ok(loaded) => loaded,
             Err(answer) => return answer,
         };
+        if !checked && loaded.state.exists() {
+            // Created since the check: checked again before anything is decided on it.
+            if let Err(refused) = self.refused_access(command).await {
+                self.cache.put(&command.aggregate_id, loaded.state);
+                return Attempt::from(refused);
+            }
+        }
         let now = self.clock.now_millis();
         let events = match self.run_handler(runtime, command, decoded, &loaded.state, now) {
             Err(error @ AggregateError::HandlerPanicked { .. }) => {

@@ -1,0 +1,180 @@
+//! Owners and spaces as access boundaries at the HTTP edge (SPEC TN-2).
+//!
+//! One check, [`permitted`]: a caller bound to an owner or a space reaches an aggregate only
+//! when the aggregate's recorded owner and space (its first stream's, read alone) are its
+//! own. Two places call it:
+//!
+//! - [`gate`], a route layer over every route whose path names an aggregate and an id as its
+//!   first two segments (`/{aggregate}/{id}/…`: state, time travel, history, the request
+//!   look-up, views, and any such route a domain adds), so that a new route cannot forget it;
+//! - the command route, which knows the id of a create only once it has read the headers,
+//!   and answers the refusal as a command result. The processing node checks a command again
+//!   against the aggregate it decides on.
+//!
+//! A refusal is 403 with the code and nothing of the aggregate: no state, version or request
+//! ids. An aggregate that does not exist is not refused here: its route answers as for any
+//! caller.
+
+use axum::extract::{MatchedPath, RawPathParams, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use wow_core::aggregate::{check_access, AccessRefused};
+use wow_core::eventsourcing::{recorded_scope, EventStoreError};
+use wow_core::AggregateId;
+
+use crate::auth::{self, Caller};
+use crate::HttpState;
+
+/// Why a caller may not reach an aggregate, or why that cannot be told.
+#[derive(Debug)]
+pub(crate) enum Denied {
+    /// Another owner's or space's aggregate.
+    Refused(AccessRefused),
+    /// The aggregate's first stream cannot be read.
+    Store(EventStoreError),
+}
+
+impl Denied {
+    /// 403 with the refusal's code, or the store's failure (503 when it cannot be reached).
+    pub(crate) fn response(self) -> Response {
+        match self {
+            Denied::Refused(refused) => auth::forbidden(&refused),
+            Denied::Store(error) => {
+                let code = error.error_code();
+                let mut response = axum::response::IntoResponse::into_response((
+                    crate::status_for(&code),
+                    axum::Json(serde_json::json!({
+                        "errorCode": code,
+                        "errorMsg": error.to_string(),
+                        "succeeded": false,
+                    })),
+                ));
+                if let Ok(value) = axum::http::HeaderValue::from_str(code.as_str()) {
+                    response
+                        .headers_mut()
+                        .insert(crate::ERROR_CODE_HEADER, value);
+                }
+                response
+            }
+        }
+    }
+}
+
+/// Whether `caller` reaches `aggregate_id` (of its own tenant): always when it is bound to no
+/// owner and no space, or the aggregate does not exist; else when the aggregate's recorded
+/// owner and space are the caller's.
+pub(crate) async fn permitted(
+    state: &HttpState,
+    caller: &Caller,
+    aggregate_id: &AggregateId,
+) -> Result<(), Denied> {
+    if !caller.is_bound() {
+        return Ok(());
+    }
+    match recorded_scope(state.store(), aggregate_id).await {
+        Ok(None) => Ok(()),
+        Ok(Some(recorded)) => check_access(
+            caller.owner.as_deref(),
+            caller.space.as_deref(),
+            &recorded,
+            aggregate_id,
+        )
+        .map_err(Denied::Refused),
+        Err(error) => Err(Denied::Store(error)),
+    }
+}
+
+/// The first segment of a route whose path names an aggregate and an id: a registered
+/// aggregate, literal or `{aggregate}`, then `{id}`. Commands (`/{aggregate}/{id}/{command}`)
+/// are checked by their route, which answers with a command result.
+fn gated_route(matched: &str) -> Option<&str> {
+    let mut segments = matched.trim_start_matches('/').split('/');
+    let (first, second, third) = (segments.next()?, segments.next()?, segments.next());
+    (second == "{id}" && third != Some("{command}")).then_some(first)
+}
+
+/// The aggregate and id a gated route's request names.
+fn addressed(matched: &str, params: &RawPathParams) -> Option<(String, String)> {
+    let first = gated_route(matched)?;
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.to_owned())
+    };
+    let aggregate = if first == "{aggregate}" {
+        param("aggregate")?
+    } else {
+        first.to_owned()
+    };
+    Some((aggregate, param("id")?))
+}
+
+/// The route layer of SPEC TN-2: a request from a caller bound to an owner or a space, to a
+/// route naming an existing aggregate of another owner or space, is refused (403) before the
+/// route runs. Every other request passes to its route, which answers it as before (a missing
+/// token, an unknown aggregate or a malformed id included).
+pub(crate) async fn gate(
+    State(state): State<HttpState>,
+    matched: Option<MatchedPath>,
+    params: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let addressed = match (&matched, &params) {
+        (Some(matched), Ok(params)) => addressed(matched.as_str(), params),
+        _ => None,
+    };
+    let Some((aggregate, id)) = addressed else {
+        return next.run(request).await;
+    };
+    let caller = match auth::caller(state.config(), request.headers()) {
+        Ok(caller) => caller,
+        Err(auth::Refused::Access(refused)) => return auth::forbidden(&refused),
+        // The route answers a missing token or a malformed tenant in its own shape.
+        Err(auth::Refused::Tenant(_)) => return next.run(request).await,
+    };
+    let Some(runtime) = state.registry().get(&aggregate) else {
+        return next.run(request).await;
+    };
+    if wow_core::check_aggregate_id(&id).is_err() {
+        return next.run(request).await;
+    }
+    let aggregate_id = runtime
+        .named_aggregate()
+        .aggregate_id(id, caller.tenant.clone());
+    match permitted(&state, &caller, &aggregate_id).await {
+        Ok(()) => next.run(request).await,
+        Err(denied) => denied.response(),
+    }
+}
+
+/// `routes` with [`gate`] over each of its routes: merge a domain's routes through it so that
+/// they are access boundaries too.
+pub fn gated(routes: axum::Router, state: &HttpState) -> axum::Router {
+    routes.route_layer(axum::middleware::from_fn_with_state(state.clone(), gate))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gated_route;
+
+    #[test]
+    fn only_routes_naming_an_aggregate_and_an_id_are_gated() {
+        let shapes = [
+            ("/{aggregate}/{id}/state", Some("{aggregate}")),
+            (
+                "/{aggregate}/{id}/requests/{request_id}",
+                Some("{aggregate}"),
+            ),
+            ("/account/{id}/view", Some("account")),
+            ("/{aggregate}/{id}/{command}", None),
+            ("/{aggregate}/snapshot/list", None),
+            ("/compensation/failures/{id}", None),
+            ("/health", None),
+        ];
+        for (shape, gated) in shapes {
+            assert_eq!(gated_route(shape), gated, "{shape}");
+        }
+    }
+}
