@@ -87,7 +87,7 @@ impl HandledVersions {
         let last = self.ahead.partition_point(|(start, _)| *start <= to + 1);
         if first < last {
             let (start, end) = (self.ahead[first].0, self.ahead[last - 1].1);
-            if start <= from && end >= to {
+            if last - first == 1 && start <= from && end >= to {
                 return false;
             }
             self.ahead
@@ -193,6 +193,38 @@ mod tests {
             assert_eq!(HandledVersions::with_runs(0, order), reference);
             order.reverse();
             assert_eq!(HandledVersions::with_runs(0, order), reference);
+        }
+    }
+
+    #[test]
+    fn random_runs_give_what_a_set_of_versions_gives() {
+        let mut seed: u64 = 0x5eed;
+        let mut next = |below: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % below
+        };
+        for _ in 0..500 {
+            let mut handled = HandledVersions::new();
+            let mut versions = std::collections::BTreeSet::new();
+            for _ in 0..12 {
+                let from = next(40) + 1;
+                let to = from + next(4);
+                let added = (from..=to).any(|v| !versions.contains(&v));
+                versions.extend(from..=to);
+                assert_eq!(handled.add(from, to), added, "{from}..={to} on {handled:?}");
+                let position = (1..).take_while(|v| versions.contains(v)).count() as u64;
+                assert_eq!(handled.position(), position);
+                let ahead: Vec<u64> = handled
+                    .ahead()
+                    .iter()
+                    .flat_map(|&(from, to)| from..=to)
+                    .collect();
+                let expected: Vec<u64> = versions.range(position + 1..).copied().collect();
+                assert_eq!(ahead, expected);
+                assert!(handled.ahead().windows(2).all(|w| w[0].1 + 1 < w[1].0));
+            }
         }
     }
 
