@@ -14,7 +14,7 @@ const SETTLED_MARGIN_MS: u64 = 500;
 #[derive(Debug, Default)]
 pub(crate) struct Check {
     pub(crate) name: &'static str,
-    pub(crate) seen: Vec<(&'static str, usize)>,
+    pub(crate) seen: Vec<(String, usize)>,
     pub(crate) failures: Vec<String>,
 }
 
@@ -26,8 +26,8 @@ impl Check {
         }
     }
 
-    fn count(&mut self, what: &'static str, n: usize) {
-        self.seen.push((what, n));
+    fn count(&mut self, what: impl Into<String>, n: usize) {
+        self.seen.push((what.into(), n));
     }
 }
 
@@ -363,6 +363,9 @@ fn positions(snapshot: &Snapshot, faults: &[Fault]) -> Check {
         );
     }
     check.count("kills", faults.len());
+    for ((consumer, status), n) in &snapshot.failures {
+        check.count(format!("{consumer} failures {status}"), *n);
+    }
     check
 }
 

@@ -61,6 +61,8 @@ pub(crate) struct Snapshot {
     pub(crate) accounts: BTreeMap<String, Account>,
     /// (consumer, account) → the last version the consumer handled.
     pub(crate) positions: BTreeMap<(String, String), u64>,
+    /// (consumer, status) → how many compensation records (`execution_failed`) it has.
+    pub(crate) failures: BTreeMap<(String, String), usize>,
     /// Whether it was quiet when read (else the deadline came first).
     pub(crate) quiet: bool,
 }
@@ -121,7 +123,7 @@ async fn read(api: &Api, store: &str, accounts: &[String]) -> Result<Snapshot, S
             .accounts
             .insert(id.clone(), account(api, id).await?);
     }
-    snapshot.positions = positions(store).await?;
+    (snapshot.positions, snapshot.failures) = positions(store).await?;
     Ok(snapshot)
 }
 
@@ -172,8 +174,13 @@ fn stream(value: &Value) -> Option<Stream> {
     })
 }
 
-/// Every account consumer's position, from the store.
-async fn positions(store: &str) -> Result<BTreeMap<(String, String), u64>, String> {
+/// Every account consumer's position, and its compensation records by status, from the store.
+type Positions = (
+    BTreeMap<(String, String), u64>,
+    BTreeMap<(String, String), usize>,
+);
+
+async fn positions(store: &str) -> Result<Positions, String> {
     let (client, connection) = tokio_postgres::connect(store, tokio_postgres::NoTls)
         .await
         .map_err(|e| e.to_string())?;
@@ -185,11 +192,26 @@ async fn positions(store: &str) -> Result<BTreeMap<(String, String), u64>, Strin
         )
         .await
         .map_err(|e| e.to_string())?;
-    Ok(rows
+    let positions = rows
         .iter()
         .map(|row| {
             let version: i64 = row.get(2);
             ((row.get(0), row.get(1)), version.max(0) as u64)
         })
-        .collect())
+        .collect();
+    let rows = client
+        .query(
+            "SELECT consumer, status, COUNT(*) FROM execution_failed GROUP BY consumer, status",
+            &[],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let failures = rows
+        .iter()
+        .map(|row| {
+            let n: i64 = row.get(2);
+            ((row.get(0), row.get(1)), n.max(0) as usize)
+        })
+        .collect();
+    Ok((positions, failures))
 }
