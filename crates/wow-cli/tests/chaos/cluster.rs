@@ -107,6 +107,8 @@ pub(crate) struct Cluster {
     /// The server's URL the database was created from, to drop it at the end.
     admin: String,
     database: String,
+    /// Whether [`Cluster::clean`] dropped the database already.
+    dropped: bool,
     nats: OwnNats,
     env: Vec<(String, String)>,
     logs: PathBuf,
@@ -133,14 +135,15 @@ impl Cluster {
             .and_then(|url| url.rsplit_once('/'))
             .ok_or_else(|| format!("not a database URL: {admin}"))?;
         let store = format!("{server}/{database}");
+        let nats = OwnNats::start().ok_or("no nats-server")?;
+        std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
         sql(
             &admin,
             &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
         )
         .await?;
+        // From here on the cluster exists, and dropping it drops the database.
         sql(&admin, &format!("CREATE DATABASE {database}")).await?;
-        let nats = OwnNats::start().ok_or("no nats-server")?;
-        std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
         let env = vec![
             ("WOW_NATS_URL".to_owned(), nats.url()),
             ("WOW_NATS_NAMESPACE".to_owned(), "chaos".to_owned()),
@@ -156,6 +159,7 @@ impl Cluster {
             store,
             admin,
             database,
+            dropped: false,
             nats,
             env,
             logs,
@@ -389,6 +393,29 @@ impl Cluster {
         {
             eprintln!("chaos: could not drop {}: {error}", self.database);
         }
+        self.dropped = true;
+    }
+}
+
+impl Drop for Cluster {
+    /// A run that ends early (a panic) still drops its database; the processes die with
+    /// their handles.
+    fn drop(&mut self) {
+        if self.dropped {
+            return;
+        }
+        for node in self
+            .processors
+            .iter_mut()
+            .chain([&mut self.gateway])
+            .flatten()
+        {
+            let _ = node.child.start_kill();
+        }
+        let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.database);
+        let _ = std::process::Command::new("psql")
+            .args([self.admin.as_str(), "-qc", &drop])
+            .output();
     }
 }
 
