@@ -236,24 +236,20 @@ fn money(intents: &[Intent], snapshot: &Snapshot) -> Check {
             "the accounts hold {total}, {put_in} was opened or deposited"
         ));
     }
-    let applied: i64 = intents
-        .iter()
-        .filter(|i| matches!(i.outcome, Outcome::Applied { .. }))
-        .map(|i| match &i.op {
-            Op::Open { balance, .. } => *balance,
-            Op::Deposit { amount, .. } => *amount,
-            Op::Transfer { .. } => 0,
-        })
-        .sum();
-    let unresolved: i64 = intents
-        .iter()
-        .filter(|i| i.outcome == Outcome::Unresolved)
-        .map(|i| match &i.op {
-            Op::Open { balance, .. } => *balance,
-            Op::Deposit { amount, .. } => *amount,
-            Op::Transfer { .. } => 0,
-        })
-        .sum();
+    // What the callers' intents bring in: an opening balance or a deposit; a transfer nothing.
+    let brought = |ended: fn(&Outcome) -> bool| -> i64 {
+        intents
+            .iter()
+            .filter(|i| ended(&i.outcome))
+            .map(|i| match &i.op {
+                Op::Open { balance, .. } => *balance,
+                Op::Deposit { amount, .. } => *amount,
+                Op::Transfer { .. } => 0,
+            })
+            .sum()
+    };
+    let applied = brought(|o| matches!(o, Outcome::Applied { .. }));
+    let unresolved = brought(|o| *o == Outcome::Unresolved);
     // Unresolved deposits may be in history or not; applied ones must be.
     if put_in < applied || put_in > applied + unresolved {
         check.failures.push(format!(
@@ -364,7 +360,7 @@ fn positions(snapshot: &Snapshot, faults: &[Fault]) -> Check {
     }
     check.count("kills", faults.len());
     for ((consumer, status), n) in &snapshot.failures {
-        check.count(format!("{consumer} failures {status}"), *n);
+        check.count(format!("{consumer} failures {status}"), *n as usize);
     }
     check
 }

@@ -62,7 +62,7 @@ pub(crate) struct Snapshot {
     /// (consumer, account) → the last version the consumer handled.
     pub(crate) positions: BTreeMap<(String, String), u64>,
     /// (consumer, status) → how many compensation records (`execution_failed`) it has.
-    pub(crate) failures: BTreeMap<(String, String), usize>,
+    pub(crate) failures: BTreeMap<(String, String), u64>,
     /// Whether it was quiet when read (else the deadline came first).
     pub(crate) quiet: bool,
 }
@@ -174,44 +174,42 @@ fn stream(value: &Value) -> Option<Stream> {
     })
 }
 
-/// Every account consumer's position, and its compensation records by status, from the store.
+/// (consumer, account) → position, and (consumer, status) → compensation records.
 type Positions = (
     BTreeMap<(String, String), u64>,
-    BTreeMap<(String, String), usize>,
+    BTreeMap<(String, String), u64>,
 );
 
+/// Every account consumer's position, and its compensation records by status, from the store.
 async fn positions(store: &str) -> Result<Positions, String> {
     let (client, connection) = tokio_postgres::connect(store, tokio_postgres::NoTls)
         .await
         .map_err(|e| e.to_string())?;
     tokio::spawn(connection);
-    let rows = client
-        .query(
-            "SELECT consumer, aggregate_id, version FROM consumer_position WHERE aggregate_name = 'account'",
-            &[],
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let positions = rows
-        .iter()
-        .map(|row| {
-            let version: i64 = row.get(2);
-            ((row.get(0), row.get(1)), version.max(0) as u64)
-        })
-        .collect();
-    let rows = client
-        .query(
-            "SELECT consumer, status, COUNT(*) FROM execution_failed GROUP BY consumer, status",
-            &[],
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let failures = rows
+    let positions = pairs(
+        &client,
+        "SELECT consumer, aggregate_id, version FROM consumer_position WHERE aggregate_name = 'account'",
+    )
+    .await?;
+    let failures = pairs(
+        &client,
+        "SELECT consumer, status, COUNT(*) FROM execution_failed GROUP BY consumer, status",
+    )
+    .await?;
+    Ok((positions, failures))
+}
+
+/// The rows of `query` (two texts and a number each) as a map from the texts to the number.
+async fn pairs(
+    client: &tokio_postgres::Client,
+    query: &str,
+) -> Result<BTreeMap<(String, String), u64>, String> {
+    let rows = client.query(query, &[]).await.map_err(|e| e.to_string())?;
+    Ok(rows
         .iter()
         .map(|row| {
             let n: i64 = row.get(2);
-            ((row.get(0), row.get(1)), n.max(0) as usize)
+            ((row.get(0), row.get(1)), n.max(0) as u64)
         })
-        .collect();
-    Ok((positions, failures))
+        .collect())
 }
