@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
+use support::nats::OwnNats;
 use support::Served;
 use wow_core::eventsourcing::EventStore;
 use wow_core::AggregateId;
@@ -25,81 +26,6 @@ struct Deployment {
     store: String,
     env: Vec<(String, String)>,
 }
-
-/// A NATS server of the test's own (the system's `nats-server`, JetStream on, its data in
-/// a temporary folder), to be killed and started again without disturbing other tests.
-struct OwnNats {
-    port: u16,
-    folder: tempfile::TempDir,
-    child: Option<std::process::Child>,
-}
-
-impl OwnNats {
-    fn start() -> Option<Self> {
-        let required = std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
-        if !std::path::Path::new(NATS_SERVER).exists() {
-            assert!(!required, "{NATS_SERVER} is required and missing");
-            eprintln!("skipped: no {NATS_SERVER}");
-            return None;
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut nats = Self {
-            port,
-            folder: tempfile::tempdir().unwrap(),
-            child: None,
-        };
-        nats.restart();
-        Some(nats)
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-
-    /// Starts the server (again) on the same port and folder, and waits until it listens.
-    fn restart(&mut self) {
-        let child = std::process::Command::new(NATS_SERVER)
-            .args([
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-js",
-                "-sd",
-            ])
-            .arg(self.folder.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(started.elapsed() < PATIENCE, "nats-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Kills the server at once (SIGKILL).
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
-    }
-}
-
-impl Drop for OwnNats {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-const NATS_SERVER: &str = "/usr/sbin/nats-server";
 
 impl Deployment {
     /// The deployment on a NATS server of the test's own.

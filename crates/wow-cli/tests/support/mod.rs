@@ -5,6 +5,8 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 
+pub(crate) mod nats;
+
 /// Runs `wow ARGS` to its end; returns its exit code and its standard output.
 pub(crate) fn wow(args: &[&str]) -> (i32, String) {
     let output = run_wow(args);
