@@ -79,6 +79,7 @@ macro_rules! __event_store_cases {
                 rejection_and_append_race_has_exactly_one_decision,
                 an_expected_version_conflict_records_nothing,
                 a_lost_race_on_the_append_records_nothing,
+                a_stale_pin_of_an_appended_intent_is_its_duplicate,
                 a_redelivered_message_is_its_own_success,
                 the_feed_of_an_empty_store_is_empty,
                 the_feed_lists_appended_streams_in_append_order,

@@ -123,6 +123,33 @@ pub async fn a_lost_race_on_the_append_records_nothing(store: Store) {
     assert_eq!(history.len(), 3, "one append per intent");
 }
 
+/// A message of an intent already appended, pinned to a version history has passed, on a
+/// process whose filters never saw the request id (a restart, another node): the answer is
+/// the intent's original decision (its duplicate, with the version it was appended at),
+/// never a conflict that would tell its caller nothing happened.
+pub async fn a_stale_pin_of_an_appended_intent_is_its_duplicate(store: Store) {
+    let first = process(&store);
+    let aggregate = started(&first).await;
+    let intent = add(&aggregate, 4, "r-applied").with_expected_version(1);
+    let appended = send(&first, intent.clone()).await;
+    assert_eq!(appended.aggregate_version, Some(2));
+    assert!(send(&first, add(&aggregate, 1, "r-later")).await.succeeded); // history: 3
+
+    let mut again = intent.clone();
+    again.id = id::new_id();
+    let answer = send(&process(&store), again).await;
+    assert_eq!(
+        answer.error_code,
+        ErrorCode::DuplicateRequestId,
+        "the intent was appended: {answer:?}"
+    );
+    assert_eq!(
+        answer.aggregate_version,
+        Some(2),
+        "the version it was appended at"
+    );
+}
+
 /// The same message handled again after its append (a redelivery before the acknowledgement,
 /// or a partition's new owner) is answered as the success it was, at its version; another
 /// message with the same request id is still `DuplicateRequestId`.

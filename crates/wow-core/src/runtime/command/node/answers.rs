@@ -25,6 +25,24 @@ impl DefaultCommandHandler {
     ) -> Attempt {
         let version = state.version();
         self.cache.put(&command.aggregate_id, state);
+        let answer = CommandResult::success(command, CommandStage::Processed)
+            .with_version(version)
+            .with_result(RECORDED, false);
+        self.unless_decided_before(command, fingerprint, answer)
+            .await
+    }
+
+    /// `answer`, an answer that records nothing, unless history already holds a decision on
+    /// the request id (SPEC ID-7): then that decision is the answer. A message of an intent
+    /// that was appended is never told "nothing happened" (a handler with no events, a
+    /// version conflict), so its caller never gives the intent up, or sends it anew, while
+    /// it is in history. When the store cannot be asked the answer says so: look it up.
+    async fn unless_decided_before(
+        &self,
+        command: &JsonCommand,
+        fingerprint: &str,
+        answer: CommandResult,
+    ) -> Attempt {
         match self
             .store
             .find_decision(&command.aggregate_id, &command.request_id)
@@ -34,20 +52,21 @@ impl DefaultCommandHandler {
                 self.metrics.record_duplicate_by_store();
                 Attempt::from(decided(command, fingerprint, &decision))
             }
-            Ok(None) => Attempt::from(
-                CommandResult::success(command, CommandStage::Processed)
-                    .with_version(version)
-                    .with_result(RECORDED, false),
-            ),
-            Err(error) => Attempt::from(CommandResult::failure(
-                command,
-                CommandStage::Processed,
-                error.error_code(),
-                format!(
-                    "the command recorded nothing, and whether request id `{}` was decided before is unknown: {error}; look it up",
-                    command.request_id
-                ),
-            )),
+            Ok(None) => Attempt::from(answer),
+            Err(error) => {
+                let mut unknown = CommandResult::failure(
+                    command,
+                    CommandStage::Processed,
+                    error.error_code(),
+                    format!(
+                        "the command recorded nothing{}, and whether request id `{}` was decided before is unknown: {error}; look it up",
+                        if answer.succeeded { String::new() } else { format!(" ({})", answer.error_code) },
+                        command.request_id
+                    ),
+                );
+                unknown.aggregate_version = answer.aggregate_version;
+                Attempt::from(unknown)
+            }
         }
     }
 
@@ -65,7 +84,11 @@ impl DefaultCommandHandler {
     ) -> Attempt {
         let rejected = aggregate_failure(command, error).with_version(version);
         if !is_recorded_rejection(&rejected.error_code) {
-            return Attempt::from(rejected);
+            // Not a decision (a version conflict, SPEC ES-3), so nothing to record; but the
+            // intent may have been decided by an earlier message of it, which is the answer.
+            return self
+                .unless_decided_before(command, fingerprint, rejected)
+                .await;
         }
         let record = RejectionRecord {
             command_id: command.id.clone(),
