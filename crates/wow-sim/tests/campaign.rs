@@ -70,6 +70,8 @@ fn summary(reports: &[RunReport]) -> String {
         (0, 0, 0, 0, 0);
     let (mut replayed_opened, mut credits_replayed) = (0, 0);
     let (mut none_appended, mut none_appended_gw) = (0, 0);
+    let (mut pinned, mut conflicts, mut retries, mut afresh, mut conflicted) = (0, 0, 0, 0, 0);
+    let mut conflicts_appended = 0;
     let mut streams = 0;
     for report in reports {
         if report.faults.values().sum::<u64>() > 0 {
@@ -92,6 +94,12 @@ fn summary(reports: &[RunReport]) -> String {
         confirmed += report.tally.transfers_confirmed;
         cancelled += report.tally.transfers_cancelled;
         opened_later += report.tally.cancelled_then_target_opened;
+        pinned += report.tally.pinned;
+        conflicts += report.tally.conflicts;
+        retries += report.tally.conflict_retries;
+        afresh += report.tally.decided_afresh;
+        conflicted += report.tally.conflicted;
+        conflicts_appended += report.tally.conflicts_after_append;
         streams += report.streams;
     }
     let mut text = format!(
@@ -102,7 +110,10 @@ fn summary(reports: &[RunReport]) -> String {
          {credits_replayed} of these a transfer's credit); \
          transfers: {confirmed} confirmed, {cancelled} cancelled ({opened_later} of them to a \
          target opened later); look-ups NONE then appended by an earlier message: \
-         {none_appended} (monolith), {none_appended_gw} (gateway-only)\n\
+         {none_appended} (monolith), {none_appended_gw} (gateway-only); pinned intents: \
+         {pinned}, {conflicts} conflicts answered, {retries} resends with a fresh version, \
+         {afresh} intents decided afresh after a conflict, {conflicted} given up conflicted, \
+         {conflicts_appended} conflicts answered to a request already appended\n\
          | fault | injected |\n| --- | ---: |\n",
         reports.len(),
         with_faults
