@@ -30,7 +30,7 @@ pub(super) fn conflicts(
     }
 }
 
-/// 1. No store holds a rejection whose code is `CommandExpectVersionConflict`.
+/// (1) No store holds a rejection whose code is `CommandExpectVersionConflict`.
 fn no_recorded_conflict(observed: &Observed<'_>, violations: &mut Vec<String>) {
     for ((wallet, request_id), code) in &observed.rejections {
         if *code == ErrorCode::CommandExpectVersionConflict {
@@ -41,7 +41,7 @@ fn no_recorded_conflict(observed: &Observed<'_>, violations: &mut Vec<String>) {
     }
 }
 
-/// 2. Once a message of the intent was answered with a conflict and the caller resent it
+/// (2) Once a message of the intent was answered with a conflict and the caller resent it
 /// with a fresh version, no answer replays the conflict and none is `RequestIdReused`.
 fn retry_decided_afresh(record: &IntentRecord, violations: &mut Vec<String>) {
     if record.conflict_retries == 0 {
@@ -70,7 +70,7 @@ fn retry_decided_afresh(record: &IntentRecord, violations: &mut Vec<String>) {
     }
 }
 
-/// 3. An intent its caller gave up after conflicts has no decision in the store: no
+/// (3) An intent its caller gave up after conflicts has no decision in the store: no
 /// rejection, and no append — unless a message of it was appended after the give-up (one
 /// still under way then: a redelivery, a concurrent resend).
 fn given_up_records_nothing(
@@ -113,7 +113,7 @@ fn given_up_records_nothing(
     }
 }
 
-/// 4. Every append of a pinned message is at exactly the version it pinned + 1.
+/// (4) Every append of a pinned message is at exactly the version it pinned + 1.
 fn appended_at_its_pin(
     record: &IntentRecord,
     by_request: &ByRequest<'_>,
