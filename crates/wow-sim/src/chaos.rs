@@ -133,10 +133,23 @@ pub(crate) enum Logged {
         /// The command ids of the messages the caller had sent for the request by then.
         sent: Vec<String>,
     },
+    /// A node answered a message of the request `CommandExpectVersionConflict` (SPEC ES-3):
+    /// not a decision, nothing recorded.
+    Conflict {
+        /// The message's command id.
+        command_id: String,
+    },
+    /// A caller gave up a pinned intent after version conflicts (SPEC ES-3): as far as it
+    /// knows, nothing of it is recorded.
+    GaveUpConflicted {
+        /// The command ids of the messages the caller had sent for the request by then.
+        sent: Vec<String>,
+    },
 }
 
 /// One line of the decision log: the appends that took effect, the final rejections the
-/// nodes answered and the look-ups that answered `NONE`, in the order they happened.
+/// nodes answered, the look-ups that answered `NONE` and the pinned intents given up after
+/// conflicts, in the order they happened.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LogEntry {
     /// The wallet.

@@ -3,9 +3,13 @@
 //! [`look_up_request`]); if appended, stop (never resend as a new intent); if rejected, that
 //! is final (SPEC ID-6); if in flight, look again; if no decision is recorded, resend with
 //! the same request id; if history cannot be asked, stay unknown. A business rejection is
-//! final as answered: the node recorded it before answering. Every intent and every answer
-//! is recorded.
+//! final as answered: the node recorded it before answering. Some intents are pinned to the
+//! version their caller last saw (SPEC ES-3, [`pinning`]). Every intent and every answer is
+//! recorded.
 
+mod pinning;
+
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +24,7 @@ use wow_core::{AggregateId, CommandMessage, CommandResult, CommandStage, ErrorCo
 
 use crate::chaos::{Chaos, FaultKind, Logged};
 use crate::domain::WalletCommand;
+pub(crate) use pinning::{SeenVersions, MAX_CONFLICT_RETRIES};
 
 /// Sends of one intent before the caller gives up and leaves it unknown.
 const MAX_ATTEMPTS: u32 = 4;
@@ -36,6 +41,8 @@ pub(crate) struct Intent {
     pub(crate) aggregate: AggregateId,
     pub(crate) command: WalletCommand,
     pub(crate) request_id: String,
+    /// Whether its caller pins the version it last saw of the aggregate (SPEC ES-3).
+    pub(crate) pinned: bool,
 }
 
 /// What a caller concluded about one answer or one intent.
@@ -50,6 +57,9 @@ pub(crate) enum Verdict {
     },
     /// The caller could not tell; the final look-up resolves it.
     Unknown { reason: String },
+    /// A pinned intent answered `CommandExpectVersionConflict` this many times, its caller
+    /// reloading and resending after each until it gave up: nothing recorded (SPEC ES-3).
+    Conflicted { conflicts: u32 },
 }
 
 /// Everything a caller did for one intent.
@@ -66,6 +76,10 @@ pub(crate) struct IntentRecord {
     pub(crate) answers: Vec<Answered>,
     /// Messages sent for it.
     pub(crate) sends: u32,
+    /// The version each pinned message of it pinned, by command id.
+    pub(crate) pins: BTreeMap<String, u64>,
+    /// Resends after a conflict, each with a freshly loaded version (SPEC ES-3).
+    pub(crate) conflict_retries: u32,
 }
 
 /// One answer to one message of an intent.
@@ -86,6 +100,12 @@ struct Collected {
     answers: Vec<Answered>,
     /// The command ids of the messages sent so far.
     sent: Vec<String>,
+    /// The version the next message pins, for a pinned intent.
+    pin: Option<u64>,
+    /// The version each pinned message sent so far pinned, by command id.
+    pins: BTreeMap<String, u64>,
+    /// Resends after a conflict so far.
+    conflict_retries: u32,
 }
 
 /// One simulated caller.
@@ -94,10 +114,16 @@ pub(crate) struct Client {
     pub(crate) gateway: CommandGateway,
     pub(crate) store: Arc<dyn EventStore>,
     pub(crate) chaos: Arc<Chaos>,
+    /// The versions this caller last saw, which its pinned intents pin.
+    pub(crate) seen: Arc<SeenVersions>,
+    /// Resends of a pinned intent after conflicts before this caller gives up.
+    pub(crate) conflict_retries: u32,
 }
 
 enum Answer {
     Final(Verdict),
+    /// `CommandExpectVersionConflict`: history passed the pinned version (SPEC ES-3).
+    Conflict,
     Unknown(String),
 }
 
@@ -112,6 +138,9 @@ impl Client {
             &intent.request_id,
         )
         .await;
+        if let RequestOutcome::Appended(record) = &outcome {
+            self.seen.saw(&intent.aggregate.id, record.version);
+        }
         let said = match &outcome {
             RequestOutcome::Appended(record) => format!("appended at v{}", record.version),
             RequestOutcome::Rejected(record) => format!("rejected with {}", record.error_code),
@@ -145,7 +174,7 @@ impl Client {
         records
     }
 
-    fn message(&self, intent: &Intent) -> CommandMessage<serde_json::Value> {
+    fn message(&self, intent: &Intent, pin: Option<u64>) -> CommandMessage<serde_json::Value> {
         let mut message = CommandMessage::of(intent.aggregate.clone(), intent.command.clone())
             .into_json()
             .unwrap_or_else(|error| {
@@ -161,7 +190,10 @@ impl Client {
             });
         message.id = self.chaos.next_id("cmd");
         message.request_id = intent.request_id.clone();
-        message
+        match pin {
+            Some(version) => message.with_expected_version(version),
+            None => message,
+        }
     }
 
     fn plan(&self, intent: &Intent) -> WaitPlan {
@@ -183,21 +215,27 @@ impl Client {
 
     /// One send, classified.
     async fn send_once(&self, intent: &Intent, collected: &Mutex<Collected>) -> Answer {
-        let message = self.message(intent);
-        collected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .sent
-            .push(message.id.clone());
+        let message = {
+            let mut collected = collected.lock().unwrap_or_else(|p| p.into_inner());
+            let message = self.message(intent, collected.pin);
+            collected.sent.push(message.id.clone());
+            if let Some(pin) = collected.pin {
+                collected.pins.insert(message.id.clone(), pin);
+            }
+            message
+        };
         let plan = self.plan(intent);
         self.chaos.note(format!(
-            "{} {} {} on {} as {} request {} wait {} {}ms",
+            "{} {} {} on {} as {} request {}{} wait {} {}ms",
             intent.label,
             message.name,
             message.body,
             intent.aggregate.id,
             message.id,
             intent.request_id,
+            message
+                .aggregate_version
+                .map_or(String::new(), |pin| format!(" pinned v{pin}")),
             plan.stage,
             plan.timeout.as_millis()
         ));
@@ -209,6 +247,9 @@ impl Client {
                 Ok(result) => result,
                 Err(error) => error.result(),
             };
+            if let Some(version) = result.aggregate_version {
+                self.seen.saw(&intent.aggregate.id, version);
+            }
             collected.answers.push(Answered {
                 code: result.error_code.clone(),
                 stage: result.stage,
@@ -244,9 +285,12 @@ impl Client {
     /// a growing backoff, while no decision is recorded; then wait for the twins and record
     /// everything.
     async fn carry_out(&self, intent: Intent) -> IntentRecord {
-        let collected = Arc::new(Mutex::new(Collected::default()));
+        let collected = Arc::new(Mutex::new(Collected {
+            pin: self.first_pin(&intent).await,
+            ..Collected::default()
+        }));
         let mut side = Vec::new();
-        let mut sends = 0;
+        let (mut sends, mut conflicts) = (0, 0);
         let mut backoff = Duration::from_millis(50);
         let verdict = loop {
             sends += 1;
@@ -259,10 +303,26 @@ impl Client {
                 // answered (SPEC ID-6), so no look-up is needed, and none may mask one that
                 // was not.
                 Answer::Final(verdict) => break verdict,
+                // SPEC ES-3: nothing was recorded; reload, re-decide, resend at once with the
+                // same request id and the fresh version.
+                Answer::Conflict => {
+                    conflicts += 1;
+                    match self.after_conflict(&intent, &collected, conflicts).await {
+                        Some(verdict) => break verdict,
+                        None => continue,
+                    }
+                }
                 Answer::Unknown(reason) => reason,
             };
+            // Resends after a conflict do not count against the resends of unknown answers.
             let looked_up = self
-                .resolve_unknown(&intent, &collected, &reason, sends, &mut backoff)
+                .resolve_unknown(
+                    &intent,
+                    &collected,
+                    &reason,
+                    sends - conflicts,
+                    &mut backoff,
+                )
                 .await;
             if let Some(verdict) = looked_up {
                 break verdict;
@@ -281,6 +341,8 @@ impl Client {
             reported_ok: collected.reported,
             answers: collected.answers,
             sends,
+            pins: collected.pins,
+            conflict_retries: collected.conflict_retries,
         }
     }
 
@@ -302,6 +364,10 @@ impl Client {
         Some(tokio::spawn(async move {
             match twin.send_once(&twin_intent, &twin_collected).await {
                 Answer::Final(verdict) => verdict,
+                // The caller's own send resolves a conflict; the twin cannot tell.
+                Answer::Conflict => Verdict::Unknown {
+                    reason: "version conflict".to_owned(),
+                },
                 Answer::Unknown(reason) => Verdict::Unknown { reason },
             }
         }))
@@ -403,6 +469,8 @@ fn classify(outcome: &Result<CommandResult, CommandResultError>) -> Answer {
         });
     }
     match &result.error_code {
+        // History passed the pinned version; nothing was recorded (SPEC ES-3).
+        ErrorCode::CommandExpectVersionConflict => Answer::Conflict,
         // The request id is in history: an earlier attempt applied it.
         ErrorCode::DuplicateRequestId => Answer::Final(Verdict::Applied {
             version: result.aggregate_version,

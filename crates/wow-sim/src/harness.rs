@@ -11,7 +11,7 @@ use wow_core::eventsourcing::{EventStore, InMemoryEventStore, RequestDecision};
 use wow_core::{AggregateId, ErrorCode};
 
 use crate::chaos::{Chaos, FaultKind, SimClock};
-use crate::client::{Client, Intent, IntentRecord};
+use crate::client::{Client, Intent, IntentRecord, SeenVersions, MAX_CONFLICT_RETRIES};
 use crate::domain::{Amount, Open, Transfer, WalletCommand, REWARDS};
 use crate::invariants::{check, read_history, IntentTally, Observed};
 use crate::nodes::Nodes;
@@ -109,9 +109,15 @@ fn wallet_id(name: &str) -> AggregateId {
 }
 
 /// The callers' scripts: opens, deposits (some invalid), withdrawals and transfers (to a
-/// wallet that may not be open yet), on a few wallets.
+/// wallet that may not be open yet), on a few wallets. A share of the intents that are not
+/// opens, drawn per run (none, a quarter, half or three quarters), pin the version their
+/// caller last saw (SPEC ES-3).
 fn scripts(chaos: &Chaos, config: SimConfig) -> Vec<Vec<Intent>> {
     let wallets = wallet_count(config) as u64;
+    let pinned_quarters = chaos.range(0, 4);
+    chaos.note(format!(
+        "{pinned_quarters}/4 of the intents past an open are pinned"
+    ));
     (0..config.clients)
         .map(|client| {
             (0..config.intents_per_client)
@@ -137,7 +143,10 @@ fn scripts(chaos: &Chaos, config: SimConfig) -> Vec<Vec<Intent>> {
                             amount: chaos.range(1, 60),
                         }),
                     };
+                    let pinned = !matches!(command, WalletCommand::Open(_))
+                        && chaos.range(0, 4) < pinned_quarters;
                     Intent {
+                        pinned,
                         request_id: format!("req-{label}"),
                         label,
                         aggregate: wallet_id(&wallet),
@@ -215,6 +224,13 @@ async fn run_callers(
     pipeline: &Pipeline,
 ) -> Vec<IntentRecord> {
     let scripts = scripts(chaos, config);
+    // How many times the callers resend a pinned intent after conflicts (0: give up at the
+    // first), drawn per run.
+    let conflict_retries = chaos.range(0, MAX_CONFLICT_RETRIES + 1);
+    chaos.note(format!(
+        "callers resend a conflicted intent up to {conflict_retries} times"
+    ));
+    let conflict_retries = u32::try_from(conflict_retries).unwrap_or(u32::MAX);
     let done = Arc::new(AtomicBool::new(false));
     let background = tokio::spawn(background_faults(
         chaos.clone(),
@@ -230,6 +246,8 @@ async fn run_callers(
                 gateway: pipeline.gateway.clone(),
                 store: pipeline.store.clone(),
                 chaos: chaos.clone(),
+                seen: Arc::new(SeenVersions::default()),
+                conflict_retries,
             };
             tokio::spawn(client.run(script))
         })

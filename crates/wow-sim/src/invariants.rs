@@ -6,6 +6,7 @@
 //! - (b) no applied intent is answered with a business error;
 //! - (c) money is conserved (see [`check`]).
 
+mod conflicts;
 mod intents;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,6 +21,7 @@ use crate::consumers::{earns_reward, typed_events, Balances};
 use crate::domain::{
     balance_delta, held_delta, Amount, Open, WalletCommand, WalletEvent, REWARD_AMOUNT,
 };
+use conflicts::conflicts;
 use intents::{decision_order, intents_end, none_then_appended};
 
 /// What a run left behind, read after it went quiet.
@@ -83,6 +85,22 @@ pub struct IntentTally {
     /// Of those, transfers whose target was opened later: every saga re-run after that had
     /// to replay the rejection rather than credit the target.
     pub cancelled_then_target_opened: u64,
+    /// Intents whose caller pinned the version it last saw (SPEC ES-3).
+    pub pinned: u64,
+    /// Answers `CommandExpectVersionConflict` to their messages.
+    pub conflicts: u64,
+    /// Resends after a conflict, each with a freshly loaded version.
+    pub conflict_retries: u64,
+    /// Intents resent after a conflict that ended decided afresh: applied, or rejected on
+    /// the fresh state.
+    pub decided_afresh: u64,
+    /// Pinned intents given up after conflicts, nothing recorded.
+    pub conflicted: u64,
+    /// Conflicts a node answered to a message of a request already appended (by another
+    /// message of it: a concurrent resend, an earlier send that landed): a conflict is not
+    /// confirmed against history as a rejection is (SPEC ID-7), so the caller must look the
+    /// request up before it gives up.
+    pub conflicts_after_append: u64,
 }
 
 /// Loads every aggregate's history from `store` (the store without faults).
@@ -111,6 +129,7 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
     let intent_requests = intents_end(observed, &by_request, &mut violations, &mut tally);
     decision_order(&observed.log, &mut violations, &mut tally);
     none_then_appended(observed, &mut tally);
+    conflicts(observed, &by_request, &mut violations, &mut tally);
     let rewards_due = streams_have_intents(observed, &intent_requests, &mut violations);
     rewards_credited(observed, &rewards_due, &mut violations);
     transfers(observed, &by_request, &mut violations, &mut tally);

@@ -26,7 +26,7 @@ use wow_core::idempotency::{
     IdempotencyConfig,
 };
 use wow_core::metrics::PipelineMetrics;
-use wow_core::{AggregateId, CommandResult, CommandStage, DomainEventStream};
+use wow_core::{AggregateId, CommandResult, CommandStage, DomainEventStream, ErrorCode};
 
 use crate::chaos::{Chaos, FaultKind, Logged, SimClock, SimIds};
 
@@ -385,6 +385,15 @@ impl WaitNotifier for FaultyNotifier {
         let processed = result.stage == CommandStage::Processed && result.function.is_none();
         if processed && !result.succeeded && is_recorded_rejection(&result.error_code) {
             self.rejected(&result);
+        }
+        if processed && result.error_code == ErrorCode::CommandExpectVersionConflict {
+            self.chaos.log(
+                &result.aggregate_id,
+                &result.request_id,
+                Logged::Conflict {
+                    command_id: result.command_id.clone(),
+                },
+            );
         }
         let label = || {
             format!(

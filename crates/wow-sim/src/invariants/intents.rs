@@ -38,7 +38,8 @@ pub(super) fn intents_end(
                     let recorded = observed.rejections.contains_key(&key);
                     rejection_holds(record, code, *stage, in_history, recorded, violations)
                 }
-                Verdict::Unknown { .. } => {}
+                // Checked with the other invariants of pinned intents (ES-3).
+                Verdict::Unknown { .. } | Verdict::Conflicted { .. } => {}
             }
         }
         applied_got_no_business_error(record, in_history, violations);
@@ -146,6 +147,8 @@ fn count_end(verdict: &Verdict, in_history: bool, recorded: bool, tally: &mut In
         (Verdict::Unknown { .. }, true) => tally.unknown_then_applied += 1,
         (Verdict::Unknown { .. }, false) if recorded => tally.unknown_then_rejected += 1,
         (Verdict::Unknown { .. }, false) => tally.unknown_then_absent += 1,
+        // Counted with the other pinned intents.
+        (Verdict::Conflicted { .. }, _) => {}
     }
 }
 
