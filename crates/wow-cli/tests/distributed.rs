@@ -354,6 +354,72 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
     deployment.clean().await;
 }
 
+/// Looks `path` up on each of `apis` until every one answers `status`.
+async fn until_every_look_up_says(apis: &[&Api], path: &str, status: &str) {
+    for api in apis {
+        let started = Instant::now();
+        loop {
+            let (_, outcome) = api.get(path).await;
+            if outcome["status"] == status {
+                break;
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "{path} on {}: {outcome}, never {status}",
+                api.address
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// SPEC TO-1 with several gateways: a command accepted onto the bus and not yet decided is in
+/// flight wherever it is looked up, not only on the gateway that took it, and becomes
+/// appended once a processor decides it; a request never sent is NONE.
+#[tokio::test]
+async fn a_command_on_the_bus_is_in_flight_on_every_gateway_until_a_processor_appends_it() {
+    let Some(deployment) = Deployment::new(1500).await else {
+        return;
+    };
+    let (first, second) = (deployment.start("gateway"), deployment.start("gateway"));
+    let apis = [Api::new(&first), Api::new(&second)];
+    let (status, body) = apis[0]
+        .command(
+            "account/waiting/open",
+            "open-waiting",
+            json!({"name": "Ann", "balance": 1}),
+            "SENT",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for api in &apis {
+        let (status, outcome) = api.get("account/waiting/requests/open-waiting").await;
+        assert_eq!(
+            (status, outcome["status"].as_str()),
+            (StatusCode::ACCEPTED, Some("IN_FLIGHT")),
+            "{} with no processor: {outcome}",
+            api.address
+        );
+        let (status, outcome) = api.get("account/waiting/requests/never-sent").await;
+        assert_eq!(
+            (status, outcome["status"].as_str()),
+            (StatusCode::NOT_FOUND, Some("NONE")),
+            "{outcome}"
+        );
+    }
+    let processor = deployment.start("processor");
+    until_every_look_up_says(
+        &[&apis[0], &apis[1]],
+        "account/waiting/requests/open-waiting",
+        "APPENDED",
+    )
+    .await;
+    first.stop();
+    second.stop();
+    processor.stop();
+    deployment.clean().await;
+}
+
 /// A chained wait through the gateway (Wow's `Command-Wait-Tail-*`) whose saga sends a
 /// command to an account another processor owns: the link's signals reach the gateway from
 /// that processor, and the answer comes once the target's view has the money.
@@ -543,40 +609,55 @@ impl Load {
 }
 
 /// Resolves every request that did not get its final answer (its processor died, NATS was
-/// down) as a client would (SPEC TO-1, TO-2): looks it up, and resends it with the same
-/// request id unless history holds its decision. Returns how many it resolved.
+/// down) as a client would (SPEC TO-1, TO-2): looks it up; `IN_FLIGHT` is looked up again
+/// until decided, never resent; `NONE` is resent with the same request id, and that resend
+/// must be decided afresh: a deposit answered `DuplicateRequestId` after `NONE` would be an
+/// intent appended without a new message, what TO-1 forbids. Returns how many it resolved.
 async fn resolve(api: &Api, sent: &[Sent]) -> usize {
     let mut resolved = 0;
     for request in sent.iter().filter(|request| !request.answered_finally()) {
-        let (_, outcome) = api
-            .get(&format!(
-                "account/{}/requests/{}",
-                request.account, request.request_id
-            ))
-            .await;
         let decided = if request.overdraft {
             "REJECTED"
         } else {
             "APPENDED"
         };
-        match outcome["status"].as_str() {
-            Some(status) if status == decided => {}
-            Some("NONE") | Some("IN_FLIGHT") => {
-                let (path, body) = request.request();
-                let (status, body) = api
-                    .command(&path, &request.request_id, body, "PROCESSED")
-                    .await;
-                let final_answer = if request.overdraft {
-                    status == StatusCode::UNPROCESSABLE_ENTITY
-                } else {
-                    status == StatusCode::OK || body["errorCode"] == "DuplicateRequestId"
-                };
-                assert!(
-                    final_answer,
-                    "{request:?}: the resend answered {status} {body}"
-                );
+        let started = Instant::now();
+        loop {
+            let (status, outcome) = api
+                .get(&format!(
+                    "account/{}/requests/{}",
+                    request.account, request.request_id
+                ))
+                .await;
+            match outcome["status"].as_str() {
+                Some(found) if found == decided => break,
+                Some("IN_FLIGHT") => {
+                    assert_eq!(status, StatusCode::ACCEPTED, "{outcome}");
+                    assert!(
+                        started.elapsed() < PATIENCE,
+                        "{request:?}: still in flight after {PATIENCE:?}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Some("NONE") => {
+                    assert_eq!(status, StatusCode::NOT_FOUND, "{outcome}");
+                    let (path, body) = request.request();
+                    let (status, body) = api
+                        .command(&path, &request.request_id, body, "PROCESSED")
+                        .await;
+                    let expected = if request.overdraft {
+                        StatusCode::UNPROCESSABLE_ENTITY
+                    } else {
+                        StatusCode::OK
+                    };
+                    assert_eq!(
+                        status, expected,
+                        "{request:?}: looked up as NONE, the resend answered {body}"
+                    );
+                    break;
+                }
+                _ => panic!("{request:?}: the look-up says {status} {outcome}"),
             }
-            _ => panic!("{request:?}: the look-up says {outcome}"),
         }
         resolved += 1;
     }
@@ -747,6 +828,11 @@ async fn nats_killed_and_restarted_under_load_loses_no_acknowledged_command() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(body["errorCode"], "ServiceUnavailable");
     assert_eq!(body["stage"], "SENT");
+    // Nor can it tell whether a command is on the bus: the look-up is UNKNOWN, never NONE
+    // (SPEC TO-1), even for one no history holds.
+    let (status, outcome) = api.get("account/nats-0/requests/while-down").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{outcome}");
+    assert_eq!(outcome["status"], "UNKNOWN", "{outcome}");
     nats.restart();
     // The gateway and the processor reconnect by themselves.
     let started = Instant::now();

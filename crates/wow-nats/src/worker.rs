@@ -67,25 +67,25 @@ impl PartitionConsumer {
             partition,
             source,
         };
-        let name = self.config.partition_consumer(partition);
-        match self.stream.delete_consumer(&name).await {
-            Ok(_) => {}
-            Err(error) => tracing::debug!(%error, partition, "no consumer to replace"),
-        }
-        let consumer = self
-            .stream
-            .create_consumer(pull::Config {
-                durable_name: Some(name),
-                filter_subject: self.config.partition_subject(partition),
-                ack_policy: AckPolicy::Explicit,
-                ack_wait: self.config.ack_wait,
-                max_ack_pending: MAX_ACK_PENDING,
-                deliver_policy: DeliverPolicy::All,
-                ..Default::default()
-            })
+        let current = self
+            .consumer(
+                self.config.partition_consumer(partition),
+                self.config.partition_filter(partition),
+            )
             .await
-            .map_err(|e| failed(Box::new(e)))?;
-        let messages = consumer.messages().await.map_err(|e| failed(Box::new(e)))?;
+            .map_err(&failed)?;
+        // What gateways from before the request token sent (SPEC RQ-14): consumed alongside,
+        // by a consumer of its own (one filter per consumer before NATS 2.10).
+        let legacy = self
+            .consumer(
+                self.config.legacy_partition_consumer(partition),
+                self.config.legacy_partition_subject(partition),
+            )
+            .await
+            .map_err(&failed)?;
+        let current = current.messages().await.map_err(|e| failed(Box::new(e)))?;
+        let legacy = legacy.messages().await.map_err(|e| failed(Box::new(e)))?;
+        let messages = futures::stream::select(current, legacy);
         let mut batches = messages.ready_chunks(BATCH);
         tracing::info!(partition, "consuming the partition");
         loop {
@@ -110,6 +110,33 @@ impl PartitionConsumer {
                 () = self.handle_batch(received) => {}
             }
         }
+    }
+
+    /// The durable consumer `name` of `filter`, made afresh: whatever it had delivered and
+    /// not seen acknowledged is delivered again at once.
+    async fn consumer(
+        &self,
+        name: String,
+        filter: String,
+    ) -> Result<jetstream::consumer::Consumer<pull::Config>, Box<dyn std::error::Error + Send + Sync>>
+    {
+        match self.stream.delete_consumer(&name).await {
+            Ok(_) => {}
+            Err(error) => tracing::debug!(%error, consumer = name, "no consumer to replace"),
+        }
+        let consumer = self
+            .stream
+            .create_consumer(pull::Config {
+                durable_name: Some(name),
+                filter_subject: filter,
+                ack_policy: AckPolicy::Explicit,
+                ack_wait: self.config.ack_wait,
+                max_ack_pending: MAX_ACK_PENDING,
+                deliver_policy: DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await?;
+        Ok(consumer)
     }
 
     /// Handles `messages`, aggregates side by side and each in order, then acknowledges
