@@ -193,6 +193,9 @@ impl Deployment {
             let _ = jetstream
                 .delete_key_value(format!("{namespace}_partitions"))
                 .await;
+            let _ = jetstream
+                .delete_key_value(format!("{}_COMMANDS_DEPLOYMENT", namespace.to_uppercase()))
+                .await;
         }
     }
 
@@ -417,6 +420,54 @@ async fn a_command_on_the_bus_is_in_flight_on_every_gateway_until_a_processor_ap
     first.stop();
     second.stop();
     processor.stop();
+    deployment.clean().await;
+}
+
+/// Nodes started with another partition count than the deployment's refuse to start, and
+/// say both counts: they would send an aggregate's commands to another partition.
+#[tokio::test]
+async fn a_node_with_another_partition_count_than_the_deployment_refuses_to_start() {
+    let Some(deployment) = Deployment::new(1500).await else {
+        return;
+    };
+    let gateway = deployment.start("gateway");
+    for role in ["processor", "gateway"] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wow"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--store",
+                &deployment.store,
+            ])
+            .args(["--role", role])
+            .envs(deployment.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("WOW_NATS_PARTITIONS", "4")
+            .env("RUST_LOG", "error")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > PATIENCE {
+                child.kill().unwrap();
+                panic!("a {role} with 4 partitions of 8 started");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(!status.success(), "{role}: {stderr}");
+        assert!(
+            stderr.contains("configured with 4 partitions but the deployment records 8"),
+            "{role}: {stderr}"
+        );
+    }
+    gateway.stop();
     deployment.clean().await;
 }
 

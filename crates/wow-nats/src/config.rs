@@ -95,6 +95,12 @@ impl NatsConfig {
         format!("partition-{partition}")
     }
 
+    /// The key-value bucket recording what every node of the deployment must agree on:
+    /// `{stream}_DEPLOYMENT`.
+    pub fn deployment_bucket(&self) -> String {
+        format!("{}_DEPLOYMENT", self.stream)
+    }
+
     /// The subject where the node `node` receives its wait signals.
     pub fn wait_subject(&self, node: &str) -> String {
         format!("{}.{node}", self.wait_prefix)

@@ -56,11 +56,13 @@ pub async fn connect(config: &NatsConfig, name: &str) -> Result<Client, NatsErro
 /// Makes the command stream if it is missing (subjects `{subject_prefix}.>`, work-queue
 /// retention: a command leaves the stream once a processor acknowledged it). A stream made
 /// by an older version (subjects `{subject_prefix}.*`) is updated in place to the new
-/// subjects, keeping its messages (SPEC RQ-14).
+/// subjects, keeping its messages (SPEC RQ-14). First checks that `config.partitions` is
+/// the deployment's ([`check_partition_count`](crate::check_partition_count)).
 ///
 /// # Errors
 ///
-/// [`NatsError::Stream`] when JetStream refuses, or when `partitions` is 0.
+/// [`NatsError::Stream`] when JetStream refuses, or when `partitions` is 0;
+/// [`NatsError::PartitionCount`] when the deployment records another partition count.
 pub async fn ensure_command_stream(
     jetstream: &jetstream::Context,
     config: &NatsConfig,
@@ -70,6 +72,7 @@ pub async fn ensure_command_stream(
             "partitions must be more than zero".into(),
         ));
     }
+    crate::check_partition_count(jetstream, config).await?;
     let failed = |source: Box<dyn std::error::Error + Send + Sync>| NatsError::Stream {
         stream: config.stream.clone(),
         source,

@@ -23,7 +23,9 @@
 mod command_bus;
 mod config;
 mod connection;
+mod deployment;
 mod error;
+mod kv;
 mod lease;
 mod partition;
 mod supervisor;
@@ -35,6 +37,7 @@ pub use command_bus::{
 };
 pub use config::{CommandStorage, NatsConfig};
 pub use connection::{connect, ensure_command_stream};
+pub use deployment::check_partition_count;
 pub use error::NatsError;
 pub use lease::{Fence, LeaseConfig, LeaseError, OwnedPartitions, PartitionLeases, DEFAULT_BUCKET};
 pub use partition::{command_partition, partition_of, request_token};

@@ -615,3 +615,34 @@ async fn an_older_command_stream_is_updated_in_place_and_its_commands_still_cons
     stop(token, tasks).await;
     setup::remove_stream(&client, &config).await;
 }
+
+/// Nodes of one deployment must agree on the partition count: the first records it, a node
+/// configured otherwise refuses to start with an error naming both counts, and one that
+/// agrees starts.
+#[tokio::test]
+async fn a_node_with_another_partition_count_than_the_deployment_refuses_to_start() {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let mut other = (*config).clone();
+    other.partitions = config.partitions + 4;
+    let refused = ensure_command_stream(&jetstream, &other).await.unwrap_err();
+    assert!(
+        matches!(
+            &refused,
+            wow_nats::NatsError::PartitionCount { configured, recorded }
+                if *configured == other.partitions && *recorded == config.partitions.to_string()
+        ),
+        "{refused}"
+    );
+    let message = refused.to_string();
+    assert!(
+        message.contains(&format!("configured with {} partitions", other.partitions))
+            && message.contains(&format!("records {}", config.partitions)),
+        "{message}"
+    );
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    setup::remove_stream(&client, &config).await;
+}
