@@ -471,6 +471,79 @@ async fn a_node_with_another_partition_count_than_the_deployment_refuses_to_star
     deployment.clean().await;
 }
 
+/// The partitions `api`'s node owns, as its health says.
+async fn partitions_of(api: &Api) -> Vec<u64> {
+    let (_, health) = api.get("health").await;
+    health["details"]["node"]["partitions"]
+        .as_array()
+        .map(|list| list.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
+/// How many times `api`'s node ran an aggregate's handler.
+async fn handler_runs(api: &Api) -> u64 {
+    let (_, metrics) = api.get("metrics.json").await;
+    metrics["handlerRuns"].as_u64().unwrap()
+}
+
+/// Deposits 1 into each of `accounts` at PROCESSED, each answered 200.
+async fn deposit_into(api: &Api, accounts: &[String], round: &str) {
+    for account in accounts {
+        let (status, body) = api
+            .command(
+                &format!("account/{account}/deposit"),
+                &format!("{round}-{account}"),
+                json!({"amount": 1}),
+                "PROCESSED",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+}
+
+/// A processor that gives partitions to another and takes them back decides on fresh state:
+/// the states it cached before are dropped when the partition moves, so the commands it
+/// handles after taking them back run their handler once each (a decision on the stale
+/// state would meet a version conflict in the store and run again).
+#[tokio::test]
+async fn a_processor_that_takes_a_partition_back_decides_on_fresh_state_first_try() {
+    let Some(deployment) = Deployment::new(1500).await else {
+        return;
+    };
+    let first = deployment.start("processor");
+    let gateway = deployment.start("gateway");
+    let (api, first_api) = (Api::new(&gateway), Api::new(&first));
+    until_partitions_owned(&[&first_api], 8).await;
+    let accounts = open_accounts(&api, "back", 16).await;
+
+    let second = deployment.start("processor");
+    let second_api = Api::new(&second);
+    let started = Instant::now();
+    while partitions_of(&second_api).await.is_empty() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the second processor got nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    until_partitions_owned(&[&first_api, &second_api], 8).await;
+    // The second processor moves the accounts of its partitions past what the first cached.
+    deposit_into(&api, &accounts, "while-shared").await;
+    second.stop();
+    until_partitions_owned(&[&first_api], 8).await;
+
+    let before = handler_runs(&first_api).await;
+    deposit_into(&api, &accounts, "taken-back").await;
+    assert_eq!(
+        handler_runs(&first_api).await - before,
+        accounts.len() as u64,
+        "a handler ran again: a decision on a stale cached state"
+    );
+    gateway.stop();
+    first.stop();
+    deployment.clean().await;
+}
+
 /// A chained wait through the gateway (Wow's `Command-Wait-Tail-*`) whose saga sends a
 /// command to an account another processor owns: the link's signals reach the gateway from
 /// that processor, and the answer comes once the target's view has the money.

@@ -21,6 +21,16 @@ const BATCH: usize = 256;
 /// Commands delivered to a partition's owner and not yet acknowledged, at most.
 const MAX_ACK_PENDING: i64 = 1024;
 
+/// What a node forgets of a partition when it starts or stops consuming it.
+#[derive(Clone)]
+struct Forget(Arc<dyn Fn(u32) + Send + Sync>);
+
+impl std::fmt::Debug for Forget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Forget")
+    }
+}
+
 /// Hands the commands of owned partitions to a processing node.
 #[derive(Debug, Clone)]
 pub struct PartitionConsumer {
@@ -28,6 +38,7 @@ pub struct PartitionConsumer {
     config: Arc<NatsConfig>,
     handler: Arc<dyn CommandHandler>,
     notifier: Arc<NatsWaitNotifier>,
+    forget: Option<Forget>,
 }
 
 impl PartitionConsumer {
@@ -43,6 +54,22 @@ impl PartitionConsumer {
             config,
             handler,
             notifier,
+            forget: None,
+        }
+    }
+
+    /// Calls `forget(partition)` before consuming a partition (a takeover, or a restart of
+    /// its consumer) and after it stopped: what the node holds of the partition's aggregates
+    /// (its cached states) may be stale, since another processor may have moved them on while
+    /// this one did not own the partition.
+    pub fn forgetting(mut self, forget: impl Fn(u32) + Send + Sync + 'static) -> Self {
+        self.forget = Some(Forget(Arc::new(forget)));
+        self
+    }
+
+    fn forget(&self, partition: u32) {
+        if let Some(Forget(forget)) = &self.forget {
+            forget(partition);
         }
     }
 
@@ -58,11 +85,20 @@ impl PartitionConsumer {
     /// On `stop`, the batch in hand is abandoned unacknowledged, mid-command if need be: an
     /// append is atomic, so the next owner finds it done or not done, never half.
     ///
+    /// Before consuming and once stopped, calls what [`forgetting`](Self::forgetting) gave.
+    ///
     /// # Errors
     ///
     /// [`NatsError::Consumer`] when the consumer cannot be made or its messages read; the
     /// caller retries after a pause.
     pub async fn run(&self, partition: u32, stop: CancellationToken) -> Result<(), NatsError> {
+        self.forget(partition);
+        let ended = self.consume(partition, stop).await;
+        self.forget(partition);
+        ended
+    }
+
+    async fn consume(&self, partition: u32, stop: CancellationToken) -> Result<(), NatsError> {
         let failed = |source: Box<dyn std::error::Error + Send + Sync>| NatsError::Consumer {
             partition,
             source,
