@@ -646,3 +646,72 @@ async fn a_node_with_another_partition_count_than_the_deployment_refuses_to_star
     ensure_command_stream(&jetstream, &config).await.unwrap();
     setup::remove_stream(&client, &config).await;
 }
+
+/// A projection that does nothing.
+#[derive(Debug)]
+struct Noted;
+
+#[async_trait]
+impl wow_core::event::EventConsumer for Noted {
+    fn name(&self) -> &str {
+        "noted"
+    }
+
+    async fn handle(
+        &self,
+        _stream: &wow_core::event::DomainEventStream,
+    ) -> Result<(), wow_core::event::ConsumerError> {
+        Ok(())
+    }
+}
+
+/// A downstream stage's signal reaches the waiting caller from a processor that never
+/// received the command: the first processor appended and died before its consumers ran, and
+/// the next owner of the partition runs them over the stream it reads from the store. Where
+/// the caller listens travels in the stream's header.
+#[tokio::test]
+async fn a_downstream_signal_reaches_its_caller_from_a_processor_that_never_received_the_command() {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let gateway = gateway(&client, &config, "gateway-moved").await;
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    // The first processor: appends, and runs no consumer (it dies first).
+    let first = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let (token, tasks) = consume_all(&client, &config, node(&store, first.clone()), first).await;
+    let id = account(&uuid::Uuid::now_v7().to_string());
+    let (sender, command) = (gateway.gateway.clone(), open(&id, 5));
+    let waiting = tokio::spawn(async move {
+        sender
+            .send_and_wait(
+                command,
+                WaitPlan::new(CommandStage::Projected).with_timeout(Duration::from_secs(5)),
+            )
+            .await
+    });
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let streams = loop {
+        let streams = store.load(&id, 1, u64::MAX).await.unwrap();
+        if !streams.is_empty() {
+            break streams;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never appended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    stop(token, tasks).await;
+
+    // The next owner: its own notifier, which never saw the command.
+    let next = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let dispatcher = wow_core::event::EventDispatcher::builder(next)
+        .projection(Arc::new(Noted))
+        .build();
+    for stream in &streams {
+        dispatcher.dispatch(stream).await;
+    }
+    let answer = waiting.await.unwrap().unwrap();
+    assert_eq!(answer.stage, CommandStage::Projected, "{answer:?}");
+    assert!(answer.succeeded, "{answer:?}");
+    setup::remove_stream(&client, &config).await;
+}
