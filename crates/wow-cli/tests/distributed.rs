@@ -544,6 +544,90 @@ async fn a_processor_that_takes_a_partition_back_decides_on_fresh_state_first_tr
     deployment.clean().await;
 }
 
+/// A caller waiting at SAGA_HANDLED gets its answer although the processor that appended its
+/// command was killed (SIGKILL) right after the append, before or while it ran the saga: the
+/// next owner of the partition runs the saga over the stream it reads from the store, and
+/// its signal reaches the gateway, whose subject travels in the stream's header.
+#[tokio::test]
+async fn a_wait_at_saga_handled_is_answered_when_the_partition_moves_after_the_append() {
+    let Some(deployment) = Deployment::new(1500).await else {
+        return;
+    };
+    let first = deployment.start("processor");
+    let first_api = Api::new(&first);
+    until_partitions_owned(&[&first_api], 8).await;
+    let second = deployment.start("processor");
+    let second_api = Api::new(&second);
+    let started = Instant::now();
+    while partitions_of(&second_api).await.is_empty() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the second processor got nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    until_partitions_owned(&[&first_api, &second_api], 8).await;
+    let gateway = deployment.start("gateway");
+    let api = Api::new(&gateway);
+    let firsts = partitions_of(&first_api).await;
+    let source = (0..64)
+        .map(|n| format!("moved-src-{n}"))
+        .find(|id| {
+            let partition = wow_nats::partition_of(wow_core::DEFAULT_TENANT_ID, "account", id, 8);
+            firsts.contains(&u64::from(partition))
+        })
+        .unwrap();
+    for (id, balance) in [(source.as_str(), 50), ("moved-dst", 0)] {
+        let (status, body) = api
+            .command(
+                &format!("account/{id}/open"),
+                &format!("open-{id}"),
+                json!({"name": id, "balance": balance}),
+                "PROCESSED",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let store = deployment.events().await;
+    let (client, address, path) = (
+        api.client.clone(),
+        api.address.clone(),
+        format!("account/{source}/transfer"),
+    );
+    let waiting = tokio::spawn(async move {
+        let response = client
+            .post(format!("http://{address}/{path}"))
+            .header("Command-Request-Id", "moved-transfer")
+            .header("Command-Wait-Stage", "SAGA_HANDLED")
+            .header("Command-Wait-Timeout", "15000")
+            .json(&json!({"to": "moved-dst", "amount": 20}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (
+            status,
+            response.json::<Value>().await.unwrap_or(Value::Null),
+        )
+    });
+    let id = AggregateId::new("bank", "account", &source, wow_core::DEFAULT_TENANT_ID);
+    let started = Instant::now();
+    while store.load(&id, 2, 2).await.unwrap().is_empty() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the transfer was never appended"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    first.kill();
+    let (status, answer) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["stage"], "SAGA_HANDLED", "{answer}");
+    gateway.stop();
+    second.stop();
+    deployment.clean().await;
+}
+
 /// A chained wait through the gateway (Wow's `Command-Wait-Tail-*`) whose saga sends a
 /// command to an account another processor owns: the link's signals reach the gateway from
 /// that processor, and the answer comes once the target's view has the money.
