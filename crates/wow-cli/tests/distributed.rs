@@ -822,7 +822,7 @@ impl Load {
 /// must be decided afresh: a deposit answered `DuplicateRequestId` after `NONE` would be an
 /// intent appended without a new message, what TO-1 forbids. Returns how many it resolved.
 async fn resolve(api: &Api, sent: &[Sent]) -> usize {
-    let mut resolved = 0;
+    let (mut resolved, mut in_flight, mut none) = (0, 0, 0);
     for request in sent.iter().filter(|request| !request.answered_finally()) {
         let decided = if request.overdraft {
             "REJECTED"
@@ -841,6 +841,7 @@ async fn resolve(api: &Api, sent: &[Sent]) -> usize {
                 Some(found) if found == decided => break,
                 Some("IN_FLIGHT") => {
                     assert_eq!(status, StatusCode::ACCEPTED, "{outcome}");
+                    in_flight += 1;
                     assert!(
                         started.elapsed() < PATIENCE,
                         "{request:?}: still in flight after {PATIENCE:?}"
@@ -849,6 +850,7 @@ async fn resolve(api: &Api, sent: &[Sent]) -> usize {
                 }
                 Some("NONE") => {
                     assert_eq!(status, StatusCode::NOT_FOUND, "{outcome}");
+                    none += 1;
                     let (path, body) = request.request();
                     let (status, body) = api
                         .command(&path, &request.request_id, body, "PROCESSED")
@@ -869,6 +871,7 @@ async fn resolve(api: &Api, sent: &[Sent]) -> usize {
         }
         resolved += 1;
     }
+    eprintln!("resolving {resolved}: {in_flight} look-ups said IN_FLIGHT (looked up again), {none} said NONE (resent, decided afresh)");
     resolved
 }
 
