@@ -305,7 +305,7 @@ pub(crate) fn today(
 
 /// `GET /{aggregate}/{id}/requests/{requestId}` (SPEC TO-1), through
 /// [`look_up_request`]: 200 `APPENDED` with its stream, 200 `REJECTED` with the recorded
-/// code and message, 202 `IN_FLIGHT` (this node holds it: look again), 404 `NONE` (no
+/// code and message, 202 `IN_FLIGHT` (this node or the bus holds it: look again), 404 `NONE` (no
 /// decision recorded: a resend with the same request id is safe), 503 `UNKNOWN`.
 ///
 /// An appended record whose stream cannot be loaded (the load fails or finds nothing) is

@@ -22,7 +22,7 @@ pub struct NatsConfig {
     pub url: String,
     /// The JetStream stream that carries commands.
     pub stream: String,
-    /// Commands go to `{subject_prefix}.{partition}`.
+    /// Commands go to `{subject_prefix}.{partition}.{request token}`.
     pub subject_prefix: String,
     /// Wait signals go to `{wait_prefix}.{node}`: each gateway listens on its own subject.
     pub wait_prefix: String,
@@ -42,7 +42,7 @@ pub struct NatsConfig {
 }
 
 impl NatsConfig {
-    /// The defaults for a server at `url`: stream `WOW_COMMANDS`, subjects `wow.commands.*`,
+    /// The defaults for a server at `url`: stream `WOW_COMMANDS`, subjects `wow.commands.>`,
     /// signals on `wow.wait.*`, 16 partitions, one replica on file, a day's retention, 30 s
     /// to acknowledge.
     pub fn new(url: impl Into<String>) -> Self {
@@ -59,14 +59,46 @@ impl NatsConfig {
         }
     }
 
-    /// The subject of `partition`'s commands.
-    pub fn partition_subject(&self, partition: u32) -> String {
+    /// The subject of one request's commands in `partition`: `{subject_prefix}.{partition}.
+    /// {token}`, where `token` is the request's [`request_token`](crate::request_token), so
+    /// that a look-up can ask JetStream whether a message of the request is still there.
+    pub fn request_subject(&self, partition: u32, token: &str) -> String {
+        format!("{}.{partition}.{token}", self.subject_prefix)
+    }
+
+    /// The subjects of `partition`'s commands: `{subject_prefix}.{partition}.>`.
+    pub fn partition_filter(&self, partition: u32) -> String {
+        format!("{}.{partition}.>", self.subject_prefix)
+    }
+
+    /// The subject older gateways (before the request token) sent `partition`'s commands
+    /// to: `{subject_prefix}.{partition}`. Processors still consume it (SPEC RQ-14).
+    pub fn legacy_partition_subject(&self, partition: u32) -> String {
         format!("{}.{partition}", self.subject_prefix)
     }
 
-    /// The durable consumer that reads `partition`.
+    /// The subjects of the command stream: `{subject_prefix}.>`, both forms above.
+    pub fn stream_subjects(&self) -> String {
+        format!("{}.>", self.subject_prefix)
+    }
+
+    /// The durable consumer that reads `partition`'s commands.
     pub fn partition_consumer(&self, partition: u32) -> String {
+        format!("partition-{partition}-requests")
+    }
+
+    /// The durable consumer that reads what older gateways sent to `partition`. Named as
+    /// older processors name their own, which read the same subject: during a rolling
+    /// upgrade, whichever version takes the partition replaces it, and no two consumers of
+    /// the work-queue stream ever filter one subject.
+    pub fn legacy_partition_consumer(&self, partition: u32) -> String {
         format!("partition-{partition}")
+    }
+
+    /// The key-value bucket recording what every node of the deployment must agree on:
+    /// `{stream}_DEPLOYMENT`.
+    pub fn deployment_bucket(&self) -> String {
+        format!("{}_DEPLOYMENT", self.stream)
     }
 
     /// The subject where the node `node` receives its wait signals.

@@ -53,12 +53,16 @@ pub async fn connect(config: &NatsConfig, name: &str) -> Result<Client, NatsErro
     Ok(client)
 }
 
-/// Makes the command stream if it is missing (subjects `{subject_prefix}.*`, work-queue
-/// retention: a command leaves the stream once a processor acknowledged it).
+/// Makes the command stream if it is missing (subjects `{subject_prefix}.>`, work-queue
+/// retention: a command leaves the stream once a processor acknowledged it). A stream made
+/// by an older version (subjects `{subject_prefix}.*`) is updated in place to the new
+/// subjects, keeping its messages (SPEC RQ-14). First checks that `config.partitions` is
+/// the deployment's ([`check_partition_count`](crate::check_partition_count)).
 ///
 /// # Errors
 ///
-/// [`NatsError::Stream`] when JetStream refuses, or when `partitions` is 0.
+/// [`NatsError::Stream`] when JetStream refuses, or when `partitions` is 0;
+/// [`NatsError::PartitionCount`] when the deployment records another partition count.
 pub async fn ensure_command_stream(
     jetstream: &jetstream::Context,
     config: &NatsConfig,
@@ -68,14 +72,20 @@ pub async fn ensure_command_stream(
             "partitions must be more than zero".into(),
         ));
     }
+    crate::check_partition_count(jetstream, config).await?;
+    let failed = |source: Box<dyn std::error::Error + Send + Sync>| NatsError::Stream {
+        stream: config.stream.clone(),
+        source,
+    };
     let storage = match config.storage {
         CommandStorage::File => stream::StorageType::File,
         CommandStorage::Memory => stream::StorageType::Memory,
     };
-    jetstream
+    let subjects = vec![config.stream_subjects()];
+    let mut stream = jetstream
         .get_or_create_stream(stream::Config {
             name: config.stream.clone(),
-            subjects: vec![format!("{}.*", config.subject_prefix)],
+            subjects: subjects.clone(),
             retention: stream::RetentionPolicy::WorkQueue,
             storage,
             num_replicas: config.replicas,
@@ -86,8 +96,19 @@ pub async fn ensure_command_stream(
             ..Default::default()
         })
         .await
-        .map_err(|source| NatsError::Stream {
-            stream: config.stream.clone(),
-            source: Box::new(source),
-        })
+        .map_err(|e| failed(Box::new(e)))?;
+    if stream.cached_info().config.subjects != subjects {
+        let mut updated = stream.cached_info().config.clone();
+        tracing::info!(from = ?updated.subjects, to = ?subjects, "updating the command stream's subjects");
+        updated.subjects = subjects;
+        jetstream
+            .update_stream(updated)
+            .await
+            .map_err(|e| failed(Box::new(e)))?;
+        stream = jetstream
+            .get_stream(&config.stream)
+            .await
+            .map_err(|e| failed(Box::new(e)))?;
+    }
+    Ok(stream)
 }

@@ -46,6 +46,23 @@ pub enum NatsError {
     /// The partition leases could not be set up or released.
     #[error(transparent)]
     Lease(#[from] crate::lease::LeaseError),
+    /// This node's partition count is not the deployment's.
+    #[error("this node is configured with {configured} partitions but the deployment records {recorded}: WOW_NATS_PARTITIONS must be equal on every node")]
+    PartitionCount {
+        /// This node's count.
+        configured: u32,
+        /// The count the deployment's first node recorded.
+        recorded: String,
+    },
+    /// The deployment's settings record could not be read or written.
+    #[error("cannot check the deployment's settings in the bucket `{bucket}`: {source}")]
+    Deployment {
+        /// The bucket's name.
+        bucket: String,
+        /// What the server said.
+        #[source]
+        source: BoxError,
+    },
     /// The settings cannot be served with.
     #[error("invalid NATS settings: {0}")]
     Config(String),

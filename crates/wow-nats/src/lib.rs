@@ -1,8 +1,9 @@
 //! wow-rs's distributed mode on NATS JetStream (DESIGN.md §4).
 //!
 //! - [`NatsCommandBus`]: a gateway's [`CommandBus`](wow_core::command::CommandBus). Each
-//!   command goes to the subject of its partition, a stable hash of (tenant, aggregate name,
-//!   aggregate id) ([`partition_of`]); `SENT` means JetStream stored it.
+//!   command goes to a subject of its partition, a stable hash of (tenant, aggregate name,
+//!   aggregate id) ([`partition_of`]), that names its request ([`request_token`]); `SENT`
+//!   means JetStream stored it, and any gateway can ask whether it is still in transit.
 //! - [`PartitionConsumer`]: a processor's side; one partition's commands, in order, into
 //!   the processing node, while the node owns the partition.
 //! - [`WaitSignals`] and [`NatsWaitNotifier`]: stage signals from processors back to the
@@ -22,7 +23,9 @@
 mod command_bus;
 mod config;
 mod connection;
+mod deployment;
 mod error;
+mod kv;
 mod lease;
 mod partition;
 mod supervisor;
@@ -34,9 +37,10 @@ pub use command_bus::{
 };
 pub use config::{CommandStorage, NatsConfig};
 pub use connection::{connect, ensure_command_stream};
+pub use deployment::check_partition_count;
 pub use error::NatsError;
 pub use lease::{Fence, LeaseConfig, LeaseError, OwnedPartitions, PartitionLeases, DEFAULT_BUCKET};
-pub use partition::{command_partition, partition_of};
+pub use partition::{command_partition, partition_of, request_token};
 pub use supervisor::supervise;
 pub use wait::{NatsWaitNotifier, WaitSignals};
 pub use worker::PartitionConsumer;

@@ -2,6 +2,7 @@
 //! process and every build, so that one aggregate's commands always meet one processor.
 
 use wow_core::command::JsonCommand;
+use wow_core::AggregateId;
 use xxhash_rust::xxh3::Xxh3;
 
 /// The partition of the aggregate (tenant, aggregate name, id) among `partitions` (at
@@ -27,6 +28,26 @@ pub fn command_partition(command: &JsonCommand, partitions: u32) -> u32 {
     )
 }
 
+/// A request's token in its command's subject: 32 hex digits of a 128-bit hash of (context,
+/// tenant, aggregate name, aggregate id, request id), so that any request id (any
+/// character, any length) makes a valid subject token of one length. Two requests in
+/// transit at once share a token with odds of about 2^-128; the cost would be a look-up of
+/// one answering `IN_FLIGHT` while the other is in transit.
+pub fn request_token(aggregate_id: &AggregateId, request_id: &str) -> String {
+    let mut hasher = Xxh3::new();
+    for part in [
+        aggregate_id.context_name.as_str(),
+        &aggregate_id.tenant_id,
+        &aggregate_id.aggregate_name,
+        &aggregate_id.id,
+        request_id,
+    ] {
+        hasher.update(part.as_bytes());
+        hasher.update(&[0xff]);
+    }
+    format!("{:032x}", hasher.digest128())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,6 +67,18 @@ mod tests {
             partition_of("a", "bc", "x", 1 << 30)
         );
         assert_eq!(partition_of("t", "account", "a", 0), 0);
+    }
+
+    #[test]
+    fn a_request_token_is_stable_fixed_length_hex_and_names_one_request() {
+        let account = AggregateId::new("bank", "account", "a-1", "t");
+        let token = request_token(&account, "dep 1.*>");
+        assert_eq!(token.len(), 32);
+        assert!(token.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(token, request_token(&account, "dep 1.*>"));
+        assert_ne!(token, request_token(&account, "dep 2"));
+        let other_tenant = AggregateId::new("bank", "account", "a-1", "u");
+        assert_ne!(token, request_token(&other_tenant, "dep 1.*>"));
     }
 
     #[test]

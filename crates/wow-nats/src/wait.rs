@@ -5,7 +5,7 @@
 //! Core NATS delivers at most once. A signal lost on the way costs the caller a timeout, and
 //! the outcome look-up then says what happened (SPEC TO-1): never a wrong answer.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -163,18 +163,10 @@ impl NatsWaitNotifier {
     }
 }
 
-impl WaitNotifier for NatsWaitNotifier {
-    fn notify(&self, result: CommandResult) {
-        let subject = self
-            .routes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&result.wait_command_id);
-        let Some(subject) = subject else {
-            self.local.notify(result);
-            return;
-        };
-        match serde_json::to_vec(&result) {
+impl NatsWaitNotifier {
+    /// Publishes `result` to `subject`, or drops it (with a log) when the queue is full.
+    fn publish(&self, subject: Arc<str>, result: &CommandResult) {
+        match serde_json::to_vec(result) {
             Ok(payload) => {
                 if self
                     .outgoing
@@ -187,6 +179,41 @@ impl WaitNotifier for NatsWaitNotifier {
                 }
             }
             Err(error) => tracing::warn!(%error, "a wait signal does not encode"),
+        }
+    }
+}
+
+impl WaitNotifier for NatsWaitNotifier {
+    /// Publishes to the subject remembered for the command (see [`route`](Self::route)),
+    /// else hands the signal to the local coordinator.
+    fn notify(&self, result: CommandResult) {
+        let subject = self
+            .routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&result.wait_command_id);
+        match subject {
+            Some(subject) => self.publish(subject, &result),
+            None => self.local.notify(result),
+        }
+    }
+
+    /// Publishes to the subject `header` names: the chain's caller's
+    /// ([`CHAIN_REPLY_HEADER`]) for a signal copied to a chained wait, else the command's
+    /// own caller's ([`WAIT_REPLY_HEADER`]). So a processor that did not receive the command
+    /// (it took the partition over after the append, and runs the consumers of the streams
+    /// the previous owner appended) still reaches the waiting caller. Without such a header,
+    /// as [`notify`](WaitNotifier::notify).
+    fn notify_from(&self, header: &BTreeMap<String, String>, result: CommandResult) {
+        let chained = header.get(CHAIN_HEADER) == Some(&result.wait_command_id);
+        let named = if chained {
+            header.get(CHAIN_REPLY_HEADER)
+        } else {
+            header.get(WAIT_REPLY_HEADER)
+        };
+        match named {
+            Some(subject) => self.publish(Arc::from(subject.as_str()), &result),
+            None => self.notify(result),
         }
     }
 }

@@ -21,6 +21,16 @@ const BATCH: usize = 256;
 /// Commands delivered to a partition's owner and not yet acknowledged, at most.
 const MAX_ACK_PENDING: i64 = 1024;
 
+/// What a node forgets of a partition when it starts or stops consuming it.
+#[derive(Clone)]
+struct Forget(Arc<dyn Fn(u32) + Send + Sync>);
+
+impl std::fmt::Debug for Forget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Forget")
+    }
+}
+
 /// Hands the commands of owned partitions to a processing node.
 #[derive(Debug, Clone)]
 pub struct PartitionConsumer {
@@ -28,6 +38,7 @@ pub struct PartitionConsumer {
     config: Arc<NatsConfig>,
     handler: Arc<dyn CommandHandler>,
     notifier: Arc<NatsWaitNotifier>,
+    forget: Option<Forget>,
 }
 
 impl PartitionConsumer {
@@ -43,6 +54,22 @@ impl PartitionConsumer {
             config,
             handler,
             notifier,
+            forget: None,
+        }
+    }
+
+    /// Calls `forget(partition)` before consuming a partition (a takeover, or a restart of
+    /// its consumer) and after it stopped: what the node holds of the partition's aggregates
+    /// (its cached states) may be stale, since another processor may have moved them on while
+    /// this one did not own the partition.
+    pub fn forgetting(mut self, forget: impl Fn(u32) + Send + Sync + 'static) -> Self {
+        self.forget = Some(Forget(Arc::new(forget)));
+        self
+    }
+
+    fn forget(&self, partition: u32) {
+        if let Some(Forget(forget)) = &self.forget {
+            forget(partition);
         }
     }
 
@@ -58,34 +85,43 @@ impl PartitionConsumer {
     /// On `stop`, the batch in hand is abandoned unacknowledged, mid-command if need be: an
     /// append is atomic, so the next owner finds it done or not done, never half.
     ///
+    /// Before consuming and once stopped, calls what [`forgetting`](Self::forgetting) gave.
+    ///
     /// # Errors
     ///
     /// [`NatsError::Consumer`] when the consumer cannot be made or its messages read; the
     /// caller retries after a pause.
     pub async fn run(&self, partition: u32, stop: CancellationToken) -> Result<(), NatsError> {
+        self.forget(partition);
+        let ended = self.consume(partition, stop).await;
+        self.forget(partition);
+        ended
+    }
+
+    async fn consume(&self, partition: u32, stop: CancellationToken) -> Result<(), NatsError> {
         let failed = |source: Box<dyn std::error::Error + Send + Sync>| NatsError::Consumer {
             partition,
             source,
         };
-        let name = self.config.partition_consumer(partition);
-        match self.stream.delete_consumer(&name).await {
-            Ok(_) => {}
-            Err(error) => tracing::debug!(%error, partition, "no consumer to replace"),
-        }
-        let consumer = self
-            .stream
-            .create_consumer(pull::Config {
-                durable_name: Some(name),
-                filter_subject: self.config.partition_subject(partition),
-                ack_policy: AckPolicy::Explicit,
-                ack_wait: self.config.ack_wait,
-                max_ack_pending: MAX_ACK_PENDING,
-                deliver_policy: DeliverPolicy::All,
-                ..Default::default()
-            })
+        let current = self
+            .consumer(
+                self.config.partition_consumer(partition),
+                self.config.partition_filter(partition),
+            )
             .await
-            .map_err(|e| failed(Box::new(e)))?;
-        let messages = consumer.messages().await.map_err(|e| failed(Box::new(e)))?;
+            .map_err(&failed)?;
+        // What gateways from before the request token sent (SPEC RQ-14): consumed alongside,
+        // by a consumer of its own (one filter per consumer before NATS 2.10).
+        let legacy = self
+            .consumer(
+                self.config.legacy_partition_consumer(partition),
+                self.config.legacy_partition_subject(partition),
+            )
+            .await
+            .map_err(&failed)?;
+        let current = current.messages().await.map_err(|e| failed(Box::new(e)))?;
+        let legacy = legacy.messages().await.map_err(|e| failed(Box::new(e)))?;
+        let messages = futures::stream::select(current, legacy);
         let mut batches = messages.ready_chunks(BATCH);
         tracing::info!(partition, "consuming the partition");
         loop {
@@ -110,6 +146,33 @@ impl PartitionConsumer {
                 () = self.handle_batch(received) => {}
             }
         }
+    }
+
+    /// The durable consumer `name` of `filter`, made afresh: whatever it had delivered and
+    /// not seen acknowledged is delivered again at once.
+    async fn consumer(
+        &self,
+        name: String,
+        filter: String,
+    ) -> Result<jetstream::consumer::Consumer<pull::Config>, Box<dyn std::error::Error + Send + Sync>>
+    {
+        match self.stream.delete_consumer(&name).await {
+            Ok(_) => {}
+            Err(error) => tracing::debug!(%error, consumer = name, "no consumer to replace"),
+        }
+        let consumer = self
+            .stream
+            .create_consumer(pull::Config {
+                durable_name: Some(name),
+                filter_subject: filter,
+                ack_policy: AckPolicy::Explicit,
+                ack_wait: self.config.ack_wait,
+                max_ack_pending: MAX_ACK_PENDING,
+                deliver_policy: DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await?;
+        Ok(consumer)
     }
 
     /// Handles `messages`, aggregates side by side and each in order, then acknowledges

@@ -10,8 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use wow_core::command::{
-    CommandGateway, CommandHandler, CommandResultError, DefaultCommandHandler, JsonCommand,
-    WaitCoordinator, WaitNotifier, WaitPlan,
+    look_up_request, CommandGateway, CommandHandler, CommandResultError, DefaultCommandHandler,
+    InTransit, JsonCommand, RequestOutcome, WaitCoordinator, WaitNotifier, WaitPlan,
 };
 use wow_core::event::NoopDomainEventBus;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore, RequestDecision};
@@ -367,8 +367,8 @@ async fn a_message_from_an_older_gateway_is_processed_and_one_from_a_newer_is_re
         let jetstream = jetstream.clone();
         let config = config.clone();
         async move {
-            let subject =
-                config.partition_subject(wow_nats::command_partition(&command, config.partitions));
+            let subject = config
+                .legacy_partition_subject(wow_nats::command_partition(&command, config.partitions));
             jetstream
                 .publish(subject, serde_json::to_vec(&command).unwrap().into())
                 .await
@@ -435,7 +435,10 @@ async fn a_message_that_does_not_decode_is_dropped_and_the_partition_goes_on() {
     let command = open(&id, 3);
     let partition = wow_nats::command_partition(&command, config.partitions);
     jetstream
-        .publish(config.partition_subject(partition), "not a command".into())
+        .publish(
+            config.legacy_partition_subject(partition),
+            "not a command".into(),
+        )
         .await
         .unwrap()
         .await
@@ -456,5 +459,259 @@ async fn a_message_that_does_not_decode_is_dropped_and_the_partition_goes_on() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    setup::remove_stream(&client, &config).await;
+}
+
+/// SPEC TO-1 across gateways: a command on the bus and not yet decided is in flight for
+/// every gateway that asks (not only the one that sent it), appended once a processor
+/// decided it, and then off the bus.
+#[tokio::test]
+async fn a_command_on_the_bus_is_in_flight_for_every_gateway_until_it_is_decided() {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let sender = gateway(&client, &config, "gateway-sender").await;
+    let other = gateway(&client, &config, "gateway-other").await;
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let id = account(&uuid::Uuid::now_v7().to_string());
+    // A request id of any characters, subject wildcards included.
+    let request_id = "open it. * > now";
+    let command = open(&id, 10).with_request_id(request_id);
+    sender
+        .gateway
+        .send_and_wait(command, WaitPlan::sent())
+        .await
+        .unwrap();
+    for gateway in [&sender, &other] {
+        let outcome = look_up_request(&gateway.gateway, store.as_ref(), &id, request_id).await;
+        assert!(
+            matches!(outcome, RequestOutcome::InFlight),
+            "no processor yet: {outcome:?}"
+        );
+        let outcome = look_up_request(&gateway.gateway, store.as_ref(), &id, "never-sent").await;
+        assert!(matches!(outcome, RequestOutcome::None), "{outcome:?}");
+    }
+
+    let notifier = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let (token, tasks) =
+        consume_all(&client, &config, node(&store, notifier.clone()), notifier).await;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        match look_up_request(&other.gateway, store.as_ref(), &id, request_id).await {
+            RequestOutcome::Appended(record) => {
+                assert_eq!(record.version, 1);
+                break;
+            }
+            RequestOutcome::InFlight => {}
+            outcome => panic!("between in flight and appended: {outcome:?}"),
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never appended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Acknowledged once decided: the bus holds it no more.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while other.gateway.bus_in_transit(&id, request_id).await.unwrap() != InTransit::Absent {
+        assert!(tokio::time::Instant::now() < deadline, "never acknowledged");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop(token, tasks).await;
+    setup::remove_stream(&client, &config).await;
+}
+
+/// With NATS out of reach, nobody can say whether a command is on the bus: the look-up is
+/// UNKNOWN (503 over HTTP), never NONE.
+#[tokio::test]
+async fn without_nats_a_look_up_is_unknown_never_none() {
+    let mut config = NatsConfig::new("nats://127.0.0.1:1");
+    config.partitions = 2;
+    let client = async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .connect("nats://127.0.0.1:1")
+        .await
+        .unwrap();
+    let bus = NatsCommandBus::new(client, Arc::new(config), "nowhere");
+    let gateway =
+        CommandGateway::builder(wow_example_bank::registry().unwrap(), Arc::new(bus)).build();
+    let store = InMemoryEventStore::new();
+    let outcome = look_up_request(&gateway, &store, &account("a-1"), "r-1").await;
+    match outcome {
+        RequestOutcome::Unknown(error) => {
+            assert_eq!(error.error_code(), ErrorCode::ServiceUnavailable, "{error}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// SPEC RQ-14: a command stream made by an older version (subjects `{prefix}.*`, commands on
+/// `{prefix}.{partition}`) is updated in place, and what older gateways put there, before
+/// and after the update, is still consumed.
+#[tokio::test]
+async fn an_older_command_stream_is_updated_in_place_and_its_commands_still_consumed() {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    jetstream
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: config.stream.clone(),
+            subjects: vec![format!("{}.*", config.subject_prefix)],
+            retention: async_nats::jetstream::stream::RetentionPolicy::WorkQueue,
+            storage: async_nats::jetstream::stream::StorageType::Memory,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let publish_as_older = |command: JsonCommand| {
+        let (jetstream, config) = (jetstream.clone(), config.clone());
+        async move {
+            let partition = wow_nats::command_partition(&command, config.partitions);
+            jetstream
+                .publish(
+                    config.legacy_partition_subject(partition),
+                    serde_json::to_vec(&command).unwrap().into(),
+                )
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    };
+    let before = account(&uuid::Uuid::now_v7().to_string());
+    publish_as_older(open(&before, 1)).await;
+
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let notifier = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let (token, tasks) =
+        consume_all(&client, &config, node(&store, notifier.clone()), notifier).await;
+    let mut stream = jetstream.get_stream(&config.stream).await.unwrap();
+    assert_eq!(
+        stream.info().await.unwrap().config.subjects,
+        vec![format!("{}.>", config.subject_prefix)]
+    );
+    let after = account(&uuid::Uuid::now_v7().to_string());
+    publish_as_older(open(&after, 1)).await;
+    // And a gateway of this version sends on the same stream.
+    let gateway = gateway(&client, &config, "gateway-new").await;
+    let current = account(&uuid::Uuid::now_v7().to_string());
+    assert_eq!(
+        processed(&gateway.gateway, open(&current, 1))
+            .await
+            .unwrap()
+            .aggregate_version,
+        Some(1)
+    );
+    for id in [&before, &after] {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while store.load(id, 1, u64::MAX).await.unwrap().is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{id} never appended"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    stop(token, tasks).await;
+    setup::remove_stream(&client, &config).await;
+}
+
+/// Nodes of one deployment must agree on the partition count: the first records it, a node
+/// configured otherwise refuses to start with an error naming both counts, and one that
+/// agrees starts.
+#[tokio::test]
+async fn a_node_with_another_partition_count_than_the_deployment_refuses_to_start() {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let mut other = (*config).clone();
+    other.partitions = config.partitions + 4;
+    let refused = ensure_command_stream(&jetstream, &other).await.unwrap_err();
+    assert!(
+        matches!(
+            &refused,
+            wow_nats::NatsError::PartitionCount { configured, recorded }
+                if *configured == other.partitions && *recorded == config.partitions.to_string()
+        ),
+        "{refused}"
+    );
+    let message = refused.to_string();
+    assert!(
+        message.contains(&format!("configured with {} partitions", other.partitions))
+            && message.contains(&format!("records {}", config.partitions)),
+        "{message}"
+    );
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    setup::remove_stream(&client, &config).await;
+}
+
+/// A projection that does nothing.
+#[derive(Debug)]
+struct Noted;
+
+#[async_trait]
+impl wow_core::event::EventConsumer for Noted {
+    fn name(&self) -> &str {
+        "noted"
+    }
+
+    async fn handle(
+        &self,
+        _stream: &wow_core::event::DomainEventStream,
+    ) -> Result<(), wow_core::event::ConsumerError> {
+        Ok(())
+    }
+}
+
+/// A downstream stage's signal reaches the waiting caller from a processor that never
+/// received the command: the first processor appended and died before its consumers ran, and
+/// the next owner of the partition runs them over the stream it reads from the store. Where
+/// the caller listens travels in the stream's header.
+#[tokio::test]
+async fn a_downstream_signal_reaches_its_caller_from_a_processor_that_never_received_the_command() {
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let gateway = gateway(&client, &config, "gateway-moved").await;
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    // The first processor: appends, and runs no consumer (it dies first).
+    let first = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let (token, tasks) = consume_all(&client, &config, node(&store, first.clone()), first).await;
+    let id = account(&uuid::Uuid::now_v7().to_string());
+    let (sender, command) = (gateway.gateway.clone(), open(&id, 5));
+    let waiting = tokio::spawn(async move {
+        sender
+            .send_and_wait(
+                command,
+                WaitPlan::new(CommandStage::Projected).with_timeout(Duration::from_secs(5)),
+            )
+            .await
+    });
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let streams = loop {
+        let streams = store.load(&id, 1, u64::MAX).await.unwrap();
+        if !streams.is_empty() {
+            break streams;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never appended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    stop(token, tasks).await;
+
+    // The next owner: its own notifier, which never saw the command.
+    let next = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let dispatcher = wow_core::event::EventDispatcher::builder(next)
+        .projection(Arc::new(Noted))
+        .build();
+    for stream in &streams {
+        dispatcher.dispatch(stream).await;
+    }
+    let answer = waiting.await.unwrap().unwrap();
+    assert_eq!(answer.stage, CommandStage::Projected, "{answer:?}");
+    assert!(answer.succeeded, "{answer:?}");
     setup::remove_stream(&client, &config).await;
 }

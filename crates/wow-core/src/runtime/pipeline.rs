@@ -20,7 +20,7 @@ use crate::runtime::command::{
 use crate::runtime::compensation::{CompensationError, CompensationScheduler};
 use crate::runtime::event::{catch_up, CatchUpError, CatchUpProgress, EventDispatcher};
 use crate::runtime::event::{InMemoryDomainEventBus, DEFAULT_PARTITION_CAPACITY};
-use crate::runtime::eventsourcing::{SnapshotStrategy, Snapshotter};
+use crate::runtime::eventsourcing::{AggregateCache, SnapshotStrategy, Snapshotter};
 use crate::runtime::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
     IdempotencyConfig, NoopRequestIdExistenceChecker, RequestIdChecker, RequestIdExistenceChecker,
@@ -279,6 +279,7 @@ impl LocalPipelineBuilder {
             notifier,
             metrics,
             quarantine: QuarantinedAggregates::new(),
+            cache: AggregateCache::default(),
             registry: self.registry,
             store: self.store,
             snapshots: self.snapshots.map(|(store, _)| store),
@@ -437,6 +438,7 @@ pub struct LocalPipeline {
     /// (as by a process restart) and by a successful retry of the quarantine's compensation
     /// record.
     pub quarantine: QuarantinedAggregates,
+    cache: AggregateCache,
     registry: AggregateRegistry,
     store: Arc<dyn EventStore>,
     snapshots: Option<Arc<dyn SnapshotStore>>,
@@ -478,6 +480,7 @@ impl LocalPipeline {
     /// quarantined aggregates, same store, as after a process restart (SPEC RQ-4, PX-1).
     pub fn restart_node(&self) -> Arc<DefaultCommandHandler> {
         self.quarantine.clear();
+        self.cache.clear();
         let mut node = DefaultCommandHandler::builder(
             self.registry.clone(),
             self.store.clone(),
@@ -493,6 +496,7 @@ impl LocalPipeline {
         .clock(self.time.clock.clone())
         .in_flight(self.in_flight.clone())
         .metrics(self.metrics.clone())
+        .cache(self.cache.clone())
         .quarantine(self.quarantine.clone());
         if let Some(ids) = &self.time.ids {
             node = node.id_generator(ids.clone());
@@ -506,6 +510,13 @@ impl LocalPipeline {
         let node = Arc::new(node.build());
         self.command_bus.subscribe(node.clone());
         node
+    }
+
+    /// The processing node's cache of aggregate states, shared with it: a transport whose
+    /// node can lose an aggregate to another process and get it back (a partition taken over)
+    /// evicts what it must no longer trust.
+    pub fn aggregate_cache(&self) -> &AggregateCache {
+        &self.cache
     }
 
     /// The processing node as a [`CommandHandler`], for a transport that delivers commands

@@ -16,36 +16,9 @@ pub(crate) async fn open(
         bucket: bucket.to_owned(),
         source,
     };
-    let store = match jetstream.get_key_value(bucket).await {
-        Ok(store) => store,
-        Err(_) => {
-            // The bucket's stream, made as `create_key_value` would. That call first asks for
-            // the account info, whose NATS 2.9 form async-nats 0.46 cannot parse.
-            let config = jetstream::stream::Config {
-                name: format!("KV_{bucket}"),
-                description: Some("wow-rs partition leases".to_owned()),
-                subjects: vec![format!("$KV.{bucket}.>")],
-                max_messages_per_subject: 1,
-                max_age: ttl,
-                // File storage: a server restart must not forget who holds what.
-                storage: jetstream::stream::StorageType::File,
-                allow_rollup: true,
-                deny_delete: true,
-                allow_direct: true,
-                discard: jetstream::stream::DiscardPolicy::New,
-                num_replicas: 1,
-                ..Default::default()
-            };
-            if let Err(create) = jetstream.create_stream(config).await {
-                // Another node may have created it meanwhile; if not, report why.
-                tracing::debug!(bucket, %create, "cannot create the lease bucket");
-            }
-            jetstream
-                .get_key_value(bucket)
-                .await
-                .map_err(|error| bucket_error(Box::new(error)))?
-        }
-    };
+    let store = crate::kv::open_or_create(jetstream, bucket, "wow-rs partition leases", ttl)
+        .await
+        .map_err(bucket_error)?;
     let bucket_max_age = store.stream.cached_info().config.max_age;
     if bucket_max_age != ttl {
         return Err(LeaseError::TtlMismatch {

@@ -35,8 +35,9 @@ pub(crate) async fn server() -> Option<(Client, Arc<NatsConfig>)> {
     Some((client, Arc::new(config)))
 }
 
-/// Deletes the test's stream.
+/// Deletes the test's stream and its deployment record.
 pub(crate) async fn remove_stream(client: &Client, config: &NatsConfig) {
     let jetstream = async_nats::jetstream::new(client.clone());
     let _ = jetstream.delete_stream(&config.stream).await;
+    let _ = jetstream.delete_key_value(config.deployment_bucket()).await;
 }

@@ -141,8 +141,18 @@ impl Distribution {
         };
         let jetstream = async_nats::jetstream::new(self.client.clone());
         let stream = ensure_command_stream(&jetstream, &self.config).await?;
+        let count = self.config.partitions;
+        let cache = pipeline.aggregate_cache().clone();
+        // The cache starts cold for a partition taken (back) over: another processor may
+        // have moved its aggregates on meanwhile.
         let consumer =
-            PartitionConsumer::new(stream, self.config.clone(), pipeline.node(), notifier);
+            PartitionConsumer::new(stream, self.config.clone(), pipeline.node(), notifier)
+                .forgetting(move |partition| {
+                    let evicted = cache.evict_where(|tenant, name, id| {
+                        partition_of(tenant, name, id, count) == partition
+                    });
+                    tracing::debug!(partition, evicted, "forgot the partition's cached states");
+                });
         let owned = self.ownership(stores.events.clone()).await?;
         let reported = self.owned.clone();
         let mut watched = owned.clone();
@@ -157,7 +167,6 @@ impl Distribution {
                 }
             }
         }));
-        let count = self.config.partitions;
         let follower = FeedFollower::new(
             pipeline.dispatcher.clone(),
             stores.events.clone(),

@@ -32,8 +32,9 @@ pub struct DistributedSettings {
     /// the host name, the process id and a random part, so a restart is a new node.
     pub node_id: Option<String>,
     /// What the deployment's names in NATS start with (`WOW_NATS_NAMESPACE`, default
-    /// `wow`): stream `{NAMESPACE}_COMMANDS` (upper case), subjects `{namespace}.commands.*`
-    /// and `{namespace}.wait.*`, lease bucket `{namespace}_partitions`. Two deployments on
+    /// `wow`): stream `{NAMESPACE}_COMMANDS` (upper case), subjects `{namespace}.commands.>`
+    /// and `{namespace}.wait.*`, lease bucket `{namespace}_partitions`, deployment bucket
+    /// `{NAMESPACE}_COMMANDS_DEPLOYMENT`. Two deployments on
     /// one NATS server need two namespaces. Letters, digits, `-` and `_` only.
     pub namespace: String,
 }

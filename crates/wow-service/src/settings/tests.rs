@@ -193,7 +193,8 @@ lease_ttl_ms = 2000
     assert_eq!(settings.distributed.lease_ttl, Duration::from_secs(2));
     let config = settings.distributed.nats_config("nats://x");
     assert_eq!(config.stream, "BANK_COMMANDS");
-    assert_eq!(config.partition_subject(3), "bank.commands.3");
+    assert_eq!(config.partition_filter(3), "bank.commands.3.>");
+    assert_eq!(config.stream_subjects(), "bank.commands.>");
     assert_eq!(config.wait_subject("n1"), "bank.wait.n1");
 
     let settings = from_file_and_env(

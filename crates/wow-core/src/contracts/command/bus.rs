@@ -45,6 +45,19 @@ impl CommandBusError {
     }
 }
 
+/// Whether a bus holds a request's message: handed to the bus and not yet decided (SPEC
+/// TO-1), as the bus itself can tell, whichever process asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InTransit {
+    /// A message of the request is on the bus: it will be delivered and decided.
+    Held,
+    /// No message of the request is on the bus (never sent, or taken off once decided).
+    Absent,
+    /// This bus keeps no record of what it carries; only the sending process's in-flight
+    /// registry knows (an in-process bus).
+    Untracked,
+}
+
 /// Receives the commands of a bus: a processing node.
 #[async_trait]
 pub trait CommandHandler: Send + Sync + fmt::Debug {
@@ -61,6 +74,24 @@ pub trait CommandHandler: Send + Sync + fmt::Debug {
 pub trait CommandBus: Send + Sync + fmt::Debug {
     /// Hands `command` to the bus; `Ok` means the bus accepted it (stage `SENT`).
     async fn send(&self, command: JsonCommand) -> Result<(), CommandBusError>;
+
+    /// Whether a message of `request_id` to `aggregate_id` is on the bus and not yet
+    /// decided. A bus that answers [`InTransit::Absent`] must take a message off only once
+    /// its decision is durable, so that a look-up that then finds no decision in the store
+    /// may say that none was made. Default: [`InTransit::Untracked`].
+    ///
+    /// # Errors
+    ///
+    /// [`CommandBusError::Unavailable`] when the bus cannot be asked now: the look-up then
+    /// answers `UNKNOWN`, never `NONE`.
+    async fn in_transit(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<InTransit, CommandBusError> {
+        let _ = (aggregate_id, request_id);
+        Ok(InTransit::Untracked)
+    }
 }
 
 type Subscriber = Arc<RwLock<Option<Arc<dyn CommandHandler>>>>;

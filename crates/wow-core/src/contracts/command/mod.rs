@@ -1,3 +1,5 @@
 mod bus;
 
-pub use bus::{CommandBus, CommandBusError, CommandHandler, InMemoryCommandBus, JsonCommand};
+pub use bus::{
+    CommandBus, CommandBusError, CommandHandler, InMemoryCommandBus, InTransit, JsonCommand,
+};

@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
-use crate::contracts::command::{CommandBus, CommandBusError, JsonCommand};
+use crate::contracts::command::{CommandBus, CommandBusError, InTransit, JsonCommand};
 use crate::model::command::decided_result;
 use crate::model::command::{
     CommandKind, CommandResult, CommandResultError, CommandStage, WaitFunction,
@@ -224,6 +224,20 @@ impl CommandGateway {
             .in_flight
             .as_ref()
             .is_some_and(|in_flight| in_flight.contains(aggregate_id, request_id))
+    }
+
+    /// Whether the bus this gateway sends on holds a message of `request_id` of
+    /// `aggregate_id` not yet decided (see [`CommandBus::in_transit`]).
+    ///
+    /// # Errors
+    ///
+    /// What the bus answered when it could not be asked.
+    pub async fn bus_in_transit(
+        &self,
+        aggregate_id: &crate::model::aggregate_id::AggregateId,
+        request_id: &str,
+    ) -> Result<InTransit, CommandBusError> {
+        self.inner.bus.in_transit(aggregate_id, request_id).await
     }
 
     /// The counters this gateway updates.

@@ -1,5 +1,6 @@
 //! The authoritative look-up of a request by aggregate and request id (SPEC TO-1).
 
+use crate::contracts::command::InTransit;
 use crate::contracts::eventsourcing::{EventStore, EventStoreError};
 use crate::model::aggregate_id::AggregateId;
 use crate::model::eventsourcing::RequestRecord;
@@ -14,13 +15,14 @@ pub enum RequestOutcome {
     Appended(RequestRecord),
     /// Rejected for good (SPEC ID-6): every resend gets this same answer.
     Rejected(RejectionRecord),
-    /// This node holds it in flight (its gateway sent it and its node has not decided yet):
-    /// wait, then look again.
+    /// In flight: this node's gateway sent it and its node has not decided yet, or the bus
+    /// holds a message of it not yet decided (whichever gateway sent it): wait, then look
+    /// again.
     InFlight,
-    /// No decision is recorded and this node does not hold it: a resend with the same
-    /// request id is safe.
+    /// No decision is recorded, this node does not hold it, and the bus carries no message
+    /// of it: a resend with the same request id is safe.
     None,
-    /// The store could not be asked: keep the outcome unknown and escalate; never resend
+    /// The store (or the bus) could not be asked: keep the outcome unknown and escalate; never resend
     /// under a new request id.
     Unknown(EventStoreError),
 }
@@ -38,12 +40,16 @@ impl RequestOutcome {
     }
 }
 
-/// Looks `request_id` of `aggregate_id` up: first whether `gateway` holds it in flight, then
-/// the decision `store` recorded.
+/// Looks `request_id` of `aggregate_id` up: whether `gateway` holds it in flight, the
+/// decision `store` recorded, and, when there is none, whether the bus still carries it.
 ///
-/// The order matters: a request leaves the in-flight registry only after its decision is
-/// durable, so a request not in flight that has no recorded decision was never decided; a
-/// look-up never answers [`RequestOutcome::None`] for a request this node holds in flight.
+/// The order matters. A request leaves the in-flight registry, and a message leaves a bus
+/// that tracks its messages, only after its decision is durable. So the store is read
+/// first; with no decision, a request held here or on the bus is
+/// [`RequestOutcome::InFlight`]; one the bus does not hold may have been decided and taken
+/// off between the two reads, so the store is read once more, and only then is the answer
+/// [`RequestOutcome::None`]. A bus that cannot be asked makes the answer
+/// [`RequestOutcome::Unknown`] (as [`EventStoreError::Unavailable`]), never `None`.
 pub async fn look_up_request(
     gateway: &CommandGateway,
     store: &dyn EventStore,
@@ -51,11 +57,31 @@ pub async fn look_up_request(
     request_id: &str,
 ) -> RequestOutcome {
     let in_flight = gateway.is_in_flight(aggregate_id, request_id);
+    match recorded(store, aggregate_id, request_id).await {
+        Some(outcome) => return outcome,
+        None if in_flight => return RequestOutcome::InFlight,
+        None => {}
+    }
+    match gateway.bus_in_transit(aggregate_id, request_id).await {
+        Ok(InTransit::Held) => RequestOutcome::InFlight,
+        Ok(InTransit::Untracked) => RequestOutcome::None,
+        Ok(InTransit::Absent) => recorded(store, aggregate_id, request_id)
+            .await
+            .unwrap_or(RequestOutcome::None),
+        Err(error) => RequestOutcome::Unknown(EventStoreError::Unavailable(Box::new(error))),
+    }
+}
+
+/// The decision `store` recorded as an outcome, `None` when there is none.
+async fn recorded(
+    store: &dyn EventStore,
+    aggregate_id: &AggregateId,
+    request_id: &str,
+) -> Option<RequestOutcome> {
     match store.find_decision(aggregate_id, request_id).await {
-        Ok(Some(RequestDecision::Appended(record))) => RequestOutcome::Appended(record),
-        Ok(Some(RequestDecision::Rejected(record))) => RequestOutcome::Rejected(record),
-        Ok(None) if in_flight => RequestOutcome::InFlight,
-        Ok(None) => RequestOutcome::None,
-        Err(error) => RequestOutcome::Unknown(error),
+        Ok(Some(RequestDecision::Appended(record))) => Some(RequestOutcome::Appended(record)),
+        Ok(Some(RequestDecision::Rejected(record))) => Some(RequestOutcome::Rejected(record)),
+        Ok(None) => None,
+        Err(error) => Some(RequestOutcome::Unknown(error)),
     }
 }

@@ -159,6 +159,19 @@ pub trait WaitNotifier: Send + Sync + std::fmt::Debug {
     /// Delivers `result` to the caller waiting on `result.wait_command_id`, if one still
     /// waits; otherwise drops it.
     fn notify(&self, result: CommandResult);
+
+    /// Delivers `result`, a signal of the command or stream whose header is `header`. A
+    /// notifier that sends signals across processes reads there where the caller listens
+    /// (the command's header travels with its streams, so any process that handles them
+    /// knows). Default: [`notify`](Self::notify).
+    fn notify_from(
+        &self,
+        header: &std::collections::BTreeMap<String, String>,
+        result: CommandResult,
+    ) {
+        let _ = header;
+        self.notify(result);
+    }
 }
 
 /// Delivers `result`, a signal of the command or stream with `header`, to its own waiter and,
@@ -172,10 +185,10 @@ pub(crate) fn notify_signal(
         if result.stage <= stage {
             let mut linked = result.clone();
             linked.wait_command_id = waiting.clone();
-            notifier.notify(linked);
+            notifier.notify_from(header, linked);
         }
     }
-    notifier.notify(result);
+    notifier.notify_from(header, result);
 }
 
 const SHARDS: usize = 32;

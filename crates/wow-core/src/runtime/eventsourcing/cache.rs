@@ -4,12 +4,15 @@ use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
 use foldhash::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::model::aggregate::AggregateState;
 use crate::model::aggregate_id::AggregateId;
 
 const SHARDS: usize = 16;
+
+/// How many states a cache made by [`AggregateCache::default`] keeps.
+pub const DEFAULT_CACHE_CAPACITY: usize = 100_000;
 
 type Key = (String, String, String);
 
@@ -19,11 +22,22 @@ type Key = (String, String, String);
 /// commands run one at a time on a node (the bus partitions by aggregate), so nothing else
 /// needs it meanwhile. Any doubt (a conflict, a failed append) evicts it: the next command
 /// reloads from the store.
-#[derive(Debug)]
+///
+/// A clone shares the states: the node's owner keeps one to
+/// [`evict_where`](AggregateCache::evict_where) what the node must no longer trust (a
+/// partition that another process may have moved on while this one did not own it).
+#[derive(Debug, Clone)]
 pub struct AggregateCache {
-    shards: Vec<Mutex<HashMap<Key, AggregateState>>>,
+    shards: Arc<[Mutex<HashMap<Key, AggregateState>>]>,
     per_shard: usize,
     hasher: RandomState,
+}
+
+impl Default for AggregateCache {
+    /// A cache of [`DEFAULT_CACHE_CAPACITY`] states.
+    fn default() -> Self {
+        Self::new(DEFAULT_CACHE_CAPACITY)
+    }
 }
 
 impl AggregateCache {
@@ -76,5 +90,26 @@ impl AggregateCache {
     pub fn evict(&self, aggregate_id: &AggregateId) {
         let key = Self::key(aggregate_id);
         self.shard(&key).remove(&key);
+    }
+
+    /// Forgets every aggregate for which `evicted(tenant, aggregate name, aggregate id)`
+    /// holds; returns how many. Visits every state: for rare events (a partition taken
+    /// over), not per command.
+    pub fn evict_where(&self, evicted: impl Fn(&str, &str, &str) -> bool) -> usize {
+        let mut count = 0;
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            let before = shard.len();
+            shard.retain(|(tenant, name, id), _| !evicted(tenant, name, id));
+            count += before - shard.len();
+        }
+        count
+    }
+
+    /// Forgets every aggregate.
+    pub fn clear(&self) {
+        for shard in self.shards.iter() {
+            shard.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
     }
 }

@@ -125,6 +125,13 @@ impl DefaultCommandHandlerBuilder {
         self
     }
 
+    /// Keeps its hot aggregates in `cache`, shared with whoever holds a clone of it (to
+    /// evict what the node must no longer trust). Replaces [`cache_capacity`](Self::cache_capacity).
+    pub fn cache(mut self, cache: AggregateCache) -> Self {
+        self.inner.cache = cache;
+        self
+    }
+
     /// Re-decides a conflicting command that pinned no version up to `retries` times.
     /// Default 3.
     pub fn conflict_retries(mut self, retries: u32) -> Self {
@@ -209,7 +216,7 @@ impl DefaultCommandHandler {
                 checker: None,
                 events,
                 notifier,
-                cache: AggregateCache::new(100_000),
+                cache: AggregateCache::default(),
                 metrics: Arc::new(PipelineMetrics::default()),
                 clock: Arc::new(SystemClock),
                 ids: Arc::new(UuidV7IdGenerator),

@@ -1,0 +1,41 @@
+//! Opening a JetStream key-value bucket, making it first if it is missing.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use wow_core::eventsourcing::BoxError;
+
+/// Opens `bucket`, making it if missing (history 1, file storage, one replica, entries kept
+/// for `max_age`, zero for ever), as `create_key_value` would.
+pub(crate) async fn open_or_create(
+    jetstream: &jetstream::Context,
+    bucket: &str,
+    description: &str,
+    max_age: Duration,
+) -> Result<kv::Store, BoxError> {
+    if let Ok(store) = jetstream.get_key_value(bucket).await {
+        return Ok(store);
+    }
+    // The bucket's stream, made as `create_key_value` would. That call first asks for the
+    // account info, whose NATS 2.9 form async-nats 0.46 cannot parse.
+    let config = jetstream::stream::Config {
+        name: format!("KV_{bucket}"),
+        description: Some(description.to_owned()),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        max_age,
+        // File storage: a server restart must not forget what the bucket holds.
+        storage: jetstream::stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: jetstream::stream::DiscardPolicy::New,
+        num_replicas: 1,
+        ..Default::default()
+    };
+    if let Err(create) = jetstream.create_stream(config).await {
+        // Another node may have created it meanwhile; if not, the open below says why.
+        tracing::debug!(bucket, %create, "cannot create the bucket");
+    }
+    Ok(jetstream.get_key_value(bucket).await?)
+}
