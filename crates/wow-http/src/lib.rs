@@ -164,9 +164,7 @@ pub fn router(state: HttpState) -> Router {
         let inner = inner.clone();
         full = full.route(
             &format!("/{context}/{{*rest}}"),
-            axum::routing::any(move |path, request| {
-                prefix::context_prefixed(inner.clone(), path, request)
-            }),
+            axum::routing::any(move |request| prefix::context_prefixed(inner.clone(), request)),
         );
     }
     full

@@ -26,7 +26,7 @@ pub(crate) struct WowPrefixed;
 pub(crate) async fn tenant_prefixed(
     inner: Router,
     config: HttpConfig,
-    Path((tenant, rest)): Path<(String, String)>,
+    Path((tenant, _)): Path<(String, String)>,
     mut request: Request,
 ) -> Response {
     if tenant != wow_core::DEFAULT_TENANT_ID {
@@ -62,7 +62,7 @@ pub(crate) async fn tenant_prefixed(
         .headers_mut()
         .insert(wow_core::command::headers::TENANT_ID, value);
     request.extensions_mut().insert(WowPrefixed);
-    forward(inner, &rest, request).await
+    forward(inner, 2, request).await
 }
 
 /// `ANY /owner/{ownerId}/{*rest}`: `rest` answered by `inner` for the owner `ownerId`, as if
@@ -71,7 +71,7 @@ pub(crate) async fn tenant_prefixed(
 pub(crate) async fn owner_prefixed(
     inner: Router,
     config: HttpConfig,
-    Path((owner, rest)): Path<(String, String)>,
+    Path((owner, _)): Path<(String, String)>,
     mut request: Request,
 ) -> Response {
     if let Err(rule) = wow_core::check_aggregate_id(&owner) {
@@ -95,7 +95,7 @@ pub(crate) async fn owner_prefixed(
     if let Err(auth::Refused::Access(refused)) = auth::caller(&config, request.headers()) {
         return auth::forbidden(&refused);
     }
-    forward(inner, &rest, request).await
+    forward(inner, 2, request).await
 }
 
 /// `ANY /{context}/{*rest}`: `rest` answered by `inner`. Wow's generated clients put the
@@ -104,17 +104,17 @@ pub(crate) async fn owner_prefixed(
 ///
 /// No client of wow-rs's own contract (DESIGN §5) puts a context first, so answers under it
 /// take Wow's shapes, as under `/tenant/{tenantId}/`: the state routes answer the bare state.
-pub(crate) async fn context_prefixed(
-    inner: Router,
-    Path(rest): Path<String>,
-    mut request: Request,
-) -> Response {
+pub(crate) async fn context_prefixed(inner: Router, mut request: Request) -> Response {
     request.extensions_mut().insert(WowPrefixed);
-    forward(inner, &rest, request).await
+    forward(inner, 1, request).await
 }
 
-/// Answers `request` by `inner` as if its path were `/{rest}` (the query kept).
-async fn forward(inner: Router, rest: &str, mut request: Request) -> Response {
+/// Answers `request` by `inner` as if its path were what follows its first `prefix`
+/// segments (the query kept). The rest is taken from the path as it came, still
+/// percent-encoded, so the inner route decodes it once: a request id with `%` or `/` in a
+/// look-up reads as itself under every prefix.
+async fn forward(inner: Router, prefix: usize, mut request: Request) -> Response {
+    let rest = raw_rest(request.uri().path(), prefix).unwrap_or_default();
     let query = request
         .uri()
         .query()
@@ -138,5 +138,30 @@ async fn forward(inner: Router, rest: &str, mut request: Request) -> Response {
     match inner.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},
+    }
+}
+
+/// What follows the first `segments` segments of `path` (`/a/b/rest` with 2: `rest`), as it
+/// is written; `None` when the path has no more.
+fn raw_rest(path: &str, segments: usize) -> Option<&str> {
+    let mut rest = path.strip_prefix('/')?;
+    for _ in 0..segments {
+        rest = rest.split_once('/')?.1;
+    }
+    Some(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::raw_rest;
+
+    #[test]
+    fn the_rest_of_a_prefixed_path_keeps_its_escapes() {
+        assert_eq!(
+            raw_rest("/tenant/t1/account/a/requests/50%25%2Fx", 2),
+            Some("account/a/requests/50%25%2Fx")
+        );
+        assert_eq!(raw_rest("/bank/account/a", 1), Some("account/a"));
+        assert_eq!(raw_rest("/bank", 1), None);
     }
 }

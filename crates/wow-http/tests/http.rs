@@ -1651,3 +1651,45 @@ async fn a_body_that_repeats_a_key_is_400_and_records_nothing() {
     );
     assert_eq!(s.history("dup-1").await, 1);
 }
+
+/// A request id that needs escaping in a path (`%`, `/`, a space) is looked up as itself
+/// under every prefix Wow's clients put first (`/{context}/`, `/tenant/{t}/`,
+/// `/owner/{o}/`, and nested): the path is decoded once, never twice.
+#[tokio::test]
+async fn a_request_id_that_needs_escaping_is_looked_up_as_itself_under_every_prefix() {
+    let s = server().await;
+    let (status, opened, _) = s
+        .post(
+            "/owner/u1/account/acc-esc/open",
+            &[],
+            &json!({"name": "Ann", "balance": 1}).to_string(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{opened}");
+    let request_id = "50%off/a b";
+    let (status, sent, _) = s
+        .post(
+            "/owner/u1/account/acc-esc/deposit",
+            &[("Command-Request-Id", request_id)],
+            r#"{"amount":2}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{sent}");
+    let escaped = "50%25off%2Fa%20b";
+    for prefix in [
+        "",
+        "/bank",
+        "/tenant/(0)",
+        "/owner/u1",
+        "/bank/tenant/(0)",
+        "/bank/tenant/(0)/owner/u1",
+        "/tenant/(0)/owner/u1",
+    ] {
+        let (status, found) = s
+            .get(&format!("{prefix}/account/acc-esc/requests/{escaped}"), &[])
+            .await;
+        assert_eq!(status, StatusCode::OK, "{prefix}: {found}");
+        assert_eq!(found["status"], "APPENDED", "{prefix}");
+        assert_eq!(found["commandId"], sent["commandId"], "{prefix}");
+    }
+}
