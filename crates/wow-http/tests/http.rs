@@ -1693,3 +1693,25 @@ async fn a_request_id_that_needs_escaping_is_looked_up_as_itself_under_every_pre
         assert_eq!(found["commandId"], sent["commandId"], "{prefix}");
     }
 }
+
+/// A look-up of a request id that no command could carry (129 bytes, a control character)
+/// is a 400 naming the rule, never NONE ("a resend is safe").
+#[tokio::test]
+async fn a_look_up_of_a_request_id_no_command_could_carry_is_a_400() {
+    let s = server().await;
+    s.open("acc-long", 1).await;
+    for escaped in ["r".repeat(129), "a%01b".to_owned()] {
+        let (status, found) = s
+            .get(&format!("/account/acc-long/requests/{escaped}"), &[])
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{escaped}: {found}");
+        assert_eq!(found["errorCode"], "IllegalArgument", "{found}");
+    }
+    let (status, _) = s
+        .get(
+            &format!("/account/acc-long/requests/{}", "r".repeat(128)),
+            &[],
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "128 bytes is an id: NONE");
+}
