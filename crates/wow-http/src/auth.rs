@@ -10,8 +10,9 @@ use crate::{HttpConfig, TokenBinding};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant(pub String);
 
-/// Why a request has no tenant; as a response, 401 with `WWW-Authenticate: Bearer` or 400
-/// naming the header, each with a code.
+/// Why a request has no tenant; as a response, 401 with `WWW-Authenticate: Bearer`, or 400
+/// naming the header (a tenant id that breaks the rules, two `Authorization` headers), each
+/// with a code.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum NoTenant {
@@ -19,6 +20,9 @@ pub enum NoTenant {
     Unauthorized,
     /// `Command-Tenant-Id` breaks the id rules (HTTP 400); the rule it breaks.
     Invalid(&'static str),
+    /// Auth is on and the request has more than one `Authorization` header (HTTP 400): which
+    /// one acts is not the server's to guess.
+    AmbiguousCredentials,
 }
 
 /// The request's tenant: from its bearer token when auth is on (the header cannot override
@@ -42,8 +46,12 @@ pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant,
 
 /// The binding of the request's bearer token (auth on).
 fn binding<'c>(config: &'c HttpConfig, headers: &HeaderMap) -> Result<&'c TokenBinding, NoTenant> {
-    let token = headers
-        .get("authorization")
+    let mut given = headers.get_all(axum::http::header::AUTHORIZATION).iter();
+    let first = given.next();
+    if given.next().is_some() {
+        return Err(NoTenant::AmbiguousCredentials);
+    }
+    let token = first
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token)
         .ok_or(NoTenant::Unauthorized)?;
@@ -198,6 +206,11 @@ impl NoTenant {
                 axum::http::StatusCode::BAD_REQUEST,
                 "IllegalArgument",
                 format!("Command-Tenant-Id {rule}"),
+            ),
+            NoTenant::AmbiguousCredentials => crate::fallback::error_response(
+                axum::http::StatusCode::BAD_REQUEST,
+                "BadRequest",
+                "more than one Authorization header: send exactly one".to_owned(),
             ),
         }
     }

@@ -1715,3 +1715,53 @@ async fn a_look_up_of_a_request_id_no_command_could_carry_is_a_400() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "128 bytes is an id: NONE");
 }
+
+/// With auth on, a request with two `Authorization` headers is 400 `BadRequest` whichever
+/// comes first: the server does not guess which token acts, and nothing is recorded.
+#[tokio::test]
+async fn two_authorization_headers_are_a_400() {
+    let tokens = HashMap::from([
+        (
+            "token-a".to_owned(),
+            wow_http::TokenBinding::tenant("tenant-a"),
+        ),
+        (
+            "token-b".to_owned(),
+            wow_http::TokenBinding::tenant("tenant-b"),
+        ),
+    ]);
+    let s = server_with(HttpConfig {
+        auth_tokens: tokens,
+        ..HttpConfig::default()
+    })
+    .await;
+    let body = r#"{"name":"Ann","balance":5}"#;
+    for pair in [
+        [
+            ("Authorization", "Bearer token-a"),
+            ("Authorization", "Bearer token-b"),
+        ],
+        [
+            ("Authorization", "Bearer token-a"),
+            ("Authorization", "Bearer nope"),
+        ],
+    ] {
+        let (status, answer, code) = s.post("/account/two-1/open", &pair, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        assert_eq!(code, "BadRequest", "{answer}");
+        let (status, answer) = s.get("/account/two-1/state", &pair).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    }
+    let (status, _, _) = s
+        .post(
+            "/account/two-1/open",
+            &[("Authorization", "Bearer token-a")],
+            body,
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "nothing was recorded by the refused opens"
+    );
+}
