@@ -61,13 +61,13 @@ fn aggregate(
 /// which (aggregate, version, message, since). The list holds only the caller's tenant's when
 /// it names one (auth on: its token's, none without a valid token; else `Command-Tenant-Id`),
 /// every tenant's otherwise, as `/compensation/failures` does; none for a token bound to an
-/// owner or a space (SPEC TN-2); the count is of all.
+/// owner or a space (SPEC TN-2); the count is of the listed ones (the gauge
+/// `wow_quarantined_aggregates` in `/metrics` counts every tenant's).
 pub(crate) async fn health(
     State(state): State<HttpState>,
     headers: HeaderMap,
 ) -> Json<serde_json::Value> {
     let quarantined = state.quarantine().list();
-    let count = quarantined.len();
     let named = !state.config().auth_tokens.is_empty()
         || headers.contains_key(wow_core::command::headers::TENANT_ID);
     let visible: Vec<_> = match (named, auth::caller(state.config(), &headers)) {
@@ -80,6 +80,9 @@ pub(crate) async fn health(
             .collect(),
         (true, Err(_)) => Vec::new(),
     };
+    // The count is of what the caller may see: another tenant's quarantine is not its
+    // business (SPEC TN-1); operators read the whole in `/metrics`.
+    let count = visible.len();
     let mut details = json!({"quarantinedCount": count, "quarantined": visible});
     if let Some(node) = state.node_status() {
         details["node"] = node;

@@ -219,11 +219,11 @@ async fn a_quarantined_aggregate_is_a_500_and_health_metrics_and_compensation_re
         .unwrap()
         .contains("poisoned event cannot be applied"));
     assert!(quarantined["since"].is_i64());
-    // Another tenant sees the count, not the aggregates.
+    // Another tenant sees neither the aggregates nor their count (SPEC TN-1).
     let (_, theirs) = s
         .get_json("/health", &[("Command-Tenant-Id", "other")])
         .await;
-    assert_eq!(theirs["details"]["quarantinedCount"], 1);
+    assert_eq!(theirs["details"]["quarantinedCount"], 0);
     assert_eq!(theirs["details"]["quarantined"], Value::Array(Vec::new()));
 
     let (_, metrics) = s.get("/metrics", &[]).await;
