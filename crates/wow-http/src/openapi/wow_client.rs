@@ -91,6 +91,20 @@ pub(super) fn schema_ref(key: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{key}")})
 }
 
+/// Removes every `required` list from `schema`, nested schemas included.
+fn drop_required(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if object.get("required").is_some_and(Value::is_array) {
+                object.remove("required");
+            }
+            object.values_mut().for_each(drop_required);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_required),
+        _ => {}
+    }
+}
+
 /// The components of one aggregate: the schemas and the request bodies.
 pub(super) fn aggregate_components(
     runtime: &dyn AggregateRuntime,
@@ -113,6 +127,9 @@ pub(super) fn aggregate_components(
     if let Some(state) = state.as_object_mut() {
         state.remove("$schema");
     }
+    // The state as the query routes answer it, and a projection may leave any field out
+    // (`snapshot/single/state` with `projection.include`): no field is required, at any depth.
+    drop_required(&mut state);
     let fields = field_names(&state);
     schemas.insert(keys.state(), state);
     schemas.insert(
