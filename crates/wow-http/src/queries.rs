@@ -324,15 +324,6 @@ pub(crate) async fn outcome(
         Ok(aggregate_id) => aggregate_id,
         Err(response) => return response,
     };
-    // An id no command could carry is a mistake of the caller's, not a request without a
-    // decision: NONE would tell it a resend is safe under an id every send refuses.
-    if let Err(rule) = crate::input::check_id("requestId", &request_id, false) {
-        return crate::fallback::error_response(
-            axum::http::StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            rule.message,
-        );
-    }
     let record = match look_up_request(state.gateway(), state.store(), &aggregate_id, &request_id)
         .await
     {

@@ -1693,6 +1693,7 @@ async fn a_request_id_that_needs_escaping_is_looked_up_as_itself_under_every_pre
         assert_eq!(found["commandId"], sent["commandId"], "{prefix}");
     }
 }
+<<<<<<< HEAD
 
 /// A look-up of a request id that no command could carry (129 bytes, a control character)
 /// is a 400 naming the rule, never NONE ("a resend is safe").
@@ -1765,3 +1766,5 @@ async fn two_authorization_headers_are_a_400() {
         "nothing was recorded by the refused opens"
     );
 }
+=======
+>>>>>>> parent of 6777d21 (A look-up of a request id no command could carry (over 128 bytes, a control character) is 400 IllegalArgument, never NONE; the OpenAPI says so)
