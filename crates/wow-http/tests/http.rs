@@ -1693,30 +1693,6 @@ async fn a_request_id_that_needs_escaping_is_looked_up_as_itself_under_every_pre
         assert_eq!(found["commandId"], sent["commandId"], "{prefix}");
     }
 }
-<<<<<<< HEAD
-
-/// A look-up of a request id that no command could carry (129 bytes, a control character)
-/// is a 400 naming the rule, never NONE ("a resend is safe").
-#[tokio::test]
-async fn a_look_up_of_a_request_id_no_command_could_carry_is_a_400() {
-    let s = server().await;
-    s.open("acc-long", 1).await;
-    for escaped in ["r".repeat(129), "a%01b".to_owned()] {
-        let (status, found) = s
-            .get(&format!("/account/acc-long/requests/{escaped}"), &[])
-            .await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{escaped}: {found}");
-        assert_eq!(found["errorCode"], "IllegalArgument", "{found}");
-    }
-    let (status, _) = s
-        .get(
-            &format!("/account/acc-long/requests/{}", "r".repeat(128)),
-            &[],
-        )
-        .await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "128 bytes is an id: NONE");
-}
-
 /// With auth on, a request with two `Authorization` headers is 400 `BadRequest` whichever
 /// comes first: the server does not guess which token acts, and nothing is recorded.
 #[tokio::test]
@@ -1766,5 +1742,3 @@ async fn two_authorization_headers_are_a_400() {
         "nothing was recorded by the refused opens"
     );
 }
-=======
->>>>>>> parent of 6777d21 (A look-up of a request id no command could carry (over 128 bytes, a control character) is 400 IllegalArgument, never NONE; the OpenAPI says so)
