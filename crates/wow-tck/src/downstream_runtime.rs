@@ -223,21 +223,6 @@ impl ConsumerPositions for Gated {
         self.inner.positions(consumer, aggregates).await
     }
 
-    async fn advance(
-        &self,
-        consumer: &str,
-        aggregate: &AggregateId,
-        version: u64,
-    ) -> Result<(), ConsumerStoreError> {
-        self.advance_runs(&[PositionRun {
-            consumer,
-            aggregate,
-            from: version,
-            to: version,
-        }])
-        .await
-    }
-
     async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
         let mut open = self.open.clone();
         let _ = open.wait_for(|open| *open).await;
