@@ -19,6 +19,7 @@ use wow_core::query::{
 
 use wow_core::aggregate::AggregateRuntime;
 use wow_core::eventsourcing::EventStoreError;
+use wow_core::query::QueryRefusal;
 use wow_core::view::{snapshot_view, ViewStore, ViewStoreError};
 
 use crate::{auth, HttpState};
@@ -90,17 +91,45 @@ fn illegal(message: impl std::fmt::Display) -> Response {
 fn store_failed(failure: ViewStoreError) -> Response {
     match failure {
         ViewStoreError::IllegalArgument(message) => illegal(message),
-        ViewStoreError::Unavailable(e) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            e.to_string(),
-        ),
-        other => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalServerError",
-            other.to_string(),
-        ),
+        ViewStoreError::QueryRefused(refusal) => refused(&refusal),
+        ViewStoreError::Unavailable(e) => unavailable(&e),
+        other => internal(&other),
     }
+}
+
+/// A query the store would not run within its bounds: 503 `QueryTimeout` or 429
+/// `TooManyRequests` (with `Retry-After`).
+fn refused(refusal: &QueryRefusal) -> Response {
+    let code = refusal.error_code();
+    let mut response = error(crate::status_for(&code), code.as_str(), refusal.to_string());
+    if matches!(refusal, QueryRefusal::Busy(_)) {
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+    }
+    response
+}
+
+/// 503 `ServiceUnavailable`; what the store said is logged, never answered (it may hold SQL
+/// or addresses).
+fn unavailable(failure: &dyn std::fmt::Display) -> Response {
+    tracing::warn!(error = %failure, "a query found its store unavailable");
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "ServiceUnavailable",
+        "the store is unavailable; try again shortly",
+    )
+}
+
+/// 500 `InternalServerError`; what the store said is logged, never answered.
+fn internal(failure: &dyn std::fmt::Display) -> Response {
+    tracing::error!(error = %failure, "a query failed in its store");
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "InternalServerError",
+        "the query failed in the store; the server's log has the details",
+    )
 }
 
 /// The view, tenant and store of a query of `aggregate`, and its body as `T`; `Err` is the
@@ -478,12 +507,12 @@ route!(
 );
 
 fn events_failed(failure: EventStoreError) -> Response {
-    let code = failure.error_code();
-    error(
-        crate::status_for(&code),
-        &code.to_string(),
-        failure.to_string(),
-    )
+    match failure {
+        EventStoreError::IllegalArgument(message) => illegal(message),
+        EventStoreError::QueryRefused(refusal) => refused(&refusal),
+        EventStoreError::Unavailable(e) => unavailable(&e),
+        other => internal(&other),
+    }
 }
 
 fn event_lowering() -> Lowering {

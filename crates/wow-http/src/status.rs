@@ -17,7 +17,7 @@ pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("wow-replayed");
 
 /// The status of a result with `code`: 200 `Ok`; 400 validation and unreadable input; 404
 /// missing aggregates and commands; 409 conflicts; 408 an expired wait; 503 an unreachable
-/// bus or store; 500 internal faults; 422 a domain's business rule; 403 an aggregate of
+/// bus or store, or a query past its time budget; 429 a tenant's queries past its share; 500 internal faults; 422 a domain's business rule; 403 an aggregate of
 /// another owner or space than the caller's (SPEC TN-2).
 ///
 /// A replayed rejection (SPEC ID-6) carries its original code, so it gets the status of the
@@ -37,7 +37,7 @@ pub fn status_for(code: &ErrorCode) -> StatusCode {
         | ErrorCode::RequestIdReused => StatusCode::CONFLICT,
         ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
         ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
-        ErrorCode::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::ServiceUnavailable | ErrorCode::QueryTimeout => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::InternalServerError => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorCode::IllegalState => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::IllegalAccessDeletedAggregate => StatusCode::GONE,

@@ -23,6 +23,7 @@
 //! [`PostgresStore`] implements both `EventStore` and `SnapshotStore`, and the `ViewStore`
 //! of portable views (table `view_row`), and passes the whole `wow-tck` suite.
 
+mod bounded;
 mod downstream;
 mod error;
 mod options;

@@ -13,6 +13,15 @@ pub struct PostgresOptions {
     pub schema: String,
     /// Connections in the pool. Default 16.
     pub max_connections: usize,
+    /// Connections that run queries (Wow's query DSL over event streams and views), a pool
+    /// of their own, so that queries never take a connection from the command path; a tenant
+    /// has half of them at most (at least one). Default 4.
+    pub query_connections: usize,
+    /// How long one query may run before the server stops it (`statement_timeout` on the
+    /// query connections) and it is answered
+    /// [`QueryRefusal::TimedOut`](wow_core::query::QueryRefusal::TimedOut); also how long a
+    /// query waits for its tenant's share. Default 5 s.
+    pub query_timeout: std::time::Duration,
 }
 
 impl PostgresOptions {
@@ -22,12 +31,26 @@ impl PostgresOptions {
             url: url.into(),
             schema: "public".to_owned(),
             max_connections: 16,
+            query_connections: 4,
+            query_timeout: wow_core::query::DEFAULT_QUERY_TIMEOUT,
         }
     }
 
     /// Uses `schema` (letters, digits and `_` only).
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = schema.into();
+        self
+    }
+
+    /// Sets the number of query connections (at least 1).
+    pub fn query_connections(mut self, count: usize) -> Self {
+        self.query_connections = count.max(1);
+        self
+    }
+
+    /// Sets the time budget of one query (at least a millisecond).
+    pub fn query_timeout(mut self, budget: std::time::Duration) -> Self {
+        self.query_timeout = budget.max(std::time::Duration::from_millis(1));
         self
     }
 
@@ -41,8 +64,9 @@ impl PostgresOptions {
 impl FromStr for PostgresOptions {
     type Err = OpenError;
 
-    /// Reads `postgres://…` (or `postgresql://…`), with optional `schema=NAME` and
-    /// `max_connections=N` parameters of our own; the rest is handed to the driver.
+    /// Reads `postgres://…` (or `postgresql://…`), with optional `schema=NAME`,
+    /// `max_connections=N`, `query_connections=N` and `query_timeout_ms=N` parameters of our
+    /// own; the rest is handed to the driver.
     fn from_str(url: &str) -> Result<Self, Self::Err> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(OpenError::BadUrl(format!(
@@ -60,6 +84,14 @@ impl FromStr for PostgresOptions {
                         OpenError::BadUrl(format!("max_connections must be a number in `{url}`"))
                     })?
                 }
+                Some(("query_connections", n)) => {
+                    let count = positive(url, "query_connections", n)?;
+                    options = options.query_connections(usize::try_from(count).unwrap_or(1));
+                }
+                Some(("query_timeout_ms", n)) => {
+                    let millis = positive(url, "query_timeout_ms", n)?;
+                    options = options.query_timeout(std::time::Duration::from_millis(millis));
+                }
                 _ => rest.push(pair),
             }
         }
@@ -67,6 +99,16 @@ impl FromStr for PostgresOptions {
             options.url = format!("{base}?{}", rest.join("&"));
         }
         Ok(options)
+    }
+}
+
+/// The value `n` of the parameter `name` of `url`, a whole number above zero.
+fn positive(url: &str, name: &str, n: &str) -> Result<u64, OpenError> {
+    match n.parse::<u64>() {
+        Ok(number) if number > 0 => Ok(number),
+        _ => Err(OpenError::BadUrl(format!(
+            "{name} must be a whole number above zero in `{url}`"
+        ))),
     }
 }
 
@@ -86,5 +128,14 @@ mod tests {
             ("tck_1", 4)
         );
         assert!("sqlite://x".parse::<PostgresOptions>().is_err());
+        let options: PostgresOptions = "postgres://h/db?query_timeout_ms=250&query_connections=2"
+            .parse()
+            .unwrap();
+        assert_eq!(options.url, "postgres://h/db");
+        assert_eq!(options.query_timeout, std::time::Duration::from_millis(250));
+        assert_eq!(options.query_connections, 2);
+        assert!("postgres://h/db?query_timeout_ms=0"
+            .parse::<PostgresOptions>()
+            .is_err());
     }
 }

@@ -10,6 +10,10 @@ use wow_core::query::{Direction, FieldPath, Filter, Range, Scalar, SortKey, Text
 /// A bound parameter.
 pub(crate) type Param = Box<dyn ToSql + Sync + Send>;
 
+/// The longest list tested value by value (each test can use the GIN index); a longer one is
+/// tested as one bound array.
+const SHORT_LIST: usize = 16;
+
 const UPPER: &str = "'ABCDEFGHIJKLMNOPQRSTUVWXYZ'";
 const LOWER: &str = "'abcdefghijklmnopqrstuvwxyz'";
 
@@ -142,6 +146,9 @@ impl<'a> Translation<'a> {
                 // parameter is used).
                 let any = if scalars.is_empty() {
                     "false".to_owned()
+                } else if scalars.len() > SHORT_LIST {
+                    let x = self.value(document, path);
+                    self.member(&x, scalars)
                 } else {
                     let x = self.value(document, path);
                     let any: Vec<String> = scalars
@@ -160,17 +167,13 @@ impl<'a> Translation<'a> {
                 }
             }
             Filter::AllIn(path, scalars) => {
+                // JSONB containment of an array of scalars is exactly "every value has an
+                // equal element" (strings by bytes, numbers numerically, booleans): one bound
+                // value, however long the list.
                 let x = self.value(document, path);
-                let mut parts = vec![format!("COALESCE(jsonb_typeof({x}) = 'array', false)")];
-                for scalar in scalars {
-                    let alias = self.alias();
-                    let eq = self.equals(&format!("{alias}.v"), scalar);
-                    parts.push(format!(
-                        "EXISTS (SELECT 1 FROM jsonb_array_elements({}) AS {alias}(v) WHERE {eq})",
-                        array_or_empty(&x)
-                    ));
-                }
-                format!("({})", parts.join(" AND "))
+                let wanted = serde_json::Value::Array(scalars.iter().map(json_scalar).collect());
+                let wanted = self.bind(Box::new(wanted));
+                format!("COALESCE(jsonb_typeof({x}) = 'array' AND {x} @> {wanted}::jsonb, false)")
             }
             Filter::Text {
                 path,
@@ -227,6 +230,44 @@ impl<'a> Translation<'a> {
     }
 
     /// Whether the JSONB `x` equals `scalar`: true or false.
+    /// Whether `x` equals one of `scalars`, with the texts and the numbers each bound as one
+    /// array: the statement's size and its parameters do not grow with the values.
+    fn member(&mut self, x: &str, scalars: &[Scalar]) -> String {
+        let texts: Vec<String> = scalars
+            .iter()
+            .filter_map(|s| match s {
+                Scalar::Text(text) => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        let numbers: Vec<String> = scalars
+            .iter()
+            .filter_map(|s| match s {
+                Scalar::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect();
+        let mut any = Vec::new();
+        if !texts.is_empty() {
+            let v = self.bind(Box::new(texts));
+            any.push(format!(
+                "CASE WHEN jsonb_typeof({x}) = 'string' THEN ({x} #>> '{{}}') = ANY({v}::text[]) ELSE false END"
+            ));
+        }
+        if !numbers.is_empty() {
+            let v = self.bind(Box::new(numbers));
+            any.push(format!(
+                "CASE WHEN jsonb_typeof({x}) = 'number' THEN ({x} #>> '{{}}')::numeric = ANY({v}::text[]::numeric[]) ELSE false END"
+            ));
+        }
+        for flag in [true, false] {
+            if scalars.contains(&Scalar::Bool(flag)) {
+                any.push(format!("{x} = '{flag}'::jsonb"));
+            }
+        }
+        format!("COALESCE({}, false)", any.join(" OR "))
+    }
+
     fn equals(&mut self, x: &str, scalar: &Scalar) -> String {
         match scalar {
             Scalar::Text(text) => {
@@ -263,6 +304,15 @@ impl<'a> Translation<'a> {
 }
 
 /// `x` when it is an array, else an empty one (`jsonb_array_elements` refuses the rest).
+/// A scalar as JSON.
+fn json_scalar(scalar: &Scalar) -> serde_json::Value {
+    match scalar {
+        Scalar::Text(text) => serde_json::Value::String(text.clone()),
+        Scalar::Number(n) => serde_json::Value::Number(n.clone()),
+        Scalar::Bool(flag) => serde_json::Value::Bool(*flag),
+    }
+}
+
 fn array_or_empty(x: &str) -> String {
     format!("CASE WHEN jsonb_typeof({x}) = 'array' THEN {x} ELSE '[]'::jsonb END")
 }

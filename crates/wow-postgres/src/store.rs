@@ -52,6 +52,7 @@ use wow_core::id::{Clock, SystemClock};
 use wow_core::query::{DocumentQuery, Filter};
 use wow_core::{AggregateId, DomainEventStream, ErrorCode, NamedAggregate};
 
+use crate::bounded::QueryPool;
 use crate::error::{
     pool_error, pool_snapshot_error, snapshot_error, store_error, violated_constraint,
     REQUEST_CONSTRAINT, VERSION_CONSTRAINT,
@@ -65,6 +66,8 @@ use crate::{OpenError, PostgresOptions};
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: Pool,
+    /// The connections queries run on, apart from `pool`.
+    pub(crate) queries: QueryPool,
     /// Consumers' transactions at once: at most half the pool, so appends always find a
     /// connection however far behind the consumers are.
     consumer_slots: Arc<tokio::sync::Semaphore>,
@@ -279,6 +282,11 @@ impl PostgresStore {
             .map_err(|e: tokio_postgres::Error| OpenError::BadUrl(e.to_string()))?;
         config.options(format!("-c search_path={}", options.schema));
         config.connect_timeout(std::time::Duration::from_secs(5));
+        let queries = QueryPool::open(
+            config.clone(),
+            options.query_connections,
+            options.query_timeout,
+        )?;
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -300,6 +308,7 @@ impl PostgresStore {
         migrate(&mut client, &options.schema).await?;
         Ok(Self {
             pool,
+            queries,
             consumer_slots: Arc::new(tokio::sync::Semaphore::new(
                 (options.max_connections / 2).max(1),
             )),
@@ -641,8 +650,12 @@ impl EventStore for PostgresStore {
             .iter()
             .map(|param| param.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
             .collect();
-        let client = self.client().await?;
-        let rows = client.query(&text, &refs).await.map_err(store_error)?;
+        let bounded = self.queries.client(tenant_id).await?;
+        let rows = bounded
+            .client
+            .query(&text, &refs)
+            .await
+            .map_err(|e| self.queries.failed(e))?;
         rows.iter().map(decode_stream).collect()
     }
 
@@ -660,11 +673,12 @@ impl EventStore for PostgresStore {
             .iter()
             .map(|param| param.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
             .collect();
-        let client = self.client().await?;
-        let count: i64 = client
+        let bounded = self.queries.client(tenant_id).await?;
+        let count: i64 = bounded
+            .client
             .query_one(&text, &refs)
             .await
-            .map_err(store_error)?
+            .map_err(|e| self.queries.failed(e))?
             .get(0);
         Ok(u64::try_from(count).unwrap_or(0))
     }

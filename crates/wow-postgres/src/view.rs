@@ -223,8 +223,12 @@ impl ViewStore for PostgresStore {
             .iter()
             .map(|param| param.as_ref() as &(dyn ToSql + Sync))
             .collect();
-        let client = self.pool().get().await.map_err(pool_view_error)?;
-        let rows = client.query(&text, &refs).await.map_err(view_error)?;
+        let bounded = self.queries.client(tenant_id).await?;
+        let rows = bounded
+            .client
+            .query(&text, &refs)
+            .await
+            .map_err(|e| self.queries.failed(e))?;
         rows.iter()
             .map(|row| decode(view, tenant_id, row).map_err(view_error))
             .collect()
@@ -250,11 +254,12 @@ impl ViewStore for PostgresStore {
             .iter()
             .map(|param| param.as_ref() as &(dyn ToSql + Sync))
             .collect();
-        let client = self.pool().get().await.map_err(pool_view_error)?;
-        let count: i64 = client
+        let bounded = self.queries.client(tenant_id).await?;
+        let count: i64 = bounded
+            .client
             .query_one(&text, &refs)
             .await
-            .map_err(view_error)?
+            .map_err(|e| self.queries.failed(e))?
             .get(0);
         Ok(u64::try_from(count).unwrap_or(0))
     }

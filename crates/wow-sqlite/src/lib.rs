@@ -7,7 +7,8 @@
 //!   together in one transaction (group commit); a stream that conflicts fails alone and the
 //!   rest of its batch commits. An append is acknowledged once its transaction is durable.
 //! - Reads use a small pool of read-only connections; under WAL they never wait for the
-//!   writer.
+//!   writer. Queries (Wow's query DSL) run on connections of their own, a tenant on half of
+//!   them at most, each stopped past its time budget (`SqliteOptions::query_timeout`).
 //! - The schema is versioned and migrated on open; a file written by a newer schema is
 //!   refused.
 //!
@@ -23,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+mod bounded;
 mod codec;
 mod downstream;
 mod error;

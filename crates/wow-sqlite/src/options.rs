@@ -37,6 +37,14 @@ pub struct SqliteOptions {
     pub read_connections: usize,
     /// Appends committed together at most. Default 1024.
     pub max_batch: usize,
+    /// Connections that run queries (Wow's query DSL over event streams and views), apart
+    /// from the read connections, so that queries never hold up the command path; a tenant
+    /// has half of them at most (at least one). Default 2.
+    pub query_connections: usize,
+    /// How long one query may run before it is stopped and answered
+    /// [`QueryRefusal::TimedOut`](wow_core::query::QueryRefusal::TimedOut); also how long a
+    /// query waits for its tenant's share. Default 5 s.
+    pub query_timeout: std::time::Duration,
 }
 
 impl SqliteOptions {
@@ -47,6 +55,8 @@ impl SqliteOptions {
             synchronous: Synchronous::Full,
             read_connections: 4,
             max_batch: 1024,
+            query_connections: 2,
+            query_timeout: wow_core::query::DEFAULT_QUERY_TIMEOUT,
         }
     }
 
@@ -62,6 +72,18 @@ impl SqliteOptions {
         self
     }
 
+    /// Sets the number of query connections (at least 1).
+    pub fn query_connections(mut self, count: usize) -> Self {
+        self.query_connections = count.max(1);
+        self
+    }
+
+    /// Sets the time budget of one query (at least a millisecond).
+    pub fn query_timeout(mut self, budget: std::time::Duration) -> Self {
+        self.query_timeout = budget.max(std::time::Duration::from_millis(1));
+        self
+    }
+
     /// Sets the largest group commit (at least 1).
     pub fn max_batch(mut self, count: usize) -> Self {
         self.max_batch = count.max(1);
@@ -72,7 +94,8 @@ impl SqliteOptions {
 impl FromStr for SqliteOptions {
     type Err = OpenError;
 
-    /// Reads `sqlite://PATH` (`sqlite:PATH` too), with an optional `?synchronous=normal`.
+    /// Reads `sqlite://PATH` (`sqlite:PATH` too), with optional `synchronous=normal`,
+    /// `query_timeout_ms=N` and `query_connections=N` (`?…&…`).
     fn from_str(url: &str) -> Result<Self, Self::Err> {
         let rest = url
             .strip_prefix("sqlite://")
@@ -91,6 +114,14 @@ impl FromStr for SqliteOptions {
                 Some(("synchronous", value)) if value.eq_ignore_ascii_case("normal") => {
                     options.synchronous = Synchronous::Normal
                 }
+                Some(("query_timeout_ms", value)) => {
+                    let millis = positive(url, pair, value)?;
+                    options = options.query_timeout(std::time::Duration::from_millis(millis));
+                }
+                Some(("query_connections", value)) => {
+                    let count = positive(url, pair, value)?;
+                    options = options.query_connections(usize::try_from(count).unwrap_or(1));
+                }
                 _ => {
                     return Err(OpenError::BadUrl(format!(
                         "unknown option `{pair}` in `{url}`"
@@ -99,6 +130,16 @@ impl FromStr for SqliteOptions {
             }
         }
         Ok(options)
+    }
+}
+
+/// `value` of the option `pair` of `url`, a whole number above zero.
+fn positive(url: &str, pair: &str, value: &str) -> Result<u64, OpenError> {
+    match value.parse::<u64>() {
+        Ok(number) if number > 0 => Ok(number),
+        _ => Err(OpenError::BadUrl(format!(
+            "option `{pair}` in `{url}` takes a whole number above zero"
+        ))),
     }
 }
 
@@ -117,5 +158,16 @@ mod tests {
         assert!("postgres://x".parse::<SqliteOptions>().is_err());
         assert!("sqlite://".parse::<SqliteOptions>().is_err());
         assert!("sqlite://x.db?fast=yes".parse::<SqliteOptions>().is_err());
+        let options: SqliteOptions = "sqlite://x.db?query_timeout_ms=250&query_connections=3"
+            .parse()
+            .unwrap();
+        assert_eq!(options.query_timeout, std::time::Duration::from_millis(250));
+        assert_eq!(options.query_connections, 3);
+        assert!("sqlite://x.db?query_timeout_ms=0"
+            .parse::<SqliteOptions>()
+            .is_err());
+        assert!("sqlite://x.db?query_connections=many"
+            .parse::<SqliteOptions>()
+            .is_err());
     }
 }

@@ -119,8 +119,7 @@ impl<'a> Translation<'a> {
                         format!("json_type({doc}, {p})"),
                         format!("json_extract({doc}, {p})"),
                     );
-                    let any: Vec<String> = scalars.iter().map(|s| self.equals(&t, &v, s)).collect();
-                    format!("({})", any.join(" OR "))
+                    self.member(&t, &v, scalars)
                 };
                 match filter {
                     Filter::NotIn(..) => format!("NOT {any}"),
@@ -128,17 +127,14 @@ impl<'a> Translation<'a> {
                 }
             }
             Filter::AllIn(path, scalars) => {
+                // Every wanted value has an equal element: one bound list, however long, so
+                // the statement's size does not grow with the values.
                 let p = self.path(base, path);
-                let mut parts = vec![format!("IFNULL(json_type({doc}, {p}) = 'array', 0)")];
-                for scalar in scalars {
-                    let alias = self.alias();
-                    let eq =
-                        self.equals(&format!("{alias}.type"), &format!("{alias}.value"), scalar);
-                    parts.push(format!(
-                        "EXISTS (SELECT 1 FROM json_each({doc}, {p}) AS {alias} WHERE {eq})"
-                    ));
-                }
-                format!("({})", parts.join(" AND "))
+                let wanted = self.bind(SqlValue::Text(json_list(scalars)));
+                let (w, e) = (self.alias(), self.alias());
+                format!(
+                    "(IFNULL(json_type({doc}, {p}) = 'array', 0) AND NOT EXISTS (SELECT 1 FROM json_each({wanted}) AS {w} WHERE NOT EXISTS (SELECT 1 FROM json_each({doc}, {p}) AS {e} WHERE CASE {w}.type WHEN 'text' THEN {e}.type = 'text' AND {e}.value = {w}.value WHEN 'true' THEN {e}.type = 'true' WHEN 'false' THEN {e}.type = 'false' ELSE {e}.type IN ('integer', 'real') AND {e}.value = {w}.value END)))"
+                )
             }
             Filter::Text {
                 path,
@@ -197,6 +193,43 @@ impl<'a> Translation<'a> {
         format!("e{}", self.elements)
     }
 
+    /// Whether the value of type `t` and value `v` (SQL expressions) equals one of `scalars`:
+    /// 0 or 1. The texts and the numbers are each one bound JSON list, so the statement's
+    /// size does not grow with the values (SQLite bounds both its expression depth and its
+    /// parameters).
+    fn member(&mut self, t: &str, v: &str, scalars: &[Scalar]) -> String {
+        let texts: Vec<&Scalar> = scalars
+            .iter()
+            .filter(|s| matches!(s, Scalar::Text(_)))
+            .collect();
+        let numbers: Vec<&Scalar> = scalars
+            .iter()
+            .filter(|s| matches!(s, Scalar::Number(_)))
+            .collect();
+        let mut any = Vec::new();
+        if !texts.is_empty() {
+            let list = self.bind(SqlValue::Text(json_list(texts)));
+            any.push(format!(
+                "({t} = 'text' AND {v} IN (SELECT value FROM json_each({list})))"
+            ));
+        }
+        if !numbers.is_empty() {
+            let list = self.bind(SqlValue::Text(json_list(numbers)));
+            any.push(format!(
+                "({t} IN ('integer', 'real') AND {v} IN (SELECT value FROM json_each({list})))"
+            ));
+        }
+        for word in ["true", "false"] {
+            if scalars
+                .iter()
+                .any(|s| matches!(s, Scalar::Bool(flag) if *flag == (word == "true")))
+            {
+                any.push(format!("{t} = '{word}'"));
+            }
+        }
+        format!("IFNULL({}, 0)", any.join(" OR "))
+    }
+
     /// Whether the value of type `t` and value `v` (SQL expressions) equals `scalar`: 0 or 1.
     fn equals(&mut self, t: &str, v: &str, scalar: &Scalar) -> String {
         match scalar {
@@ -234,6 +267,19 @@ impl<'a> Translation<'a> {
             })
             .collect()
     }
+}
+
+/// `scalars` as a JSON array, the list a statement binds as one value.
+fn json_list<'s>(scalars: impl IntoIterator<Item = &'s Scalar>) -> String {
+    let values: Vec<serde_json::Value> = scalars
+        .into_iter()
+        .map(|scalar| match scalar {
+            Scalar::Text(text) => serde_json::Value::String(text.clone()),
+            Scalar::Number(n) => serde_json::Value::Number(n.clone()),
+            Scalar::Bool(flag) => serde_json::Value::Bool(*flag),
+        })
+        .collect();
+    serde_json::Value::Array(values).to_string()
 }
 
 fn number(n: &serde_json::Number) -> SqlValue {

@@ -16,8 +16,8 @@ pub(crate) struct ReadPool {
 }
 
 impl ReadPool {
-    pub(crate) fn open(options: &SqliteOptions) -> Result<Arc<Self>, OpenError> {
-        let connections = (0..options.read_connections.max(1))
+    pub(crate) fn open(options: &SqliteOptions, size: usize) -> Result<Arc<Self>, OpenError> {
+        let connections = (0..size.max(1))
             .map(|_| connect(options, true))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Arc::new(Self {

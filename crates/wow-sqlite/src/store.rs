@@ -17,6 +17,7 @@ use wow_core::id::{Clock, SystemClock};
 use wow_core::query::{DocumentQuery, Filter};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
+use crate::bounded::QueryPool;
 use crate::codec::{
     decode_decision, decode_snapshot, decode_stream, StreamRow, DECISION_COLUMNS, STREAM_COLUMNS,
 };
@@ -35,6 +36,7 @@ pub struct SqliteStore {
     writer: WriterHandle,
     stats: Arc<WriterStats>,
     reads: Arc<ReadPool>,
+    pub(crate) queries: Arc<QueryPool>,
     options: Arc<SqliteOptions>,
     pub(crate) clock: Arc<dyn Clock>,
 }
@@ -85,11 +87,17 @@ impl SqliteStore {
         migrate(&mut connection)?;
         let stats = Arc::new(WriterStats::default());
         let writer = writer::spawn(connection, options.max_batch, stats.clone()).map_err(io)?;
-        let reads = ReadPool::open(&options)?;
+        let reads = ReadPool::open(&options, options.read_connections)?;
+        let queries = Arc::new(QueryPool::new(
+            ReadPool::open(&options, options.query_connections)?,
+            options.query_connections,
+            options.query_timeout,
+        ));
         Ok(Self {
             writer,
             stats,
             reads,
+            queries,
             options: Arc::new(options),
             clock: Arc::new(SystemClock),
         })
@@ -398,14 +406,14 @@ impl EventStore for SqliteStore {
             order.join(", ")
         );
         let values = sql.values;
-        self.reads
-            .read(move |connection| {
+        Ok(self
+            .queries
+            .read(tenant_id, move |connection| {
                 let mut statement = connection.prepare(&text)?;
                 let rows = statement.query_map(params_from_iter(values), decode_stream)?;
                 rows.collect()
             })
-            .await
-            .map_err(store_error)
+            .await?)
     }
 
     async fn count_streams(
@@ -419,14 +427,13 @@ impl EventStore for SqliteStore {
         let text = format!("SELECT COUNT(*) FROM ({STREAM_DOCUMENTS}) WHERE {condition}");
         let values = sql.values;
         let count: i64 = self
-            .reads
-            .read(move |connection| {
+            .queries
+            .read(tenant_id, move |connection| {
                 connection
                     .prepare(&text)?
                     .query_row(params_from_iter(values), |row| row.get(0))
             })
-            .await
-            .map_err(store_error)?;
+            .await?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 

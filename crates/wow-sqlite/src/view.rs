@@ -202,16 +202,16 @@ impl ViewStore for SqliteStore {
              ORDER BY {} LIMIT {limit} OFFSET {offset}",
             order.join(", ")
         );
-        let (view, tenant_id, values) = (view.to_owned(), tenant_id.to_owned(), sql.values);
-        self.read(move |connection| {
-            let mut statement = connection.prepare(&text)?;
-            let rows = statement.query_map(params_from_iter(values), |row| {
-                decode(&view, &tenant_id, row)
-            })?;
-            rows.collect()
-        })
-        .await
-        .map_err(ViewStoreError::Internal)
+        let (view, tenant, values) = (view.to_owned(), tenant_id.to_owned(), sql.values);
+        Ok(self
+            .queries
+            .read(tenant_id, move |connection| {
+                let mut statement = connection.prepare(&text)?;
+                let rows = statement
+                    .query_map(params_from_iter(values), |row| decode(&view, &tenant, row))?;
+                rows.collect()
+            })
+            .await?)
     }
 
     async fn count(
@@ -233,13 +233,13 @@ impl ViewStore for SqliteStore {
         );
         let values = sql.values;
         let count: i64 = self
-            .read(move |connection| {
+            .queries
+            .read(tenant_id, move |connection| {
                 connection
                     .prepare(&text)?
                     .query_row(params_from_iter(values), |row| row.get(0))
             })
-            .await
-            .map_err(ViewStoreError::Internal)?;
+            .await?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 

@@ -231,6 +231,7 @@ macro_rules! __view_store_cases {
                 query_logic_and_shorthands,
                 query_comparisons,
                 query_text_arrays_and_presence,
+                query_long_and_mixed_lists,
                 query_dates,
                 query_sorts_and_pages,
             ]

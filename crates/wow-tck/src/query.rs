@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 use wow_core::query::{
     Condition, Direction, DocumentQuery, FieldPath, Lowering, QueryError, SortKey, Target,
+    MAX_CONDITIONS, MAX_DEPTH, MAX_VALUES, MAX_VALUES_IN_ALL,
 };
 use wow_core::view::{ViewKey, ViewRow};
 
@@ -343,6 +344,102 @@ pub async fn query_comparisons(store: Store) {
         refused(json!({"field": "state.x'--", "operator": "EQ", "value": 1})),
         QueryError::Field(_)
     ));
+}
+
+/// Lists of any length up to the limits, of mixed types: a list is one value to the store,
+/// so a thousand values run as one does; and the limits are refused before anything runs.
+pub async fn query_long_and_mixed_lists(store: Store) {
+    filled(&store).await;
+    let s = &store;
+    let filler = |n: usize| -> Vec<Value> { (0..n).map(|i| json!(format!("none-{i}"))).collect() };
+    let mut balances = filler(MAX_VALUES - 3);
+    balances.extend([json!(100), json!(true), json!(0.0)]);
+    check!(
+        s,
+        json!({"field": "state.balance", "operator": "IN", "value": balances}),
+        ["a1", "a3", "a5"]
+    );
+    let mut names = filler(MAX_VALUES - 2);
+    names.extend([json!("bob"), json!("dan")]);
+    check!(
+        s,
+        json!({"field": "state.name", "operator": "NOT_IN", "value": names}),
+        ["a1", "a3", "a5"]
+    );
+    check!(
+        s,
+        json!({"field": "state.frozen", "operator": "IN", "value": [true, "no", 7]}),
+        ["a2", "a4"]
+    );
+    check!(
+        s,
+        json!({"field": "state.frozen", "operator": "IN", "value": [false]}),
+        ["a1", "a3"]
+    );
+    check!(
+        s,
+        json!({"field": "state.tags", "operator": "ALL_IN", "value": []}),
+        ["a1", "a2", "a3"]
+    );
+    check!(
+        s,
+        json!({"field": "state.tags", "operator": "ALL_IN", "value": ["eu", "eu", "vip"]}),
+        ["a1"]
+    );
+    check!(
+        s,
+        json!({"field": "state.tags", "operator": "ALL_IN", "value": ["eu", "nowhere"]}),
+        []
+    );
+    check!(
+        s,
+        json!({"field": "state.name", "operator": "ALL_IN", "value": ["Ann"]}),
+        []
+    );
+    let mut wanted = vec![json!("eu")];
+    wanted.extend(std::iter::repeat_n(json!("vip"), MAX_VALUES - 1));
+    let all_of = json!({"field": "state.tags", "operator": "ALL_IN", "value": wanted});
+    let every = json!({"operator": "AND", "children": [all_of.clone(), all_of.clone(), all_of.clone(), all_of]});
+    check!(s, every, ["a1"]);
+
+    let too_many =
+        json!({"field": "state.balance", "operator": "IN", "value": filler(MAX_VALUES + 1)});
+    assert!(
+        matches!(
+            refused(too_many),
+            QueryError::TooLarge("values in one condition", MAX_VALUES)
+        ),
+        "one list past its limit"
+    );
+    let each = json!({"field": "state.balance", "operator": "IN", "value": filler(MAX_VALUES)});
+    let in_all =
+        json!({"operator": "OR", "children": vec![each; MAX_VALUES_IN_ALL / MAX_VALUES + 1]});
+    assert!(
+        matches!(
+            refused(in_all),
+            QueryError::TooLarge("values in all the conditions", MAX_VALUES_IN_ALL)
+        ),
+        "the lists together past their limit"
+    );
+    let mut deep = json!({"field": "state.balance", "operator": "EQ", "value": 5});
+    for _ in 0..MAX_DEPTH {
+        deep = json!({"operator": "AND", "children": [deep]});
+    }
+    assert!(
+        matches!(
+            refused(deep),
+            QueryError::TooLarge("levels of nested conditions", MAX_DEPTH)
+        ),
+        "nesting past its limit"
+    );
+    let wide = json!({"operator": "AND", "children": vec![json!({"field": "state.balance", "operator": "EQ", "value": 5}); MAX_CONDITIONS]});
+    assert!(
+        matches!(
+            refused(wide),
+            QueryError::TooLarge("conditions", MAX_CONDITIONS)
+        ),
+        "conditions past their limit"
+    );
 }
 
 /// Text, arrays, nulls, booleans and presence.

@@ -465,6 +465,6 @@ pub async fn clear_drops_one_views_rows_and_records(store: Store) {
 }
 
 pub use crate::query::{
-    query_comparisons, query_dates, query_logic_and_shorthands, query_sorts_and_pages,
-    query_text_arrays_and_presence,
+    query_comparisons, query_dates, query_logic_and_shorthands, query_long_and_mixed_lists,
+    query_sorts_and_pages, query_text_arrays_and_presence,
 };

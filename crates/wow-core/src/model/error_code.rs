@@ -51,11 +51,13 @@ pub enum ErrorCode {
     /// A command or read for an aggregate of another space than the one the caller is bound
     /// to (Wow's code; HTTP 403). Never recorded as a decision.
     IllegalAccessSpaceAggregate,
+    /// A query ran past the store's time budget and was stopped (HTTP 503); nothing changed.
+    QueryTimeout,
     /// A business rule of a domain, named by the domain.
     Domain(Cow<'static, str>),
 }
 
-const FRAMEWORK_CODES: [ErrorCode; 18] = [
+const FRAMEWORK_CODES: [ErrorCode; 19] = [
     ErrorCode::Ok,
     ErrorCode::NotFound,
     ErrorCode::BadRequest,
@@ -74,6 +76,7 @@ const FRAMEWORK_CODES: [ErrorCode; 18] = [
     ErrorCode::IllegalAccessDeletedAggregate,
     ErrorCode::IllegalAccessOwnerAggregate,
     ErrorCode::IllegalAccessSpaceAggregate,
+    ErrorCode::QueryTimeout,
 ];
 
 impl ErrorCode {
@@ -103,6 +106,7 @@ impl ErrorCode {
             ErrorCode::IllegalAccessDeletedAggregate => "IllegalAccessDeletedAggregate",
             ErrorCode::IllegalAccessOwnerAggregate => "IllegalAccessOwnerAggregate",
             ErrorCode::IllegalAccessSpaceAggregate => "IllegalAccessSpaceAggregate",
+            ErrorCode::QueryTimeout => "QueryTimeout",
             ErrorCode::Domain(code) => code,
         }
     }

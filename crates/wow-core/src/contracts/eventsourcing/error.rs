@@ -63,6 +63,10 @@ pub enum EventStoreError {
     /// The store failed in an unexpected way.
     #[error("event store failed: {0}")]
     Internal(#[source] BoxError),
+    /// A query was not answered within the store's bounds (its time budget, the tenant's
+    /// share of query connections); nothing was written.
+    #[error(transparent)]
+    QueryRefused(#[from] crate::model::query::QueryRefusal),
 }
 
 impl EventStoreError {
@@ -107,6 +111,7 @@ impl EventStoreError {
             EventStoreError::IllegalArgument(_) => ErrorCode::IllegalArgument,
             EventStoreError::Unavailable(_) => ErrorCode::ServiceUnavailable,
             EventStoreError::Internal(_) => ErrorCode::InternalServerError,
+            EventStoreError::QueryRefused(refusal) => refusal.error_code(),
         }
     }
 

@@ -27,6 +27,10 @@ pub enum ViewStoreError {
     /// The store failed in an unexpected way (a row it cannot decode, say).
     #[error("view store failed: {0}")]
     Internal(#[source] BoxError),
+    /// A query was not answered within the store's bounds (its time budget, the tenant's
+    /// share of query connections).
+    #[error(transparent)]
+    QueryRefused(#[from] crate::model::query::QueryRefusal),
 }
 
 /// An update returned a row of another key than the one it was given: a bug of the work.

@@ -11,8 +11,13 @@ use super::QueryError;
 
 /// The most conditions one query may hold (Wow's default guard).
 pub const MAX_CONDITIONS: usize = 64;
-/// The most values one `IN`, `NOT_IN`, `ALL_IN` or `IDS` may list.
+/// The most values one `IN`, `NOT_IN`, `ALL_IN`, `IDS` or `AGGREGATE_IDS` may list.
 pub const MAX_VALUES: usize = 1000;
+/// The most values all the lists of one query may hold together.
+pub const MAX_VALUES_IN_ALL: usize = 4000;
+/// The deepest nesting of conditions (`AND`, `OR`, `NOR`, `ELEM_MATCH` inside one another); a
+/// query of one condition has depth 1.
+pub const MAX_DEPTH: usize = 16;
 /// The longest field path, in bytes.
 pub const MAX_PATH_LEN: usize = 256;
 
@@ -224,21 +229,32 @@ impl Lowering {
     ///
     /// A [`QueryError`] naming the operator, field or option that cannot be run.
     pub fn lower(&self, condition: &Condition) -> Result<Filter, QueryError> {
-        let mut budget = MAX_CONDITIONS;
-        self.lower_counted(condition, &mut budget, false)
+        let mut budget = Budget {
+            conditions: MAX_CONDITIONS,
+            values: MAX_VALUES_IN_ALL,
+        };
+        self.lower_counted(condition, &mut budget, 1, false)
     }
 
-    /// Lowers `c`, counting it against `budget`; `in_element` inside `ELEM_MATCH`, where an
-    /// empty field is the element itself.
+    /// Lowers `c` at `depth`, counting it and its values against `budget`; `in_element`
+    /// inside `ELEM_MATCH`, where an empty field is the element itself.
     fn lower_counted(
         &self,
         c: &Condition,
-        budget: &mut usize,
+        budget: &mut Budget,
+        depth: usize,
         in_element: bool,
     ) -> Result<Filter, QueryError> {
-        *budget = budget
+        budget.conditions = budget
+            .conditions
             .checked_sub(1)
             .ok_or(QueryError::TooLarge("conditions", MAX_CONDITIONS))?;
+        if depth > MAX_DEPTH {
+            return Err(QueryError::TooLarge(
+                "levels of nested conditions",
+                MAX_DEPTH,
+            ));
+        }
         let op = c.operator;
         let path = || FieldPath::parse(&c.field);
         let field = || {
@@ -253,8 +269,8 @@ impl Lowering {
             Value::String(text) => Ok(Scalar::Text(checked_text(op, text)?)),
             _ => Err(QueryError::value(op, "a string")),
         };
-        let texts = || -> Result<Vec<Scalar>, QueryError> {
-            let values = list(op, &c.value)?;
+        let texts = |budget: &mut Budget| -> Result<Vec<Scalar>, QueryError> {
+            let values = list(op, &c.value, budget)?;
             values
                 .iter()
                 .map(|v| match v {
@@ -263,13 +279,13 @@ impl Lowering {
                 })
                 .collect()
         };
-        let children = |budget: &mut usize| -> Result<Vec<Filter>, QueryError> {
+        let children = |budget: &mut Budget| -> Result<Vec<Filter>, QueryError> {
             if c.children.is_empty() {
                 return Err(QueryError::value(op, "at least one child condition"));
             }
             c.children
                 .iter()
-                .map(|child| self.lower_counted(child, budget, in_element))
+                .map(|child| self.lower_counted(child, budget, depth + 1, in_element))
                 .collect()
         };
         let id_field = match self.target {
@@ -282,9 +298,9 @@ impl Lowering {
             Operator::Or => Filter::Or(children(budget)?),
             Operator::Nor => Filter::Nor(children(budget)?),
             Operator::Id => Filter::Eq(named(id_field), text()?),
-            Operator::Ids => Filter::In(named(id_field), texts()?),
+            Operator::Ids => Filter::In(named(id_field), texts(budget)?),
             Operator::AggregateId => Filter::Eq(named("aggregateId"), text()?),
-            Operator::AggregateIds => Filter::In(named("aggregateId"), texts()?),
+            Operator::AggregateIds => Filter::In(named("aggregateId"), texts(budget)?),
             Operator::TenantId => Filter::Eq(named("tenantId"), text()?),
             Operator::OwnerId => Filter::Eq(named("ownerId"), text()?),
             Operator::SpaceId => Filter::Eq(named("spaceId"), text()?),
@@ -295,11 +311,11 @@ impl Lowering {
             Operator::Gte => Filter::Range(field()?, Range::Gte, Scalar::of(op, &c.value)?),
             Operator::Lt => Filter::Range(field()?, Range::Lt, Scalar::of(op, &c.value)?),
             Operator::Lte => Filter::Range(field()?, Range::Lte, Scalar::of(op, &c.value)?),
-            Operator::In => Filter::In(field()?, scalars(op, &c.value)?),
-            Operator::NotIn => Filter::NotIn(field()?, scalars(op, &c.value)?),
-            Operator::AllIn => Filter::AllIn(field()?, scalars(op, &c.value)?),
+            Operator::In => Filter::In(field()?, scalars(op, &c.value, budget)?),
+            Operator::NotIn => Filter::NotIn(field()?, scalars(op, &c.value, budget)?),
+            Operator::AllIn => Filter::AllIn(field()?, scalars(op, &c.value, budget)?),
             Operator::Between => {
-                let bounds = list(op, &c.value)?;
+                let bounds = list(op, &c.value, budget)?;
                 let [low, high] = bounds else {
                     return Err(QueryError::value(op, "an array of two bounds"));
                 };
@@ -328,7 +344,8 @@ impl Lowering {
                 let [child] = c.children.as_slice() else {
                     return Err(QueryError::value(op, "exactly one child condition"));
                 };
-                Filter::ElemMatch(field()?, Box::new(self.lower_counted(child, budget, true)?))
+                let child = self.lower_counted(child, budget, depth + 1, true)?;
+                Filter::ElemMatch(field()?, Box::new(child))
             }
             Operator::Null => Filter::Null(field()?),
             Operator::NotNull => Filter::NotNull(field()?),
@@ -494,18 +511,40 @@ fn time_of_day(value: &Value) -> Option<civil::Time> {
     }
 }
 
-fn list(op: Operator, value: &Value) -> Result<&[Value], QueryError> {
+/// What a query may still hold as it is lowered.
+struct Budget {
+    /// Conditions left.
+    conditions: usize,
+    /// List values left, over every list.
+    values: usize,
+}
+
+fn list<'v>(
+    op: Operator,
+    value: &'v Value,
+    budget: &mut Budget,
+) -> Result<&'v [Value], QueryError> {
     let values = value
         .as_array()
         .ok_or_else(|| QueryError::value(op, "an array"))?;
     if values.len() > MAX_VALUES {
         return Err(QueryError::TooLarge("values in one condition", MAX_VALUES));
     }
+    budget.values = budget
+        .values
+        .checked_sub(values.len())
+        .ok_or(QueryError::TooLarge(
+            "values in all the conditions",
+            MAX_VALUES_IN_ALL,
+        ))?;
     Ok(values)
 }
 
-fn scalars(op: Operator, value: &Value) -> Result<Vec<Scalar>, QueryError> {
-    list(op, value)?.iter().map(|v| Scalar::of(op, v)).collect()
+fn scalars(op: Operator, value: &Value, budget: &mut Budget) -> Result<Vec<Scalar>, QueryError> {
+    list(op, value, budget)?
+        .iter()
+        .map(|v| Scalar::of(op, v))
+        .collect()
 }
 
 fn flag(op: Operator, c: &Condition, key: &'static str) -> Result<bool, QueryError> {

@@ -6,6 +6,7 @@
 mod dsl;
 mod evaluate;
 mod filter;
+mod share;
 
 pub use dsl::{
     Condition, Direction, ListQuery, Operator, PagedList, PagedQuery, Pagination, Projection,
@@ -13,9 +14,10 @@ pub use dsl::{
 };
 pub use evaluate::{matches, order, project};
 pub use filter::{
-    FieldPath, Filter, Lowering, Range, Scalar, Target, TextMatch, MAX_CONDITIONS, MAX_PATH_LEN,
-    MAX_VALUES,
+    FieldPath, Filter, Lowering, Range, Scalar, Target, TextMatch, MAX_CONDITIONS, MAX_DEPTH,
+    MAX_PATH_LEN, MAX_VALUES, MAX_VALUES_IN_ALL,
 };
+pub use share::{QueryRefusal, SharePlace, TenantShare, DEFAULT_QUERY_TIMEOUT};
 
 use crate::model::error_code::ErrorCode;
 
