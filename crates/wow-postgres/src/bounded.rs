@@ -72,6 +72,11 @@ impl QueryPool {
         })
     }
 
+    /// The tenants' share of the query connections.
+    pub(crate) fn share(&self) -> &TenantShare {
+        &self.share
+    }
+
     /// A connection for one query of `tenant_id`, within the tenant's share.
     pub(crate) async fn client(&self, tenant_id: &str) -> Result<QueryClient, QueryFailure> {
         let place = self

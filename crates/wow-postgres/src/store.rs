@@ -381,6 +381,11 @@ impl PostgresStore {
         &self.pool
     }
 
+    /// The tenants' share of the query connections: how many queries of a tenant run now.
+    pub fn query_share(&self) -> &wow_core::query::TenantShare {
+        self.queries.share()
+    }
+
     /// The schema the tables live in.
     pub fn schema(&self) -> &str {
         &self.schema

@@ -142,3 +142,30 @@ mod rename {
 
     wow_tck::rename_tck!(optional: stores);
 }
+
+/// Queries within their bounds: the server's `statement_timeout` on the query connections,
+/// a tenant's share of them.
+mod query_bounds {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_query_past_its_budget_is_stopped_and_another_tenant_is_served() {
+        let Some(test) = super::support::fresh_configured(|options| {
+            options
+                .query_connections(2)
+                .query_timeout(Duration::from_secs(1))
+        })
+        .await
+        else {
+            return;
+        };
+        let share = test.store.query_share().clone();
+        wow_tck::query_bounds::a_query_past_its_budget_is_stopped_and_another_tenant_is_served(
+            Arc::new(test.store.clone()),
+            share,
+        )
+        .await;
+        drop(test);
+    }
+}

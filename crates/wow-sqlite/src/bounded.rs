@@ -43,6 +43,11 @@ impl QueryPool {
         }
     }
 
+    /// The tenants' share of the query connections.
+    pub(crate) fn share(&self) -> &TenantShare {
+        &self.share
+    }
+
     /// Runs `read` for `tenant_id` within the bounds.
     ///
     /// # Cancel safety

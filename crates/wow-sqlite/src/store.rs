@@ -180,6 +180,11 @@ impl SqliteStore {
             .map_err(|e| Box::new(e) as BoxError)
     }
 
+    /// The tenants' share of the query connections: how many queries of a tenant run now.
+    pub fn query_share(&self) -> &wow_core::query::TenantShare {
+        self.queries.share()
+    }
+
     /// The options the store was opened with.
     pub fn options(&self) -> &SqliteOptions {
         &self.options

@@ -130,3 +130,25 @@ mod rename {
         wow_tck::rename::Store::of(wow_core::Stores::of(SqliteStore::clone(&*fresh().await)))
     });
 }
+
+/// Queries within their bounds: a time budget, a tenant's share of the query connections.
+mod query_bounds {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use wow_sqlite::{SqliteOptions, SqliteStore};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_query_past_its_budget_is_stopped_and_another_tenant_is_served() {
+        let options = SqliteOptions::new(super::fresh_path())
+            .query_connections(2)
+            .query_timeout(Duration::from_secs(1));
+        let store = SqliteStore::open(options).await.unwrap();
+        let share = store.query_share().clone();
+        wow_tck::query_bounds::a_query_past_its_budget_is_stopped_and_another_tenant_is_served(
+            Arc::new(store),
+            share,
+        )
+        .await;
+    }
+}

@@ -25,6 +25,7 @@ pub mod fixtures;
 pub mod migration;
 pub mod processed_message;
 pub mod query;
+pub mod query_bounds;
 pub mod rename;
 pub mod snapshot_store;
 pub mod view_store;

@@ -82,12 +82,20 @@ pub async fn fresh() -> Option<Arc<TestStore>> {
 
 /// [`fresh`] with a pool of `connections`.
 pub async fn fresh_with(connections: usize) -> Option<Arc<TestStore>> {
+    fresh_configured(|options| options.max_connections(connections)).await
+}
+
+/// [`fresh`] with the options `configure` makes of the defaults.
+pub async fn fresh_configured(
+    configure: impl FnOnce(PostgresOptions) -> PostgresOptions,
+) -> Option<Arc<TestStore>> {
     let schema = format!("wow_test_{}", uuid::Uuid::now_v7().simple());
-    let options = url()
-        .parse::<PostgresOptions>()
-        .expect("a postgres:// URL")
-        .schema(&schema)
-        .max_connections(connections);
+    let options = configure(
+        url()
+            .parse::<PostgresOptions>()
+            .expect("a postgres:// URL")
+            .schema(&schema),
+    );
     match PostgresStore::open(options).await {
         Ok(store) => Some(Arc::new(TestStore {
             store,

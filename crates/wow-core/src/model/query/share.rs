@@ -48,8 +48,34 @@ pub struct TenantShare {
 struct Shared {
     per_tenant: usize,
     wait: Duration,
-    running: Mutex<HashMap<String, usize>>,
+    tenants: Mutex<HashMap<String, Counts>>,
     ended: Notify,
+}
+
+/// One tenant's queries: holding a place, and waiting for one.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    running: usize,
+    waiting: usize,
+}
+
+impl Shared {
+    fn tenants(&self) -> std::sync::MutexGuard<'_, HashMap<String, Counts>> {
+        self.tenants
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Changes the counts of `tenant_id` by `change`, forgetting a tenant left with none.
+    fn change(&self, tenant_id: &str, change: impl FnOnce(&mut Counts)) {
+        let mut tenants = self.tenants();
+        if let Some(counts) = tenants.get_mut(tenant_id) {
+            change(counts);
+            if counts.running == 0 && counts.waiting == 0 {
+                tenants.remove(tenant_id);
+            }
+        }
+    }
 }
 
 impl TenantShare {
@@ -60,7 +86,7 @@ impl TenantShare {
             inner: Arc::new(Shared {
                 per_tenant: per_tenant.max(1),
                 wait,
-                running: Mutex::new(HashMap::new()),
+                tenants: Mutex::new(HashMap::new()),
                 ended: Notify::new(),
             }),
         }
@@ -76,6 +102,24 @@ impl TenantShare {
         self.inner.per_tenant
     }
 
+    /// How many queries of `tenant_id` hold a place now.
+    pub fn running(&self, tenant_id: &str) -> usize {
+        self.counts(tenant_id).running
+    }
+
+    /// How many queries of `tenant_id` wait for a place now.
+    pub fn waiting(&self, tenant_id: &str) -> usize {
+        self.counts(tenant_id).waiting
+    }
+
+    fn counts(&self, tenant_id: &str) -> Counts {
+        self.inner
+            .tenants()
+            .get(tenant_id)
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// A place for one query of `tenant_id`, held until the [`SharePlace`] is dropped.
     ///
     /// # Errors
@@ -87,35 +131,53 @@ impl TenantShare {
     /// Cancel safe: a dropped wait takes no place.
     pub async fn enter(&self, tenant_id: &str) -> Result<SharePlace, QueryRefusal> {
         let deadline = tokio::time::Instant::now() + self.inner.wait;
+        let mut waiting: Option<WaitMark> = None;
         loop {
             // Registered before the count is read, so an end between the two still wakes us.
             let ended = self.inner.ended.notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            if self.try_enter(tenant_id) {
+            if self.try_enter(tenant_id, waiting.is_none()) {
                 return Ok(SharePlace {
                     share: self.inner.clone(),
                     tenant_id: tenant_id.to_owned(),
                 });
             }
+            waiting.get_or_insert_with(|| WaitMark {
+                share: self.inner.clone(),
+                tenant_id: tenant_id.to_owned(),
+            });
             if tokio::time::timeout_at(deadline, ended).await.is_err() {
                 return Err(QueryRefusal::Busy(self.inner.per_tenant));
             }
         }
     }
 
-    fn try_enter(&self, tenant_id: &str) -> bool {
-        let mut running = self
-            .inner
-            .running
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let count = running.entry(tenant_id.to_owned()).or_insert(0);
-        if *count >= self.inner.per_tenant {
+    /// Takes a place when there is one; else, on a first try, counts the query as waiting.
+    fn try_enter(&self, tenant_id: &str, first_try: bool) -> bool {
+        let mut tenants = self.inner.tenants();
+        let counts = tenants.entry(tenant_id.to_owned()).or_default();
+        if counts.running >= self.inner.per_tenant {
+            counts.waiting += usize::from(first_try);
             return false;
         }
-        *count += 1;
+        counts.running += 1;
         true
+    }
+}
+
+/// A query counted as waiting for its tenant's share, until it enters or gives up.
+#[derive(Debug)]
+struct WaitMark {
+    share: Arc<Shared>,
+    tenant_id: String,
+}
+
+impl Drop for WaitMark {
+    fn drop(&mut self) {
+        self.share.change(&self.tenant_id, |counts| {
+            counts.waiting = counts.waiting.saturating_sub(1);
+        });
     }
 }
 
@@ -129,18 +191,9 @@ pub struct SharePlace {
 
 impl Drop for SharePlace {
     fn drop(&mut self) {
-        let mut running = self
-            .share
-            .running
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(count) = running.get_mut(&self.tenant_id) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                running.remove(&self.tenant_id);
-            }
-        }
-        drop(running);
+        self.share.change(&self.tenant_id, |counts| {
+            counts.running = counts.running.saturating_sub(1);
+        });
         self.share.ended.notify_waiters();
     }
 }
