@@ -162,8 +162,8 @@ pub mod view {
 pub use contracts::stores::Stores;
 pub use model::aggregate::DomainError;
 pub use model::aggregate_id::{
-    check_aggregate_id, group_by_aggregate, AggregateId, NamedAggregate, DEFAULT_TENANT_ID,
-    MAX_AGGREGATE_ID_BYTES,
+    check_aggregate_id, check_request_id, group_by_aggregate, AggregateId, NamedAggregate,
+    DEFAULT_TENANT_ID, MAX_AGGREGATE_ID_BYTES,
 };
 pub use model::command::{CommandMessage, CommandResult, CommandStage};
 pub use model::error::BoxError;

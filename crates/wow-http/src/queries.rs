@@ -324,6 +324,13 @@ pub(crate) async fn outcome(
         Ok(aggregate_id) => aggregate_id,
         Err(response) => return response,
     };
+    if let Err(rule) = wow_core::check_request_id(&request_id) {
+        return crate::fallback::error_response(
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            format!("requestId {rule}: no command can carry it, so none is recorded"),
+        );
+    }
     let record = match look_up_request(state.gateway(), state.store(), &aggregate_id, &request_id)
         .await
     {

@@ -1693,6 +1693,44 @@ async fn a_request_id_that_needs_escaping_is_looked_up_as_itself_under_every_pre
         assert_eq!(found["commandId"], sent["commandId"], "{prefix}");
     }
 }
+/// A look-up of a request id no command can carry (past 128 bytes, or not visible ASCII) is
+/// 400 `IllegalArgument` under every prefix, not `NONE`: `NONE` would say a resend is safe.
+/// One of 128 bytes is looked up (and is `NONE` here).
+#[tokio::test]
+async fn a_request_id_no_command_can_carry_is_a_400_to_look_up() {
+    let s = server().await;
+    let (status, opened, _) = s
+        .post(
+            "/account/acc-long/open",
+            &[],
+            &json!({"name": "Ann", "balance": 1}).to_string(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{opened}");
+    for prefix in ["", "/bank", "/tenant/(0)", "/owner/u1"] {
+        for bad in [
+            "x".repeat(129),
+            "caf%C3%A9".to_owned(),
+            "a%09b".to_owned(),
+            "%20%20".to_owned(),
+        ] {
+            let (status, found) = s
+                .get(&format!("{prefix}/account/acc-long/requests/{bad}"), &[])
+                .await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{prefix} {bad}: {found}");
+            assert_eq!(found["errorCode"], "IllegalArgument", "{prefix} {bad}");
+        }
+        let (status, found) = s
+            .get(
+                &format!("{prefix}/account/acc-long/requests/{}", "x".repeat(128)),
+                &[],
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{prefix}: {found}");
+        assert_eq!(found["status"], "NONE", "{prefix}");
+    }
+}
+
 /// With auth on, a request with two `Authorization` headers is 400 `BadRequest` whichever
 /// comes first: the server does not guess which token acts, and nothing is recorded.
 #[tokio::test]

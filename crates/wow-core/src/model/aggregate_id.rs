@@ -25,6 +25,23 @@ pub fn check_aggregate_id(id: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Whether `id` may be a request id a command carries over HTTP: 1 to 128 bytes of visible
+/// ASCII and spaces (`0x20..=0x7E`), not only spaces. A header value can hold nothing else,
+/// so a request id that breaks the rule was never recorded from a caller. The error says which
+/// rule `id` breaks.
+pub fn check_request_id(id: &str) -> Result<(), &'static str> {
+    if id.is_empty() || id.len() > MAX_AGGREGATE_ID_BYTES {
+        return Err("must be 1 to 128 bytes");
+    }
+    if !id.bytes().all(|b| (0x20..=0x7E).contains(&b)) {
+        return Err("may hold only visible ASCII and spaces");
+    }
+    if id.bytes().all(|b| b == b' ') {
+        return Err("must hold more than spaces");
+    }
+    Ok(())
+}
+
 /// An aggregate type: its bounded context and its name (for example `bank` / `account`).
 ///
 /// Aggregate names are unique within one store; the context is kept with every stream so that

@@ -403,7 +403,7 @@ pub(super) fn look_up_path(aggregate: &str) -> Value {
     responses.insert("202".to_owned(), json!({"description": "IN_FLIGHT: this node holds the request and has not decided yet; wait, then look again", "content": content(object("IN_FLIGHT", Map::new()))}));
     responses.insert(
         "400".to_owned(),
-        error("IllegalArgument: Command-Tenant-Id breaks the rules of an id"),
+        error("IllegalArgument: Command-Tenant-Id breaks the rules of an id, or the request id those of a request id"),
     );
     let (code_name, code) = error_code_header();
     let optional_code = json!({code_name.clone(): {"description": "NotFound when the aggregate id breaks the rules; absent with NONE", "schema": {"type": "string"}}});
@@ -414,7 +414,7 @@ pub(super) fn look_up_path(aggregate: &str) -> Value {
         "summary": "What became of a request id in this aggregate (SPEC TO-1)",
         "parameters": [
             aggregate_id_param(),
-            path_param("requestId", "The request id, percent-encoded as one path segment (a saga's request ids hold `/`).", json!({"type": "string", "minLength": 1})),
+            path_param("requestId", "The request id, percent-encoded as one path segment (a saga's request ids hold `/`): 1 to 128 visible ASCII characters, as a command carries it; another is 400 IllegalArgument.", request_id_schema()),
             tenant_header(),
         ],
         "responses": responses,

@@ -112,7 +112,11 @@ fn query_operation(
     responses.insert("200".to_owned(), answer);
     responses.insert(
         "400".to_owned(),
-        error("IllegalArgument: a condition, field, option, limit or page the query cannot run (named); BadRequest: the body is not a query"),
+        error("IllegalArgument: a condition, field, option, limit or page the query cannot run, or a limit on its size it is past (named: 64 conditions, 16 levels deep, 1,000 values in a list, 4,000 in all); BadRequest: the body is not a query"),
+    );
+    responses.insert(
+        "429".to_owned(),
+        error("TooManyRequests: the tenant's share of the query connections stayed busy for the whole wait (Retry-After)"),
     );
     responses.insert(
         "404".to_owned(),
@@ -132,7 +136,11 @@ fn query_operation(
     );
     responses.insert(
         "503".to_owned(),
-        error("ServiceUnavailable: the store cannot be read"),
+        error("ServiceUnavailable: the store cannot be read; QueryTimeout: the query ran past the store's time budget and was stopped"),
+    );
+    responses.insert(
+        "500".to_owned(),
+        error("InternalServerError: the store failed (what it said is in the server's log, never in the answer)"),
     );
     json!({"post": {
         "operationId": operation_id,
