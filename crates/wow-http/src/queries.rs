@@ -22,11 +22,24 @@ fn not_found(message: impl Into<String>) -> Response {
         .into_response()
 }
 
+/// The answer to a read the store failed; what an unreachable or failing store said is
+/// logged, never answered (it may hold SQL or addresses).
 fn store_failed(error: &EventStoreError) -> Response {
     let status = crate::status_for(&error.error_code());
+    let message = match error {
+        EventStoreError::Unavailable(_) => {
+            tracing::warn!(%error, "a read found the store unavailable");
+            "the event store is unavailable; try again shortly".to_owned()
+        }
+        EventStoreError::Internal(_) => {
+            tracing::error!(%error, "a read failed in the store");
+            "the event store failed; the server's log has the details".to_owned()
+        }
+        other => other.to_string(),
+    };
     (
         status,
-        Json(json!({"errorCode": error.error_code(), "errorMsg": error.to_string()})),
+        Json(json!({"errorCode": error.error_code(), "errorMsg": message})),
     )
         .into_response()
 }
