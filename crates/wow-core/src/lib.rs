@@ -46,23 +46,56 @@ pub mod query {
     //! Wow's query DSL over documents (materialized snapshots, event streams, view rows): the
     //! conditions and query bodies Wow's clients send, checked and lowered into what every
     //! store runs the same way.
-    pub use crate::model::query::*;
+    pub use crate::model::query::{
+        matches, order, project, Condition, Direction, DocumentQuery, FieldPath, Filter, ListQuery,
+        Lowering, Operator, PagedList, PagedQuery, Pagination, Projection, QueryBody, QueryError,
+        QueryRefusal, Range, Scalar, SharePlace, SingleQuery, Sort, SortKey, Target, TenantShare,
+        TextMatch, DEFAULT_QUERY_TIMEOUT, MAX_CONDITIONS, MAX_DEPTH, MAX_LIST_LIMIT, MAX_PAGE_SIZE,
+        MAX_PAGE_WINDOW, MAX_PATH_LEN, MAX_VALUES, MAX_VALUES_IN_ALL,
+    };
 }
 
 pub mod aggregate {
     //! The aggregate programming model: the trait a team implements, the registry that runs
     //! it from JSON, quarantine of an aggregate whose code panicked (SPEC PX-1), and the
     //! given → when → expect test kit.
-    pub use crate::model::aggregate::*;
-    pub use crate::runtime::aggregate::*;
+    pub use crate::model::aggregate::{
+        check_access, check_command, is_lifecycle_command, is_lifecycle_event, state_schema_of,
+        AccessRefused, Aggregate, AggregateError, AggregateScope, AggregateState, CommandContext,
+        DecodeDomainError, DomainError, AGGREGATE_DELETED, AGGREGATE_RECOVERED, DELETE_AGGREGATE,
+        LIFECYCLE_REVISION, RECOVER_AGGREGATE,
+    };
+    pub use crate::runtime::aggregate::{
+        typed_events, AggregateRegistry, AggregateRuntime, AggregateSpec, DecodedCommand,
+        DuplicateAggregateName, Expect, Given, QuarantinedAggregate, QuarantinedAggregates,
+        RegistrationError, ReservedCommandName, TypedAggregateRuntime, UnknownAggregate,
+        RESERVED_COMMAND_NAMES,
+    };
 }
 
 pub mod command {
     //! Commands: the message, its kind and stages, results, the bus, the gateway, waiting,
     //! the processing node's handler, and the look-up of what became of a request.
-    pub use crate::contracts::command::*;
-    pub use crate::model::command::*;
-    pub use crate::runtime::command::*;
+    pub use crate::contracts::command::{
+        CommandBus, CommandBusError, CommandHandler, InMemoryCommandBus, InTransit, JsonCommand,
+    };
+    pub use crate::model::command::{
+        decided_result, duplicate_result, headers, request_fingerprint, BindingError,
+        BodyDecodeError, CommandBody, CommandInfo, CommandKind, CommandMessage, CommandResult,
+        CommandResultError, CommandStage, EventBody, FunctionInfo, FunctionKind, UnknownStage,
+        WaitFunction, ORIGINAL_COMMAND_ID, OWNER_ID_HEADER, REJECTION_DETAIL, REPLAYED,
+        SPACE_ID_HEADER,
+    };
+    pub use crate::runtime::command::{
+        look_up_request, signal_wanted, CommandGateway, CommandGatewayBuilder,
+        DefaultCommandHandler, DefaultCommandHandlerBuilder, InFlightRequests, RequestOutcome,
+        WaitCoordinator, WaitFunctions, WaitHandle, WaitNotifier, WaitPlan, WaitTail,
+        WeakCommandGateway, CHAIN_HEADER, CHAIN_REPLY_HEADER, CHAIN_STAGE_HEADER,
+        DEFAULT_CONFLICT_RETRIES, DEFAULT_SEND_TIMEOUT, DEFAULT_UNSURE_HORIZON,
+        DEFAULT_WAIT_TIMEOUT, PROTOCOL_HEADER, PROTOCOL_VERSION, QUARANTINED, RECORDED, SENT,
+        TAIL_CONTEXT_HEADER, TAIL_FUNCTION_HEADER, TAIL_PROCESSOR_HEADER, TAIL_STAGE_HEADER,
+        TIMEOUT_MS, WAIT_REPLY_HEADER, WAIT_STAGE_HEADER,
+    };
 }
 
 pub mod compensation {
@@ -71,45 +104,80 @@ pub mod compensation {
     //! retried later, by a scheduler with exponential backoff or by hand, without touching
     //! history. An aggregate a processing node quarantined (SPEC PX-1) is recorded the same
     //! way, under the consumer [`AGGREGATE_PROCESSOR`].
-    pub use crate::contracts::compensation::*;
-    pub use crate::runtime::compensation::*;
+    pub use crate::contracts::compensation::{
+        due_order, next_record, succeeded, CompensationStore, ExecutionFailed,
+        ExecutionFailedStatus, FailedExecution, FailureQuery, InMemoryCompensationStore, RetrySpec,
+        AGGREGATE_PROCESSOR,
+    };
+    pub use crate::runtime::compensation::{CompensationError, CompensationScheduler, RetryPass};
 }
 
 pub mod event {
     //! Domain events, the event bus, the dispatch of appended streams to their consumers, and
     //! what keeps consumers from applying an event twice: processed-message records, the
     //! effect journal, positions and catch-up.
-    pub use crate::contracts::event::*;
-    pub use crate::model::event::*;
-    pub use crate::runtime::event::*;
+    pub use crate::contracts::event::{
+        effect_key, run_external_effect, BadRuns, ConsumerError, ConsumerPositions,
+        ConsumerStoreError, DomainEventBus, EffectAttempt, EffectError, EffectJournal,
+        EffectOutcome, EffectState, EventBusError, EventConsumer, HandledVersions,
+        InMemoryConsumerPositions, InMemoryEffectJournal, InMemoryProcessedMessages,
+        NoopDomainEventBus, PositionRun, ProcessError, Processed, ResumedEffect, RunsText,
+    };
+    pub use crate::model::event::{
+        DomainEvent, DomainEventStream, EventShape, UpcastError, Upcasters,
+    };
+    pub use crate::runtime::event::{
+        catch_up, CatchUpError, CatchUpProgress, EventDispatcher, EventDispatcherBuilder,
+        EventFeed, FeedFollower, FeedWake, InMemoryDomainEventBus, NamedConsumer, PartitionOf,
+        DEFAULT_PARTITION_CAPACITY, FEED_POLL,
+    };
 }
 
 pub mod eventsourcing {
     //! Event sourcing: the EventStore and SnapshotStore contracts, their in-memory versions,
     //! the decisions they record, the global feed of appended streams ([`GlobalPosition`],
     //! [`FeedEntry`]), and loading, caching and snapshotting aggregates.
-    pub use crate::contracts::eventsourcing::*;
+    pub use crate::contracts::eventsourcing::{
+        check_appendable, check_rejectable, check_rename, check_time_range, check_version_range,
+        stream_document, AggregateRenames, EventStore, EventStoreError, FeedEntry, GatedEventStore,
+        GlobalPosition, InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore,
+        ParseGlobalPositionError, PendingMigration, RejectedStream, RenameError, RenamedRows,
+        SchemaStatus, Snapshot, SnapshotStore, SnapshotStoreError,
+    };
     pub use crate::model::error::BoxError;
-    pub use crate::model::eventsourcing::*;
-    pub use crate::runtime::eventsourcing::*;
+    pub use crate::model::eventsourcing::{
+        is_recorded_rejection, RejectionRecord, RequestDecision, RequestRecord,
+    };
+    pub use crate::runtime::eventsourcing::{
+        load_aggregate, recorded_scope, AggregateCache, LoadError, SnapshotStrategy, Snapshotter,
+        DEFAULT_CACHE_CAPACITY,
+    };
 }
 
 pub mod id {
     //! Identifiers and time, taken through traits so that tests and the simulation can fix
     //! them.
-    pub use crate::model::id::*;
+    pub use crate::model::id::{
+        exact_now_millis, new_id, now_millis, Clock, IdGenerator, ManualClock, SystemClock,
+        UuidV7IdGenerator,
+    };
 }
 
 pub mod idempotency {
     //! The request-id check (SPEC RQ-1..RQ-11): a fast Bloom filter per aggregate type, then
     //! persisted history when the filter says "maybe seen". Neither is the arbiter of
     //! concurrent requests: the EventStore's append is.
-    pub use crate::runtime::idempotency::*;
+    pub use crate::runtime::idempotency::{
+        BloomIdempotencyChecker, BloomIdempotencyCheckerProvider, DefaultRequestIdChecker,
+        EventStoreRequestIdExistenceChecker, IdempotencyChecker, IdempotencyCheckerProvider,
+        IdempotencyConfig, NoopIdempotencyChecker, NoopRequestIdExistenceChecker, RequestIdCheck,
+        RequestIdChecker, RequestIdExistenceChecker,
+    };
 }
 
 pub mod metrics {
     //! Counters of the command pipeline, read by `/metrics`.
-    pub use crate::runtime::metrics::*;
+    pub use crate::runtime::metrics::{MetricsSnapshot, PipelineMetrics};
 }
 
 pub mod outbox {
@@ -118,19 +186,25 @@ pub mod outbox {
     //! of views: a team writes an [`Outbox`] once, with no SQL and no backend;
     //! [`OutboxProcessor`] records its rows through the view store, [`OutboxDelivery`] sends
     //! them through the effect journal, and [`OutboxSpec`] tests it without a store.
-    pub use crate::model::outbox::*;
-    pub use crate::runtime::outbox::*;
+    pub use crate::model::outbox::{row_id, EventMeta, Outbox, OutboxEntry};
+    pub use crate::runtime::outbox::{
+        outbox_page, outbox_rows, Delivery, DeliveryError, OutboxDelivery, OutboxExpect,
+        OutboxProcessor, OutboxSender, OutboxSpec,
+    };
 }
 
 pub mod pipeline {
     //! One process running every role: a gateway, a processing node and the event dispatch.
-    pub use crate::runtime::pipeline::*;
+    pub use crate::runtime::pipeline::{store_checker, LocalPipeline, LocalPipelineBuilder};
 }
 
 pub mod saga {
     //! Sagas: react to events by sending commands through the gateway, with request ids
     //! derived from the event that caused them (SPEC DS-3).
-    pub use crate::runtime::saga::*;
+    pub use crate::runtime::saga::{
+        saga_request_id, DynSaga, Saga, SagaContext, SagaDelivery, SagaExpect, SagaGiven,
+        SagaReply, SagaSpec, SentCommand, StepError, REJECTION_DETAIL,
+    };
 }
 
 pub mod view {
@@ -154,9 +228,15 @@ pub mod view {
     //! the SQLite writer, a PostgreSQL lock on the key), so concurrent deliveries of distinct
     //! streams of one aggregate each apply once, in whatever order the projection's version
     //! check allows.
-    pub use crate::contracts::view::*;
-    pub use crate::model::view::*;
-    pub use crate::runtime::view::*;
+    pub use crate::contracts::view::{
+        apply_update, check_field, Condition, FilterValue, InMemoryViewStore, ViewFilter,
+        ViewKeyMismatch, ViewStore, ViewStoreError, ViewUpdate, MAX_FIELD_LEN,
+    };
+    pub use crate::model::view::{View, ViewKey, ViewRow};
+    pub use crate::runtime::view::{
+        snapshot_view, view, MaterializedSnapshots, ViewExpect, ViewOutOfOrder, ViewProjection,
+        ViewSpec, MATERIALIZED_SNAPSHOTS,
+    };
 }
 
 pub use contracts::stores::Stores;
