@@ -15,10 +15,24 @@ mod conflicts;
 mod decisions;
 pub(crate) mod feed;
 mod queries;
-pub use conflicts::*;
-pub use decisions::*;
-pub use feed::*;
-pub use queries::*;
+pub use conflicts::{
+    a_lost_race_on_the_append_records_nothing, a_redelivered_message_is_its_own_success,
+    a_stale_pin_of_an_appended_intent_is_its_duplicate,
+    an_expected_version_conflict_records_nothing,
+};
+pub use decisions::{
+    a_rejection_blocks_a_later_append_of_its_request_id,
+    a_second_rejection_of_a_request_id_is_a_duplicate,
+    an_append_blocks_a_later_rejection_of_its_request_id, decisions_are_seen_only_by_their_tenant,
+    records_a_rejection_and_finds_it, rejection_and_append_race_has_exactly_one_decision,
+    rejections_are_per_aggregate, rejects_a_rejection_with_an_empty_request_id,
+};
+pub use feed::{
+    a_feed_reader_racing_appenders_skips_nothing, rejections_are_not_in_the_feed,
+    the_feed_lists_appended_streams_in_append_order, the_feed_of_an_empty_store_is_empty,
+    the_feed_pages_by_limit, the_feed_resumes_after_a_position, SETTLE,
+};
+pub use queries::queries_streams_as_documents;
 
 /// The store under test.
 pub type Store = Arc<dyn EventStore>;
