@@ -11,7 +11,7 @@
 //! - tenant-b's token sees none of tenant-a's failures nor its quarantine.
 //!
 //! The script writes a screenshot of each view to `WOW_UI_SCREENSHOTS` (default
-//! `target/ui-screenshots`; `WOW_UI_SCREENSHOTS=docs/ui` renews the ones the README shows).
+//! `target/ui-screenshots`; `WOW_UI_SCREENSHOTS=docs/ui` renews the ones docs/operations.md shows).
 //! Without Chromium, Node or playwright-core (`.ci/run` installs them) the test says so and
 //! passes, unless `WOW_REQUIRE_BROWSER=1` (set by `.ci/run` under `CI=true`): then it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

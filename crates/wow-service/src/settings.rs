@@ -1,6 +1,6 @@
 //! A service's settings: flags win over `WOW_*` environment variables, which win over the
-//! TOML file, which wins over the defaults. The keys are those of `wow serve` (README,
-//! "Configuration"):
+//! TOML file, which wins over the defaults. The keys are those of `wow serve`
+//! (docs/operations.md, "Configuration"):
 //!
 //! | flag | variable | TOML key | default |
 //! |---|---|---|---|
