@@ -26,6 +26,7 @@ pub mod migration;
 pub mod processed_message;
 pub mod query;
 pub mod rename;
+pub mod skip;
 pub mod snapshot_store;
 pub mod view_store;
 
