@@ -34,6 +34,7 @@ mod fallback;
 mod input;
 mod metrics;
 mod openapi;
+mod paths;
 mod prefix;
 mod queries;
 mod server;
@@ -167,5 +168,6 @@ pub fn router(state: HttpState) -> Router {
             axum::routing::any(move |request| prefix::context_prefixed(inner.clone(), request)),
         );
     }
-    full
+    // The prefixes' own parameters (`/tenant/{tenant_id}/…`) are checked as the routes' are.
+    paths::checked(full)
 }

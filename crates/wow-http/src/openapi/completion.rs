@@ -17,7 +17,9 @@ use super::operations::{error, path_param, OPTIONAL_AUTH};
 /// - the answers of the server itself, before any route (the `server` module): 503 past the
 ///   connection limit and 431 for a header above the limit (both `{errorCode, errorMsg}`),
 ///   hyper's bare 400 (a head it cannot parse), 414 (a target above 64 KiB) and 431 (a head
-///   above its buffer); and 500, the answer to a fault in any handler.
+///   above its buffer); and 500, the answer to a fault in any handler;
+/// - on a path with parameters, the 400 `IllegalArgument` `{errorCode, errorMsg}` of one that
+///   is not UTF-8 once percent-decoded (the `paths` module), joined to the route's own 400.
 pub(super) fn complete(path: &str, operation: &mut Value, auth: bool) {
     let Some(operation) = operation.as_object_mut() else {
         return;
@@ -42,8 +44,26 @@ pub(super) fn complete(path: &str, operation: &mut Value, auth: bool) {
             error("IllegalAccessOwnerAggregate / IllegalAccessSpaceAggregate: the token is bound to another owner or space than the aggregate's, or than the one the request names; Forbidden: a route for tokens of the whole tenant")
         });
     }
+    if path_params(path).next().is_some() {
+        add_not_utf8_answer(responses);
+    }
     add_server_answers(responses);
     add_busy_answer(responses);
+}
+
+/// The 400 of a path parameter that is not UTF-8: its own answer, or joined to the route's.
+fn add_not_utf8_answer(responses: &mut Map<String, Value>) {
+    let not_utf8 =
+        "IllegalArgument: a path parameter is not UTF-8 once percent-decoded (nothing recorded)";
+    match responses.get_mut("400").and_then(Value::as_object_mut) {
+        None => {
+            responses.insert(
+                "400".to_owned(),
+                error(&format!("{not_utf8}; or the request head cannot be parsed (answered by the HTTP layer, without a body)")),
+            );
+        }
+        Some(answer) => join_error(answer, not_utf8),
+    }
 }
 
 /// Declares each undeclared `{param}` of the path; with auth on, drops `Command-Tenant-Id`.
@@ -117,19 +137,20 @@ fn add_busy_answer(responses: &mut Map<String, Value>) {
         Some(answer) => {
             // The route's own 503, or the connection limit's `{errorCode, errorMsg}`.
             if let Some(answer) = answer.as_object_mut() {
-                join_busy(answer, busy);
+                join_error(answer, busy);
             }
         }
     }
 }
 
-/// Joins the connection limit's 503 to a route's own: both descriptions, either body.
-fn join_busy(answer: &mut Map<String, Value>, busy: &str) {
+/// Joins an `{errorCode, errorMsg}` answer the server gives before the route (`other`, its
+/// description) to the route's own of that status: both descriptions, either body.
+fn join_error(answer: &mut Map<String, Value>, other: &str) {
     let own = answer
         .get("description")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let description = format!("{own}; or {busy}");
+    let description = format!("{own}; or {other}");
     answer.insert("description".to_owned(), Value::String(description));
     let error = json!({"$ref": "#/components/schemas/Error"});
     let content = answer.entry("content").or_insert_with(|| json!({}));
