@@ -1,8 +1,11 @@
 //! The operations page (`/ui`) in a real browser: headless Chromium driven by Playwright
 //! (`operations_page/page.cjs`, Node with `playwright-core` and the system's Chromium), against
 //! the bank served in this process on SQLite with bearer auth (tokens `ta` for tenant-a, `tb`
-//! for tenant-b) and faults the script turns on and off over HTTP (`operations_page/controls.rs`):
+//! for tenant-b, the operator token `op`) and faults the script turns on and off over HTTP
+//! (`operations_page/controls.rs`):
 //!
+//! - without the operator token the page is not served (401, and 403 to a tenant's token in
+//!   `?token=`); opened once as `/ui?token=op`, it loads with the cookie that sets;
 //! - a consumer made to fail shows up on the page; after the fault is fixed, "Retry now" turns
 //!   it to SUCCEEDED;
 //! - the look-up form shows each of its answers: APPENDED, REJECTED, IN_FLIGHT (appends held),
@@ -20,7 +23,7 @@
 #[path = "operations_page/controls.rs"]
 mod controls;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,6 +92,7 @@ async fn the_operations_page_shows_failures_retries_outcomes_quarantine_and_coun
             ("ta".to_owned(), wow_http::TokenBinding::tenant("tenant-a")),
             ("tb".to_owned(), wow_http::TokenBinding::tenant("tenant-b")),
         ]),
+        operator_tokens: HashSet::from(["op".to_owned()]),
         // Retries by hand only: the page's button is the retry.
         retry_every: None,
         wait_timeout: Duration::from_secs(10),
