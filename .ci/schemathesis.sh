@@ -3,7 +3,10 @@
 # check on: no 5xx, no answer outside its schema, no status or header the document does not
 # list, no schema-valid request refused for a reason the document does not state, no invalid
 # one accepted. Twice, each on a fresh SQLite file and a free port: without auth, then with
-# bearer auth (WOW_AUTH_TOKENS, the requests carrying `Authorization: Bearer ta`).
+# bearer auth (WOW_AUTH_TOKENS and WOW_OPERATOR_TOKENS, the requests carrying a tenant's
+# `Authorization: Bearer ta`, so the operator's routes answer 403), and on that server once
+# more over the operator's routes alone (/metrics, /metrics.json, /ui…) with the operator's
+# `Authorization: Bearer op`.
 # Exits non-zero on any failure; the server is always stopped.
 #
 # Settings (environment): WOW_SCHEMATHESIS_MAX_EXAMPLES (test cases per operation and phase,
@@ -18,6 +21,8 @@ ST="$VENV/bin/st"
 WOW=target/debug/wow
 MAX_EXAMPLES="${WOW_SCHEMATHESIS_MAX_EXAMPLES:-50}"
 RUN_TIMEOUT="${WOW_SCHEMATHESIS_TIMEOUT:-600}"
+# The operator's operations: /metrics, /metrics.json and the operations page's three files.
+OPERATOR_OPERATIONS='^(service\.metrics|service\.metrics_json|ui\..+)$'
 
 log() { printf '== %s\n' "$*"; }
 
@@ -52,7 +57,7 @@ start_server() {
   local name="$1"
   shift
   PORT="$(free_port)"
-  env -u WOW_AUTH_TOKENS -u WOW_CONFIG -u WOW_LISTEN -u WOW_STORE "$@" \
+  env -u WOW_AUTH_TOKENS -u WOW_OPERATOR_TOKENS -u WOW_CONFIG -u WOW_LISTEN -u WOW_STORE "$@" \
     "$WOW" serve --store "sqlite://$WORK/$name.db" --listen "127.0.0.1:$PORT" \
     >"$WORK/$name.log" 2>&1 &
   SERVER_PID=$!
@@ -95,8 +100,13 @@ start_server no-auth WOW_SNAPSHOT_QUERIES=true
 fuzz no-auth || failed=1
 stop_server
 
-start_server auth "WOW_AUTH_TOKENS=ta=tenant-a,tb=tenant-b" WOW_SNAPSHOT_QUERIES=true
+start_server auth "WOW_AUTH_TOKENS=ta=tenant-a,tb=tenant-b" WOW_OPERATOR_TOKENS=op WOW_SNAPSHOT_QUERIES=true
+# Its warning "Authentication failed: 5 operations returned only 401/403 responses" is the
+# operator's five operations refusing the tenant's token, as they must.
 fuzz auth -H "Authorization: Bearer ta" || failed=1
+# No links among the operator's operations: no stateful phase.
+fuzz operator -H "Authorization: Bearer op" --include-operation-id-regex "$OPERATOR_OPERATIONS" \
+  --phases examples,coverage,fuzzing || failed=1
 stop_server
 
 if [ "$failed" -ne 0 ]; then

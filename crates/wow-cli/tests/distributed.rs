@@ -2,7 +2,8 @@
 //! processor` on one PostgreSQL schema and one NATS namespace of their own.
 //!
 //! Needs PostgreSQL (`WOW_TEST_POSTGRES_URL`) and NATS with JetStream (`WOW_TEST_NATS_URL`);
-//! skipped with a notice when either is down, failed under `WOW_REQUIRE_BACKENDS=1`.
+//! skipped with a `SKIPPED` line on stderr when either is down, failed under
+//! `WOW_REQUIRE_BACKENDS=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -43,7 +44,6 @@ impl Deployment {
     }
 
     async fn new(lease_ttl_ms: u64) -> Option<Self> {
-        let required = std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
         let postgres = std::env::var("WOW_TEST_POSTGRES_URL")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
         let nats =
@@ -52,12 +52,19 @@ impl Deployment {
             std::net::TcpStream::connect_timeout(&address.parse().unwrap(), Duration::from_secs(2))
                 .is_ok()
         };
-        if !reachable("127.0.0.1:5432") || !reachable("127.0.0.1:4222") {
-            assert!(
-                !required,
-                "PostgreSQL and NATS are required and one is down"
+        let down: Vec<&str> = [
+            ("PostgreSQL at 127.0.0.1:5432", "127.0.0.1:5432"),
+            ("NATS at 127.0.0.1:4222", "127.0.0.1:4222"),
+        ]
+        .into_iter()
+        .filter(|(_, address)| !reachable(address))
+        .map(|(what, _)| what)
+        .collect();
+        if !down.is_empty() {
+            wow_tck::skip::unavailable(
+                wow_tck::skip::Requirement::Backends,
+                &format!("no {}", down.join(" and no ")),
             );
-            eprintln!("skipped: PostgreSQL or NATS is down (set WOW_REQUIRE_BACKENDS=1 to fail)");
             return None;
         }
         let unique = wow_core::id::new_id().replace('-', "");

@@ -180,7 +180,7 @@ impl axum::response::IntoResponse for NoTenant {
 
 /// The token of an `Authorization: Bearer TOKEN` value; the scheme's case does not matter
 /// (RFC 9110 §11.1).
-fn bearer_token(value: &str) -> Option<&str> {
+pub(crate) fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim_start().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }

@@ -1,6 +1,6 @@
 //! The HTTP settings.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::TokenBinding;
@@ -19,6 +19,21 @@ pub struct HttpConfig {
     /// token, and its tenant is the only one it can reach; a token bound to an owner (and a
     /// space) reaches only that owner's (and space's) aggregates (SPEC TN-2).
     pub auth_tokens: HashMap<String, TokenBinding>,
+    /// The operator's bearer tokens: they alone reach `/metrics`, `/metrics.json` and the
+    /// operations page (`/ui` and its files) once either this or `auth_tokens` is not empty
+    /// ([`HttpConfig::operator_gated`]). An operator token reaches no tenant's routes, and a
+    /// tenant's token is not an operator token (403). A browser carries one in the cookie
+    /// that `GET /ui?token=…` sets, so each should hold only the characters of a cookie
+    /// value: `A-Z a-z 0-9 - . _ ~ + / =` (the settings refuse any other).
+    pub operator_tokens: HashSet<String>,
+}
+
+impl HttpConfig {
+    /// Whether the operator's routes need an operator token: when any token is configured
+    /// (tenants' or the operator's). With neither, auth is off and they answer anyone.
+    pub fn operator_gated(&self) -> bool {
+        !self.auth_tokens.is_empty() || !self.operator_tokens.is_empty()
+    }
 }
 
 impl Default for HttpConfig {
@@ -28,6 +43,7 @@ impl Default for HttpConfig {
             default_wait_timeout: Duration::from_secs(30),
             max_wait_timeout: Duration::from_secs(600),
             auth_tokens: HashMap::new(),
+            operator_tokens: HashSet::new(),
         }
     }
 }

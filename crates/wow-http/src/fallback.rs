@@ -3,7 +3,8 @@
 //! `Wow-Error-Code`, as every other error does. And the guarantee behind "every error has
 //! `Wow-Error-Code`": an error answer whose JSON body names an `errorCode` gets the header
 //! here when its route did not set it, so no route (a domain's merged-in ones included) can
-//! answer without it.
+//! answer without it. And the JSON 400 of a path parameter that is not UTF-8 (the `paths`
+//! module), over the merged-in routes too.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -93,7 +94,9 @@ async fn error_code_header(response: Response) -> Response {
 /// Adds the 404 and 405 answers to `router`, after every route is in it (call it again after
 /// merging routes of your own), and `Wow-Error-Code` to every error answer of its routes
 /// that names an `errorCode` without it. A path whose first segment names no aggregate of
-/// `registry` and no route of the service is 404 whatever the method.
+/// `registry` and no route of the service is 404 whatever the method. A path parameter that
+/// is not UTF-8 once percent-decoded is 400 `IllegalArgument` with a JSON body, before the
+/// route runs, on the routes merged in too.
 pub fn error_fallbacks(router: Router, registry: &AggregateRegistry) -> Router {
     let known: Arc<HashSet<String>> = Arc::new(
         registry
@@ -102,7 +105,7 @@ pub fn error_fallbacks(router: Router, registry: &AggregateRegistry) -> Router {
             .chain(FIXED.iter().map(|fixed| (*fixed).to_owned()))
             .collect(),
     );
-    router
+    let router = router
         .method_not_allowed_fallback(move |method: Method, uri: Uri| {
             let known = known.clone();
             async move {
@@ -117,6 +120,6 @@ pub fn error_fallbacks(router: Router, registry: &AggregateRegistry) -> Router {
                 )
             }
         })
-        .fallback(|method: Method, uri: Uri| async move { not_found(&method, &uri) })
-        .layer(axum::middleware::map_response(error_code_header))
+        .fallback(|method: Method, uri: Uri| async move { not_found(&method, &uri) });
+    crate::paths::checked(router).layer(axum::middleware::map_response(error_code_header))
 }

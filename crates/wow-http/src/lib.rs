@@ -34,6 +34,8 @@ mod fallback;
 mod input;
 mod metrics;
 mod openapi;
+mod operator;
+mod paths;
 mod prefix;
 mod queries;
 mod server;
@@ -52,23 +54,34 @@ pub use config::HttpConfig;
 pub use create_id::derived_aggregate_id;
 pub use fallback::error_fallbacks;
 pub use metrics::HttpMetrics;
+pub use operator::check_operator_token;
 pub use server::{serve, InvalidLimits, ServerLimits, MAX_READ_TIMEOUT};
 pub use state::{HttpState, NodeStatus, QuerySide};
 pub use status::{status_for, ERROR_CODE_HEADER, REPLAYED_HEADER};
 
-/// The router of DESIGN.md §5 over `state`. Merge a domain's own read routes into it through
+/// The router of DESIGN.md §5 over `state`. With any token configured, `/metrics`,
+/// `/metrics.json` and the operations page (`/ui`) answer only an operator token
+/// ([`HttpConfig::operator_tokens`]; a browser signs in once by `/ui?token=…`, which sets a
+/// cookie); `/health` and `/openapi.json` answer anyone. Merge a domain's own read routes into it through
 /// [`gated`] (so that a route naming an aggregate and an id is an owner's and space's access
 /// boundary, SPEC TN-2), then call [`error_fallbacks`] again so that they answer 405 with a
 /// code too.
 pub fn router(state: HttpState) -> Router {
     let registry = state.registry().clone();
-    let routes = Router::new()
-        .route("/health", get(queries::health))
+    // The operator's routes: every tenant's counters, and the page that draws them.
+    let operator = Router::new()
         .route("/metrics", get(metrics::render))
         .route("/metrics.json", get(metrics::render_json))
         .route("/ui", get(ui::page))
         .route("/ui/app.js", get(ui::script))
         .route("/ui/app.css", get(ui::style))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            operator::require,
+        ));
+    let routes = Router::new()
+        .merge(operator)
+        .route("/health", get(queries::health))
         .route("/compensation/failures/{id}", get(compensation::detail))
         .route("/openapi.json", get(openapi::document))
         .route("/compensation/failures", get(compensation::list))
@@ -167,5 +180,6 @@ pub fn router(state: HttpState) -> Router {
             axum::routing::any(move |request| prefix::context_prefixed(inner.clone(), request)),
         );
     }
-    full
+    // The prefixes' own parameters (`/tenant/{tenant_id}/…`) are checked as the routes' are.
+    paths::checked(full)
 }

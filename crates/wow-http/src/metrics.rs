@@ -1,7 +1,8 @@
 //! `GET /metrics` in the Prometheus text format: commands by stage and error code, command
 //! latency, the pipeline's duplicate counters (Bloom hits, caught by the store, caught by
 //! the append), and the quarantined aggregates (SPEC PX-1). `GET /metrics.json` has the
-//! same counters as JSON, for the operations page (`/ui`).
+//! same counters as JSON, for the operations page (`/ui`). Both count every tenant's: with
+//! any token configured they answer only an operator token (the `operator` module).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

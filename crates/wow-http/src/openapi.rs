@@ -9,8 +9,9 @@
 //! request id length, wait timeout range, version range), each operation lists every status
 //! it can answer with the body it answers then (a `CommandResult` for a command, `{errorCode,
 //! errorMsg}` otherwise) and the `Wow-Error-Code` header, and the bearer scheme is there
-//! exactly when auth is on. A void command has no aggregate, so an aggregate with only void
-//! commands has no history paths; internal commands (sent by sagas only) are not routed, so
+//! exactly when auth is on (the operator's schemes, over `/metrics` and the operations page,
+//! when any token is configured). A void command has no aggregate, so an aggregate with only
+//! void commands has no history paths; internal commands (sent by sagas only) are not routed, so
 //! they are not here. The answer of each create links to what can be done with the aggregate
 //! it made.
 //!
@@ -118,6 +119,7 @@ fn stream_schema() -> Value {
 pub(crate) fn build(state: &HttpState) -> Value {
     let config = state.config();
     let auth = !config.auth_tokens.is_empty();
+    let operator = config.operator_gated();
     let mut paths = Map::new();
     for runtime in state.registry().iter() {
         let aggregate = &runtime.named_aggregate().aggregate_name;
@@ -161,7 +163,7 @@ pub(crate) fn build(state: &HttpState) -> Value {
     for (path, item) in &mut paths {
         if let Some(operations) = item.as_object_mut() {
             for operation in operations.values_mut() {
-                complete(path, operation, auth);
+                complete(path, operation, auth, operator);
             }
         }
     }
@@ -181,11 +183,25 @@ pub(crate) fn build(state: &HttpState) -> Value {
         "responses".to_owned(),
         json!({(wow_client::COMMAND_OK): wow_client::command_ok()}),
     );
+    let mut schemes = Map::new();
     if auth {
-        components.insert(
-            "securitySchemes".to_owned(),
-            json!({"bearer": {"type": "http", "scheme": "bearer", "description": "A token of the service's auth_tokens; it decides the tenant"}}),
+        schemes.insert(
+            "bearer".to_owned(),
+            json!({"type": "http", "scheme": "bearer", "description": "A token of the service's auth_tokens; it decides the tenant"}),
         );
+    }
+    if operator {
+        schemes.insert(
+            "operator".to_owned(),
+            json!({"type": "http", "scheme": "bearer", "description": "A token of the service's operator_tokens: /metrics, /metrics.json and the operations page"}),
+        );
+        schemes.insert(
+            "operatorCookie".to_owned(),
+            json!({"type": "apiKey", "in": "cookie", "name": "wow-operator", "description": "An operator token, as GET /ui?token= sets it for the browser"}),
+        );
+    }
+    if !schemes.is_empty() {
+        components.insert("securitySchemes".to_owned(), Value::Object(schemes));
     }
     let tags: Vec<Value> = state
         .registry()

@@ -4,8 +4,10 @@
 //! Three static files embedded in the binary (no build step, nothing fetched from elsewhere).
 //! The page has no behaviour of its own: everything it shows comes from the JSON API
 //! (`/compensation/failures`, `/health`, `/{aggregate}/{id}/requests/{requestId}`,
-//! `/metrics.json`), called with the operator's token when auth is on, so it shows exactly
-//! what that token's tenant may see.
+//! `/metrics.json`). With any token configured, the page, its files and `/metrics.json` are
+//! the operator's (the `operator` module): a browser opens `/ui?token=OPERATOR_TOKEN` once
+//! and loads them with the cookie that sets; with tenants' tokens on, the page asks for one
+//! too and calls the tenant's routes with it, so it shows exactly what that tenant may see.
 
 use axum::http::header;
 use axum::response::IntoResponse;

@@ -61,11 +61,12 @@ const EXPECTED_PATHS: [&str; 36] = [
 ];
 
 /// The operations that need no token when auth is on (`/health` takes one optionally).
-const PUBLIC: [&str; 7] = [
-    "/health",
+const PUBLIC: [&str; 2] = ["/health", "/openapi.json"];
+
+/// The operator's routes: with any token configured, they need an operator token.
+const OPERATORS: [&str; 5] = [
     "/metrics",
     "/metrics.json",
-    "/openapi.json",
     "/ui",
     "/ui/app.css",
     "/ui/app.js",
@@ -327,6 +328,18 @@ async fn the_bearer_scheme_is_there_exactly_when_auth_is_on() {
         } else if PUBLIC.contains(&path.as_str()) {
             assert!(operation["security"].is_null(), "{method} {path}");
             assert!(operation["responses"]["401"].is_null(), "{method} {path}");
+        } else if OPERATORS.contains(&path.as_str()) {
+            assert_eq!(
+                operation["security"],
+                json!([{"operator": []}, {"operatorCookie": []}]),
+                "{method} {path}"
+            );
+            let responses = &operation["responses"];
+            assert!(
+                responses["401"]["headers"]["WWW-Authenticate"].is_object(),
+                "{method} {path}"
+            );
+            assert!(responses["403"].is_object(), "{method} {path}");
         } else {
             assert_eq!(
                 operation["security"],

@@ -1,6 +1,6 @@
 //! Partition leases against a real NATS server (`WOW_TEST_NATS_URL`, default
-//! `nats://127.0.0.1:4222`). Without a reachable server a test prints a notice and passes,
-//! unless `WOW_REQUIRE_BACKENDS=1`. Each test uses its own bucket and deletes it at the end.
+//! `nats://127.0.0.1:4222`). Without a reachable server a test says `SKIPPED` on stderr and
+//! passes, unless `WOW_REQUIRE_BACKENDS=1`. Each test uses its own bucket and deletes it at the end.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,16 +13,17 @@ use tokio::sync::watch;
 use tokio::time::{timeout, timeout_at, Instant};
 use wow_nats::{Fence, LeaseConfig, LeaseError, OwnedPartitions, PartitionLeases};
 
-/// A JetStream context, or `None` (after a notice) when NATS is unreachable and not required.
+/// A JetStream context, or `None` (after a `SKIPPED` line on stderr) when NATS is unreachable
+/// and not required.
 async fn jetstream() -> Option<jetstream::Context> {
     let url = std::env::var("WOW_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
     match async_nats::connect(&url).await {
         Ok(client) => Some(jetstream::new(client)),
-        Err(error) if std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1") => {
-            panic!("NATS is required (WOW_REQUIRE_BACKENDS=1) but {url} is not usable: {error}")
-        }
         Err(error) => {
-            eprintln!("skipping: NATS at {url} is not usable: {error}");
+            wow_tck::skip::unavailable(
+                wow_tck::skip::Requirement::Backends,
+                &format!("no NATS at {url} ({error}); start it or point WOW_TEST_NATS_URL at one"),
+            );
             None
         }
     }

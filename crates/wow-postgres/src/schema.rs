@@ -341,11 +341,13 @@ mod tests {
         let (client, connection) =
             match tokio_postgres::connect(&url(), tokio_postgres::NoTls).await {
                 Ok(connected) => connected,
-                Err(error) if std::env::var("WOW_REQUIRE_BACKENDS").as_deref() != Ok("1") => {
-                    eprintln!("SKIPPED: no PostgreSQL at {} ({error})", url());
+                Err(error) => {
+                    wow_tck::skip::unavailable(
+                        wow_tck::skip::Requirement::Backends,
+                        &format!("no PostgreSQL at {} ({error})", url()),
+                    );
                     return None;
                 }
-                Err(error) => panic!("PostgreSQL is required: {error}"),
             };
         tokio::spawn(connection);
         Some(client)

@@ -134,6 +134,11 @@ impl ServiceBuilder {
         }
         let compensation = pipeline.compensation()?;
         let http = settings.http_config();
+        if !http.auth_tokens.is_empty() && http.operator_tokens.is_empty() {
+            tracing::warn!(
+                "auth is on and no operator token is set (WOW_OPERATOR_TOKENS): /metrics, /metrics.json and the operations page answer 401 to every request"
+            );
+        }
         let queries = QuerySide::new(stores.events.clone())
             .with_snapshots(Some(stores.snapshots.clone()))
             .with_compensation(compensation.clone())

@@ -13,6 +13,7 @@
 //! | | `WOW_IDEMPOTENCY_TTL_MS`, `WOW_IDEMPOTENCY_EXPECTED_INSERTIONS`, `WOW_IDEMPOTENCY_ENABLED` | `[idempotency]` | [`IdempotencyConfig`] |
 //! | | `WOW_COMPENSATION_MAX_ATTEMPTS`, `..._INITIAL_BACKOFF_MS`, `..._MAX_BACKOFF_MS`, `..._INTERVAL_MS` | `[compensation]` | [`RetrySpec`], every second |
 //! | | `WOW_AUTH_TOKENS` (`token=tenant[/owner[/space]],...`) | `[auth_tokens]` (`token = "tenant[/owner[/space]]"`) | auth off |
+//! | | `WOW_OPERATOR_TOKENS` (`token,token2`) | `operator_tokens` (`["token"]`) | none: with auth on, `/metrics` and `/ui` answer no one |
 //! | | `WOW_SNAPSHOT_QUERIES` (`true`/`false`) | `snapshot_queries` | `false`: Wow's snapshot queries answer 404 |
 //! | `--role` | `WOW_ROLE` | `role` | `monolith` ([`Role`]) |
 //! | | `WOW_NATS_URL`, `WOW_NATS_PARTITIONS`, `WOW_NATS_REPLICAS`, `WOW_NATS_STORAGE`, `WOW_NATS_LEASE_TTL_MS`, `WOW_NATS_ACK_WAIT_MS`, `WOW_NODE_ID` | `[nats]` (`url`, `partitions`, ...) | [`DistributedSettings`] |
@@ -23,7 +24,7 @@ mod distributed;
 mod role;
 mod sources;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -94,6 +95,15 @@ pub enum SettingsError {
         /// What is wrong with the binding.
         source: wow_http::InvalidBinding,
     },
+    /// An operator token breaks its rule, or is a tenant's token too (the token itself is not
+    /// shown).
+    #[error("an operator token of {from} {why}")]
+    OperatorToken {
+        /// `WOW_OPERATOR_TOKENS` or `operator_tokens`.
+        from: &'static str,
+        /// The rule it breaks.
+        why: &'static str,
+    },
 }
 
 /// The resolved settings of a service. `Default` is every default, with no file and no
@@ -122,6 +132,10 @@ pub struct Settings {
     /// Bearer token → what it acts for (a tenant, and optionally an owner and a space in it,
     /// SPEC TN-2); empty turns auth off.
     pub auth_tokens: HashMap<String, TokenBinding>,
+    /// The operator's bearer tokens: with any token configured (these or `auth_tokens`),
+    /// `/metrics`, `/metrics.json` and the operations page answer only one of them
+    /// ([`HttpConfig::operator_tokens`]). None of them is a tenant's token.
+    pub operator_tokens: HashSet<String>,
     /// What this process does in a deployment.
     pub role: Role,
     /// Keep every aggregate's latest state as a queryable document (the projection
@@ -144,6 +158,7 @@ impl Default for Settings {
             retry: RetrySpec::default(),
             retry_every: Some(DEFAULT_RETRY_EVERY),
             auth_tokens: HashMap::new(),
+            operator_tokens: HashSet::new(),
             role: Role::default(),
             snapshot_queries: false,
             distributed: DistributedSettings::default(),
@@ -206,8 +221,25 @@ impl Settings {
                 Some(tokens) => bindings(tokens, "WOW_AUTH_TOKENS")?,
                 None => bindings(file.auth_tokens, "[auth_tokens]")?,
             },
+            operator_tokens: HashSet::new(),
         };
-        settings.with_role(role)
+        let operator_tokens = match env.var("WOW_OPERATOR_TOKENS") {
+            Some(listed) => operator_tokens(
+                listed.split(',').map(str::to_owned).collect(),
+                "WOW_OPERATOR_TOKENS",
+                &settings.auth_tokens,
+            )?,
+            None => operator_tokens(
+                file.operator_tokens.unwrap_or_default(),
+                "operator_tokens",
+                &settings.auth_tokens,
+            )?,
+        };
+        Self {
+            operator_tokens,
+            ..settings
+        }
+        .with_role(role)
     }
 
     /// These settings for a node of `role` (the `--role` flag wins over `WOW_ROLE` and the
@@ -232,15 +264,42 @@ impl Settings {
         self.store.as_deref().or(fallback).unwrap_or(DEFAULT_STORE)
     }
 
-    /// The HTTP settings these make: body limit, default wait, auth tokens.
+    /// The HTTP settings these make: body limit, default wait, auth and operator tokens.
     pub fn http_config(&self) -> HttpConfig {
         HttpConfig {
             body_limit: self.body_limit,
             default_wait_timeout: self.wait_timeout,
             auth_tokens: self.auth_tokens.clone(),
+            operator_tokens: self.operator_tokens.clone(),
             ..HttpConfig::default()
         }
     }
+}
+
+/// The operator tokens as listed (`WOW_OPERATOR_TOKENS` split at commas, or the file's
+/// array), trimmed, the empty ones of a list dropped; one that breaks the rule of
+/// [`wow_http::check_operator_token`] or is also a tenant's token is an error naming `from`.
+fn operator_tokens(
+    listed: Vec<String>,
+    from: &'static str,
+    tenants: &HashMap<String, TokenBinding>,
+) -> Result<HashSet<String>, SettingsError> {
+    listed
+        .iter()
+        .map(|token| token.trim())
+        .filter(|token| !token.is_empty())
+        .map(|token| {
+            wow_http::check_operator_token(token)
+                .map_err(|why| SettingsError::OperatorToken { from, why })?;
+            if tenants.contains_key(token) {
+                return Err(SettingsError::OperatorToken {
+                    from,
+                    why: "is a tenant's token too (of the auth tokens): an operator token must be no tenant's",
+                });
+            }
+            Ok(token.to_owned())
+        })
+        .collect()
 }
 
 /// Each token's binding read from its `tenant[/owner[/space]]`; one written wrong is an error

@@ -119,6 +119,10 @@ async fn a_view_is_projected_and_served_in_the_callers_tenant() {
     assert_eq!(body["errorCode"], "NotFound");
     let (status, body) = call(&app, "GET", "/counter/c%20/view/counter_total", &[], "").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    // An id that is not UTF-8 once decoded: the API's JSON 400, not axum's text/plain one.
+    let (status, body) = call(&app, "GET", "/counter/c%FF/view/counter_total", &[], "").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["errorCode"], "IllegalArgument", "{body}");
     // The built-in routes beside it still answer.
     let (status, body) = call(&app, "GET", "/counter/c1/state", &[], "").await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -197,6 +201,9 @@ async fn own_routes_are_merged_with_their_openapi_paths() {
     let app = service.router();
     let (status, _) = call(&app, "GET", "/counter/c1/hello", &[], "").await;
     assert_eq!(status, StatusCode::OK);
+    let (status, body) = call(&app, "GET", "/counter/%C3/hello", &[], "").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["errorCode"], "IllegalArgument", "{body}");
     let (status, body) = call(&app, "DELETE", "/counter/c1/hello", &[], "").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(body["errorCode"], "MethodNotAllowed");

@@ -27,6 +27,7 @@ pub mod processed_message;
 pub mod query;
 pub mod query_bounds;
 pub mod rename;
+pub mod skip;
 pub mod snapshot_store;
 pub mod view_store;
 

@@ -39,17 +39,24 @@ impl Target {
             format!("{authority}:80")
         };
         let host = HeaderValue::from_str(authority).map_err(|_| refused())?;
-        let auth = match token {
-            Some(token) => Some(
-                HeaderValue::from_str(&format!("Bearer {token}"))
-                    .map_err(|_| BenchError::Usage("the token is not a valid header value"))?,
-            ),
-            None => None,
-        };
-        Ok(Self {
+        let target = Self {
             address,
             host,
-            auth,
+            auth: None,
+        };
+        match token {
+            Some(token) => target.with_token(token),
+            None => Ok(target),
+        }
+    }
+
+    /// This target, its requests sent with `Authorization: Bearer token`.
+    pub(crate) fn with_token(&self, token: &str) -> Result<Self, BenchError> {
+        let auth = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| BenchError::Usage("the token is not a valid header value"))?;
+        Ok(Self {
+            auth: Some(auth),
+            ..self.clone()
         })
     }
 }

@@ -71,6 +71,10 @@ pub(crate) struct BenchArgs {
     /// A bearer token, when the service requires one.
     #[arg(long, env = "WOW_TOKEN")]
     token: Option<String>,
+    /// An operator token, for the backlog read from `/metrics` when the service has tokens
+    /// (a tenant's token does not reach `/metrics`; without one the backlog is not reported).
+    #[arg(long, env = "WOW_OPERATOR_TOKEN")]
+    operator_token: Option<String>,
     /// Prints the report as one JSON object, and no progress bar.
     #[arg(long)]
     json: bool,
@@ -149,7 +153,11 @@ async fn load(
     )?;
     let progress = progress::Progress::new(args.operation.as_str(), limit, visible);
     let outcome = runner::run(target, workload, connections, limit, progress).await?;
-    let drain = probe::drain(target).await;
+    let operator = match &args.operator_token {
+        Some(token) => target.with_token(token)?,
+        None => target.clone(),
+    };
+    let drain = probe::drain(&operator).await;
     let shape = Shape {
         target: target_url(target),
         operation: args.operation.as_str(),

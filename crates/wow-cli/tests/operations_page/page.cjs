@@ -81,8 +81,20 @@ async function main() {
     await page.click('#token-submit');
   }
 
-  // Auth is on: the page asks for the token first.
-  await page.goto(`${base}/ui#failures`);
+  // The page is the operator's: not served without the operator token, nor to a tenant's.
+  let opened = await page.goto(`${base}/ui#failures`);
+  check(opened.status() === 401, `no page without the operator token (${opened.status()})`);
+  opened = await page.goto(`${base}/ui?token=ta`);
+  check(opened.status() === 403, `no page for a tenant's token (${opened.status()})`);
+  // Signed in once by the query: redirected to the page, which loads with the cookie.
+  opened = await page.goto(`${base}/ui?token=op#failures`);
+  check(opened.status() === 200 && new URL(page.url()).search === '', `the operator token signs the page in and leaves the address (${page.url()})`);
+  const cookies = await page.context().cookies(base);
+  const cookie = cookies.find((c) => c.name === 'wow-operator');
+  check(cookie && cookie.httpOnly && cookie.sameSite === 'Strict', 'in an HttpOnly, SameSite=Strict cookie');
+  check(await page.evaluate(() => document.cookie) === '', 'that no script reads');
+
+  // Tenant auth is on too: the page asks for a tenant's token for the tenant's views.
   await page.waitForSelector('body[data-ready="true"]');
   await signIn('ta');
   await loaded('failures');

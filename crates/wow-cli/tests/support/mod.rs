@@ -99,15 +99,17 @@ impl Drop for Served {
 }
 
 /// A PostgreSQL schema of the test's own on the test server: the server's URL and a fresh
-/// schema name starting with `prefix`. `None` (with a notice) when the server is down and no
-/// backend is required; under `WOW_REQUIRE_BACKENDS=1` a server that is down fails the test.
+/// schema name starting with `prefix`. `None` (with a `SKIPPED` line on stderr) when the
+/// server is down and no backend is required; under `WOW_REQUIRE_BACKENDS=1` a server that is
+/// down fails the test.
 pub(crate) fn postgres_schema(prefix: &str) -> Option<(String, String)> {
     let base = std::env::var("WOW_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let required = std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1");
-    if std::net::TcpStream::connect("127.0.0.1:5432").is_err() {
-        assert!(!required, "PostgreSQL is required and down");
-        eprintln!("skipped: PostgreSQL is down");
+    if let Err(error) = std::net::TcpStream::connect("127.0.0.1:5432") {
+        wow_tck::skip::unavailable(
+            wow_tck::skip::Requirement::Backends,
+            &format!("no PostgreSQL at 127.0.0.1:5432 ({error})"),
+        );
         return None;
     }
     let unique = wow_core::id::new_id().replace('-', "");

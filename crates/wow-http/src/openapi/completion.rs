@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use super::bounds::id_schema;
-use super::operations::{error, path_param, OPTIONAL_AUTH};
+use super::operations::{error, path_param, OPERATOR_AUTH, OPTIONAL_AUTH};
 
 /// What the document adds to every operation, its own and a domain's:
 ///
@@ -14,22 +14,41 @@ use super::operations::{error, path_param, OPTIONAL_AUTH};
 ///   owner or a space (SPEC TN-2), unless the operation says
 ///   `security: []` (no auth) or carries [`OPTIONAL_AUTH`] (`security: [{}, {bearer: []}]`);
 ///   and no `Command-Tenant-Id`, which is not read then (the token decides the tenant);
+/// - on an operation of the operator's ([`OPERATOR_AUTH`]), when `operator` (any token is
+///   configured): the operator token requirement (bearer, or the page's cookie), its 401, the
+///   403 of a tenant's token, and the 303 of the page's sign-in;
 /// - the answers of the server itself, before any route (the `server` module): 503 past the
 ///   connection limit and 431 for a header above the limit (both `{errorCode, errorMsg}`),
 ///   hyper's bare 400 (a head it cannot parse), 414 (a target above 64 KiB) and 431 (a head
-///   above its buffer); and 500, the answer to a fault in any handler.
-pub(super) fn complete(path: &str, operation: &mut Value, auth: bool) {
+///   above its buffer); and 500, the answer to a fault in any handler;
+/// - on a path with parameters, the 400 `IllegalArgument` `{errorCode, errorMsg}` of one that
+///   is not UTF-8 once percent-decoded (the `paths` module), joined to the route's own 400.
+pub(super) fn complete(path: &str, operation: &mut Value, auth: bool, operator: bool) {
     let Some(operation) = operation.as_object_mut() else {
         return;
     };
     complete_parameters(path, operation, auth);
-    let required = complete_security(operation, auth);
+    let operators = operation.remove(OPERATOR_AUTH).is_some();
+    let required = if operators {
+        if operator {
+            operation.insert(
+                "security".to_owned(),
+                json!([{"operator": []}, {"operatorCookie": []}]),
+            );
+        }
+        false
+    } else {
+        complete_security(operation, auth)
+    };
     let responses = operation
         .entry("responses")
         .or_insert_with(|| Value::Object(Map::new()));
     let Some(responses) = responses.as_object_mut() else {
         return;
     };
+    if operators && operator {
+        add_operator_answers(path, responses);
+    }
     if required {
         let mut unauthorized =
             error("Unauthorized: no bearer token, or one the service does not know");
@@ -42,8 +61,46 @@ pub(super) fn complete(path: &str, operation: &mut Value, auth: bool) {
             error("IllegalAccessOwnerAggregate / IllegalAccessSpaceAggregate: the token is bound to another owner or space than the aggregate's, or than the one the request names; Forbidden: a route for tokens of the whole tenant")
         });
     }
+    if path_params(path).next().is_some() {
+        add_not_utf8_answer(responses);
+    }
     add_server_answers(responses);
     add_busy_answer(responses);
+}
+
+/// The answers of an operator's route when it is gated: 401 without an operator token, 403
+/// with a tenant's; the page's 303 of a sign-in by `?token=`.
+fn add_operator_answers(path: &str, responses: &mut Map<String, Value>) {
+    let mut unauthorized = error("Unauthorized: no operator token (as the bearer token, or in the page's cookie `wow-operator`), or one the service does not know");
+    unauthorized["headers"]["WWW-Authenticate"] =
+        json!({"description": "`Bearer`", "required": true, "schema": {"type": "string"}});
+    responses.insert("401".to_owned(), unauthorized);
+    responses.insert(
+        "403".to_owned(),
+        error("Forbidden: a tenant's token, which is not an operator token"),
+    );
+    if path == "/ui" {
+        responses.insert("303".to_owned(), json!({
+            "description": "Signed in by `?token=`: to the page (`Location: ui`), the token in the cookie `wow-operator`",
+            "headers": {
+                "Location": {"required": true, "schema": {"type": "string"}},
+                "Set-Cookie": {"required": true, "schema": {"type": "string"}}}}));
+    }
+}
+
+/// The 400 of a path parameter that is not UTF-8: its own answer, or joined to the route's.
+fn add_not_utf8_answer(responses: &mut Map<String, Value>) {
+    let not_utf8 =
+        "IllegalArgument: a path parameter is not UTF-8 once percent-decoded (nothing recorded)";
+    match responses.get_mut("400").and_then(Value::as_object_mut) {
+        None => {
+            responses.insert(
+                "400".to_owned(),
+                error(&format!("{not_utf8}; or the request head cannot be parsed (answered by the HTTP layer, without a body)")),
+            );
+        }
+        Some(answer) => join_error(answer, not_utf8),
+    }
 }
 
 /// Declares each undeclared `{param}` of the path; with auth on, drops `Command-Tenant-Id`.
@@ -117,19 +174,20 @@ fn add_busy_answer(responses: &mut Map<String, Value>) {
         Some(answer) => {
             // The route's own 503, or the connection limit's `{errorCode, errorMsg}`.
             if let Some(answer) = answer.as_object_mut() {
-                join_busy(answer, busy);
+                join_error(answer, busy);
             }
         }
     }
 }
 
-/// Joins the connection limit's 503 to a route's own: both descriptions, either body.
-fn join_busy(answer: &mut Map<String, Value>, busy: &str) {
+/// Joins an `{errorCode, errorMsg}` answer the server gives before the route (`other`, its
+/// description) to the route's own of that status: both descriptions, either body.
+fn join_error(answer: &mut Map<String, Value>, other: &str) {
     let own = answer
         .get("description")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let description = format!("{own}; or {busy}");
+    let description = format!("{own}; or {other}");
     answer.insert("description".to_owned(), Value::String(description));
     let error = json!({"$ref": "#/components/schemas/Error"});
     let content = answer.entry("content").or_insert_with(|| json!({}));

@@ -426,7 +426,7 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
     paths.insert("/health".to_owned(), health());
     paths.insert(
         "/metrics".to_owned(),
-        public_get(
+        operator_get(
             "service.metrics",
             "Prometheus text: commands by stage and code, latency, duplicates",
             json!({"description": "The Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}),
@@ -453,7 +453,7 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
     };
     paths.insert(
         "/metrics.json".to_owned(),
-        public_get(
+        operator_get(
             "service.metrics_json",
             "The counters of /metrics as JSON (the operations page draws them): commands by stage and code, the latency histogram (cumulative buckets, seconds), each consumer's signals, the backlog",
             json!({"description": "The counters, since the service started", "content": {"application/json": {"schema": {
@@ -477,9 +477,14 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
     ] {
         paths.insert(
             path.to_owned(),
-            public_get(id, summary, json!({"description": "The file", "content": {media: {"schema": {"type": "string"}}}})),
+            operator_get(id, summary, json!({"description": "The file", "content": {media: {"schema": {"type": "string"}}}})),
         );
     }
+    // The page's sign-in: `?token=` an operator token sets the cookie the page then loads with.
+    let page = &mut paths["/ui"]["get"];
+    page["parameters"] = json!([{"name": "token", "in": "query", "required": false,
+        "description": "An operator token, given once by a browser (auth on): answered 303 to `ui` with the cookie `wow-operator` set (HttpOnly, SameSite=Strict); a token that is not an operator's is refused as a bearer token would be. Ignored when no token is configured.",
+        "schema": {"type": "string"}}]);
     paths.insert("/compensation/failures".to_owned(), compensation_failures());
     paths.insert(
         "/compensation/failures/{id}".to_owned(),
@@ -489,6 +494,12 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
         "/compensation/failures/{id}/retry".to_owned(),
         compensation_retry(),
     );
+}
+
+/// A `GET` of the operator's that answers only `ok` (the auth answers are added by
+/// [`complete`](super::completion::complete) when the operator's routes are gated).
+fn operator_get(operation_id: &str, summary: &str, ok: Value) -> Value {
+    json!({"get": {"operationId": operation_id, "summary": summary, OPERATOR_AUTH: true, "responses": {"200": ok}}})
 }
 
 /// A `GET` that needs no token and answers only `ok`.
@@ -596,6 +607,10 @@ fn compensation_retry() -> Value {
         "responses": retry,
     }})
 }
+
+/// The marker of an operation of the operator's (`/metrics`, the operations page): with any
+/// token configured it needs an operator token. Removed by [`complete`].
+pub(super) const OPERATOR_AUTH: &str = "x-wow-operator-auth";
 
 /// The marker of an operation whose caller may, but need not, present a token (auth on):
 /// it reads the tenant from one when given and never answers 401. Removed by [`complete`].

@@ -1,6 +1,8 @@
 /* wow-rs operations page. Plain browser JS, no dependencies.
  * The page has no behaviour of its own: everything it shows comes from the service's
- * JSON API (same origin), called with the bearer token when auth is on.
+ * JSON API (same origin), called with the tenant's bearer token when auth is on. The page
+ * itself and /metrics.json are the operator's: they load with the cookie that opening
+ * /ui?token=OPERATOR_TOKEN once set (no script reads it).
  * Server data only ever reaches the page through textContent and attributes. */
 (function () {
   'use strict';
@@ -87,7 +89,8 @@
         return res.text().then(function (text) {
           var body = null;
           try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
-          if (res.status === 401) askToken();
+          // /metrics.json is the operator's (the cookie): its 401 asks for no tenant's token.
+          if (res.status === 401 && path !== '/metrics.json') askToken();
           return { status: res.status, ok: res.ok, body: body };
         });
       });
@@ -497,6 +500,10 @@
     state.sampling = true;
     try {
       var res = await api('/metrics.json');
+      if (res.status === 401 || res.status === 403) {
+        showStatus('The live view is the operator\'s: open /ui?token=OPERATOR_TOKEN again to sign this browser in.', 'error');
+        return;
+      }
       if (!res.ok || !res.body || typeof res.body !== 'object') { showError(res); return; }
       state.samples.push(toSample(res.body));
       if (state.samples.length > MAX_SAMPLES) state.samples.shift();

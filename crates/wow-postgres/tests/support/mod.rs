@@ -19,11 +19,6 @@ pub fn url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
-/// Whether a missing server fails the tests (`.ci/run` sets it under `CI=true`).
-pub fn required() -> bool {
-    std::env::var("WOW_REQUIRE_BACKENDS").is_ok_and(|v| v == "1")
-}
-
 /// Drops its schema when dropped, from a thread of its own (the test's runtime may be gone).
 #[derive(Debug)]
 pub struct SchemaGuard(String);
@@ -101,23 +96,18 @@ pub async fn fresh_configured(
             store,
             _guard: SchemaGuard(schema),
         })),
-        Err(error) if !required() => {
-            // Written to stderr directly, past the test harness's capture, once per binary.
-            static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| {
-                use std::io::Write;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED: the PostgreSQL suites of this test binary: no server at {} ({error}). Start PostgreSQL or set WOW_TEST_POSTGRES_URL to run them; .ci/run requires them.",
+        Err(error) => {
+            // One line per skipped test, past the test harness's capture (or a failure when
+            // the run requires PostgreSQL).
+            wow_tck::skip::unavailable(
+                wow_tck::skip::Requirement::Backends,
+                &format!(
+                    "no PostgreSQL at {} ({error}); start it or point WOW_TEST_POSTGRES_URL at one",
                     url()
-                );
-            });
+                ),
+            );
             None
         }
-        Err(error) => panic!(
-            "PostgreSQL is required (WOW_REQUIRE_BACKENDS=1) but {} is not usable: {error}",
-            url()
-        ),
     }
 }
 

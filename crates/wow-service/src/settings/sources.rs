@@ -27,6 +27,7 @@ pub(super) struct FileConfig {
     pub(super) compensation: Option<CompensationConfig>,
     #[serde(default)]
     pub(super) auth_tokens: HashMap<String, String>,
+    pub(super) operator_tokens: Option<Vec<String>>,
     pub(super) role: Option<Role>,
     pub(super) snapshot_queries: Option<bool>,
     pub(super) nats: Option<NatsFile>,

@@ -316,3 +316,72 @@ fn a_malformed_token_binding_is_an_error_naming_its_source() {
         );
     }
 }
+
+#[test]
+fn operator_tokens_come_from_the_variable_over_the_file_and_reach_the_http_settings() {
+    let from_file = from_file("operator_tokens = [\"op-1\", \"op-2\"]\n").unwrap();
+    assert_eq!(
+        from_file.operator_tokens,
+        HashSet::from(["op-1".to_owned(), "op-2".to_owned()])
+    );
+    let from_env = from_file_and_env(
+        "operator_tokens = [\"op-1\"]\n",
+        &[("WOW_OPERATOR_TOKENS", " op-3 , op/4= ,")],
+    )
+    .unwrap();
+    assert_eq!(
+        from_env.operator_tokens,
+        HashSet::from(["op-3".to_owned(), "op/4=".to_owned()])
+    );
+    let http = from_env.http_config();
+    assert_eq!(http.operator_tokens, from_env.operator_tokens);
+    assert!(http.operator_gated(), "operator tokens alone gate /metrics");
+    assert!(Settings::default().operator_tokens.is_empty());
+    assert!(!Settings::default().http_config().operator_gated());
+}
+
+#[test]
+fn an_operator_token_that_a_cookie_cannot_carry_or_a_tenant_holds_is_refused_by_source() {
+    for (listed, why) in [
+        ("a b", "may hold only"),
+        ("op;x", "may hold only"),
+        ("é", "may hold only"),
+    ] {
+        let error = from_file_and_env("", &[("WOW_OPERATOR_TOKENS", listed)]).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                SettingsError::OperatorToken {
+                    from: "WOW_OPERATOR_TOKENS",
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains(why), "{listed}: {error}");
+        assert!(
+            !error.to_string().contains(listed),
+            "the token is not shown: {error}"
+        );
+        let error = from_file(&format!("operator_tokens = [\"{listed}\"]\n")).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                SettingsError::OperatorToken {
+                    from: "operator_tokens",
+                    ..
+                }
+            ),
+            "{error}"
+        );
+    }
+    let error = from_file_and_env(
+        "",
+        &[
+            ("WOW_AUTH_TOKENS", "shared=tenant-a"),
+            ("WOW_OPERATOR_TOKENS", "shared"),
+        ],
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("tenant's token"), "{error}");
+}

@@ -1,0 +1,326 @@
+//! The operator's routes: `/metrics`, `/metrics.json` and the operations page (`/ui`,
+//! `/ui/app.js`, `/ui/app.css`). They show every tenant's counters, so once any token is
+//! configured ([`HttpConfig::operator_gated`]) they answer only an operator token
+//! ([`HttpConfig::operator_tokens`]):
+//!
+//! - `Authorization: Bearer TOKEN` (a Prometheus scrape, `curl`), or
+//! - the cookie [`COOKIE`], which a browser gets by opening `/ui?token=TOKEN` once: the answer
+//!   is `303 See Other` to `ui` (the token gone from the address bar and the history) with
+//!   `Set-Cookie: wow-operator=TOKEN; Path=/; HttpOnly; SameSite=Strict` (a session cookie,
+//!   gone when the browser closes; no script can read it, no other site's request carries it).
+//!   The page's own files and its `/metrics.json` then load with it.
+//!
+//! Without one: 401 `Unauthorized` with `WWW-Authenticate: Bearer`; with a tenant's token (of
+//! `auth_tokens`) and no operator token: 403 `Forbidden` (a tenant's token is known, and is
+//! not an operator's); two `Authorization` headers: 400 `BadRequest`. Each with the API's
+//! error body and `Wow-Error-Code`. With no token configured at all the routes answer anyone,
+//! and `?token=` is ignored.
+//!
+//! The cookie is read on these routes only: no tenant's route (commands above all) takes it,
+//! so another site cannot make a browser act with it.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::auth::{bearer_token, NoTenant};
+use crate::{HttpConfig, HttpState};
+
+/// The cookie that carries the operator token of a browser signed in by `/ui?token=`.
+pub(crate) const COOKIE: &str = "wow-operator";
+
+/// Why a request does not reach an operator's route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// No operator token, and no tenant's token either (401).
+    Missing,
+    /// A tenant's token, which is not an operator's (403).
+    TenantToken,
+    /// More than one `Authorization` header (400).
+    Ambiguous,
+}
+
+impl Refused {
+    /// The answer: 401 with the challenge, 403 or 400, each with a code and `Wow-Error-Code`.
+    fn response(self) -> Response {
+        match self {
+            Refused::Missing => {
+                let mut response = crate::fallback::error_response(
+                    StatusCode::UNAUTHORIZED,
+                    "Unauthorized",
+                    "an operator token is required: send `Authorization: Bearer TOKEN`, or open /ui?token=TOKEN once in a browser".to_owned(),
+                );
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer"),
+                );
+                response
+            }
+            Refused::TenantToken => crate::fallback::error_response(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                "a tenant's token is not an operator token: this route takes one of the operator tokens (WOW_OPERATOR_TOKENS)".to_owned(),
+            ),
+            Refused::Ambiguous => NoTenant::AmbiguousCredentials.response(),
+        }
+    }
+}
+
+/// Whether `token` is one of the operator's.
+fn is_operator(config: &HttpConfig, token: &str) -> bool {
+    config.operator_tokens.contains(token.trim())
+}
+
+/// The values of the cookie [`COOKIE`] the request carries (in any `Cookie` header).
+fn cookies(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| {
+            let (name, value) = pair.trim().split_once('=')?;
+            (name.trim() == COOKIE).then(|| value.trim().trim_matches('"'))
+        })
+}
+
+/// Whether the request reaches an operator's route: always when the routes are not gated;
+/// else with an operator token as its bearer token or in its cookie.
+fn check(config: &HttpConfig, headers: &HeaderMap) -> Result<(), Refused> {
+    if !config.operator_gated() {
+        return Ok(());
+    }
+    let mut given = headers.get_all(header::AUTHORIZATION).iter();
+    let first = given.next();
+    if given.next().is_some() {
+        return Err(Refused::Ambiguous);
+    }
+    let bearer = first
+        .and_then(|value| value.to_str().ok())
+        .and_then(bearer_token);
+    if bearer.is_some_and(|token| is_operator(config, token))
+        || cookies(headers).any(|token| is_operator(config, token))
+    {
+        return Ok(());
+    }
+    match bearer {
+        Some(token) if config.auth_tokens.contains_key(token.trim()) => Err(Refused::TenantToken),
+        _ => Err(Refused::Missing),
+    }
+}
+
+/// The `token` of a query string, percent-decoded (`None`: none given).
+fn query_token(query: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (name == "token").then(|| percent_decode(value))
+    })
+}
+
+/// `value` with its `+` and `%XX` escapes decoded (a query's form encoding); an escape that
+/// is not one, or bytes that are not UTF-8, are kept as they are written.
+fn percent_decode(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&byte) = bytes.get(i) {
+        let hex = |at: usize| {
+            bytes
+                .get(at)
+                .and_then(|b| char::from(*b).to_digit(16))
+                .and_then(|d| u8::try_from(d).ok())
+        };
+        match (byte, hex(i + 1), hex(i + 2)) {
+            (b'%', Some(high), Some(low)) => {
+                decoded.push(high * 16 + low);
+                i += 3;
+            }
+            (b'+', _, _) => {
+                decoded.push(b' ');
+                i += 1;
+            }
+            _ => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(decoded).unwrap_or_else(|_| value.to_owned())
+}
+
+/// Whether `token` can be a cookie's value as it is: `A-Z a-z 0-9 - . _ ~ + / =`, not empty.
+pub(crate) fn cookie_safe(token: &str) -> bool {
+    !token.is_empty()
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~+/=".contains(&b))
+}
+
+/// Whether `token` can be an operator token: not empty, and only `A-Z a-z 0-9 - . _ ~ + / =`
+/// (a bearer token's characters, which a cookie carries as they are). `Err` is the rule it
+/// breaks, without the token.
+///
+/// # Errors
+///
+/// The rule `token` breaks.
+pub fn check_operator_token(token: &str) -> Result<(), &'static str> {
+    if token.is_empty() {
+        return Err("is empty");
+    }
+    if !cookie_safe(token) {
+        return Err("may hold only A-Z a-z 0-9 - . _ ~ + / =");
+    }
+    Ok(())
+}
+
+/// `GET /ui?token=TOKEN`: an operator token is answered 303 to the page with the cookie set;
+/// anything else as [`check`] answers a request bearing it.
+fn sign_in(config: &HttpConfig, token: &str) -> Response {
+    let token = token.trim();
+    if !is_operator(config, token) {
+        let refused = if config.auth_tokens.contains_key(token) {
+            Refused::TenantToken
+        } else {
+            Refused::Missing
+        };
+        return refused.response();
+    }
+    let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
+    let Some(cookie) = cookie_safe(token)
+        .then(|| HeaderValue::from_str(&cookie).ok())
+        .flatten()
+    else {
+        return crate::fallback::error_response(
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            "this operator token holds characters a cookie cannot carry: send it as `Authorization: Bearer` instead".to_owned(),
+        );
+    };
+    let mut response = (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, HeaderValue::from_static("ui")),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            (
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ),
+        ],
+    )
+        .into_response();
+    response.headers_mut().insert(header::SET_COOKIE, cookie);
+    tracing::info!("an operator signed in to the operations page");
+    response
+}
+
+/// The route layer over the operator's routes: a request without an operator token (when the
+/// routes are gated) is refused before the route runs; `GET /ui?token=` signs a browser in.
+pub(crate) async fn require(
+    State(state): State<HttpState>,
+    matched: Option<MatchedPath>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let config = state.config();
+    if !config.operator_gated() {
+        return next.run(request).await;
+    }
+    if matched.as_ref().map(MatchedPath::as_str) == Some("/ui") {
+        if let Some(token) = request.uri().query().and_then(query_token) {
+            return sign_in(config, &token);
+        }
+    }
+    match check(config, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused.response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+
+    use axum::http::{header, HeaderMap, HeaderValue};
+
+    use super::{check, cookie_safe, query_token, Refused};
+    use crate::{HttpConfig, TokenBinding};
+
+    fn config() -> HttpConfig {
+        HttpConfig {
+            auth_tokens: HashMap::from([("ta".to_owned(), TokenBinding::tenant("tenant-a"))]),
+            operator_tokens: HashSet::from(["op".to_owned()]),
+            ..HttpConfig::default()
+        }
+    }
+
+    fn headers(pairs: &[(header::HeaderName, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn an_operator_token_is_read_from_the_bearer_or_the_cookie_and_a_tenants_is_refused() {
+        let config = config();
+        let auth = header::AUTHORIZATION;
+        let cookie = header::COOKIE;
+        assert_eq!(check(&config, &headers(&[])), Err(Refused::Missing));
+        assert_eq!(
+            check(&config, &headers(&[(auth.clone(), "Bearer op")])),
+            Ok(())
+        );
+        assert_eq!(
+            check(&config, &headers(&[(auth.clone(), "Bearer ta")])),
+            Err(Refused::TenantToken)
+        );
+        assert_eq!(
+            check(&config, &headers(&[(auth.clone(), "Bearer nope")])),
+            Err(Refused::Missing)
+        );
+        assert_eq!(
+            check(
+                &config,
+                &headers(&[(cookie.clone(), "a=b; wow-operator=op")])
+            ),
+            Ok(())
+        );
+        // The page sends the tenant's token beside the cookie: the cookie signs it in.
+        assert_eq!(
+            check(
+                &config,
+                &headers(&[
+                    (auth.clone(), "Bearer ta"),
+                    (cookie.clone(), "wow-operator=op")
+                ])
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check(&config, &headers(&[(cookie.clone(), "wow-operator=ta")])),
+            Err(Refused::Missing)
+        );
+        assert_eq!(
+            check(
+                &config,
+                &headers(&[(auth.clone(), "Bearer op"), (auth, "Bearer op")])
+            ),
+            Err(Refused::Ambiguous)
+        );
+        assert_eq!(check(&HttpConfig::default(), &headers(&[])), Ok(()));
+    }
+
+    #[test]
+    fn the_query_token_is_decoded_and_a_cookie_takes_only_safe_characters() {
+        assert_eq!(query_token("token=a%2Fb%3D"), Some("a/b=".to_owned()));
+        assert_eq!(query_token("x=1&token=op"), Some("op".to_owned()));
+        assert_eq!(query_token("x=1"), None);
+        assert_eq!(query_token("token"), Some(String::new()));
+        assert!(cookie_safe("Abc-._~+/="));
+        for unsafe_token in ["", "a b", "a;b", "a,b", "a\"b", "é"] {
+            assert!(!cookie_safe(unsafe_token), "{unsafe_token:?}");
+        }
+    }
+}

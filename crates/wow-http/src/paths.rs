@@ -1,0 +1,37 @@
+//! Path parameters that are not text: a segment that is not UTF-8 once percent-decoded
+//! (`/account/%FF/state`) is answered before any route runs, as the API answers bad input,
+//! not by axum's `Path` rejection (a `text/plain` 400 without a code).
+
+use axum::extract::rejection::RawPathParamsRejection;
+use axum::extract::{RawPathParams, Request};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::Response;
+
+/// The layer over every route (and under every prefix): a request whose path parameters do not
+/// decode to UTF-8 is 400 `IllegalArgument` with `{errorCode, errorMsg}` and `Wow-Error-Code`,
+/// and reaches no route, so nothing is recorded. Every other request passes unchanged.
+pub(crate) async fn utf8_params(
+    params: Result<RawPathParams, RawPathParamsRejection>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match params {
+        Err(RawPathParamsRejection::InvalidUtf8InPathParam(invalid)) => {
+            crate::fallback::error_response(
+                StatusCode::BAD_REQUEST,
+                "IllegalArgument",
+                format!(
+                    "{}: a path segment must be UTF-8 once percent-decoded",
+                    invalid.body_text()
+                ),
+            )
+        }
+        _ => next.run(request).await,
+    }
+}
+
+/// `router` with [`utf8_params`] over each of its routes and its fallbacks.
+pub(crate) fn checked(router: axum::Router) -> axum::Router {
+    router.layer(axum::middleware::from_fn(utf8_params))
+}
