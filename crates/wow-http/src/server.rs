@@ -12,6 +12,12 @@
 //! - **Slow body**: a command's body must arrive in full within `body_read_timeout` of its
 //!   first read, or the command is answered 408 `BadRequest`. A body announced
 //!   (`Content-Length`) above the body limit is answered 413 before a byte of it is read.
+//! - **Client that stops reading**: a write of an answer that waits `write_timeout` without
+//!   the client taking a byte (its buffers full) resets the connection, which drops all it
+//!   held: its place among `max_connections`, the answer's body (an SSE stream ends, its
+//!   keep-alive comments included) and the kernel's buffers (see `write_deadline`). Without
+//!   it, as many such clients as `max_connections` would have every new connection answered
+//!   503 for as long as they stay.
 //! - **Long headers**: a header name or value above `max_header_bytes` is answered 431
 //!   `BadRequest` with a body that names the header. hyper's buffer holds a whole head of 16
 //!   times that (at least 64 KiB), so a real long header gets the named answer.
@@ -76,6 +82,7 @@ mod deadline;
 mod handshakes;
 mod limits;
 mod refusals;
+mod write_deadline;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -100,6 +107,7 @@ use tower::ServiceExt;
 pub(crate) use deadline::BodyReadTimeout;
 use deadline::ReadDeadline;
 pub use limits::{InvalidLimits, ServerLimits, MAX_READ_TIMEOUT};
+use write_deadline::WriteDeadline;
 
 /// How many connections past the limit are being answered 503 at once.
 const REFUSALS_AT_ONCE: usize = 64;
@@ -244,6 +252,7 @@ impl Server {
                 app.oneshot(request).await
             }
         });
+        let stream = WriteDeadline::new(stream, limits.write_timeout);
         let connection = self.http.serve_connection(TokioIo::new(stream), service);
         let watcher = self.graceful.watcher();
         self.tasks.spawn(async move {
@@ -278,6 +287,7 @@ impl Server {
             taken.notify_one();
             async move { Ok::<_, Infallible>(refusals::busy(max)) }
         });
+        let stream = WriteDeadline::new(stream, self.limits.write_timeout);
         let connection = self.refusal.serve_connection(TokioIo::new(stream), service);
         let watcher = self.graceful.watcher();
         self.tasks.spawn(async move {

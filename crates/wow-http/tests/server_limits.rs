@@ -1,5 +1,6 @@
 //! The server holds: `wow_http::serve` over real TCP against clients that send slowly, send
-//! nothing, send too much, or come too many, and a stop with requests in flight. The client
+//! nothing, send too much, come too many, or stop reading their answers, and a stop with
+//! requests in flight. The client
 //! side writes raw bytes, so that it can misbehave as an attacker would.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -60,11 +61,16 @@ impl Running {
 
     /// The bank's routes, as `wow serve` has them.
     async fn bank(limits: ServerLimits, config: HttpConfig) -> Self {
+        Self::bank_and(limits, config, Router::new()).await
+    }
+
+    /// The bank's routes and `extra`.
+    async fn bank_and(limits: ServerLimits, config: HttpConfig, extra: Router) -> Self {
         let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
         let bank = Bank::start(wow_core::Stores::in_memory().with_events(store))
             .await
             .unwrap();
-        let app = router(HttpState::new(&bank.pipeline, None, config));
+        let app = router(HttpState::new(&bank.pipeline, None, config)).merge(extra);
         let mut running = Self::app(app, limits).await;
         running._bank = Some(bank);
         running
@@ -72,6 +78,35 @@ impl Running {
 
     async fn connect(&self) -> TcpStream {
         TcpStream::connect(self.address).await.unwrap()
+    }
+
+    /// A connection with a receive buffer of about a kilobyte that has sent `request`: a
+    /// client that will not read the answer (until the test reads it).
+    async fn not_reading(&self, request: &[u8]) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(1024).unwrap();
+        let mut stream = socket.connect(self.address).await.unwrap();
+        stream.write_all(request).await.unwrap();
+        stream
+    }
+
+    /// Sends `request` on new connections until one is answered other than 503 (the server
+    /// at its connection limit), within [`PATIENCE`]; that answer, and its connection (kept
+    /// open, so still counted by the server).
+    async fn served(&self, request: &[u8]) -> (Answer, TcpStream) {
+        timeout(PATIENCE, async {
+            loop {
+                let mut stream = self.connect().await;
+                stream.write_all(request).await.unwrap();
+                match read_answer(&mut stream).await {
+                    Ok(answer) if answer.status != 503 => return (answer, stream),
+                    // Refused, or closed unanswered (too many refusals at once): again.
+                    Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            }
+        })
+        .await
+        .expect("served within the patience")
     }
 
     /// Sends the stop and waits until new connections are refused.
@@ -576,5 +611,237 @@ mod stop {
             .unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
         assert!(error.to_string().contains("header_read_timeout"), "{error}");
+    }
+}
+
+mod slow_readers {
+    use super::*;
+
+    use axum::body::Bytes;
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use axum::response::IntoResponse;
+    use futures::StreamExt;
+
+    /// More than the kernel's buffers on both sides hold (a few MiB on loopback), so that a
+    /// client that does not read stalls the server's write.
+    const BIG: usize = 32 * 1024 * 1024;
+
+    /// More than the kernel holds unsent for a client on Linux (`TCP_NOTSENT_LOWAT`), less
+    /// than [`BIG`]: what a slow reader is given.
+    const MEDIUM: usize = 4 * 1024 * 1024;
+
+    const GET_BIG: &[u8] = b"GET /big HTTP/1.1\r\nHost: test\r\n\r\n";
+    const GET_HEALTH: &[u8] = b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n";
+
+    fn stops_reading(write_timeout: Duration, max_connections: usize) -> ServerLimits {
+        ServerLimits {
+            write_timeout,
+            max_connections,
+            // Longer than any test: only the write timeout ends a connection here.
+            header_read_timeout: PATIENCE * 2,
+            ..short_limits()
+        }
+    }
+
+    /// Says when it is dropped: the answer's body it is part of has been released.
+    struct DropSignal(Option<oneshot::Sender<()>>);
+
+    impl Drop for DropSignal {
+        fn drop(&mut self) {
+            if let Some(dropped) = self.0.take() {
+                let _ = dropped.send(());
+            }
+        }
+    }
+
+    /// `GET /big`: [`BIG`] bytes of one shared buffer (no copy per answer); `GET /medium`:
+    /// [`MEDIUM`] bytes of the same. `GET /events`: an SSE answer that never ends, an event
+    /// of 16 KiB after another. `GET /quiet`: an SSE answer with no event, only keep-alive
+    /// comments of 16 KiB every millisecond (axum's `KeepAlive`, as the command route's). Both
+    /// SSE answers tell `released` when their stream is dropped.
+    fn slow_reader_routes() -> (Router, mpsc::UnboundedReceiver<&'static str>) {
+        let (released, dropped) = mpsc::unbounded_channel();
+        let big = Bytes::from(vec![b'x'; BIG]);
+        let medium = big.slice(..MEDIUM);
+        let signal = move |name: &'static str| {
+            let (sender, receiver) = oneshot::channel();
+            let released = released.clone();
+            tokio::spawn(async move {
+                if receiver.await.is_ok() {
+                    let _ = released.send(name);
+                }
+            });
+            DropSignal(Some(sender))
+        };
+        let on_events = signal.clone();
+        let on_quiet = signal;
+        let routes = Router::new()
+            .route("/big", get(move || std::future::ready(big.clone())))
+            .route("/medium", get(move || std::future::ready(medium.clone())))
+            .route(
+                "/events",
+                get(move || {
+                    let guard = on_events("events");
+                    let data = "e".repeat(16 * 1024);
+                    let events = futures::stream::repeat_with(move || {
+                        let _held = &guard;
+                        Ok::<_, std::convert::Infallible>(Event::default().data(data.clone()))
+                    });
+                    std::future::ready(Sse::new(events).into_response())
+                }),
+            )
+            .route(
+                "/quiet",
+                get(move || {
+                    let guard = on_quiet("quiet");
+                    let events =
+                        futures::stream::pending::<Result<Event, std::convert::Infallible>>().map(
+                            move |event| {
+                                let _held = &guard;
+                                event
+                            },
+                        );
+                    let keep_alive = KeepAlive::new()
+                        .interval(Duration::from_millis(1))
+                        .text("k".repeat(16 * 1024));
+                    std::future::ready(Sse::new(events).keep_alive(keep_alive).into_response())
+                }),
+            );
+        (routes, dropped)
+    }
+
+    async fn server(limits: ServerLimits) -> (Running, mpsc::UnboundedReceiver<&'static str>) {
+        let (routes, released) = slow_reader_routes();
+        let server = Running::bank_and(limits, HttpConfig::default(), routes).await;
+        (server, released)
+    }
+
+    /// Waits for `name`'s stream to be dropped, within [`PATIENCE`].
+    async fn released_within(released: &mut mpsc::UnboundedReceiver<&'static str>, name: &str) {
+        let dropped = timeout(PATIENCE, released.recv())
+            .await
+            .unwrap_or_else(|_| panic!("the {name} stream is released in time"));
+        assert_eq!(dropped, Some(name));
+    }
+
+    #[tokio::test]
+    async fn two_hundred_connections_that_stop_reading_leave_health_and_new_commands_served() {
+        // As many connections as the limit, each stalled on an answer it does not read.
+        let (server, _released) = server(stops_reading(SHORT, 200)).await;
+        let mut stalled = Vec::new();
+        for _ in 0..200 {
+            stalled.push(server.not_reading(GET_BIG).await);
+        }
+        let started = Instant::now();
+        let (health, _) = server.served(GET_HEALTH).await;
+        assert_eq!(health.status, 200);
+        assert_eq!(health.json()["status"], "UP");
+        let (open, _) = server
+            .served(&command(
+                "/account/open",
+                &[("Command-Request-Id", b"open-carol")],
+                br#"{"name":"Carol","balance":1}"#,
+            ))
+            .await;
+        assert_code(&open, 200, "Ok");
+        assert!(started.elapsed() < PATIENCE, "served while the 200 stay");
+        // 200 new clients are served at once and keep their connections: the server let go
+        // of every stalled one, though each is still open on the client's side.
+        let mut fresh = Vec::new();
+        for _ in 0..200 {
+            let (answer, stream) = server.served(GET_HEALTH).await;
+            assert_eq!(answer.status, 200);
+            fresh.push(stream);
+        }
+        for mut stream in stalled {
+            let received = closed_within(&mut stream).await;
+            assert!(received.len() < BIG, "cut off: {} bytes", received.len());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_stops_reading_is_closed_at_the_write_timeout() {
+        // One connection at a time: a new one is served only once the stalled one is gone.
+        let (server, _released) = server(stops_reading(SHORT, 1)).await;
+        let mut stalled = server.not_reading(GET_BIG).await;
+        let started = Instant::now();
+        let (health, _) = server.served(GET_HEALTH).await;
+        assert_eq!(health.status, 200);
+        assert!(
+            started.elapsed() >= SHORT - Duration::from_millis(50),
+            "not before the write timeout: {:?}",
+            started.elapsed()
+        );
+        let received = closed_within(&mut stalled).await;
+        assert!(
+            received.starts_with(b"HTTP/1.1 200 OK\r\n"),
+            "the answer had begun"
+        );
+        assert!(received.len() < BIG, "cut off: {} bytes", received.len());
+    }
+
+    #[tokio::test]
+    async fn a_slow_but_steady_reader_gets_the_whole_answer() {
+        // Each pause takes a quarter of the write timeout, leaving the rest as a margin.
+        let (server, _released) = server(stops_reading(SHORT * 4, 4)).await;
+        let mut stream = server
+            .not_reading(b"GET /medium HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+            .await;
+        let mut received = Vec::new();
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut pauses = 0;
+        timeout(PATIENCE, async {
+            loop {
+                let read = stream.read(&mut chunk).await.unwrap();
+                if read == 0 {
+                    return;
+                }
+                received.extend_from_slice(&chunk[..read]);
+                // Four pauses along the way.
+                if pauses < 4 && received.len() > (pauses + 1) * MEDIUM / 5 {
+                    pauses += 1;
+                    tokio::time::sleep(SHORT).await;
+                }
+            }
+        })
+        .await
+        .expect("the whole answer in time");
+        assert_eq!(pauses, 4);
+        let head = received.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        assert!(received.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        assert_eq!(received.len() - head, MEDIUM, "the whole body");
+    }
+
+    #[tokio::test]
+    async fn an_sse_answer_whose_reader_stops_is_ended() {
+        let (server, mut released) = server(stops_reading(SHORT, 4)).await;
+        let mut stream = server
+            .not_reading(b"GET /events HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n")
+            .await;
+        // The reader takes the head and the first event, then stops.
+        let mut received = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !received.windows(6).any(|w| w == b"data: ") {
+            let read = timeout(PATIENCE, stream.read(&mut chunk))
+                .await
+                .expect("the first event")
+                .unwrap();
+            assert_ne!(read, 0);
+            received.extend_from_slice(&chunk[..read]);
+        }
+        assert!(received.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        released_within(&mut released, "events").await;
+        closed_within(&mut stream).await;
+    }
+
+    #[tokio::test]
+    async fn keep_alive_comments_do_not_keep_a_stopped_sse_reader_alive() {
+        let (server, mut released) = server(stops_reading(SHORT, 4)).await;
+        let mut stream = server
+            .not_reading(b"GET /quiet HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n")
+            .await;
+        released_within(&mut released, "quiet").await;
+        let received = closed_within(&mut stream).await;
+        assert!(received.starts_with(b"HTTP/1.1 200 OK\r\n"));
     }
 }

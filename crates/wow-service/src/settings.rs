@@ -9,7 +9,7 @@
 //! | `--config` | `WOW_CONFIG` | | no file |
 //! | | `WOW_WAIT_TIMEOUT_MS` | `wait_timeout_ms` | 30000 |
 //! | | `WOW_BODY_LIMIT` | `body_limit` | 1 MiB |
-//! | | `WOW_HEADER_READ_TIMEOUT_MS`, `WOW_BODY_READ_TIMEOUT_MS`, `WOW_MAX_HEADER_BYTES`, `WOW_MAX_CONNECTIONS`, `WOW_SHUTDOWN_GRACE_MS` | the same in snake case, without `WOW_` | [`ServerLimits`](wow_http::ServerLimits) |
+//! | | `WOW_HEADER_READ_TIMEOUT_MS`, `WOW_BODY_READ_TIMEOUT_MS`, `WOW_WRITE_TIMEOUT_MS`, `WOW_MAX_HEADER_BYTES`, `WOW_MAX_CONNECTIONS`, `WOW_SHUTDOWN_GRACE_MS` | the same in snake case, without `WOW_` | [`ServerLimits`](wow_http::ServerLimits) |
 //! | | `WOW_IDEMPOTENCY_TTL_MS`, `WOW_IDEMPOTENCY_EXPECTED_INSERTIONS`, `WOW_IDEMPOTENCY_ENABLED` | `[idempotency]` | [`IdempotencyConfig`] |
 //! | | `WOW_COMPENSATION_MAX_ATTEMPTS`, `..._INITIAL_BACKOFF_MS`, `..._MAX_BACKOFF_MS`, `..._INTERVAL_MS` | `[compensation]` | [`RetrySpec`], every second |
 //! | | `WOW_AUTH_TOKENS` (`token=tenant[/owner[/space]],...`) | `[auth_tokens]` (`token = "tenant[/owner[/space]]"`) | auth off |
@@ -332,6 +332,11 @@ fn server_limits(file: &FileConfig, env: &Env<'_>) -> Result<ServerLimits, Setti
             "WOW_BODY_READ_TIMEOUT_MS",
             file.body_read_timeout_ms,
             defaults.body_read_timeout,
+        )?,
+        write_timeout: env.millis(
+            "WOW_WRITE_TIMEOUT_MS",
+            file.write_timeout_ms,
+            defaults.write_timeout,
         )?,
         max_header_bytes: env
             .number("WOW_MAX_HEADER_BYTES")?

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// The bounds [`serve`](crate::serve) holds every connection to, so that a slow, silent or
-/// greedy client holds a socket for seconds, not for ever. Plain values; `Default` gives the
+/// greedy client, or one that stops reading, holds a socket for seconds, not for ever. Plain values; `Default` gives the
 /// documented defaults, and [`ServerLimits::validate`] says whether a set is usable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {
@@ -18,6 +18,17 @@ pub struct ServerLimits {
     /// is cut off too). Past it a command is answered 408 with `errorCode` `BadRequest` and
     /// the connection is closed. Default 10 s.
     pub body_read_timeout: Duration,
+    /// How long a write of an answer may wait without the client taking a byte: a client that
+    /// stops reading stalls the write once the socket's buffers are full. Past it the
+    /// connection is reset (the client sees its answer cut off) and all it held is released:
+    /// its place among `max_connections`, the answer's body (an SSE stream ends; a command it
+    /// waited on goes on) and the kernel's buffers. The clock runs only while a write waits,
+    /// and only bytes the socket takes stop it, so neither SSE keep-alive comments nor later
+    /// events keep a reader that stopped alive. A client that reads 64 KiB of its answer
+    /// within each `write_timeout` is never cut off (on Linux, where the kernel holds at most
+    /// 128 KiB unsent; elsewhere it may wait for a good part of its send buffer to drain).
+    /// Default 10 s.
+    pub write_timeout: Duration,
     /// The longest header value (or name) accepted, in bytes: a request with a longer one is
     /// answered 431 with a body that names the header. The whole head (request line and every
     /// header) may take 16 times this, at least 64 KiB; a longer head gets hyper's own 431
@@ -36,6 +47,7 @@ impl Default for ServerLimits {
         Self {
             header_read_timeout: Duration::from_secs(5),
             body_read_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
             max_header_bytes: 16 * 1024,
             max_connections: 1024,
             shutdown_grace: Duration::from_secs(30),
@@ -62,13 +74,13 @@ pub enum InvalidLimits {
     TooLong(&'static str),
 }
 
-/// The longest read timeout accepted.
+/// The longest read or write timeout accepted.
 pub const MAX_READ_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 impl ServerLimits {
-    /// `Ok` when every limit can be served with: the read timeouts, `max_header_bytes` and
-    /// `max_connections` are above zero (`shutdown_grace` may be zero: stop at once), and
-    /// the read timeouts at most [`MAX_READ_TIMEOUT`].
+    /// `Ok` when every limit can be served with: the read and write timeouts,
+    /// `max_header_bytes` and `max_connections` are above zero (`shutdown_grace` may be zero:
+    /// stop at once), and the read and write timeouts at most [`MAX_READ_TIMEOUT`].
     ///
     /// # Errors
     ///
@@ -78,6 +90,7 @@ impl ServerLimits {
         let zeros = [
             ("header_read_timeout", self.header_read_timeout.is_zero()),
             ("body_read_timeout", self.body_read_timeout.is_zero()),
+            ("write_timeout", self.write_timeout.is_zero()),
             ("max_header_bytes", self.max_header_bytes == 0),
             ("max_connections", self.max_connections == 0),
         ];
@@ -87,6 +100,7 @@ impl ServerLimits {
         let timeouts = [
             ("header_read_timeout", self.header_read_timeout),
             ("body_read_timeout", self.body_read_timeout),
+            ("write_timeout", self.write_timeout),
         ];
         match timeouts
             .iter()
@@ -149,5 +163,27 @@ mod tests {
             forever.validate(),
             Err(InvalidLimits::TooLong("header_read_timeout"))
         );
+    }
+
+    #[test]
+    fn the_write_timeout_is_validated_as_the_read_timeouts_are() {
+        let never = ServerLimits {
+            write_timeout: Duration::ZERO,
+            ..ServerLimits::default()
+        };
+        assert_eq!(never.validate(), Err(InvalidLimits::Zero("write_timeout")));
+        let forever = ServerLimits {
+            write_timeout: MAX_READ_TIMEOUT + Duration::from_millis(1),
+            ..ServerLimits::default()
+        };
+        assert_eq!(
+            forever.validate(),
+            Err(InvalidLimits::TooLong("write_timeout"))
+        );
+        let a_day = ServerLimits {
+            write_timeout: MAX_READ_TIMEOUT,
+            ..ServerLimits::default()
+        };
+        assert_eq!(a_day.validate(), Ok(()));
     }
 }

@@ -20,6 +20,7 @@ pub(super) struct FileConfig {
     pub(super) body_limit: Option<usize>,
     pub(super) header_read_timeout_ms: Option<u64>,
     pub(super) body_read_timeout_ms: Option<u64>,
+    pub(super) write_timeout_ms: Option<u64>,
     pub(super) max_header_bytes: Option<usize>,
     pub(super) max_connections: Option<usize>,
     pub(super) shutdown_grace_ms: Option<u64>,

@@ -80,7 +80,7 @@ fn the_file_sets_compensation_and_zero_turns_automatic_retries_off() {
 #[test]
 fn the_file_sets_the_server_limits_and_a_zero_is_a_typed_error() {
     let settings = from_file(
-        "header_read_timeout_ms = 1500\nbody_read_timeout_ms = 2500\nmax_header_bytes = 4096\nmax_connections = 8\nshutdown_grace_ms = 0\n",
+        "header_read_timeout_ms = 1500\nbody_read_timeout_ms = 2500\nwrite_timeout_ms = 3500\nmax_header_bytes = 4096\nmax_connections = 8\nshutdown_grace_ms = 0\n",
     )
     .unwrap();
     assert_eq!(
@@ -88,6 +88,7 @@ fn the_file_sets_the_server_limits_and_a_zero_is_a_typed_error() {
         ServerLimits {
             header_read_timeout: Duration::from_millis(1500),
             body_read_timeout: Duration::from_millis(2500),
+            write_timeout: Duration::from_millis(3500),
             max_header_bytes: 4096,
             max_connections: 8,
             shutdown_grace: Duration::ZERO,
@@ -107,6 +108,49 @@ fn the_file_sets_the_server_limits_and_a_zero_is_a_typed_error() {
     );
     let error = from_file("max_connections = -1\n").unwrap_err();
     assert!(matches!(error, SettingsError::Parse { .. }), "{error}");
+}
+
+#[test]
+fn the_write_timeout_comes_from_its_variable_over_the_file_and_zero_is_refused() {
+    let settings = from_file_and_env(
+        "write_timeout_ms = 3500\n",
+        &[("WOW_WRITE_TIMEOUT_MS", "250")],
+    )
+    .unwrap();
+    assert_eq!(
+        settings.server_limits.write_timeout,
+        Duration::from_millis(250)
+    );
+    assert_eq!(
+        from_file("write_timeout_ms = 3500\n")
+            .unwrap()
+            .server_limits
+            .write_timeout,
+        Duration::from_millis(3500)
+    );
+    assert_eq!(
+        from_file("").unwrap().server_limits.write_timeout,
+        Duration::from_secs(10)
+    );
+    let error = from_file_and_env("", &[("WOW_WRITE_TIMEOUT_MS", "0")]).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SettingsError::ServerLimits(wow_http::InvalidLimits::Zero("write_timeout"))
+        ),
+        "{error}"
+    );
+    let error = from_file_and_env("", &[("WOW_WRITE_TIMEOUT_MS", "soon")]).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SettingsError::Env {
+                name: "WOW_WRITE_TIMEOUT_MS",
+                ..
+            }
+        ),
+        "{error}"
+    );
 }
 
 #[test]
