@@ -22,7 +22,9 @@ pub(crate) fn param_refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
 /// tested as one bound array.
 const SHORT_LIST: usize = 16;
 
+/// The ASCII capitals and, below, their lower case: `translate`'s arguments for `ignoreCase`.
 const UPPER: &str = "'ABCDEFGHIJKLMNOPQRSTUVWXYZ'";
+/// See [`UPPER`].
 const LOWER: &str = "'abcdefghijklmnopqrstuvwxyz'";
 
 /// Builds SQL over the JSONB column `document`, collecting the bound parameters.
@@ -277,12 +279,12 @@ impl<'a> Translation<'a> {
         format!("COALESCE(jsonb_typeof({x}) = 'string' AND {test}, false)")
     }
 
+    /// A fresh alias for an array element being matched (`e1`, `e2`, ...).
     fn alias(&mut self) -> String {
         self.elements += 1;
         format!("e{}", self.elements)
     }
 
-    /// Whether the JSONB `x` equals `scalar`: true or false.
     /// Whether `x` equals one of `scalars`, with the texts and the numbers each bound as one
     /// array: the statement's size and its parameters do not grow with the values.
     fn member(&mut self, x: &str, scalars: &[Scalar]) -> String {
@@ -321,6 +323,7 @@ impl<'a> Translation<'a> {
         format!("COALESCE({}, false)", any.join(" OR "))
     }
 
+    /// Whether the JSONB `x` equals `scalar`: true or false.
     fn equals(&mut self, x: &str, scalar: &Scalar) -> String {
         match scalar {
             Scalar::Text(text) => {
@@ -356,7 +359,6 @@ impl<'a> Translation<'a> {
     }
 }
 
-/// `x` when it is an array, else an empty one (`jsonb_array_elements` refuses the rest).
 /// A scalar as JSON.
 fn json_scalar(scalar: &Scalar) -> serde_json::Value {
     match scalar {
@@ -366,6 +368,7 @@ fn json_scalar(scalar: &Scalar) -> serde_json::Value {
     }
 }
 
+/// `x` when it is an array, else an empty one (`jsonb_array_elements` refuses the rest).
 fn array_or_empty(x: &str) -> String {
     format!("CASE WHEN jsonb_typeof({x}) = 'array' THEN {x} ELSE '[]'::jsonb END")
 }
