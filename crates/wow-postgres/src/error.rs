@@ -31,6 +31,7 @@ pub enum OpenError {
 /// The unique constraints of `event_stream`, by name: the version, and the one decision per
 /// request id, which appended streams and recorded rejections share (SPEC ID-6).
 pub(crate) const VERSION_CONSTRAINT: &str = "event_stream_pk";
+/// See [`VERSION_CONSTRAINT`].
 pub(crate) const REQUEST_CONSTRAINT: &str = "event_stream_request_uq";
 
 /// Which unique constraint `error` broke, if it is a unique violation on `event_stream`.
@@ -71,6 +72,8 @@ fn caused_by_io(error: &tokio_postgres::Error) -> bool {
     false
 }
 
+/// `error` as an [`EventStoreError`]: unavailable when the database could not be reached
+/// ([`is_unavailable`]), internal otherwise.
 pub(crate) fn store_error(error: tokio_postgres::Error) -> EventStoreError {
     if is_unavailable(&error) {
         EventStoreError::Unavailable(Box::new(error))
@@ -79,6 +82,7 @@ pub(crate) fn store_error(error: tokio_postgres::Error) -> EventStoreError {
     }
 }
 
+/// `error` as a [`ConsumerStoreError`], as [`store_error`] maps it.
 pub(crate) fn consumer_store_error(error: tokio_postgres::Error) -> ConsumerStoreError {
     if is_unavailable(&error) {
         ConsumerStoreError::Unavailable(Box::new(error))
@@ -87,6 +91,7 @@ pub(crate) fn consumer_store_error(error: tokio_postgres::Error) -> ConsumerStor
     }
 }
 
+/// `error` as a [`SnapshotStoreError`], as [`store_error`] maps it.
 pub(crate) fn snapshot_error(error: tokio_postgres::Error) -> SnapshotStoreError {
     if is_unavailable(&error) {
         SnapshotStoreError::Unavailable(Box::new(error))
@@ -95,6 +100,8 @@ pub(crate) fn snapshot_error(error: tokio_postgres::Error) -> SnapshotStoreError
     }
 }
 
+/// A pool's failure as an [`EventStoreError`]: the database's own error mapped by
+/// [`store_error`], any other (a timeout, a closed pool) unavailable.
 pub(crate) fn pool_error(error: deadpool_postgres::PoolError) -> EventStoreError {
     match error {
         deadpool_postgres::PoolError::Backend(error) => store_error(error),
@@ -102,6 +109,7 @@ pub(crate) fn pool_error(error: deadpool_postgres::PoolError) -> EventStoreError
     }
 }
 
+/// A pool's failure as a [`SnapshotStoreError`], as [`pool_error`] maps it.
 pub(crate) fn pool_snapshot_error(error: deadpool_postgres::PoolError) -> SnapshotStoreError {
     match error {
         deadpool_postgres::PoolError::Backend(error) => snapshot_error(error),
@@ -109,6 +117,7 @@ pub(crate) fn pool_snapshot_error(error: deadpool_postgres::PoolError) -> Snapsh
     }
 }
 
+/// `error` as a [`ViewStoreError`], as [`store_error`] maps it.
 pub(crate) fn view_error(error: tokio_postgres::Error) -> ViewStoreError {
     if is_unavailable(&error) {
         ViewStoreError::Unavailable(Box::new(error))
@@ -117,6 +126,7 @@ pub(crate) fn view_error(error: tokio_postgres::Error) -> ViewStoreError {
     }
 }
 
+/// A pool's failure as a [`ViewStoreError`], as [`pool_error`] maps it.
 pub(crate) fn pool_view_error(error: deadpool_postgres::PoolError) -> ViewStoreError {
     match error {
         deadpool_postgres::PoolError::Backend(error) => view_error(error),

@@ -15,13 +15,18 @@
 //! - The global feed (`EventStore::read_feed`) orders appended streams by (appending
 //!   transaction id, position) and reads only below the oldest transaction in flight, so it
 //!   never skips a stream that commits late; a long transaction anywhere in the cluster holds
-//!   it back (see the `store` module's docs in the source for why, and how to find it).
+//!   it back (see the docs of `src/store/feed.rs` for why, and how to find it).
 //! - Migrations run on open; a schema newer than this build is refused.
 //! - A lost connection is [`EventStoreError::Unavailable`](wow_core::eventsourcing::EventStoreError)
 //!   (the outcome of that append is unknown); the pool reconnects by itself.
 //!
 //! [`PostgresStore`] implements both `EventStore` and `SnapshotStore`, and the `ViewStore`
 //! of portable views (table `view_row`), and passes the whole `wow-tck` suite.
+//!
+//! The SQL is kept by table, each statement a named constant beside the code that runs it:
+//! `store/` (`event_stream`, its request decisions, feed and queries, `snapshot`,
+//! `processed_message`), `view/` (`view_row`), `downstream/` (`consumer_position`,
+//! `feed_cursor`, `external_effect`, `execution_failed`), `rename.rs` and `schema.rs`.
 
 mod bounded;
 mod downstream;

@@ -10,11 +10,21 @@ use wow_core::query::{Direction, FieldPath, Filter, Range, Scalar, SortKey, Text
 /// A bound parameter.
 pub(crate) type Param = Box<dyn ToSql + Sync + Send>;
 
+/// `params` as the driver takes them.
+pub(crate) fn param_refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|param| param.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
 /// The longest list tested value by value (each test can use the GIN index); a longer one is
 /// tested as one bound array.
 const SHORT_LIST: usize = 16;
 
+/// The ASCII capitals and, below, their lower case: `translate`'s arguments for `ignoreCase`.
 const UPPER: &str = "'ABCDEFGHIJKLMNOPQRSTUVWXYZ'";
+/// See [`UPPER`].
 const LOWER: &str = "'abcdefghijklmnopqrstuvwxyz'";
 
 /// Builds SQL over the JSONB column `document`, collecting the bound parameters.
@@ -79,6 +89,11 @@ impl<'a> Translation<'a> {
         }
     }
 
+    /// The bound parameters, as the driver takes them.
+    pub(crate) fn param_refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+        param_refs(&self.params)
+    }
+
     /// Binds `value`; its placeholder.
     pub(crate) fn bind(&mut self, value: Param) -> String {
         self.params.push(value);
@@ -101,6 +116,8 @@ impl<'a> Translation<'a> {
         self.at(document, filter)
     }
 
+    /// `filter` as a condition over `document` (the column, or an array element being
+    /// matched).
     fn at(&mut self, document: &str, filter: &Filter) -> String {
         let each = |this: &mut Self, filters: &[Filter], joiner: &str| {
             let parts: Vec<String> = filters.iter().map(|f| this.at(document, f)).collect();
@@ -121,83 +138,16 @@ impl<'a> Translation<'a> {
             }
             // A boolean has no order: nothing is above or below one (and nothing is bound).
             Filter::Range(_, _, Scalar::Bool(_)) => "false".to_owned(),
-            Filter::Range(path, range, scalar) => {
-                let x = self.value(document, path);
-                let op = match range {
-                    Range::Gt => ">",
-                    Range::Gte => ">=",
-                    Range::Lt => "<",
-                    Range::Lte => "<=",
-                };
-                match scalar {
-                    Scalar::Number(n) => {
-                        let v = self.bind(Box::new(n.to_string()));
-                        format!("COALESCE(jsonb_typeof({x}) = 'number' AND ({x} #>> '{{}}')::numeric {op} {v}::text::numeric, false)")
-                    }
-                    Scalar::Text(t) => {
-                        let v = self.bind(Box::new(t.clone()));
-                        format!("COALESCE(jsonb_typeof({x}) = 'string' AND ({x} #>> '{{}}') COLLATE \"C\" {op} {v}::text COLLATE \"C\", false)")
-                    }
-                    Scalar::Bool(_) => "false".to_owned(),
-                }
-            }
-            Filter::In(path, scalars) | Filter::NotIn(path, scalars) => {
-                // No values: nothing is in them (and the path is not bound, so every bound
-                // parameter is used).
-                let any = if scalars.is_empty() {
-                    "false".to_owned()
-                } else if scalars.len() > SHORT_LIST {
-                    let x = self.value(document, path);
-                    self.member(&x, scalars)
-                } else {
-                    let x = self.value(document, path);
-                    let any: Vec<String> = scalars
-                        .iter()
-                        .map(|s| match filter {
-                            // NOT IN negates: a containment there would only cost.
-                            Filter::NotIn(..) => self.equals(&x, s),
-                            _ => self.equals_at(document, path, &x, s),
-                        })
-                        .collect();
-                    format!("({})", any.join(" OR "))
-                };
-                match filter {
-                    Filter::NotIn(..) => format!("NOT {any}"),
-                    _ => any,
-                }
-            }
-            Filter::AllIn(path, scalars) => {
-                // JSONB containment of an array of scalars is exactly "every value has an
-                // equal element" (strings by bytes, numbers numerically, booleans): one bound
-                // value, however long the list.
-                let x = self.value(document, path);
-                let wanted = serde_json::Value::Array(scalars.iter().map(json_scalar).collect());
-                let wanted = self.bind(Box::new(wanted));
-                format!("COALESCE(jsonb_typeof({x}) = 'array' AND {x} @> {wanted}::jsonb, false)")
-            }
+            Filter::Range(path, range, scalar) => self.range(document, path, range, scalar),
+            Filter::In(path, scalars) => self.one_of(document, path, scalars, false),
+            Filter::NotIn(path, scalars) => self.one_of(document, path, scalars, true),
+            Filter::AllIn(path, scalars) => self.all_in(document, path, scalars),
             Filter::Text {
                 path,
                 kind,
                 value,
                 ignore_case,
-            } => {
-                let x = self.value(document, path);
-                let v = self.bind(Box::new(value.clone()));
-                let (field, v) = if *ignore_case {
-                    (
-                        format!("translate({x} #>> '{{}}', {UPPER}, {LOWER})"),
-                        format!("translate({v}::text, {UPPER}, {LOWER})"),
-                    )
-                } else {
-                    (format!("({x} #>> '{{}}')"), format!("{v}::text"))
-                };
-                let test = match kind {
-                    TextMatch::Contains => format!("strpos({field}, {v}) > 0"),
-                    TextMatch::StartsWith => format!("starts_with({field}, {v})"),
-                    TextMatch::EndsWith => format!("right({field}, length({v})) = {v}"),
-                };
-                format!("COALESCE(jsonb_typeof({x}) = 'string' AND {test}, false)")
-            }
+            } => self.text(document, path, kind, value, *ignore_case),
             Filter::ElemMatch(path, child) => {
                 let x = self.value(document, path);
                 let alias = self.alias();
@@ -224,12 +174,117 @@ impl<'a> Translation<'a> {
         }
     }
 
+    /// Whether the value at `path` is `range` of `scalar`: numbers numerically, text by
+    /// bytes; false for a value of another type.
+    fn range(
+        &mut self,
+        document: &str,
+        path: &FieldPath,
+        range: &Range,
+        scalar: &Scalar,
+    ) -> String {
+        let x = self.value(document, path);
+        let op = match range {
+            Range::Gt => ">",
+            Range::Gte => ">=",
+            Range::Lt => "<",
+            Range::Lte => "<=",
+        };
+        match scalar {
+            Scalar::Number(n) => {
+                let v = self.bind(Box::new(n.to_string()));
+                format!("COALESCE(jsonb_typeof({x}) = 'number' AND ({x} #>> '{{}}')::numeric {op} {v}::text::numeric, false)")
+            }
+            Scalar::Text(t) => {
+                let v = self.bind(Box::new(t.clone()));
+                format!("COALESCE(jsonb_typeof({x}) = 'string' AND ({x} #>> '{{}}') COLLATE \"C\" {op} {v}::text COLLATE \"C\", false)")
+            }
+            Scalar::Bool(_) => "false".to_owned(),
+        }
+    }
+
+    /// Whether the value at `path` equals one of `scalars` (`negated`: none of them).
+    fn one_of(
+        &mut self,
+        document: &str,
+        path: &FieldPath,
+        scalars: &[Scalar],
+        negated: bool,
+    ) -> String {
+        // No values: nothing is in them (and the path is not bound, so every bound
+        // parameter is used).
+        let any = if scalars.is_empty() {
+            "false".to_owned()
+        } else if scalars.len() > SHORT_LIST {
+            let x = self.value(document, path);
+            self.member(&x, scalars)
+        } else {
+            let x = self.value(document, path);
+            let any: Vec<String> = scalars
+                .iter()
+                .map(|s| {
+                    if negated {
+                        // NOT IN negates: a containment there would only cost.
+                        self.equals(&x, s)
+                    } else {
+                        self.equals_at(document, path, &x, s)
+                    }
+                })
+                .collect();
+            format!("({})", any.join(" OR "))
+        };
+        if negated {
+            format!("NOT {any}")
+        } else {
+            any
+        }
+    }
+
+    /// Whether the value at `path` is an array with an element equal to each of `scalars`.
+    fn all_in(&mut self, document: &str, path: &FieldPath, scalars: &[Scalar]) -> String {
+        // JSONB containment of an array of scalars is exactly "every value has an
+        // equal element" (strings by bytes, numbers numerically, booleans): one bound
+        // value, however long the list.
+        let x = self.value(document, path);
+        let wanted = serde_json::Value::Array(scalars.iter().map(json_scalar).collect());
+        let wanted = self.bind(Box::new(wanted));
+        format!("COALESCE(jsonb_typeof({x}) = 'array' AND {x} @> {wanted}::jsonb, false)")
+    }
+
+    /// Whether the value at `path` is a string that matches `value` as `kind` says
+    /// (`ignore_case`: ASCII letters folded).
+    fn text(
+        &mut self,
+        document: &str,
+        path: &FieldPath,
+        kind: &TextMatch,
+        value: &str,
+        ignore_case: bool,
+    ) -> String {
+        let x = self.value(document, path);
+        let v = self.bind(Box::new(value.to_owned()));
+        let (field, v) = if ignore_case {
+            (
+                format!("translate({x} #>> '{{}}', {UPPER}, {LOWER})"),
+                format!("translate({v}::text, {UPPER}, {LOWER})"),
+            )
+        } else {
+            (format!("({x} #>> '{{}}')"), format!("{v}::text"))
+        };
+        let test = match kind {
+            TextMatch::Contains => format!("strpos({field}, {v}) > 0"),
+            TextMatch::StartsWith => format!("starts_with({field}, {v})"),
+            TextMatch::EndsWith => format!("right({field}, length({v})) = {v}"),
+        };
+        format!("COALESCE(jsonb_typeof({x}) = 'string' AND {test}, false)")
+    }
+
+    /// A fresh alias for an array element being matched (`e1`, `e2`, ...).
     fn alias(&mut self) -> String {
         self.elements += 1;
         format!("e{}", self.elements)
     }
 
-    /// Whether the JSONB `x` equals `scalar`: true or false.
     /// Whether `x` equals one of `scalars`, with the texts and the numbers each bound as one
     /// array: the statement's size and its parameters do not grow with the values.
     fn member(&mut self, x: &str, scalars: &[Scalar]) -> String {
@@ -268,6 +323,7 @@ impl<'a> Translation<'a> {
         format!("COALESCE({}, false)", any.join(" OR "))
     }
 
+    /// Whether the JSONB `x` equals `scalar`: true or false.
     fn equals(&mut self, x: &str, scalar: &Scalar) -> String {
         match scalar {
             Scalar::Text(text) => {
@@ -303,7 +359,6 @@ impl<'a> Translation<'a> {
     }
 }
 
-/// `x` when it is an array, else an empty one (`jsonb_array_elements` refuses the rest).
 /// A scalar as JSON.
 fn json_scalar(scalar: &Scalar) -> serde_json::Value {
     match scalar {
@@ -313,6 +368,7 @@ fn json_scalar(scalar: &Scalar) -> serde_json::Value {
     }
 }
 
+/// `x` when it is an array, else an empty one (`jsonb_array_elements` refuses the rest).
 fn array_or_empty(x: &str) -> String {
     format!("CASE WHEN jsonb_typeof({x}) = 'array' THEN {x} ELSE '[]'::jsonb END")
 }

@@ -1,6 +1,12 @@
 //! Renaming an aggregate: its rows re-keyed from a former name in one transaction.
+//!
+//! Why in one transaction under an advisory lock: two processes starting at once rename
+//! once, and a rename cut off halfway leaves every row under the former name, to be renamed
+//! on the next start. Every keyed table is re-keyed, so that history, snapshots, positions
+//! and compensation records stay one aggregate's.
 
 use async_trait::async_trait;
+use deadpool_postgres::Transaction;
 use wow_core::eventsourcing::{check_rename, AggregateRenames, RenameError, RenamedRows};
 
 use crate::error::is_unavailable;
@@ -8,6 +14,16 @@ use crate::PostgresStore;
 
 /// Serialises renames of one database (beside the migrations' lock, 7770007).
 const RENAME_LOCK: i64 = 7_770_008;
+
+/// Waits for, then holds until the transaction ends, the lock `$1`.
+const TAKE_LOCK: &str = "SELECT pg_advisory_xact_lock($1)";
+
+/// The name former name `$1` was renamed to, if it was.
+const FIND_RENAME: &str = "SELECT to_name FROM aggregate_rename WHERE from_name = $1";
+
+/// Records that former name `$1` was renamed to `$2` at `$3`.
+const RECORD_RENAME: &str =
+    "INSERT INTO aggregate_rename (from_name, to_name, renamed_at) VALUES ($1, $2, $3)";
 
 /// The first (tenant, id) with rows under both names, in any keyed table.
 const CONFLICT: &str = "
@@ -31,20 +47,89 @@ const CONFLICT: &str = "
       LIMIT 1)
     LIMIT 1";
 
+/// A keyed table's two statements: how many rows name `$1`, and re-keying them to `$2`.
+struct KeyedTable {
+    /// Counts the rows of aggregate name `$1`.
+    count: &'static str,
+    /// Renames the rows of aggregate name `$1` to `$2`.
+    rekey: &'static str,
+}
+
 /// The keyed tables, in the order their rows are counted in [`RenamedRows`].
-const TABLES: [&str; 4] = [
-    "event_stream",
-    "snapshot",
-    "consumer_position",
-    "execution_failed",
+const TABLES: [KeyedTable; 4] = [
+    KeyedTable {
+        count: "SELECT COUNT(*) FROM event_stream WHERE aggregate_name = $1",
+        rekey: "UPDATE event_stream SET aggregate_name = $2 WHERE aggregate_name = $1",
+    },
+    KeyedTable {
+        count: "SELECT COUNT(*) FROM snapshot WHERE aggregate_name = $1",
+        rekey: "UPDATE snapshot SET aggregate_name = $2 WHERE aggregate_name = $1",
+    },
+    KeyedTable {
+        count: "SELECT COUNT(*) FROM consumer_position WHERE aggregate_name = $1",
+        rekey: "UPDATE consumer_position SET aggregate_name = $2 WHERE aggregate_name = $1",
+    },
+    KeyedTable {
+        count: "SELECT COUNT(*) FROM execution_failed WHERE aggregate_name = $1",
+        rekey: "UPDATE execution_failed SET aggregate_name = $2 WHERE aggregate_name = $1",
+    },
 ];
 
+/// `error` as a [`RenameError`]: unavailable when the database could not be reached.
 fn failed(error: tokio_postgres::Error) -> RenameError {
     if is_unavailable(&error) {
         RenameError::Unavailable(error.to_string())
     } else {
         RenameError::Internal(error.to_string())
     }
+}
+
+/// Refuses the rename when an aggregate has rows under both `from` and `to`.
+async fn check_no_conflict(
+    transaction: &Transaction<'_>,
+    from: &str,
+    to: &str,
+) -> Result<(), RenameError> {
+    let Some(row) = transaction
+        .query_opt(CONFLICT, &[&from, &to])
+        .await
+        .map_err(failed)?
+    else {
+        return Ok(());
+    };
+    Err(RenameError::Conflict {
+        from: from.to_owned(),
+        to: to.to_owned(),
+        tenant: row.get(0),
+        id: row.get(1),
+    })
+}
+
+/// The rows of each of [`TABLES`] under `from`: counted on a dry run, re-keyed to `to`
+/// otherwise.
+async fn rekey_tables(
+    transaction: &Transaction<'_>,
+    from: &str,
+    to: &str,
+    dry_run: bool,
+) -> Result<[u64; 4], RenameError> {
+    let mut counts = [0u64; 4];
+    for (count, table) in counts.iter_mut().zip(&TABLES) {
+        *count = if dry_run {
+            let rows: i64 = transaction
+                .query_one(table.count, &[&from])
+                .await
+                .map_err(failed)?
+                .get(0);
+            u64::try_from(rows).unwrap_or(0)
+        } else {
+            transaction
+                .execute(table.rekey, &[&from, &to])
+                .await
+                .map_err(failed)?
+        };
+    }
+    Ok(counts)
 }
 
 #[async_trait]
@@ -66,68 +151,28 @@ impl AggregateRenames for PostgresStore {
             .map_err(|error| RenameError::Unavailable(error.to_string()))?;
         let transaction = client.transaction().await.map_err(failed)?;
         transaction
-            .execute("SELECT pg_advisory_xact_lock($1)", &[&RENAME_LOCK])
+            .execute(TAKE_LOCK, &[&RENAME_LOCK])
             .await
             .map_err(failed)?;
         let done = transaction
-            .query_opt(
-                "SELECT to_name FROM aggregate_rename WHERE from_name = $1",
-                &[&from],
-            )
+            .query_opt(FIND_RENAME, &[&from])
             .await
             .map_err(failed)?;
         if done.is_some() {
             return Ok(RenamedRows::default());
         }
-        if let Some(row) = transaction
-            .query_opt(CONFLICT, &[&from, &to])
-            .await
-            .map_err(failed)?
-        {
-            return Err(RenameError::Conflict {
-                from: from.to_owned(),
-                to: to.to_owned(),
-                tenant: row.get(0),
-                id: row.get(1),
-            });
-        }
-        let mut counts = [0u64; 4];
-        for (count, table) in counts.iter_mut().zip(TABLES) {
-            *count = if dry_run {
-                let rows: i64 = transaction
-                    .query_one(
-                        &format!("SELECT COUNT(*) FROM {table} WHERE aggregate_name = $1"),
-                        &[&from],
-                    )
-                    .await
-                    .map_err(failed)?
-                    .get(0);
-                u64::try_from(rows).unwrap_or(0)
-            } else {
-                transaction
-                    .execute(
-                        &format!(
-                            "UPDATE {table} SET aggregate_name = $2 WHERE aggregate_name = $1"
-                        ),
-                        &[&from, &to],
-                    )
-                    .await
-                    .map_err(failed)?
-            };
-        }
+        check_no_conflict(&transaction, from, to).await?;
+        let [streams, snapshots, positions, failures] =
+            rekey_tables(&transaction, from, to, dry_run).await?;
         if dry_run {
             // Dropping the transaction rolls it back: nothing was written.
-            return Ok(RenamedRows::new(counts[0], counts[1], counts[2], counts[3]));
+            return Ok(RenamedRows::new(streams, snapshots, positions, failures));
         }
         transaction
-            .execute(
-                "INSERT INTO aggregate_rename (from_name, to_name, renamed_at) VALUES ($1, $2, $3)",
-                &[&from, &to, &self.clock.now_millis()],
-            )
+            .execute(RECORD_RENAME, &[&from, &to, &self.clock.now_millis()])
             .await
             .map_err(failed)?;
         transaction.commit().await.map_err(failed)?;
-        let [streams, snapshots, positions, failures] = counts;
         Ok(RenamedRows::new(streams, snapshots, positions, failures))
     }
 }

@@ -36,11 +36,12 @@ pub const SCHEMA_VERSION: i32 = 12;
 /// `(txid, position)`: `txid` is the appending transaction's id, `position` the sequence value
 /// its row took. Why not `position` alone: a sequence value is taken when a row is inserted,
 /// not when it commits, so position 11 can commit before position 10; a reader that moved
-/// past 11 would skip 10 forever. See `store.rs` for the read that keeps the order gap-free.
-/// Rows written before migration 7 take the migration's own transaction id as their `txid`
-/// (one value stored in the catalog, no table rewrite: `pg_current_xact_id()` is stable);
-/// their transactions had all ended, so they come first, in position order. The index holds
-/// appended streams only (`version > 0`), as the feed reads: rejections are not in it.
+/// past 11 would skip 10 forever. See `store/feed.rs` for the read that keeps the order
+/// gap-free. Rows written before migration 7 take the migration's own transaction id as
+/// their `txid` (one value stored in the catalog, no table rewrite: `pg_current_xact_id()` is
+/// stable); their transactions had all ended, so they come first, in position order. The
+/// index holds appended streams only (`version > 0`), as the feed reads: rejections are not
+/// in it.
 /// Migration 7 blocks appends while the index builds (measured here: 2 ms for the column and
 /// 0.35 s for the index over a million rows of 300-byte bodies, PostgreSQL 15).
 const MIGRATIONS: [&str; 12] = [
@@ -210,9 +211,73 @@ const MIGRATIONS: [&str; 12] = [
 "#,
 ];
 
+/// Serialises migrations of one database (renames use the next key, 7770008).
+const MIGRATION_LOCK: i64 = 7_770_007;
+
+/// Takes the migration lock for the transaction, then makes `schema` and its version table
+/// when missing. The lock comes first: two processes making the same schema at once would
+/// otherwise race on `CREATE SCHEMA IF NOT EXISTS`, which is not safe against a concurrent
+/// create (one of them fails on pg_namespace's unique key). A batch of literals, not
+/// parameters: a schema's name cannot be bound.
+fn prepare_schema_sql(schema: &str) -> String {
+    format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); CREATE SCHEMA IF NOT EXISTS {schema}; CREATE TABLE IF NOT EXISTS wow_schema (version INT NOT NULL)"
+    )
+}
+
+/// The version the schema on the search path is at: 0 before the first migration.
+const FOUND_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM wow_schema";
+
+/// Empties the version table, before [`WRITE_VERSION`] writes the new one.
+const CLEAR_VERSION: &str = "DELETE FROM wow_schema";
+
+/// Writes version `$1` as the schema's version.
+const WRITE_VERSION: &str = "INSERT INTO wow_schema (version) VALUES ($1)";
+
+/// Whether the table `$1` (a schema-qualified name) exists.
+const TABLE_EXISTS: &str = "SELECT to_regclass($1) IS NOT NULL";
+
+/// The version of `schema`, named in the statement (the connection's search path need not
+/// name it): `schema` must have passed [`check_schema_name`].
+fn found_version_in_sql(schema: &str) -> String {
+    format!("SELECT COALESCE(MAX(version), 0) FROM {schema}.wow_schema")
+}
+
 /// A schema at `found` against this build's migrations.
 pub(crate) fn status(found: u32) -> SchemaStatus {
     SchemaStatus::of(found, &MIGRATIONS)
+}
+
+/// Refuses a schema name that is empty or holds anything but letters, digits and `_`: the
+/// name is written into SQL, never bound.
+pub(crate) fn check_schema_name(schema: &str) -> Result<(), OpenError> {
+    if schema.is_empty()
+        || !schema
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(OpenError::BadUrl(format!(
+            "schema `{schema}` may hold only letters, digits and _"
+        )));
+    }
+    Ok(())
+}
+
+/// The version `schema` is at, read without changing anything: 0 when it has no version
+/// table (or does not exist). `schema` must have passed [`check_schema_name`].
+pub(crate) async fn found_version(
+    client: &tokio_postgres::Client,
+    schema: &str,
+) -> Result<i32, tokio_postgres::Error> {
+    let table = format!("{schema}.wow_schema");
+    let exists: bool = client.query_one(TABLE_EXISTS, &[&table]).await?.get(0);
+    if !exists {
+        return Ok(0);
+    }
+    Ok(client
+        .query_one(&found_version_in_sql(schema), &[])
+        .await?
+        .get(0))
 }
 
 /// Creates `schema` if missing and brings it to [`SCHEMA_VERSION`], in one transaction,
@@ -231,28 +296,12 @@ async fn migrate_to(
     schema: &str,
     target: i32,
 ) -> Result<(), OpenError> {
-    if !schema
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        || schema.is_empty()
-    {
-        return Err(OpenError::BadUrl(format!(
-            "schema `{schema}` may hold only letters, digits and _"
-        )));
-    }
-    // The lock comes first: two processes making the same schema at once would otherwise
-    // race on `CREATE SCHEMA IF NOT EXISTS`, which is not safe against a concurrent create
-    // (one of them fails on pg_namespace's unique key).
+    check_schema_name(schema)?;
     let transaction = client.transaction().await?;
     transaction
-        .batch_execute(&format!(
-            "SELECT pg_advisory_xact_lock(7770007); CREATE SCHEMA IF NOT EXISTS {schema}; CREATE TABLE IF NOT EXISTS wow_schema (version INT NOT NULL)"
-        ))
+        .batch_execute(&prepare_schema_sql(schema))
         .await?;
-    let found: i32 = transaction
-        .query_one("SELECT COALESCE(MAX(version), 0) FROM wow_schema", &[])
-        .await?
-        .get(0);
+    let found: i32 = transaction.query_one(FOUND_VERSION, &[]).await?.get(0);
     if found > SCHEMA_VERSION {
         return Err(OpenError::SchemaTooNew {
             found,
@@ -267,10 +316,8 @@ async fn migrate_to(
     {
         transaction.batch_execute(migration).await?;
         let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
-        transaction.execute("DELETE FROM wow_schema", &[]).await?;
-        transaction
-            .execute("INSERT INTO wow_schema (version) VALUES ($1)", &[&version])
-            .await?;
+        transaction.execute(CLEAR_VERSION, &[]).await?;
+        transaction.execute(WRITE_VERSION, &[&version]).await?;
         tracing::info!(version, schema, "applied schema migration");
     }
     transaction.commit().await?;

@@ -1,0 +1,310 @@
+//! Table `event_stream`: appending a stream and reading an aggregate's history back, the
+//! `EventStore` implementation.
+//!
+//! One append is one `INSERT` (autocommit), atomic by itself, never `ON CONFLICT DO
+//! NOTHING`: a taken version or request id breaks a named constraint, which is mapped to its
+//! typed error. Every read of history asks for versions from 1 up, because recorded
+//! rejections are rows of this table too, at negative versions (see [`super::request_decision`]).
+//! The look-ups, the global feed and the queries over this table are in modules of their
+//! own; the methods here hand over to them.
+
+use async_trait::async_trait;
+use tokio_postgres::Row;
+use wow_core::eventsourcing::{
+    check_appendable, check_time_range, check_version_range, EventStore, EventStoreError,
+    FeedEntry, GlobalPosition, RejectedStream, RejectionRecord, RequestDecision,
+};
+use wow_core::query::{DocumentQuery, Filter};
+use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+
+use super::{clamp, feed, request_decision, stream_query, PostgresStore};
+use crate::error::{store_error, violated_constraint, REQUEST_CONSTRAINT, VERSION_CONSTRAINT};
+
+/// The columns of `event_stream` that make a stream, in the order [`decode_stream`] reads
+/// them: a macro, so that the statements below can be built from it at compile time.
+macro_rules! stream_columns {
+    () => {
+        "aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body"
+    };
+}
+pub(super) use stream_columns;
+
+/// Appends one stream, `$1` to `$12` in the order of [`stream_columns`]. A taken version
+/// breaks `event_stream_pk`, a taken request id `event_stream_request_uq`.
+const INSERT_STREAM: &str = concat!(
+    "INSERT INTO event_stream (",
+    stream_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+);
+
+/// The streams of aggregate (`$5` tenant, `$1` name, `$2` id) from version `$3` to `$4`, in
+/// version order.
+const LOAD_VERSIONS: &str = concat!(
+    "SELECT ",
+    stream_columns!(),
+    " FROM event_stream WHERE tenant_id = $5 AND aggregate_name = $1 AND aggregate_id = $2 AND version BETWEEN $3 AND $4 ORDER BY version"
+);
+
+/// The streams of aggregate (`$5` tenant, `$1` name, `$2` id) created from `$3` to `$4`
+/// (epoch milliseconds), in version order.
+const LOAD_TIMES: &str = concat!(
+    "SELECT ",
+    stream_columns!(),
+    " FROM event_stream WHERE tenant_id = $5 AND aggregate_name = $1 AND aggregate_id = $2 AND version > 0 AND create_time BETWEEN $3 AND $4 ORDER BY version"
+);
+
+/// The last stream of aggregate (`$3` tenant, `$1` name, `$2` id), if it has one.
+const LOAD_LAST: &str = concat!(
+    "SELECT ",
+    stream_columns!(),
+    " FROM event_stream WHERE tenant_id = $3 AND aggregate_name = $1 AND aggregate_id = $2 AND version > 0 ORDER BY version DESC LIMIT 1"
+);
+
+/// The aggregates of type (`$1` name, `$2` context) that have a first stream, in (tenant, id)
+/// order after (`$3` tenant, `$5` id) when `$3` is not NULL, at most `$4` of them.
+const SCAN_AGGREGATE_IDS: &str =
+    "SELECT context_name, aggregate_name, aggregate_id, tenant_id FROM event_stream
+                 WHERE aggregate_name = $1 AND context_name = $2 AND version = 1
+                   AND ($3::TEXT IS NULL OR (tenant_id, aggregate_id) > ($3::TEXT, $5::TEXT))
+                 ORDER BY tenant_id, aggregate_id LIMIT $4";
+
+/// A row this build cannot read, as [`EventStoreError::Internal`].
+pub(super) fn corrupt(message: impl std::fmt::Display) -> EventStoreError {
+    EventStoreError::Internal(message.to_string().into())
+}
+
+/// Decodes the columns of [`stream_columns`] (the first twelve of `row`) into a stream.
+pub(super) fn decode_stream(row: &Row) -> Result<DomainEventStream, EventStoreError> {
+    let header: serde_json::Value = row.try_get(10).map_err(store_error)?;
+    let body: serde_json::Value = row.try_get(11).map_err(store_error)?;
+    Ok(DomainEventStream {
+        aggregate_id: AggregateId {
+            aggregate_name: row.try_get(0).map_err(store_error)?,
+            id: row.try_get(1).map_err(store_error)?,
+            context_name: row.try_get(3).map_err(store_error)?,
+            tenant_id: row.try_get(4).map_err(store_error)?,
+        },
+        version: u64::try_from(row.try_get::<_, i64>(2).map_err(store_error)?).unwrap_or(0),
+        id: row.try_get(5).map_err(store_error)?,
+        request_id: row.try_get(6).map_err(store_error)?,
+        command_id: row.try_get(7).map_err(store_error)?,
+        fingerprint: row.try_get(8).map_err(store_error)?,
+        create_time: row.try_get(9).map_err(store_error)?,
+        header: serde_json::from_value(header).map_err(corrupt)?,
+        body: serde_json::from_value(body).map_err(corrupt)?,
+    })
+}
+
+/// Decodes a row of [`SCAN_AGGREGATE_IDS`].
+fn decode_aggregate_id(row: &Row) -> Result<AggregateId, EventStoreError> {
+    Ok(AggregateId {
+        context_name: row.try_get(0).map_err(store_error)?,
+        aggregate_name: row.try_get(1).map_err(store_error)?,
+        id: row.try_get(2).map_err(store_error)?,
+        tenant_id: row.try_get(3).map_err(store_error)?,
+    })
+}
+
+impl PostgresStore {
+    /// The streams `sql` (a prepared, cached statement of [`stream_columns`]) reads with
+    /// `params`.
+    async fn streams(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(sql).await.map_err(store_error)?;
+        let rows = client
+            .query(&statement, params)
+            .await
+            .map_err(store_error)?;
+        rows.iter().map(decode_stream).collect()
+    }
+
+    /// The error of an append that broke `error`'s constraint: a taken request id is a
+    /// duplicate; a taken version is a duplicate too when the aggregate already holds the
+    /// stream's request id (a replayed request, SPEC ES-4), else a version conflict.
+    async fn append_refused(
+        &self,
+        stream: &DomainEventStream,
+        error: tokio_postgres::Error,
+    ) -> EventStoreError {
+        match violated_constraint(&error) {
+            Some(REQUEST_CONSTRAINT) => EventStoreError::duplicate_request_id(stream),
+            Some(VERSION_CONSTRAINT) => match request_decision::holds_request(self, stream).await {
+                Ok(true) => {
+                    EventStoreError::DuplicateRequestId(Box::new(RejectedStream::of(stream)))
+                }
+                Ok(false) => EventStoreError::version_taken(stream),
+                Err(error) => error,
+            },
+            _ => store_error(error),
+        }
+    }
+}
+
+#[async_trait]
+impl EventStore for PostgresStore {
+    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        check_appendable(stream)?;
+        let header = serde_json::to_value(&stream.header).map_err(corrupt)?;
+        let body = serde_json::to_value(&stream.body).map_err(corrupt)?;
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(INSERT_STREAM)
+            .await
+            .map_err(store_error)?;
+        let outcome = client
+            .execute(
+                &statement,
+                &[
+                    &stream.aggregate_id.aggregate_name,
+                    &stream.aggregate_id.id,
+                    &clamp(stream.version),
+                    &stream.aggregate_id.context_name,
+                    &stream.aggregate_id.tenant_id,
+                    &stream.id,
+                    &stream.request_id,
+                    &stream.command_id,
+                    &stream.fingerprint,
+                    &stream.create_time,
+                    &header,
+                    &body,
+                ],
+            )
+            .await;
+        drop(client);
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(error) => Err(self.append_refused(stream, error).await),
+        }
+    }
+
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        check_version_range(head, tail)?;
+        self.streams(
+            LOAD_VERSIONS,
+            &[
+                &aggregate_id.aggregate_name,
+                &aggregate_id.id,
+                &clamp(head),
+                &clamp(tail),
+                &aggregate_id.tenant_id,
+            ],
+        )
+        .await
+    }
+
+    async fn load_by_time(
+        &self,
+        aggregate_id: &AggregateId,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        check_time_range(start, end)?;
+        self.streams(
+            LOAD_TIMES,
+            &[
+                &aggregate_id.aggregate_name,
+                &aggregate_id.id,
+                &start,
+                &end,
+                &aggregate_id.tenant_id,
+            ],
+        )
+        .await
+    }
+
+    async fn last(
+        &self,
+        aggregate_id: &AggregateId,
+    ) -> Result<Option<DomainEventStream>, EventStoreError> {
+        Ok(self
+            .streams(
+                LOAD_LAST,
+                &[
+                    &aggregate_id.aggregate_name,
+                    &aggregate_id.id,
+                    &aggregate_id.tenant_id,
+                ],
+            )
+            .await?
+            .pop())
+    }
+
+    async fn find_decision(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
+        request_decision::find(self, aggregate_id, request_id).await
+    }
+
+    async fn record_rejection(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        request_decision::record_rejection(self, aggregate_id, request_id, rejection).await
+    }
+
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&AggregateId>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        let (after_tenant, after_id) = match after {
+            Some(after) => (Some(after.tenant_id.as_str()), Some(after.id.as_str())),
+            None => (None, None),
+        };
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                SCAN_AGGREGATE_IDS,
+                &[
+                    &named.aggregate_name,
+                    &named.context_name,
+                    &after_tenant,
+                    &i64::try_from(limit).unwrap_or(i64::MAX),
+                    &after_id,
+                ],
+            )
+            .await
+            .map_err(store_error)?;
+        rows.iter().map(decode_aggregate_id).collect()
+    }
+
+    async fn query_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        stream_query::query(self, named, tenant_id, query).await
+    }
+
+    async fn count_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, EventStoreError> {
+        stream_query::count(self, named, tenant_id, filter).await
+    }
+
+    async fn read_feed(
+        &self,
+        after: GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<FeedEntry>, EventStoreError> {
+        feed::read(self, after, limit).await
+    }
+}
