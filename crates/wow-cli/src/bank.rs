@@ -1,5 +1,5 @@
 //! The bank as a service: its aggregates, view, outbox processor and saga registered on the
-//! library's builder, plus its own read route `GET /account/{id}/view` (DESIGN §6). This is
+//! library's builder, plus its own read route `GET /account/{id}/view` (docs/http-api.md). This is
 //! all `wow serve` adds to what any team's service gets.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Wow's route shapes over real HTTP against `wow serve`: the `/tenant/{tenantId}/` prefix
 //! on every route (commands, queries, state), the bare state and its time travel under it
-//! (Wow's `LoadStateAggregateClient`), DESIGN §5's `{aggregateId, version, state}` without it,
+//! (Wow's `LoadStateAggregateClient`), docs/http-api.md's `{aggregateId, version, state}` without it,
 //! and with auth on, a token that must act for the path's tenant.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -106,7 +106,7 @@ async fn the_tenant_prefix_reaches_every_route_and_answers_wows_state_shape() {
         (status, now["balance"].as_i64()),
         (StatusCode::OK, Some(12))
     );
-    // DESIGN §5's shape without it, in the tenant the header names; another tenant has none.
+    // docs/http-api.md's shape without it, in the tenant the header names; another tenant has none.
     let (status, envelope) = call(
         &client,
         reqwest::Method::GET,
@@ -604,7 +604,7 @@ async fn wows_client_gets_functions_streamed_lists_and_the_bare_state_under_the_
         assert_eq!(state["balance"], 7, "{path}: {state}");
         assert!(state["aggregateId"].is_null(), "{path}: {state}");
     }
-    // Without it, DESIGN §5's shape.
+    // Without it, docs/http-api.md's shape.
     let ours: Value = client
         .get(format!("http://{at}/account/f1/state"))
         .send()

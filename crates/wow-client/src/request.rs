@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 use wow_core::CommandStage;
 
-/// One command for the HTTP API, with the headers of DESIGN.md §5.
+/// One command for the HTTP API, with the headers of docs/http-api.md.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandRequest {
     /// The aggregate type (`account`).

@@ -26,7 +26,7 @@
 //!
 //! ## Where to find a concept
 //!
-//! The public modules below keep the vocabulary of the source document of `SPEC.md`
+//! The public modules below keep the vocabulary of Wow, the framework wow-rs follows
 //! (CommandGateway, EventStore, RequestIdChecker, ...): each gathers one concept's items from
 //! whichever layers hold them, so a reader who knows the word finds it by its module.
 

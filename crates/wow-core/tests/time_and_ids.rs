@@ -1,4 +1,4 @@
-//! Time and ids come in through `Clock` and `IdGenerator` (DESIGN §8): a pipeline wired with
+//! Time and ids come in through `Clock` and `IdGenerator` (docs/distributed.md): a pipeline wired with
 //! its own takes every timestamp and id of a command's path from them, results and stage
 //! signals included.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,6 +1,6 @@
 //! # The `bank` example domain
 //!
-//! The domain DESIGN.md §6 specifies, which outside tools test against: an `account`
+//! The domain of docs/http-api.md, a contract which outside tools test against: an `account`
 //! aggregate, the `transfer` saga, the `account_balance` projection, the `notifications`
 //! processor, and the void `audit` `note` command. `wow serve` runs it.
 //!

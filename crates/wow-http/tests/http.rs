@@ -1,4 +1,4 @@
-//! The HTTP contract of DESIGN.md §5 over real HTTP: a server on an ephemeral port, a real
+//! The HTTP contract of docs/http-api.md over real HTTP: a server on an ephemeral port, a real
 //! client, the `bank` domain.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
 

@@ -1,4 +1,4 @@
-//! wow-rs's distributed mode on NATS JetStream (DESIGN.md §4).
+//! wow-rs's distributed mode on NATS JetStream (docs/distributed.md).
 //!
 //! - [`NatsCommandBus`]: a gateway's [`CommandBus`](wow_core::command::CommandBus). Each
 //!   command goes to a subject of its partition, a stable hash of (tenant, aggregate name,

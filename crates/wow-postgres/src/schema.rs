@@ -12,7 +12,7 @@ pub const SCHEMA_VERSION: i32 = 12;
 /// at a taken version reports the request id (SPEC ES-4). The store also confirms it after a
 /// version conflict.
 ///
-/// The tenant leads every key (from version 5; SPEC TN-1, DESIGN §3).
+/// The tenant leads every key (from version 5; SPEC TN-1).
 ///
 /// Rejections (SPEC ID-6, from version 4) are rows of `event_stream` too, so that one unique
 /// index, `event_stream_request_uq`, holds the one decision per (tenant, aggregate name,
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i32 = 12;
 /// cost more still), against a budget of 5 %. Rows in `event_stream` leave the append's
 /// statement, indexes and cost as they were (measured the same way: 0.99-1.01 of the old).
 ///
-/// The global feed (from version 7; DESIGN §4, §8) orders appended streams by
+/// The global feed (from version 7; docs/distributed.md) orders appended streams by
 /// `(txid, position)`: `txid` is the appending transaction's id, `position` the sequence value
 /// its row took. Why not `position` alone: a sequence value is taken when a row is inserted,
 /// not when it commits, so position 11 can commit before position 10; a reader that moved
@@ -167,7 +167,7 @@ const MIGRATIONS: [&str; 12] = [
     );
 "#,
     r#"
-    -- The global feed (DESIGN §4): the appending transaction's id beside each row's position.
+    -- The global feed (docs/distributed.md): the appending transaction's id beside each row's position.
     -- Rows already here take this migration's id, once, from the catalog (no rewrite).
     ALTER TABLE event_stream ADD COLUMN txid XID8 NOT NULL DEFAULT pg_current_xact_id();
     CREATE INDEX event_stream_feed ON event_stream (txid, position) WHERE version > 0;

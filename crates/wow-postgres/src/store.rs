@@ -130,7 +130,7 @@ impl PostgresStore {
     }
 
     /// This store, timing the processed-message records it writes by `clock` instead of the
-    /// system clock (the one wiring place of a service chooses it, DESIGN §8).
+    /// system clock (the one wiring place of a service chooses it).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self

@@ -1,4 +1,4 @@
-//! The global feed never lets a reader pass a stream that commits late (DESIGN §8).
+//! The global feed never lets a reader pass a stream that commits late (docs/distributed.md).
 //!
 //! PostgreSQL hands out positions at insert time, not at commit: a transaction that took a
 //! lower position can commit after one that took a higher. These tests hold such a

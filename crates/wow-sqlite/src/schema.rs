@@ -15,7 +15,7 @@ pub const SCHEMA_VERSION: i64 = 11;
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
 ///
-/// The tenant leads every key (from version 5; SPEC TN-1, DESIGN §3).
+/// The tenant leads every key (from version 5; SPEC TN-1).
 ///
 /// Rejections (SPEC ID-6, from version 4) are rows of `event_stream` too, so that one unique
 /// constraint, `event_stream_request`, holds the one decision per (tenant, aggregate name,
@@ -200,7 +200,7 @@ const MIGRATIONS: [&str; 11] = [
     ) WITHOUT ROWID;
 "#,
     r#"
-    -- Where each reader of the global feed got to (DESIGN §4): a position in the order of
+    -- Where each reader of the global feed got to (docs/distributed.md): a position in the order of
     -- `event_stream.position`; `txn` is always 0 here (one writer commits in order).
     CREATE TABLE feed_cursor (
         reader         TEXT    NOT NULL PRIMARY KEY,

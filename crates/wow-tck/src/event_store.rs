@@ -1,5 +1,5 @@
 //! The EventStore conformance suite (SPEC ES-1, ES-2, ES-3, ES-5, RQ-6, ID-3, ID-6, and the global
-//! feed of DESIGN §4).
+//! feed of docs/distributed.md).
 //!
 //! Each case takes a fresh, empty store. Run them all with [`event_store_tck!`](crate::event_store_tck).
 

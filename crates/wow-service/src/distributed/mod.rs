@@ -1,4 +1,4 @@
-//! The gateway and processor roles (DESIGN.md §4): what joins a service to NATS, and what
+//! The gateway and processor roles (docs/distributed.md): what joins a service to NATS, and what
 //! it runs there.
 //!
 //! - A **gateway** sends commands on the [`NatsCommandBus`], listens for their signals on

@@ -1,4 +1,4 @@
-//! The cases of the global feed (DESIGN §4, §8): every appended stream of every tenant and
+//! The cases of the global feed (docs/distributed.md): every appended stream of every tenant and
 //! aggregate in one order, read in pages after a position, never with a gap filled in later.
 //!
 //! A store may show an acknowledged append in its feed a little late (PostgreSQL holds the

@@ -159,7 +159,7 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<AggregateId>, EventStoreError>;
 
     /// Up to `limit` appended streams of every tenant and aggregate whose positions come
-    /// after `after`, in [`GlobalPosition`] order: the store's global feed (DESIGN §4).
+    /// after `after`, in [`GlobalPosition`] order: the store's global feed (docs/distributed.md).
     /// Pass the last entry's position to get the next page; [`GlobalPosition::START`] reads
     /// from the first stream. `limit` 0 reads nothing.
     ///

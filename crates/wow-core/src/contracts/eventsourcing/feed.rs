@@ -1,4 +1,4 @@
-//! The global feed: every appended stream in the order of its store (DESIGN §4, §8).
+//! The global feed: every appended stream in the order of its store (docs/distributed.md).
 //!
 //! Each appended [`DomainEventStream`] has a [`GlobalPosition`] in its store, and
 //! [`EventStore::read_feed`](crate::contracts::eventsourcing::EventStore::read_feed) lists

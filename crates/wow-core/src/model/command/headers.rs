@@ -1,4 +1,4 @@
-//! The names of the HTTP headers a command travels with (DESIGN §5), in one table shared by
+//! The names of the HTTP headers a command travels with (docs/http-api.md), in one table shared by
 //! the server (`wow-http`), the client (`wow-client`) and the CLI, so that they cannot drift
 //! apart. Spelled as the design writes them; HTTP compares header names without regard to
 //! case, so a server may look them up in any case.

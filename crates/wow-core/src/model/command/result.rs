@@ -56,7 +56,7 @@ pub struct CommandResult {
 }
 
 impl CommandResult {
-    /// The JSON field names every `CommandResult` carries (DESIGN §5), in the order the
+    /// The JSON field names every `CommandResult` carries (docs/http-api.md), in the order the
     /// design lists them: what a client of any language may rely on finding.
     pub const JSON_FIELDS: [&'static str; 16] = [
         "id",
@@ -138,7 +138,7 @@ impl CommandResult {
     }
 
     /// This result with its id and signal time from `ids` and `clock`: how a runtime
-    /// component wired with its own time and ids (DESIGN §8) stamps what it signals. The
+    /// component wired with its own time and ids stamps what it signals. The
     /// process defaults made this result's own at construction, so they are kept as they
     /// are (no second id is made).
     pub fn stamped(mut self, clock: &dyn Clock, ids: &dyn IdGenerator) -> Self {

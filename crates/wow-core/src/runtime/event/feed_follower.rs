@@ -1,6 +1,6 @@
 //! Consumers driven by the event store's global feed: the store is the source of truth, each
 //! partition of the work keeps a durable cursor in it, and a wake-up only says "there is
-//! more". What a processor of a distributed deployment runs (DESIGN.md §4, §8).
+//! more". What a processor of a distributed deployment runs (docs/distributed.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
