@@ -87,7 +87,10 @@ pub mod event {
 pub mod eventsourcing {
     //! Event sourcing: the EventStore and SnapshotStore contracts, their in-memory versions,
     //! the decisions they record, the global feed of appended streams ([`GlobalPosition`],
-    //! [`FeedEntry`]), and loading, caching and snapshotting aggregates.
+    //! [`FeedEntry`]), and loading, caching and snapshotting aggregates. A wrapper that adds
+    //! one concern to a store implements [`EventStoreDecorator`] (or
+    //! [`SnapshotStoreDecorator`]) and states only what it changes; [`RecordingEventStore`]
+    //! proves in a test that every other method reaches the store it wraps.
     pub use crate::contracts::eventsourcing::*;
     pub use crate::model::error::BoxError;
     pub use crate::model::eventsourcing::*;
@@ -154,6 +157,10 @@ pub mod view {
     //! the SQLite writer, a PostgreSQL lock on the key), so concurrent deliveries of distinct
     //! streams of one aggregate each apply once, in whatever order the projection's version
     //! check allows.
+    //!
+    //! A wrapper that adds one concern to a view store implements [`ViewStoreDecorator`] and
+    //! states only what it changes; [`RecordingViewStore`] proves in a test that every other
+    //! method reaches the store it wraps.
     pub use crate::contracts::view::*;
     pub use crate::model::view::*;
     pub use crate::runtime::view::*;
