@@ -136,13 +136,18 @@ pub mod event {
 pub mod eventsourcing {
     //! Event sourcing: the EventStore and SnapshotStore contracts, their in-memory versions,
     //! the decisions they record, the global feed of appended streams ([`GlobalPosition`],
-    //! [`FeedEntry`]), and loading, caching and snapshotting aggregates.
+    //! [`FeedEntry`]), and loading, caching and snapshotting aggregates. A wrapper that adds
+    //! one concern to a store implements [`EventStoreDecorator`] (or
+    //! [`SnapshotStoreDecorator`]) and states only what it changes; [`RecordingEventStore`]
+    //! proves in a test that every other method reaches the store it wraps.
     pub use crate::contracts::eventsourcing::{
         check_appendable, check_rejectable, check_rename, check_time_range, check_version_range,
-        stream_document, AggregateRenames, EventStore, EventStoreError, FeedEntry, GatedEventStore,
-        GlobalPosition, InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore,
-        ParseGlobalPositionError, PendingMigration, RejectedStream, RenameError, RenamedRows,
-        SchemaStatus, Snapshot, SnapshotStore, SnapshotStoreError,
+        stream_document, AggregateRenames, EventStore, EventStoreDecorator, EventStoreError,
+        EventStoreMethod, FeedEntry, GatedEventStore, GlobalPosition, InMemoryEventStore,
+        InMemoryRenames, InMemorySnapshotStore, ParseGlobalPositionError, PendingMigration,
+        RecordingEventStore, RecordingSnapshotStore, RejectedStream, RenameError, RenamedRows,
+        SchemaStatus, Snapshot, SnapshotStore, SnapshotStoreDecorator, SnapshotStoreError,
+        SnapshotStoreMethod,
     };
     pub use crate::model::error::BoxError;
     pub use crate::model::eventsourcing::{
@@ -228,9 +233,14 @@ pub mod view {
     //! the SQLite writer, a PostgreSQL lock on the key), so concurrent deliveries of distinct
     //! streams of one aggregate each apply once, in whatever order the projection's version
     //! check allows.
+    //!
+    //! A wrapper that adds one concern to a view store implements [`ViewStoreDecorator`] and
+    //! states only what it changes; [`RecordingViewStore`] proves in a test that every other
+    //! method reaches the store it wraps.
     pub use crate::contracts::view::{
-        apply_update, check_field, Condition, FilterValue, InMemoryViewStore, ViewFilter,
-        ViewKeyMismatch, ViewStore, ViewStoreError, ViewUpdate, MAX_FIELD_LEN,
+        apply_update, check_field, Condition, FilterValue, InMemoryViewStore, RecordingViewStore,
+        ViewFilter, ViewKeyMismatch, ViewStore, ViewStoreDecorator, ViewStoreError,
+        ViewStoreMethod, ViewUpdate, MAX_FIELD_LEN,
     };
     pub use crate::model::view::{View, ViewKey, ViewRow};
     pub use crate::runtime::view::{

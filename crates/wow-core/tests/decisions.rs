@@ -18,14 +18,15 @@ use wow_core::command::{
 };
 use wow_core::event::NoopDomainEventBus;
 use wow_core::eventsourcing::{
-    EventStore, EventStoreError, GatedEventStore, RejectionRecord, RequestDecision,
+    EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod, GatedEventStore,
+    RecordingEventStore, RejectionRecord, RequestDecision,
 };
 use wow_core::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
     IdempotencyConfig,
 };
 use wow_core::pipeline::LocalPipeline;
-use wow_core::{AggregateId, CommandResult, DomainEventStream, ErrorCode, NamedAggregate};
+use wow_core::{AggregateId, CommandResult, ErrorCode};
 
 fn withdraw(id: &AggregateId, amount: u64) -> JsonCommand {
     command(id, AccountCommand::Withdraw(Amount { amount }))
@@ -465,39 +466,9 @@ struct RejectionsDown {
 }
 
 #[async_trait]
-impl EventStore for RejectionsDown {
-    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        self.inner.append(stream).await
-    }
-
-    async fn load(
-        &self,
-        id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner.load(id, head, tail).await
-    }
-
-    async fn load_by_time(
-        &self,
-        id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner.load_by_time(id, start, end).await
-    }
-
-    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
-        self.inner.last(id).await
-    }
-
-    async fn find_decision(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        self.inner.find_decision(id, request_id).await
+impl EventStoreDecorator for RejectionsDown {
+    fn inner(&self) -> &dyn EventStore {
+        &*self.inner
     }
 
     async fn record_rejection(
@@ -511,24 +482,23 @@ impl EventStore for RejectionsDown {
         }
         self.inner.record_rejection(id, request_id, rejection).await
     }
+}
 
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.inner.scan_aggregate_ids(named, after, limit).await
-    }
-
-    async fn read_feed(
-        &self,
-        after: wow_core::eventsourcing::GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
-    {
-        self.inner.read_feed(after, limit).await
-    }
+#[tokio::test]
+async fn rejections_down_passes_every_method_to_the_inner_store_but_downed_rejections() {
+    let inner = Arc::new(RecordingEventStore::new());
+    let store = RejectionsDown {
+        inner: inner.clone(),
+        down: AtomicBool::new(false),
+    };
+    assert_eq!(
+        inner.trace(&store).await,
+        EventStoreMethod::forwarded_trace()
+    );
+    store.down.store(true, Ordering::SeqCst);
+    let mut expected = EventStoreMethod::forwarded_trace();
+    expected.insert(EventStoreMethod::RecordRejection, Vec::new());
+    assert_eq!(inner.trace(&store).await, expected);
 }
 
 #[tokio::test]

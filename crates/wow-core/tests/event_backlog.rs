@@ -15,9 +15,11 @@ use support::*;
 use tokio::sync::Semaphore;
 use wow_core::command::{CommandStage, WaitPlan};
 use wow_core::event::{ConsumerError, DomainEventStream, EventConsumer};
-use wow_core::eventsourcing::{EventStore, EventStoreError, RejectionRecord, RequestDecision};
+use wow_core::eventsourcing::{
+    EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod, RecordingEventStore,
+};
 use wow_core::pipeline::LocalPipeline;
-use wow_core::{AggregateId, NamedAggregate};
+use wow_core::AggregateId;
 
 /// Records every (aggregate, version) it handles, in order; handles a stream only when the
 /// test hands it a permit, so the test decides when it falls behind.
@@ -143,10 +145,11 @@ impl FailingReads {
 }
 
 #[async_trait]
-impl EventStore for FailingReads {
-    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        self.inner.append(stream).await
+impl EventStoreDecorator for FailingReads {
+    fn inner(&self) -> &dyn EventStore {
+        &*self.inner
     }
+
     async fn load(
         &self,
         id: &AggregateId,
@@ -156,49 +159,20 @@ impl EventStore for FailingReads {
         self.outage()?;
         self.inner.load(id, head, tail).await
     }
-    async fn load_by_time(
-        &self,
-        id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner.load_by_time(id, start, end).await
-    }
-    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
-        self.inner.last(id).await
-    }
-    async fn find_decision(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        self.inner.find_decision(id, request_id).await
-    }
-    async fn record_rejection(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        self.inner.record_rejection(id, request_id, rejection).await
-    }
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.inner.scan_aggregate_ids(named, after, limit).await
-    }
+}
 
-    async fn read_feed(
-        &self,
-        after: wow_core::eventsourcing::GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
-    {
-        self.inner.read_feed(after, limit).await
-    }
+#[tokio::test]
+async fn failing_reads_passes_every_method_to_the_inner_store_while_the_store_is_up() {
+    let inner = Arc::new(RecordingEventStore::new());
+    let store = FailingReads {
+        inner: inner.clone(),
+        failing: AtomicUsize::new(0),
+        failed: AtomicUsize::new(0),
+    };
+    assert_eq!(
+        inner.trace(&store).await,
+        EventStoreMethod::forwarded_trace()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

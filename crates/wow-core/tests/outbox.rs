@@ -18,7 +18,8 @@ use wow_core::eventsourcing::BoxError;
 use wow_core::outbox::*;
 use wow_core::testing_example::{Counter, CounterEvent};
 use wow_core::view::{
-    InMemoryViewStore, ViewFilter, ViewKey, ViewRow, ViewStore, ViewStoreError, ViewUpdate,
+    InMemoryViewStore, RecordingViewStore, ViewKey, ViewStore, ViewStoreDecorator, ViewStoreMethod,
+    ViewUpdate,
 };
 use wow_core::{AggregateId, ErrorCode};
 
@@ -53,15 +54,34 @@ impl Outbox for Units {
 }
 
 /// A view store whose `fail_at`th update (from 1) fails once, as a crash between two rows.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Cut {
-    inner: InMemoryViewStore,
+    inner: Arc<dyn ViewStore>,
     updates: AtomicUsize,
     fail_at: usize,
 }
 
+impl Cut {
+    /// An in-memory view store whose `fail_at`th update fails (0: none does).
+    fn new(fail_at: usize) -> Self {
+        Self::over(Arc::new(InMemoryViewStore::new()), fail_at)
+    }
+
+    fn over(inner: Arc<dyn ViewStore>, fail_at: usize) -> Self {
+        Self {
+            inner,
+            updates: AtomicUsize::new(0),
+            fail_at,
+        }
+    }
+}
+
 #[async_trait]
-impl ViewStore for Cut {
+impl ViewStoreDecorator for Cut {
+    fn inner(&self) -> &dyn ViewStore {
+        &*self.inner
+    }
+
     async fn update(
         &self,
         key: &ViewKey,
@@ -73,30 +93,20 @@ impl ViewStore for Cut {
         }
         self.inner.update(key, message_id, work).await
     }
-    async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
-        self.inner.load(key).await
-    }
-    async fn list(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        filter: &ViewFilter,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        self.inner.list(view, tenant_id, filter, after, limit).await
-    }
-    async fn scan(
-        &self,
-        view: &str,
-        after: Option<&ViewKey>,
-        limit: usize,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        self.inner.scan(view, after, limit).await
-    }
-    async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
-        self.inner.clear(view).await
-    }
+}
+
+#[tokio::test]
+async fn cut_passes_every_method_to_the_inner_store_but_the_update_it_cuts() {
+    let inner = Arc::new(RecordingViewStore::new());
+    let cut = Cut::over(inner.clone(), 1);
+    let mut expected = ViewStoreMethod::forwarded_trace();
+    expected.insert(ViewStoreMethod::Update, Vec::new());
+    assert_eq!(inner.trace(&cut).await, expected);
+    assert_eq!(
+        inner.trace(&cut).await,
+        ViewStoreMethod::forwarded_trace(),
+        "the cut happens once"
+    );
 }
 
 #[tokio::test]
@@ -118,10 +128,7 @@ async fn a_redelivered_stream_writes_nothing_twice() {
 
 #[tokio::test]
 async fn a_stream_cut_off_between_rows_stores_the_missing_ones_once() {
-    let cut = Arc::new(Cut {
-        fail_at: 2,
-        ..Cut::default()
-    });
+    let cut = Arc::new(Cut::new(2));
     let processor = OutboxProcessor::<Units>::new(cut.clone());
     let s = stream(&counter("c-1", "t"), 1, &[add(3)]);
     let error = processor.handle(&s).await.unwrap_err();

@@ -1317,19 +1317,17 @@ const LOADS_FAIL: u8 = 2;
 /// A store whose decisions survive but whose streams cannot be read, once switched: the
 /// look-up must then say UNKNOWN, never NONE.
 #[derive(Debug)]
-struct StreamsLost {
-    inner: InMemoryEventStore,
+struct StreamsLost<S> {
+    inner: S,
     loads: std::sync::atomic::AtomicU8,
 }
 
 #[async_trait::async_trait]
-impl EventStore for StreamsLost {
-    async fn append(
-        &self,
-        stream: &wow_core::DomainEventStream,
-    ) -> Result<(), wow_core::eventsourcing::EventStoreError> {
-        self.inner.append(stream).await
+impl<S: EventStore> wow_core::eventsourcing::EventStoreDecorator for StreamsLost<S> {
+    fn inner(&self) -> &dyn EventStore {
+        &self.inner
     }
+
     async fn load(
         &self,
         id: &AggregateId,
@@ -1344,54 +1342,26 @@ impl EventStore for StreamsLost {
             _ => self.inner.load(id, head, tail).await,
         }
     }
-    async fn load_by_time(
-        &self,
-        id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
-        self.inner.load_by_time(id, start, end).await
-    }
-    async fn last(
-        &self,
-        id: &AggregateId,
-    ) -> Result<Option<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
-        self.inner.last(id).await
-    }
-    async fn find_decision(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-    ) -> Result<
-        Option<wow_core::eventsourcing::RequestDecision>,
-        wow_core::eventsourcing::EventStoreError,
-    > {
-        self.inner.find_decision(id, request_id).await
-    }
-    async fn record_rejection(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-        rejection: &wow_core::eventsourcing::RejectionRecord,
-    ) -> Result<(), wow_core::eventsourcing::EventStoreError> {
-        self.inner.record_rejection(id, request_id, rejection).await
-    }
-    async fn scan_aggregate_ids(
-        &self,
-        named: &wow_core::NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, wow_core::eventsourcing::EventStoreError> {
-        self.inner.scan_aggregate_ids(named, after, limit).await
-    }
+}
 
-    async fn read_feed(
-        &self,
-        after: wow_core::eventsourcing::GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
-    {
-        self.inner.read_feed(after, limit).await
+#[tokio::test]
+async fn streams_lost_passes_every_method_to_the_inner_store_until_switched() {
+    use wow_core::eventsourcing::{EventStoreMethod, RecordingEventStore};
+    let store = StreamsLost {
+        inner: RecordingEventStore::new(),
+        loads: std::sync::atomic::AtomicU8::new(LOADS_PASS),
+    };
+    assert_eq!(
+        store.inner.trace(&store).await,
+        EventStoreMethod::forwarded_trace()
+    );
+    for switched in [LOADS_FIND_NOTHING, LOADS_FAIL] {
+        store
+            .loads
+            .store(switched, std::sync::atomic::Ordering::SeqCst);
+        let mut expected = EventStoreMethod::forwarded_trace();
+        expected.insert(EventStoreMethod::Load, Vec::new());
+        assert_eq!(store.inner.trace(&store).await, expected, "{switched}");
     }
 }
 

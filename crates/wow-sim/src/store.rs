@@ -6,7 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use wow_core::eventsourcing::{EventStore, EventStoreError, RejectionRecord, RequestDecision};
+use wow_core::eventsourcing::{
+    EventStore, EventStoreDecorator, EventStoreError, FeedEntry, GlobalPosition, RejectionRecord,
+    RequestDecision,
+};
+use wow_core::query::{DocumentQuery, Filter};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::chaos::{Chaos, FaultKind, Logged};
@@ -63,8 +67,13 @@ impl FaultyEventStore {
     }
 }
 
+/// Every read, the queries included, may fail as `read_fault` draws.
 #[async_trait]
-impl EventStore for FaultyEventStore {
+impl EventStoreDecorator for FaultyEventStore {
+    fn inner(&self) -> &dyn EventStore {
+        &*self.inner
+    }
+
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         self.latency().await;
         self.check_up()?;
@@ -172,11 +181,73 @@ impl EventStore for FaultyEventStore {
 
     async fn read_feed(
         &self,
-        after: wow_core::eventsourcing::GlobalPosition,
+        after: GlobalPosition,
         limit: usize,
-    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
-    {
+    ) -> Result<Vec<FeedEntry>, EventStoreError> {
         self.read_fault("feed")?;
         self.inner.read_feed(after, limit).await
+    }
+
+    async fn query_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        self.read_fault("query_streams")?;
+        self.inner.query_streams(named, tenant_id, query).await
+    }
+
+    async fn count_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, EventStoreError> {
+        self.read_fault("count_streams")?;
+        self.inner.count_streams(named, tenant_id, filter).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wow_core::eventsourcing::{EventStoreMethod, RecordingEventStore};
+
+    use super::*;
+
+    fn calm(forget_rejections: bool) -> (Arc<RecordingEventStore>, FaultyEventStore) {
+        let inner = Arc::new(RecordingEventStore::new());
+        let chaos = Arc::new(Chaos::new(7));
+        chaos.calm();
+        let store = FaultyEventStore::new(inner.clone(), chaos, forget_rejections);
+        (inner, store)
+    }
+
+    #[tokio::test]
+    async fn every_method_of_the_faulty_store_reaches_the_inner_store_while_faults_are_off() {
+        let (inner, store) = calm(false);
+        assert_eq!(
+            inner.trace(&store).await,
+            EventStoreMethod::forwarded_trace()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_mutation_keeps_only_rejection_records_from_the_inner_store() {
+        let (inner, store) = calm(true);
+        let mut expected = EventStoreMethod::forwarded_trace();
+        expected.insert(EventStoreMethod::RecordRejection, Vec::new());
+        assert_eq!(inner.trace(&store).await, expected);
+    }
+
+    #[tokio::test]
+    async fn an_outage_keeps_every_method_from_the_inner_store_the_queries_included() {
+        let (inner, store) = calm(false);
+        store.chaos.store_down_for(60_000);
+        let nothing: std::collections::BTreeMap<_, _> = EventStoreMethod::ALL
+            .iter()
+            .map(|&method| (method, Vec::new()))
+            .collect();
+        assert_eq!(inner.trace(&store).await, nothing);
     }
 }

@@ -15,39 +15,22 @@ use wow_core::command::{
 };
 use wow_core::event::NoopDomainEventBus;
 use wow_core::eventsourcing::{
-    EventStore, EventStoreError, InMemoryEventStore, RejectionRecord, RequestDecision,
+    EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod, InMemoryEventStore,
+    RecordingEventStore, RequestDecision,
 };
-use wow_core::{AggregateId, CommandMessage, DomainEventStream, ErrorCode, NamedAggregate};
+use wow_core::{AggregateId, CommandMessage, ErrorCode};
 use wow_sim::{run_seed, Open, SimConfig, Wallet, WalletCommand};
 
 /// A store whose request-id look-up is down; everything else works.
 #[derive(Debug)]
-struct LookupDown(InMemoryEventStore);
+struct LookupDown<S>(S);
 
 #[async_trait]
-impl EventStore for LookupDown {
-    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        self.0.append(stream).await
+impl<S: EventStore> EventStoreDecorator for LookupDown<S> {
+    fn inner(&self) -> &dyn EventStore {
+        &self.0
     }
-    async fn load(
-        &self,
-        id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.0.load(id, head, tail).await
-    }
-    async fn load_by_time(
-        &self,
-        id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.0.load_by_time(id, start, end).await
-    }
-    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
-        self.0.last(id).await
-    }
+
     async fn find_decision(
         &self,
         _id: &AggregateId,
@@ -55,31 +38,15 @@ impl EventStore for LookupDown {
     ) -> Result<Option<RequestDecision>, EventStoreError> {
         Err(EventStoreError::Unavailable("look-up down".into()))
     }
-    async fn record_rejection(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        self.0.record_rejection(id, request_id, rejection).await
-    }
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.0.scan_aggregate_ids(named, after, limit).await
-    }
+}
 
-    async fn read_feed(
-        &self,
-        after: wow_core::eventsourcing::GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
-    {
-        self.0.read_feed(after, limit).await
-    }
+#[tokio::test]
+async fn lookup_down_passes_every_method_to_the_inner_store_but_the_look_up() {
+    let store = LookupDown(RecordingEventStore::new());
+    let mut expected = EventStoreMethod::forwarded_trace();
+    expected.insert(EventStoreMethod::FindDecision, Vec::new());
+    expected.insert(EventStoreMethod::FindRequest, Vec::new());
+    assert_eq!(store.0.trace(&store).await, expected);
 }
 
 fn open(id: &AggregateId, request_id: &str) -> JsonCommand {

@@ -182,12 +182,9 @@ pub async fn renames_every_row_of_an_aggregate(store: Store) {
         .all(|f| f.aggregate_id.aggregate_name == NEW));
     // The feed shows a stream once no older transaction is in flight (another case's schema
     // migration on a shared server holds it back a while): read it settled, as the feed cases do.
-    let feed = crate::event_store::feed::read_settled(
-        stores.events.as_ref(),
-        GlobalPosition::START,
-        9,
-    )
-    .await;
+    let feed =
+        crate::event_store::feed::read_settled(stores.events.as_ref(), GlobalPosition::START, 9)
+            .await;
     assert_eq!(feed.len(), 9, "six renamed streams and three new ones");
     assert!(feed
         .iter()

@@ -12,10 +12,8 @@ use axum::routing::post;
 use axum::Router;
 use tokio::sync::Notify;
 use wow_core::event::{ConsumerError, DomainEvent, EventConsumer};
-use wow_core::eventsourcing::{
-    EventStore, EventStoreError, FeedEntry, GlobalPosition, RejectionRecord, RequestDecision,
-};
-use wow_core::{AggregateId, DomainEventStream, ErrorCode, NamedAggregate};
+use wow_core::eventsourcing::{EventStore, EventStoreDecorator, EventStoreError, RequestDecision};
+use wow_core::{AggregateId, DomainEventStream, ErrorCode};
 
 /// What is broken now.
 #[derive(Debug, Default)]
@@ -123,7 +121,9 @@ impl EventConsumer for Ledger {
     }
 }
 
-/// The store the service runs on: `inner`, with the faults.
+/// The store the service runs on: `inner`, with the faults: appends wait at the gate, and the
+/// reads of history (`load`, `load_by_time`, `last`, `find_decision`) fail while `reads` is
+/// on. Everything else, the queries included, reaches `inner` as it is.
 #[derive(Debug)]
 pub(crate) struct Controlled {
     pub(crate) inner: Arc<dyn EventStore>,
@@ -131,7 +131,11 @@ pub(crate) struct Controlled {
 }
 
 #[async_trait]
-impl EventStore for Controlled {
+impl EventStoreDecorator for Controlled {
+    fn inner(&self) -> &dyn EventStore {
+        &*self.inner
+    }
+
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         while self.faults.gate.load(Ordering::SeqCst) {
             let opened = self.faults.opened.notified();
@@ -176,30 +180,30 @@ impl EventStore for Controlled {
         self.faults.unavailable()?;
         self.inner.find_decision(id, request_id).await
     }
+}
 
-    async fn record_rejection(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        self.inner.record_rejection(id, request_id, rejection).await
+#[tokio::test]
+async fn controlled_passes_every_method_to_the_inner_store_but_the_reads_it_fails() {
+    use wow_core::eventsourcing::{EventStoreMethod, RecordingEventStore};
+    let inner = Arc::new(RecordingEventStore::new());
+    let store = Controlled {
+        inner: inner.clone(),
+        faults: Arc::new(Faults::default()),
+    };
+    assert_eq!(
+        inner.trace(&store).await,
+        EventStoreMethod::forwarded_trace()
+    );
+    store.faults.set("reads", true);
+    let mut expected = EventStoreMethod::forwarded_trace();
+    for read in [
+        EventStoreMethod::Load,
+        EventStoreMethod::LoadByTime,
+        EventStoreMethod::Last,
+        EventStoreMethod::FindDecision,
+        EventStoreMethod::FindRequest,
+    ] {
+        expected.insert(read, Vec::new());
     }
-
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.inner.scan_aggregate_ids(named, after, limit).await
-    }
-
-    async fn read_feed(
-        &self,
-        after: GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        self.inner.read_feed(after, limit).await
-    }
+    assert_eq!(inner.trace(&store).await, expected);
 }

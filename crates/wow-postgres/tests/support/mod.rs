@@ -3,14 +3,10 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::{
-    EventStore, EventStoreError, RejectionRecord, RequestDecision, Snapshot, SnapshotStore,
-    SnapshotStoreError,
+    EventStore, EventStoreDecorator, SnapshotStore, SnapshotStoreDecorator,
 };
-use wow_core::view::{ViewFilter, ViewKey, ViewRow, ViewStore, ViewStoreError, ViewUpdate};
-use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+use wow_core::view::{ViewStore, ViewStoreDecorator};
 use wow_postgres::{PostgresOptions, PostgresStore};
 
 /// The server the tests use: `WOW_TEST_POSTGRES_URL`, or the local one.
@@ -111,147 +107,23 @@ pub async fn fresh_configured(
     }
 }
 
-#[async_trait]
-impl EventStore for TestStore {
-    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        self.store.append(stream).await
-    }
-    async fn load(
-        &self,
-        id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        EventStore::load(&self.store, id, head, tail).await
-    }
-    async fn load_by_time(
-        &self,
-        id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.store.load_by_time(id, start, end).await
-    }
-    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
-        self.store.last(id).await
-    }
-    async fn find_decision(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        self.store.find_decision(id, request_id).await
-    }
-    async fn record_rejection(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        self.store.record_rejection(id, request_id, rejection).await
-    }
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.store.scan_aggregate_ids(named, after, limit).await
-    }
-
-    async fn read_feed(
-        &self,
-        after: wow_core::eventsourcing::GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<wow_core::eventsourcing::FeedEntry>, wow_core::eventsourcing::EventStoreError>
-    {
-        self.store.read_feed(after, limit).await
-    }
-
-    async fn query_streams(
-        &self,
-        named: &wow_core::NamedAggregate,
-        tenant_id: &str,
-        query: &wow_core::query::DocumentQuery,
-    ) -> Result<Vec<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
-        self.store.query_streams(named, tenant_id, query).await
-    }
-
-    async fn count_streams(
-        &self,
-        named: &wow_core::NamedAggregate,
-        tenant_id: &str,
-        filter: &wow_core::query::Filter,
-    ) -> Result<u64, wow_core::eventsourcing::EventStoreError> {
-        self.store.count_streams(named, tenant_id, filter).await
+/// Every method reaches `store` as it is.
+impl EventStoreDecorator for TestStore {
+    fn inner(&self) -> &dyn EventStore {
+        &self.store
     }
 }
 
-#[async_trait]
-impl SnapshotStore for TestStore {
-    async fn load(&self, id: &AggregateId) -> Result<Option<Snapshot>, SnapshotStoreError> {
-        SnapshotStore::load(&self.store, id).await
-    }
-    async fn version(&self, id: &AggregateId) -> Result<Option<u64>, SnapshotStoreError> {
-        self.store.version(id).await
-    }
-    async fn save(&self, snapshot: &Snapshot) -> Result<bool, SnapshotStoreError> {
-        self.store.save(snapshot).await
+/// Every method reaches `store` as it is.
+impl SnapshotStoreDecorator for TestStore {
+    fn inner(&self) -> &dyn SnapshotStore {
+        &self.store
     }
 }
 
-#[async_trait]
-impl ViewStore for TestStore {
-    async fn update(
-        &self,
-        key: &ViewKey,
-        message_id: &str,
-        work: ViewUpdate,
-    ) -> Result<Processed, ProcessError> {
-        self.store.update(key, message_id, work).await
-    }
-    async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
-        ViewStore::load(&self.store, key).await
-    }
-    async fn list(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        filter: &ViewFilter,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        self.store.list(view, tenant_id, filter, after, limit).await
-    }
-    async fn query(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        query: &wow_core::query::DocumentQuery,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        ViewStore::query(&self.store, view, tenant_id, query).await
-    }
-    async fn count(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        filter: &wow_core::query::Filter,
-    ) -> Result<u64, ViewStoreError> {
-        ViewStore::count(&self.store, view, tenant_id, filter).await
-    }
-    async fn scan(
-        &self,
-        view: &str,
-        after: Option<&ViewKey>,
-        limit: usize,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        self.store.scan(view, after, limit).await
-    }
-    async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
-        self.store.clear(view).await
-    }
-
-    async fn declare_query_index(&self, view: &str) -> Result<(), ViewStoreError> {
-        self.store.declare_query_index(view).await
+/// Every method reaches `store` as it is.
+impl ViewStoreDecorator for TestStore {
+    fn inner(&self) -> &dyn ViewStore {
+        &self.store
     }
 }

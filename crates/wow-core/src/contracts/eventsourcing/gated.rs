@@ -6,13 +6,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
-use crate::contracts::eventsourcing::{EventStore, EventStoreError, FeedEntry, GlobalPosition};
-use crate::model::aggregate_id::{AggregateId, NamedAggregate};
+use crate::contracts::eventsourcing::{EventStore, EventStoreDecorator, EventStoreError};
 use crate::model::event::DomainEventStream;
-use crate::model::eventsourcing::{RejectionRecord, RequestDecision};
 
 /// Wraps a store; every append waits for a permit from [`GatedEventStore::release`] before it
-/// reaches the inner store. Reads pass straight through.
+/// reaches the inner store. Every other method, queries included, passes straight through.
 #[derive(Debug)]
 pub struct GatedEventStore {
     inner: Arc<dyn EventStore>,
@@ -35,7 +33,11 @@ impl GatedEventStore {
 }
 
 #[async_trait]
-impl EventStore for GatedEventStore {
+impl EventStoreDecorator for GatedEventStore {
+    fn inner(&self) -> &dyn EventStore {
+        &*self.inner
+    }
+
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         let permit = self
             .gate
@@ -45,78 +47,43 @@ impl EventStore for GatedEventStore {
         permit.forget();
         self.inner.append(stream).await
     }
+}
 
-    async fn load(
-        &self,
-        id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner.load(id, head, tail).await
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contracts::eventsourcing::{EventStoreMethod, RecordingEventStore};
+
+    #[tokio::test]
+    async fn every_method_of_a_gated_store_reaches_the_inner_store_once_released() {
+        let inner = Arc::new(RecordingEventStore::new());
+        let gated = GatedEventStore::new(inner.clone());
+        gated.release(1);
+        assert_eq!(
+            inner.trace(&gated).await,
+            EventStoreMethod::forwarded_trace()
+        );
     }
 
-    async fn load_by_time(
-        &self,
-        id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner.load_by_time(id, start, end).await
-    }
-
-    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
-        self.inner.last(id).await
-    }
-
-    async fn find_decision(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        self.inner.find_decision(id, request_id).await
-    }
-
-    async fn record_rejection(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        self.inner.record_rejection(id, request_id, rejection).await
-    }
-
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.inner.scan_aggregate_ids(named, after, limit).await
-    }
-
-    async fn read_feed(
-        &self,
-        after: GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        self.inner.read_feed(after, limit).await
-    }
-
-    async fn query_streams(
-        &self,
-        named: &crate::model::aggregate_id::NamedAggregate,
-        tenant_id: &str,
-        query: &crate::model::query::DocumentQuery,
-    ) -> Result<Vec<crate::model::event::DomainEventStream>, EventStoreError> {
-        self.inner.query_streams(named, tenant_id, query).await
-    }
-
-    async fn count_streams(
-        &self,
-        named: &crate::model::aggregate_id::NamedAggregate,
-        tenant_id: &str,
-        filter: &crate::model::query::Filter,
-    ) -> Result<u64, EventStoreError> {
-        self.inner.count_streams(named, tenant_id, filter).await
+    #[tokio::test]
+    async fn a_closed_gate_holds_appends_and_nothing_else() {
+        let inner = Arc::new(RecordingEventStore::new());
+        let gated = GatedEventStore::new(inner.clone());
+        let held = tokio::time::timeout(
+            std::time::Duration::from_millis(20),
+            EventStoreMethod::Append.call(&gated),
+        )
+        .await;
+        assert!(held.is_err(), "the append waits for a permit");
+        assert_eq!(inner.take_calls(), []);
+        for &method in EventStoreMethod::ALL {
+            if method != EventStoreMethod::Append {
+                method
+                    .call(&gated)
+                    .await
+                    .unwrap_or_else(|e| panic!("{method:?}: {e}"));
+                assert_eq!(inner.take_calls(), [method.forwarded_as()]);
+            }
+        }
     }
 }

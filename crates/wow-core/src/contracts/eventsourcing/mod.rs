@@ -1,12 +1,15 @@
+mod decorator;
 mod error;
 mod event_store;
 mod feed;
 mod gated;
 mod in_memory;
+pub(crate) mod recording;
 mod rename;
 mod schema_status;
 mod snapshot;
 
+pub use decorator::{EventStoreDecorator, SnapshotStoreDecorator};
 pub use error::{EventStoreError, RejectedStream, SnapshotStoreError};
 pub use event_store::{
     check_appendable, check_rejectable, check_time_range, check_version_range, stream_document,
@@ -15,6 +18,9 @@ pub use event_store::{
 pub use feed::{FeedEntry, GlobalPosition, ParseGlobalPositionError};
 pub use gated::GatedEventStore;
 pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
+pub use recording::{
+    EventStoreMethod, RecordingEventStore, RecordingSnapshotStore, SnapshotStoreMethod,
+};
 pub use rename::{check_rename, AggregateRenames, InMemoryRenames, RenameError, RenamedRows};
 pub use schema_status::{PendingMigration, SchemaStatus};
 pub use snapshot::{Snapshot, SnapshotStore};
