@@ -30,11 +30,13 @@ use crate::ids::Id;
 use crate::HttpState;
 
 /// Why a caller may not reach an aggregate, or why that cannot be told.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Denied {
     /// Another owner's or space's aggregate.
+    #[error("{}", .0.message)]
     Refused(AccessRefused),
     /// The aggregate's first stream cannot be read.
+    #[error(transparent)]
     Store(EventStoreError),
 }
 

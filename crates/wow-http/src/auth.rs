@@ -17,15 +17,18 @@ pub struct Tenant(pub String);
 /// Why a request has no tenant; as a response, 401 with `WWW-Authenticate: Bearer`, or 400
 /// naming the header (a tenant id that breaks the rules, two `Authorization` headers), each
 /// with a code.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NoTenant {
     /// Auth is on and the token is missing or unknown (HTTP 401).
+    #[error("a valid bearer token is required")]
     Unauthorized,
     /// `Command-Tenant-Id` breaks the id rules (HTTP 400); the rule it breaks.
+    #[error("Command-Tenant-Id {0}")]
     Invalid(&'static str),
     /// Auth is on and the request has more than one `Authorization` header (HTTP 400): which
     /// one acts is not the server's to guess.
+    #[error("more than one Authorization header: send exactly one")]
     AmbiguousCredentials,
 }
 
@@ -67,8 +70,11 @@ fn binding<'c>(config: &'c HttpConfig, headers: &HeaderMap) -> Result<&'c TokenB
 /// (`None`: not bound, every owner's or space's aggregates of the tenant).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Caller {
+    /// The tenant it acts for.
     pub(crate) tenant: String,
+    /// The owner its token binds it to.
     pub(crate) owner: Option<String>,
+    /// The space its token binds it to.
     pub(crate) space: Option<String>,
 }
 
@@ -81,9 +87,13 @@ impl Caller {
 
 /// Why a request is refused before its route runs: no tenant, or headers that name another
 /// owner or space than its token's.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Refused {
+    /// No tenant: no valid token, or a tenant id that breaks the rules.
+    #[error("{0}")]
     Tenant(NoTenant),
+    /// Headers that name another owner or space than the token's.
+    #[error("{}", .0.message)]
     Access(AccessRefused),
 }
 

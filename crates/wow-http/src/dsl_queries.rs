@@ -265,10 +265,12 @@ fn checked_projection(projection: &Projection) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// How a snapshot query is lowered: over the snapshots' documents, at this moment.
 fn lowering() -> Lowering {
     Lowering::new(Target::Snapshot, SystemClock.now_millis())
 }
 
+/// How an event stream query is lowered: over the streams' documents, at this moment.
 fn event_lowering() -> Lowering {
     Lowering::new(Target::EventStream, SystemClock.now_millis())
 }

@@ -65,6 +65,7 @@ impl ApiError {
         Self::of(status, code, message, Shape::Read)
     }
 
+    /// `status`, `code` and `message`, with a body of `shape`.
     fn of(
         status: StatusCode,
         code: impl std::fmt::Display,

@@ -12,10 +12,14 @@ pub(crate) use body::{body, query_body};
 pub(crate) use options::{owned_id, CommandOptions};
 
 /// Bad input: a code (400 unless said otherwise), a message and the offending names.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub(crate) struct InputError {
+    /// What is wrong, as a code.
     pub(crate) code: ErrorCode,
+    /// What is wrong, for a person: `name: rule` for one header or field.
     pub(crate) message: String,
+    /// The headers or fields at fault, each with the rule it breaks.
     pub(crate) binding_errors: Vec<BindingError>,
 }
 

@@ -32,13 +32,16 @@ use crate::{HttpConfig, HttpState};
 pub(crate) const COOKIE: &str = "wow-operator";
 
 /// Why a request does not reach an operator's route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 enum Refused {
     /// No operator token, and no tenant's token either (401).
+    #[error("an operator token is required")]
     Missing,
     /// A tenant's token, which is not an operator's (403).
+    #[error("a tenant's token is not an operator token")]
     TenantToken,
     /// More than one `Authorization` header (400).
+    #[error("more than one Authorization header")]
     Ambiguous,
 }
 

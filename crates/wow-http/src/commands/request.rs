@@ -177,9 +177,13 @@ pub(crate) struct Command {
 /// stream its stages.
 #[derive(Debug)]
 pub(crate) struct Sendable {
+    /// The command message.
     pub(crate) message: CommandMessage<Value>,
+    /// The stage to wait for, for how long, and for which consumer.
     pub(crate) plan: WaitPlan,
+    /// Whether to answer with the stream of stages rather than the result.
     pub(crate) stream: bool,
+    /// When the request was taken up.
     pub(crate) started: Instant,
 }
 

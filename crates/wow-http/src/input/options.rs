@@ -14,12 +14,16 @@ use crate::HttpConfig;
 /// What a request asked for, beyond its body.
 #[derive(Debug)]
 pub(crate) struct CommandOptions {
+    /// `Command-Request-Id`: the id of the intent (SPEC ID-3).
     pub(crate) request_id: Option<String>,
     /// `None`: no `Command-Wait-Stage`; the command's kind decides (`SENT` for a void
     /// command, `PROCESSED` otherwise).
     pub(crate) stage: Option<CommandStage>,
+    /// `Command-Wait-Timeout`, or the configured default.
     pub(crate) timeout: Duration,
+    /// `Command-Aggregate-Version`: the version the command expects the aggregate at.
     pub(crate) expected_version: Option<u64>,
+    /// Whether the caller accepts `text/event-stream`: one event per stage.
     pub(crate) stream: bool,
     /// The consumer a downstream stage's wait is for (Wow's `Command-Wait-Processor` and
     /// `-Function`, with `-Context`); `None`: the whole stage.

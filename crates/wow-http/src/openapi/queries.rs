@@ -171,6 +171,7 @@ struct Answers {
 }
 
 impl Answers {
+    /// The answers of `aggregate` of `context`.
     fn of(context: &str, aggregate: &str) -> Self {
         let keys = super::wow_client::AggregateKeys::new(context, aggregate);
         Self {
@@ -182,15 +183,18 @@ impl Answers {
     }
 }
 
+/// An array of `items`.
 fn array(items: &Value) -> Value {
     json!({"type": "array", "items": items})
 }
 
+/// A page of `items`: `{total, list}`.
 fn paged(items: &Value) -> Value {
     json!({"type": "object", "required": ["total", "list"],
     "properties": {"total": {"type": "integer", "minimum": 0}, "list": {"type": "array", "items": items}}})
 }
 
+/// The answer of a count: a bare number.
 fn count() -> Value {
     ok("How many match", json!({"type": "integer", "minimum": 0}))
 }
