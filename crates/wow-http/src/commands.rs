@@ -2,9 +2,10 @@
 //! create), and Wow's `DELETE /{aggregate}/{id}` and `PUT /{aggregate}/{id}/recover`.
 //!
 //! Each route takes a [`CommandTo`] (the `request` module: who sends which command to which
-//! aggregate, with which options) and the body, and answers with the command's result, or
+//! aggregate, with which options; the `address` module: how its path names them) and the body, and answers with the command's result, or
 //! with its stream of stages (the `stream` module).
 
+mod address;
 mod request;
 mod stream;
 
@@ -18,7 +19,8 @@ use wow_core::command::CommandKind;
 use crate::error::ApiError;
 use crate::status::respond;
 use crate::HttpState;
-use request::{Command, CommandTo, Create, Delete, Recover, Sendable, ToAggregate};
+use address::{Create, Delete, Recover, ToAggregate};
+use request::{Command, CommandTo, Sendable};
 
 /// `POST /{aggregate}/{id}/{command}`.
 async fn send(
