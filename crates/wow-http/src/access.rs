@@ -27,7 +27,7 @@ use wow_core::AggregateId;
 use crate::auth::{self, Caller};
 use crate::error::ApiError;
 use crate::ids::Id;
-use crate::HttpState;
+use crate::state::HttpState;
 
 /// Why a caller may not reach an aggregate, or why that cannot be told.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +47,7 @@ impl From<Denied> for ApiError {
             Denied::Refused(refused) => refused.into(),
             Denied::Store(error) => {
                 let code = error.error_code();
-                ApiError::new(crate::status_for(&code), code, error.to_string())
+                ApiError::new(crate::status::status_for(&code), code, error.to_string())
             }
         }
     }

@@ -6,9 +6,10 @@ use wow_core::aggregate::AccessRefused;
 use wow_core::command::headers;
 use wow_core::{ErrorCode, DEFAULT_TENANT_ID};
 
+use crate::binding::TokenBinding;
+use crate::config::HttpConfig;
 use crate::error::ApiError;
 use crate::ids::TenantId;
-use crate::{HttpConfig, TokenBinding};
 
 /// The tenant a request acts for.
 #[derive(Debug, Clone, PartialEq, Eq)]

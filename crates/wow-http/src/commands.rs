@@ -17,8 +17,8 @@ use axum::response::Response;
 use wow_core::command::CommandKind;
 
 use crate::error::ApiError;
+use crate::state::HttpState;
 use crate::status::respond;
-use crate::HttpState;
 use address::{Create, Delete, Recover, ToAggregate};
 use request::{Command, CommandTo, Sendable};
 

@@ -15,7 +15,7 @@ use wow_core::ErrorCode;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::HttpState;
+use crate::state::HttpState;
 
 /// The largest page `GET /compensation/failures` returns.
 const MAX_LIMIT: usize = 1_000;

@@ -24,7 +24,7 @@ use wow_core::view::{snapshot_view, ViewStore};
 use wow_core::DomainEventStream;
 
 use crate::error::ApiError;
-use crate::HttpState;
+use crate::state::HttpState;
 use answer::{events_failed, illegal, ok, view_failed, Shape, Streamed};
 use read::DslQuery;
 

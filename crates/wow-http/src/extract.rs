@@ -16,7 +16,7 @@ use wow_core::{AggregateId, ErrorCode};
 use crate::auth::{self, Caller};
 use crate::error::ApiError;
 use crate::ids::Id;
-use crate::HttpState;
+use crate::state::HttpState;
 
 /// The caller: its tenant, and the owner and space its token binds it to ([`auth::caller`]);
 /// refused with 401, 400 or 403.

@@ -15,7 +15,7 @@ use axum::response::IntoResponse;
 use wow_core::metrics::MetricsSnapshot;
 use wow_core::CommandResult;
 
-use crate::HttpState;
+use crate::state::HttpState;
 
 /// Latency bucket bounds, in seconds.
 const BUCKETS: [f64; 12] = [

@@ -31,7 +31,8 @@ use wow_core::aggregate::AggregateRuntime;
 use wow_core::command::CommandKind;
 use wow_core::{AggregateId, CommandResult, CommandStage, ErrorCode};
 
-use crate::{HttpConfig, HttpState};
+use crate::config::HttpConfig;
+use crate::state::HttpState;
 use completion::{complete, link_creates};
 use operations::{command_operation, events_path, look_up_path, service_paths, state_path};
 

@@ -25,8 +25,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::{bearer_token, NoTenant};
+use crate::config::HttpConfig;
 use crate::error::ApiError;
-use crate::{HttpConfig, HttpState};
+use crate::state::HttpState;
 
 /// The cookie that carries the operator token of a browser signed in by `/ui?token=`.
 pub(crate) const COOKIE: &str = "wow-operator";
@@ -235,7 +236,8 @@ mod tests {
     use axum::http::{header, HeaderMap, HeaderValue};
 
     use super::{check, cookie_safe, query_token, Refused};
-    use crate::{HttpConfig, TokenBinding};
+    use crate::binding::TokenBinding;
+    use crate::config::HttpConfig;
 
     fn config() -> HttpConfig {
         HttpConfig {

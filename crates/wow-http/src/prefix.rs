@@ -18,9 +18,11 @@ use axum::Router;
 use tower::ServiceExt;
 use wow_core::command::headers;
 
+use crate::config::HttpConfig;
 use crate::error::ApiError;
 use crate::ids::{Id, TenantId};
-use crate::{auth, fallback, paths, HttpConfig, HttpState};
+use crate::state::HttpState;
+use crate::{auth, fallback, paths};
 
 /// Marks a request that came in under `/tenant/{tenantId}/` or `/{context}/`: answers take
 /// Wow's shapes.

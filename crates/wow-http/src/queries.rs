@@ -32,7 +32,7 @@ fn read_failed(error: &EventStoreError) -> ApiError {
         }
         other => other.to_string(),
     };
-    ApiError::read(crate::status_for(&code), code, message)
+    ApiError::read(crate::status::status_for(&code), code, message)
 }
 
 /// `text`, a path parameter, as a whole number; else a read's 400 `IllegalArgument` saying

@@ -5,9 +5,10 @@
 use axum::routing::{any, get, post};
 use axum::Router;
 
+use crate::state::HttpState;
 use crate::{
     access, commands, compensation, dsl_queries, fallback, metrics, openapi, operator, prefix,
-    queries, ui, HttpState,
+    queries, ui,
 };
 
 /// The router of DESIGN.md §5 over `state`. With any token configured, `/metrics`,

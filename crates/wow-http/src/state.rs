@@ -13,7 +13,8 @@ use wow_core::compensation::CompensationScheduler;
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
 use wow_core::pipeline::LocalPipeline;
 
-use crate::{HttpConfig, HttpMetrics};
+use crate::config::HttpConfig;
+use crate::metrics::HttpMetrics;
 
 /// What the read routes answer from: history and request outcomes (the event store),
 /// states (with snapshots when there are some), the compensation routes (when this process

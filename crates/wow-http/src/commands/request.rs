@@ -22,7 +22,7 @@ use crate::create_id::derived_aggregate_id;
 use crate::error::ApiError;
 use crate::ids::{Id, RequestId};
 use crate::input::{self, CommandOptions, InputError};
-use crate::HttpState;
+use crate::state::HttpState;
 
 /// A command request of the route `A`, read from its parts: the [`Command`].
 #[derive(Debug)]

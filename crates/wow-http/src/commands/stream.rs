@@ -11,7 +11,7 @@ use serde_json::Value;
 use wow_core::command::WaitPlan;
 use wow_core::CommandMessage;
 
-use crate::HttpState;
+use crate::state::HttpState;
 
 /// Sends the command and answers with one server-sent event per stage (DESIGN.md §5).
 pub(crate) fn stages(
@@ -55,8 +55,9 @@ pub(crate) fn stages(
         .keep_alive(KeepAlive::default())
         .into_response();
     // The stream was accepted; each event's `errorCode` says how its stage went.
-    response
-        .headers_mut()
-        .insert(crate::ERROR_CODE_HEADER, HeaderValue::from_static("Ok"));
+    response.headers_mut().insert(
+        crate::status::ERROR_CODE_HEADER,
+        HeaderValue::from_static("Ok"),
+    );
     response
 }

@@ -47,9 +47,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Streamed {
 /// `body` as JSON with `Wow-Error-Code: Ok`.
 pub(crate) fn ok(body: Value) -> Response {
     let mut response = Json(body).into_response();
-    response
-        .headers_mut()
-        .insert(crate::ERROR_CODE_HEADER, HeaderValue::from_static("Ok"));
+    response.headers_mut().insert(
+        crate::status::ERROR_CODE_HEADER,
+        HeaderValue::from_static("Ok"),
+    );
     response
 }
 
@@ -66,9 +67,10 @@ pub(crate) fn list(Streamed(streamed): Streamed, items: Vec<Value>) -> Response 
             .map(|item| Ok::<_, Infallible>(Event::default().data(item.to_string()))),
     );
     let mut response = Sse::new(events).into_response();
-    response
-        .headers_mut()
-        .insert(crate::ERROR_CODE_HEADER, HeaderValue::from_static("Ok"));
+    response.headers_mut().insert(
+        crate::status::ERROR_CODE_HEADER,
+        HeaderValue::from_static("Ok"),
+    );
     response
 }
 
@@ -115,7 +117,7 @@ pub(crate) fn events_failed(failure: EventStoreError) -> ApiError {
 /// `TooManyRequests` (with `Retry-After`).
 fn refused(refusal: &QueryRefusal) -> ApiError {
     let code = refusal.error_code();
-    let error = ApiError::new(crate::status_for(&code), &code, refusal.to_string());
+    let error = ApiError::new(crate::status::status_for(&code), &code, refusal.to_string());
     if matches!(refusal, QueryRefusal::Busy(_)) {
         return error.with_header(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }

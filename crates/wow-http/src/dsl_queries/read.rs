@@ -16,7 +16,7 @@ use wow_core::ErrorCode;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::Aggregate;
-use crate::HttpState;
+use crate::state::HttpState;
 
 /// A query of `{aggregate}`, as `T`: refused with 401, 400 or 403 for the caller, 404 for an
 /// aggregate this service does not have, and 400 (413, 408) for a body that is not a query.

@@ -8,8 +8,8 @@ use wow_core::command::{headers, UnknownStage, WaitFunction, WaitTail};
 use wow_core::{CommandStage, ErrorCode};
 
 use super::InputError;
+use crate::config::HttpConfig;
 use crate::ids::{Id, RequestId};
-use crate::HttpConfig;
 
 /// What a request asked for, beyond its body.
 #[derive(Debug)]

@@ -5,7 +5,8 @@ use axum::http::HeaderMap;
 use axum::Json;
 use serde_json::json;
 
-use crate::{auth, HttpState};
+use crate::auth;
+use crate::state::HttpState;
 
 /// `GET /health`: `{"status": "UP", "details": {"quarantinedCount": n, "quarantined": [...]}}`,
 /// and `details.node` (role, partitions, NATS connection) on a node of a distributed

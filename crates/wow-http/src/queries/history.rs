@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::{read_failed, whole};
 use crate::error::ApiError;
 use crate::extract::ReadTarget;
-use crate::HttpState;
+use crate::state::HttpState;
 
 /// The versions `{head}` and `{tail}` of a history route, as written.
 #[derive(Debug, Deserialize)]

@@ -12,8 +12,8 @@ use wow_core::{AggregateId, ErrorCode};
 use crate::error::ApiError;
 use crate::extract::ReadTarget;
 use crate::ids::RequestId;
+use crate::state::HttpState;
 use crate::status::look_up_status;
-use crate::HttpState;
 
 /// The request id of a look-up, as written.
 #[derive(Debug, Deserialize)]

@@ -15,7 +15,7 @@ use super::{read_failed, whole};
 use crate::error::ApiError;
 use crate::extract::ReadTarget;
 use crate::prefix::WowPrefixed;
-use crate::HttpState;
+use crate::state::HttpState;
 
 /// The version of `…/state/{version}`, as written.
 #[derive(Debug, Deserialize)]
@@ -123,7 +123,7 @@ fn state_answer(loaded: &AggregateState, id: &str, prefixed: bool) -> Result<Res
 
 /// A state the aggregate's history could not give, as a read's error with `code`'s status.
 fn load_failed(code: &ErrorCode, message: String) -> ApiError {
-    ApiError::read(crate::status_for(code), code, message)
+    ApiError::read(crate::status::status_for(code), code, message)
 }
 
 /// The state folded from `streams` (the first versions of the aggregate, in order).
