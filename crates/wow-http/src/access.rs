@@ -15,7 +15,9 @@
 //! ids. An aggregate that does not exist is not refused here: its route answers as for any
 //! caller.
 
+use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
+use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
 use wow_core::aggregate::{check_access, AccessRefused};
@@ -23,38 +25,29 @@ use wow_core::eventsourcing::{recorded_scope, EventStoreError};
 use wow_core::AggregateId;
 
 use crate::auth::{self, Caller};
-use crate::HttpState;
+use crate::error::ApiError;
+use crate::ids::Id;
+use crate::state::HttpState;
 
 /// Why a caller may not reach an aggregate, or why that cannot be told.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Denied {
     /// Another owner's or space's aggregate.
+    #[error("{}", .0.message)]
     Refused(AccessRefused),
     /// The aggregate's first stream cannot be read.
+    #[error(transparent)]
     Store(EventStoreError),
 }
 
-impl Denied {
-    /// 403 with the refusal's code, or the store's failure (503 when it cannot be reached).
-    pub(crate) fn response(self) -> Response {
-        match self {
-            Denied::Refused(refused) => auth::forbidden(&refused),
+/// 403 with the refusal's code, or the store's failure (503 when it cannot be reached).
+impl From<Denied> for ApiError {
+    fn from(denied: Denied) -> Self {
+        match denied {
+            Denied::Refused(refused) => refused.into(),
             Denied::Store(error) => {
                 let code = error.error_code();
-                let mut response = axum::response::IntoResponse::into_response((
-                    crate::status_for(&code),
-                    axum::Json(serde_json::json!({
-                        "errorCode": code,
-                        "errorMsg": error.to_string(),
-                        "succeeded": false,
-                    })),
-                ));
-                if let Ok(value) = axum::http::HeaderValue::from_str(code.as_str()) {
-                    response
-                        .headers_mut()
-                        .insert(crate::ERROR_CODE_HEADER, value);
-                }
-                response
+                ApiError::new(crate::status::status_for(&code), code, error.to_string())
             }
         }
     }
@@ -117,36 +110,49 @@ fn addressed(matched: &str, params: &RawPathParams) -> Option<(String, String)> 
 pub(crate) async fn gate(
     State(state): State<HttpState>,
     matched: Option<MatchedPath>,
-    params: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+    params: Result<RawPathParams, RawPathParamsRejection>,
     request: Request,
     next: Next,
-) -> Response {
+) -> Result<Response, ApiError> {
     let addressed = match (&matched, &params) {
         (Some(matched), Ok(params)) => addressed(matched.as_str(), params),
         _ => None,
     };
-    let Some((aggregate, id)) = addressed else {
-        return next.run(request).await;
-    };
-    let caller = match auth::caller(state.config(), request.headers()) {
+    if let Some((aggregate, id)) = addressed {
+        if let Some((caller, aggregate_id)) =
+            checked_target(&state, request.headers(), &aggregate, id)?
+        {
+            permitted(&state, &caller, &aggregate_id).await?;
+        }
+    }
+    Ok(next.run(request).await)
+}
+
+/// The caller and the aggregate a gated request names, when the gate has to check them:
+/// `None` when the caller is bound to no one, has no tenant (the route answers that in its
+/// own shape), or names no aggregate that can exist; `Err` when its headers name another owner
+/// or space than its token's.
+fn checked_target(
+    state: &HttpState,
+    headers: &HeaderMap,
+    aggregate: &str,
+    id: String,
+) -> Result<Option<(Caller, AggregateId)>, ApiError> {
+    let caller = match auth::caller(state.config(), headers) {
         Ok(caller) => caller,
-        Err(auth::Refused::Access(refused)) => return auth::forbidden(&refused),
-        // The route answers a missing token or a malformed tenant in its own shape.
-        Err(auth::Refused::Tenant(_)) => return next.run(request).await,
+        Err(auth::Refused::Access(refused)) => return Err(refused.into()),
+        Err(auth::Refused::Tenant(_)) => return Ok(None),
     };
-    let Some(runtime) = state.registry().get(&aggregate) else {
-        return next.run(request).await;
+    let Some(runtime) = state.registry().get(aggregate) else {
+        return Ok(None);
     };
-    if wow_core::check_aggregate_id(&id).is_err() {
-        return next.run(request).await;
+    if Id::parse(&id).is_err() {
+        return Ok(None);
     }
     let aggregate_id = runtime
         .named_aggregate()
         .aggregate_id(id, caller.tenant.clone());
-    match permitted(&state, &caller, &aggregate_id).await {
-        Ok(()) => next.run(request).await,
-        Err(denied) => denied.response(),
-    }
+    Ok(Some((caller, aggregate_id)))
 }
 
 /// `routes` with [`gate`] over each of its routes: merge a domain's routes through it so that

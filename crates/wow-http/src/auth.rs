@@ -1,10 +1,15 @@
 //! Which tenant a request acts for, and which owner and space its token binds it to.
 
-use axum::http::HeaderMap;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use wow_core::aggregate::AccessRefused;
+use wow_core::command::headers;
 use wow_core::{ErrorCode, DEFAULT_TENANT_ID};
 
-use crate::{HttpConfig, TokenBinding};
+use crate::binding::TokenBinding;
+use crate::config::HttpConfig;
+use crate::error::ApiError;
+use crate::ids::TenantId;
 
 /// The tenant a request acts for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,15 +18,18 @@ pub struct Tenant(pub String);
 /// Why a request has no tenant; as a response, 401 with `WWW-Authenticate: Bearer`, or 400
 /// naming the header (a tenant id that breaks the rules, two `Authorization` headers), each
 /// with a code.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NoTenant {
     /// Auth is on and the token is missing or unknown (HTTP 401).
+    #[error("a valid bearer token is required")]
     Unauthorized,
     /// `Command-Tenant-Id` breaks the id rules (HTTP 400); the rule it breaks.
+    #[error("Command-Tenant-Id {0}")]
     Invalid(&'static str),
     /// Auth is on and the request has more than one `Authorization` header (HTTP 400): which
     /// one acts is not the server's to guess.
+    #[error("more than one Authorization header: send exactly one")]
     AmbiguousCredentials,
 }
 
@@ -30,23 +38,21 @@ pub enum NoTenant {
 /// of an aggregate id (the default tenant's own name aside).
 pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant, NoTenant> {
     if config.auth_tokens.is_empty() {
-        let Some(named) = headers.get(wow_core::command::headers::TENANT_ID) else {
+        let Some(named) = headers.get(headers::TENANT_ID) else {
             return Ok(Tenant(DEFAULT_TENANT_ID.to_owned()));
         };
         let named = named
             .to_str()
             .map_err(|_| NoTenant::Invalid("may hold only A-Z a-z 0-9 . _ : -"))?;
-        if named != DEFAULT_TENANT_ID {
-            wow_core::check_aggregate_id(named).map_err(NoTenant::Invalid)?;
-        }
-        return Ok(Tenant(named.to_owned()));
+        let named = TenantId::parse(named).map_err(NoTenant::Invalid)?;
+        return Ok(Tenant(named.into_string()));
     }
     binding(config, headers).map(|binding| Tenant(binding.tenant.clone()))
 }
 
 /// The binding of the request's bearer token (auth on).
 fn binding<'c>(config: &'c HttpConfig, headers: &HeaderMap) -> Result<&'c TokenBinding, NoTenant> {
-    let mut given = headers.get_all(axum::http::header::AUTHORIZATION).iter();
+    let mut given = headers.get_all(header::AUTHORIZATION).iter();
     let first = given.next();
     if given.next().is_some() {
         return Err(NoTenant::AmbiguousCredentials);
@@ -65,8 +71,11 @@ fn binding<'c>(config: &'c HttpConfig, headers: &HeaderMap) -> Result<&'c TokenB
 /// (`None`: not bound, every owner's or space's aggregates of the tenant).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Caller {
+    /// The tenant it acts for.
     pub(crate) tenant: String,
+    /// The owner its token binds it to.
     pub(crate) owner: Option<String>,
+    /// The space its token binds it to.
     pub(crate) space: Option<String>,
 }
 
@@ -79,38 +88,31 @@ impl Caller {
 
 /// Why a request is refused before its route runs: no tenant, or headers that name another
 /// owner or space than its token's.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Refused {
+    /// No tenant: no valid token, or a tenant id that breaks the rules.
+    #[error("{0}")]
     Tenant(NoTenant),
+    /// Headers that name another owner or space than the token's.
+    #[error("{}", .0.message)]
     Access(AccessRefused),
 }
 
-impl Refused {
-    /// 401, 400 or 403, each with a code and `Wow-Error-Code`.
-    pub(crate) fn response(self) -> axum::response::Response {
-        match self {
-            Refused::Tenant(refused) => refused.response(),
-            Refused::Access(refused) => forbidden(&refused),
+/// 401, 400 or 403, each with a code and `Wow-Error-Code`.
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Tenant(refused) => refused.into(),
+            Refused::Access(refused) => refused.into(),
         }
     }
 }
 
 /// 403 with the refusal's code (`IllegalAccessOwnerAggregate`, `IllegalAccessSpaceAggregate`).
-pub(crate) fn forbidden(refused: &AccessRefused) -> axum::response::Response {
-    let mut response = axum::response::IntoResponse::into_response((
-        axum::http::StatusCode::FORBIDDEN,
-        axum::Json(serde_json::json!({
-            "errorCode": refused.code,
-            "errorMsg": refused.message,
-            "succeeded": false,
-        })),
-    ));
-    if let Ok(code) = axum::http::HeaderValue::from_str(refused.code.as_str()) {
-        response
-            .headers_mut()
-            .insert(crate::ERROR_CODE_HEADER, code);
+impl From<AccessRefused> for ApiError {
+    fn from(refused: AccessRefused) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, refused.code, refused.message)
     }
-    response
 }
 
 /// The request's caller: its tenant as [`tenant`] finds it, and its token's owner and space.
@@ -137,13 +139,13 @@ pub(crate) fn caller(config: &HttpConfig, headers: &HeaderMap) -> Result<Caller,
     for (bound, header, code, what) in [
         (
             &binding.owner,
-            wow_core::command::headers::OWNER_ID,
+            headers::OWNER_ID,
             ErrorCode::IllegalAccessOwnerAggregate,
             "owner",
         ),
         (
             &binding.space,
-            wow_core::command::headers::SPACE_ID,
+            headers::SPACE_ID,
             ErrorCode::IllegalAccessSpaceAggregate,
             "space",
         ),
@@ -172,9 +174,9 @@ pub fn caller_tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant,
     tenant(config, headers)
 }
 
-impl axum::response::IntoResponse for NoTenant {
-    fn into_response(self) -> axum::response::Response {
-        self.response()
+impl IntoResponse for NoTenant {
+    fn into_response(self) -> Response {
+        ApiError::from(self).into_response()
     }
 }
 
@@ -185,33 +187,23 @@ pub(crate) fn bearer_token(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
-impl NoTenant {
-    /// 401 with the challenge `WWW-Authenticate: Bearer`, or 400 naming the header; both with
-    /// a code and `Wow-Error-Code`.
-    pub(crate) fn response(self) -> axum::response::Response {
-        match self {
-            NoTenant::Unauthorized => {
-                let mut response = crate::fallback::error_response(
-                    axum::http::StatusCode::UNAUTHORIZED,
-                    "Unauthorized",
-                    "a valid bearer token is required".to_owned(),
-                );
-                response.headers_mut().insert(
-                    axum::http::header::WWW_AUTHENTICATE,
-                    axum::http::HeaderValue::from_static("Bearer"),
-                );
-                response
+/// 401 with the challenge `WWW-Authenticate: Bearer`, or 400 naming the header; both with a
+/// code and `Wow-Error-Code`.
+impl From<NoTenant> for ApiError {
+    fn from(refused: NoTenant) -> Self {
+        match refused {
+            NoTenant::Unauthorized => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                "a valid bearer token is required",
+            )
+            .with_header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")),
+            NoTenant::Invalid(rule) => {
+                ApiError::illegal_argument(format!("{} {rule}", headers::TENANT_ID))
             }
-            NoTenant::Invalid(rule) => crate::fallback::error_response(
-                axum::http::StatusCode::BAD_REQUEST,
-                "IllegalArgument",
-                format!("Command-Tenant-Id {rule}"),
-            ),
-            NoTenant::AmbiguousCredentials => crate::fallback::error_response(
-                axum::http::StatusCode::BAD_REQUEST,
-                "BadRequest",
-                "more than one Authorization header: send exactly one".to_owned(),
-            ),
+            NoTenant::AmbiguousCredentials => {
+                ApiError::bad_request("more than one Authorization header: send exactly one")
+            }
         }
     }
 }

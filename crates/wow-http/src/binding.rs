@@ -4,6 +4,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::ids::{Id, InvalidId, TenantId};
+
 /// A token's binding. A token bound to the tenant alone reaches every owner's aggregates of
 /// that tenant; one bound to an owner (and a space) reaches only that owner's (and space's).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,14 +73,20 @@ impl FromStr for TokenBinding {
                 parts.len()
             )));
         }
-        for (part, name) in parts.iter().zip(["the tenant", "the owner", "the space"]) {
+        for (index, (part, name)) in parts
+            .iter()
+            .zip(["the tenant", "the owner", "the space"])
+            .enumerate()
+        {
             if part.is_empty() {
                 return Err(invalid(format!("{name} is empty")));
             }
-            if *part == wow_core::DEFAULT_TENANT_ID && name == "the tenant" {
-                continue;
-            }
-            wow_core::check_aggregate_id(part).map_err(|rule| invalid(format!("{name} {rule}")))?;
+            let checked = if index == 0 {
+                TenantId::parse(part).map(|_| ())
+            } else {
+                Id::parse(part).map(|_| ()).map_err(InvalidId::rule)
+            };
+            checked.map_err(|rule| invalid(format!("{name} {rule}")))?;
         }
         let part = |i: usize| parts.get(i).map(|part| (*part).to_owned());
         Ok(Self {

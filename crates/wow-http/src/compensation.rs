@@ -1,19 +1,21 @@
 //! The compensation routes (SPEC DS-4): list the recorded consumer failures, show one with
 //! its events, and retry one.
 
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 use wow_core::compensation::{
     CompensationError, CompensationScheduler, ExecutionFailed, ExecutionFailedStatus, FailureQuery,
 };
-use wow_core::event::ConsumerStoreError;
 use wow_core::ErrorCode;
 
-use crate::{auth, HttpState};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::HttpState;
 
 /// The largest page `GET /compensation/failures` returns.
 const MAX_LIMIT: usize = 1_000;
@@ -28,141 +30,150 @@ pub(crate) struct ListParams {
     limit: Option<usize>,
 }
 
-fn error(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Response {
-    (
-        status,
-        Json(json!({"errorCode": code, "errorMsg": message.into(), "succeeded": false})),
-    )
-        .into_response()
+/// The query of `GET /compensation/failures`; one that does not read is 400 `BadRequest`.
+#[derive(Debug)]
+pub(crate) struct ListQuery(ListParams);
+
+impl<S: Send + Sync> FromRequestParts<S> for ListQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(params) = Query::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection: QueryRejection| ApiError::bad_request(rejection.body_text()))?;
+        Ok(Self(params))
+    }
 }
 
-fn store_failed(failure: &ConsumerStoreError) -> Response {
-    error(
+/// The scheduler and the tenant whose records the caller may see (`None`: all of them, when
+/// auth is off and no tenant is named); a token bound to an owner or a space is refused
+/// (403 `Forbidden`), and a service that records no failures answers 404.
+#[derive(Debug)]
+pub(crate) struct Scope {
+    scheduler: CompensationScheduler,
+    tenant_id: Option<String>,
+}
+
+impl FromRequestParts<HttpState> for Scope {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &HttpState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        if caller.is_bound() {
+            // SPEC TN-2: a failure record holds another owner's events as much as one's own;
+            // the operator's routes are for tokens of the whole tenant.
+            return Err(ApiError::forbidden(
+                "the compensation routes are for tokens of the whole tenant; this token is bound to an owner or a space",
+            ));
+        }
+        let named = !state.config().auth_tokens.is_empty()
+            || parts
+                .headers
+                .contains_key(wow_core::command::headers::TENANT_ID);
+        let scheduler = state
+            .compensation()
+            .ok_or_else(|| ApiError::not_found("this service records no consumer failures"))?;
+        Ok(Self {
+            scheduler: scheduler.clone(),
+            tenant_id: named.then_some(caller.tenant),
+        })
+    }
+}
+
+impl Scope {
+    /// The record `id`, when the caller may see it; else 404, as for an unknown one.
+    async fn record(&self, id: &str) -> Result<ExecutionFailed, ApiError> {
+        self.scheduler
+            .failures()
+            .get(id)
+            .await
+            .map_err(|failure| store_failed(&failure))?
+            .filter(|record| {
+                let tenant = self.tenant_id.as_deref();
+                tenant.is_none_or(|tenant| record.aggregate_id.tenant_id == tenant)
+            })
+            .ok_or_else(|| no_record(id))
+    }
+}
+
+/// 404 for a record the caller does not see.
+fn no_record(id: &str) -> ApiError {
+    ApiError::not_found(format!("no failed execution has id `{id}`"))
+}
+
+/// 503: the store of the records could not be read.
+fn store_failed(failure: &impl std::fmt::Display) -> ApiError {
+    ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::ServiceUnavailable,
         failure.to_string(),
     )
 }
 
-/// The scheduler and the tenant whose records the caller may see (`None`: all of them, when
-/// auth is off and no tenant is named); a token bound to an owner or a space is refused
-/// (403 `Forbidden`).
-#[allow(clippy::result_large_err)] // the error is the response itself, built once
-fn scope(
-    state: &HttpState,
-    headers: &HeaderMap,
-) -> Result<(CompensationScheduler, Option<String>), Response> {
-    let caller = auth::caller(state.config(), headers).map_err(auth::Refused::response)?;
-    if caller.is_bound() {
-        // SPEC TN-2: a failure record holds another owner's events as much as one's own; the
-        // operator's routes are for tokens of the whole tenant.
-        return Err(crate::fallback::error_response(
-            StatusCode::FORBIDDEN,
-            "Forbidden",
-            "the compensation routes are for tokens of the whole tenant; this token is bound to an owner or a space".to_owned(),
-        ));
-    }
-    let named = !state.config().auth_tokens.is_empty()
-        || headers.contains_key(wow_core::command::headers::TENANT_ID);
-    let scheduler = state.compensation().ok_or_else(|| {
-        error(
-            StatusCode::NOT_FOUND,
-            ErrorCode::NotFound,
-            "this service records no consumer failures",
-        )
-    })?;
-    Ok((scheduler.clone(), named.then_some(caller.tenant)))
-}
-
 /// `GET /compensation/failures?status=&consumer=&after=&limit=`: the recorded failures in the
 /// order they were first recorded, one page (`after` is the last id of the previous page).
 pub(crate) async fn list(
-    State(state): State<HttpState>,
-    headers: HeaderMap,
-    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let (scheduler, tenant_id) = match scope(&state, &headers) {
-        Ok(scope) => scope,
-        Err(response) => return response,
-    };
-    let Query(params) = match params {
-        Ok(params) => params,
-        Err(rejection) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                ErrorCode::BadRequest,
-                rejection.body_text(),
-            )
-        }
-    };
-    let status = match params.status.as_deref().map(str::to_ascii_uppercase) {
-        None => None,
-        Some(name) => match ExecutionFailedStatus::parse(&name) {
-            Some(status) => Some(status),
-            None => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    ErrorCode::BadRequest,
-                    format!("status must be FAILED, EXHAUSTED or SUCCEEDED, not `{name}`"),
-                )
-            }
-        },
-    };
+    scope: Scope,
+    ListQuery(params): ListQuery,
+) -> Result<Json<Vec<ExecutionFailed>>, ApiError> {
+    let status = params
+        .status
+        .as_deref()
+        .map(str::to_ascii_uppercase)
+        .map(|name| {
+            ExecutionFailedStatus::parse(&name).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "status must be FAILED, EXHAUSTED or SUCCEEDED, not `{name}`"
+                ))
+            })
+        })
+        .transpose()?;
     let limit = params.limit.unwrap_or(100);
     if limit == 0 || limit > MAX_LIMIT {
-        return error(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::BadRequest,
-            format!("limit must be 1..={MAX_LIMIT}"),
-        );
+        return Err(ApiError::bad_request(format!(
+            "limit must be 1..={MAX_LIMIT}"
+        )));
     }
     let query = FailureQuery {
         status,
         consumer: params.consumer,
-        tenant_id,
+        tenant_id: scope.tenant_id,
         after_id: params.after,
         limit,
     };
-    match scheduler.failures().list(&query).await {
-        Ok(records) => Json(records).into_response(),
-        Err(failure) => store_failed(&failure),
-    }
+    let records = scope
+        .scheduler
+        .failures()
+        .list(&query)
+        .await
+        .map_err(|failure| store_failed(&failure))?;
+    Ok(Json(records))
 }
 
 /// `POST /compensation/failures/{id}/retry`: runs exactly the recorded consumer on exactly
 /// the recorded stream now, and answers with the record after it (`SUCCEEDED`, or one more
 /// attempt).
 pub(crate) async fn retry(
-    State(state): State<HttpState>,
+    scope: Scope,
     Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    let (scheduler, tenant_id) = match scope(&state, &headers) {
-        Ok(scope) => scope,
-        Err(response) => return response,
-    };
-    let not_found = || {
-        error(
-            StatusCode::NOT_FOUND,
-            ErrorCode::NotFound,
-            format!("no failed execution has id `{id}`"),
-        )
-    };
-    match scheduler.failures().get(&id).await {
-        Ok(Some(record)) if visible(&record, tenant_id.as_deref()) => {}
-        Ok(_) => return not_found(),
-        Err(failure) => return store_failed(&failure),
-    }
-    match scheduler.retry(&id).await {
-        Ok(record) => Json(record).into_response(),
-        Err(CompensationError::NotFound(_)) => not_found(),
-        Err(CompensationError::Store(failure)) => store_failed(&failure),
-        Err(CompensationError::EventStore(failure)) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::ServiceUnavailable,
-            failure.to_string(),
-        ),
-        Err(other) => error(
+) -> Result<Json<ExecutionFailed>, ApiError> {
+    scope.record(&id).await?;
+    let record = scope
+        .scheduler
+        .retry(&id)
+        .await
+        .map_err(|error| retry_failed(error, &id))?;
+    Ok(Json(record))
+}
+
+/// Why a retry did not run: the record is gone (404), a store failed (503), or the record
+/// cannot be retried now (409 `IllegalState`).
+fn retry_failed(error: CompensationError, id: &str) -> ApiError {
+    match error {
+        CompensationError::NotFound(_) => no_record(id),
+        CompensationError::Store(failure) => store_failed(&failure),
+        CompensationError::EventStore(failure) => store_failed(&failure),
+        other => ApiError::new(
             StatusCode::CONFLICT,
             ErrorCode::IllegalState,
             other.to_string(),
@@ -175,40 +186,17 @@ pub(crate) async fn retry(
 /// Another tenant's record is a 404, as an unknown one.
 pub(crate) async fn detail(
     State(state): State<HttpState>,
+    scope: Scope,
     Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    let (scheduler, tenant_id) = match scope(&state, &headers) {
-        Ok(scope) => scope,
-        Err(response) => return response,
-    };
-    let record = match scheduler.failures().get(&id).await {
-        Ok(Some(record)) if visible(&record, tenant_id.as_deref()) => record,
-        Ok(_) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                ErrorCode::NotFound,
-                format!("no failed execution has id `{id}`"),
-            )
-        }
-        Err(failure) => return store_failed(&failure),
-    };
-    let streams = match state
+) -> Result<Json<Value>, ApiError> {
+    let record = scope.record(&id).await?;
+    let streams = state
         .store()
         .load(&record.aggregate_id, record.version, record.version)
         .await
-    {
-        Ok(streams) => streams,
-        Err(failure) => {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::ServiceUnavailable,
-                failure.to_string(),
-            )
-        }
-    };
+        .map_err(|failure| store_failed(&failure))?;
     let runtime = state.registry().find(&record.aggregate_id.aggregate_name);
-    let events: Vec<serde_json::Value> = streams
+    let events: Vec<Value> = streams
         .iter()
         .map(|stream| match &runtime {
             // Today's shapes where the aggregate is known; as stored otherwise.
@@ -217,9 +205,5 @@ pub(crate) async fn detail(
             Err(_) => serde_json::to_value(stream).unwrap_or_default(),
         })
         .collect();
-    Json(json!({"failure": record, "events": events})).into_response()
-}
-
-fn visible(record: &ExecutionFailed, tenant_id: Option<&str>) -> bool {
-    tenant_id.is_none_or(|tenant| record.aggregate_id.tenant_id == tenant)
+    Ok(Json(json!({"failure": record, "events": events})))
 }

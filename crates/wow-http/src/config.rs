@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::TokenBinding;
+use crate::binding::TokenBinding;
 
 /// Settings of the HTTP API. Plain values; `Default` gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]

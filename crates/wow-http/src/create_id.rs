@@ -70,7 +70,7 @@ mod tests {
             derived_aggregate_id("ab", "c", "x"),
             derived_aggregate_id("a", "bc", "x")
         );
-        assert!(crate::input::check_id("aggregateId", &id, true).is_ok());
+        assert!(crate::ids::Id::parse(&id).is_ok());
     }
 
     #[test]

@@ -12,10 +12,11 @@ use std::sync::Arc;
 use axum::body::{Body, HttpBody};
 use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router};
-use serde_json::json;
+use axum::Router;
 use wow_core::aggregate::AggregateRegistry;
+use wow_core::ErrorCode;
 
+use crate::error::ApiError;
 use crate::status::ERROR_CODE_HEADER;
 
 /// The first path segments of the service's own routes, not an aggregate's.
@@ -28,25 +29,10 @@ pub(crate) const FIXED: [&str; 6] = [
     "ui",
 ];
 
-/// An error answer of a query or a route: `{errorCode, errorMsg}` with `Wow-Error-Code`.
+/// An error answer: `{errorCode, errorMsg, succeeded: false}` with `Wow-Error-Code`, as
+/// [`ApiError`] writes it (for the connection's own refusals, which answer before any route).
 pub(crate) fn error_response(status: StatusCode, code: &'static str, message: String) -> Response {
-    let mut response = (
-        status,
-        Json(json!({"errorCode": code, "errorMsg": message, "succeeded": false})),
-    )
-        .into_response();
-    response
-        .headers_mut()
-        .insert(ERROR_CODE_HEADER, HeaderValue::from_static(code));
-    response
-}
-
-fn not_found(method: &Method, uri: &Uri) -> Response {
-    error_response(
-        StatusCode::NOT_FOUND,
-        "NotFound",
-        format!("no route answers {method} {}", uri.path()),
-    )
+    ApiError::new(status, code, message).into_response()
 }
 
 /// The largest error body read to find its `errorCode` (error bodies are small JSON objects).
@@ -73,11 +59,12 @@ async fn error_code_header(response: Response) -> Response {
     let (mut parts, body) = response.into_parts();
     // A body of an exact, small size is in memory: reading it cannot wait or fail.
     let Ok(bytes) = axum::body::to_bytes(body, MAX_ERROR_BODY as usize).await else {
-        return error_response(
+        return ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalServerError",
-            "an error answer could not be read".to_owned(),
-        );
+            ErrorCode::InternalServerError,
+            "an error answer could not be read",
+        )
+        .into_response();
     };
     let code = serde_json::from_slice::<serde_json::Value>(&bytes)
         .ok()
@@ -111,15 +98,13 @@ pub fn error_fallbacks(router: Router, registry: &AggregateRegistry) -> Router {
             async move {
                 let first = uri.path().trim_start_matches('/').split('/').next();
                 if !first.is_some_and(|segment| known.contains(segment)) {
-                    return not_found(&method, &uri);
+                    return ApiError::no_route(&method, uri.path());
                 }
-                error_response(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "MethodNotAllowed",
-                    format!("{} does not answer {method}", uri.path()),
-                )
+                ApiError::method_not_allowed(&method, uri.path())
             }
         })
-        .fallback(|method: Method, uri: Uri| async move { not_found(&method, &uri) });
+        .fallback(
+            |method: Method, uri: Uri| async move { ApiError::no_route(&method, uri.path()) },
+        );
     crate::paths::checked(router).layer(axum::middleware::map_response(error_code_header))
 }

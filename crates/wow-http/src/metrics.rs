@@ -12,9 +12,10 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
+use wow_core::metrics::MetricsSnapshot;
 use wow_core::CommandResult;
 
-use crate::HttpState;
+use crate::state::HttpState;
 
 /// Latency bucket bounds, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -66,34 +67,48 @@ pub(crate) async fn render(State(state): State<HttpState>) -> impl IntoResponse 
             .inner
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let _ = writeln!(out, "# HELP wow_commands_total Commands answered over HTTP, by stage reached and error code.");
-        let _ = writeln!(out, "# TYPE wow_commands_total counter");
-        for ((stage, code), n) in &counts.results {
-            let _ = writeln!(
-                out,
-                "wow_commands_total{{stage=\"{stage}\",error_code=\"{code}\"}} {n}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP wow_command_duration_seconds Time from request to answer."
-        );
-        let _ = writeln!(out, "# TYPE wow_command_duration_seconds histogram");
-        for (bound, n) in BUCKETS.iter().zip(counts.buckets.iter()) {
-            let _ = writeln!(
-                out,
-                "wow_command_duration_seconds_bucket{{le=\"{bound}\"}} {n}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "wow_command_duration_seconds_bucket{{le=\"+Inf\"}} {}",
-            counts.count
-        );
-        let _ = writeln!(out, "wow_command_duration_seconds_sum {}", counts.sum);
-        let _ = writeln!(out, "wow_command_duration_seconds_count {}", counts.count);
+        write_commands(&mut out, &counts);
     }
     let pipeline = state.gateway().metrics().snapshot();
+    write_pipeline(&mut out, &pipeline, state.quarantine().len());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+/// The command counters and the latency histogram, in the Prometheus text format.
+fn write_commands(out: &mut String, counts: &Counts) {
+    let _ = writeln!(
+        out,
+        "# HELP wow_commands_total Commands answered over HTTP, by stage reached and error code."
+    );
+    let _ = writeln!(out, "# TYPE wow_commands_total counter");
+    for ((stage, code), n) in &counts.results {
+        let _ = writeln!(
+            out,
+            "wow_commands_total{{stage=\"{stage}\",error_code=\"{code}\"}} {n}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP wow_command_duration_seconds Time from request to answer."
+    );
+    let _ = writeln!(out, "# TYPE wow_command_duration_seconds histogram");
+    for (bound, n) in BUCKETS.iter().zip(counts.buckets.iter()) {
+        let _ = writeln!(
+            out,
+            "wow_command_duration_seconds_bucket{{le=\"{bound}\"}} {n}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "wow_command_duration_seconds_bucket{{le=\"+Inf\"}} {}",
+        counts.count
+    );
+    let _ = writeln!(out, "wow_command_duration_seconds_sum {}", counts.sum);
+    let _ = writeln!(out, "wow_command_duration_seconds_count {}", counts.count);
+}
+
+/// The pipeline's counters and the quarantine, in the Prometheus text format.
+fn write_pipeline(out: &mut String, pipeline: &MetricsSnapshot, quarantined: usize) {
     let _ = writeln!(
         out,
         "# HELP wow_duplicates_total Duplicate request ids, by where they were caught."
@@ -143,12 +158,7 @@ pub(crate) async fn render(State(state): State<HttpState>) -> impl IntoResponse 
         "# HELP wow_quarantined_aggregates Aggregates quarantined because their history cannot be applied (SPEC PX-1)."
     );
     let _ = writeln!(out, "# TYPE wow_quarantined_aggregates gauge");
-    let _ = writeln!(
-        out,
-        "wow_quarantined_aggregates {}",
-        state.quarantine().len()
-    );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+    let _ = writeln!(out, "wow_quarantined_aggregates {}", quarantined);
 }
 
 /// `GET /metrics.json`: the counters of `/metrics`, read at the same moment, as JSON.

@@ -27,10 +27,12 @@ mod wow_client;
 use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Map, Value};
+use wow_core::aggregate::AggregateRuntime;
 use wow_core::command::CommandKind;
 use wow_core::{AggregateId, CommandResult, CommandStage, ErrorCode};
 
-use crate::HttpState;
+use crate::config::HttpConfig;
+use crate::state::HttpState;
 use completion::{complete, link_creates};
 use operations::{command_operation, events_path, look_up_path, service_paths, state_path};
 
@@ -118,48 +120,37 @@ fn stream_schema() -> Value {
 /// The whole document for `state`: the registry's routes, the service's, the domain's.
 pub(crate) fn build(state: &HttpState) -> Value {
     let config = state.config();
-    let auth = !config.auth_tokens.is_empty();
-    let operator = config.operator_gated();
+    let tags: Vec<Value> = state
+        .registry()
+        .iter()
+        .map(|runtime| {
+            let named = runtime.named_aggregate();
+            json!({"name": format!("{}.{}", named.context_name, named.aggregate_name)})
+        })
+        .collect();
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "wow-rs", "version": env!("CARGO_PKG_VERSION"),
+            "description": "Every route also answers under Wow's prefix /tenant/{tenantId}/, in that tenant (the state routes then answer the bare state)."},
+        "tags": tags,
+        "paths": paths(state),
+        "components": components(state, !config.auth_tokens.is_empty(), config.operator_gated()),
+    })
+}
+
+/// Every path: each aggregate's, the service's and the domain's, each operation completed.
+fn paths(state: &HttpState) -> Map<String, Value> {
+    let config = state.config();
     let mut paths = Map::new();
     for runtime in state.registry().iter() {
-        let aggregate = &runtime.named_aggregate().aggregate_name;
-        let context = &runtime.named_aggregate().context_name;
-        let commands = runtime.commands();
-        for command in commands.iter().filter(|c| !c.internal) {
-            paths.insert(
-                format!("/{aggregate}/{{id}}/{}", command.name),
-                command_operation(context, aggregate, command, true, config),
-            );
-            if matches!(command.kind, CommandKind::Create | CommandKind::AllowCreate) {
-                paths.insert(
-                    format!("/{aggregate}/{}", command.name),
-                    command_operation(context, aggregate, command, false, config),
-                );
-            }
-        }
-        // An aggregate whose commands are all void has no aggregate to read: no history.
-        if commands.iter().any(|c| c.kind != CommandKind::Void) {
-            paths.insert(format!("/{aggregate}/{{id}}/state"), state_path(aggregate));
-            paths.insert(
-                format!("/{aggregate}/{{id}}/event/{{head}}/{{tail}}"),
-                events_path(aggregate),
-            );
-            paths.insert(
-                format!("/{aggregate}/{{id}}/requests/{{requestId}}"),
-                look_up_path(aggregate),
-            );
-            let state = state_path(aggregate);
-            let state_answer = state["get"]["responses"]["200"].clone();
-            queries::time_travel_paths(aggregate, &mut paths, &state_answer);
-            queries::query_paths(context, aggregate, &mut paths);
-            operations::lifecycle_paths(context, aggregate, config, &mut paths);
-        }
+        aggregate_paths(runtime.as_ref(), config, &mut paths);
     }
     service_paths(&mut paths);
     for (path, item) in state.openapi_paths() {
         paths.insert(path.clone(), item.clone());
     }
     link_creates(&mut paths);
+    let (auth, operator) = (!config.auth_tokens.is_empty(), config.operator_gated());
     for (path, item) in &mut paths {
         if let Some(operations) = item.as_object_mut() {
             for operation in operations.values_mut() {
@@ -167,6 +158,54 @@ pub(crate) fn build(state: &HttpState) -> Value {
             }
         }
     }
+    paths
+}
+
+/// The paths of one aggregate into `paths`: its commands (and creates without an id), and,
+/// unless all its commands are void, its reads, queries and Wow's lifecycle routes.
+fn aggregate_paths(
+    runtime: &dyn AggregateRuntime,
+    config: &HttpConfig,
+    paths: &mut Map<String, Value>,
+) {
+    let aggregate = &runtime.named_aggregate().aggregate_name;
+    let context = &runtime.named_aggregate().context_name;
+    let commands = runtime.commands();
+    for command in commands.iter().filter(|c| !c.internal) {
+        paths.insert(
+            format!("/{aggregate}/{{id}}/{}", command.name),
+            command_operation(context, aggregate, command, true, config),
+        );
+        if matches!(command.kind, CommandKind::Create | CommandKind::AllowCreate) {
+            paths.insert(
+                format!("/{aggregate}/{}", command.name),
+                command_operation(context, aggregate, command, false, config),
+            );
+        }
+    }
+    // An aggregate whose commands are all void has no aggregate to read: no history.
+    if commands.iter().all(|c| c.kind == CommandKind::Void) {
+        return;
+    }
+    paths.insert(format!("/{aggregate}/{{id}}/state"), state_path(aggregate));
+    paths.insert(
+        format!("/{aggregate}/{{id}}/event/{{head}}/{{tail}}"),
+        events_path(aggregate),
+    );
+    paths.insert(
+        format!("/{aggregate}/{{id}}/requests/{{requestId}}"),
+        look_up_path(aggregate),
+    );
+    let state = state_path(aggregate);
+    let state_answer = state["get"]["responses"]["200"].clone();
+    queries::time_travel_paths(aggregate, paths, &state_answer);
+    queries::query_paths(context, aggregate, paths);
+    operations::lifecycle_paths(context, aggregate, config, paths);
+}
+
+/// The components: the schemas and request bodies every operation refers to, the shared
+/// response of a command, and the security schemes auth and the operator's routes need.
+fn components(state: &HttpState, auth: bool, operator: bool) -> Map<String, Value> {
     let mut components = Map::new();
     let mut all_schemas = match schemas() {
         Value::Object(all) => all,
@@ -183,6 +222,16 @@ pub(crate) fn build(state: &HttpState) -> Value {
         "responses".to_owned(),
         json!({(wow_client::COMMAND_OK): wow_client::command_ok()}),
     );
+    let schemes = security_schemes(auth, operator);
+    if !schemes.is_empty() {
+        components.insert("securitySchemes".to_owned(), Value::Object(schemes));
+    }
+    components
+}
+
+/// The bearer scheme when auth is on; the operator's bearer and cookie when any token is
+/// configured.
+fn security_schemes(auth: bool, operator: bool) -> Map<String, Value> {
     let mut schemes = Map::new();
     if auth {
         schemes.insert(
@@ -200,25 +249,7 @@ pub(crate) fn build(state: &HttpState) -> Value {
             json!({"type": "apiKey", "in": "cookie", "name": "wow-operator", "description": "An operator token, as GET /ui?token= sets it for the browser"}),
         );
     }
-    if !schemes.is_empty() {
-        components.insert("securitySchemes".to_owned(), Value::Object(schemes));
-    }
-    let tags: Vec<Value> = state
-        .registry()
-        .iter()
-        .map(|runtime| {
-            let named = runtime.named_aggregate();
-            json!({"name": format!("{}.{}", named.context_name, named.aggregate_name)})
-        })
-        .collect();
-    json!({
-        "openapi": "3.1.0",
-        "info": {"title": "wow-rs", "version": env!("CARGO_PKG_VERSION"),
-            "description": "Every route also answers under Wow's prefix /tenant/{tenantId}/, in that tenant (the state routes then answer the bare state)."},
-        "tags": tags,
-        "paths": paths,
-        "components": components,
-    })
+    schemes
 }
 
 /// `GET /openapi.json`.

@@ -25,44 +25,41 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::{bearer_token, NoTenant};
-use crate::{HttpConfig, HttpState};
+use crate::config::HttpConfig;
+use crate::error::ApiError;
+use crate::state::HttpState;
 
 /// The cookie that carries the operator token of a browser signed in by `/ui?token=`.
 pub(crate) const COOKIE: &str = "wow-operator";
 
 /// Why a request does not reach an operator's route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 enum Refused {
     /// No operator token, and no tenant's token either (401).
+    #[error("an operator token is required")]
     Missing,
     /// A tenant's token, which is not an operator's (403).
+    #[error("a tenant's token is not an operator token")]
     TenantToken,
     /// More than one `Authorization` header (400).
+    #[error("more than one Authorization header")]
     Ambiguous,
 }
 
-impl Refused {
-    /// The answer: 401 with the challenge, 403 or 400, each with a code and `Wow-Error-Code`.
-    fn response(self) -> Response {
-        match self {
-            Refused::Missing => {
-                let mut response = crate::fallback::error_response(
-                    StatusCode::UNAUTHORIZED,
-                    "Unauthorized",
-                    "an operator token is required: send `Authorization: Bearer TOKEN`, or open /ui?token=TOKEN once in a browser".to_owned(),
-                );
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer"),
-                );
-                response
-            }
-            Refused::TenantToken => crate::fallback::error_response(
-                StatusCode::FORBIDDEN,
-                "Forbidden",
-                "a tenant's token is not an operator token: this route takes one of the operator tokens (WOW_OPERATOR_TOKENS)".to_owned(),
+/// 401 with the challenge, 403 or 400, each with a code and `Wow-Error-Code`.
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Missing => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                "an operator token is required: send `Authorization: Bearer TOKEN`, or open /ui?token=TOKEN once in a browser",
+            )
+            .with_header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")),
+            Refused::TenantToken => ApiError::forbidden(
+                "a tenant's token is not an operator token: this route takes one of the operator tokens (WOW_OPERATOR_TOKENS)",
             ),
-            Refused::Ambiguous => NoTenant::AmbiguousCredentials.response(),
+            Refused::Ambiguous => NoTenant::AmbiguousCredentials.into(),
         }
     }
 }
@@ -176,27 +173,25 @@ pub fn check_operator_token(token: &str) -> Result<(), &'static str> {
 
 /// `GET /ui?token=TOKEN`: an operator token is answered 303 to the page with the cookie set;
 /// anything else as [`check`] answers a request bearing it.
-fn sign_in(config: &HttpConfig, token: &str) -> Response {
+fn sign_in(config: &HttpConfig, token: &str) -> Result<Response, ApiError> {
     let token = token.trim();
     if !is_operator(config, token) {
-        let refused = if config.auth_tokens.contains_key(token) {
+        return Err(if config.auth_tokens.contains_key(token) {
             Refused::TenantToken
         } else {
             Refused::Missing
-        };
-        return refused.response();
+        }
+        .into());
     }
     let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
-    let Some(cookie) = cookie_safe(token)
+    let cookie = cookie_safe(token)
         .then(|| HeaderValue::from_str(&cookie).ok())
         .flatten()
-    else {
-        return crate::fallback::error_response(
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            "this operator token holds characters a cookie cannot carry: send it as `Authorization: Bearer` instead".to_owned(),
-        );
-    };
+        .ok_or_else(|| {
+            ApiError::illegal_argument(
+                "this operator token holds characters a cookie cannot carry: send it as `Authorization: Bearer` instead",
+            )
+        })?;
     let mut response = (
         StatusCode::SEE_OTHER,
         [
@@ -211,7 +206,7 @@ fn sign_in(config: &HttpConfig, token: &str) -> Response {
         .into_response();
     response.headers_mut().insert(header::SET_COOKIE, cookie);
     tracing::info!("an operator signed in to the operations page");
-    response
+    Ok(response)
 }
 
 /// The route layer over the operator's routes: a request without an operator token (when the
@@ -221,20 +216,17 @@ pub(crate) async fn require(
     matched: Option<MatchedPath>,
     request: Request,
     next: Next,
-) -> Response {
+) -> Result<Response, ApiError> {
     let config = state.config();
-    if !config.operator_gated() {
-        return next.run(request).await;
-    }
-    if matched.as_ref().map(MatchedPath::as_str) == Some("/ui") {
-        if let Some(token) = request.uri().query().and_then(query_token) {
-            return sign_in(config, &token);
+    if config.operator_gated() {
+        if matched.as_ref().map(MatchedPath::as_str) == Some("/ui") {
+            if let Some(token) = request.uri().query().and_then(query_token) {
+                return sign_in(config, &token);
+            }
         }
+        check(config, request.headers())?;
     }
-    match check(config, request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(refused) => refused.response(),
-    }
+    Ok(next.run(request).await)
 }
 
 #[cfg(test)]
@@ -244,7 +236,8 @@ mod tests {
     use axum::http::{header, HeaderMap, HeaderValue};
 
     use super::{check, cookie_safe, query_token, Refused};
-    use crate::{HttpConfig, TokenBinding};
+    use crate::binding::TokenBinding;
+    use crate::config::HttpConfig;
 
     fn config() -> HttpConfig {
         HttpConfig {

@@ -4,9 +4,10 @@
 
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{RawPathParams, Request};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
+
+use crate::error::ApiError;
 
 /// The layer over every route (and under every prefix): a request whose path parameters do not
 /// decode to UTF-8 is 400 `IllegalArgument` with `{errorCode, errorMsg}` and `Wow-Error-Code`,
@@ -15,20 +16,14 @@ pub(crate) async fn utf8_params(
     params: Result<RawPathParams, RawPathParamsRejection>,
     request: Request,
     next: Next,
-) -> Response {
-    match params {
-        Err(RawPathParamsRejection::InvalidUtf8InPathParam(invalid)) => {
-            crate::fallback::error_response(
-                StatusCode::BAD_REQUEST,
-                "IllegalArgument",
-                format!(
-                    "{}: a path segment must be UTF-8 once percent-decoded",
-                    invalid.body_text()
-                ),
-            )
-        }
-        _ => next.run(request).await,
+) -> Result<Response, ApiError> {
+    if let Err(RawPathParamsRejection::InvalidUtf8InPathParam(invalid)) = params {
+        return Err(ApiError::illegal_argument(format!(
+            "{}: a path segment must be UTF-8 once percent-decoded",
+            invalid.body_text()
+        )));
     }
+    Ok(next.run(request).await)
 }
 
 /// `router` with [`utf8_params`] over each of its routes and its fallbacks.

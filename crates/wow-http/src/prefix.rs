@@ -9,124 +9,185 @@
 //!
 //! In that order, as Wow's paths nest them: `/bank/tenant/t1/owner/u1/account/a1/deposit`.
 
-use axum::extract::{Path, Request};
-use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Uri};
 use axum::response::Response;
+use axum::routing::any;
 use axum::Router;
 use tower::ServiceExt;
+use wow_core::command::headers;
 
-use crate::{auth, HttpConfig};
+use crate::config::HttpConfig;
+use crate::error::ApiError;
+use crate::ids::{Id, TenantId};
+use crate::state::HttpState;
+use crate::{auth, fallback, paths};
 
 /// Marks a request that came in under `/tenant/{tenantId}/` or `/{context}/`: answers take
 /// Wow's shapes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WowPrefixed;
 
-/// `ANY /tenant/{tenantId}/{*rest}`: `rest` answered by `inner` in the tenant `tenantId`.
-pub(crate) async fn tenant_prefixed(
-    inner: Router,
-    config: HttpConfig,
-    Path((tenant, _)): Path<(String, String)>,
-    mut request: Request,
-) -> Response {
-    if tenant != wow_core::DEFAULT_TENANT_ID {
-        if let Err(rule) = wow_core::check_aggregate_id(&tenant) {
-            return crate::fallback::error_response(
-                StatusCode::BAD_REQUEST,
-                "IllegalArgument",
-                format!("the tenant id in the path {rule}"),
-            );
-        }
-    }
-    if !config.auth_tokens.is_empty() {
-        match auth::tenant(&config, request.headers()) {
-            Ok(caller) if caller.0 == tenant => {}
-            Ok(_) => {
-                return crate::fallback::error_response(
-                    StatusCode::FORBIDDEN,
-                    "Forbidden",
-                    format!("the token does not act for tenant `{tenant}`"),
-                )
-            }
-            Err(refused) => return refused.response(),
-        }
-    }
-    let Ok(value) = HeaderValue::from_str(&tenant) else {
-        return crate::fallback::error_response(
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            "the tenant id in the path is not a header value".to_owned(),
+/// `routes` answered under Wow's prefixes too, nested as Wow's paths nest them:
+/// `/{context}/tenant/{t}/owner/{o}/…`. Each prefix is handled here once, for every route;
+/// the prefixes' own parameters (`/tenant/{tenant_id}/…`) are checked as the routes' are.
+pub(crate) fn nest(routes: Router, state: &HttpState) -> Router {
+    let config = state.config().clone();
+    let owned = routes.clone().route(
+        "/owner/{owner_id}/{*rest}",
+        any(owner_prefixed).with_state(Inner {
+            routes,
+            config: config.clone(),
+        }),
+    );
+    let tenanted = owned.clone().route(
+        "/tenant/{tenant_id}/{*rest}",
+        any(tenant_prefixed).with_state(Inner {
+            routes: owned,
+            config,
+        }),
+    );
+    let mut full = tenanted.clone();
+    for context in contexts(state) {
+        full = full.route(
+            &format!("/{context}/{{*rest}}"),
+            any(context_prefixed).with_state(tenanted.clone()),
         );
+    }
+    paths::checked(full)
+}
+
+/// The bounded contexts of the registry's aggregates that can be a prefix: a context named
+/// like an aggregate (or a route of the service) keeps the route's meaning.
+fn contexts(state: &HttpState) -> Vec<String> {
+    let registry = state.registry();
+    let taken = |context: &str| {
+        registry.find(context).is_ok()
+            || fallback::FIXED.contains(&context)
+            || ["tenant", "owner"].contains(&context)
+            || context.is_empty()
+            || context.contains(['/', '{', '}'])
     };
-    request
-        .headers_mut()
-        .insert(wow_core::command::headers::TENANT_ID, value);
+    let mut contexts: Vec<String> = registry
+        .iter()
+        .map(|runtime| runtime.named_aggregate().context_name.clone())
+        .filter(|context| !taken(context))
+        .collect();
+    contexts.sort();
+    contexts.dedup();
+    contexts
+}
+
+/// What a prefix answers with: the routes it nests, and the settings.
+#[derive(Debug, Clone)]
+struct Inner {
+    routes: Router,
+    config: HttpConfig,
+}
+
+/// The tenant of `/tenant/{tenantId}/…`, by the rules of a tenant id.
+#[derive(Debug)]
+struct PathTenant(TenantId);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathTenant {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path((tenant, _)) = Path::<(String, String)>::from_request_parts(parts, state).await?;
+        TenantId::parse(&tenant)
+            .map(Self)
+            .map_err(|rule| ApiError::illegal_argument(format!("the tenant id in the path {rule}")))
+    }
+}
+
+/// The owner of `/owner/{ownerId}/…`, by the rules of an aggregate id.
+#[derive(Debug)]
+struct PathOwner(Id);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathOwner {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path((owner, _)) = Path::<(String, String)>::from_request_parts(parts, state).await?;
+        Id::parse(&owner).map(Self).map_err(|invalid| {
+            ApiError::illegal_argument(format!("the owner id in the path {}", invalid.rule()))
+        })
+    }
+}
+
+/// `ANY /tenant/{tenantId}/{*rest}`: `rest` answered by the routes in the tenant `tenantId`;
+/// with auth on, only for a token of that tenant.
+async fn tenant_prefixed(
+    State(inner): State<Inner>,
+    PathTenant(tenant): PathTenant,
+    mut request: Request,
+) -> Result<Response, ApiError> {
+    if !inner.config.auth_tokens.is_empty() {
+        let caller = auth::tenant(&inner.config, request.headers())?;
+        if caller.0 != tenant.as_str() {
+            return Err(ApiError::forbidden(format!(
+                "the token does not act for tenant `{}`",
+                tenant.as_str()
+            )));
+        }
+    }
+    let value = HeaderValue::from_str(tenant.as_str()).map_err(|_| {
+        ApiError::illegal_argument("the tenant id in the path is not a header value")
+    })?;
+    request.headers_mut().insert(headers::TENANT_ID, value);
     request.extensions_mut().insert(WowPrefixed);
-    forward(inner, 2, request).await
+    forward(inner.routes, 2, request).await
 }
 
-/// `ANY /owner/{ownerId}/{*rest}`: `rest` answered by `inner` for the owner `ownerId`, as if
-/// it came with `Command-Owner-Id`: a command acts for that owner (its stream and snapshot
+/// `ANY /owner/{ownerId}/{*rest}`: `rest` answered by the routes for the owner `ownerId`, as
+/// if it came with `Command-Owner-Id`: a command acts for that owner (its stream and snapshot
 /// carry it), a query sees that owner's documents only.
-pub(crate) async fn owner_prefixed(
-    inner: Router,
-    config: HttpConfig,
-    Path((owner, _)): Path<(String, String)>,
+async fn owner_prefixed(
+    State(inner): State<Inner>,
+    PathOwner(owner): PathOwner,
     mut request: Request,
-) -> Response {
-    if let Err(rule) = wow_core::check_aggregate_id(&owner) {
-        return crate::fallback::error_response(
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            format!("the owner id in the path {rule}"),
-        );
-    }
-    let Ok(value) = HeaderValue::from_str(&owner) else {
-        return crate::fallback::error_response(
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            "the owner id in the path is not a header value".to_owned(),
-        );
-    };
-    request
-        .headers_mut()
-        .insert(wow_core::command::headers::OWNER_ID, value);
+) -> Result<Response, ApiError> {
+    let owner = owner.into_string();
+    let value = HeaderValue::from_str(&owner).map_err(|_| {
+        ApiError::illegal_argument("the owner id in the path is not a header value")
+    })?;
+    request.headers_mut().insert(headers::OWNER_ID, value);
     // SPEC TN-2: a token bound to another owner is refused on every route under the prefix.
-    if let Err(auth::Refused::Access(refused)) = auth::caller(&config, request.headers()) {
-        return auth::forbidden(&refused);
+    if let Err(auth::Refused::Access(refused)) = auth::caller(&inner.config, request.headers()) {
+        return Err(refused.into());
     }
-    forward(inner, 2, request).await
+    forward(inner.routes, 2, request).await
 }
 
-/// `ANY /{context}/{*rest}`: `rest` answered by `inner`. Wow's generated clients put the
+/// `ANY /{context}/{*rest}`: `rest` answered by the routes. Wow's generated clients put the
 /// bounded context's alias before every path (their `basePath`), as a gateway in front of
 /// Wow services routes them.
 ///
 /// No client of wow-rs's own contract (DESIGN §5) puts a context first, so answers under it
 /// take Wow's shapes, as under `/tenant/{tenantId}/`: the state routes answer the bare state.
-pub(crate) async fn context_prefixed(inner: Router, mut request: Request) -> Response {
+async fn context_prefixed(
+    State(routes): State<Router>,
+    mut request: Request,
+) -> Result<Response, ApiError> {
     request.extensions_mut().insert(WowPrefixed);
-    forward(inner, 1, request).await
+    forward(routes, 1, request).await
 }
 
 /// Answers `request` by `inner` as if its path were what follows its first `prefix`
 /// segments (the query kept). The rest is taken from the path as it came, still
 /// percent-encoded, so the inner route decodes it once: a request id with `%` or `/` in a
 /// look-up reads as itself under every prefix.
-async fn forward(inner: Router, prefix: usize, mut request: Request) -> Response {
+async fn forward(inner: Router, prefix: usize, mut request: Request) -> Result<Response, ApiError> {
     let rest = raw_rest(request.uri().path(), prefix).unwrap_or_default();
     let query = request
         .uri()
         .query()
         .map(|q| format!("?{q}"))
         .unwrap_or_default();
-    let Ok(uri) = format!("/{rest}{query}").parse::<Uri>() else {
-        return crate::fallback::error_response(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            "the path is not a URI".to_owned(),
-        );
-    };
+    let uri = format!("/{rest}{query}")
+        .parse::<Uri>()
+        .map_err(|_| ApiError::bad_request("the path is not a URI"))?;
     *request.uri_mut() = uri;
     // The outer route's path parameters live in the extensions: the inner routes must not
     // see them (they match their own). Only the mark of Wow's tenant prefix goes along.
@@ -136,7 +197,7 @@ async fn forward(inner: Router, prefix: usize, mut request: Request) -> Response
         request.extensions_mut().insert(prefixed);
     }
     match inner.oneshot(request).await {
-        Ok(response) => response,
+        Ok(response) => Ok(response),
         Err(never) => match never {},
     }
 }

@@ -13,7 +13,8 @@ use wow_core::compensation::CompensationScheduler;
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
 use wow_core::pipeline::LocalPipeline;
 
-use crate::{HttpConfig, HttpMetrics};
+use crate::config::HttpConfig;
+use crate::metrics::HttpMetrics;
 
 /// What the read routes answer from: history and request outcomes (the event store),
 /// states (with snapshots when there are some), the compensation routes (when this process
@@ -167,10 +168,12 @@ impl HttpState {
         self
     }
 
+    /// The path items a domain added to `/openapi.json`.
     pub(crate) fn openapi_paths(&self) -> &serde_json::Map<String, serde_json::Value> {
         &self.openapi_paths
     }
 
+    /// Where commands are sent.
     pub(crate) fn gateway(&self) -> &CommandGateway {
         &self.inner.gateway
     }
@@ -180,27 +183,33 @@ impl HttpState {
         &self.inner.registry
     }
 
+    /// History, request ids and rejection records.
     pub(crate) fn store(&self) -> &dyn EventStore {
         self.inner.queries.events.as_ref()
     }
 
-    /// The aggregates the pipeline quarantined (SPEC PX-1), for `/health` and `/metrics`.
+    /// What `/health` reports of this node's place in a deployment; `None` for a single
+    /// process.
     pub(crate) fn node_status(&self) -> Option<serde_json::Value> {
         self.inner.queries.node.as_ref().map(|node| node.status())
     }
 
+    /// The aggregates the pipeline quarantined (SPEC PX-1), for `/health` and `/metrics`.
     pub(crate) fn quarantine(&self) -> &QuarantinedAggregates {
         &self.inner.queries.quarantine
     }
 
+    /// The retrier of recorded consumer failures, when this process runs the consumers.
     pub(crate) fn compensation(&self) -> Option<&CompensationScheduler> {
         self.inner.queries.compensation.as_ref()
     }
 
+    /// The materialized snapshots, when snapshot queries are on.
     pub(crate) fn views(&self) -> Option<&Arc<dyn wow_core::view::ViewStore>> {
         self.inner.queries.views.as_ref()
     }
 
+    /// The snapshots a state read starts from, if any.
     pub(crate) fn snapshots(&self) -> Option<&dyn SnapshotStore> {
         self.inner.queries.snapshots.as_deref()
     }

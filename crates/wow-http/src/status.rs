@@ -63,8 +63,14 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
+    /// `result`, answered with `status` rather than its code's.
     pub(crate) fn with_status(result: CommandResult, status: StatusCode) -> Self {
         Self { result, status }
+    }
+
+    /// The result answered.
+    pub(crate) fn result(&self) -> &CommandResult {
+        &self.result
     }
 }
 

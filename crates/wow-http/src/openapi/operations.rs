@@ -6,7 +6,7 @@ use wow_core::command::{CommandInfo, CommandKind};
 use wow_core::CommandStage;
 
 use super::bounds::{any_case, id_schema, request_id_schema, tenant_schema, whole_number_text};
-use crate::HttpConfig;
+use crate::config::HttpConfig;
 
 fn header(name: &str, description: &str, schema: Value) -> Value {
     json!({"name": name, "in": "header", "required": false, "description": description, "schema": schema})

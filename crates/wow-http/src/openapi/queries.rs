@@ -154,30 +154,83 @@ fn query_operation(
     }})
 }
 
+/// One query route: its path under the aggregate, the tail of its operation id, its summary,
+/// body and answer, and whether it answers 404 when nothing matches.
+type QueryRoute = (&'static str, &'static str, &'static str, Value, Value, bool);
+
+/// The schemas of one aggregate's query answers.
+struct Answers {
+    /// A materialized snapshot.
+    doc: Value,
+    /// The aggregate's state (Wow's client generator types it from this, see wow_client).
+    state: Value,
+    /// A DomainEventStream with the fields the projection keeps: none is required.
+    stream: Value,
+    /// The body of a snapshot count: the aggregate's own condition.
+    count_body: Value,
+}
+
+impl Answers {
+    /// The answers of `aggregate` of `context`.
+    fn of(context: &str, aggregate: &str) -> Self {
+        let keys = super::wow_client::AggregateKeys::new(context, aggregate);
+        Self {
+            doc: json!({"$ref": "#/components/schemas/wow.api.query.MaterializedSnapshot"}),
+            state: super::wow_client::schema_ref(&keys.state()),
+            stream: super::wow_client::schema_ref(&keys.stream()),
+            count_body: json!({"$ref": format!("#/components/requestBodies/{}", keys.count_query())}),
+        }
+    }
+}
+
+/// An array of `items`.
+fn array(items: &Value) -> Value {
+    json!({"type": "array", "items": items})
+}
+
+/// A page of `items`: `{total, list}`.
+fn paged(items: &Value) -> Value {
+    json!({"type": "object", "required": ["total", "list"],
+    "properties": {"total": {"type": "integer", "minimum": 0}, "list": {"type": "array", "items": items}}})
+}
+
+/// The answer of a count: a bare number.
+fn count() -> Value {
+    ok("How many match", json!({"type": "integer", "minimum": 0}))
+}
+
 /// The query paths of `aggregate` of `context`: snapshots and event streams.
 pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String, Value>) {
     let tag = format!("{context}.{aggregate}");
-    let id = |rest: &str| format!("{tag}.{rest}");
-    let doc = json!({"$ref": "#/components/schemas/wow.api.query.MaterializedSnapshot"});
-    let keys = super::wow_client::AggregateKeys::new(context, aggregate);
-    // Wow's client generator types the state and the events from these (wow_client).
-    let state = super::wow_client::schema_ref(&keys.state());
-    // A DomainEventStream with the fields the projection keeps: none is required.
-    let stream = super::wow_client::schema_ref(&keys.stream());
-    let count_body = json!({"$ref": format!("#/components/requestBodies/{}", keys.count_query())});
-    let array = |items: &Value| json!({"type": "array", "items": items});
-    let paged = |items: &Value| {
-        json!({"type": "object", "required": ["total", "list"],
-        "properties": {"total": {"type": "integer", "minimum": 0}, "list": {"type": "array", "items": items}}})
-    };
-    let count = ok("How many match", json!({"type": "integer", "minimum": 0}));
-    let routes = [
+    let answers = Answers::of(context, aggregate);
+    let routes = snapshot_routes(&answers)
+        .into_iter()
+        .chain(event_routes(&answers));
+    for (path, operation, summary, body, answer, single) in routes {
+        paths.insert(
+            format!("/{aggregate}/{path}"),
+            query_operation(
+                &tag,
+                format!("{tag}.{operation}"),
+                summary,
+                body,
+                answer,
+                single,
+            ),
+        );
+    }
+}
+
+/// The routes over the materialized snapshots.
+fn snapshot_routes(answers: &Answers) -> [QueryRoute; 7] {
+    let Answers { doc, state, .. } = answers;
+    [
         (
             "snapshot/count",
             "snapshot.count",
             "Count the aggregates whose latest state matches",
-            count_body,
-            count.clone(),
+            answers.count_body.clone(),
+            count(),
             false,
         ),
         (
@@ -201,7 +254,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot.list_query",
             "Matching materialized snapshots",
             json_body("wow.api.query.ListQuery"),
-            ok_list("The documents", array(&doc)),
+            ok_list("The documents", array(doc)),
             false,
         ),
         (
@@ -209,7 +262,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot_state.list_query",
             "The states of the matches",
             json_body("wow.api.query.ListQuery"),
-            ok_list("The states", array(&state)),
+            ok_list("The states", array(state)),
             false,
         ),
         (
@@ -217,7 +270,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot.paged_query",
             "A page of matching materialized snapshots",
             json_body("wow.api.query.PagedQuery"),
-            ok("The page", paged(&doc)),
+            ok("The page", paged(doc)),
             false,
         ),
         (
@@ -225,15 +278,22 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "snapshot_state.paged_query",
             "A page of the matches' states",
             json_body("wow.api.query.PagedQuery"),
-            ok("The page", paged(&state)),
+            ok("The page", paged(state)),
             false,
         ),
+    ]
+}
+
+/// The routes over history: event streams.
+fn event_routes(answers: &Answers) -> [QueryRoute; 3] {
+    let stream = &answers.stream;
+    [
         (
             "event/count",
             "event.count",
             "Count the matching event streams",
             json_body("wow.api.query.Condition"),
-            count,
+            count(),
             false,
         ),
         (
@@ -241,7 +301,7 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "event.list_query",
             "Matching event streams",
             json_body("wow.api.query.ListQuery"),
-            ok_list("The streams", array(&stream)),
+            ok_list("The streams", array(stream)),
             false,
         ),
         (
@@ -249,16 +309,10 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
             "event.paged_query",
             "A page of matching event streams",
             json_body("wow.api.query.PagedQuery"),
-            ok("The page", paged(&stream)),
+            ok("The page", paged(stream)),
             false,
         ),
-    ];
-    for (path, operation, summary, body, answer, single) in routes {
-        paths.insert(
-            format!("/{aggregate}/{path}"),
-            query_operation(&tag, id(operation), summary, body, answer, single),
-        );
-    }
+    ]
 }
 
 /// `GET /{aggregate}/{id}/state/{version}` and `/state/time/{time}`.

@@ -1,0 +1,166 @@
+//! A request's JSON body, read at most to the configured limit and within the server's body
+//! read timeout; why it was not read is a [`BodyError`], answered with its own status.
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use http_body::Body as _;
+use serde_json::Value;
+use wow_core::{AggregateId, ErrorCode};
+
+use super::InputError;
+use crate::server::BodyReadTimeout;
+use crate::status::Answer;
+
+/// Why a command's body was not read: its status is not always its code's.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    /// `Content-Length` announced more than the limit: refused before a byte was read. 413.
+    #[error("body: announced as {announced} bytes, more than the limit of {limit}")]
+    Announced { announced: u64, limit: usize },
+    /// The body grew past the limit while it was read (a chunked body). 413.
+    #[error("body: longer than the limit of {limit} bytes")]
+    TooLarge { limit: usize },
+    /// The body did not arrive in full within the server's body read timeout. 408; not the
+    /// `RequestTimeout` of a caller's wait: the command was never sent.
+    #[error("body: {0}")]
+    TimedOut(BodyReadTimeout),
+    /// The body could not be read (the client went away mid-body) or is not JSON. 400.
+    #[error("{}", .0.message)]
+    Invalid(InputError),
+}
+
+impl BodyError {
+    /// The answer that reports this error for a command that was never sent: a
+    /// `CommandResult` with `errorCode` `BadRequest` (the body named in its binding errors),
+    /// and the status that says what was wrong with the body.
+    pub(crate) fn result(self, aggregate_id: &AggregateId, request_id: Option<&str>) -> Answer {
+        let bad = |message: String| InputError::bad(ErrorCode::BadRequest, "body", message);
+        let (error, status) = match self {
+            BodyError::Announced { announced, limit } => (
+                bad(format!(
+                    "must be at most {limit} bytes; Content-Length announces {announced}"
+                )),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            BodyError::TooLarge { limit } => (
+                bad(format!("must be at most {limit} bytes")),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            BodyError::TimedOut(BodyReadTimeout(timeout)) => (
+                bad(format!(
+                    "did not arrive in time: the server waits at most {} ms for a body \
+                     (the command was not sent)",
+                    timeout.as_millis()
+                )),
+                StatusCode::REQUEST_TIMEOUT,
+            ),
+            BodyError::Invalid(error) => (error, StatusCode::BAD_REQUEST),
+        };
+        Answer::with_status(error.result(aggregate_id, request_id), status)
+    }
+
+    /// The status this error answers with (413, 408 or 400).
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            BodyError::Announced { .. } | BodyError::TooLarge { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            BodyError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
+            BodyError::Invalid(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// What a failed read of the body means: over the limit, too slow, or unreadable.
+    fn from_read(error: axum::Error, limit: usize) -> Self {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(current) = cause {
+            if current.is::<http_body_util::LengthLimitError>() {
+                return BodyError::TooLarge { limit };
+            }
+            if let Some(timeout) = current.downcast_ref::<BodyReadTimeout>() {
+                return BodyError::TimedOut(BodyReadTimeout(timeout.0));
+            }
+            cause = current.source();
+        }
+        BodyError::Invalid(InputError::bad(
+            ErrorCode::BadRequest,
+            "body",
+            format!("could not be read: {error}"),
+        ))
+    }
+}
+
+/// Reads the JSON body, at most `limit` bytes; an empty body is `{}`.
+///
+/// A body whose `Content-Length` (which hyper reports as the body's exact size hint) is
+/// above `limit` is refused before anything is read, so a client that announces a huge body
+/// and sends nothing holds nothing.
+pub(crate) async fn body(body: Body, limit: usize) -> Result<Value, BodyError> {
+    read_json(body, limit, true).await
+}
+
+/// Reads a query's JSON body, at most `limit` bytes: no body at all is `{}`; anything else
+/// must be JSON (whitespace alone is not).
+pub(crate) async fn query_body(body: Body, limit: usize) -> Result<Value, BodyError> {
+    read_json(body, limit, false).await
+}
+
+/// Reads a JSON body; `{}` when it is empty, or (with `whitespace_is_empty`) only whitespace.
+async fn read_json(
+    body: Body,
+    limit: usize,
+    whitespace_is_empty: bool,
+) -> Result<Value, BodyError> {
+    let announced = body.size_hint().lower();
+    if usize::try_from(announced).map_or(true, |announced| announced > limit) {
+        return Err(BodyError::Announced { announced, limit });
+    }
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|error| BodyError::from_read(error, limit))?;
+    let empty = if whitespace_is_empty {
+        bytes.iter().all(u8::is_ascii_whitespace)
+    } else {
+        bytes.is_empty()
+    };
+    if empty {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_slice::<crate::strict_json::StrictValue>(&bytes)
+        .map(|strict| strict.0)
+        .map_err(|e| {
+            BodyError::Invalid(InputError::bad(
+                ErrorCode::BadRequest,
+                "body",
+                format!("is not valid JSON: {e}"),
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_body_announced_over_the_limit_is_refused_unread_with_413() {
+        let announced = Body::new(http_body_util::Full::new(axum::body::Bytes::from(vec![
+            b' ';
+            300
+        ])));
+        let error = body(announced, 256).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                BodyError::Announced {
+                    announced: 300,
+                    limit: 256
+                }
+            ),
+            "{error}"
+        );
+        let aggregate = AggregateId::new("bank", "account", "a", "(0)");
+        let answer = crate::status::respond(error.result(&aggregate, None));
+        assert_eq!(answer.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(answer.headers()["wow-error-code"], "BadRequest");
+    }
+}

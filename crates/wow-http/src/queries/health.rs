@@ -1,0 +1,49 @@
+//! `GET /health`.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::Json;
+use serde_json::json;
+
+use crate::auth;
+use crate::state::HttpState;
+
+/// `GET /health`: `{"status": "UP", "details": {"quarantinedCount": n, "quarantined": [...]}}`,
+/// and `details.node` (role, partitions, NATS connection) on a node of a distributed
+/// deployment.
+///
+/// Always 200 and `UP`: a node with quarantined aggregates (SPEC PX-1) serves every other
+/// aggregate, so a probe must not take it out of rotation (nor restart it in a loop, which
+/// lifts the quarantine only until the aggregate's next command). The quarantine is reported
+/// in `details` for monitors and operators instead: how many aggregates are quarantined, and
+/// which (aggregate, version, message, since). The list holds only the caller's tenant's when
+/// it names one (auth on: its token's, none without a valid token; else `Command-Tenant-Id`),
+/// every tenant's otherwise, as `/compensation/failures` does; none for a token bound to an
+/// owner or a space (SPEC TN-2); the count is of the listed ones (the gauge
+/// `wow_quarantined_aggregates` in `/metrics` counts every tenant's).
+pub(crate) async fn health(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+) -> Json<serde_json::Value> {
+    let quarantined = state.quarantine().list();
+    let named = !state.config().auth_tokens.is_empty()
+        || headers.contains_key(wow_core::command::headers::TENANT_ID);
+    let visible: Vec<_> = match (named, auth::caller(state.config(), &headers)) {
+        (false, _) => quarantined,
+        // SPEC TN-2: which aggregates are quarantined is for tokens of the whole tenant.
+        (true, Ok(caller)) if caller.is_bound() => Vec::new(),
+        (true, Ok(caller)) => quarantined
+            .into_iter()
+            .filter(|q| q.aggregate_id.tenant_id == caller.tenant)
+            .collect(),
+        (true, Err(_)) => Vec::new(),
+    };
+    // The count is of what the caller may see: another tenant's quarantine is not its
+    // business (SPEC TN-1); operators read the whole in `/metrics`.
+    let count = visible.len();
+    let mut details = json!({"quarantinedCount": count, "quarantined": visible});
+    if let Some(node) = state.node_status() {
+        details["node"] = node;
+    }
+    Json(json!({"status": "UP", "details": details}))
+}

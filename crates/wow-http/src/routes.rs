@@ -1,0 +1,117 @@
+//! The router of DESIGN.md §5: every route and the handler that answers it, the operator's
+//! routes behind their token, the access gate and the error fallbacks, and Wow's prefixes
+//! over all of them.
+
+use axum::routing::{any, get, post};
+use axum::Router;
+
+use crate::state::HttpState;
+use crate::{
+    access, commands, compensation, dsl_queries, fallback, metrics, openapi, operator, prefix,
+    queries, ui,
+};
+
+/// The router of DESIGN.md §5 over `state`. With any token configured, `/metrics`,
+/// `/metrics.json` and the operations page (`/ui`) answer only an operator token
+/// ([`HttpConfig::operator_tokens`](crate::HttpConfig::operator_tokens); a browser signs in
+/// once by `/ui?token=…`, which sets a cookie); `/health` and `/openapi.json` answer anyone.
+/// Merge a domain's own read routes into it through [`gated`](crate::gated) (so that a route
+/// naming an aggregate and an id is an owner's and space's access boundary, SPEC TN-2), then
+/// call [`error_fallbacks`](crate::error_fallbacks) again so that they answer 405 with a code
+/// too.
+pub fn router(state: HttpState) -> Router {
+    let routes = Router::new()
+        .merge(operator_routes(&state))
+        .merge(service_routes())
+        .merge(query_routes())
+        .merge(aggregate_routes())
+        .with_state(state.clone());
+    let routes = fallback::error_fallbacks(access::gated(routes, &state), state.registry());
+    prefix::nest(routes, &state)
+}
+
+/// The operator's routes: every tenant's counters, and the page that draws them.
+fn operator_routes(state: &HttpState) -> Router<HttpState> {
+    Router::new()
+        .route("/metrics", get(metrics::render))
+        .route("/metrics.json", get(metrics::render_json))
+        .route("/ui", get(ui::page))
+        .route("/ui/app.js", get(ui::script))
+        .route("/ui/app.css", get(ui::style))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            operator::require,
+        ))
+}
+
+/// Health, this API's document, and the compensation routes.
+fn service_routes() -> Router<HttpState> {
+    Router::new()
+        .route("/health", get(queries::health))
+        .route("/openapi.json", get(openapi::document))
+        .route("/compensation/failures", get(compensation::list))
+        .route("/compensation/failures/{id}", get(compensation::detail))
+        .route(
+            "/compensation/failures/{id}/retry",
+            post(compensation::retry),
+        )
+}
+
+/// Wow's query DSL over the materialized snapshots and over history.
+fn query_routes() -> Router<HttpState> {
+    Router::new()
+        .route("/{aggregate}/snapshot/count", post(dsl_queries::count))
+        .route(
+            "/{aggregate}/snapshot/single",
+            post(dsl_queries::single_snapshot),
+        )
+        .route(
+            "/{aggregate}/snapshot/single/state",
+            post(dsl_queries::single_state),
+        )
+        .route(
+            "/{aggregate}/snapshot/list",
+            post(dsl_queries::list_snapshots),
+        )
+        .route(
+            "/{aggregate}/snapshot/list/state",
+            post(dsl_queries::list_states),
+        )
+        .route(
+            "/{aggregate}/snapshot/paged",
+            post(dsl_queries::paged_snapshots),
+        )
+        .route(
+            "/{aggregate}/snapshot/paged/state",
+            post(dsl_queries::paged_states),
+        )
+        .route("/{aggregate}/event/count", post(dsl_queries::count_events))
+        .route("/{aggregate}/event/list", post(dsl_queries::list_events))
+        .route("/{aggregate}/event/paged", post(dsl_queries::paged_events))
+}
+
+/// One aggregate's routes: its commands, state, time travel, history and request look-up.
+fn aggregate_routes() -> Router<HttpState> {
+    Router::new()
+        // `{command}` of a create (POST); the aggregate's id for Wow's soft delete (DELETE).
+        .route("/{aggregate}/{command}", any(commands::two_segments))
+        // A command (POST); Wow's recover (PUT `/{aggregate}/{id}/recover`).
+        .route("/{aggregate}/{id}/{command}", any(commands::three_segments))
+        .route("/{aggregate}/{id}/state", get(queries::state))
+        .route(
+            "/{aggregate}/{id}/state/{version}",
+            get(queries::state_at_version),
+        )
+        .route(
+            "/{aggregate}/{id}/state/time/{time}",
+            get(queries::state_at_time),
+        )
+        .route(
+            "/{aggregate}/{id}/event/{head}/{tail}",
+            get(queries::events),
+        )
+        .route(
+            "/{aggregate}/{id}/requests/{request_id}",
+            get(queries::outcome),
+        )
+}
