@@ -19,7 +19,7 @@ const DOMAIN: &[u8] = b"wow-rs/create-aggregate-id/v1";
 /// (short of a SHA-256 collision), in hyphenated UUID form.
 ///
 /// When `request_id` is itself a UUIDv7, the id is a UUIDv7 with the same millisecond, so
-/// the ids stay ordered by the time of their intents (DESIGN.md §8: random keys slow the
+/// the ids stay ordered by the time of their intents (random keys slow the
 /// stores' unique indexes); otherwise it is a UUIDv8 made of the hash alone.
 pub fn derived_aggregate_id(tenant_id: &str, aggregate_name: &str, request_id: &str) -> String {
     let mut hasher = Sha256::new();

@@ -1,6 +1,6 @@
 //! # wow-http
 //!
-//! The HTTP API of DESIGN.md §5, generated from the aggregate registry: no route is written
+//! The HTTP API of docs/http-api.md, generated from the aggregate registry: no route is written
 //! per command. Commands answer with a `CommandResult` as JSON, or one server-sent event per
 //! stage; history, state and the outcome look-up (SPEC TO-1) read the event store; bad input
 //! is a 4xx with a `CommandResult` that says what is wrong, and records nothing.

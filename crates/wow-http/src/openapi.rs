@@ -101,7 +101,7 @@ fn schemas() -> Value {
     })
 }
 
-/// An event stream as the history routes answer it (DESIGN §5).
+/// An event stream as the history routes answer it (docs/http-api.md).
 fn stream_schema() -> Value {
     let string = json!({"type": "string"});
     let integer = json!({"type": "integer"});

@@ -164,7 +164,7 @@ async fn owner_prefixed(
 /// bounded context's alias before every path (their `basePath`), as a gateway in front of
 /// Wow services routes them.
 ///
-/// No client of wow-rs's own contract (DESIGN §5) puts a context first, so answers under it
+/// No client of wow-rs's own contract (docs/http-api.md) puts a context first, so answers under it
 /// take Wow's shapes, as under `/tenant/{tenantId}/`: the state routes answer the bare state.
 async fn context_prefixed(
     State(routes): State<Router>,

@@ -1,4 +1,4 @@
-//! The router of DESIGN.md §5: every route and the handler that answers it, the operator's
+//! The router of docs/http-api.md: every route and the handler that answers it, the operator's
 //! routes behind their token, the access gate and the error fallbacks, and Wow's prefixes
 //! over all of them.
 
@@ -11,7 +11,7 @@ use crate::{
     queries, ui,
 };
 
-/// The router of DESIGN.md §5 over `state`. With any token configured, `/metrics`,
+/// The router of docs/http-api.md over `state`. With any token configured, `/metrics`,
 /// `/metrics.json` and the operations page (`/ui`) answer only an operator token
 /// ([`HttpConfig::operator_tokens`](crate::HttpConfig::operator_tokens); a browser signs in
 /// once by `/ui?token=…`, which sets a cookie); `/health` and `/openapi.json` answer anyone.

@@ -1,4 +1,4 @@
-//! Error codes to HTTP statuses, and results to responses (the mapping of DESIGN.md §5).
+//! Error codes to HTTP statuses, and results to responses (the mapping of docs/http-api.md).
 
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -113,7 +113,7 @@ pub(crate) fn respond(answer: impl Into<Answer>) -> Response {
     response
 }
 
-/// The status of each answer of the request look-up (SPEC TO-1, DESIGN.md §5): 200 a
+/// The status of each answer of the request look-up (SPEC TO-1, docs/http-api.md): 200 a
 /// decision (`APPENDED` or `REJECTED`), 202 `IN_FLIGHT`, 404 `NONE`, 503 `UNKNOWN`.
 pub(crate) fn look_up_status(status: &str) -> StatusCode {
     match status {

@@ -1,4 +1,4 @@
-//! A command's stages as server-sent events, one per stage (DESIGN.md §5).
+//! A command's stages as server-sent events, one per stage (docs/http-api.md).
 
 use std::convert::Infallible;
 use std::time::Instant;
@@ -13,7 +13,7 @@ use wow_core::CommandMessage;
 
 use crate::state::HttpState;
 
-/// Sends the command and answers with one server-sent event per stage (DESIGN.md §5).
+/// Sends the command and answers with one server-sent event per stage (docs/http-api.md).
 pub(crate) fn stages(
     state: HttpState,
     message: CommandMessage<Value>,
@@ -22,7 +22,7 @@ pub(crate) fn stages(
 ) -> Response {
     let metrics_state = state.clone();
     let awaited = plan.stage;
-    // One event per stage (DESIGN.md §5); a caller that waits for one consumer (Wow's
+    // One event per stage (docs/http-api.md); a caller that waits for one consumer (Wow's
     // `Command-Wait-Processor`) gets that consumer's signals too, as Wow streams them.
     let awaited_function = plan.function.clone();
     let events = state

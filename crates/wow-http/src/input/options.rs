@@ -1,4 +1,4 @@
-//! The command headers of DESIGN.md §5, read into [`CommandOptions`]: each header by its own
+//! The command headers of docs/http-api.md, read into [`CommandOptions`]: each header by its own
 //! function, in the order they are checked (the first bad one is the one answered).
 
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub(crate) struct CommandOptions {
 }
 
 impl CommandOptions {
-    /// Reads the command headers of DESIGN.md §5 from `headers`; the first that is wrong is
+    /// Reads the command headers of docs/http-api.md from `headers`; the first that is wrong is
     /// the error.
     pub(crate) fn read(headers: &HeaderMap, config: &HttpConfig) -> Result<Self, InputError> {
         // Read by the create route before this; an unreadable one would pass there as an
@@ -84,7 +84,7 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, Inp
         .transpose()
 }
 
-/// A `Command-*` header (`name` as DESIGN.md §5 spells it) as text: `None` when absent; an
+/// A `Command-*` header (`name` as docs/http-api.md spells it) as text: `None` when absent; an
 /// error naming it when it holds anything but visible ASCII and the space (`0x20..=0x7E`).
 /// hyper refuses most control characters itself (a bare 400, see the `server` module); what
 /// passes it, a tab or a byte above `0x7F`, is refused here.

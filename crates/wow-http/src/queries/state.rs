@@ -102,7 +102,7 @@ pub(crate) async fn state_at_time(
     state_answer(&loaded, target.id(), prefixed.is_some())
 }
 
-/// A state as answered: `{aggregateId, version, state}` (DESIGN §5), or the bare state under
+/// A state as answered: `{aggregateId, version, state}` (docs/http-api.md), or the bare state under
 /// Wow's `/tenant/{tenantId}/` prefix, as Wow's clients read it.
 fn state_answer(loaded: &AggregateState, id: &str, prefixed: bool) -> Result<Response, ApiError> {
     let body = loaded.to_json().map_err(|error| {
