@@ -1,6 +1,6 @@
 //! # wow-sim
 //!
-//! A deterministic simulation of the wow-rs pipeline under faults (issue 7), in the manner of
+//! A deterministic simulation of the wow-rs pipeline under faults, in the manner of
 //! FoundationDB's and TigerBeetle's simulators: the **real** wow-core parts — gateway,
 //! processing nodes with their Bloom-filter request-id checks, in-memory event store, event
 //! bus, dispatcher, a projection and an outbox processor over `InMemoryProcessedMessages`, a
