@@ -9,13 +9,10 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use wow_core::metrics::MetricsSnapshot;
 use wow_core::CommandResult;
-
-use crate::state::HttpState;
 
 /// Latency bucket bounds, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -58,19 +55,19 @@ impl HttpMetrics {
     }
 }
 
-/// `GET /metrics`.
-pub(crate) async fn render(State(state): State<HttpState>) -> impl IntoResponse {
+/// The answer to `GET /metrics`: `metrics`, the pipeline's counters and the quarantine's
+/// size, in the Prometheus text format.
+pub(crate) fn render(
+    metrics: &HttpMetrics,
+    pipeline: &MetricsSnapshot,
+    quarantined: usize,
+) -> impl IntoResponse {
     let mut out = String::new();
     {
-        let counts = state
-            .metrics()
-            .inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let counts = metrics.inner.lock().unwrap_or_else(|p| p.into_inner());
         write_commands(&mut out, &counts);
     }
-    let pipeline = state.gateway().metrics().snapshot();
-    write_pipeline(&mut out, &pipeline, state.quarantine().len());
+    write_pipeline(&mut out, pipeline, quarantined);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
 
@@ -161,14 +158,15 @@ fn write_pipeline(out: &mut String, pipeline: &MetricsSnapshot, quarantined: usi
     let _ = writeln!(out, "wow_quarantined_aggregates {}", quarantined);
 }
 
-/// `GET /metrics.json`: the counters of `/metrics`, read at the same moment, as JSON.
-pub(crate) async fn render_json(State(state): State<HttpState>) -> axum::Json<serde_json::Value> {
+/// The answer to `GET /metrics.json`: the counters of `/metrics`, read at the same moment,
+/// as JSON.
+pub(crate) fn render_json(
+    metrics: &HttpMetrics,
+    pipeline: &MetricsSnapshot,
+    quarantined: usize,
+) -> axum::Json<serde_json::Value> {
     let (commands, latency) = {
-        let counts = state
-            .metrics()
-            .inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let counts = metrics.inner.lock().unwrap_or_else(|p| p.into_inner());
         let commands: Vec<serde_json::Value> = counts
             .results
             .iter()
@@ -183,7 +181,6 @@ pub(crate) async fn render_json(State(state): State<HttpState>) -> axum::Json<se
             serde_json::json!({"buckets": buckets, "count": counts.count, "sum": counts.sum});
         (commands, latency)
     };
-    let pipeline = state.gateway().metrics().snapshot();
     let signals: Vec<serde_json::Value> = pipeline
         .signals
         .iter()
@@ -199,6 +196,6 @@ pub(crate) async fn render_json(State(state): State<HttpState>) -> axum::Json<se
         "bloomHits": pipeline.bloom_hits,
         "handlerRuns": pipeline.handler_runs,
         "eventBacklog": pipeline.event_backlog,
-        "quarantined": state.quarantine().len(),
+        "quarantined": quarantined,
     }))
 }

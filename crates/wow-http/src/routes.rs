@@ -2,6 +2,8 @@
 //! routes behind their token, the access gate and the error fallbacks, and Wow's prefixes
 //! over all of them.
 
+use axum::extract::State;
+use axum::response::IntoResponse;
 use axum::routing::{any, get, post};
 use axum::Router;
 
@@ -33,8 +35,8 @@ pub fn router(state: HttpState) -> Router {
 /// The operator's routes: every tenant's counters, and the page that draws them.
 fn operator_routes(state: &HttpState) -> Router<HttpState> {
     Router::new()
-        .route("/metrics", get(metrics::render))
-        .route("/metrics.json", get(metrics::render_json))
+        .route("/metrics", get(metrics_text))
+        .route("/metrics.json", get(metrics_json))
         .route("/ui", get(ui::page))
         .route("/ui/app.js", get(ui::script))
         .route("/ui/app.css", get(ui::style))
@@ -42,6 +44,18 @@ fn operator_routes(state: &HttpState) -> Router<HttpState> {
             state.clone(),
             operator::require,
         ))
+}
+
+/// `GET /metrics`: the HTTP counters, the pipeline's and the quarantine's size.
+async fn metrics_text(State(state): State<HttpState>) -> impl IntoResponse {
+    let pipeline = state.gateway().metrics().snapshot();
+    metrics::render(state.metrics(), &pipeline, state.quarantine().len())
+}
+
+/// `GET /metrics.json`: the counters of `/metrics`, read at the same moment, as JSON.
+async fn metrics_json(State(state): State<HttpState>) -> impl IntoResponse {
+    let pipeline = state.gateway().metrics().snapshot();
+    metrics::render_json(state.metrics(), &pipeline, state.quarantine().len())
 }
 
 /// Health, this API's document, and the compensation routes.

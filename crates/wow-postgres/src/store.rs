@@ -21,6 +21,7 @@ pub(crate) mod processed_message;
 mod request_decision;
 mod snapshot;
 mod stream_query;
+mod stream_row;
 
 use std::sync::Arc;
 

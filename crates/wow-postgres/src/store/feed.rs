@@ -36,7 +36,7 @@
 use tokio_postgres::Row;
 use wow_core::eventsourcing::{EventStoreError, FeedEntry, GlobalPosition};
 
-use super::event_stream::{corrupt, decode_stream, stream_columns};
+use super::stream_row::{corrupt, decode_stream, stream_columns};
 use super::{clamp, PostgresStore};
 use crate::error::store_error;
 

@@ -14,7 +14,7 @@ use wow_core::eventsourcing::{
 };
 use wow_core::{AggregateId, DomainEventStream, ErrorCode};
 
-use super::event_stream::corrupt;
+use super::stream_row::corrupt;
 use super::{clamp, PostgresStore};
 use crate::error::{store_error, violated_constraint, REQUEST_CONSTRAINT};
 

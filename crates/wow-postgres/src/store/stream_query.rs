@@ -10,7 +10,7 @@ use wow_core::eventsourcing::EventStoreError;
 use wow_core::query::{DocumentQuery, Filter};
 use wow_core::{DomainEventStream, NamedAggregate};
 
-use super::event_stream::{decode_stream, stream_columns};
+use super::stream_row::{decode_stream, stream_columns};
 use super::{clamp, PostgresStore};
 use crate::query::{Param, Translation};
 
