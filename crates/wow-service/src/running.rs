@@ -15,7 +15,7 @@ use wow_core::pipeline::LocalPipeline;
 use wow_core::view::{snapshot_view, MaterializedSnapshots};
 use wow_core::CommandStage;
 use wow_core::Stores;
-use wow_http::{HttpState, QuerySide};
+use wow_http::{HttpConfig, HttpState, QuerySide};
 
 use crate::builder::{ServiceBuilder, ServiceContext};
 use crate::distributed::Distribution;
@@ -65,58 +65,21 @@ impl ServiceBuilder {
         if let Some(duplicate) = self.duplicate.take() {
             return Err(duplicate.into());
         }
-        let stores = match self.stores.take() {
-            Some(stores) => stores,
-            None => {
-                let url = self.settings.store_url(self.store.as_deref());
-                tracing::info!(store = url, "opening the store");
-                open_store(url).await?
-            }
-        };
-        for (from, to) in &self.renames {
-            let renamed = stores.renames.rename_aggregate(from, to, false).await?;
-            if !renamed.is_empty() {
-                tracing::info!(from, to, %renamed, "renamed an aggregate in the store");
-            }
-        }
+        let stores = self.open_stores().await?;
         let aggregates = self.consumed_aggregates();
         let settings = self.settings.clone();
-        // Wow's snapshot queries read every aggregate's latest state from these documents.
         if settings.snapshot_queries {
-            for runtime in self.registry.iter().filter(|runtime| runtime.query_index()) {
-                let view = snapshot_view(&runtime.named_aggregate().aggregate_name);
-                stores.views.declare_query_index(&view).await?;
-            }
-            let registry = self.registry.clone();
-            self.projections.insert(
-                0,
-                Box::new(move |stores: &Stores| {
-                    Arc::new(MaterializedSnapshots::new(
-                        registry,
-                        stores.events.clone(),
-                        stores.views.clone(),
-                    )) as Arc<dyn EventConsumer>
-                }),
-            );
+            self.materialize_snapshots(&stores).await?;
         }
         let mut distribution = Distribution::connect(&settings).await?;
         let runs_consumers = distribution
             .as_ref()
             .is_none_or(Distribution::runs_consumers);
-        let mut remote = WaitFunctions::new();
-        if !runs_consumers {
-            // A gateway: the processors run the consumers and retry their failures; waits may
-            // still name them.
-            for make in self.projections.drain(..) {
-                remote = remote.with(CommandStage::Projected, make(&stores).name());
-            }
-            for make in self.processors.drain(..) {
-                remote = remote.with(CommandStage::EventHandled, make(&stores).name());
-            }
-            for saga in self.sagas.drain(..) {
-                remote = remote.with(CommandStage::SagaHandled, saga.consumer_name());
-            }
-        }
+        let remote = if runs_consumers {
+            WaitFunctions::new()
+        } else {
+            self.hand_consumers_to_processors(&stores)
+        };
         let pipeline = self.pipeline(&stores, distribution.as_ref(), remote);
         let caught_up = if runs_consumers {
             pipeline.catch_up(&aggregates, &mut |_, _| {}).await?
@@ -152,22 +115,7 @@ impl ServiceBuilder {
             Some(distribution) => queries.with_node_status(distribution.status()),
             None => queries,
         };
-        let state = HttpState::for_gateway(pipeline.gateway.clone(), queries, http.clone())
-            .with_openapi_paths(std::mem::take(&mut self.openapi));
-        let gate = state.clone();
-        let context = ServiceContext {
-            stores: stores.clone(),
-            http,
-            gateway: pipeline.gateway.clone(),
-        };
-        let router = self
-            .routes
-            .drain(..)
-            .fold(wow_http::router(state), |router, make| {
-                // SPEC TN-2: a domain's route naming an aggregate and an id is gated too.
-                router.merge(wow_http::gated(make(&context), &gate))
-            });
-        let router = wow_http::error_fallbacks(router, pipeline.gateway.registry());
+        let router = self.router(&pipeline, &stores, queries, http);
         let retries = settings
             .retry_every
             .filter(|_| runs_consumers)
@@ -184,6 +132,90 @@ impl ServiceBuilder {
             retries,
             distribution,
         })
+    }
+
+    /// The stores given with [`stores`](Self::stores), else those of the settings' (or
+    /// [`store`](Self::store)'s) URL, with the aggregates renamed that the builder renames.
+    async fn open_stores(&mut self) -> Result<Stores, ServiceError> {
+        let stores = match self.stores.take() {
+            Some(stores) => stores,
+            None => {
+                let url = self.settings.store_url(self.store.as_deref());
+                tracing::info!(store = url, "opening the store");
+                open_store(url).await?
+            }
+        };
+        for (from, to) in &self.renames {
+            let renamed = stores.renames.rename_aggregate(from, to, false).await?;
+            if !renamed.is_empty() {
+                tracing::info!(from, to, %renamed, "renamed an aggregate in the store");
+            }
+        }
+        Ok(stores)
+    }
+
+    /// Wow's snapshot queries read every aggregate's latest state from these documents: their
+    /// query indexes declared, and the projection that keeps them first among the consumers.
+    async fn materialize_snapshots(&mut self, stores: &Stores) -> Result<(), ServiceError> {
+        for runtime in self.registry.iter().filter(|runtime| runtime.query_index()) {
+            let view = snapshot_view(&runtime.named_aggregate().aggregate_name);
+            stores.views.declare_query_index(&view).await?;
+        }
+        let registry = self.registry.clone();
+        self.projections.insert(
+            0,
+            Box::new(move |stores: &Stores| {
+                Arc::new(MaterializedSnapshots::new(
+                    registry,
+                    stores.events.clone(),
+                    stores.views.clone(),
+                )) as Arc<dyn EventConsumer>
+            }),
+        );
+        Ok(())
+    }
+
+    /// A gateway's consumers: the processors run them and retry their failures, so this
+    /// process makes none; waits may still name them, by the functions returned.
+    fn hand_consumers_to_processors(&mut self, stores: &Stores) -> WaitFunctions {
+        let mut remote = WaitFunctions::new();
+        for make in self.projections.drain(..) {
+            remote = remote.with(CommandStage::Projected, make(stores).name());
+        }
+        for make in self.processors.drain(..) {
+            remote = remote.with(CommandStage::EventHandled, make(stores).name());
+        }
+        for saga in self.sagas.drain(..) {
+            remote = remote.with(CommandStage::SagaHandled, saga.consumer_name());
+        }
+        remote
+    }
+
+    /// The router: the API over `queries`, with the domain's own routes merged in (and gated,
+    /// SPEC TN-2) and the error fallbacks over all of them.
+    fn router(
+        &mut self,
+        pipeline: &LocalPipeline,
+        stores: &Stores,
+        queries: QuerySide,
+        http: HttpConfig,
+    ) -> Router {
+        let state = HttpState::for_gateway(pipeline.gateway.clone(), queries, http.clone())
+            .with_openapi_paths(std::mem::take(&mut self.openapi));
+        let gate = state.clone();
+        let context = ServiceContext {
+            stores: stores.clone(),
+            http,
+            gateway: pipeline.gateway.clone(),
+        };
+        let router = self
+            .routes
+            .drain(..)
+            .fold(wow_http::router(state), |router, make| {
+                // SPEC TN-2: a domain's route naming an aggregate and an id is gated too.
+                router.merge(wow_http::gated(make(&context), &gate))
+            });
+        wow_http::error_fallbacks(router, pipeline.gateway.registry())
     }
 
     /// The pipeline over `stores`, with every registered consumer made.

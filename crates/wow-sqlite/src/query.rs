@@ -92,75 +92,16 @@ impl<'a> Translation<'a> {
             }
             // A boolean has no order: nothing is above or below one (and nothing is bound).
             Filter::Range(_, _, Scalar::Bool(_)) => "0".to_owned(),
-            Filter::Range(path, range, scalar) => {
-                let p = self.path(base, path);
-                let op = match range {
-                    Range::Gt => ">",
-                    Range::Gte => ">=",
-                    Range::Lt => "<",
-                    Range::Lte => "<=",
-                };
-                let (types, value) = match scalar {
-                    Scalar::Number(n) => ("('integer', 'real')", number(n)),
-                    Scalar::Text(t) => ("('text')", SqlValue::Text(t.clone())),
-                    Scalar::Bool(_) => return "0".to_owned(),
-                };
-                let v = self.bind(value);
-                format!("IFNULL(json_type({doc}, {p}) IN {types} AND json_extract({doc}, {p}) {op} {v}, 0)")
-            }
-            Filter::In(path, scalars) | Filter::NotIn(path, scalars) => {
-                // No values: nothing is in them (and the path is not bound, so every bound
-                // value is used).
-                let any = if scalars.is_empty() {
-                    "0".to_owned()
-                } else {
-                    let p = self.path(base, path);
-                    let (t, v) = (
-                        format!("json_type({doc}, {p})"),
-                        format!("json_extract({doc}, {p})"),
-                    );
-                    self.member(&t, &v, scalars)
-                };
-                match filter {
-                    Filter::NotIn(..) => format!("NOT {any}"),
-                    _ => any,
-                }
-            }
-            Filter::AllIn(path, scalars) => {
-                // Every wanted value has an equal element: one bound list, however long, so
-                // the statement's size does not grow with the values.
-                let p = self.path(base, path);
-                let wanted = self.bind(SqlValue::Text(json_list(scalars)));
-                let (w, e) = (self.alias(), self.alias());
-                format!(
-                    "(IFNULL(json_type({doc}, {p}) = 'array', 0) AND NOT EXISTS (SELECT 1 FROM json_each({wanted}) AS {w} WHERE NOT EXISTS (SELECT 1 FROM json_each({doc}, {p}) AS {e} WHERE CASE {w}.type WHEN 'text' THEN {e}.type = 'text' AND {e}.value = {w}.value WHEN 'true' THEN {e}.type = 'true' WHEN 'false' THEN {e}.type = 'false' ELSE {e}.type IN ('integer', 'real') AND {e}.value = {w}.value END)))"
-                )
-            }
+            Filter::Range(path, range, scalar) => self.range(base, path, *range, scalar),
+            Filter::In(path, scalars) => self.one_of(base, path, scalars),
+            Filter::NotIn(path, scalars) => format!("NOT {}", self.one_of(base, path, scalars)),
+            Filter::AllIn(path, scalars) => self.all_in(base, path, scalars),
             Filter::Text {
                 path,
                 kind,
                 value,
                 ignore_case,
-            } => {
-                let p = self.path(base, path);
-                let v = self.bind(SqlValue::Text(value.clone()));
-                let (field, v) = if *ignore_case {
-                    (
-                        format!("lower(json_extract({doc}, {p}))"),
-                        format!("lower({v})"),
-                    )
-                } else {
-                    (format!("json_extract({doc}, {p})"), v)
-                };
-                let test = match kind {
-                    TextMatch::Contains => format!("instr({field}, {v}) > 0"),
-                    TextMatch::StartsWith => format!("substr({field}, 1, length({v})) = {v}"),
-                    TextMatch::EndsWith => {
-                        format!("(length({v}) = 0 OR substr({field}, -length({v})) = {v})")
-                    }
-                };
-                format!("IFNULL(json_type({doc}, {p}) = 'text' AND {test}, 0)")
-            }
+            } => self.text(base, path, *kind, value, *ignore_case),
             Filter::ElemMatch(path, child) => {
                 let p = self.path(base, path);
                 let alias = self.alias();
@@ -186,6 +127,84 @@ impl<'a> Translation<'a> {
                 format!("(json_type({doc}, {p}) {is} NULL)")
             }
         }
+    }
+
+    /// `path` compared to `scalar` by `range`; only a number to a number, text to text.
+    fn range(&mut self, base: &Base, path: &FieldPath, range: Range, scalar: &Scalar) -> String {
+        let doc = self.document;
+        let op = match range {
+            Range::Gt => ">",
+            Range::Gte => ">=",
+            Range::Lt => "<",
+            Range::Lte => "<=",
+        };
+        let (types, value) = match scalar {
+            Scalar::Number(n) => ("('integer', 'real')", number(n)),
+            Scalar::Text(t) => ("('text')", SqlValue::Text(t.clone())),
+            // A boolean has no order (and nothing is bound).
+            Scalar::Bool(_) => return "0".to_owned(),
+        };
+        let p = self.path(base, path);
+        let v = self.bind(value);
+        format!("IFNULL(json_type({doc}, {p}) IN {types} AND json_extract({doc}, {p}) {op} {v}, 0)")
+    }
+
+    /// `path` equals one of `scalars`.
+    fn one_of(&mut self, base: &Base, path: &FieldPath, scalars: &[Scalar]) -> String {
+        // No values: nothing is in them (and the path is not bound, so every bound value is
+        // used).
+        if scalars.is_empty() {
+            return "0".to_owned();
+        }
+        let doc = self.document;
+        let p = self.path(base, path);
+        let (t, v) = (
+            format!("json_type({doc}, {p})"),
+            format!("json_extract({doc}, {p})"),
+        );
+        self.member(&t, &v, scalars)
+    }
+
+    /// `path` is an array with an element equal to each of `scalars`: one bound list,
+    /// however long, so the statement's size does not grow with the values.
+    fn all_in(&mut self, base: &Base, path: &FieldPath, scalars: &[Scalar]) -> String {
+        let doc = self.document;
+        let p = self.path(base, path);
+        let wanted = self.bind(SqlValue::Text(json_list(scalars)));
+        let (w, e) = (self.alias(), self.alias());
+        format!(
+            "(IFNULL(json_type({doc}, {p}) = 'array', 0) AND NOT EXISTS (SELECT 1 FROM json_each({wanted}) AS {w} WHERE NOT EXISTS (SELECT 1 FROM json_each({doc}, {p}) AS {e} WHERE CASE {w}.type WHEN 'text' THEN {e}.type = 'text' AND {e}.value = {w}.value WHEN 'true' THEN {e}.type = 'true' WHEN 'false' THEN {e}.type = 'false' ELSE {e}.type IN ('integer', 'real') AND {e}.value = {w}.value END)))"
+        )
+    }
+
+    /// `path` is text that contains, starts or ends with `value`.
+    fn text(
+        &mut self,
+        base: &Base,
+        path: &FieldPath,
+        kind: TextMatch,
+        value: &str,
+        ignore_case: bool,
+    ) -> String {
+        let doc = self.document;
+        let p = self.path(base, path);
+        let v = self.bind(SqlValue::Text(value.to_owned()));
+        let (field, v) = if ignore_case {
+            (
+                format!("lower(json_extract({doc}, {p}))"),
+                format!("lower({v})"),
+            )
+        } else {
+            (format!("json_extract({doc}, {p})"), v)
+        };
+        let test = match kind {
+            TextMatch::Contains => format!("instr({field}, {v}) > 0"),
+            TextMatch::StartsWith => format!("substr({field}, 1, length({v})) = {v}"),
+            TextMatch::EndsWith => {
+                format!("(length({v}) = 0 OR substr({field}, -length({v})) = {v})")
+            }
+        };
+        format!("IFNULL(json_type({doc}, {p}) = 'text' AND {test}, 0)")
     }
 
     fn alias(&mut self) -> String {

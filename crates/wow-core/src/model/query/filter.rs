@@ -255,56 +255,88 @@ impl Lowering {
                 MAX_DEPTH,
             ));
         }
+        let lowered = match c.operator {
+            Operator::All => Filter::All,
+            Operator::And | Operator::Or | Operator::Nor | Operator::ElemMatch => {
+                self.logical(c, budget, depth, in_element)?
+            }
+            Operator::Id
+            | Operator::Ids
+            | Operator::AggregateId
+            | Operator::AggregateIds
+            | Operator::TenantId
+            | Operator::OwnerId
+            | Operator::SpaceId
+            | Operator::Deleted => self.shorthand(c, budget)?,
+            _ => self.on_field(c, budget, in_element)?,
+        };
+        Ok(if self.target == Target::EventStream && !in_element {
+            through_events(lowered)
+        } else {
+            lowered
+        })
+    }
+
+    /// `AND`, `OR`, `NOR` over `c`'s children, or `ELEM_MATCH` of its one child.
+    fn logical(
+        &self,
+        c: &Condition,
+        budget: &mut Budget,
+        depth: usize,
+        in_element: bool,
+    ) -> Result<Filter, QueryError> {
         let op = c.operator;
-        let path = || FieldPath::parse(&c.field);
-        let field = || {
-            let path = path()?;
-            if path.is_empty() && !in_element {
-                return Err(QueryError::value(op, "a `field`"));
-            }
-            Ok(path)
-        };
+        if op == Operator::ElemMatch {
+            let [child] = c.children.as_slice() else {
+                return Err(QueryError::value(op, "exactly one child condition"));
+            };
+            let child = self.lower_counted(child, budget, depth + 1, true)?;
+            return Ok(Filter::ElemMatch(field(c, in_element)?, Box::new(child)));
+        }
+        if c.children.is_empty() {
+            return Err(QueryError::value(op, "at least one child condition"));
+        }
+        let children = c
+            .children
+            .iter()
+            .map(|child| self.lower_counted(child, budget, depth + 1, in_element))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(match op {
+            Operator::And => Filter::And(children),
+            Operator::Or => Filter::Or(children),
+            _ => Filter::Nor(children),
+        })
+    }
+
+    /// Wow's shorthands for the document's own fields: ids, tenant, owner, space, deletion.
+    fn shorthand(&self, c: &Condition, budget: &mut Budget) -> Result<Filter, QueryError> {
         let named = |name: &str| FieldPath(vec![name.to_owned()]);
-        let text = || match &c.value {
-            Value::String(text) => Ok(Scalar::Text(checked_text(op, text)?)),
-            _ => Err(QueryError::value(op, "a string")),
-        };
-        let texts = |budget: &mut Budget| -> Result<Vec<Scalar>, QueryError> {
-            let values = list(op, &c.value, budget)?;
-            values
-                .iter()
-                .map(|v| match v {
-                    Value::String(text) => Ok(Scalar::Text(checked_text(op, text)?)),
-                    _ => Err(QueryError::value(op, "an array of strings")),
-                })
-                .collect()
-        };
-        let children = |budget: &mut Budget| -> Result<Vec<Filter>, QueryError> {
-            if c.children.is_empty() {
-                return Err(QueryError::value(op, "at least one child condition"));
-            }
-            c.children
-                .iter()
-                .map(|child| self.lower_counted(child, budget, depth + 1, in_element))
-                .collect()
-        };
         let id_field = match self.target {
             Target::Snapshot => "aggregateId",
             Target::EventStream => "id",
         };
-        let lowered = match op {
-            Operator::All => Filter::All,
-            Operator::And => Filter::And(children(budget)?),
-            Operator::Or => Filter::Or(children(budget)?),
-            Operator::Nor => Filter::Nor(children(budget)?),
-            Operator::Id => Filter::Eq(named(id_field), text()?),
-            Operator::Ids => Filter::In(named(id_field), texts(budget)?),
-            Operator::AggregateId => Filter::Eq(named("aggregateId"), text()?),
-            Operator::AggregateIds => Filter::In(named("aggregateId"), texts(budget)?),
-            Operator::TenantId => Filter::Eq(named("tenantId"), text()?),
-            Operator::OwnerId => Filter::Eq(named("ownerId"), text()?),
-            Operator::SpaceId => Filter::Eq(named("spaceId"), text()?),
-            Operator::Deleted => self.deleted(&c.value)?,
+        Ok(match c.operator {
+            Operator::Id => Filter::Eq(named(id_field), text(c)?),
+            Operator::Ids => Filter::In(named(id_field), texts(c, budget)?),
+            Operator::AggregateId => Filter::Eq(named("aggregateId"), text(c)?),
+            Operator::AggregateIds => Filter::In(named("aggregateId"), texts(c, budget)?),
+            Operator::TenantId => Filter::Eq(named("tenantId"), text(c)?),
+            Operator::OwnerId => Filter::Eq(named("ownerId"), text(c)?),
+            Operator::SpaceId => Filter::Eq(named("spaceId"), text(c)?),
+            _ => self.deleted(&c.value)?,
+        })
+    }
+
+    /// An operator on `c`'s field: comparisons, lists, text, presence and dates.
+    fn on_field(
+        &self,
+        c: &Condition,
+        budget: &mut Budget,
+        in_element: bool,
+    ) -> Result<Filter, QueryError> {
+        let op = c.operator;
+        let field = || field(c, in_element);
+        Ok(match op {
             Operator::Eq => Filter::Eq(field()?, Scalar::of(op, &c.value)?),
             Operator::Ne => Filter::Ne(field()?, Scalar::of(op, &c.value)?),
             Operator::Gt => Filter::Range(field()?, Range::Gt, Scalar::of(op, &c.value)?),
@@ -326,7 +358,7 @@ impl Lowering {
                 ])
             }
             Operator::Contains | Operator::StartsWith | Operator::EndsWith => {
-                let Scalar::Text(value) = text()? else {
+                let Scalar::Text(value) = text(c)? else {
                     return Err(QueryError::value(op, "a string"));
                 };
                 Filter::Text {
@@ -339,13 +371,6 @@ impl Lowering {
                     value,
                     ignore_case: flag(op, c, "ignoreCase")?,
                 }
-            }
-            Operator::ElemMatch => {
-                let [child] = c.children.as_slice() else {
-                    return Err(QueryError::value(op, "exactly one child condition"));
-                };
-                let child = self.lower_counted(child, budget, depth + 1, true)?;
-                Filter::ElemMatch(field()?, Box::new(child))
             }
             Operator::Null => Filter::Null(field()?),
             Operator::NotNull => Filter::NotNull(field()?),
@@ -370,12 +395,7 @@ impl Lowering {
             | Operator::LastMonth
             | Operator::RecentDays
             | Operator::EarlierDays => self.date(c, field()?)?,
-            Operator::Match | Operator::Raw => return Err(QueryError::Unsupported(op)),
-        };
-        Ok(if self.target == Target::EventStream && !in_element {
-            through_events(lowered)
-        } else {
-            lowered
+            _ => return Err(QueryError::Unsupported(op)),
         })
     }
 
@@ -509,6 +529,35 @@ fn time_of_day(value: &Value) -> Option<civil::Time> {
         Value::String(text) => text.parse::<civil::Time>().ok(),
         _ => None,
     }
+}
+
+/// `c`'s field; empty only inside `ELEM_MATCH` (`in_element`), where it is the element.
+fn field(c: &Condition, in_element: bool) -> Result<FieldPath, QueryError> {
+    let path = FieldPath::parse(&c.field)?;
+    if path.is_empty() && !in_element {
+        return Err(QueryError::value(c.operator, "a `field`"));
+    }
+    Ok(path)
+}
+
+/// `c`'s value, a string.
+fn text(c: &Condition) -> Result<Scalar, QueryError> {
+    match &c.value {
+        Value::String(text) => Ok(Scalar::Text(checked_text(c.operator, text)?)),
+        _ => Err(QueryError::value(c.operator, "a string")),
+    }
+}
+
+/// `c`'s value, a list of strings, counted against `budget`.
+fn texts(c: &Condition, budget: &mut Budget) -> Result<Vec<Scalar>, QueryError> {
+    let op = c.operator;
+    list(op, &c.value, budget)?
+        .iter()
+        .map(|v| match v {
+            Value::String(text) => Ok(Scalar::Text(checked_text(op, text)?)),
+            _ => Err(QueryError::value(op, "an array of strings")),
+        })
+        .collect()
 }
 
 /// What a query may still hold as it is lowered.
