@@ -5,7 +5,7 @@ use std::time::Duration;
 use wow_nats::{CommandStorage, NatsConfig};
 
 use super::role::Role;
-use super::sources::{Env, FileConfig};
+use super::sources::{Env, FileConfig, NatsFile};
 use super::SettingsError;
 
 /// How a gateway or processor reaches NATS and shares the work.
@@ -88,23 +88,7 @@ pub(super) fn distributed(
 ) -> Result<DistributedSettings, SettingsError> {
     let defaults = DistributedSettings::default();
     let nats = file.nats.as_ref();
-    let storage = match env
-        .var("WOW_NATS_STORAGE")
-        .or_else(|| nats.and_then(|n| n.storage.clone()))
-    {
-        None => defaults.storage,
-        Some(value) => match value.trim() {
-            "file" => CommandStorage::File,
-            "memory" => CommandStorage::Memory,
-            _ => {
-                return Err(SettingsError::Env {
-                    name: "WOW_NATS_STORAGE",
-                    what: "file or memory",
-                    value,
-                })
-            }
-        },
-    };
+    let storage = storage(nats, env, defaults.storage)?;
     let settings = DistributedSettings {
         nats_url: env
             .var("WOW_NATS_URL")
@@ -136,6 +120,37 @@ pub(super) fn distributed(
             .or_else(|| nats.and_then(|n| n.namespace.clone()))
             .unwrap_or(defaults.namespace),
     };
+    checked(&settings)?;
+    Ok(settings)
+}
+
+/// Where the command stream keeps its messages: `WOW_NATS_STORAGE`, else the file's, else
+/// `default`.
+fn storage(
+    nats: Option<&NatsFile>,
+    env: &Env<'_>,
+    default: CommandStorage,
+) -> Result<CommandStorage, SettingsError> {
+    match env
+        .var("WOW_NATS_STORAGE")
+        .or_else(|| nats.and_then(|n| n.storage.clone()))
+    {
+        None => Ok(default),
+        Some(value) => match value.trim() {
+            "file" => Ok(CommandStorage::File),
+            "memory" => Ok(CommandStorage::Memory),
+            _ => Err(SettingsError::Env {
+                name: "WOW_NATS_STORAGE",
+                what: "file or memory",
+                value,
+            }),
+        },
+    }
+}
+
+/// `settings`, refused when a name holds other characters than letters, digits, `-` and
+/// `_`, or a number is out of range.
+fn checked(settings: &DistributedSettings) -> Result<(), SettingsError> {
     let is_name = |s: &str| {
         !s.is_empty()
             && s.chars()
@@ -162,5 +177,5 @@ pub(super) fn distributed(
             "the lease TTL must be at least 500 ms".into(),
         ));
     }
-    Ok(settings)
+    Ok(())
 }
