@@ -260,3 +260,12 @@ pub use model::error::BoxError;
 pub use model::error_code::ErrorCode;
 pub use model::event::{DomainEvent, DomainEventStream};
 pub use wow_macros::{Command, Event};
+
+/// The crates a domain's payloads derive from, at the versions wow-core is built with: a
+/// domain crate writes `use wow_core::schemars;` for `#[derive(schemars::JsonSchema)]` (the
+/// schemas of `/openapi.json`), and names `validator` (or this re-export, with
+/// `#[validate(crate = "wow_core::validator")]`) for its payloads' rules. Nothing else: the
+/// server, the backends and axum are chosen in the service's `main`, through `wow-service`.
+pub use schemars;
+/// See [`schemars`]: the validation rules of a command's payload.
+pub use validator;

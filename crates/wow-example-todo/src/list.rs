@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use validator::Validate;
 use wow_core::aggregate::{Aggregate, CommandContext};
+use wow_core::schemars;
 use wow_core::{Command, DomainError, Event};
-use wow_service::schemars;
 
 /// The todo list aggregate (context `todo`, aggregate `todo`).
 #[derive(Debug)]

@@ -1,8 +1,8 @@
 //! The `open_items` view: what is left to do on each list.
 
 use serde::{Deserialize, Serialize};
+use wow_core::schemars;
 use wow_core::view::View;
-use wow_service::schemars;
 
 use crate::{TodoEvent, TodoList};
 

@@ -38,7 +38,9 @@
 //! `DomainError` expand to `::wow_core::...`, so depend on `wow-core` too; serde's derives
 //! need `serde` (or `#[serde(crate = "wow_service::serde")]`), validator's `validator` (or
 //! `#[validate(crate = "wow_service::validator")]`). schemars' derive works through
-//! `use wow_service::schemars;`.
+//! `use wow_core::schemars;`, which is what a domain crate writes: a domain crate needs
+//! `wow-core` (with its re-exports) and nothing of the server; its `main` assembles the
+//! service through this crate.
 
 mod args;
 mod builder;
