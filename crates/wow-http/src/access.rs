@@ -155,7 +155,7 @@ fn checked_target(
     Ok(Some((caller, aggregate_id)))
 }
 
-/// `routes` with [`gate`] over each of its routes: merge a domain's routes through it so that
+/// `routes` with the access gate over each of its routes: merge a domain's routes through it so that
 /// they are access boundaries too.
 pub fn gated(routes: axum::Router, state: &HttpState) -> axum::Router {
     routes.route_layer(axum::middleware::from_fn_with_state(state.clone(), gate))

@@ -24,7 +24,7 @@ pub struct EventMeta<'a> {
 ///
 /// `rows` is pure and infallible: replaying history through it gives the same rows with the
 /// same ids, which is what a rebuild does. Rows are stored as JSON, so they must survive a
-/// JSON round trip unchanged (the [`OutboxSpec`](super::OutboxSpec) kit checks that).
+/// JSON round trip unchanged (the [`OutboxSpec`](crate::outbox::OutboxSpec) kit checks that).
 ///
 /// ```
 /// use wow_core::testing_example::{Counter, CounterEvent};

@@ -174,7 +174,7 @@ impl DefaultCommandHandlerBuilder {
         self
     }
 
-    /// Records every quarantine in `store` as a failed execution of [`AGGREGATE_PROCESSOR`],
+    /// Records every quarantine in `store` as a failed execution of [`AGGREGATE_PROCESSOR`](crate::compensation::AGGREGATE_PROCESSOR),
     /// retried as `retry` says. Default: not recorded (only logged and kept in the registry).
     pub fn compensation(mut self, store: Arc<dyn CompensationStore>, retry: RetrySpec) -> Self {
         self.inner.compensation = Some((store, retry));
