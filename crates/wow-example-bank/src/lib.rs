@@ -7,7 +7,6 @@
 //! Read `account.rs` first: it is what a team writes for an aggregate.
 
 pub mod account;
-pub mod api;
 pub mod audit;
 pub mod notifications;
 pub mod projection;

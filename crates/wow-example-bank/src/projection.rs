@@ -6,6 +6,7 @@
 use serde::Serialize;
 use wow_core::aggregate::Aggregate;
 use wow_core::eventsourcing::BoxError;
+use wow_core::schemars;
 use wow_core::view::{View, ViewStore};
 use wow_core::AggregateId;
 
@@ -15,7 +16,7 @@ use crate::account::{Account, AccountEvent, AccountState};
 pub const NAME: &str = "account_balance";
 
 /// One account as the read model shows it (`GET /account/{id}/view`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AccountView {
     /// The account id.
     pub id: String,

@@ -86,6 +86,48 @@ fn domain_routes() -> Router {
     )
 }
 
+/// A domain's own route as a service hands it over: the bank's `GET /account/{id}/view`.
+fn domain_paths() -> Map<String, Value> {
+    let error = |description: &str| {
+        json!({"description": description,
+            "headers": {"Wow-Error-Code": {"required": true, "schema": {"type": "string"}}},
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+    };
+    let view = json!({"get": {
+        "operationId": "account.view",
+        "summary": "One account as the account_balance read model shows it",
+        "parameters": [
+            {"name": "id", "in": "path", "required": true, "description": "The account id.",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[A-Za-z0-9._:-]+$"}},
+            {"name": "Command-Tenant-Id", "in": "header", "required": false,
+                "description": "The tenant, as for every query (not read when bearer auth is on).",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^(\\(0\\)|[A-Za-z0-9._:-]+)$"}},
+        ],
+        "responses": {
+            "200": {"description": "The account: its available balance, the amount held by transfers in flight, the last event version applied",
+                "content": {"application/json": {"schema": account_view_schema()}}},
+            "400": error("IllegalArgument: the id or Command-Tenant-Id breaks the rules of an id"),
+            "404": error("NotFound: no such account in the read model (or another tenant's)"),
+            "503": error("ServiceUnavailable: the read model cannot be read"),
+        },
+    }});
+    [("/account/{id}/view".to_owned(), view)]
+        .into_iter()
+        .collect()
+}
+
+/// The JSON Schema of [`AccountView`](crate::projection::AccountView).
+fn account_view_schema() -> Value {
+    json!({"type": "object", "required": ["id", "name", "balance", "held", "version"],
+    "properties": {
+        "id": {"type": "string"},
+        "name": {"type": "string"},
+        "balance": {"type": "integer"},
+        "held": {"type": "integer"},
+        "version": {"type": "integer", "minimum": 0},
+    }})
+}
+
 struct Service {
     base: String,
     client: Client,
@@ -94,8 +136,7 @@ struct Service {
 
 async fn service(config: HttpConfig) -> Service {
     let (bank, _) = in_memory_bank().await;
-    let state = HttpState::new(&bank.pipeline, None, config)
-        .with_openapi_paths(wow_example_bank::api::openapi_paths());
+    let state = HttpState::new(&bank.pipeline, None, config).with_openapi_paths(domain_paths());
     let app = router(state).merge(domain_routes());
     let app = wow_http::error_fallbacks(app, bank.pipeline.gateway.registry());
     Service {

@@ -204,6 +204,31 @@ impl ServiceBuilder {
         self
     }
 
+    /// A read route of the domain's own, `GET path` (the path holds one `{id}`), answering
+    /// what `read` finds for the caller's tenant and the path's id as JSON, and documented in
+    /// `/openapi.json` from `T`'s JSON Schema under `operation_id`: 200 with the value, 404
+    /// `NotFound` when `read` finds none, 400 `IllegalArgument` for an id that breaks the id
+    /// rules, 503 `ServiceUnavailable` when `read` fails. It is an owner's and space's access
+    /// boundary as every route naming an aggregate and an id is (SPEC TN-2).
+    pub fn read_route<T, F, Fut>(
+        self,
+        operation_id: &str,
+        path: &'static str,
+        summary: &str,
+        read: F,
+    ) -> Self
+    where
+        T: serde::Serialize + schemars::JsonSchema + Send + 'static,
+        F: Fn(crate::ReadRequest) -> Fut + Clone + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Option<T>, wow_core::BoxError>> + Send + 'static,
+    {
+        let openapi = crate::read_route::read_openapi::<T>(operation_id, path, summary);
+        self.routes(
+            move |cx| crate::read_route::read_route(cx, path, read),
+            openapi,
+        )
+    }
+
     /// Opens the store `url` names (`memory://`, `sqlite://PATH`, `postgres://...`) unless
     /// the settings name one (`--store`, `WOW_STORE`, `store` in the file). Default:
     /// [`DEFAULT_STORE`](crate::DEFAULT_STORE).

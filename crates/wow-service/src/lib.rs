@@ -46,6 +46,7 @@ mod args;
 mod builder;
 mod distributed;
 mod error;
+mod read_route;
 mod running;
 mod serve;
 mod settings;
@@ -55,6 +56,7 @@ mod view_route;
 pub use args::ServeArgs;
 pub use builder::{Service, ServiceBuilder, ServiceContext};
 pub use error::ServiceError;
+pub use read_route::ReadRequest;
 pub use running::RunningService;
 pub use serve::init_logging;
 pub use settings::{

@@ -130,13 +130,5 @@ fn state_schema<V: View>() -> Value
 where
     V::State: schemars::JsonSchema,
 {
-    let schema = schemars::generate::SchemaSettings::draft2020_12()
-        .with(|settings| settings.inline_subschemas = true)
-        .into_generator()
-        .into_root_schema_for::<V::State>();
-    let mut value = schema.to_value();
-    if let Some(object) = value.as_object_mut() {
-        object.remove("$schema");
-    }
-    value
+    crate::read_route::inlined_schema::<V::State>()
 }
