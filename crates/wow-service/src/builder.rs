@@ -224,7 +224,7 @@ impl ServiceBuilder {
     {
         let openapi = crate::read_route::read_openapi::<T>(operation_id, path, summary);
         self.routes(
-            move |cx| crate::read_route::read_route(cx, path, read),
+            move |cx| crate::read_route::read_route(cx.stores.clone(), cx.http.clone(), path, read),
             openapi,
         )
     }

@@ -12,8 +12,7 @@ use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use wow_core::{BoxError, Stores};
-
-use crate::builder::ServiceContext;
+use wow_http::HttpConfig;
 
 /// What a read route's function is given: the service's stores, the caller's tenant (found
 /// as every built-in route finds it) and the id in the path (checked by the id rules).
@@ -31,13 +30,17 @@ pub struct ReadRequest {
 /// finds none; 400 `IllegalArgument` for an id or tenant that breaks the id rules; 401/403 as
 /// auth says; 503 `ServiceUnavailable` when `read` fails (what it said is logged, not
 /// answered).
-pub(crate) fn read_route<T, F, Fut>(cx: &ServiceContext, path: &'static str, read: F) -> Router
+pub(crate) fn read_route<T, F, Fut>(
+    stores: Stores,
+    http: HttpConfig,
+    path: &'static str,
+    read: F,
+) -> Router
 where
     T: Serialize + Send + 'static,
     F: Fn(ReadRequest) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<Option<T>, BoxError>> + Send + 'static,
 {
-    let (stores, http) = (cx.stores.clone(), cx.http.clone());
     let answer = move |Path(id): Path<String>, headers: HeaderMap| {
         let (stores, http, read) = (stores.clone(), http.clone(), read.clone());
         async move {
