@@ -44,20 +44,13 @@ where
     let answer = move |Path(id): Path<String>, headers: HeaderMap| {
         let (stores, http, read) = (stores.clone(), http.clone(), read.clone());
         async move {
-            let tenant = match wow_http::caller_tenant(&http, &headers) {
-                Ok(tenant) => tenant,
-                Err(refused) => return refused.into_response(),
+            let tenant_id = match caller_and_id(&http, &headers, &id, error) {
+                Ok(tenant_id) => tenant_id,
+                Err(refused) => return refused,
             };
-            if let Err(rule) = wow_core::check_aggregate_id(&id) {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "IllegalArgument",
-                    format!("id {rule}"),
-                );
-            }
             let request = ReadRequest {
                 stores,
-                tenant_id: tenant.0,
+                tenant_id,
                 id: id.clone(),
             };
             match read(request).await {
@@ -79,6 +72,27 @@ where
         }
     };
     Router::new().route(path, get(answer))
+}
+
+/// The caller's tenant (found as every built-in route finds it) for a read of `id`, or the
+/// answer that refuses it: auth's 401/403, or 400 `IllegalArgument` (built by `error`) for
+/// an id that breaks the id rules.
+#[allow(clippy::result_large_err)] // the error is the answer itself, built once
+pub(crate) fn caller_and_id(
+    http: &HttpConfig,
+    headers: &HeaderMap,
+    id: &str,
+    error: fn(StatusCode, &'static str, String) -> Response,
+) -> Result<String, Response> {
+    let tenant = wow_http::caller_tenant(http, headers).map_err(IntoResponse::into_response)?;
+    wow_core::check_aggregate_id(id).map_err(|rule| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "IllegalArgument",
+            format!("id {rule}"),
+        )
+    })?;
+    Ok(tenant.0)
 }
 
 /// An error answer: `{errorCode, errorMsg}` and `Wow-Error-Code`.

@@ -41,18 +41,11 @@ async fn read_view<V: View>(
     id: String,
     headers: &HeaderMap,
 ) -> Response {
-    let tenant = match wow_http::caller_tenant(http, headers) {
-        Ok(tenant) => tenant,
-        Err(refused) => return refused.into_response(),
+    let tenant_id = match crate::read_route::caller_and_id(http, headers, &id, error) {
+        Ok(tenant_id) => tenant_id,
+        Err(refused) => return refused,
     };
-    if let Err(rule) = wow_core::check_aggregate_id(&id) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            format!("id {rule}"),
-        );
-    }
-    match wow_core::view::view::<V>(store, &tenant.0, &id).await {
+    match wow_core::view::view::<V>(store, &tenant_id, &id).await {
         Ok(Some((state, version))) => {
             Json(json!({"aggregateId": id, "version": version, "state": state})).into_response()
         }
