@@ -68,11 +68,7 @@ impl<'a> Translation<'a> {
         if !self.containment || document != self.document || path.is_empty() || index_like {
             return None;
         }
-        let mut value = match scalar {
-            Scalar::Text(text) => serde_json::Value::String(text.clone()),
-            Scalar::Number(number) => serde_json::Value::Number(number.clone()),
-            Scalar::Bool(flag) => serde_json::Value::Bool(*flag),
-        };
+        let mut value = scalar.to_json();
         for segment in path.segments().iter().rev() {
             value = serde_json::json!({ segment.clone(): value });
         }
@@ -246,7 +242,7 @@ impl<'a> Translation<'a> {
         // equal element" (strings by bytes, numbers numerically, booleans): one bound
         // value, however long the list.
         let x = self.value(document, path);
-        let wanted = serde_json::Value::Array(scalars.iter().map(json_scalar).collect());
+        let wanted = serde_json::Value::Array(scalars.iter().map(Scalar::to_json).collect());
         let wanted = self.bind(Box::new(wanted));
         format!("COALESCE(jsonb_typeof({x}) = 'array' AND {x} @> {wanted}::jsonb, false)")
     }
@@ -356,15 +352,6 @@ impl<'a> Translation<'a> {
                 ]
             })
             .collect()
-    }
-}
-
-/// A scalar as JSON.
-fn json_scalar(scalar: &Scalar) -> serde_json::Value {
-    match scalar {
-        Scalar::Text(text) => serde_json::Value::String(text.clone()),
-        Scalar::Number(n) => serde_json::Value::Number(n.clone()),
-        Scalar::Bool(flag) => serde_json::Value::Bool(*flag),
     }
 }
 

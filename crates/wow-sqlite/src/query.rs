@@ -290,14 +290,7 @@ impl<'a> Translation<'a> {
 
 /// `scalars` as a JSON array, the list a statement binds as one value.
 fn json_list<'s>(scalars: impl IntoIterator<Item = &'s Scalar>) -> String {
-    let values: Vec<serde_json::Value> = scalars
-        .into_iter()
-        .map(|scalar| match scalar {
-            Scalar::Text(text) => serde_json::Value::String(text.clone()),
-            Scalar::Number(n) => serde_json::Value::Number(n.clone()),
-            Scalar::Bool(flag) => serde_json::Value::Bool(*flag),
-        })
-        .collect();
+    let values: Vec<serde_json::Value> = scalars.into_iter().map(Scalar::to_json).collect();
     serde_json::Value::Array(values).to_string()
 }
 

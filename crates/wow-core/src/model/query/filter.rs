@@ -86,6 +86,15 @@ pub enum Scalar {
 }
 
 impl Scalar {
+    /// The scalar as JSON: the value a store binds for it.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Scalar::Text(text) => Value::String(text.clone()),
+            Scalar::Number(n) => Value::Number(n.clone()),
+            Scalar::Bool(flag) => Value::Bool(*flag),
+        }
+    }
+
     fn of(operator: Operator, value: &Value) -> Result<Self, QueryError> {
         match value {
             Value::String(text) => Ok(Scalar::Text(checked_text(operator, text)?)),
