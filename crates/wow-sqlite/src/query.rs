@@ -90,8 +90,6 @@ impl<'a> Translation<'a> {
                 );
                 format!("NOT {eq}")
             }
-            // A boolean has no order: nothing is above or below one (and nothing is bound).
-            Filter::Range(_, _, Scalar::Bool(_)) => "0".to_owned(),
             Filter::Range(path, range, scalar) => self.range(base, path, *range, scalar),
             Filter::In(path, scalars) => self.one_of(base, path, scalars),
             Filter::NotIn(path, scalars) => format!("NOT {}", self.one_of(base, path, scalars)),
