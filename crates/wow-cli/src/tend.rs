@@ -50,7 +50,7 @@ pub(crate) async fn catch_up(
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
     let mut bar: Option<(String, ProgressBar)> = None;
-    let mut progress = |consumer: &str, step: &wow_core::event::CatchUpProgress| {
+    let mut progress = |consumer: &str, step: &wow_runtime::event::CatchUpProgress| {
         if bar.as_ref().is_none_or(|(name, _)| name != consumer) {
             if let Some((_, done)) = bar.take() {
                 done.finish();

@@ -9,14 +9,14 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::BoxError;
-use wow_core::outbox::OutboxSender;
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, Stores};
 use wow_example_bank::account::{AccountCommand, Amount, Open};
 use wow_example_bank::notifications::{Delivery, OutboxRow};
 use wow_example_bank::Bank;
 use wow_postgres::{PostgresOptions, PostgresStore};
+use wow_runtime::command::WaitPlan;
+use wow_runtime::outbox::OutboxSender;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 mod support;

@@ -9,9 +9,9 @@ use serde_json::json;
 use wow_client::{CommandRequest, Lookup, Outcome, RetryPolicy, WowClient};
 use wow_core::event::{ConsumerError, EventConsumer};
 use wow_core::eventsourcing::{EventStore, GatedEventStore, InMemoryEventStore};
-use wow_core::pipeline::LocalPipeline;
 use wow_core::{AggregateId, CommandStage, DomainEventStream};
 use wow_http::{router, HttpConfig, HttpState};
+use wow_runtime::pipeline::LocalPipeline;
 
 async fn serve(pipeline: &LocalPipeline) -> String {
     let app = router(HttpState::new(pipeline, None, HttpConfig::default()));

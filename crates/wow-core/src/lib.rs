@@ -17,12 +17,16 @@
 //!    [`command::CommandBus`], [`event::DomainEventBus`], [`event::EventConsumer`] and its
 //!    records (positions, processed messages, the effect journal), [`view::ViewStore`],
 //!    [`compensation::CompensationStore`], bundled per backend by [`Stores`].
-//! 3. **runtime** (`src/runtime/`): what runs over the contracts: the request-id check
-//!    ([`idempotency`]), the [`command::CommandGateway`], waiting, the processing node, the
-//!    [`event::EventDispatcher`] and catch-up, [`saga`]s, views as projections,
-//!    [`compensation::CompensationScheduler`], the one-process [`pipeline::LocalPipeline`],
-//!    and the given → when → expect kits ([`aggregate::AggregateSpec`], [`view::ViewSpec`],
-//!    [`saga::SagaSpec`]) that run this same code without a store.
+//! 3. **domain** (`src/domain/`): the programming model run from JSON, over the contracts:
+//!    the [`aggregate::AggregateRegistry`] that runs aggregates by name, quarantine, the
+//!    [`saga::SagaContext`] a saga sends through, and the given → when → expect kits
+//!    ([`aggregate::AggregateSpec`], [`view::ViewSpec`], [`saga::SagaSpec`],
+//!    [`outbox::OutboxSpec`]) that run this same code without a store.
+//!
+//! What runs a service over these contracts (the request-id check, the command gateway,
+//! waiting, the processing node, event dispatch and catch-up, projections, compensation,
+//! the one-process pipeline) is the `wow-runtime` crate. A domain crate needs this crate
+//! (and its derive macros) only.
 //!
 //! ## Where to find a concept
 //!
@@ -37,8 +41,8 @@ extern crate self as wow_core;
 pub mod __private;
 
 mod contracts;
+mod domain;
 mod model;
-mod runtime;
 #[doc(hidden)]
 pub mod testing_example;
 
@@ -59,23 +63,23 @@ pub mod aggregate {
     //! The aggregate programming model: the trait a team implements, the registry that runs
     //! it from JSON, quarantine of an aggregate whose code panicked (SPEC PX-1), and the
     //! given → when → expect test kit.
+    pub use crate::domain::aggregate::{
+        typed_events, AggregateRegistry, AggregateRuntime, AggregateSpec, DecodedCommand,
+        DuplicateAggregateName, Expect, Given, QuarantinedAggregate, QuarantinedAggregates,
+        RegistrationError, ReservedCommandName, TypedAggregateRuntime, UnknownAggregate,
+        RESERVED_COMMAND_NAMES,
+    };
     pub use crate::model::aggregate::{
         check_access, check_command, is_lifecycle_command, is_lifecycle_event, state_schema_of,
         AccessRefused, Aggregate, AggregateError, AggregateScope, AggregateState, CommandContext,
         DecodeDomainError, DomainError, AGGREGATE_DELETED, AGGREGATE_RECOVERED, DELETE_AGGREGATE,
         LIFECYCLE_REVISION, RECOVER_AGGREGATE,
     };
-    pub use crate::runtime::aggregate::{
-        typed_events, AggregateRegistry, AggregateRuntime, AggregateSpec, DecodedCommand,
-        DuplicateAggregateName, Expect, Given, QuarantinedAggregate, QuarantinedAggregates,
-        RegistrationError, ReservedCommandName, TypedAggregateRuntime, UnknownAggregate,
-        RESERVED_COMMAND_NAMES,
-    };
 }
 
 pub mod command {
-    //! Commands: the message, its kind and stages, results, the bus, the gateway, waiting,
-    //! the processing node's handler, and the look-up of what became of a request.
+    //! Commands: the message, its kind and stages, results, and the bus that carries them to
+    //! a processing node. The gateway, waiting and the node itself are `wow-runtime`'s.
     pub use crate::contracts::command::{
         CommandBus, CommandBusError, CommandHandler, InMemoryCommandBus, InTransit, JsonCommand,
     };
@@ -86,36 +90,25 @@ pub mod command {
         WaitFunction, ORIGINAL_COMMAND_ID, OWNER_ID_HEADER, REJECTION_DETAIL, REPLAYED,
         SPACE_ID_HEADER,
     };
-    pub use crate::runtime::command::{
-        look_up_request, signal_wanted, CommandGateway, CommandGatewayBuilder,
-        DefaultCommandHandler, DefaultCommandHandlerBuilder, InFlightRequests, RequestOutcome,
-        WaitCoordinator, WaitFunctions, WaitHandle, WaitNotifier, WaitPlan, WaitTail,
-        WeakCommandGateway, CHAIN_HEADER, CHAIN_REPLY_HEADER, CHAIN_STAGE_HEADER,
-        DEFAULT_CONFLICT_RETRIES, DEFAULT_SEND_TIMEOUT, DEFAULT_UNSURE_HORIZON,
-        DEFAULT_WAIT_TIMEOUT, PROTOCOL_HEADER, PROTOCOL_VERSION, QUARANTINED, RECORDED, SENT,
-        TAIL_CONTEXT_HEADER, TAIL_FUNCTION_HEADER, TAIL_PROCESSOR_HEADER, TAIL_STAGE_HEADER,
-        TIMEOUT_MS, WAIT_REPLY_HEADER, WAIT_STAGE_HEADER,
-    };
 }
 
 pub mod compensation {
     //! Event compensation (SPEC DS-4): a consumer's failure on an appended stream is recorded
     //! durably (which consumer, which stream and events, the error, the attempts) and
-    //! retried later, by a scheduler with exponential backoff or by hand, without touching
-    //! history. An aggregate a processing node quarantined (SPEC PX-1) is recorded the same
+    //! retried later, by `wow-runtime`'s scheduler with exponential backoff or by hand,
+    //! without touching history. An aggregate a processing node quarantined (SPEC PX-1) is recorded the same
     //! way, under the consumer [`AGGREGATE_PROCESSOR`].
     pub use crate::contracts::compensation::{
         due_order, next_record, succeeded, CompensationStore, ExecutionFailed,
         ExecutionFailedStatus, FailedExecution, FailureQuery, InMemoryCompensationStore, RetrySpec,
         AGGREGATE_PROCESSOR,
     };
-    pub use crate::runtime::compensation::{CompensationError, CompensationScheduler, RetryPass};
 }
 
 pub mod event {
-    //! Domain events, the event bus, the dispatch of appended streams to their consumers, and
-    //! what keeps consumers from applying an event twice: processed-message records, the
-    //! effect journal, positions and catch-up.
+    //! Domain events, the event bus, the consumers of appended streams, and what keeps a
+    //! consumer from applying an event twice: processed-message records, the effect journal
+    //! and positions. The dispatch and catch-up that drive consumers are `wow-runtime`'s.
     pub use crate::contracts::event::{
         effect_key, run_external_effect, BadRuns, ConsumerError, ConsumerPositions,
         ConsumerStoreError, DomainEventBus, EffectAttempt, EffectError, EffectJournal,
@@ -126,17 +119,12 @@ pub mod event {
     pub use crate::model::event::{
         DomainEvent, DomainEventStream, EventShape, UpcastError, Upcasters,
     };
-    pub use crate::runtime::event::{
-        catch_up, CatchUpError, CatchUpProgress, EventDispatcher, EventDispatcherBuilder,
-        EventFeed, FeedFollower, FeedWake, InMemoryDomainEventBus, NamedConsumer, PartitionOf,
-        DEFAULT_PARTITION_CAPACITY, FEED_POLL,
-    };
 }
 
 pub mod eventsourcing {
     //! Event sourcing: the EventStore and SnapshotStore contracts, their in-memory versions,
     //! the decisions they record, the global feed of appended streams ([`GlobalPosition`],
-    //! [`FeedEntry`]), and loading, caching and snapshotting aggregates. A wrapper that adds
+    //! [`FeedEntry`]). Loading, caching and snapshotting aggregates are `wow-runtime`'s. A wrapper that adds
     //! one concern to a store implements [`EventStoreDecorator`] (or
     //! [`SnapshotStoreDecorator`]) and states only what it changes; [`RecordingEventStore`]
     //! proves in a test that every other method reaches the store it wraps.
@@ -153,10 +141,6 @@ pub mod eventsourcing {
     pub use crate::model::eventsourcing::{
         is_recorded_rejection, RejectionRecord, RequestDecision, RequestRecord,
     };
-    pub use crate::runtime::eventsourcing::{
-        load_aggregate, recorded_scope, AggregateCache, LoadError, SnapshotStrategy, Snapshotter,
-        DEFAULT_CACHE_CAPACITY,
-    };
 }
 
 pub mod id {
@@ -168,47 +152,23 @@ pub mod id {
     };
 }
 
-pub mod idempotency {
-    //! The request-id check (SPEC RQ-1..RQ-11): a fast Bloom filter per aggregate type, then
-    //! persisted history when the filter says "maybe seen". Neither is the arbiter of
-    //! concurrent requests: the EventStore's append is.
-    pub use crate::runtime::idempotency::{
-        BloomIdempotencyChecker, BloomIdempotencyCheckerProvider, DefaultRequestIdChecker,
-        EventStoreRequestIdExistenceChecker, IdempotencyChecker, IdempotencyCheckerProvider,
-        IdempotencyConfig, NoopIdempotencyChecker, NoopRequestIdExistenceChecker, RequestIdCheck,
-        RequestIdChecker, RequestIdExistenceChecker,
-    };
-}
-
-pub mod metrics {
-    //! Counters of the command pipeline, read by `/metrics`.
-    pub use crate::runtime::metrics::{MetricsSnapshot, PipelineMetrics};
-}
-
 pub mod outbox {
     //! Outboxes: rows for the outside world, written once per event in the store's own
     //! database and sent from there at most once each (SPEC DS-2). The portable counterpart
-    //! of views: a team writes an [`Outbox`] once, with no SQL and no backend;
-    //! [`OutboxProcessor`] records its rows through the view store, [`OutboxDelivery`] sends
-    //! them through the effect journal, and [`OutboxSpec`] tests it without a store.
+    //! of views: a team writes an [`Outbox`] once, with no SQL and no backend, and
+    //! [`OutboxSpec`] tests it without a store; `wow-runtime`'s processor records its rows
+    //! through the view store and its delivery sends them through the effect journal.
+    pub use crate::domain::outbox::{OutboxExpect, OutboxSpec};
     pub use crate::model::outbox::{row_id, EventMeta, Outbox, OutboxEntry};
-    pub use crate::runtime::outbox::{
-        outbox_page, outbox_rows, Delivery, DeliveryError, OutboxDelivery, OutboxExpect,
-        OutboxProcessor, OutboxSender, OutboxSpec,
-    };
-}
-
-pub mod pipeline {
-    //! One process running every role: a gateway, a processing node and the event dispatch.
-    pub use crate::runtime::pipeline::{store_checker, LocalPipeline, LocalPipelineBuilder};
 }
 
 pub mod saga {
     //! Sagas: react to events by sending commands through the gateway, with request ids
-    //! derived from the event that caused them (SPEC DS-3).
-    pub use crate::runtime::saga::{
+    //! derived from the event that caused them (SPEC DS-3). The dispatcher that runs them is
+    //! `wow-runtime`'s; [`SagaSender`] is the seam between the two.
+    pub use crate::domain::saga::{
         saga_request_id, DynSaga, Saga, SagaContext, SagaDelivery, SagaExpect, SagaGiven,
-        SagaReply, SagaSpec, SentCommand, StepError, REJECTION_DETAIL,
+        SagaReply, SagaSender, SagaSpec, SentCommand, SentLog, StepError, REJECTION_DETAIL,
     };
 }
 
@@ -223,9 +183,9 @@ pub mod view {
     //!   transaction (SPEC DS-2), loaded by key, listed by a [`ViewFilter`] in pages.
     //!   [`InMemoryViewStore`] is the reference; `wow-sqlite` and `wow-postgres` hold the
     //!   durable ones, and `wow-tck` proves them alike.
-    //! - [`ViewProjection`] runs any `View` as an
+    //! - `wow-runtime`'s `ViewProjection` runs any `View` as an
     //!   [`EventConsumer`](crate::event::EventConsumer) over any `ViewStore`, in version
-    //!   order per aggregate; [`view()`] reads one row back typed.
+    //!   order per aggregate.
     //! - [`ViewSpec`] tests a view without a store: given the aggregate's events, expect its
     //!   state.
     //!
@@ -242,11 +202,8 @@ pub mod view {
         ViewFilter, ViewKeyMismatch, ViewStore, ViewStoreDecorator, ViewStoreError,
         ViewStoreMethod, ViewUpdate, MAX_FIELD_LEN,
     };
+    pub use crate::domain::view::{ViewExpect, ViewSpec};
     pub use crate::model::view::{View, ViewKey, ViewRow};
-    pub use crate::runtime::view::{
-        snapshot_view, view, MaterializedSnapshots, ViewExpect, ViewOutOfOrder, ViewProjection,
-        ViewSpec, MATERIALIZED_SNAPSHOTS,
-    };
 }
 
 pub use contracts::stores::Stores;
@@ -259,6 +216,7 @@ pub use model::command::{CommandMessage, CommandResult, CommandStage};
 pub use model::error::BoxError;
 pub use model::error_code::ErrorCode;
 pub use model::event::{DomainEvent, DomainEventStream};
+pub use model::panic::panic_message;
 pub use wow_macros::{Command, Event};
 
 /// The crates a domain's payloads derive from, at the versions wow-core is built with: a

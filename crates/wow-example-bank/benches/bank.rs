@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use wow_core::command::WaitPlan;
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, Stores};
 use wow_example_bank::account::*;
 use wow_example_bank::{Bank, BankOptions};
+use wow_runtime::command::WaitPlan;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 const CALLERS: usize = 64;

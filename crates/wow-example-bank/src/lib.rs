@@ -16,13 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wow_core::aggregate::{AggregateRegistry, RegistrationError};
-use wow_core::compensation::{CompensationError, CompensationScheduler, RetrySpec};
-use wow_core::event::{CatchUpError, CatchUpProgress};
-use wow_core::eventsourcing::SnapshotStrategy;
-use wow_core::idempotency::IdempotencyConfig;
-use wow_core::pipeline::LocalPipeline;
-use wow_core::view::ViewProjection;
+use wow_core::compensation::RetrySpec;
 use wow_core::{NamedAggregate, Stores};
+use wow_runtime::compensation::{CompensationError, CompensationScheduler};
+use wow_runtime::event::{CatchUpError, CatchUpProgress};
+use wow_runtime::eventsourcing::SnapshotStrategy;
+use wow_runtime::idempotency::IdempotencyConfig;
+use wow_runtime::pipeline::LocalPipeline;
+use wow_runtime::view::ViewProjection;
 
 /// The context every bank aggregate belongs to.
 pub const CONTEXT: &str = "bank";

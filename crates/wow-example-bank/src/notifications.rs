@@ -8,15 +8,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use wow_core::event::{ConsumerError, EffectJournal, EventConsumer};
-use wow_core::outbox::{
-    DeliveryError, EventMeta, Outbox, OutboxDelivery, OutboxProcessor, OutboxSender,
-};
+use wow_core::outbox::{EventMeta, Outbox};
 use wow_core::view::{ViewStore, ViewStoreError};
 use wow_core::DomainEventStream;
+use wow_runtime::outbox::{DeliveryError, OutboxDelivery, OutboxProcessor, OutboxSender};
 
 use crate::account::{Account, AccountEvent};
 
-pub use wow_core::outbox::Delivery;
+pub use wow_runtime::outbox::Delivery;
 
 /// The consumer name of the processor, and the name of its rows in the view store.
 pub const NAME: &str = "notifications";

@@ -7,11 +7,12 @@
 mod support;
 
 use support::{account, cmd, Store, Target};
-use wow_core::command::{CommandResultError, JsonCommand, WaitPlan};
+use wow_core::command::{CommandResultError, JsonCommand};
 use wow_core::compensation::{ExecutionFailedStatus, FailureQuery, RetrySpec};
 use wow_core::{id, CommandResult, CommandStage, ErrorCode};
 use wow_example_bank::account::*;
 use wow_example_bank::{Bank, BankOptions};
+use wow_runtime::command::WaitPlan;
 
 async fn projected(bank: &Bank, command: JsonCommand) -> CommandResult {
     match bank

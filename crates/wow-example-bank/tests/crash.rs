@@ -12,17 +12,17 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use support::{account, cmd, Store, Target};
-use wow_core::command::WaitPlan;
 use wow_core::event::{ConsumerError, EventConsumer};
-use wow_core::pipeline::LocalPipeline;
 use wow_core::saga::{DynSaga, Saga, SagaContext};
-use wow_core::view::ViewProjection;
 use wow_core::{AggregateId, CommandStage, DomainEventStream};
 use wow_example_bank::account::*;
 use wow_example_bank::notifications::Notifications;
 use wow_example_bank::projection::AccountBalance;
 use wow_example_bank::transfer::TransferSaga;
 use wow_example_bank::{registry, Bank, BankOptions};
+use wow_runtime::command::WaitPlan;
+use wow_runtime::pipeline::LocalPipeline;
+use wow_runtime::view::ViewProjection;
 
 const KIND: &str = "WOW_BANK_CRASH_KIND";
 const DB: &str = "WOW_BANK_CRASH_STORE";

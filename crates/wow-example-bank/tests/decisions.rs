@@ -6,10 +6,11 @@
 mod support;
 
 use support::{account, cmd, open, send_ok, Store, Target};
-use wow_core::command::{CommandResultError, JsonCommand, WaitPlan, REPLAYED};
+use wow_core::command::{CommandResultError, JsonCommand, REPLAYED};
 use wow_core::{id, AggregateId, CommandResult, ErrorCode};
 use wow_example_bank::account::*;
 use wow_example_bank::{Bank, BankOptions};
+use wow_runtime::command::WaitPlan;
 
 /// A process over `store`: its own Bloom filters, cache and consumers.
 async fn process(store: &Store) -> Bank {

@@ -5,12 +5,12 @@
 mod support;
 
 use support::{cmd, send_ok};
-use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::EventStore;
 use wow_core::Stores;
 use wow_core::{id, AggregateId, CommandStage};
 use wow_example_bank::account::*;
 use wow_example_bank::Bank;
+use wow_runtime::command::WaitPlan;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 async fn bank(store: &SqliteStore) -> Bank {

@@ -8,14 +8,14 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::BoxError;
-use wow_core::outbox::OutboxSender;
 use wow_core::Stores;
 use wow_core::{id, AggregateId, CommandMessage, CommandStage};
 use wow_example_bank::account::*;
 use wow_example_bank::notifications::{Delivery, OutboxRow};
 use wow_example_bank::{Bank, BankOptions};
+use wow_runtime::command::WaitPlan;
+use wow_runtime::outbox::OutboxSender;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 /// A mailer that deduplicates by key. `cut_after_send` makes the send of that event go out

@@ -6,10 +6,11 @@ mod support;
 
 use support::*;
 use wow_core::aggregate::DecodeDomainError;
-use wow_core::command::{CommandResultError, WaitPlan, REJECTION_DETAIL};
+use wow_core::command::{CommandResultError, REJECTION_DETAIL};
 use wow_core::{CommandMessage, Stores};
 use wow_example_bank::account::{AccountCommand, AccountError, Amount};
 use wow_example_bank::Bank;
+use wow_runtime::command::WaitPlan;
 
 #[tokio::test]
 async fn a_rejection_answers_its_fields_and_decodes_to_the_typed_error() {

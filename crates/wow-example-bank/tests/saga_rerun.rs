@@ -10,12 +10,13 @@ mod support;
 use std::sync::Arc;
 
 use support::{account, cmd, open, Store, Target};
-use wow_core::command::WaitPlan;
-use wow_core::eventsourcing::{load_aggregate, EventStore, InMemoryEventStore, RequestDecision};
+use wow_core::eventsourcing::{EventStore, InMemoryEventStore, RequestDecision};
 use wow_core::saga::saga_request_id;
 use wow_core::{id, AggregateId, CommandStage, ErrorCode, Stores};
 use wow_example_bank::account::*;
 use wow_example_bank::{registry, Bank, BankOptions};
+use wow_runtime::command::WaitPlan;
+use wow_runtime::eventsourcing::load_aggregate;
 
 /// Where the bank keeps its history and read models.
 #[derive(Clone)]

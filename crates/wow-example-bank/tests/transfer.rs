@@ -6,11 +6,11 @@ mod support;
 use std::sync::Arc;
 
 use support::{cmd, open, send_ok};
-use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_core::{id, AggregateId, CommandStage};
 use wow_example_bank::account::*;
 use wow_example_bank::Bank;
+use wow_runtime::command::WaitPlan;
 
 /// The view of `id` once it has applied `version`: projections run after the stage a test
 /// waited for, on the account's own event partition.

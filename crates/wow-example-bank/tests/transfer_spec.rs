@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use wow_core::aggregate::DecodeDomainError;
-use wow_core::command::WaitPlan;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_core::saga::{saga_request_id, SagaExpect, SagaGiven, SagaReply, SagaSpec};
 use wow_core::{AggregateId, CommandMessage, CommandStage, DomainError, ErrorCode};
 use wow_example_bank::account::*;
 use wow_example_bank::transfer::TransferSaga;
 use wow_example_bank::Bank;
+use wow_runtime::command::WaitPlan;
 
 const TENANT: &str = "tenant-7";
 

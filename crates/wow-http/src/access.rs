@@ -21,8 +21,9 @@ use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
 use wow_core::aggregate::{check_access, AccessRefused};
-use wow_core::eventsourcing::{recorded_scope, EventStoreError};
+use wow_core::eventsourcing::EventStoreError;
 use wow_core::AggregateId;
+use wow_runtime::eventsourcing::recorded_scope;
 
 use crate::auth::{self, Caller};
 use crate::error::ApiError;

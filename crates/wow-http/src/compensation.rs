@@ -8,10 +8,9 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use wow_core::compensation::{
-    CompensationError, CompensationScheduler, ExecutionFailed, ExecutionFailedStatus, FailureQuery,
-};
+use wow_core::compensation::{ExecutionFailed, ExecutionFailedStatus, FailureQuery};
 use wow_core::ErrorCode;
+use wow_runtime::compensation::{CompensationError, CompensationScheduler};
 
 use crate::auth::Caller;
 use crate::error::ApiError;

@@ -20,8 +20,9 @@ use wow_core::query::{
     project, Condition, DocumentQuery, ListQuery, Lowering, Operator, PagedList, PagedQuery,
     Projection, QueryBody, SingleQuery, Target,
 };
-use wow_core::view::{snapshot_view, ViewStore};
+use wow_core::view::ViewStore;
 use wow_core::DomainEventStream;
+use wow_runtime::view::snapshot_view;
 
 use crate::error::ApiError;
 use crate::state::HttpState;

@@ -5,8 +5,9 @@
 mod body;
 mod options;
 
-use wow_core::command::{BindingError, SENT};
+use wow_core::command::BindingError;
 use wow_core::{id, AggregateId, CommandResult, CommandStage, ErrorCode};
+use wow_runtime::command::SENT;
 
 pub(crate) use body::{body, query_body};
 pub(crate) use options::{owned_id, CommandOptions};

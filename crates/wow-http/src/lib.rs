@@ -7,11 +7,12 @@
 //!
 //! The router needs a gateway and the query side, not a whole pipeline: a process that only
 //! runs a gateway serves it too ([`HttpState::for_gateway`]); [`HttpState::new`] is the
-//! shorthand for a process running the whole [`LocalPipeline`](wow_core::pipeline::LocalPipeline).
+//! shorthand for a process running the whole [`LocalPipeline`](wow_runtime::pipeline::LocalPipeline).
 //!
 //! ```no_run
 //! # use std::sync::Arc;
-//! # use wow_core::{command::CommandGateway, eventsourcing::EventStore};
+//! # use wow_runtime::command::CommandGateway;
+//! # use wow_core::eventsourcing::EventStore;
 //! # async fn demo(gateway: CommandGateway, events: Arc<dyn EventStore>) {
 //! use wow_http::{HttpConfig, HttpState, QuerySide};
 //! let state = HttpState::for_gateway(gateway, QuerySide::new(events), HttpConfig::default());

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use axum::http::header;
 use axum::response::IntoResponse;
-use wow_core::metrics::MetricsSnapshot;
 use wow_core::CommandResult;
+use wow_runtime::metrics::MetricsSnapshot;
 
 /// Latency bucket bounds, in seconds.
 const BUCKETS: [f64; 12] = [

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use wow_core::aggregate::{AggregateRegistry, QuarantinedAggregates};
-use wow_core::command::CommandGateway;
-use wow_core::compensation::CompensationScheduler;
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
-use wow_core::pipeline::LocalPipeline;
+use wow_runtime::command::CommandGateway;
+use wow_runtime::compensation::CompensationScheduler;
+use wow_runtime::pipeline::LocalPipeline;
 
 use crate::config::HttpConfig;
 use crate::metrics::HttpMetrics;
@@ -87,7 +87,7 @@ impl QuerySide {
     }
 
     /// Serves Wow's snapshot queries (`/{aggregate}/snapshot/...`) from the materialized
-    /// snapshots in `views` ([`MaterializedSnapshots`](wow_core::view::MaterializedSnapshots)).
+    /// snapshots in `views` ([`MaterializedSnapshots`](wow_runtime::view::MaterializedSnapshots)).
     pub fn with_views(mut self, views: Arc<dyn wow_core::view::ViewStore>) -> Self {
         self.views = Some(views);
         self

@@ -9,8 +9,8 @@ use axum::http::{Request, StatusCode};
 use serde_json::Value;
 use tower::ServiceExt;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
-use wow_core::pipeline::LocalPipeline;
 use wow_http::{router, HttpConfig, HttpState, QuerySide};
+use wow_runtime::pipeline::LocalPipeline;
 
 async fn call(app: &axum::Router, method: &str, path: &str, body: &str) -> (StatusCode, Value) {
     let request = Request::builder()

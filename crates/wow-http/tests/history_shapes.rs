@@ -13,9 +13,9 @@ use tower::ServiceExt;
 use wow_core::aggregate::{Aggregate, AggregateRegistry, CommandContext};
 use wow_core::event::{EventShape, Upcasters};
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
-use wow_core::pipeline::LocalPipeline;
 use wow_core::{AggregateId, Command, DomainEvent, DomainEventStream, Event};
 use wow_http::{router, HttpConfig, HttpState};
+use wow_runtime::pipeline::LocalPipeline;
 
 #[derive(Debug)]
 struct Meter;

@@ -11,10 +11,10 @@ use std::time::Duration;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{json, Value};
 use wow_core::eventsourcing::{EventStore, GatedEventStore, InMemoryEventStore};
-use wow_core::pipeline::LocalPipeline;
 use wow_core::AggregateId;
 use wow_example_bank::Bank;
 use wow_http::{router, HttpConfig, HttpState};
+use wow_runtime::pipeline::LocalPipeline;
 
 use support::{error_code, in_memory_bank, listen};
 

@@ -13,9 +13,9 @@ use serde_json::Value;
 use wow_core::aggregate::{Aggregate, AggregateRegistry, CommandContext};
 use wow_core::compensation::{InMemoryCompensationStore, RetrySpec, AGGREGATE_PROCESSOR};
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
-use wow_core::pipeline::LocalPipeline;
 use wow_core::{Command, Event};
 use wow_http::{router, HttpConfig, HttpState};
+use wow_runtime::pipeline::LocalPipeline;
 
 use support::{error_code, listen};
 

@@ -10,8 +10,9 @@ use async_nats::jetstream::{self, stream::LastRawMessageErrorKind};
 use async_nats::{Client, HeaderMap};
 use async_trait::async_trait;
 use bytes::Bytes;
-use wow_core::command::{CommandBus, CommandBusError, InTransit, JsonCommand, PROTOCOL_VERSION};
+use wow_core::command::{CommandBus, CommandBusError, InTransit, JsonCommand};
 use wow_core::AggregateId;
+use wow_runtime::command::PROTOCOL_VERSION;
 
 use crate::config::NatsConfig;
 use crate::partition::{partition_of, request_token};
@@ -19,7 +20,7 @@ use crate::partition::{partition_of, request_token};
 /// The command header naming the subject where a command's stage signals go: the sending
 /// gateway's own (see [`WaitSignals`](crate::WaitSignals)). Defined in wow-core, where a saga
 /// copies it onto the links of a chained wait.
-pub use wow_core::command::WAIT_REPLY_HEADER;
+pub use wow_runtime::command::WAIT_REPLY_HEADER;
 
 /// The NATS header carrying the wire protocol version of the gateway (SPEC RQ-14), so a
 /// processor can refuse a message it cannot read before decoding its body.

@@ -14,11 +14,12 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use wow_core::command::{CommandResult, JsonCommand, WaitCoordinator, WaitNotifier};
+use wow_core::command::{CommandResult, JsonCommand};
+use wow_runtime::command::{WaitCoordinator, WaitNotifier};
 
 use crate::command_bus::WAIT_REPLY_HEADER;
 use crate::error::NatsError;
-use wow_core::command::{CHAIN_HEADER, CHAIN_REPLY_HEADER};
+use wow_runtime::command::{CHAIN_HEADER, CHAIN_REPLY_HEADER};
 
 /// Signals waiting to be published; past this, new ones are dropped (and counted in the
 /// log): a caller then times out and looks up.

@@ -9,10 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
-use wow_core::command::{
-    look_up_request, CommandGateway, CommandHandler, CommandResultError, DefaultCommandHandler,
-    InTransit, JsonCommand, RequestOutcome, WaitCoordinator, WaitNotifier, WaitPlan,
-};
+use wow_core::command::{CommandHandler, CommandResultError, InTransit, JsonCommand};
 use wow_core::event::NoopDomainEventBus;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore, RequestDecision};
 use wow_core::{AggregateId, CommandMessage, CommandResult, CommandStage, ErrorCode};
@@ -20,6 +17,10 @@ use wow_example_bank::account::{AccountCommand, Amount, Open};
 use wow_nats::{
     ensure_command_stream, NatsCommandBus, NatsConfig, NatsWaitNotifier, PartitionConsumer,
     WaitSignals,
+};
+use wow_runtime::command::{
+    look_up_request, CommandGateway, DefaultCommandHandler, RequestOutcome, WaitCoordinator,
+    WaitNotifier, WaitPlan,
 };
 
 const DEADLINE: Duration = Duration::from_secs(15);
@@ -392,8 +393,8 @@ async fn a_message_from_an_older_gateway_is_processed_and_one_from_a_newer_is_re
     let newer = open(&account("from-newer"), 1)
         .with_header(wow_nats::WAIT_REPLY_HEADER, reply)
         .with_header(
-            wow_core::command::PROTOCOL_HEADER,
-            (wow_core::command::PROTOCOL_VERSION + 1).to_string(),
+            wow_runtime::command::PROTOCOL_HEADER,
+            (wow_runtime::command::PROTOCOL_VERSION + 1).to_string(),
         );
     let mut handle = waits.observe(&newer.id, WaitPlan::processed().with_timeout(DEADLINE));
     publish(newer).await;
@@ -704,7 +705,7 @@ async fn a_downstream_signal_reaches_its_caller_from_a_processor_that_never_rece
 
     // The next owner: its own notifier, which never saw the command.
     let next = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
-    let dispatcher = wow_core::event::EventDispatcher::builder(next)
+    let dispatcher = wow_runtime::event::EventDispatcher::builder(next)
         .projection(Arc::new(Noted))
         .build();
     for stream in &streams {

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use axum::Router;
 use serde_json::{Map, Value};
 use wow_core::aggregate::{Aggregate, AggregateRegistry, RegistrationError};
-use wow_core::command::CommandGateway;
 use wow_core::event::EventConsumer;
-use wow_core::eventsourcing::SnapshotStrategy;
 use wow_core::saga::{DynSaga, Saga};
-use wow_core::view::{View, ViewProjection};
+use wow_core::view::View;
 use wow_core::{NamedAggregate, Stores};
 use wow_http::HttpConfig;
+use wow_runtime::command::CommandGateway;
+use wow_runtime::eventsourcing::SnapshotStrategy;
+use wow_runtime::view::ViewProjection;
 
 use crate::settings::Settings;
 use crate::view_route::{view_openapi, view_route};

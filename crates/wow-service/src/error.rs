@@ -1,8 +1,8 @@
 //! Why a service could not start or stopped with an error.
 
 use wow_core::aggregate::RegistrationError;
-use wow_core::compensation::CompensationError;
-use wow_core::event::CatchUpError;
+use wow_runtime::compensation::CompensationError;
+use wow_runtime::event::CatchUpError;
 
 use crate::settings::SettingsError;
 use crate::store::StoreError;

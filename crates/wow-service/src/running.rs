@@ -9,13 +9,14 @@ use std::sync::Arc;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use wow_core::command::WaitFunctions;
-use wow_core::event::{CatchUpProgress, EventConsumer};
-use wow_core::pipeline::LocalPipeline;
-use wow_core::view::{snapshot_view, MaterializedSnapshots};
+use wow_core::event::EventConsumer;
 use wow_core::CommandStage;
 use wow_core::Stores;
 use wow_http::{HttpConfig, HttpState, QuerySide};
+use wow_runtime::command::WaitFunctions;
+use wow_runtime::event::CatchUpProgress;
+use wow_runtime::pipeline::LocalPipeline;
+use wow_runtime::view::{snapshot_view, MaterializedSnapshots};
 
 use crate::builder::{ServiceBuilder, ServiceContext};
 use crate::distributed::Distribution;

@@ -29,8 +29,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use wow_core::compensation::RetrySpec;
-use wow_core::idempotency::IdempotencyConfig;
 use wow_http::{HttpConfig, ServerLimits, TokenBinding};
+use wow_runtime::idempotency::IdempotencyConfig;
 
 use sources::{Env, FileConfig};
 

@@ -10,10 +10,10 @@ use axum::Router;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use wow_core::eventsourcing::SnapshotStrategy;
 use wow_core::testing_example::{Counter, CounterEvent, Tally};
 use wow_core::view::View;
 use wow_core::AggregateId;
+use wow_runtime::eventsourcing::SnapshotStrategy;
 use wow_service::{RunningService, Service, ServiceError};
 
 /// Today's name of the counter.

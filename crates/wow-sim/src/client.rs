@@ -15,12 +15,10 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use wow_core::command::{
-    look_up_request, CommandGateway, CommandResultError, RequestOutcome, WaitPlan, RECORDED,
-    REPLAYED,
-};
+use wow_core::command::{CommandResultError, REPLAYED};
 use wow_core::eventsourcing::{is_recorded_rejection, EventStore};
 use wow_core::{AggregateId, CommandMessage, CommandResult, CommandStage, ErrorCode};
+use wow_runtime::command::{look_up_request, CommandGateway, RequestOutcome, WaitPlan, RECORDED};
 
 use crate::chaos::{Chaos, FaultKind, Logged};
 use crate::domain::WalletCommand;

@@ -13,13 +13,15 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use wow_core::command::{RECORDED, REPLAYED};
-use wow_core::event::{ConsumerError, EventConsumer, EventDispatcher, InMemoryProcessedMessages};
+use wow_core::command::REPLAYED;
+use wow_core::event::{ConsumerError, EventConsumer, InMemoryProcessedMessages};
 use wow_core::eventsourcing::is_recorded_rejection;
 use wow_core::saga::{saga_request_id, Saga, SagaContext, StepError};
 use wow_core::{
     AggregateId, CommandMessage, CommandResult, DomainEvent, DomainEventStream, ErrorCode,
 };
+use wow_runtime::command::RECORDED;
+use wow_runtime::event::EventDispatcher;
 
 use crate::chaos::{Chaos, FaultKind};
 use crate::domain::{

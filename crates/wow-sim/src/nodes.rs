@@ -5,7 +5,7 @@
 //! command to the node that owns its aggregate — by a stable hash plus a rebalance epoch, so
 //! a rebalance moves every aggregate to another node and a resend lands there. Restarting a
 //! node subscribes a fresh handler (new Bloom filters, empty cache) to its bus, as
-//! [`wow_core::pipeline::LocalPipeline::restart_node`] does; a command already being handled
+//! [`wow_runtime::pipeline::LocalPipeline::restart_node`] does; a command already being handled
 //! by the old one finishes there, like a slow process that has not died yet.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,17 +16,20 @@ use std::time::Duration;
 use async_trait::async_trait;
 use wow_core::aggregate::AggregateRegistry;
 use wow_core::command::{
-    CommandBus, CommandBusError, DefaultCommandHandler, InFlightRequests, InMemoryCommandBus,
-    JsonCommand, WaitCoordinator, WaitNotifier, ORIGINAL_COMMAND_ID, REPLAYED,
+    CommandBus, CommandBusError, InMemoryCommandBus, JsonCommand, ORIGINAL_COMMAND_ID, REPLAYED,
 };
-use wow_core::event::{DomainEventBus, EventBusError, InMemoryDomainEventBus};
+use wow_core::event::{DomainEventBus, EventBusError};
 use wow_core::eventsourcing::{is_recorded_rejection, EventStore};
-use wow_core::idempotency::{
+use wow_core::{AggregateId, CommandResult, CommandStage, DomainEventStream, ErrorCode};
+use wow_runtime::command::{
+    DefaultCommandHandler, InFlightRequests, WaitCoordinator, WaitNotifier,
+};
+use wow_runtime::event::InMemoryDomainEventBus;
+use wow_runtime::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
     IdempotencyConfig,
 };
-use wow_core::metrics::PipelineMetrics;
-use wow_core::{AggregateId, CommandResult, CommandStage, DomainEventStream, ErrorCode};
+use wow_runtime::metrics::PipelineMetrics;
 
 use crate::chaos::{Chaos, FaultKind, Logged, SimClock, SimIds};
 

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use wow_core::compensation::{
-    CompensationScheduler, CompensationStore, ExecutionFailedStatus, FailureQuery,
-    InMemoryCompensationStore,
+    CompensationStore, ExecutionFailedStatus, FailureQuery, InMemoryCompensationStore,
 };
-use wow_core::event::{catch_up, EventDispatcher};
 use wow_core::eventsourcing::InMemoryEventStore;
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+use wow_runtime::compensation::CompensationScheduler;
+use wow_runtime::event::{catch_up, EventDispatcher};
 
 use crate::chaos::{Chaos, FaultKind};
 use crate::consumers::SAGA;

@@ -8,19 +8,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wow_core::aggregate::AggregateRegistry;
-use wow_core::command::{CommandGateway, InFlightRequests, WaitCoordinator};
 use wow_core::compensation::{InMemoryCompensationStore, RetrySpec};
-use wow_core::event::{
-    EventDispatcher, EventFeed, InMemoryConsumerPositions, InMemoryDomainEventBus,
-    InMemoryProcessedMessages,
-};
+use wow_core::event::{InMemoryConsumerPositions, InMemoryProcessedMessages};
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
-use wow_core::idempotency::{
+use wow_core::CommandResult;
+use wow_runtime::command::{CommandGateway, InFlightRequests, WaitCoordinator};
+use wow_runtime::event::{EventDispatcher, EventFeed, InMemoryDomainEventBus};
+use wow_runtime::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, EventStoreRequestIdExistenceChecker,
     IdempotencyConfig, NoopRequestIdExistenceChecker, RequestIdExistenceChecker,
 };
-use wow_core::metrics::PipelineMetrics;
-use wow_core::CommandResult;
+use wow_runtime::metrics::PipelineMetrics;
 
 use crate::chaos::{Chaos, SimClock};
 use crate::consumers::{

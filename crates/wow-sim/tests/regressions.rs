@@ -9,16 +9,17 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use wow_core::aggregate::AggregateRegistry;
-use wow_core::command::{
-    look_up_request, CommandBus, CommandBusError, CommandGateway, CommandHandler,
-    DefaultCommandHandler, InFlightRequests, JsonCommand, WaitCoordinator, WaitPlan, RECORDED,
-};
+use wow_core::command::{CommandBus, CommandBusError, CommandHandler, JsonCommand};
 use wow_core::event::NoopDomainEventBus;
 use wow_core::eventsourcing::{
     EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod, InMemoryEventStore,
     RecordingEventStore, RequestDecision,
 };
 use wow_core::{AggregateId, CommandMessage, ErrorCode};
+use wow_runtime::command::{
+    look_up_request, CommandGateway, DefaultCommandHandler, InFlightRequests, WaitCoordinator,
+    WaitPlan, RECORDED,
+};
 use wow_sim::{run_seed, Open, SimConfig, Wallet, WalletCommand};
 
 /// A store whose request-id look-up is down; everything else works.

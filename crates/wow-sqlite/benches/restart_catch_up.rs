@@ -10,12 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use wow_core::command::WaitCoordinator;
-use wow_core::compensation::{CompensationScheduler, RetrySpec};
-use wow_core::event::{catch_up, ConsumerError, EventConsumer, EventDispatcher};
+use wow_core::compensation::RetrySpec;
+use wow_core::event::{ConsumerError, EventConsumer};
 use wow_core::eventsourcing::EventStore;
 use wow_core::id::ManualClock;
 use wow_core::{AggregateId, DomainEventStream, ErrorCode, NamedAggregate};
+use wow_runtime::command::WaitCoordinator;
+use wow_runtime::compensation::CompensationScheduler;
+use wow_runtime::event::{catch_up, EventDispatcher};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 const AGGREGATES: usize = 16;

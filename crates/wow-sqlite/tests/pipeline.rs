@@ -8,10 +8,12 @@ use std::sync::Arc;
 
 use serde_json::json;
 use support::*;
-use wow_core::command::{WaitPlan, ORIGINAL_COMMAND_ID};
-use wow_core::eventsourcing::{EventStore, SnapshotStrategy};
-use wow_core::pipeline::LocalPipeline;
+use wow_core::command::ORIGINAL_COMMAND_ID;
+use wow_core::eventsourcing::EventStore;
 use wow_core::ErrorCode;
+use wow_runtime::command::WaitPlan;
+use wow_runtime::eventsourcing::SnapshotStrategy;
+use wow_runtime::pipeline::LocalPipeline;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 fn pipeline(store: SqliteStore) -> LocalPipeline {

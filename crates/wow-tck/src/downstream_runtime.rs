@@ -9,17 +9,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::watch;
-use wow_core::command::WaitCoordinator;
-use wow_core::compensation::{
-    CompensationScheduler, ExecutionFailedStatus, FailureQuery, RetrySpec,
-};
+use wow_core::compensation::{ExecutionFailedStatus, FailureQuery, RetrySpec};
 use wow_core::event::{
-    catch_up, ConsumerError, ConsumerPositions, ConsumerStoreError, EventConsumer, EventDispatcher,
-    PositionRun,
+    ConsumerError, ConsumerPositions, ConsumerStoreError, EventConsumer, PositionRun,
 };
 use wow_core::eventsourcing::GlobalPosition;
 use wow_core::id::ManualClock;
 use wow_core::{AggregateId, DomainEventStream, ErrorCode, NamedAggregate};
+use wow_runtime::command::WaitCoordinator;
+use wow_runtime::compensation::CompensationScheduler;
+use wow_runtime::event::{catch_up, EventDispatcher};
 
 use crate::downstream::Store;
 use crate::fixtures;

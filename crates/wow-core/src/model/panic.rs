@@ -11,7 +11,7 @@ use std::any::Any;
 /// The message of a caught panic: the `&str` or `String` it was raised with (what `panic!`,
 /// `unwrap`, `expect` and an arithmetic overflow raise), or a placeholder for any other
 /// payload.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(message) = payload.downcast_ref::<&'static str>() {
         (*message).to_owned()
     } else if let Some(message) = payload.downcast_ref::<String>() {

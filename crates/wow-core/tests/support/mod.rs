@@ -134,10 +134,10 @@ impl Aggregate for Account {
 use std::sync::Arc;
 
 use wow_core::aggregate::AggregateRegistry;
-use wow_core::command::{CommandGateway, JsonCommand, WaitPlan};
+use wow_core::command::JsonCommand;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_core::testing_example::{Added, Counter, CounterEvent};
-use wow_core::{id, AggregateId, CommandMessage, CommandResult, DomainEvent, DomainEventStream};
+use wow_core::{id, AggregateId, CommandMessage, DomainEvent, DomainEventStream};
 
 pub fn registry() -> AggregateRegistry {
     let mut registry = AggregateRegistry::new();
@@ -173,21 +173,6 @@ pub fn open(aggregate_id: &AggregateId, balance: u64) -> JsonCommand {
 
 pub fn deposit(aggregate_id: &AggregateId, amount: u64) -> JsonCommand {
     command(aggregate_id, AccountCommand::Deposit(Amount { amount }))
-}
-
-/// Sends `command` through `gateway` and waits for PROCESSED; panics unless it succeeded.
-pub async fn send_ok(gateway: &CommandGateway, command: JsonCommand) -> CommandResult {
-    gateway
-        .send_and_wait(command, WaitPlan::processed())
-        .await
-        .expect("the command succeeds")
-}
-
-/// A fresh account in `t1`, opened with `balance` through `gateway`.
-pub async fn opened(gateway: &CommandGateway, balance: u64) -> AggregateId {
-    let id = account_id();
-    send_ok(gateway, open(&id, balance)).await;
-    id
 }
 
 /// The same intent again: a new message (new command id) with the same request id.

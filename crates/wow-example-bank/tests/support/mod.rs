@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use wow_core::command::{JsonCommand, WaitPlan};
+use wow_core::command::JsonCommand;
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
 use wow_core::{AggregateId, CommandMessage, CommandResult, Stores};
 use wow_example_bank::account::{AccountCommand, Open};
 use wow_example_bank::Bank;
 use wow_postgres::{PostgresOptions, PostgresStore};
+use wow_runtime::command::WaitPlan;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 /// `command` for the account `id`, as the gateway takes it.

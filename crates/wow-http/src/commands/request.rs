@@ -12,8 +12,9 @@ use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use serde_json::Value;
 use wow_core::aggregate::{UnknownAggregate, DELETE_AGGREGATE, RECOVER_AGGREGATE};
-use wow_core::command::{headers, CommandInfo, CommandKind, WaitPlan};
+use wow_core::command::{headers, CommandInfo, CommandKind};
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, ErrorCode};
+use wow_runtime::command::WaitPlan;
 
 use super::address::{Address, Addressing};
 use crate::access::{self, Denied};

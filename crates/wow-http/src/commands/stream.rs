@@ -8,8 +8,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::Value;
-use wow_core::command::WaitPlan;
 use wow_core::CommandMessage;
+use wow_runtime::command::WaitPlan;
 
 use crate::state::HttpState;
 

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use axum::http::HeaderMap;
-use wow_core::command::{headers, UnknownStage, WaitFunction, WaitTail};
+use wow_core::command::{headers, UnknownStage, WaitFunction};
 use wow_core::{CommandStage, ErrorCode};
+use wow_runtime::command::WaitTail;
 
 use super::InputError;
 use crate::config::HttpConfig;

@@ -5,9 +5,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use wow_core::command::{look_up_request, RequestOutcome};
 use wow_core::eventsourcing::{EventStore, RejectionRecord, RequestRecord};
 use wow_core::{AggregateId, ErrorCode};
+use wow_runtime::command::{look_up_request, RequestOutcome};
 
 use crate::error::ApiError;
 use crate::extract::ReadTarget;

@@ -8,8 +8,9 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
 use wow_core::aggregate::AggregateState;
-use wow_core::eventsourcing::{load_aggregate, EventStoreError};
+use wow_core::eventsourcing::EventStoreError;
 use wow_core::{DomainEventStream, ErrorCode};
+use wow_runtime::eventsourcing::load_aggregate;
 
 use super::{read_failed, whole};
 use crate::error::ApiError;

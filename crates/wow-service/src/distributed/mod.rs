@@ -22,12 +22,12 @@ use async_nats::connection::State;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use wow_core::command::WaitCoordinator;
-use wow_core::event::{FeedFollower, FeedWake};
 use wow_core::eventsourcing::EventStore;
-use wow_core::pipeline::{LocalPipeline, LocalPipelineBuilder};
 use wow_core::{AggregateId, Stores};
 use wow_http::NodeStatus;
+use wow_runtime::command::WaitCoordinator;
+use wow_runtime::event::{FeedFollower, FeedWake};
+use wow_runtime::pipeline::{LocalPipeline, LocalPipelineBuilder};
 
 use ownership::hold_partitions;
 use status::Status;

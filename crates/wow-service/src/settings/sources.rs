@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
-use wow_core::idempotency::IdempotencyConfig;
+use wow_runtime::idempotency::IdempotencyConfig;
 
 use super::role::Role;
 use super::SettingsError;

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use wow_core::command::RequestOutcome;
 use wow_core::CommandStage;
+use wow_runtime::command::RequestOutcome;
 
 use crate::chaos::Logged;
 

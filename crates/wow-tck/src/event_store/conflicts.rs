@@ -3,10 +3,11 @@
 //! test, since what is recorded is the node's choice and the store's constraint together.
 
 use wow_core::aggregate::AggregateRegistry;
-use wow_core::command::{look_up_request, JsonCommand, RequestOutcome, WaitPlan};
-use wow_core::pipeline::LocalPipeline;
+use wow_core::command::JsonCommand;
 use wow_core::testing_example::{Add, Counter, CounterCommand};
 use wow_core::{id, AggregateId, CommandMessage, CommandResult, ErrorCode};
+use wow_runtime::command::{look_up_request, RequestOutcome, WaitPlan};
+use wow_runtime::pipeline::LocalPipeline;
 
 use super::Store;
 

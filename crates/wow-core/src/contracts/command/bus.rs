@@ -160,7 +160,7 @@ impl InMemoryCommandBus {
 
 /// One partition's worker. A panic in a handler is caught here (SPEC PX-1): it is logged and
 /// the worker goes on with the next command, so one poison command never leaves its
-/// partition's later commands without a node. ([`DefaultCommandHandler`](crate::runtime::command::DefaultCommandHandler)
+/// partition's later commands without a node. ([`DefaultCommandHandler`](crate::domain::command::DefaultCommandHandler)
 /// catches its own panics and answers them; this is for every other handler.)
 /// Commands a partition takes from its queue at once.
 const BATCH: usize = 256;

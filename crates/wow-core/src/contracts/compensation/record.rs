@@ -81,7 +81,7 @@ pub struct ExecutionFailed {
 /// whose history it cannot apply (SPEC PX-1); their stage is `PROCESSED` and their stream the
 /// one that failed. Listing `/compensation/failures?consumer=wow.aggregate_processor` shows
 /// every quarantine; retrying one loads the aggregate again and, when that succeeds, lifts
-/// its quarantine (see [`QuarantinedAggregates`](crate::runtime::aggregate::QuarantinedAggregates)).
+/// its quarantine (see [`QuarantinedAggregates`](crate::domain::aggregate::QuarantinedAggregates)).
 pub const AGGREGATE_PROCESSOR: &str = "wow.aggregate_processor";
 
 /// One failed execution, as the dispatcher reports it to the compensation store.

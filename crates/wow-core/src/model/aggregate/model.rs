@@ -127,7 +127,7 @@ impl CommandContext<'_> {
 /// Neither should panic, but a panic or an arithmetic overflow in either is contained (SPEC
 /// PX-1; release builds check overflows too): a panicking `handle` fails that one command
 /// with `InternalServerError` and records nothing; a panicking `apply` quarantines the
-/// aggregate (see [`QuarantinedAggregates`](crate::runtime::aggregate::QuarantinedAggregates)). Use checked
+/// aggregate (see [`QuarantinedAggregates`](crate::domain::aggregate::QuarantinedAggregates)). Use checked
 /// arithmetic and a typed rejection for what input can provoke.
 ///
 /// ```

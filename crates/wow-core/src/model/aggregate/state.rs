@@ -36,7 +36,7 @@ where
 
 /// One aggregate's state and the version it reflects (0: the aggregate does not exist yet).
 ///
-/// Made and changed by an [`AggregateRuntime`](crate::runtime::aggregate::AggregateRuntime); the typed state
+/// Made and changed by an [`AggregateRuntime`](crate::domain::aggregate::AggregateRuntime); the typed state
 /// inside can be read with [`AggregateState::downcast_ref`].
 #[derive(Debug)]
 pub struct AggregateState {
@@ -115,7 +115,9 @@ impl AggregateState {
         self.deleted
     }
 
-    pub(crate) fn set_deleted(&mut self, deleted: bool) {
+    /// Marks the state deleted softly, or not: how a state restored from a copy that records
+    /// its deletion apart (a materialized snapshot) gets that mark back.
+    pub fn set_deleted(&mut self, deleted: bool) {
         self.deleted = deleted;
     }
 

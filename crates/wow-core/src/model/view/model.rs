@@ -12,7 +12,7 @@ use crate::model::aggregate::Aggregate;
 /// `apply` is pure and infallible, like [`Aggregate::apply`]: replaying an aggregate's
 /// history through it, stream by stream in version order, rebuilds the view, which is what a
 /// rebuild does. The state is stored as JSON, so it must survive a JSON round trip
-/// unchanged (the [`ViewSpec`](crate::runtime::view::ViewSpec) kit checks that).
+/// unchanged (the [`ViewSpec`](crate::domain::view::ViewSpec) kit checks that).
 ///
 /// ```
 /// use wow_core::testing_example::{Counter, CounterEvent};

@@ -1,0 +1,243 @@
+//! A given → when → expect test kit for a team's aggregates, like Wow's `AggregateSpec`.
+//!
+//! ```
+//! # use wow_core::testing_example::{Counter, CounterCommand, CounterEvent, Add, Added};
+//! use wow_core::aggregate::AggregateSpec;
+//! use wow_core::ErrorCode;
+//!
+//! AggregateSpec::<Counter>::new()
+//!     .given([CounterEvent::Started])
+//!     .when(CounterCommand::Add(Add { by: 2 }))
+//!     .expect_events([CounterEvent::Added(Added { by: 2 })])
+//!     .expect_state(|state| assert_eq!(state.value, 2));
+//!
+//! AggregateSpec::<Counter>::new()
+//!     .given([CounterEvent::Started])
+//!     .when(CounterCommand::Add(Add { by: 0 }))
+//!     .expect_error_code(ErrorCode::CommandValidation)
+//!     .expect_binding_errors(&["by"]);
+//! ```
+
+use std::marker::PhantomData;
+
+use crate::domain::aggregate::runtime::{decide, decode_events};
+use crate::model::aggregate::{Aggregate, AggregateError, CommandContext};
+use crate::model::aggregate_id::AggregateId;
+use crate::model::command::CommandBody;
+use crate::model::error_code::ErrorCode;
+use crate::model::event::{DomainEvent, DomainEventStream};
+use crate::model::id;
+
+/// The start of a spec: which aggregate, before any history is given.
+#[derive(Debug)]
+pub struct AggregateSpec<A: Aggregate> {
+    aggregate_id: AggregateId,
+    aggregate: PhantomData<fn() -> A>,
+}
+
+impl<A: Aggregate> Default for AggregateSpec<A> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<A: Aggregate> AggregateSpec<A> {
+    /// A spec for an aggregate of type `A` with the id `spec-aggregate`.
+    pub fn new() -> Self {
+        Self {
+            aggregate_id: A::named_aggregate().aggregate_id(
+                "spec-aggregate",
+                crate::model::aggregate_id::DEFAULT_TENANT_ID,
+            ),
+            aggregate: PhantomData,
+        }
+    }
+
+    /// Uses `id` as the aggregate's id.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.aggregate_id.id = id.into();
+        self
+    }
+
+    /// The aggregate's history before the command: each event as its own stream, in order.
+    /// Each event goes through its JSON form, so a lossy serialization shows up here.
+    #[track_caller]
+    pub fn given(self, events: impl IntoIterator<Item = A::Event>) -> Given<A> {
+        let mut state = A::State::default();
+        let mut version = 0;
+        for event in events {
+            let event = round_trip::<A>(&event);
+            A::apply(&mut state, &event);
+            version += 1;
+        }
+        Given {
+            aggregate_id: self.aggregate_id,
+            state,
+            version,
+        }
+    }
+
+    /// No history: the aggregate does not exist yet.
+    pub fn given_nothing(self) -> Given<A> {
+        self.given([])
+    }
+}
+
+#[track_caller]
+pub(crate) fn round_trip<A: Aggregate>(event: &A::Event) -> A::Event {
+    let stored = match DomainEvent::of(event) {
+        Ok(stored) => stored,
+        Err(error) => panic!("event {event:?} does not encode to JSON: {error}"),
+    };
+    match stored.decode::<A::Event>() {
+        Ok(decoded) => decoded,
+        Err(error) => panic!("event {event:?} does not decode from its own JSON: {error}"),
+    }
+}
+
+/// A spec with its history given; next comes the command.
+#[derive(Debug)]
+pub struct Given<A: Aggregate> {
+    aggregate_id: AggregateId,
+    state: A::State,
+    version: u64,
+}
+
+impl<A: Aggregate> Given<A> {
+    /// Validates `command` and decides on it as the processing node would: validation, then
+    /// the existence rules of its kind, then the handler.
+    pub fn when(self, command: A::Command) -> Expect<A> {
+        let command_id = id::new_id();
+        let ctx = CommandContext {
+            aggregate_id: &self.aggregate_id,
+            version: self.version,
+            command_id: &command_id,
+            request_id: &command_id,
+            now: id::now_millis(),
+        };
+        let outcome = match command.validate() {
+            Err(errors) => Err(AggregateError::Validation(errors)),
+            Ok(()) => decide::<A>(&self.state, command, &ctx),
+        };
+        let mut state = self.state;
+        let mut version = self.version;
+        let outcome = outcome.map(|events| {
+            let events: Vec<A::Event> = events.iter().map(round_trip::<A>).collect();
+            for event in &events {
+                A::apply(&mut state, event);
+            }
+            if !events.is_empty() {
+                version += 1;
+            }
+            events
+        });
+        Expect {
+            outcome,
+            state,
+            version,
+        }
+    }
+}
+
+/// What the command came to; each `expect_*` checks one thing and returns the spec for more.
+#[derive(Debug)]
+pub struct Expect<A: Aggregate> {
+    outcome: Result<Vec<A::Event>, AggregateError>,
+    state: A::State,
+    version: u64,
+}
+
+impl<A: Aggregate> Expect<A> {
+    /// The events the command produced.
+    #[track_caller]
+    pub fn events(&self) -> &[A::Event] {
+        match &self.outcome {
+            Ok(events) => events,
+            Err(error) => panic!(
+                "expected events, but the command failed with {}: {error}",
+                error.error_code()
+            ),
+        }
+    }
+
+    /// Expects exactly these events, in order.
+    #[track_caller]
+    pub fn expect_events(self, expected: impl IntoIterator<Item = A::Event>) -> Self
+    where
+        A::Event: PartialEq,
+    {
+        let expected: Vec<A::Event> = expected.into_iter().collect();
+        assert_eq!(
+            self.events(),
+            expected.as_slice(),
+            "the command produced other events"
+        );
+        self
+    }
+
+    /// Expects the command to succeed without recording anything (SPEC RQ-13).
+    #[track_caller]
+    pub fn expect_no_events(self) -> Self {
+        assert!(
+            self.events().is_empty(),
+            "expected no events, got {:?}",
+            self.events()
+        );
+        self
+    }
+
+    /// Expects the command to fail with `code`.
+    #[track_caller]
+    pub fn expect_error_code(self, code: ErrorCode) -> Self {
+        match &self.outcome {
+            Ok(events) => panic!("expected error {code}, but the command produced {events:?}"),
+            Err(error) => assert_eq!(
+                error.error_code(),
+                code,
+                "the command failed otherwise: {error}"
+            ),
+        }
+        self
+    }
+
+    /// Expects validation to fail on exactly these fields (in any order).
+    #[track_caller]
+    pub fn expect_binding_errors(self, fields: &[&str]) -> Self {
+        match &self.outcome {
+            Err(AggregateError::Validation(errors)) => {
+                let mut got: Vec<&str> = errors.iter().map(|e| e.name.as_str()).collect();
+                let mut want = fields.to_vec();
+                got.sort_unstable();
+                want.sort_unstable();
+                assert_eq!(got, want, "validation failed on other fields: {errors:?}");
+            }
+            other => panic!("expected validation errors on {fields:?}, got {other:?}"),
+        }
+        self
+    }
+
+    /// Checks the state after the events were applied.
+    #[track_caller]
+    pub fn expect_state(self, check: impl FnOnce(&A::State)) -> Self {
+        check(&self.state);
+        self
+    }
+
+    /// The aggregate's version after the command (each given event and each accepted command
+    /// counts one).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The failure, if the command failed.
+    pub fn error(&self) -> Option<&AggregateError> {
+        self.outcome.as_ref().err()
+    }
+}
+
+/// Decodes a stored stream into `A`'s typed events; used by tests that read history back.
+pub fn typed_events<A: Aggregate>(
+    stream: &DomainEventStream,
+) -> Result<Vec<A::Event>, AggregateError> {
+    decode_events::<A>(stream)
+}

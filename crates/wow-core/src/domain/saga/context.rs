@@ -1,0 +1,170 @@
+//! What a saga sends through, for one event: request ids derived from the event, typed sends.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::{saga_request_id, StepError};
+use crate::contracts::command::JsonCommand;
+use crate::model::aggregate::{Aggregate, DecodeDomainError};
+use crate::model::command::CommandResultError;
+use crate::model::command::{CommandMessage, CommandResult};
+use crate::model::error_code::ErrorCode;
+
+/// Where a [`SagaContext`] sends a command once its request id is derived: the gateway in
+/// a running service (`wow-runtime` implements it for its `CommandGateway`), a scripted
+/// replier in a [`SagaSpec`](super::SagaSpec). The seam sits
+/// below the request id derivation and the duplicate rule of [`SagaContext::send`], so a spec
+/// runs exactly the code a service runs, up to the gateway.
+#[async_trait]
+pub trait SagaSender: Send + Sync + std::fmt::Debug {
+    /// Sends `command` and waits until it is processed: its result, or why it failed.
+    async fn process(&self, command: JsonCommand) -> Result<CommandResult, CommandResultError>;
+}
+
+/// Every command a saga sent for one stream, as the `SAGA_HANDLED` signal reports them. It
+/// outlives the saga's run, so the commands sent before a failure or a panic are reported.
+#[derive(Debug, Default)]
+pub struct SentLog(Mutex<Vec<Value>>);
+
+impl SentLog {
+    fn push(&self, entry: Value) -> usize {
+        let mut sent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        sent.push(entry);
+        sent.len() - 1
+    }
+
+    fn set_code(&self, at: usize, code: &ErrorCode) {
+        let mut sent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(Value::Object(entry)) = sent.get_mut(at) {
+            entry.insert("errorCode".to_owned(), Value::String(code.to_string()));
+        }
+    }
+
+    /// The commands sent, in order, each with the code it was answered with.
+    pub fn into_inner(self) -> Vec<Value> {
+        self.0.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What a saga sends through, for one event: every command gets the next request id derived
+/// from the event ([`saga_request_id`]).
+#[derive(Debug)]
+pub struct SagaContext<'a> {
+    sender: &'a dyn SagaSender,
+    event_id: &'a str,
+    log: &'a SentLog,
+    next: AtomicUsize,
+    link: &'a [(String, String)],
+}
+
+impl<'a> SagaContext<'a> {
+    pub(crate) fn new(sender: &'a dyn SagaSender, event_id: &'a str, log: &'a SentLog) -> Self {
+        Self {
+            sender,
+            event_id,
+            log,
+            next: AtomicUsize::new(0),
+            link: &[],
+        }
+    }
+
+    /// Every command sent carries `link` in its header (a chained wait's link).
+    pub(crate) fn with_link(mut self, link: &'a [(String, String)]) -> Self {
+        self.link = link;
+        self
+    }
+
+    /// The id of the event the saga is reacting to (the request ids derive from it).
+    pub fn event_id(&self) -> &str {
+        self.event_id
+    }
+
+    /// Sends the typed `command` to the aggregate `aggregate_id` of type `A`, with the next
+    /// derived request id, and waits until it is processed; see
+    /// [`SagaContext::send_message`].
+    pub async fn send_to<A>(
+        &self,
+        aggregate_id: crate::model::aggregate_id::AggregateId,
+        command: A::Command,
+    ) -> Result<CommandResult, StepError<A::Error>>
+    where
+        A: Aggregate,
+        A::Error: DecodeDomainError,
+    {
+        self.send_message::<A>(CommandMessage::of(aggregate_id, command))
+            .await
+    }
+
+    /// Sends `message`, a typed command of the aggregate `A` (its id and headers as the saga
+    /// set them), with the next derived request id, and waits until it is processed.
+    ///
+    /// A rejection by one of `A`'s rules comes back as [`StepError::Rejected`] with the
+    /// error's kind (and the whole error when the result carries its fields); a missing
+    /// target as [`StepError::NotFound`]; any other failure as it came. A message for an
+    /// aggregate of another type, or one that does not encode, is not sent
+    /// ([`StepError::NotSent`]) and takes no request id.
+    pub async fn send_message<A>(
+        &self,
+        message: CommandMessage<A::Command>,
+    ) -> Result<CommandResult, StepError<A::Error>>
+    where
+        A: Aggregate,
+        A::Error: DecodeDomainError,
+    {
+        let target = &message.aggregate_id;
+        if target.context_name != A::CONTEXT_NAME || target.aggregate_name != A::AGGREGATE_NAME {
+            return Err(StepError::NotSent {
+                code: ErrorCode::IllegalArgument,
+                message: format!(
+                    "a command of {}.{} cannot go to {target}",
+                    A::CONTEXT_NAME,
+                    A::AGGREGATE_NAME
+                ),
+            });
+        }
+        let command = message.into_json().map_err(|error| StepError::NotSent {
+            code: ErrorCode::InternalServerError,
+            message: format!("the command does not encode: {error}"),
+        })?;
+        self.send(command).await.map_err(StepError::of)
+    }
+
+    /// Sends the untyped `command` with the next request id derived from the event, and waits
+    /// until it is processed. Prefer [`SagaContext::send_to`], whose rejections are typed.
+    ///
+    /// A `DuplicateRequestId` answer means a delivery of this event before already sent it:
+    /// it is returned as `Ok`, with that code and the original version, because the intent is
+    /// done. Any other failure is returned as it came.
+    pub async fn send(
+        &self,
+        mut command: JsonCommand,
+    ) -> Result<CommandResult, CommandResultError> {
+        let index = self.next.fetch_add(1, Ordering::SeqCst);
+        command.request_id = saga_request_id(self.event_id, index);
+        command.header.extend(self.link.iter().cloned());
+        let at = self.log.push(json!({
+            "aggregateName": command.aggregate_id.aggregate_name,
+            "aggregateId": command.aggregate_id.id,
+            "command": command.name,
+            "requestId": command.request_id,
+            "commandId": command.id,
+        }));
+        let outcome = self.sender.process(command).await;
+        let code = match &outcome {
+            Ok(result) => &result.error_code,
+            Err(error) => error.error_code(),
+        };
+        self.log.set_code(at, code);
+        match outcome {
+            Err(CommandResultError::Failed(result))
+                if result.error_code == ErrorCode::DuplicateRequestId =>
+            {
+                Ok(*result)
+            }
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The object-safe face of every [`Saga`], which the dispatcher and the pipeline hold: it
+//! skips streams of other aggregates, decodes a stream once, and runs the typed saga on each
+//! event with its own [`SagaContext`].
+
+use async_trait::async_trait;
+
+use super::{Saga, SagaContext, SagaSender, SentLog};
+use crate::contracts::event::ConsumerError;
+use crate::domain::aggregate::typed_events;
+use crate::model::aggregate::Aggregate;
+use crate::model::error_code::ErrorCode;
+use crate::model::event::DomainEventStream;
+
+mod sealed {
+    /// Only [`Saga`](super::Saga)s are [`DynSaga`](super::DynSaga)s.
+    pub trait Sealed {}
+
+    impl<S: super::Saga> Sealed for S {}
+}
+
+/// Where one run of a saga sends its commands, and where they are logged. Built by the
+/// dispatcher (in `wow-runtime`) and the saga spec.
+#[derive(Debug, Clone, Copy)]
+pub struct SagaDelivery<'a> {
+    sender: &'a dyn SagaSender,
+    log: &'a SentLog,
+    link: &'a [(String, String)],
+}
+
+impl<'a> SagaDelivery<'a> {
+    /// A run that sends through `sender` and logs every command in `log`.
+    pub fn new(sender: &'a dyn SagaSender, log: &'a SentLog) -> Self {
+        Self {
+            sender,
+            log,
+            link: &[],
+        }
+    }
+
+    /// Every command sent carries `link` in its header: it is a link of the chained wait of
+    /// the command that caused the stream (see the chained waits of `wow-runtime`).
+    pub fn with_link(mut self, link: &'a [(String, String)]) -> Self {
+        self.link = link;
+        self
+    }
+}
+
+/// A saga with its aggregate type erased, as the dispatcher and the pipeline store it. Every
+/// [`Saga`] is one (write the typed trait; this one is sealed).
+#[async_trait]
+pub trait DynSaga: sealed::Sealed + Send + Sync + std::fmt::Debug {
+    /// The saga's name ([`Saga::name`]), named otherwise so that a saga's own `name` is
+    /// never ambiguous where both traits are in scope.
+    fn consumer_name(&self) -> &str;
+
+    /// Runs the saga on every event of `stream`, in order, one [`SagaContext`] per event,
+    /// stopping at the first failure. A stream of another aggregate type is skipped (`Ok`);
+    /// one of the saga's aggregate that does not decode fails with `IllegalState`.
+    async fn run_stream(
+        &self,
+        stream: &DomainEventStream,
+        delivery: SagaDelivery<'_>,
+    ) -> Result<(), ConsumerError>;
+}
+
+#[async_trait]
+impl<S: Saga> DynSaga for S {
+    fn consumer_name(&self) -> &str {
+        Saga::name(self)
+    }
+
+    async fn run_stream(
+        &self,
+        stream: &DomainEventStream,
+        delivery: SagaDelivery<'_>,
+    ) -> Result<(), ConsumerError> {
+        let target = &stream.aggregate_id;
+        if target.context_name != S::Aggregate::CONTEXT_NAME
+            || target.aggregate_name != S::Aggregate::AGGREGATE_NAME
+        {
+            return Ok(());
+        }
+        let events = typed_events::<S::Aggregate>(stream).map_err(|error| {
+            ConsumerError::new(
+                ErrorCode::IllegalState,
+                format!(
+                    "saga {}: stream {} does not decode: {error}",
+                    Saga::name(self),
+                    stream.id
+                ),
+            )
+        })?;
+        for (envelope, event) in stream.body.iter().zip(&events) {
+            let ctx = SagaContext::new(delivery.sender, &envelope.id, delivery.log)
+                .with_link(delivery.link);
+            self.on_event(event, stream, &ctx).await?;
+        }
+        Ok(())
+    }
+}

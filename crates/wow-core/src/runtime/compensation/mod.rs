@@ -1,3 +1,0 @@
-mod scheduler;
-
-pub use scheduler::{CompensationError, CompensationScheduler, RetryPass};

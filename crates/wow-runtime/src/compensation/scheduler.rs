@@ -1,0 +1,274 @@
+//! Retries failed executions: by itself with backoff, or by hand for one record.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::event::EventDispatcher;
+use crate::eventsourcing::{load_aggregate, LoadError};
+use wow_core::aggregate::{AggregateRegistry, QuarantinedAggregates};
+use wow_core::compensation::{
+    CompensationStore, ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR,
+};
+use wow_core::event::{ConsumerError, ConsumerStoreError};
+use wow_core::eventsourcing::{EventStore, EventStoreError, SnapshotStore};
+
+/// Why a retry could not run. The record is unchanged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompensationError {
+    /// There is no record with that id.
+    #[error("no failed execution has id `{0}`")]
+    NotFound(String),
+    /// The record names a consumer this process does not run.
+    #[error("no consumer is named `{0}` here")]
+    UnknownConsumer(String),
+    /// The stream the record names is not in the event store.
+    #[error("stream {version} of {aggregate} is not in the event store")]
+    StreamMissing {
+        /// The aggregate.
+        aggregate: String,
+        /// The version.
+        version: u64,
+    },
+    /// The dispatcher records no failures, so there is nothing to retry.
+    #[error("failures are not recorded: the pipeline has no compensation store")]
+    NotConfigured,
+    /// The compensation store failed.
+    #[error(transparent)]
+    Store(#[from] ConsumerStoreError),
+    /// The event store failed.
+    #[error(transparent)]
+    EventStore(#[from] EventStoreError),
+}
+
+/// What one scheduler pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetryPass {
+    /// Records retried.
+    pub retried: usize,
+    /// Of them, the ones that succeeded.
+    pub succeeded: usize,
+}
+
+/// Re-runs failed executions (SPEC DS-4): exactly the recorded consumer on exactly the
+/// recorded stream, read back from the event store. History is never touched. A success
+/// marks the record `SUCCEEDED`; a failure adds an attempt and schedules the next retry
+/// with exponential backoff until the [`RetrySpec`](wow_core::compensation::RetrySpec) limit, after which the record is
+/// `EXHAUSTED` and only [`retry`](Self::retry) runs it again.
+///
+/// A record of a quarantined aggregate ([`AGGREGATE_PROCESSOR`], SPEC PX-1) is retried by
+/// loading the aggregate again when the scheduler was given the aggregates
+/// ([`with_quarantine`](Self::with_quarantine)): a load that succeeds (the stored history or
+/// the code was fixed) lifts the quarantine and marks the record `SUCCEEDED`; one that fails
+/// keeps the aggregate quarantined and adds an attempt.
+#[derive(Debug, Clone)]
+pub struct CompensationScheduler {
+    dispatcher: Arc<EventDispatcher>,
+    store: Arc<dyn EventStore>,
+    failures: Arc<dyn CompensationStore>,
+    aggregates: Option<Aggregates>,
+}
+
+/// What retrying a quarantine takes: the aggregates, their snapshots and the registry to lift.
+#[derive(Debug, Clone)]
+struct Aggregates {
+    registry: AggregateRegistry,
+    snapshots: Option<Arc<dyn SnapshotStore>>,
+    quarantine: QuarantinedAggregates,
+}
+
+impl CompensationScheduler {
+    /// The scheduler of the failures `dispatcher` records, reading streams from `store`.
+    pub fn new(
+        dispatcher: Arc<EventDispatcher>,
+        store: Arc<dyn EventStore>,
+    ) -> Result<Self, CompensationError> {
+        let failures = dispatcher
+            .compensation()
+            .map(|(failures, _)| failures.clone())
+            .ok_or(CompensationError::NotConfigured)?;
+        Ok(Self {
+            dispatcher,
+            store,
+            failures,
+            aggregates: None,
+        })
+    }
+
+    /// Retries the records of quarantined aggregates ([`AGGREGATE_PROCESSOR`]) by loading the
+    /// aggregate of `registry` again (from `snapshots` and the event store), and lifts its
+    /// quarantine in `quarantine` when that succeeds. Without it such records cannot be
+    /// retried ([`CompensationError::UnknownConsumer`]).
+    pub fn with_quarantine(
+        mut self,
+        registry: AggregateRegistry,
+        snapshots: Option<Arc<dyn SnapshotStore>>,
+        quarantine: QuarantinedAggregates,
+    ) -> Self {
+        self.aggregates = Some(Aggregates {
+            registry,
+            snapshots,
+            quarantine,
+        });
+        self
+    }
+
+    /// The records, to list and read.
+    pub fn failures(&self) -> &Arc<dyn CompensationStore> {
+        &self.failures
+    }
+
+    /// Re-runs record `id` now, whatever its retry time or status (a manual retry), and
+    /// returns the record after it: `SUCCEEDED`, or with one attempt more. A record that
+    /// already succeeded is returned as it is, without running anything.
+    pub async fn retry(&self, id: &str) -> Result<ExecutionFailed, CompensationError> {
+        let record = self
+            .failures
+            .get(id)
+            .await?
+            .ok_or_else(|| CompensationError::NotFound(id.to_owned()))?;
+        if record.status == ExecutionFailedStatus::Succeeded {
+            return Ok(record);
+        }
+        self.run(record).await
+    }
+
+    /// Records the failures that could not be recorded when they happened, then retries
+    /// every record due at the dispatcher clock's now (up to `limit`), in aggregate and
+    /// version order. A record that cannot run (its consumer or stream is gone) is
+    /// logged and left for a manual decision.
+    pub async fn run_due(&self, limit: usize) -> Result<RetryPass, CompensationError> {
+        self.dispatcher.record_pending_failures().await;
+        let now = self.dispatcher.clock().now_millis();
+        let mut pass = RetryPass::default();
+        for record in self.failures.due(now, limit).await? {
+            let id = record.id.clone();
+            match self.run(record).await {
+                Ok(after) => {
+                    pass.retried += 1;
+                    if after.status == ExecutionFailedStatus::Succeeded {
+                        pass.succeeded += 1;
+                    }
+                }
+                Err(error @ (CompensationError::Store(_) | CompensationError::EventStore(_))) => {
+                    return Err(error)
+                }
+                Err(error) => {
+                    tracing::warn!(id, %error, "a failed execution cannot be retried");
+                }
+            }
+        }
+        Ok(pass)
+    }
+
+    /// Runs [`run_due`](Self::run_due) every `every` until the returned task is aborted.
+    pub fn spawn(self, every: Duration) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(error) = self.run_due(100).await {
+                    tracing::warn!(%error, "compensation pass failed; trying again later");
+                }
+            }
+        })
+    }
+
+    async fn run(&self, record: ExecutionFailed) -> Result<ExecutionFailed, CompensationError> {
+        if record.consumer == AGGREGATE_PROCESSOR {
+            return self.reload(record).await;
+        }
+        let consumer = self
+            .dispatcher
+            .consumer(&record.consumer)
+            .ok_or_else(|| CompensationError::UnknownConsumer(record.consumer.clone()))?;
+        let stream = self
+            .store
+            .load(&record.aggregate_id, record.version, record.version)
+            .await?
+            .into_iter()
+            .next()
+            .filter(|stream| stream.id == record.stream_id)
+            .ok_or_else(|| CompensationError::StreamMissing {
+                aggregate: record.aggregate_id.to_string(),
+                version: record.version,
+            })?;
+        tracing::info!(id = record.id, consumer = record.consumer, aggregate_id = %record.aggregate_id, version = record.version, attempts = record.attempts, "retrying a failed execution");
+        // A failure is recorded on this record by the dispatcher (same consumer and stream).
+        if self
+            .dispatcher
+            .run_consumer(&consumer, &stream)
+            .await
+            .is_ok()
+        {
+            let now = self.dispatcher.clock().now_millis();
+            if let Some(after) = self.failures.mark_succeeded(&record.id, now).await? {
+                return Ok(after);
+            }
+        }
+        self.failures
+            .get(&record.id)
+            .await?
+            .ok_or(CompensationError::NotFound(record.id))
+    }
+
+    /// Retries a quarantine (SPEC PX-1): loads the aggregate again; a success lifts the
+    /// quarantine and marks the record `SUCCEEDED`, a history that still does not apply
+    /// keeps it quarantined and adds an attempt to the record.
+    async fn reload(&self, record: ExecutionFailed) -> Result<ExecutionFailed, CompensationError> {
+        let unknown = || CompensationError::UnknownConsumer(record.consumer.clone());
+        let aggregates = self.aggregates.as_ref().ok_or_else(unknown)?;
+        let runtime = aggregates
+            .registry
+            .get(&record.aggregate_id.aggregate_name)
+            .ok_or_else(unknown)?;
+        tracing::info!(id = record.id, aggregate_id = %record.aggregate_id, version = record.version, attempts = record.attempts, "retrying a quarantined aggregate: loading it again");
+        let loaded = load_aggregate(
+            runtime.as_ref(),
+            self.store.as_ref(),
+            aggregates.snapshots.as_deref(),
+            &record.aggregate_id,
+        )
+        .await;
+        let now = self.dispatcher.clock().now_millis();
+        let error = match loaded {
+            Ok(_) => {
+                aggregates.quarantine.lift(&record.aggregate_id);
+                tracing::info!(aggregate_id = %record.aggregate_id, "quarantine lifted: the aggregate loads again");
+                if let Some(after) = self.failures.mark_succeeded(&record.id, now).await? {
+                    return Ok(after);
+                }
+                return self
+                    .failures
+                    .get(&record.id)
+                    .await?
+                    .ok_or(CompensationError::NotFound(record.id));
+            }
+            Err(LoadError::Store(error)) => return Err(CompensationError::EventStore(error)),
+            Err(LoadError::Aggregate(error)) => error,
+        };
+        let (version, message) = error.unappliable_history().map_or(
+            (record.version, error.to_string()),
+            |(_, version, message)| (version, message.to_owned()),
+        );
+        aggregates
+            .quarantine
+            .quarantine(&record.aggregate_id, version, message.clone(), now);
+        let failure = FailedExecution {
+            consumer: record.consumer.clone(),
+            stage: record.stage,
+            aggregate_id: record.aggregate_id.clone(),
+            version: record.version,
+            stream_id: record.stream_id.clone(),
+            event_ids: record.event_ids.clone(),
+            error: ConsumerError::internal(message),
+        };
+        let retry = self
+            .dispatcher
+            .compensation()
+            .map(|(_, retry)| *retry)
+            .unwrap_or_default();
+        Ok(self.failures.record_failure(&failure, &retry, now).await?)
+    }
+}

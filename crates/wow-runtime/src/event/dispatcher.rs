@@ -1,0 +1,493 @@
+//! Runs every consumer of an appended stream, stage by stage, and signals each stage.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt;
+use serde_json::{json, Value};
+
+use super::position_writer::PositionWriter;
+use crate::command::{
+    link_headers, notify_signal, signal_wanted, CommandGateway, WaitNotifier, WeakCommandGateway,
+};
+use crate::eventsourcing::Snapshotter;
+use crate::metrics::PipelineMetrics;
+use wow_core::command::{CommandResult, CommandStage, FunctionInfo};
+use wow_core::compensation::{CompensationStore, FailedExecution, RetrySpec};
+use wow_core::event::DomainEventStream;
+use wow_core::event::{ConsumerError, ConsumerPositions, EventConsumer};
+use wow_core::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
+use wow_core::panic_message;
+use wow_core::saga::SentLog;
+use wow_core::saga::{DynSaga, SagaDelivery};
+use wow_core::ErrorCode;
+
+/// Delivers appended streams to the snapshotter, projections, event processors and sagas,
+/// in that stage order, and reports each consumer's result and each stage's result to the
+/// waiting caller (`SNAPSHOT`, `PROJECTED`, `EVENT_HANDLED`, `SAGA_HANDLED`).
+///
+/// A consumer's failure fails its own signal and its stage (SPEC ST-5); later stages still
+/// run, and history is never touched. A consumer that panics (SPEC PX-1) fails that one
+/// delivery exactly as if it had returned an `InternalServerError` with the panic's message:
+/// it is recorded for compensation and retried later, and the consumer goes on receiving
+/// other streams. A stage with no consumers succeeds at once, so a wait
+/// for it does not hang.
+///
+/// With a [`CompensationStore`], every failure is recorded durably for a later retry (SPEC
+/// DS-4); with [`ConsumerPositions`], every success moves the consumer's position on the
+/// aggregate, from which [`catch_up`](crate::event::catch_up) resumes.
+#[derive(Debug)]
+pub struct EventDispatcher {
+    snapshotter: Option<Snapshotter>,
+    projections: Vec<Arc<dyn EventConsumer>>,
+    processors: Vec<Arc<dyn EventConsumer>>,
+    sagas: Vec<Arc<dyn DynSaga>>,
+    notifier: Arc<dyn WaitNotifier>,
+    gateway: Option<WeakCommandGateway>,
+    compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
+    positions: Option<PositionWriter>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
+    metrics: Option<Arc<PipelineMetrics>>,
+    /// Failures the compensation store could not take when they happened, kept to record
+    /// later (see [`EventDispatcher::record_pending_failures`]).
+    unrecorded: Mutex<Vec<(FailedExecution, i64)>>,
+}
+
+/// How many unrecorded failures are kept in memory; past it the oldest are dropped (their
+/// streams are still delivered again by catch-up, as positions stop before them).
+const MAX_UNRECORDED: usize = 10_000;
+
+/// One consumer the dispatcher runs, found by name.
+#[derive(Debug, Clone)]
+pub enum NamedConsumer {
+    /// A projection (stage `PROJECTED`).
+    Projection(Arc<dyn EventConsumer>),
+    /// An event processor (stage `EVENT_HANDLED`).
+    Processor(Arc<dyn EventConsumer>),
+    /// A saga (stage `SAGA_HANDLED`).
+    Saga(Arc<dyn DynSaga>),
+}
+
+impl NamedConsumer {
+    /// The consumer's stage.
+    pub fn stage(&self) -> CommandStage {
+        match self {
+            NamedConsumer::Projection(_) => CommandStage::Projected,
+            NamedConsumer::Processor(_) => CommandStage::EventHandled,
+            NamedConsumer::Saga(_) => CommandStage::SagaHandled,
+        }
+    }
+}
+
+/// Builds an [`EventDispatcher`].
+#[derive(Debug)]
+pub struct EventDispatcherBuilder {
+    inner: EventDispatcher,
+}
+
+impl EventDispatcherBuilder {
+    /// Counts each consumer's signals in `metrics` (`/metrics`: `wow_consumer_signals_total`).
+    pub fn metrics(mut self, metrics: Arc<PipelineMetrics>) -> Self {
+        self.inner.metrics = Some(metrics);
+        self
+    }
+
+    /// Saves snapshots with `snapshotter`.
+    pub fn snapshotter(mut self, snapshotter: Snapshotter) -> Self {
+        self.inner.snapshotter = Some(snapshotter);
+        self
+    }
+
+    /// Adds a projection (stage `PROJECTED`).
+    pub fn projection(mut self, projection: Arc<dyn EventConsumer>) -> Self {
+        self.inner.projections.push(projection);
+        self
+    }
+
+    /// Adds an event processor (stage `EVENT_HANDLED`).
+    pub fn event_processor(mut self, processor: Arc<dyn EventConsumer>) -> Self {
+        self.inner.processors.push(processor);
+        self
+    }
+
+    /// Adds a saga (stage `SAGA_HANDLED`); its commands go through the gateway given to
+    /// [`EventDispatcherBuilder::gateway`].
+    pub fn saga(mut self, saga: Arc<dyn DynSaga>) -> Self {
+        self.inner.sagas.push(saga);
+        self
+    }
+
+    /// Sends sagas' commands through `gateway`. The dispatcher holds it weakly: the
+    /// dispatcher runs behind the gateway's own bus, so a strong hold would keep the whole
+    /// pipeline alive from the inside. Once the gateway is dropped, saga steps fail with
+    /// `ServiceUnavailable` and are recorded for compensation.
+    pub fn gateway(mut self, gateway: &CommandGateway) -> Self {
+        self.inner.gateway = Some(gateway.downgrade());
+        self
+    }
+
+    /// Records every consumer failure in `store`, retried as `retry` says (SPEC DS-4).
+    pub fn compensation(mut self, store: Arc<dyn CompensationStore>, retry: RetrySpec) -> Self {
+        self.inner.compensation = Some((store, retry));
+        self
+    }
+
+    /// Keeps every consumer's position in `positions`. Positions are written in the
+    /// background, in order and batched, so a delivery never waits for one; build the
+    /// dispatcher inside a tokio runtime for that (outside one they are written in line).
+    pub fn positions(mut self, positions: Arc<dyn ConsumerPositions>) -> Self {
+        self.inner.positions = Some(PositionWriter::start(positions));
+        self
+    }
+
+    /// Names the stage signals with `ids` (UUIDv7 by default).
+    pub fn id_generator(mut self, ids: Arc<dyn IdGenerator>) -> Self {
+        self.inner.ids = ids;
+        self
+    }
+
+    /// Reads the time of failure records and stage signals from `clock` (the system clock
+    /// by default).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.inner.clock = clock;
+        self
+    }
+
+    /// The dispatcher.
+    pub fn build(self) -> Arc<EventDispatcher> {
+        Arc::new(self.inner)
+    }
+}
+
+impl EventDispatcher {
+    /// A builder for a dispatcher that signals `notifier`.
+    pub fn builder(notifier: Arc<dyn WaitNotifier>) -> EventDispatcherBuilder {
+        EventDispatcherBuilder {
+            inner: EventDispatcher {
+                snapshotter: None,
+                projections: Vec::new(),
+                processors: Vec::new(),
+                sagas: Vec::new(),
+                notifier,
+                gateway: None,
+                compensation: None,
+                positions: None,
+                clock: Arc::new(SystemClock),
+                ids: Arc::new(UuidV7IdGenerator),
+                metrics: None,
+                unrecorded: Mutex::new(Vec::new()),
+            },
+        }
+    }
+
+    /// Runs every consumer on `stream` and signals each stage.
+    pub async fn dispatch(&self, stream: &DomainEventStream) {
+        let snapshot = match &self.snapshotter {
+            Some(snapshotter) => guarded("snapshot", stream, snapshotter.handle(stream)).await,
+            None => Ok(false),
+        };
+        let saved = json!({"saved": snapshot.as_ref().is_ok_and(|saved| *saved)});
+        self.signal(
+            stream,
+            CommandStage::Snapshot,
+            None,
+            snapshot.map(|_| ()),
+            saved,
+        );
+        self.run_stage(stream, CommandStage::Projected, &self.projections)
+            .await;
+        self.run_stage(stream, CommandStage::EventHandled, &self.processors)
+            .await;
+        self.run_sagas(stream).await;
+    }
+
+    async fn run_stage(
+        &self,
+        stream: &DomainEventStream,
+        stage: CommandStage,
+        consumers: &[Arc<dyn EventConsumer>],
+    ) {
+        let mut first_failure = None;
+        for consumer in consumers {
+            let outcome = guarded(consumer.name(), stream, consumer.handle(stream)).await;
+            self.settle(consumer.name(), stage, stream, &outcome).await;
+            if let Err(error) = &outcome {
+                first_failure.get_or_insert_with(|| error.clone());
+            }
+            self.signal(stream, stage, Some(consumer.name()), outcome, Value::Null);
+        }
+        self.signal(
+            stream,
+            stage,
+            None,
+            first_failure.map_or(Ok(()), Err),
+            Value::Null,
+        );
+    }
+
+    async fn run_sagas(&self, stream: &DomainEventStream) {
+        let mut first_failure = None;
+        let mut all_sent = Vec::new();
+        for saga in &self.sagas {
+            let (sent, outcome) = self.run_saga(saga.as_ref(), stream).await;
+            self.settle(
+                saga.consumer_name(),
+                CommandStage::SagaHandled,
+                stream,
+                &outcome,
+            )
+            .await;
+            if let Err(error) = &outcome {
+                first_failure.get_or_insert_with(|| error.clone());
+            }
+            all_sent.extend(sent.iter().cloned());
+            // A failed saga reports what it sent too: those commands' ids are how a caller
+            // finds out what the saga did before it failed (SPEC ID-4).
+            self.signal(
+                stream,
+                CommandStage::SagaHandled,
+                Some(saga.consumer_name()),
+                outcome,
+                json!({"commands": sent}),
+            );
+        }
+        self.signal(
+            stream,
+            CommandStage::SagaHandled,
+            None,
+            first_failure.map_or(Ok(()), Err),
+            json!({"commands": all_sent}),
+        );
+    }
+
+    /// Records the outcome of `consumer` on `stream`: a success moves its position, a failure
+    /// is logged and recorded for compensation. Recording failures are logged, never raised:
+    /// the consumer's own outcome stands.
+    async fn settle(
+        &self,
+        consumer: &str,
+        stage: CommandStage,
+        stream: &DomainEventStream,
+        outcome: &Result<(), ConsumerError>,
+    ) {
+        match outcome {
+            Ok(()) => {
+                if let Some(positions) = &self.positions {
+                    positions
+                        .advance(consumer, &stream.aggregate_id, stream.version)
+                        .await;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(consumer, %stage, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "consumer failed");
+                if let Some((store, retry)) = &self.compensation {
+                    let failure = FailedExecution::of(consumer, stage, stream, error.clone());
+                    let now = self.clock.now_millis();
+                    if let Err(error) = store.record_failure(&failure, retry, now).await {
+                        tracing::error!(consumer, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "could not record the consumer's failure for compensation; kept to record later");
+                        let mut unrecorded =
+                            self.unrecorded.lock().unwrap_or_else(|p| p.into_inner());
+                        if unrecorded.len() >= MAX_UNRECORDED {
+                            unrecorded.remove(0);
+                        }
+                        unrecorded.push((failure, now));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The consumer named `name`, if the dispatcher runs one.
+    pub fn consumer(&self, name: &str) -> Option<NamedConsumer> {
+        let named = |c: &&Arc<dyn EventConsumer>| c.name() == name;
+        self.projections
+            .iter()
+            .find(named)
+            .map(|c| NamedConsumer::Projection(c.clone()))
+            .or_else(|| {
+                self.processors
+                    .iter()
+                    .find(named)
+                    .map(|c| NamedConsumer::Processor(c.clone()))
+            })
+            .or_else(|| {
+                self.sagas
+                    .iter()
+                    .find(|saga| saga.consumer_name() == name)
+                    .map(|saga| NamedConsumer::Saga(saga.clone()))
+            })
+    }
+
+    /// The names of every consumer, in stage order.
+    pub fn consumer_names(&self) -> Vec<String> {
+        self.projections
+            .iter()
+            .chain(&self.processors)
+            .map(|c| c.name().to_owned())
+            .chain(
+                self.sagas
+                    .iter()
+                    .map(|saga| saga.consumer_name().to_owned()),
+            )
+            .collect()
+    }
+
+    /// Runs only `consumer` on `stream`, without signalling any wait, and records the outcome
+    /// as a live delivery does (position or compensation record). For catch-up and retries.
+    pub async fn run_consumer(
+        &self,
+        consumer: &NamedConsumer,
+        stream: &DomainEventStream,
+    ) -> Result<(), ConsumerError> {
+        let (name, outcome) = match consumer {
+            NamedConsumer::Projection(c) | NamedConsumer::Processor(c) => {
+                (c.name(), guarded(c.name(), stream, c.handle(stream)).await)
+            }
+            NamedConsumer::Saga(saga) => (
+                saga.consumer_name(),
+                self.run_saga(saga.as_ref(), stream).await.1,
+            ),
+        };
+        self.settle(name, consumer.stage(), stream, &outcome).await;
+        outcome
+    }
+
+    /// Records the failures the compensation store could not take when they happened (it was
+    /// unreachable), and returns how many are still waiting. The compensation scheduler calls
+    /// it before every pass. A failure lost with the process is not lost for good: the
+    /// consumer's position stops before its stream, so catch-up delivers it again.
+    pub async fn record_pending_failures(&self) -> usize {
+        let Some((store, retry)) = &self.compensation else {
+            return 0;
+        };
+        let pending =
+            std::mem::take(&mut *self.unrecorded.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut still = Vec::new();
+        for (failure, at) in pending {
+            if still.is_empty() && store.record_failure(&failure, retry, at).await.is_ok() {
+                continue;
+            }
+            still.push((failure, at));
+        }
+        // Failures that arrived meanwhile go after the older ones.
+        let mut unrecorded = self.unrecorded.lock().unwrap_or_else(|p| p.into_inner());
+        still.append(&mut unrecorded);
+        *unrecorded = still;
+        unrecorded.len()
+    }
+
+    /// The consumer positions, if the dispatcher keeps them.
+    pub fn positions(&self) -> Option<&Arc<dyn ConsumerPositions>> {
+        self.positions.as_ref().map(PositionWriter::positions)
+    }
+
+    /// Returns once every position recorded so far is written: before a graceful stop, or
+    /// before reading positions.
+    pub async fn flush_positions(&self) {
+        if let Some(positions) = &self.positions {
+            positions.flush().await;
+        }
+    }
+
+    /// The compensation store and retry spec, if failures are recorded.
+    pub fn compensation(&self) -> Option<&(Arc<dyn CompensationStore>, RetrySpec)> {
+        self.compensation.as_ref()
+    }
+
+    /// The clock failure records are timed by.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Runs `saga` on every event of `stream`, stopping at the first failure; the commands
+    /// it sent (up to and including the failing one) and the outcome.
+    async fn run_saga(
+        &self,
+        saga: &dyn DynSaga,
+        stream: &DomainEventStream,
+    ) -> (Vec<Value>, Result<(), ConsumerError>) {
+        let Some(gateway) = self.gateway.as_ref().and_then(WeakCommandGateway::upgrade) else {
+            let error = ConsumerError::new(
+                ErrorCode::ServiceUnavailable,
+                "no gateway for sagas: none was given, or the service is stopping",
+            );
+            return (Vec::new(), Err(error));
+        };
+        let log = SentLog::default();
+        let link = link_headers(&stream.header, &stream.command_id);
+        let delivery = SagaDelivery::new(&gateway, &log).with_link(&link);
+        let outcome = guarded(
+            saga.consumer_name(),
+            stream,
+            saga.run_stream(stream, delivery),
+        )
+        .await;
+        (log.into_inner(), outcome)
+    }
+
+    fn signal(
+        &self,
+        stream: &DomainEventStream,
+        stage: CommandStage,
+        function: Option<&str>,
+        outcome: Result<(), ConsumerError>,
+        detail: Value,
+    ) {
+        if let (Some(metrics), Some(consumer)) = (&self.metrics, function) {
+            let code = match &outcome {
+                Ok(()) => ErrorCode::Ok,
+                Err(error) => error.code.clone(),
+            };
+            metrics.record_signal(stage, consumer, &code.to_string());
+        }
+        if !signal_wanted(&stream.header, stage) {
+            return;
+        }
+        let (code, message) = match outcome {
+            Ok(()) => (ErrorCode::Ok, String::new()),
+            Err(error) => (error.code, error.message),
+        };
+        let mut result = CommandResult::for_ids(
+            &stream.aggregate_id,
+            &stream.command_id,
+            &stream.request_id,
+            stage,
+            code,
+            message,
+        )
+        .with_version(stream.version)
+        .stamped(self.clock.as_ref(), self.ids.as_ref());
+        if let Value::Object(detail) = detail {
+            result.result.extend(detail);
+        }
+        if let Some(function) = function {
+            result = result.with_function(FunctionInfo::event(
+                &stream.aggregate_id.context_name,
+                function,
+            ));
+        }
+        notify_signal(self.notifier.as_ref(), &stream.header, result);
+    }
+}
+
+/// Runs one delivery of `stream` to `consumer`, turning a panic into that delivery's failure
+/// (SPEC PX-1): `InternalServerError` with the panic's message, logged at error level. The
+/// consumer's other deliveries are untouched.
+async fn guarded<T>(
+    consumer: &str,
+    stream: &DomainEventStream,
+    delivery: impl Future<Output = Result<T, ConsumerError>>,
+) -> Result<T, ConsumerError> {
+    match AssertUnwindSafe(delivery).catch_unwind().await {
+        Ok(outcome) => outcome,
+        Err(payload) => {
+            let message = panic_message(payload.as_ref());
+            tracing::error!(consumer, aggregate_id = %stream.aggregate_id, version = stream.version, panic = %message, "a consumer panicked; this delivery failed");
+            Err(ConsumerError::internal(format!(
+                "`{consumer}` panicked: {message}"
+            )))
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! # wow-runtime
+//!
+//! What runs a wow-rs service over the contracts of `wow-core`: the request-id check
+//! ([`idempotency`]), the [`command::CommandGateway`] and waiting, the processing node
+//! ([`command::DefaultCommandHandler`]), loading, caching and snapshotting aggregates
+//! ([`eventsourcing`]), the dispatch of appended streams to their consumers with catch-up
+//! ([`event`]), views as projections ([`view`]), outbox processing and delivery ([`outbox`]),
+//! the [`compensation::CompensationScheduler`], the pipeline's counters ([`metrics`]), and
+//! [`pipeline::LocalPipeline`], which wires all of them in one process.
+//!
+//! A domain crate does not depend on this crate: it writes its aggregates, views, sagas and
+//! outboxes against `wow-core` alone, and a service's `main` (through `wow-service`) or a
+//! test runs them here. The module names follow `wow-core`'s, so the gateway is
+//! `wow_runtime::command::CommandGateway` beside `wow_core::command::CommandMessage`.
+//!
+//! Rule: ownership runs one way (gateway → bus → node → event bus → dispatcher), with no
+//! object loop closed by a setter.
+
+pub mod command;
+pub mod compensation;
+pub mod event;
+pub mod eventsourcing;
+pub mod idempotency;
+pub mod metrics;
+pub mod outbox;
+pub mod pipeline;
+pub mod view;
+
+mod saga_sender;

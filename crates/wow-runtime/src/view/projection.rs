@@ -1,0 +1,183 @@
+//! Any [`View`] as a projection over any [`ViewStore`].
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use wow_core::aggregate::typed_events;
+use wow_core::aggregate::Aggregate;
+use wow_core::event::DomainEventStream;
+use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
+use wow_core::eventsourcing::BoxError;
+use wow_core::id::{Clock, SystemClock};
+use wow_core::view::{View, ViewKey, ViewRow};
+use wow_core::view::{ViewStore, ViewStoreError, ViewUpdate};
+use wow_core::ErrorCode;
+
+/// Why a stream cannot be folded into a view row yet: an earlier stream of the aggregate has
+/// not been applied (it failed and waits for its retry), so applying this one would skip it.
+/// The projection fails with it; compensation retries the stream after the one before it.
+#[derive(Debug, thiserror::Error)]
+#[error("view {view}: aggregate {aggregate_id} is at version {at}; version {got} must wait for the versions before it")]
+pub struct ViewOutOfOrder {
+    /// The view.
+    pub view: &'static str,
+    /// The aggregate (its id within its tenant).
+    pub aggregate_id: String,
+    /// The version the row holds.
+    pub at: u64,
+    /// The version of the stream that came.
+    pub got: u64,
+}
+
+/// Runs the view `V` as a projection (stage `PROJECTED`, consumer name [`View::NAME`]): each
+/// stream of `V::Aggregate` is decoded once into typed events and folded into its row, in one
+/// transaction with its processed-message record (SPEC DS-2).
+///
+/// Version order per aggregate: a stream at or below the row's version is already in (the
+/// stream is recorded, the row unchanged); the next version is folded; a later one is a gap,
+/// which fails with [`ViewOutOfOrder`] and is retried later. Streams of other aggregates are
+/// ignored.
+pub struct ViewProjection<V: View> {
+    store: Arc<dyn ViewStore>,
+    clock: Arc<dyn Clock>,
+    view: PhantomData<fn() -> V>,
+}
+
+impl<V: View> fmt::Debug for ViewProjection<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ViewProjection")
+            .field("view", &V::NAME)
+            .field("store", &self.store)
+            .finish()
+    }
+}
+
+impl<V: View> ViewProjection<V> {
+    /// The projection of `V` into `store`, stamping rows with the system clock.
+    pub fn new(store: Arc<dyn ViewStore>) -> Self {
+        Self {
+            store,
+            clock: Arc::new(SystemClock),
+            view: PhantomData,
+        }
+    }
+
+    /// Stamps rows' `updated_at` with `clock` instead.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The store the rows live in.
+    pub fn store(&self) -> &Arc<dyn ViewStore> {
+        &self.store
+    }
+
+    fn update(&self, stream: &DomainEventStream) -> Result<(ViewKey, ViewUpdate), ConsumerError> {
+        let events = typed_events::<V::Aggregate>(stream).map_err(|error| {
+            ConsumerError::new(
+                ErrorCode::IllegalState,
+                format!(
+                    "view {}: stream {} does not decode: {error}",
+                    V::NAME,
+                    stream.id
+                ),
+            )
+        })?;
+        let key = ViewKey::new(
+            V::NAME,
+            stream.aggregate_id.tenant_id.clone(),
+            stream.aggregate_id.id.clone(),
+        );
+        let (version, now, row_key) = (stream.version, self.clock.now_millis(), key.clone());
+        let work: ViewUpdate = Box::new(move |current| {
+            let (mut state, at) = match current {
+                Some(row) => (serde_json::from_value::<V::State>(row.state)?, row.version),
+                None => (V::State::default(), 0),
+            };
+            if version <= at {
+                return Ok(None);
+            }
+            if version != at + 1 {
+                return Err(Box::new(ViewOutOfOrder {
+                    view: V::NAME,
+                    aggregate_id: row_key.aggregate_id,
+                    at,
+                    got: version,
+                }) as BoxError);
+            }
+            fold::<V>(&mut state, &events)?;
+            Ok(Some(ViewRow {
+                key: row_key,
+                version,
+                state: serde_json::to_value(&state)?,
+                updated_at: now,
+            }))
+        });
+        Ok((key, work))
+    }
+}
+
+/// Folds `events` into `state`; a panicking `apply` is a failure of this stream, not of the
+/// process (SPEC PX-1).
+fn fold<V: View>(
+    state: &mut V::State,
+    events: &[<V::Aggregate as Aggregate>::Event],
+) -> Result<(), BoxError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for event in events {
+            V::apply(state, event);
+        }
+    }))
+    .map_err(|_| format!("view {}: apply panicked", V::NAME).into())
+}
+
+#[async_trait]
+impl<V: View> EventConsumer for ViewProjection<V> {
+    fn name(&self) -> &str {
+        V::NAME
+    }
+
+    async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
+        let named = V::Aggregate::named_aggregate();
+        if stream.aggregate_id.aggregate_name != named.aggregate_name
+            || stream.aggregate_id.context_name != named.context_name
+        {
+            return Ok(());
+        }
+        let (key, work) = self.update(stream)?;
+        match self.store.update(&key, &stream.id, work).await {
+            Ok(_) => Ok(()),
+            Err(error @ ProcessError::Store(_)) => Err(ConsumerError::new(
+                ErrorCode::ServiceUnavailable,
+                error.to_string(),
+            )),
+            Err(error) => Err(ConsumerError::new(
+                ErrorCode::IllegalState,
+                error.to_string(),
+            )),
+        }
+    }
+}
+
+/// The state of `V` for `aggregate_id` of `tenant_id` and the last version folded into it,
+/// if the view holds a row for it. Another tenant's aggregate of the same id is not it.
+///
+/// Fails as [`ViewStore::load`] does, and with [`ViewStoreError::Internal`] when the stored
+/// state does not decode as `V::State`.
+pub async fn view<V: View>(
+    store: &dyn ViewStore,
+    tenant_id: &str,
+    aggregate_id: &str,
+) -> Result<Option<(V::State, u64)>, ViewStoreError> {
+    let key = ViewKey::new(V::NAME, tenant_id, aggregate_id);
+    let Some(row) = store.load(&key).await? else {
+        return Ok(None);
+    };
+    let state = serde_json::from_value::<V::State>(row.state)
+        .map_err(|error| ViewStoreError::Internal(Box::new(error)))?;
+    Ok(Some((state, row.version)))
+}
