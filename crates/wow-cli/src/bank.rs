@@ -3,13 +3,11 @@
 //! documented from the view's type. This is all `wow serve` adds to what any team's service
 //! gets.
 
-use std::sync::Arc;
-
 use wow_core::aggregate::Aggregate;
 use wow_core::Stores;
 use wow_example_bank::account::Account;
 use wow_example_bank::audit::Audit;
-use wow_example_bank::notifications::Notifications;
+use wow_example_bank::notifications::NotificationOutbox;
 use wow_example_bank::projection::{account_view, AccountBalance};
 use wow_example_bank::transfer::TransferSaga;
 use wow_service::{ReadRequest, Service, ServiceBuilder};
@@ -22,12 +20,7 @@ pub(crate) fn service(stores: Stores) -> ServiceBuilder {
         .aggregate::<Account>()
         .aggregate::<Audit>()
         .view::<AccountBalance>()
-        .processor(|stores: &Stores| {
-            Arc::new(Notifications::new(
-                stores.views.clone(),
-                stores.effects.clone(),
-            ))
-        })
+        .outbox::<NotificationOutbox>()
         .saga(TransferSaga)
         .read_route(
             "account.view",

@@ -23,8 +23,6 @@ pub(crate) enum ServeError {
     OpenPostgres(#[from] wow_postgres::OpenError),
     #[error("cannot upgrade the store of an earlier build: {0}")]
     Legacy(#[from] LegacyError),
-    #[error("cannot start the bank: {0}")]
-    Bank(#[from] wow_example_bank::BankError),
     #[error(transparent)]
     Service(Box<ServiceError>),
 }

@@ -2,12 +2,13 @@
 
 use crate::output::out;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 use wow_core::Stores;
-use wow_example_bank::{Bank, BankOptions, READ_MODELS};
+use wow_example_bank::READ_MODELS;
 use wow_service::Settings;
 
 use crate::serve::{open_store, ServeError};
@@ -49,8 +50,12 @@ pub(crate) async fn catch_up(
         ProgressStyle::with_template("{prefix:>16} [{bar:40}] {pos}/{len} aggregates {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
-    let mut bar: Option<(String, ProgressBar)> = None;
-    let mut progress = |consumer: &str, step: &wow_runtime::event::CatchUpProgress| {
+    let bars: Arc<Mutex<Option<(String, ProgressBar)>>> = Arc::default();
+    let shown = bars.clone();
+    let progress = move |consumer: &str, step: &wow_runtime::event::CatchUpProgress| {
+        let mut bar = shown
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if bar.as_ref().is_none_or(|(name, _)| name != consumer) {
             if let Some((_, done)) = bar.take() {
                 done.finish();
@@ -58,9 +63,9 @@ pub(crate) async fn catch_up(
             let next = ProgressBar::new(step.aggregates_total)
                 .with_style(style.clone())
                 .with_prefix(consumer.to_owned());
-            bar = Some((consumer.to_owned(), next));
+            *bar = Some((consumer.to_owned(), next));
         }
-        if let Some((_, current)) = &bar {
+        if let Some((_, current)) = &*bar {
             current.set_position(step.aggregates_done);
             current.set_message(format!(
                 "{} streams, {} failed",
@@ -68,18 +73,22 @@ pub(crate) async fn catch_up(
             ));
         }
     };
-    let options = BankOptions {
-        idempotency: settings.idempotency.clone(),
-        retry: settings.retry,
-        retry_every: None,
-    };
-    let bank = Bank::start_with_progress(stores, options, &mut progress)
+    let mut settings = settings;
+    settings.retry_every = None;
+    let bank = crate::bank::service(stores)
+        .settings(settings)
+        .on_catch_up(progress)
+        .build()
         .await
-        .map_err(ServeError::from)?;
-    if let Some((_, done)) = bar.take() {
+        .map_err(|error| ServeError::Service(Box::new(error)))?;
+    if let Some((_, done)) = bars
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take()
+    {
         done.finish();
     }
-    for (consumer, done) in &bank.caught_up {
+    for (consumer, done) in bank.caught_up() {
         out!(
             "{consumer}: {} streams handled over {} aggregates, {} aggregates stopped on a failure",
             done.streams_handled,
@@ -87,6 +96,7 @@ pub(crate) async fn catch_up(
             done.aggregates_failed
         );
     }
+    bank.stop().await;
     Ok(())
 }
 

@@ -12,11 +12,14 @@ use async_trait::async_trait;
 use wow_core::eventsourcing::BoxError;
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, Stores};
 use wow_example_bank::account::{AccountCommand, Amount, Open};
-use wow_example_bank::notifications::{Delivery, OutboxRow};
-use wow_example_bank::Bank;
+use wow_example_bank::notifications::OutboxRow;
+use wow_runtime::outbox::Delivery;
+#[path = "../../wow-example-bank/tests/support/bank.rs"]
+mod bank;
+use bank::Bank;
+use wow_core::outbox::OutboxSender;
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_runtime::command::WaitPlan;
-use wow_runtime::outbox::OutboxSender;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 mod support;
@@ -114,7 +117,7 @@ impl Db {
 }
 
 async fn send(bank: &Bank, id: &AggregateId, command: AccountCommand) {
-    bank.pipeline
+    bank.pipeline()
         .gateway
         .send_and_wait(
             CommandMessage::of(id.clone(), command).into_json().unwrap(),
@@ -169,11 +172,11 @@ async fn an_earlier_builds_tables_are_upgraded_without_loss(url: &str, with_tena
         for amount in [5, 7] {
             send(&bank, &a, AccountCommand::Withdraw(Amount { amount })).await;
         }
-        let first = bank.notifications.deliver(&mailer, 1).await.unwrap();
+        let first = bank.deliver(&mailer, 1).await.unwrap();
         assert_eq!(first.sent, 2);
         send(&bank, &a, AccountCommand::Withdraw(Amount { amount: 4 })).await;
         bank.flush().await;
-        bank.notifications.rows().await.unwrap()
+        bank.notifications().await
     };
     assert_eq!(before.len(), 3);
     downgrade(&db, &before, with_tenant).await;
@@ -189,7 +192,7 @@ async fn an_earlier_builds_tables_are_upgraded_without_loss(url: &str, with_tena
     let mut twin = a.clone();
     twin.tenant_id = "tenant-b".to_owned();
     assert!(bank.account_view(&twin).await.unwrap().is_none());
-    let mut after = bank.notifications.rows().await.unwrap();
+    let mut after = bank.notifications().await;
     let mut expected = before.clone();
     after.sort_by(|x, y| x.event_id.cmp(&y.event_id));
     expected.sort_by(|x, y| x.event_id.cmp(&y.event_id));
@@ -197,7 +200,7 @@ async fn an_earlier_builds_tables_are_upgraded_without_loss(url: &str, with_tena
         after, expected,
         "every row kept, with its tenant and event id"
     );
-    let second = bank.notifications.deliver(&mailer, 2).await.unwrap();
+    let second = bank.deliver(&mailer, 2).await.unwrap();
     assert_eq!(
         second,
         Delivery {
@@ -213,8 +216,8 @@ async fn an_earlier_builds_tables_are_upgraded_without_loss(url: &str, with_tena
     let (code, stderr) = wow_stderr(&["catch-up", "--store", url, "--rebuild", "notifications"]);
     assert_eq!(code, 0, "{stderr}");
     let bank = Bank::start(db.stores()).await.unwrap();
-    assert_eq!(bank.notifications.rows().await.unwrap().len(), 3);
-    let third = bank.notifications.deliver(&mailer, 3).await.unwrap();
+    assert_eq!(bank.notifications().await.len(), 3);
+    let third = bank.deliver(&mailer, 3).await.unwrap();
     assert_eq!(third.already_done, 3);
     assert!(mailer.sent.lock().unwrap().values().all(|n| *n == 1));
     let (code, stderr) = wow_stderr(&["catch-up", "--store", url, "--rebuild", "no_such_model"]);

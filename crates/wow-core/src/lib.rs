@@ -155,11 +155,12 @@ pub mod id {
 pub mod outbox {
     //! Outboxes: rows for the outside world, written once per event in the store's own
     //! database and sent from there at most once each (SPEC DS-2). The portable counterpart
-    //! of views: a team writes an [`Outbox`] once, with no SQL and no backend, and
+    //! of views: a team writes an [`Outbox`] once, with no SQL and no backend, names the
+    //! outside system its rows go to as an [`OutboxSender`], and
     //! [`OutboxSpec`] tests it without a store; `wow-runtime`'s processor records its rows
     //! through the view store and its delivery sends them through the effect journal.
     pub use crate::domain::outbox::{OutboxExpect, OutboxSpec};
-    pub use crate::model::outbox::{row_id, EventMeta, Outbox, OutboxEntry};
+    pub use crate::model::outbox::{row_id, EventMeta, Outbox, OutboxEntry, OutboxSender};
 }
 
 pub mod saga {
@@ -185,7 +186,7 @@ pub mod view {
     //!   durable ones, and `wow-tck` proves them alike.
     //! - `wow-runtime`'s `ViewProjection` runs any `View` as an
     //!   [`EventConsumer`](crate::event::EventConsumer) over any `ViewStore`, in version
-    //!   order per aggregate.
+    //!   order per aggregate; [`view()`] reads one row back typed.
     //! - [`ViewSpec`] tests a view without a store: given the aggregate's events, expect its
     //!   state.
     //!
@@ -198,9 +199,9 @@ pub mod view {
     //! states only what it changes; [`RecordingViewStore`] proves in a test that every other
     //! method reaches the store it wraps.
     pub use crate::contracts::view::{
-        apply_update, check_field, Condition, FilterValue, InMemoryViewStore, RecordingViewStore,
-        ViewFilter, ViewKeyMismatch, ViewStore, ViewStoreDecorator, ViewStoreError,
-        ViewStoreMethod, ViewUpdate, MAX_FIELD_LEN,
+        apply_update, check_field, view, Condition, FilterValue, InMemoryViewStore,
+        RecordingViewStore, ViewFilter, ViewKeyMismatch, ViewStore, ViewStoreDecorator,
+        ViewStoreError, ViewStoreMethod, ViewUpdate, MAX_FIELD_LEN,
     };
     pub use crate::domain::view::{ViewExpect, ViewSpec};
     pub use crate::model::view::{View, ViewKey, ViewRow};

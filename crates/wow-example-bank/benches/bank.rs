@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, Stores};
 use wow_example_bank::account::*;
-use wow_example_bank::{Bank, BankOptions};
+#[path = "../tests/support/bank.rs"]
+mod bank;
+use bank::{Bank, BankOptions};
 use wow_runtime::command::WaitPlan;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
@@ -40,7 +42,7 @@ fn deposits(c: &mut Criterion) {
                 name: "Ann".into(),
                 balance: 0,
             });
-            bank.pipeline
+            bank.pipeline()
                 .gateway
                 .send_and_wait(
                     CommandMessage::of(account.clone(), open)
@@ -71,7 +73,7 @@ fn deposits(c: &mut Criterion) {
                         tokio::spawn(async move {
                             for _ in 0..per_caller {
                                 let deposit = AccountCommand::Deposit(Amount { amount: 1 });
-                                bank.pipeline
+                                bank.pipeline()
                                     .gateway
                                     .send_and_wait(
                                         CommandMessage::of(account.clone(), deposit)

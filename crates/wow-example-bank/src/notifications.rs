@@ -3,19 +3,10 @@
 //! assembled with, each stored once with its processed-message record (SPEC DS-2) under the
 //! event's id, and sent at most once each through a [`Mailer`].
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use wow_core::event::{ConsumerError, EffectJournal, EventConsumer};
-use wow_core::outbox::{EventMeta, Outbox};
-use wow_core::view::{ViewStore, ViewStoreError};
-use wow_core::DomainEventStream;
-use wow_runtime::outbox::{DeliveryError, OutboxDelivery, OutboxProcessor, OutboxSender};
+use wow_core::outbox::{EventMeta, Outbox, OutboxSender};
 
 use crate::account::{Account, AccountEvent};
-
-pub use wow_runtime::outbox::Delivery;
 
 /// The consumer name of the processor, and the name of its rows in the view store.
 pub const NAME: &str = "notifications";
@@ -64,45 +55,3 @@ impl Outbox for NotificationOutbox {
 pub trait Mailer: OutboxSender<OutboxRow> {}
 
 impl<M: OutboxSender<OutboxRow>> Mailer for M {}
-
-/// The processor that records the rows, and the delivery that sends them.
-#[derive(Debug)]
-pub struct Notifications {
-    processor: OutboxProcessor<NotificationOutbox>,
-    delivery: OutboxDelivery<NotificationOutbox>,
-}
-
-impl Notifications {
-    /// The outbox with its rows in `views`, its sends journaled in `effects`.
-    pub fn new(views: Arc<dyn ViewStore>, effects: Arc<dyn EffectJournal>) -> Self {
-        Self {
-            processor: OutboxProcessor::new(views.clone()),
-            delivery: OutboxDelivery::new(views, effects, SENDER),
-        }
-    }
-
-    /// Every row recorded so far, across tenants, in (tenant, event id) order.
-    pub async fn rows(&self) -> Result<Vec<OutboxRow>, ViewStoreError> {
-        let rows = self.processor.rows().await?;
-        Ok(rows.into_iter().map(|entry| entry.row).collect())
-    }
-
-    /// Sends every row through `mailer`, each at most once to completion (SPEC DS-2): see
-    /// [`OutboxDelivery::deliver`]. A row left "started" by a crash is confirmed with the
-    /// mailer by its key, and sent again under the same key only if the mailer has no trace
-    /// of it.
-    pub async fn deliver(&self, mailer: &impl Mailer, now: i64) -> Result<Delivery, DeliveryError> {
-        self.delivery.deliver(mailer, now).await
-    }
-}
-
-#[async_trait]
-impl EventConsumer for Notifications {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
-        self.processor.handle(stream).await
-    }
-}

@@ -53,7 +53,7 @@ pub async fn account_view(
     account: &AggregateId,
 ) -> Result<Option<AccountView>, BoxError> {
     let row =
-        wow_runtime::view::view::<AccountBalance>(views, &account.tenant_id, &account.id).await?;
+        wow_core::view::view::<AccountBalance>(views, &account.tenant_id, &account.id).await?;
     Ok(row.map(|(state, version)| AccountView {
         id: account.id.clone(),
         name: state.name,

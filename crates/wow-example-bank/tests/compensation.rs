@@ -6,17 +6,17 @@
 
 mod support;
 
+use support::bank::{Bank, BankOptions};
 use support::{account, cmd, Store, Target};
 use wow_core::command::{CommandResultError, JsonCommand};
 use wow_core::compensation::{ExecutionFailedStatus, FailureQuery, RetrySpec};
 use wow_core::{id, CommandResult, CommandStage, ErrorCode};
 use wow_example_bank::account::*;
-use wow_example_bank::{Bank, BankOptions};
 use wow_runtime::command::WaitPlan;
 
 async fn projected(bank: &Bank, command: JsonCommand) -> CommandResult {
     match bank
-        .pipeline
+        .pipeline()
         .gateway
         .send_and_wait(command, WaitPlan::new(CommandStage::Projected))
         .await
@@ -89,7 +89,7 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
         assert_eq!((view.balance, view.version), (100, 1));
 
         let failed = bank
-            .compensation
+            .compensation()
             .failures()
             .list(&FailureQuery {
                 status: Some(ExecutionFailedStatus::Failed),
@@ -106,8 +106,8 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
             vec![("account_balance", 2), ("account_balance", 3)]
         );
 
-        let history = bank.pipeline.store().load(&a, 1, u64::MAX).await.unwrap();
-        let pass = bank.compensation.run_due(100).await.unwrap();
+        let history = bank.pipeline().store().load(&a, 1, u64::MAX).await.unwrap();
+        let pass = bank.compensation().run_due(100).await.unwrap();
         assert_eq!(
             (pass.retried, pass.succeeded),
             (2, 2),
@@ -116,23 +116,23 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
         let view = bank.account_view(&a).await.unwrap().unwrap();
         assert_eq!((view.balance, view.version), (115, 3));
         assert_eq!(
-            bank.pipeline.store().load(&a, 1, u64::MAX).await.unwrap(),
+            bank.pipeline().store().load(&a, 1, u64::MAX).await.unwrap(),
             history
         );
-        assert_eq!(bank.compensation.run_due(100).await.unwrap().retried, 0);
+        assert_eq!(bank.compensation().run_due(100).await.unwrap().retried, 0);
         bank.flush().await;
     }
 
     // A restart resumes from the positions: nothing is handled twice, nothing is left.
     let bank = start(db).await;
-    for (consumer, done) in &bank.caught_up {
+    for (consumer, done) in bank.caught_up() {
         assert_eq!(
             done.streams_handled, 0,
             "{consumer} resumed from its position"
         );
     }
     let succeeded = bank
-        .compensation
+        .compensation()
         .failures()
         .list(&FailureQuery {
             status: Some(ExecutionFailedStatus::Succeeded),

@@ -11,16 +11,18 @@ mod support;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use support::bank::{Bank, BankOptions};
 use support::{account, cmd, Store, Target};
 use wow_core::event::{ConsumerError, EventConsumer};
 use wow_core::saga::{DynSaga, Saga, SagaContext};
 use wow_core::{AggregateId, CommandStage, DomainEventStream};
 use wow_example_bank::account::*;
-use wow_example_bank::notifications::Notifications;
+use wow_example_bank::notifications::NotificationOutbox;
 use wow_example_bank::projection::AccountBalance;
+use wow_example_bank::registry;
 use wow_example_bank::transfer::TransferSaga;
-use wow_example_bank::{registry, Bank, BankOptions};
 use wow_runtime::command::WaitPlan;
+use wow_runtime::outbox::OutboxProcessor;
 use wow_runtime::pipeline::LocalPipeline;
 use wow_runtime::view::ViewProjection;
 
@@ -100,9 +102,8 @@ async fn crash_child() {
     );
     let projection: Arc<dyn EventConsumer> =
         Arc::new(ViewProjection::<AccountBalance>::new(stores.views.clone()));
-    let processor: Arc<dyn EventConsumer> = Arc::new(Notifications::new(
+    let processor: Arc<dyn EventConsumer> = Arc::new(OutboxProcessor::<NotificationOutbox>::new(
         stores.views.clone(),
-        stores.effects.clone(),
     ));
     let (projection, processor, saga, last): (_, _, Arc<dyn DynSaga>, _) = match kind.as_str() {
         "projection" => (
@@ -221,7 +222,7 @@ async fn a_projection_killed_before_its_acknowledge_applies_the_stream_once(targ
     kill_during("projection", &url, &a, &b);
     let bank = restart(&url).await;
     let caught_up = &bank
-        .caught_up
+        .caught_up()
         .iter()
         .find(|(name, _)| name == "account_balance")
         .unwrap()
@@ -256,7 +257,7 @@ async fn a_processor_killed_before_its_acknowledge_writes_one_outbox_row(target:
     kill_during("processor", &url, &a, &b);
     let bank = restart(&url).await;
     let caught_up = &bank
-        .caught_up
+        .caught_up()
         .iter()
         .find(|(name, _)| name == "notifications")
         .unwrap()
@@ -265,7 +266,7 @@ async fn a_processor_killed_before_its_acknowledge_writes_one_outbox_row(target:
         caught_up.streams_handled >= 1,
         "the unacknowledged stream is delivered again (and any whose position was not yet written, as no-ops)"
     );
-    let rows = bank.notifications.rows().await.unwrap();
+    let rows = bank.notifications().await;
     assert_eq!(rows.len(), 1, "one notification for one withdrawal");
     assert_eq!(
         (rows[0].account_id.as_str(), rows[0].amount),
@@ -291,7 +292,7 @@ async fn a_saga_killed_before_its_acknowledge_moves_the_money_once(target: Targe
     kill_during("saga", &url, &a, &b);
     let bank = restart(&url).await;
     let caught_up = &bank
-        .caught_up
+        .caught_up()
         .iter()
         .find(|(name, _)| name == "transfer")
         .unwrap()
@@ -300,7 +301,7 @@ async fn a_saga_killed_before_its_acknowledge_moves_the_money_once(target: Targe
         caught_up.streams_handled >= 1,
         "the unacknowledged stream is delivered again"
     );
-    let store = bank.pipeline.store();
+    let store = bank.pipeline().store();
     let received = store.load(&b, 1, u64::MAX).await.unwrap();
     assert_eq!(
         received.len(),

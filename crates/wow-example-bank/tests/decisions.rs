@@ -5,11 +5,11 @@
 
 mod support;
 
+use support::bank::{Bank, BankOptions};
 use support::{account, cmd, open, send_ok, Store, Target};
 use wow_core::command::{CommandResultError, JsonCommand, REPLAYED};
 use wow_core::{id, AggregateId, CommandResult, ErrorCode};
 use wow_example_bank::account::*;
-use wow_example_bank::{Bank, BankOptions};
 use wow_runtime::command::WaitPlan;
 
 /// A process over `store`: its own Bloom filters, cache and consumers.
@@ -21,7 +21,7 @@ async fn process(store: &Store) -> Bank {
 
 async fn refused(bank: &Bank, command: JsonCommand) -> CommandResult {
     match bank
-        .pipeline
+        .pipeline()
         .gateway
         .send_and_wait(command, WaitPlan::processed())
         .await

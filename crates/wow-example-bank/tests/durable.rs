@@ -4,12 +4,12 @@
 
 mod support;
 
+use support::bank::Bank;
 use support::{cmd, send_ok};
 use wow_core::eventsourcing::EventStore;
 use wow_core::Stores;
 use wow_core::{id, AggregateId, CommandStage};
 use wow_example_bank::account::*;
-use wow_example_bank::Bank;
 use wow_runtime::command::WaitPlan;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
@@ -28,7 +28,7 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
     {
         let store = SqliteStore::open(options.clone()).await.unwrap();
         let bank = bank(&store).await;
-        let gateway = &bank.pipeline.gateway;
+        let gateway = &bank.pipeline().gateway;
         let open = AccountCommand::Open(Open {
             name: "Ann".into(),
             balance: 100,
@@ -62,11 +62,11 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
 
         // Every stream of A delivered again, as after a crash before the acknowledge.
         for stream in store.load(&a, 1, u64::MAX).await.unwrap() {
-            bank.pipeline.dispatcher.dispatch(&stream).await;
+            bank.pipeline().dispatcher.dispatch(&stream).await;
         }
         let view = bank.account_view(&a).await.unwrap().unwrap();
         assert_eq!((view.balance, view.held, view.version), (65, 0, 4));
-        assert_eq!(bank.notifications.rows().await.unwrap().len(), 1);
+        assert_eq!(bank.notifications().await.len(), 1);
     }
 
     // A new process on the same file, without a graceful stop: the consumers catch up from
@@ -86,7 +86,7 @@ async fn redeliveries_and_restarts_leave_one_effect_per_event() {
     );
     let view_b = bank.account_view(&b).await.unwrap().unwrap();
     assert_eq!((view_b.balance, view_b.version), (30, 2));
-    let rows = bank.notifications.rows().await.unwrap();
+    let rows = bank.notifications().await;
     assert_eq!(rows.len(), 1, "one outbox row per Withdrawn event");
     assert_eq!(
         (rows[0].account_id.as_str(), rows[0].amount),
@@ -112,7 +112,7 @@ async fn a_rebuilt_read_model_is_filled_again_from_history_once() {
             AccountCommand::Withdraw(Amount { amount: 5 }),
             AccountCommand::Deposit(Amount { amount: 20 }),
         ] {
-            bank.pipeline
+            bank.pipeline()
                 .gateway
                 .send_and_wait(cmd(&a, command), WaitPlan::new(CommandStage::SagaHandled))
                 .await
@@ -136,9 +136,9 @@ async fn a_rebuilt_read_model_is_filled_again_from_history_once() {
         (65, 3),
         "a fold of the whole history"
     );
-    assert_eq!(bank.notifications.rows().await.unwrap().len(), 1);
+    assert_eq!(bank.notifications().await.len(), 1);
     let transfer = &bank
-        .caught_up
+        .caught_up()
         .iter()
         .find(|(n, _)| n == "transfer")
         .unwrap()

@@ -4,18 +4,21 @@
 //! restart, never sent twice.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use support::bank::{Bank, BankOptions};
 use wow_core::eventsourcing::BoxError;
+use wow_core::outbox::OutboxSender;
 use wow_core::Stores;
 use wow_core::{id, AggregateId, CommandMessage, CommandStage};
 use wow_example_bank::account::*;
-use wow_example_bank::notifications::{Delivery, OutboxRow};
-use wow_example_bank::{Bank, BankOptions};
+use wow_example_bank::notifications::OutboxRow;
 use wow_runtime::command::WaitPlan;
-use wow_runtime::outbox::OutboxSender;
+use wow_runtime::outbox::Delivery;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
 /// A mailer that deduplicates by key. `cut_after_send` makes the send of that event go out
@@ -73,7 +76,7 @@ async fn a_send_cut_off_after_it_went_out_is_confirmed_not_repeated() {
             name: "Ann".into(),
             balance: 100,
         });
-        bank.pipeline
+        bank.pipeline()
             .gateway
             .send_and_wait(
                 CommandMessage::of(a.clone(), open).into_json().unwrap(),
@@ -83,7 +86,7 @@ async fn a_send_cut_off_after_it_went_out_is_confirmed_not_repeated() {
             .unwrap();
         for amount in [1, 2, 3] {
             let withdraw = AccountCommand::Withdraw(Amount { amount });
-            bank.pipeline
+            bank.pipeline()
                 .gateway
                 .send_and_wait(
                     CommandMessage::of(a.clone(), withdraw).into_json().unwrap(),
@@ -92,10 +95,10 @@ async fn a_send_cut_off_after_it_went_out_is_confirmed_not_repeated() {
                 .await
                 .unwrap();
         }
-        let rows = bank.notifications.rows().await.unwrap();
+        let rows = bank.notifications().await;
         assert_eq!(rows.len(), 3);
         *mailer.cut_after_send.lock().unwrap() = Some(rows[1].event_id.clone());
-        let first = bank.notifications.deliver(&mailer, 1_000).await.unwrap();
+        let first = bank.deliver(&mailer, 1_000).await.unwrap();
         assert_eq!(
             first,
             Delivery {
@@ -111,7 +114,7 @@ async fn a_send_cut_off_after_it_went_out_is_confirmed_not_repeated() {
     *mailer.cut_after_send.lock().unwrap() = None;
     let bank = bank(&path).await;
     let calls_before = *mailer.calls.lock().unwrap();
-    let second = bank.notifications.deliver(&mailer, 2_000).await.unwrap();
+    let second = bank.deliver(&mailer, 2_000).await.unwrap();
     assert_eq!(
         second,
         Delivery {
@@ -126,7 +129,7 @@ async fn a_send_cut_off_after_it_went_out_is_confirmed_not_repeated() {
         calls_before,
         "nothing was sent again"
     );
-    let third = bank.notifications.deliver(&mailer, 3_000).await.unwrap();
+    let third = bank.deliver(&mailer, 3_000).await.unwrap();
     assert_eq!(
         third,
         Delivery {
@@ -154,7 +157,7 @@ async fn a_send_that_never_went_out_is_sent_on_the_next_delivery() {
         }),
         AccountCommand::Withdraw(Amount { amount: 4 }),
     ] {
-        bank.pipeline
+        bank.pipeline()
             .gateway
             .send_and_wait(
                 CommandMessage::of(a.clone(), command).into_json().unwrap(),
@@ -165,10 +168,10 @@ async fn a_send_that_never_went_out_is_sent_on_the_next_delivery() {
     }
     let mailer = TestMailer::default();
     *mailer.down.lock().unwrap() = true;
-    let first = bank.notifications.deliver(&mailer, 1).await.unwrap();
+    let first = bank.deliver(&mailer, 1).await.unwrap();
     assert_eq!(first.failed, 1);
     *mailer.down.lock().unwrap() = false;
-    let second = bank.notifications.deliver(&mailer, 2).await.unwrap();
+    let second = bank.deliver(&mailer, 2).await.unwrap();
     assert_eq!(
         second.sent, 1,
         "no trace at the mailer, so it is sent under the same key"

@@ -4,12 +4,12 @@
 
 mod support;
 
+use support::bank::Bank;
 use support::*;
 use wow_core::aggregate::DecodeDomainError;
 use wow_core::command::{CommandResultError, REJECTION_DETAIL};
 use wow_core::{CommandMessage, Stores};
 use wow_example_bank::account::{AccountCommand, AccountError, Amount};
-use wow_example_bank::Bank;
 use wow_runtime::command::WaitPlan;
 
 #[tokio::test]
@@ -23,7 +23,7 @@ async fn a_rejection_answers_its_fields_and_decodes_to_the_typed_error() {
         .unwrap();
     let resend = withdraw.clone();
     let first = match bank
-        .pipeline
+        .pipeline()
         .gateway
         .send_and_wait(withdraw, WaitPlan::processed())
         .await
@@ -47,7 +47,7 @@ async fn a_rejection_answers_its_fields_and_decodes_to_the_typed_error() {
 
     // The resend is answered from the recorded decision: same code, no fields, same kind.
     let replayed = match bank
-        .pipeline
+        .pipeline()
         .gateway
         .send_and_wait(resend, WaitPlan::processed())
         .await

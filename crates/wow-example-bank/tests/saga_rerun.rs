@@ -9,12 +9,13 @@ mod support;
 
 use std::sync::Arc;
 
+use support::bank::{Bank, BankOptions};
 use support::{account, cmd, open, Store, Target};
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore, RequestDecision};
 use wow_core::saga::saga_request_id;
 use wow_core::{id, AggregateId, CommandStage, ErrorCode, Stores};
 use wow_example_bank::account::*;
-use wow_example_bank::{registry, Bank, BankOptions};
+use wow_example_bank::registry;
 use wow_runtime::command::WaitPlan;
 use wow_runtime::eventsourcing::load_aggregate;
 
@@ -56,8 +57,8 @@ async fn state(store: &dyn EventStore, id: &AggregateId) -> AccountState {
 
 /// Re-runs the transfer saga on `stream`, as catch-up or a compensation retry does.
 async fn rerun_saga(bank: &Bank, stream: &wow_core::DomainEventStream) {
-    let saga = bank.pipeline.dispatcher.consumer("transfer").unwrap();
-    bank.pipeline
+    let saga = bank.pipeline().dispatcher.consumer("transfer").unwrap();
+    bank.pipeline()
         .dispatcher
         .run_consumer(&saga, stream)
         .await
@@ -78,7 +79,7 @@ async fn a_rerun_after_the_target_opened_keeps_the_first_branch(backend: Backend
         amount: 30,
     });
     let done = bank
-        .pipeline
+        .pipeline()
         .gateway
         .send_and_wait(
             cmd(&alice, transfer),

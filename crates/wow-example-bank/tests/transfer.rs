@@ -5,11 +5,11 @@ mod support;
 
 use std::sync::Arc;
 
+use support::bank::Bank;
 use support::{cmd, open, send_ok};
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_core::{id, AggregateId, CommandStage};
 use wow_example_bank::account::*;
-use wow_example_bank::Bank;
 use wow_runtime::command::WaitPlan;
 
 /// The view of `id` once it has applied `version`: projections run after the stage a test
@@ -59,7 +59,7 @@ async fn transfer(
             amount,
         }),
     );
-    bank.pipeline
+    bank.pipeline()
         .gateway
         .send_and_wait(command, WaitPlan::new(CommandStage::SagaHandled))
         .await
@@ -107,18 +107,18 @@ async fn a_redelivered_transfer_event_moves_the_money_once() {
     open(&bank, &b, 0).await;
     transfer(&bank, &a, &b, 10).await;
     let prepared = bank
-        .pipeline
+        .pipeline()
         .store()
         .load(&a, 2, 2)
         .await
         .unwrap()
         .remove(0);
-    bank.pipeline.dispatcher.dispatch(&prepared).await;
+    bank.pipeline().dispatcher.dispatch(&prepared).await;
     assert_eq!(view_at(&bank, &b, 2).await.balance, 10);
     let view_a = view_at(&bank, &a, 3).await;
     assert_eq!((view_a.balance, view_a.held), (90, 0));
     let withdrawn = bank
-        .pipeline
+        .pipeline()
         .gateway
         .send_and_wait(
             cmd(&a, AccountCommand::Withdraw(Amount { amount: 5 })),
@@ -127,19 +127,19 @@ async fn a_redelivered_transfer_event_moves_the_money_once() {
         .await
         .unwrap();
     assert_eq!(withdrawn.aggregate_version, Some(4));
-    let rows = bank.notifications.rows().await.unwrap();
+    let rows = bank.notifications().await;
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].amount, 5);
     let again = bank
-        .pipeline
+        .pipeline()
         .store()
         .load(&a, 4, 4)
         .await
         .unwrap()
         .remove(0);
-    bank.pipeline.dispatcher.dispatch(&again).await;
+    bank.pipeline().dispatcher.dispatch(&again).await;
     assert_eq!(
-        bank.notifications.rows().await.unwrap().len(),
+        bank.notifications().await.len(),
         1,
         "one notification per Withdrawn event"
     );

@@ -4,15 +4,17 @@
 //! retries. Request ids are derived from the event (SPEC DS-3), as a running bank derives them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::sync::Arc;
 
+use support::bank::Bank;
 use wow_core::aggregate::DecodeDomainError;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_core::saga::{saga_request_id, SagaExpect, SagaGiven, SagaReply, SagaSpec};
 use wow_core::{AggregateId, CommandMessage, CommandStage, DomainError, ErrorCode};
 use wow_example_bank::account::*;
 use wow_example_bank::transfer::TransferSaga;
-use wow_example_bank::Bank;
 use wow_runtime::command::WaitPlan;
 
 const TENANT: &str = "tenant-7";
@@ -199,7 +201,7 @@ async fn the_spec_derives_the_request_ids_a_running_bank_derives() {
             balance: 100,
         });
         let open = CommandMessage::of(id.clone(), open).into_json().unwrap();
-        bank.pipeline
+        bank.pipeline()
             .gateway
             .send_and_wait(open, WaitPlan::processed())
             .await
@@ -213,7 +215,7 @@ async fn the_spec_derives_the_request_ids_a_running_bank_derives() {
         .into_json()
         .unwrap();
     let done = bank
-        .pipeline
+        .pipeline()
         .gateway
         .send_and_wait(transfer, WaitPlan::new(CommandStage::SagaHandled))
         .await

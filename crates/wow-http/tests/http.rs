@@ -12,7 +12,6 @@ use reqwest::{Client, Response, StatusCode};
 use serde_json::{json, Value};
 use wow_core::eventsourcing::{EventStore, GatedEventStore, InMemoryEventStore};
 use wow_core::AggregateId;
-use wow_example_bank::Bank;
 use wow_http::{router, HttpConfig, HttpState};
 use wow_runtime::pipeline::LocalPipeline;
 
@@ -22,12 +21,12 @@ struct Server {
     base: String,
     client: Client,
     store: Arc<dyn EventStore>,
-    _bank: Option<Bank>,
+    _bank: Option<LocalPipeline>,
 }
 
 async fn server_with(config: HttpConfig) -> Server {
     let (bank, store) = in_memory_bank().await;
-    let base = listen(router(HttpState::new(&bank.pipeline, None, config))).await;
+    let base = listen(router(HttpState::new(&bank, None, config))).await;
     Server {
         base,
         client: Client::new(),

@@ -14,8 +14,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use reqwest::{Client, Method};
 use serde_json::{json, Map, Value};
-use wow_example_bank::Bank;
 use wow_http::{router, HttpConfig, HttpState};
+use wow_runtime::pipeline::LocalPipeline;
 
 use support::{in_memory_bank, listen};
 
@@ -131,14 +131,14 @@ fn account_view_schema() -> Value {
 struct Service {
     base: String,
     client: Client,
-    _bank: Bank,
+    _bank: LocalPipeline,
 }
 
 async fn service(config: HttpConfig) -> Service {
     let (bank, _) = in_memory_bank().await;
-    let state = HttpState::new(&bank.pipeline, None, config).with_openapi_paths(domain_paths());
+    let state = HttpState::new(&bank, None, config).with_openapi_paths(domain_paths());
     let app = router(state).merge(domain_routes());
-    let app = wow_http::error_fallbacks(app, bank.pipeline.gateway.registry());
+    let app = wow_http::error_fallbacks(app, bank.gateway.registry());
     Service {
         base: listen(app).await,
         client: Client::new(),

@@ -30,12 +30,12 @@ const OPERATORS: [&str; 9] = [
 struct Server {
     base: String,
     client: Client,
-    _bank: wow_example_bank::Bank,
+    _bank: wow_runtime::pipeline::LocalPipeline,
 }
 
 async fn server_with(config: HttpConfig) -> Server {
     let (bank, _) = in_memory_bank().await;
-    let base = listen(router(HttpState::new(&bank.pipeline, None, config))).await;
+    let base = listen(router(HttpState::new(&bank, None, config))).await;
     Server {
         base,
         // Redirects are looked at, not followed.

@@ -14,12 +14,7 @@ use support::{error_code, in_memory_bank, listen};
 #[tokio::test]
 async fn a_path_that_is_not_utf8_once_decoded_is_a_json_400_on_every_route() {
     let (bank, store) = in_memory_bank().await;
-    let base = listen(router(HttpState::new(
-        &bank.pipeline,
-        None,
-        HttpConfig::default(),
-    )))
-    .await;
+    let base = listen(router(HttpState::new(&bank, None, HttpConfig::default()))).await;
     let client = Client::new();
     let open = r#"{"name":"Ann","balance":5}"#;
     for (method, path, body) in [

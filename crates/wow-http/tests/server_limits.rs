@@ -4,6 +4,8 @@
 //! side writes raw bytes, so that it can misbehave as an attacker would.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -19,8 +21,8 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
-use wow_example_bank::Bank;
 use wow_http::{router, HttpConfig, HttpState, ServerLimits};
+use wow_runtime::pipeline::LocalPipeline;
 
 /// Generous: every bound under test is 300 ms.
 const PATIENCE: Duration = Duration::from_secs(5);
@@ -40,7 +42,7 @@ struct Running {
     address: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     served: JoinHandle<io::Result<()>>,
-    _bank: Option<Bank>,
+    _bank: Option<LocalPipeline>,
 }
 
 impl Running {
@@ -67,10 +69,8 @@ impl Running {
     /// The bank's routes and `extra`.
     async fn bank_and(limits: ServerLimits, config: HttpConfig, extra: Router) -> Self {
         let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
-        let bank = Bank::start(wow_core::Stores::in_memory().with_events(store))
-            .await
-            .unwrap();
-        let app = router(HttpState::new(&bank.pipeline, None, config)).merge(extra);
+        let bank = support::bank_pipeline(&wow_core::Stores::in_memory().with_events(store));
+        let app = router(HttpState::new(&bank, None, config)).merge(extra);
         let mut running = Self::app(app, limits).await;
         running._bank = Some(bank);
         running

@@ -15,6 +15,7 @@ use wow_core::event::{
     effect_key, EffectJournal, EventConsumer, InMemoryEffectJournal, ProcessError, Processed,
 };
 use wow_core::eventsourcing::BoxError;
+use wow_core::outbox::OutboxSender;
 use wow_core::outbox::*;
 use wow_core::testing_example::{Counter, CounterEvent};
 use wow_core::view::{

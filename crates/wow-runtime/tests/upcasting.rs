@@ -389,8 +389,9 @@ impl wow_core::view::View for CreditTotal {
 
 #[tokio::test]
 async fn a_view_caught_up_from_old_history_folds_todays_shapes() {
+    use wow_core::view::view;
     use wow_core::view::{InMemoryViewStore, ViewStore};
-    use wow_runtime::view::{view, ViewProjection};
+    use wow_runtime::view::ViewProjection;
 
     let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
     let id = wallet("w-view");

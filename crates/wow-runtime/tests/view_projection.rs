@@ -10,11 +10,12 @@ use std::sync::Arc;
 
 use wow_core::event::EventConsumer;
 use wow_core::testing_example::{Counter, CounterEvent};
+use wow_core::view::view;
 use wow_core::view::InMemoryViewStore;
 use wow_core::view::*;
 use wow_core::AggregateId;
 use wow_core::ErrorCode;
-use wow_runtime::view::{view, ViewProjection};
+use wow_runtime::view::ViewProjection;
 
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 struct Total {

@@ -9,12 +9,15 @@ use axum::Router;
 use serde_json::{Map, Value};
 use wow_core::aggregate::{Aggregate, AggregateRegistry, RegistrationError};
 use wow_core::event::EventConsumer;
+use wow_core::outbox::Outbox;
 use wow_core::saga::{DynSaga, Saga};
 use wow_core::view::View;
 use wow_core::{NamedAggregate, Stores};
 use wow_http::HttpConfig;
 use wow_runtime::command::CommandGateway;
+use wow_runtime::event::CatchUpProgress;
 use wow_runtime::eventsourcing::SnapshotStrategy;
+use wow_runtime::outbox::OutboxProcessor;
 use wow_runtime::view::ViewProjection;
 
 use crate::settings::Settings;
@@ -72,7 +75,11 @@ pub struct ServiceBuilder {
     pub(crate) stores: Option<Stores>,
     pub(crate) settings: Settings,
     pub(crate) snapshots: SnapshotStrategy,
+    pub(crate) catch_up_progress: Option<CatchUpReport>,
 }
+
+/// What the start tells of its catch-up: the consumer's name and how far it is.
+pub(crate) type CatchUpReport = Box<dyn FnMut(&str, &CatchUpProgress) + Send>;
 
 impl Default for ServiceBuilder {
     fn default() -> Self {
@@ -90,6 +97,7 @@ impl Default for ServiceBuilder {
             stores: None,
             settings: Settings::default(),
             snapshots: SnapshotStrategy::Every(10),
+            catch_up_progress: None,
         }
     }
 }
@@ -165,6 +173,29 @@ impl ServiceBuilder {
             .insert(<S::Aggregate as Aggregate>::named_aggregate());
         self.note_aliases::<S::Aggregate>();
         self.sagas.push(Arc::new(saga));
+        self
+    }
+
+    /// Tells `progress` how the start's catch-up goes (the consumer's name and how far it
+    /// is), for a progress bar.
+    pub fn on_catch_up(
+        mut self,
+        progress: impl FnMut(&str, &CatchUpProgress) + Send + 'static,
+    ) -> Self {
+        self.catch_up_progress = Some(Box::new(progress));
+        self
+    }
+
+    /// Records the rows of the outbox `O` in the store's view store, each once, with its
+    /// processed-message record ([`OutboxProcessor`], stage `EVENT_HANDLED`). The start
+    /// catches it up with the history of `O::Aggregate`. Its rows are sent by an
+    /// [`OutboxDelivery`](wow_runtime::outbox::OutboxDelivery) over the same stores.
+    pub fn outbox<O: Outbox>(mut self) -> Self {
+        self.consumed.insert(O::Aggregate::named_aggregate());
+        self.note_aliases::<O::Aggregate>();
+        self.processors.push(Box::new(|stores: &Stores| {
+            Arc::new(OutboxProcessor::<O>::new(stores.views.clone())) as Arc<dyn EventConsumer>
+        }));
         self
     }
 

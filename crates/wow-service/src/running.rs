@@ -83,7 +83,13 @@ impl ServiceBuilder {
         };
         let pipeline = self.pipeline(&stores, distribution.as_ref(), remote);
         let caught_up = if runs_consumers {
-            pipeline.catch_up(&aggregates, &mut |_, _| {}).await?
+            let mut progress = self.catch_up_progress.take();
+            let mut report = |consumer: &str, step: &CatchUpProgress| {
+                if let Some(progress) = progress.as_mut() {
+                    progress(consumer, step);
+                }
+            };
+            pipeline.catch_up(&aggregates, &mut report).await?
         } else {
             Vec::new()
         };

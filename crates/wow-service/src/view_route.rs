@@ -45,7 +45,7 @@ async fn read_view<V: View>(
         Ok(tenant_id) => tenant_id,
         Err(refused) => return refused,
     };
-    match wow_runtime::view::view::<V>(store, &tenant_id, &id).await {
+    match wow_core::view::view::<V>(store, &tenant_id, &id).await {
         Ok(Some((state, version))) => {
             Json(json!({"aggregateId": id, "version": version, "state": state})).into_response()
         }

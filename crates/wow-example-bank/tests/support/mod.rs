@@ -8,7 +8,9 @@ use wow_core::command::JsonCommand;
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
 use wow_core::{AggregateId, CommandMessage, CommandResult, Stores};
 use wow_example_bank::account::{AccountCommand, Open};
-use wow_example_bank::Bank;
+pub mod bank;
+
+use bank::Bank;
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_runtime::command::WaitPlan;
 use wow_sqlite::{SqliteOptions, SqliteStore};
@@ -20,7 +22,7 @@ pub fn cmd(id: &AggregateId, command: AccountCommand) -> JsonCommand {
 
 /// Sends `command` and waits for PROCESSED; panics unless it succeeded.
 pub async fn send_ok(bank: &Bank, command: JsonCommand) -> CommandResult {
-    bank.pipeline
+    bank.pipeline()
         .gateway
         .send_and_wait(command, WaitPlan::processed())
         .await

@@ -5,7 +5,15 @@
 use std::sync::Arc;
 
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
-use wow_example_bank::Bank;
+use wow_core::Stores;
+use wow_example_bank::notifications::NotificationOutbox;
+use wow_example_bank::projection::AccountBalance;
+use wow_example_bank::registry;
+use wow_example_bank::transfer::TransferSaga;
+use wow_runtime::eventsourcing::SnapshotStrategy;
+use wow_runtime::outbox::OutboxProcessor;
+use wow_runtime::pipeline::LocalPipeline;
+use wow_runtime::view::ViewProjection;
 
 /// Serves `app` on a free port of 127.0.0.1 until the test's runtime ends; its base URL.
 pub(crate) async fn listen(app: axum::Router) -> String {
@@ -15,12 +23,27 @@ pub(crate) async fn listen(app: axum::Router) -> String {
     format!("http://{address}")
 }
 
+/// The bank's pipeline over `stores`: its aggregates, the `account_balance` view, the
+/// `notifications` outbox and the `transfer` saga, as a service assembles them.
+pub(crate) fn bank_pipeline(stores: &Stores) -> LocalPipeline {
+    LocalPipeline::builder(registry().unwrap(), stores.events.clone())
+        .projection(Arc::new(ViewProjection::<AccountBalance>::new(
+            stores.views.clone(),
+        )))
+        .event_processor(Arc::new(OutboxProcessor::<NotificationOutbox>::new(
+            stores.views.clone(),
+        )))
+        .saga(Arc::new(TransferSaga))
+        .compensation(stores.compensation.clone(), Default::default())
+        .positions(stores.positions.clone())
+        .snapshots(stores.snapshots.clone(), SnapshotStrategy::Every(10))
+        .build()
+}
+
 /// The bank over a fresh in-memory store, and that store's history.
-pub(crate) async fn in_memory_bank() -> (Bank, Arc<dyn EventStore>) {
+pub(crate) async fn in_memory_bank() -> (LocalPipeline, Arc<dyn EventStore>) {
     let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
-    let bank = Bank::start(wow_core::Stores::in_memory().with_events(store.clone()))
-        .await
-        .unwrap();
+    let bank = bank_pipeline(&Stores::in_memory().with_events(store.clone()));
     (bank, store)
 }
 

@@ -4,26 +4,12 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-
 use super::outbox_page;
 use wow_core::event::{
     run_external_effect, ConsumerStoreError, EffectError, EffectJournal, EffectOutcome,
 };
-use wow_core::eventsourcing::BoxError;
-use wow_core::outbox::{Outbox, OutboxEntry};
+use wow_core::outbox::{Outbox, OutboxEntry, OutboxSender};
 use wow_core::view::{ViewStore, ViewStoreError};
-
-/// The outside system an outbox's rows go to: it cannot join our transaction, but it accepts
-/// an idempotency key and deduplicates by it (as payment and mail APIs do).
-#[async_trait]
-pub trait OutboxSender<R>: Send + Sync {
-    /// Sends `row` under `key`; a second send under the same key sends nothing new.
-    async fn send(&self, key: &str, row: &R) -> Result<(), BoxError>;
-
-    /// Whether a send under `key` happened (to confirm an attempt cut off by a crash).
-    async fn sent(&self, key: &str) -> Result<bool, BoxError>;
-}
 
 /// What one [`OutboxDelivery::deliver`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -27,14 +27,16 @@
 //! an outbox (`clear` its name in the view store and reset its positions) refills it from
 //! history with the same row ids. [`OutboxSpec`] tests an outbox without a store: given the
 //! aggregate's events, expect its rows.
+//! [`OutboxSender`]: wow_core::outbox::OutboxSender
 //!
 //! [`Outbox`]: wow_core::outbox::Outbox
 //! [`Outbox::rows`]: wow_core::outbox::Outbox::rows
 //! [`row_id`]: wow_core::outbox::row_id
 //! [`OutboxSpec`]: wow_core::outbox::OutboxSpec
+//! [`OutboxSender`]: wow_core::outbox::OutboxSender
 
 mod delivery;
 mod processor;
 
-pub use delivery::{Delivery, DeliveryError, OutboxDelivery, OutboxSender};
+pub use delivery::{Delivery, DeliveryError, OutboxDelivery};
 pub use processor::{outbox_page, outbox_rows, OutboxProcessor};

@@ -5,4 +5,4 @@ mod materialized;
 mod projection;
 
 pub use materialized::{snapshot_view, MaterializedSnapshots, MATERIALIZED_SNAPSHOTS};
-pub use projection::{view, ViewOutOfOrder, ViewProjection};
+pub use projection::{ViewOutOfOrder, ViewProjection};

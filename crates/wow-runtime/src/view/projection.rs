@@ -13,7 +13,7 @@ use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
 use wow_core::eventsourcing::BoxError;
 use wow_core::id::{Clock, SystemClock};
 use wow_core::view::{View, ViewKey, ViewRow};
-use wow_core::view::{ViewStore, ViewStoreError, ViewUpdate};
+use wow_core::view::{ViewStore, ViewUpdate};
 use wow_core::ErrorCode;
 
 /// Why a stream cannot be folded into a view row yet: an earlier stream of the aggregate has
@@ -161,23 +161,4 @@ impl<V: View> EventConsumer for ViewProjection<V> {
             )),
         }
     }
-}
-
-/// The state of `V` for `aggregate_id` of `tenant_id` and the last version folded into it,
-/// if the view holds a row for it. Another tenant's aggregate of the same id is not it.
-///
-/// Fails as [`ViewStore::load`] does, and with [`ViewStoreError::Internal`] when the stored
-/// state does not decode as `V::State`.
-pub async fn view<V: View>(
-    store: &dyn ViewStore,
-    tenant_id: &str,
-    aggregate_id: &str,
-) -> Result<Option<(V::State, u64)>, ViewStoreError> {
-    let key = ViewKey::new(V::NAME, tenant_id, aggregate_id);
-    let Some(row) = store.load(&key).await? else {
-        return Ok(None);
-    };
-    let state = serde_json::from_value::<V::State>(row.state)
-        .map_err(|error| ViewStoreError::Internal(Box::new(error)))?;
-    Ok(Some((state, row.version)))
 }

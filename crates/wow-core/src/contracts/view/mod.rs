@@ -1,11 +1,13 @@
 mod decorator;
 mod filter;
 mod in_memory;
+mod read;
 mod recording;
 mod store;
 
 pub use decorator::ViewStoreDecorator;
 pub use filter::{check_field, Condition, FilterValue, ViewFilter, MAX_FIELD_LEN};
 pub use in_memory::InMemoryViewStore;
+pub use read::view;
 pub use recording::{RecordingViewStore, ViewStoreMethod};
 pub use store::{apply_update, ViewKeyMismatch, ViewStore, ViewStoreError, ViewUpdate};

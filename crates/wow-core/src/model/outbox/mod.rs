@@ -1,3 +1,5 @@
 mod model;
+mod sender;
 
 pub use model::{row_id, EventMeta, Outbox, OutboxEntry};
+pub use sender::OutboxSender;
