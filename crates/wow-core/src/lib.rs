@@ -228,3 +228,7 @@ pub use wow_macros::{Command, Event};
 pub use schemars;
 /// See [`schemars`]: the validation rules of a command's payload.
 pub use validator;
+/// See [`schemars`]: `#[wow_core::async_trait]` on a saga's (or a consumer's) `impl`.
+pub use async_trait::async_trait;
+/// See [`schemars`]: the logs and spans a domain writes, into the service's subscriber.
+pub use tracing;

@@ -3,6 +3,7 @@
 //! logged again).
 
 use serde::{Deserialize, Serialize};
+use wow_core::schemars;
 use validator::Validate;
 use wow_core::aggregate::{Aggregate, CommandContext};
 use wow_core::{Command, Event};

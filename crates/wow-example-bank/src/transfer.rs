@@ -6,7 +6,6 @@
 //! same recorded rejection), never as a second transfer. The saga reads the account's typed
 //! events and the target's typed rejections: no event or error is matched by its name.
 
-use async_trait::async_trait;
 use wow_core::event::ConsumerError;
 use wow_core::saga::{Saga, SagaContext, StepError};
 use wow_core::DomainEventStream;
@@ -20,7 +19,7 @@ use crate::account::{
 #[derive(Debug)]
 pub struct TransferSaga;
 
-#[async_trait]
+#[wow_core::async_trait]
 impl Saga for TransferSaga {
     type Aggregate = Account;
 

@@ -1,6 +1,6 @@
 //! Bloom-filter check-and-insert: the fast half of every request-id check.
 //!
-//! `cargo bench -p wow-core --bench bloom`
+//! `cargo bench -p wow-runtime --bench bloom`
 //!
 //! `read_id_only` is the cost of fetching the next pre-generated id from memory, which the
 //! other two include; subtract it to get the check alone.

@@ -6,7 +6,7 @@
 //! each (the shape where replaying history on every command collapses). Both at `SENT` and
 //! at `PROCESSED`. After the criterion runs, a latency pass prints p50/p99.
 //!
-//! `cargo bench -p wow-core --bench pipeline`
+//! `cargo bench -p wow-runtime --bench pipeline`
 
 // criterion_group! makes undocumented public functions.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]

@@ -1,5 +1,5 @@
 //! Peer benchmark: cqrs-es 0.5 with its in-memory `MemStore`, the same shape as wow-rs's
-//! `crates/wow-core/benches/pipeline.rs`: 64 concurrent callers (tokio tasks on the
+//! `crates/wow-runtime/benches/pipeline.rs`: 64 concurrent callers (tokio tasks on the
 //! multi-thread runtime) execute deposit commands round-robin over the accounts and wait
 //! for each to finish. Shapes: `short` = 10,000 accounts with 1 event each (opened) before
 //! the run; `long` = 100 accounts holding 2,000 events each before the run.
