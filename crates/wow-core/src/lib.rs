@@ -220,15 +220,15 @@ pub use model::event::{DomainEvent, DomainEventStream};
 pub use model::panic::panic_message;
 pub use wow_macros::{Command, Event};
 
+/// See [`schemars`]: `#[wow_core::async_trait]` on a saga's (or a consumer's) `impl`.
+pub use async_trait::async_trait;
 /// The crates a domain's payloads derive from, at the versions wow-core is built with: a
 /// domain crate writes `use wow_core::schemars;` for `#[derive(schemars::JsonSchema)]` (the
 /// schemas of `/openapi.json`), and names `validator` (or this re-export, with
 /// `#[validate(crate = "wow_core::validator")]`) for its payloads' rules. Nothing else: the
 /// server, the backends and axum are chosen in the service's `main`, through `wow-service`.
 pub use schemars;
-/// See [`schemars`]: the validation rules of a command's payload.
-pub use validator;
-/// See [`schemars`]: `#[wow_core::async_trait]` on a saga's (or a consumer's) `impl`.
-pub use async_trait::async_trait;
 /// See [`schemars`]: the logs and spans a domain writes, into the service's subscriber.
 pub use tracing;
+/// See [`schemars`]: the validation rules of a command's payload.
+pub use validator;

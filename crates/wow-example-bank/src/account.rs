@@ -1,10 +1,10 @@
 //! The `account` aggregate: open, deposit, withdraw, transfer (with a hold), freeze, check.
 
 use serde::{Deserialize, Serialize};
-use wow_core::schemars;
 use validator::{Validate, ValidationError};
 use wow_core::aggregate::{Aggregate, CommandContext};
 use wow_core::event::{EventShape, UpcastError, Upcasters};
+use wow_core::schemars;
 use wow_core::{Command, DomainError, Event};
 
 /// The account aggregate.

@@ -3,9 +3,9 @@
 //! logged again).
 
 use serde::{Deserialize, Serialize};
-use wow_core::schemars;
 use validator::Validate;
 use wow_core::aggregate::{Aggregate, CommandContext};
+use wow_core::schemars;
 use wow_core::{Command, Event};
 
 /// The audit "aggregate": it only names the void command's route, `POST /audit/{id}/note`.

@@ -75,3 +75,4 @@ pub use tokio;
 pub use validator;
 pub use wow_core;
 pub use wow_http;
+pub use wow_runtime;
