@@ -64,7 +64,7 @@ pub mod aggregate {
     //! it from JSON, quarantine of an aggregate whose code panicked (SPEC PX-1), and the
     //! given → when → expect test kit.
     pub use crate::domain::aggregate::{
-        typed_events, AggregateRegistry, AggregateRuntime, AggregateSpec, DecodedCommand,
+        typed_events, AggregateRegistry, AggregateRuntime, AggregateSpec, Decided, DecodedCommand,
         DuplicateAggregateName, Expect, Given, QuarantinedAggregate, QuarantinedAggregates,
         RegistrationError, ReservedCommandName, TypedAggregateRuntime, UnknownAggregate,
         RESERVED_COMMAND_NAMES,
@@ -129,13 +129,13 @@ pub mod eventsourcing {
     //! [`SnapshotStoreDecorator`]) and states only what it changes; [`RecordingEventStore`]
     //! proves in a test that every other method reaches the store it wraps.
     pub use crate::contracts::eventsourcing::{
-        check_appendable, check_rejectable, check_rename, check_time_range, check_version_range,
-        stream_document, AggregateRenames, EventStore, EventStoreDecorator, EventStoreError,
-        EventStoreMethod, FeedEntry, GatedEventStore, GlobalPosition, InMemoryEventStore,
-        InMemoryRenames, InMemorySnapshotStore, ParseGlobalPositionError, PendingMigration,
-        RecordingEventStore, RecordingSnapshotStore, RejectedStream, RenameError, RenamedRows,
-        SchemaStatus, Snapshot, SnapshotStore, SnapshotStoreDecorator, SnapshotStoreError,
-        SnapshotStoreMethod,
+        check_appendable, check_key_changes, check_rejectable, check_rename, check_time_range,
+        check_version_range, stream_document, AggregateRenames, EventStore, EventStoreDecorator,
+        EventStoreError, EventStoreMethod, FeedEntry, GatedEventStore, GlobalPosition,
+        InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore, KeyTaken,
+        ParseGlobalPositionError, PendingMigration, RecordingEventStore, RecordingSnapshotStore,
+        RejectedStream, RenameError, RenamedRows, SchemaStatus, Snapshot, SnapshotStore,
+        SnapshotStoreDecorator, SnapshotStoreError, SnapshotStoreMethod,
     };
     pub use crate::model::error::BoxError;
     pub use crate::model::eventsourcing::{
@@ -170,6 +170,19 @@ pub mod saga {
     pub use crate::domain::saga::{
         saga_request_id, DynSaga, Saga, SagaContext, SagaDelivery, SagaExpect, SagaGiven,
         SagaReply, SagaSender, SagaSpec, SentCommand, SentLog, StepError, REJECTION_DETAIL,
+    };
+}
+
+pub mod unique_key {
+    //! Unique keys across aggregates (SPEC DM-1): a value (an email, a SKU) an aggregate holds
+    //! in a named key space of its tenant. An aggregate states the keys its state holds
+    //! ([`Aggregate::unique_keys`](crate::aggregate::Aggregate::unique_keys)); the node hands
+    //! the difference a decision makes ([`key_changes`]) to the store with the stream, and the
+    //! store writes both in one atomic write, its unique constraint deciding between two
+    //! claimants ([`EventStore::append_with_keys`](crate::eventsourcing::EventStore::append_with_keys)).
+    pub use crate::model::unique_key::{
+        check_unique_key, key_changes, KeyChange, KeyHolder, UniqueKey, MAX_KEY_SPACE_LEN,
+        MAX_KEY_VALUE_LEN,
     };
 }
 

@@ -262,7 +262,7 @@ fn runtime_handles_and_applies_through_json() {
         .decode_command("open", &json!({"name": "Ann", "balance": 5}))
         .unwrap();
     assert_eq!((open.name(), open.kind()), ("open", CommandKind::Create));
-    let events = account.handle(&state, &open, &ctx(0)).unwrap();
+    let events = account.handle(&state, &open, &ctx(0)).unwrap().events;
     assert_eq!(events[0].name, "AccountOpened");
     account
         .apply(&mut state, &stream_of(&aggregate_id, 1, events))
@@ -271,7 +271,7 @@ fn runtime_handles_and_applies_through_json() {
     let deposit = account
         .decode_command("deposit", &json!({"amount": 7}))
         .unwrap();
-    let events = account.handle(&state, &deposit, &ctx(1)).unwrap();
+    let events = account.handle(&state, &deposit, &ctx(1)).unwrap().events;
     account
         .apply(&mut state, &stream_of(&aggregate_id, 2, events))
         .unwrap();

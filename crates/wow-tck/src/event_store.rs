@@ -15,6 +15,7 @@ mod conflicts;
 mod decisions;
 pub(crate) mod feed;
 mod queries;
+mod unique_keys;
 pub use conflicts::{
     a_lost_race_on_the_append_records_nothing, a_redelivered_message_is_its_own_success,
     a_stale_pin_of_an_appended_intent_is_its_duplicate,
@@ -33,6 +34,14 @@ pub use feed::{
     the_feed_pages_by_limit, the_feed_resumes_after_a_position, SETTLE,
 };
 pub use queries::queries_streams_as_documents;
+pub use unique_keys::{
+    a_claim_is_written_with_its_stream, a_key_another_aggregate_holds_refuses_the_whole_append,
+    a_refused_append_changes_no_key, a_release_frees_a_key_and_a_move_takes_the_new_one,
+    a_second_claimant_is_refused_and_its_resend_replays_the_refusal,
+    claiming_a_key_held_and_releasing_one_not_held_change_nothing,
+    claims_through_two_processes_have_exactly_one_winner,
+    concurrent_claims_of_one_value_have_exactly_one_winner, keys_are_per_tenant_and_per_space,
+};
 
 /// The store under test.
 pub type Store = Arc<dyn EventStore>;

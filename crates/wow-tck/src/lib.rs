@@ -90,6 +90,15 @@ macro_rules! __event_store_cases {
                 rejections_are_not_in_the_feed,
                 a_feed_reader_racing_appenders_skips_nothing,
                 queries_streams_as_documents,
+                a_claim_is_written_with_its_stream,
+                a_key_another_aggregate_holds_refuses_the_whole_append,
+                a_release_frees_a_key_and_a_move_takes_the_new_one,
+                claiming_a_key_held_and_releasing_one_not_held_change_nothing,
+                keys_are_per_tenant_and_per_space,
+                a_refused_append_changes_no_key,
+                concurrent_claims_of_one_value_have_exactly_one_winner,
+                a_second_claimant_is_refused_and_its_resend_replays_the_refusal,
+                claims_through_two_processes_have_exactly_one_winner,
             ]
         );
     };

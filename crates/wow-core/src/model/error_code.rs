@@ -53,11 +53,14 @@ pub enum ErrorCode {
     IllegalAccessSpaceAggregate,
     /// A query ran past the store's time budget and was stopped (HTTP 503); nothing changed.
     QueryTimeout,
+    /// The command would claim a unique key (an email, a SKU) another aggregate of its
+    /// tenant holds (SPEC DM-1; HTTP 409). Recorded as the decision: nothing was appended.
+    DuplicateKey,
     /// A business rule of a domain, named by the domain.
     Domain(Cow<'static, str>),
 }
 
-const FRAMEWORK_CODES: [ErrorCode; 19] = [
+const FRAMEWORK_CODES: [ErrorCode; 20] = [
     ErrorCode::Ok,
     ErrorCode::NotFound,
     ErrorCode::BadRequest,
@@ -77,6 +80,7 @@ const FRAMEWORK_CODES: [ErrorCode; 19] = [
     ErrorCode::IllegalAccessOwnerAggregate,
     ErrorCode::IllegalAccessSpaceAggregate,
     ErrorCode::QueryTimeout,
+    ErrorCode::DuplicateKey,
 ];
 
 impl ErrorCode {
@@ -107,6 +111,7 @@ impl ErrorCode {
             ErrorCode::IllegalAccessOwnerAggregate => "IllegalAccessOwnerAggregate",
             ErrorCode::IllegalAccessSpaceAggregate => "IllegalAccessSpaceAggregate",
             ErrorCode::QueryTimeout => "QueryTimeout",
+            ErrorCode::DuplicateKey => "DuplicateKey",
             ErrorCode::Domain(code) => code,
         }
     }

@@ -15,4 +15,5 @@ pub(crate) mod id;
 pub(crate) mod outbox;
 pub(crate) mod panic;
 pub(crate) mod query;
+pub(crate) mod unique_key;
 pub(crate) mod view;

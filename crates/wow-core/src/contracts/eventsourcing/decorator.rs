@@ -84,6 +84,7 @@ use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::query::{DocumentQuery, Filter};
+use crate::model::unique_key::{KeyChange, KeyHolder, UniqueKey};
 
 /// A wrapper that adds one concern to the [`EventStore`] it wraps: every type that implements
 /// it is an [`EventStore`] whose methods are these.
@@ -101,6 +102,24 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
     /// [`EventStore::append`]; by default the inner store's.
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         self.inner().append(stream).await
+    }
+
+    /// [`EventStore::append_with_keys`]; by default the inner store's.
+    async fn append_with_keys(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
+        self.inner().append_with_keys(stream, keys).await
+    }
+
+    /// [`EventStore::find_key`]; by default the inner store's.
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        self.inner().find_key(tenant_id, key).await
     }
 
     /// [`EventStore::load`]; by default the inner store's.
@@ -211,6 +230,22 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
 impl<T: EventStoreDecorator> EventStore for T {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         EventStoreDecorator::append(self, stream).await
+    }
+
+    async fn append_with_keys(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
+        EventStoreDecorator::append_with_keys(self, stream, keys).await
+    }
+
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        EventStoreDecorator::find_key(self, tenant_id, key).await
     }
 
     async fn load(

@@ -3,6 +3,7 @@
 use crate::model::aggregate_id::AggregateId;
 use crate::model::error::BoxError;
 use crate::model::error_code::ErrorCode;
+use crate::model::unique_key::KeyHolder;
 
 /// The ids of a stream an append rejected, so that the caller can tell which attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +33,15 @@ impl RejectedStream {
     }
 }
 
+/// A claim an append could not take: the key, and the aggregate that holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyTaken {
+    /// The stream the append was refused for.
+    pub stream: RejectedStream,
+    /// The key, and who holds it (another aggregate of the same tenant).
+    pub holder: KeyHolder,
+}
+
 /// Why an [`EventStore`](crate::contracts::eventsourcing::EventStore) operation failed.
 ///
 /// The three conflicts are decided by the store's own atomic constraints (SPEC ES-1); a
@@ -52,6 +62,10 @@ pub enum EventStoreError {
     /// request id differs (SPEC ES-4).
     #[error("aggregate {} already exists", .0.aggregate_id)]
     DuplicateAggregateId(Box<RejectedStream>),
+    /// The append would claim a unique key another aggregate of its tenant holds (SPEC
+    /// DM-1): nothing was written, neither the stream nor any of its key changes.
+    #[error("{} is held by aggregate {}", .0.holder.key, .0.holder.aggregate_id.id)]
+    DuplicateKey(Box<KeyTaken>),
     /// An argument is out of range (an empty stream, version 0, a head after the tail, ...);
     /// nothing was read or written.
     #[error("illegal argument: {0}")]
@@ -91,6 +105,14 @@ impl EventStoreError {
         }))
     }
 
+    /// `DuplicateKey` for `stream`, whose claim of `holder.key` found it held.
+    pub fn key_taken(stream: &crate::model::event::DomainEventStream, holder: KeyHolder) -> Self {
+        EventStoreError::DuplicateKey(Box::new(KeyTaken {
+            stream: RejectedStream::of(stream),
+            holder,
+        }))
+    }
+
     /// The conflict of `stream` at a taken version: `DuplicateAggregateId` for a create
     /// (version 1), `EventVersionConflict` otherwise.
     pub fn version_taken(stream: &crate::model::event::DomainEventStream) -> Self {
@@ -108,6 +130,7 @@ impl EventStoreError {
             EventStoreError::DuplicateRequestId(_) => ErrorCode::DuplicateRequestId,
             EventStoreError::EventVersionConflict(_) => ErrorCode::EventVersionConflict,
             EventStoreError::DuplicateAggregateId(_) => ErrorCode::DuplicateAggregateId,
+            EventStoreError::DuplicateKey(_) => ErrorCode::DuplicateKey,
             EventStoreError::IllegalArgument(_) => ErrorCode::IllegalArgument,
             EventStoreError::Unavailable(_) => ErrorCode::ServiceUnavailable,
             EventStoreError::Internal(_) => ErrorCode::InternalServerError,
@@ -115,12 +138,13 @@ impl EventStoreError {
         }
     }
 
-    /// The ids of the rejected stream, for the three conflicts.
+    /// The ids of the rejected stream, for the conflicts.
     pub fn rejected(&self) -> Option<&RejectedStream> {
         match self {
             EventStoreError::DuplicateRequestId(rejected)
             | EventStoreError::EventVersionConflict(rejected)
             | EventStoreError::DuplicateAggregateId(rejected) => Some(rejected),
+            EventStoreError::DuplicateKey(taken) => Some(&taken.stream),
             _ => None,
         }
     }

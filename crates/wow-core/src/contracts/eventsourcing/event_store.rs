@@ -7,6 +7,7 @@ use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::query::{DocumentQuery, Filter};
+use crate::model::unique_key::{check_unique_key, KeyChange, KeyHolder, UniqueKey};
 
 /// Checks the arguments every store's `append` shares; a backend calls it before writing.
 pub fn check_appendable(stream: &DomainEventStream) -> Result<(), EventStoreError> {
@@ -24,6 +25,16 @@ pub fn check_appendable(stream: &DomainEventStream) -> Result<(), EventStoreErro
         return Err(EventStoreError::IllegalArgument(
             "a stream's request id must not be empty".to_owned(),
         ));
+    }
+    Ok(())
+}
+
+/// Checks the key changes every store's `append_with_keys` shares (after
+/// [`check_appendable`]); a backend calls it first.
+pub fn check_key_changes(keys: &[KeyChange]) -> Result<(), EventStoreError> {
+    for change in keys {
+        let (KeyChange::Claim(key) | KeyChange::Release(key)) = change;
+        check_unique_key(key).map_err(EventStoreError::IllegalArgument)?;
     }
     Ok(())
 }
@@ -81,6 +92,43 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
     /// [`EventStoreError::EventVersionConflict`]. Version 0, no events or an empty request id
     /// are [`EventStoreError::IllegalArgument`]. Returns once the stream is durable.
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError>;
+
+    /// Appends `stream` as [`EventStore::append`] does and, in the same atomic write, makes
+    /// its aggregate's key changes (SPEC DM-1): each claim takes its key for the stream's
+    /// aggregate in the aggregate's tenant, each release gives it up. All or nothing: checked
+    /// after the request id and the version, a claim of a key another aggregate of the tenant
+    /// holds fails the whole append with [`EventStoreError::DuplicateKey`] naming the holder,
+    /// and the store's own unique constraint decides between two concurrent claimants. A
+    /// claim of a key the aggregate holds, or a release of one it does not, changes nothing.
+    /// A key [`check_unique_key`](crate::model::unique_key::check_unique_key) refuses is
+    /// [`EventStoreError::IllegalArgument`].
+    ///
+    /// Without key changes it is [`EventStore::append`]; a store that holds no keys refuses
+    /// any with `IllegalArgument`.
+    async fn append_with_keys(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
+        if keys.is_empty() {
+            return self.append(stream).await;
+        }
+        Err(EventStoreError::IllegalArgument(
+            "this event store holds no unique keys".to_owned(),
+        ))
+    }
+
+    /// Who holds `key` in `tenant_id`, if an aggregate does (SPEC DM-1). One indexed read.
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        let _ = (tenant_id, key);
+        Err(EventStoreError::IllegalArgument(
+            "this event store holds no unique keys".to_owned(),
+        ))
+    }
 
     /// The streams of `aggregate_id` with versions in `head..=tail`, in version order.
     ///

@@ -14,17 +14,59 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use crate::contracts::eventsourcing::{
-    check_appendable, check_rejectable, check_time_range, check_version_range, stream_document,
-    EventStore, EventStoreError, FeedEntry, GlobalPosition, Snapshot, SnapshotStore,
-    SnapshotStoreError,
+    check_appendable, check_key_changes, check_rejectable, check_time_range, check_version_range,
+    stream_document, EventStore, EventStoreError, FeedEntry, GlobalPosition, Snapshot,
+    SnapshotStore, SnapshotStoreError,
 };
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::RequestRecord;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision};
 use crate::model::query::{matches, order, DocumentQuery, Filter};
+use crate::model::unique_key::{KeyChange, KeyHolder, UniqueKey};
 
 const SHARDS: usize = 64;
+
+/// Makes `stream`'s key changes in `held`, all or none: every claim is checked before any
+/// change is made.
+fn change_keys(
+    held: &mut HashMap<(String, UniqueKey), KeyHolder>,
+    stream: &DomainEventStream,
+    keys: &[KeyChange],
+) -> Result<(), EventStoreError> {
+    let tenant = &stream.aggregate_id.tenant_id;
+    for change in keys {
+        if let KeyChange::Claim(key) = change {
+            if let Some(holder) = held.get(&(tenant.clone(), key.clone())) {
+                if holder.aggregate_id != stream.aggregate_id {
+                    return Err(EventStoreError::key_taken(stream, holder.clone()));
+                }
+            }
+        }
+    }
+    for change in keys {
+        match change {
+            KeyChange::Release(key) => {
+                let slot = (tenant.clone(), key.clone());
+                if held
+                    .get(&slot)
+                    .is_some_and(|holder| holder.aggregate_id == stream.aggregate_id)
+                {
+                    held.remove(&slot);
+                }
+            }
+            KeyChange::Claim(key) => {
+                held.entry((tenant.clone(), key.clone()))
+                    .or_insert_with(|| KeyHolder {
+                        key: key.clone(),
+                        aggregate_id: stream.aggregate_id.clone(),
+                        version: stream.version,
+                    });
+            }
+        }
+    }
+    Ok(())
+}
 
 /// What one request id of an aggregate came to: one key, one decision (SPEC ID-6).
 #[derive(Debug)]
@@ -69,6 +111,7 @@ fn key(aggregate_id: &AggregateId) -> Key {
 pub struct InMemoryEventStore {
     shards: Vec<Mutex<HashMap<Key, History>>>,
     feed: Mutex<Vec<Arc<DomainEventStream>>>,
+    keys: Mutex<HashMap<(String, UniqueKey), KeyHolder>>,
     hasher: RandomState,
 }
 
@@ -86,6 +129,7 @@ impl InMemoryEventStore {
                 .map(|_| Mutex::new(HashMap::default()))
                 .collect(),
             feed: Mutex::new(Vec::new()),
+            keys: Mutex::new(HashMap::default()),
             hasher: RandomState::default(),
         }
     }
@@ -102,6 +146,13 @@ impl InMemoryEventStore {
     fn feed(&self) -> MutexGuard<'_, Vec<Arc<DomainEventStream>>> {
         // As for a shard: a push cannot panic halfway, so a poisoned feed is still whole.
         self.feed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn keys(&self) -> MutexGuard<'_, HashMap<(String, UniqueKey), KeyHolder>> {
+        // As for a shard: every change below is checked whole before any is made.
+        self.keys
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -170,14 +221,22 @@ impl InMemoryEventStore {
     /// Re-keys the history (streams and rejections) of the aggregate named `from` to `to`, in
     /// the aggregates' histories and in the feed (same positions); the number of rows.
     pub(crate) fn rename(&self, from: &str, to: &str, dry_run: bool) -> u64 {
-        // Every shard, in index order, then the feed: the order an append takes its one
-        // shard and the feed in, so no append sees half a rename.
+        // Every shard, in index order, then the keys, then the feed: the order an append
+        // takes its one shard, the keys and the feed in, so no append sees half a rename.
         let mut shards: Vec<_> = self
             .shards
             .iter()
             .map(|shard| shard.lock().unwrap_or_else(|p| p.into_inner()))
             .collect();
+        let mut keys = self.keys();
         let mut feed = self.feed();
+        if !dry_run {
+            for holder in keys.values_mut() {
+                if holder.aggregate_id.aggregate_name == from {
+                    holder.aggregate_id.aggregate_name = to.to_owned();
+                }
+            }
+        }
         let moved: Vec<(Key, History)> = shards
             .iter_mut()
             .flat_map(|shard| {
@@ -219,7 +278,16 @@ impl InMemoryEventStore {
 #[async_trait]
 impl EventStore for InMemoryEventStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        self.append_with_keys(stream, &[]).await
+    }
+
+    async fn append_with_keys(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
         check_appendable(stream)?;
+        check_key_changes(keys)?;
         let key = key(&stream.aggregate_id);
         let mut shard = self.shard(&key);
         let history = shard.entry(key).or_default();
@@ -229,6 +297,10 @@ impl EventStore for InMemoryEventStore {
         if history.streams.contains_key(&stream.version) {
             return Err(EventStoreError::version_taken(stream));
         }
+        if !keys.is_empty() {
+            // Lock order: shard, keys, feed.
+            change_keys(&mut self.keys(), stream, keys)?;
+        }
         history
             .requests
             .insert(stream.request_id.clone(), Decided::Appended(stream.version));
@@ -236,6 +308,17 @@ impl EventStore for InMemoryEventStore {
         history.streams.insert(stream.version, stored.clone());
         self.feed().push(stored);
         Ok(())
+    }
+
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        Ok(self
+            .keys()
+            .get(&(tenant_id.to_owned(), key.clone()))
+            .cloned())
     }
 
     async fn load(

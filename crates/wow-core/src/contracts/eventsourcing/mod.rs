@@ -10,10 +10,10 @@ mod schema_status;
 mod snapshot;
 
 pub use decorator::{EventStoreDecorator, SnapshotStoreDecorator};
-pub use error::{EventStoreError, RejectedStream, SnapshotStoreError};
+pub use error::{EventStoreError, KeyTaken, RejectedStream, SnapshotStoreError};
 pub use event_store::{
-    check_appendable, check_rejectable, check_time_range, check_version_range, stream_document,
-    EventStore,
+    check_appendable, check_key_changes, check_rejectable, check_time_range, check_version_range,
+    stream_document, EventStore,
 };
 pub use feed::{FeedEntry, GlobalPosition, ParseGlobalPositionError};
 pub use gated::GatedEventStore;

@@ -17,6 +17,7 @@ use crate::model::event::{DomainEvent, DomainEventStream};
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::id::{new_id, now_millis};
 use crate::model::query::{DocumentQuery, Filter};
+use crate::model::unique_key::{KeyChange, KeyHolder, UniqueKey};
 
 /// Declares the enum of a store trait's methods, with `ALL` listing every variant in order.
 macro_rules! methods {
@@ -63,6 +64,10 @@ methods! {
     EventStoreMethod {
         /// [`EventStore::append`].
         Append,
+        /// [`EventStore::append_with_keys`].
+        AppendWithKeys,
+        /// [`EventStore::find_key`].
+        FindKey,
         /// [`EventStore::load`].
         Load,
         /// [`EventStore::load_by_time`].
@@ -118,6 +123,16 @@ impl EventStoreMethod {
         let request_id = new_id();
         match self {
             Self::Append => store.append(&probe_stream(&id, &request_id)).await,
+            Self::AppendWithKeys => {
+                let claim = KeyChange::Claim(UniqueKey::new("probe", new_id()));
+                store
+                    .append_with_keys(&probe_stream(&id, &request_id), &[claim])
+                    .await
+            }
+            Self::FindKey => store
+                .find_key("tenant", &UniqueKey::new("probe", new_id()))
+                .await
+                .map(drop),
             Self::Load => store.load(&id, 1, 1).await.map(drop),
             Self::LoadByTime => store.load_by_time(&id, 0, now_millis()).await.map(drop),
             Self::Last => store.last(&id).await.map(drop),
@@ -213,6 +228,24 @@ impl EventStore for RecordingEventStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         self.calls.push(EventStoreMethod::Append);
         self.store.append(stream).await
+    }
+
+    async fn append_with_keys(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
+        self.calls.push(EventStoreMethod::AppendWithKeys);
+        self.store.append_with_keys(stream, keys).await
+    }
+
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        self.calls.push(EventStoreMethod::FindKey);
+        self.store.find_key(tenant_id, key).await
     }
 
     async fn load(

@@ -20,6 +20,7 @@ use crate::model::command::{CommandBody, CommandInfo, CommandKind, EventBody};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream, EventShape, Upcasters};
 use crate::model::panic::panic_message;
+use crate::model::unique_key::{key_changes, KeyChange};
 
 /// A command decoded and validated against its aggregate, ready to be handled.
 pub struct DecodedCommand {
@@ -119,12 +120,35 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     /// void commands), then runs the aggregate's handler. A panic (or an arithmetic overflow)
     /// in the handler is caught and returned as [`AggregateError::HandlerPanicked`] (SPEC
     /// PX-1); `state` is only read, so it is unchanged.
+    ///
+    /// With the events come the changes they make to the aggregate's unique keys
+    /// ([`Aggregate::unique_keys`], SPEC DM-1), for the store to make with the append.
     fn handle(
         &self,
         state: &AggregateState,
         command: &DecodedCommand,
         ctx: &CommandContext<'_>,
-    ) -> Result<Vec<DomainEvent>, AggregateError>;
+    ) -> Result<Decided, AggregateError>;
+}
+
+/// What a handler decided: the events to record, and the key changes they make.
+#[derive(Debug, Default)]
+pub struct Decided {
+    /// The events, in order; none for a command that changes nothing.
+    pub events: Vec<DomainEvent>,
+    /// The claims and releases of unique keys the events make (SPEC DM-1), for
+    /// [`EventStore::append_with_keys`](crate::eventsourcing::EventStore::append_with_keys).
+    pub keys: Vec<KeyChange>,
+}
+
+impl Decided {
+    /// Events that change no key.
+    pub fn events(events: Vec<DomainEvent>) -> Self {
+        Self {
+            events,
+            keys: Vec::new(),
+        }
+    }
 }
 
 /// The [`AggregateRuntime`] of the aggregate `A`.
@@ -319,6 +343,23 @@ pub(crate) fn decide<A: Aggregate>(
     })
 }
 
+/// The key changes `events` make to an aggregate of type `A` in `state` (SPEC DM-1): none for
+/// an aggregate that holds no keys, else the keys of the state after them against those of
+/// `state`. The events are applied to a copy; the state itself is untouched.
+fn changed_keys<A: Aggregate>(state: &A::State, events: &[A::Event]) -> Vec<KeyChange> {
+    let Some(before) = A::unique_keys(state) else {
+        return Vec::new();
+    };
+    if events.is_empty() {
+        return Vec::new();
+    }
+    let mut after = state.clone();
+    for event in events {
+        A::apply(&mut after, event);
+    }
+    key_changes(&before, &A::unique_keys(&after).unwrap_or_default())
+}
+
 impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
     fn named_aggregate(&self) -> &NamedAggregate {
         &self.named
@@ -461,9 +502,9 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
         state: &AggregateState,
         command: &DecodedCommand,
         ctx: &CommandContext<'_>,
-    ) -> Result<Vec<DomainEvent>, AggregateError> {
+    ) -> Result<Decided, AggregateError> {
         if let Some(decided) = lifecycle(state, command.name, ctx) {
-            return decided;
+            return decided.map(Decided::events);
         }
         let mismatch = |what: &str| AggregateError::CorruptHistory {
             aggregate_id: Box::new(ctx.aggregate_id.clone()),
@@ -484,7 +525,9 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
         // SPEC PX-1: a panicking handler fails this command only. It reads the state through
         // a shared reference, so nothing it could have half-changed survives the unwind.
         let decided = panic::catch_unwind(AssertUnwindSafe(|| {
-            decide::<A>(typed_state, typed_command, ctx)
+            let events = decide::<A>(typed_state, typed_command, ctx)?;
+            let keys = changed_keys::<A>(typed_state, &events);
+            Ok((events, keys))
         }))
         .unwrap_or_else(|payload| {
             let message = panic_message(payload.as_ref());
@@ -494,9 +537,13 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
                 message,
             })
         });
-        decided?
-            .iter()
-            .map(|event| DomainEvent::of(event).map_err(AggregateError::Encode))
-            .collect()
+        let (events, keys) = decided?;
+        Ok(Decided {
+            events: events
+                .iter()
+                .map(|event| DomainEvent::of(event).map_err(AggregateError::Encode))
+                .collect::<Result<_, _>>()?,
+            keys,
+        })
     }
 }

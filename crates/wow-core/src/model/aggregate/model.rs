@@ -9,6 +9,7 @@ use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::command::{CommandBody, EventBody};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::Upcasters;
+use crate::model::unique_key::UniqueKey;
 
 /// A business-rule rejection of a domain, with its own error code.
 ///
@@ -190,6 +191,22 @@ pub trait Aggregate: Send + Sync + 'static {
     /// `schemars::JsonSchema` returns [`state_schema_of::<Self::State>()`](state_schema_of).
     fn state_schema() -> serde_json::Value {
         serde_json::json!({"type": "object"})
+    }
+
+    /// The unique keys `state` holds (SPEC DM-1): values such as an SKU or an email that no
+    /// other aggregate of the tenant may hold at the same time, each in a named key space.
+    /// `None`, the default, says the aggregate holds no keys, and nothing is computed;
+    /// an aggregate that holds keys answers `Some` for every state, empty when it holds none.
+    ///
+    /// Asked of the state before a decision and of the state after its events: the keys
+    /// gained are claimed and those lost released in the same atomic write as the stream, so
+    /// a command whose claim meets another holder is refused (`DuplicateKey`, recorded as
+    /// its decision) and appends nothing, and a rejected or failed command changes no key.
+    /// A key moves with the state: a renamed SKU releases the old value and claims the new
+    /// one. A soft-deleted aggregate keeps its keys (recovering it needs them).
+    fn unique_keys(state: &Self::State) -> Option<Vec<UniqueKey>> {
+        let _ = state;
+        None
     }
 
     /// The aggregate's type.

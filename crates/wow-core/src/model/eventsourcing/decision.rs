@@ -61,7 +61,8 @@ impl RequestDecision {
 
 /// Whether a rejection with `code` is a final decision that a store records (SPEC ID-6).
 ///
-/// Business rules of the domain, `NotFound`, `DuplicateAggregateId`, and the soft delete's
+/// Business rules of the domain, `NotFound`, `DuplicateAggregateId`, `DuplicateKey` (SPEC
+/// DM-1: the key another aggregate holds), and the soft delete's
 /// refusals (`IllegalAccessDeletedAggregate`, `IllegalState` for a recover of an aggregate that
 /// is not deleted) are. Transient failures, validation and version conflicts are not: a
 /// command whose expected version history has passed (`CommandExpectVersionConflict`) was
@@ -75,5 +76,6 @@ pub fn is_recorded_rejection(code: &ErrorCode) -> bool {
             | ErrorCode::IllegalState
             | ErrorCode::NotFound
             | ErrorCode::DuplicateAggregateId
+            | ErrorCode::DuplicateKey
     )
 }

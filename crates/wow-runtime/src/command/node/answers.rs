@@ -83,6 +83,21 @@ impl DefaultCommandHandler {
         now: i64,
     ) -> Attempt {
         let rejected = aggregate_failure(command, error).with_version(version);
+        self.record_rejected(command, fingerprint, version, rejected, now)
+            .await
+    }
+
+    /// Records `rejected`, decided on `version`, as the decision on the command's request
+    /// id when its code is one that is recorded (SPEC ID-6), and answers it; a rejection that
+    /// is not a decision is answered as the earlier decision of the intent, if any.
+    pub(super) async fn record_rejected(
+        &self,
+        command: &JsonCommand,
+        fingerprint: &str,
+        version: u64,
+        rejected: CommandResult,
+        now: i64,
+    ) -> Attempt {
         if !is_recorded_rejection(&rejected.error_code) {
             // Not a decision (a version conflict, SPEC ES-3), so nothing to record; but the
             // intent may have been decided by an earlier message of it, which is the answer.

@@ -7,7 +7,7 @@ use crate::idempotency::RequestIdCheck;
 use wow_core::aggregate::{
     check_access, check_command, AggregateError, AggregateState, CommandContext,
 };
-use wow_core::aggregate::{AggregateRuntime, DecodedCommand};
+use wow_core::aggregate::{AggregateRuntime, Decided, DecodedCommand};
 use wow_core::command::JsonCommand;
 use wow_core::command::{CommandResult, CommandStage, OWNER_ID_HEADER, SPACE_ID_HEADER};
 use wow_core::event::DomainEvent;
@@ -132,21 +132,26 @@ impl DefaultCommandHandler {
             }
         }
         let now = self.clock.now_millis();
-        let events = match self.run_handler(runtime, command, decoded, &loaded.state, now) {
+        let decided = match self.run_handler(runtime, command, decoded, &loaded.state, now) {
             Err(error @ AggregateError::HandlerPanicked { .. }) => {
                 return self.handler_panicked(command, &error)
             }
-            Ok(events) if !events.is_empty() => events,
+            Ok(decided) if !decided.events.is_empty() => decided,
             // SPEC ID-7: a rejection or a result with no events is confirmed against
             // history before it is answered.
             outcome => {
+                let outcome = outcome.map(|decided| decided.events);
                 return self
                     .confirm_no_append(command, fingerprint, loaded, outcome, now)
-                    .await
+                    .await;
             }
         };
-        let stream = self.stream_of(command, fingerprint, loaded.state.version(), events, now);
-        if let Some(answer) = self.append(command, fingerprint, &stream).await {
+        let version = loaded.state.version();
+        let stream = self.stream_of(command, fingerprint, version, decided.events, now);
+        if let Some(answer) = self
+            .append(command, fingerprint, &stream, &decided.keys)
+            .await
+        {
             return answer;
         }
         let appended = self
@@ -207,7 +212,7 @@ impl DefaultCommandHandler {
         decoded: &DecodedCommand,
         state: &AggregateState,
         now: i64,
-    ) -> Result<Vec<DomainEvent>, AggregateError> {
+    ) -> Result<Decided, AggregateError> {
         let aggregate_id = &command.aggregate_id;
         check_command(
             aggregate_id,

@@ -13,6 +13,7 @@ use wow_core::compensation::{FailedExecution, AGGREGATE_PROCESSOR};
 use wow_core::event::ConsumerError;
 use wow_core::event::{DomainEvent, DomainEventStream};
 use wow_core::eventsourcing::EventStoreError;
+use wow_core::unique_key::KeyChange;
 use wow_core::AggregateId;
 use wow_core::ErrorCode;
 
@@ -55,9 +56,36 @@ impl DefaultCommandHandler {
         command: &JsonCommand,
         fingerprint: &str,
         stream: &DomainEventStream,
+        keys: &[KeyChange],
     ) -> Option<Attempt> {
-        match self.store.append(stream).await {
+        let appended = if keys.is_empty() {
+            self.store.append(stream).await
+        } else {
+            self.store.append_with_keys(stream, keys).await
+        };
+        match appended {
             Ok(()) => None,
+            // SPEC DM-1: another aggregate holds a key the decision claims. Checked after
+            // the version, so the state was current: the refusal is the decision.
+            Err(EventStoreError::DuplicateKey(taken)) => {
+                let rejected = CommandResult::failure(
+                    command,
+                    CommandStage::Processed,
+                    ErrorCode::DuplicateKey,
+                    format!(
+                        "{} is held by {} {}",
+                        taken.holder.key,
+                        taken.holder.aggregate_id.aggregate_name,
+                        taken.holder.aggregate_id.id
+                    ),
+                )
+                .with_version(stream.version - 1);
+                let now = self.clock.now_millis();
+                Some(
+                    self.record_rejected(command, fingerprint, stream.version - 1, rejected, now)
+                        .await,
+                )
+            }
             Err(EventStoreError::DuplicateRequestId(_)) => {
                 self.metrics.record_duplicate_by_append();
                 Some(Attempt::from(self.duplicate(command, fingerprint).await))

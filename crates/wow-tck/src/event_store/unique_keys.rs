@@ -1,0 +1,400 @@
+//! Unique keys across aggregates (SPEC DM-1): a claim is written in the same atomic write as
+//! the stream that makes it, the store's constraint decides between claimants, and a refused
+//! append changes no key.
+
+use wow_core::eventsourcing::EventStoreError;
+use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use wow_core::AggregateId;
+
+use super::{load_all, Store};
+use crate::fixtures::{aggregate, stream};
+
+fn sku(value: &str) -> UniqueKey {
+    UniqueKey::new("sku", value)
+}
+
+fn claim(value: &str) -> KeyChange {
+    KeyChange::Claim(sku(value))
+}
+
+fn release(value: &str) -> KeyChange {
+    KeyChange::Release(sku(value))
+}
+
+/// A value no other case uses, so cases may share a store's key table.
+fn fresh(name: &str) -> String {
+    format!("{name}-{}", wow_core::id::new_id())
+}
+
+async fn holder(store: &Store, tenant: &str, value: &str) -> Option<KeyHolder> {
+    store
+        .find_key(tenant, &sku(value))
+        .await
+        .expect("a key can be looked up")
+}
+
+async fn append(
+    store: &Store,
+    aggregate: &AggregateId,
+    version: u64,
+    keys: &[KeyChange],
+) -> Result<(), EventStoreError> {
+    let request_id = format!("r-{version}-{}", wow_core::id::new_id());
+    store
+        .append_with_keys(&stream(aggregate, version, &request_id), keys)
+        .await
+}
+
+/// A claim is written with its stream: the key is held by the aggregate at the version of the
+/// stream that claimed it, in the aggregate's tenant only.
+pub async fn a_claim_is_written_with_its_stream(store: Store) {
+    let product = aggregate();
+    let value = fresh("a");
+    append(&store, &product, 1, &[claim(&value)])
+        .await
+        .expect("a free key is claimed");
+    let held = holder(&store, &product.tenant_id, &value)
+        .await
+        .expect("the key is held");
+    assert_eq!(held.aggregate_id, product);
+    assert_eq!((held.key, held.version), (sku(&value), 1));
+    assert_eq!(load_all(&store, &product).await.len(), 1);
+    assert!(holder(&store, "another-tenant", &value).await.is_none());
+}
+
+/// A claim of a key another aggregate holds refuses the whole append: `DuplicateKey` names
+/// the holder, the stream is not appended, and the append's other claims are not taken.
+pub async fn a_key_another_aggregate_holds_refuses_the_whole_append(store: Store) {
+    let (first, second) = (aggregate(), aggregate());
+    let (taken, free) = (fresh("taken"), fresh("free"));
+    append(&store, &first, 1, &[claim(&taken)]).await.unwrap();
+    let refused = append(&store, &second, 1, &[claim(&free), claim(&taken)]).await;
+    match refused {
+        Err(EventStoreError::DuplicateKey(key_taken)) => {
+            assert_eq!(key_taken.holder.aggregate_id, first);
+            assert_eq!(key_taken.holder.key, sku(&taken));
+            assert_eq!(key_taken.stream.aggregate_id, second);
+        }
+        other => panic!("a held key must refuse the append with DuplicateKey, got {other:?}"),
+    }
+    assert!(
+        load_all(&store, &second).await.is_empty(),
+        "nothing appended"
+    );
+    assert!(
+        holder(&store, &second.tenant_id, &free).await.is_none(),
+        "all or nothing: the free key of the refused append is not taken"
+    );
+    assert_eq!(
+        holder(&store, &first.tenant_id, &taken)
+            .await
+            .map(|held| held.aggregate_id),
+        Some(first)
+    );
+}
+
+/// A release frees a key for another aggregate; a move (release one, claim another, in one
+/// append) holds the new key at the stream's version.
+pub async fn a_release_frees_a_key_and_a_move_takes_the_new_one(store: Store) {
+    let (first, second) = (aggregate(), aggregate());
+    let (old, new) = (fresh("old"), fresh("new"));
+    append(&store, &first, 1, &[claim(&old)]).await.unwrap();
+    append(&store, &first, 2, &[release(&old), claim(&new)])
+        .await
+        .expect("a move is appended");
+    assert!(holder(&store, &first.tenant_id, &old).await.is_none());
+    let held = holder(&store, &first.tenant_id, &new).await.unwrap();
+    assert_eq!((held.aggregate_id, held.version), (first.clone(), 2));
+    append(&store, &second, 1, &[claim(&old)])
+        .await
+        .expect("a released key is free for another aggregate");
+    assert_eq!(
+        holder(&store, &second.tenant_id, &old)
+            .await
+            .map(|held| held.aggregate_id),
+        Some(second)
+    );
+}
+
+/// A claim of a key the aggregate holds already changes nothing (the claim keeps its first
+/// version); a release of a key the aggregate does not hold leaves its holder alone.
+pub async fn claiming_a_key_held_and_releasing_one_not_held_change_nothing(store: Store) {
+    let (first, second) = (aggregate(), aggregate());
+    let value = fresh("kept");
+    append(&store, &first, 1, &[claim(&value)]).await.unwrap();
+    append(&store, &first, 2, &[claim(&value)])
+        .await
+        .expect("the holder may claim its key again");
+    append(&store, &second, 1, &[release(&value)])
+        .await
+        .expect("releasing a key one does not hold appends the stream");
+    let held = holder(&store, &first.tenant_id, &value).await.unwrap();
+    assert_eq!((held.aggregate_id, held.version), (first, 1));
+    assert_eq!(load_all(&store, &second).await.len(), 1);
+}
+
+/// Keys are per tenant and per key space: another tenant, or another space, holds the same
+/// value apart.
+pub async fn keys_are_per_tenant_and_per_space(store: Store) {
+    let here = aggregate();
+    let mut elsewhere = aggregate();
+    elsewhere.tenant_id = "tenant-b".to_owned();
+    let other_space = aggregate();
+    let value = fresh("shared");
+    append(&store, &here, 1, &[claim(&value)]).await.unwrap();
+    append(&store, &elsewhere, 1, &[claim(&value)])
+        .await
+        .expect("another tenant holds its own keys");
+    store
+        .append_with_keys(
+            &stream(&other_space, 1, "r-email"),
+            &[KeyChange::Claim(UniqueKey::new("email", value.clone()))],
+        )
+        .await
+        .expect("another key space holds its own values");
+    assert_eq!(
+        holder(&store, "tenant-b", &value)
+            .await
+            .map(|held| held.aggregate_id),
+        Some(elsewhere)
+    );
+    assert_eq!(
+        holder(&store, &here.tenant_id, &value)
+            .await
+            .map(|held| held.aggregate_id),
+        Some(here.clone())
+    );
+    let email = store
+        .find_key(&here.tenant_id, &UniqueKey::new("email", value))
+        .await
+        .unwrap()
+        .map(|held| held.aggregate_id);
+    assert_eq!(email, Some(other_space));
+}
+
+/// An append refused for its request id or its version changes no key, and neither does an
+/// illegal key, which is `IllegalArgument` with nothing written.
+pub async fn a_refused_append_changes_no_key(store: Store) {
+    let product = aggregate();
+    let (first, by_conflict, by_duplicate) = (fresh("first"), fresh("conflict"), fresh("dup"));
+    store
+        .append_with_keys(&stream(&product, 1, "r-1"), &[claim(&first)])
+        .await
+        .unwrap();
+    let conflict = append(&store, &product, 1, &[claim(&by_conflict)]).await;
+    assert!(
+        matches!(
+            conflict,
+            Err(EventStoreError::DuplicateAggregateId(_) | EventStoreError::EventVersionConflict(_))
+        ),
+        "a taken version is a conflict: {conflict:?}"
+    );
+    let duplicate = store
+        .append_with_keys(&stream(&product, 2, "r-1"), &[claim(&by_duplicate)])
+        .await;
+    assert!(
+        matches!(duplicate, Err(EventStoreError::DuplicateRequestId(_))),
+        "a held request id is its duplicate: {duplicate:?}"
+    );
+    for value in [&by_conflict, &by_duplicate] {
+        assert!(holder(&store, &product.tenant_id, value).await.is_none());
+    }
+    for bad in [UniqueKey::new("Bad Space", "x"), UniqueKey::new("sku", "")] {
+        let refused = store
+            .append_with_keys(&stream(&product, 2, "r-bad"), &[KeyChange::Claim(bad)])
+            .await;
+        assert!(
+            matches!(refused, Err(EventStoreError::IllegalArgument(_))),
+            "an illegal key is IllegalArgument: {refused:?}"
+        );
+    }
+    assert_eq!(
+        load_all(&store, &product).await.len(),
+        1,
+        "nothing appended"
+    );
+}
+
+/// 32 aggregates claim one value at once: exactly one wins, every other gets `DuplicateKey`
+/// naming the winner, and the key is the winner's.
+pub async fn concurrent_claims_of_one_value_have_exactly_one_winner(store: Store) {
+    let value = fresh("race");
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let (store, value) = (store.clone(), value.clone());
+            tokio::spawn(async move {
+                let product = aggregate();
+                let outcome = append(&store, &product, 1, &[claim(&value)]).await;
+                (product, outcome)
+            })
+        })
+        .collect();
+    let (mut winners, mut losers) = (Vec::new(), Vec::new());
+    for task in tasks {
+        match task.await.expect("the task runs") {
+            (product, Ok(())) => winners.push(product),
+            (product, Err(EventStoreError::DuplicateKey(taken))) => {
+                losers.push((product, taken.holder.aggregate_id))
+            }
+            (_, Err(other)) => panic!("a losing claimant must get DuplicateKey, got {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one claimant wins");
+    let winner = &winners[0];
+    for (loser, named) in &losers {
+        assert_eq!(named, winner, "DuplicateKey names the winner");
+        assert!(load_all(&store, loser).await.is_empty());
+    }
+    assert_eq!(
+        holder(&store, &winner.tenant_id, &value)
+            .await
+            .map(|held| held.aggregate_id),
+        Some(winner.clone())
+    );
+}
+
+/// A process of its own over `store` running the crate's `Member` example, whose handle is
+/// a unique key.
+fn members(store: &Store) -> wow_runtime::pipeline::LocalPipeline {
+    let mut registry = wow_core::aggregate::AggregateRegistry::new();
+    registry
+        .register::<wow_core::testing_example::Member>()
+        .expect("the member registers once");
+    wow_runtime::pipeline::LocalPipeline::builder(registry, store.clone()).build()
+}
+
+fn member() -> AggregateId {
+    AggregateId::new("demo", "member", wow_core::id::new_id(), "tck")
+}
+
+fn register(member: &AggregateId, handle: &str) -> wow_core::command::JsonCommand {
+    use wow_core::testing_example::{Handle, MemberCommand};
+    wow_core::CommandMessage::of(
+        member.clone(),
+        MemberCommand::Register(Handle {
+            handle: handle.to_owned(),
+        }),
+    )
+    .into_json()
+    .expect("member commands encode")
+}
+
+fn change_handle(member: &AggregateId, handle: &str) -> wow_core::command::JsonCommand {
+    use wow_core::testing_example::{Handle, MemberCommand};
+    wow_core::CommandMessage::of(
+        member.clone(),
+        MemberCommand::ChangeHandle(Handle {
+            handle: handle.to_owned(),
+        }),
+    )
+    .into_json()
+    .expect("member commands encode")
+}
+
+async fn send(
+    pipeline: &wow_runtime::pipeline::LocalPipeline,
+    command: wow_core::command::JsonCommand,
+) -> wow_core::CommandResult {
+    match pipeline
+        .gateway
+        .send_and_wait(command, wow_runtime::command::WaitPlan::processed())
+        .await
+    {
+        Ok(result) => result,
+        Err(error) => error.result().clone(),
+    }
+}
+
+async fn handle_holder(store: &Store, handle: &str) -> Option<AggregateId> {
+    store
+        .find_key("tck", &UniqueKey::new("handle", handle))
+        .await
+        .expect("a key can be looked up")
+        .map(|held| held.aggregate_id)
+}
+
+/// Through a processing node: the aggregate's state claims its handle with the stream; a
+/// second member's claim is refused `DuplicateKey` and recorded as its decision, so its
+/// resend (a new message, the same request id, on another process) is answered the same
+/// and still appends nothing; a rejected command claims nothing; a changed handle frees the
+/// old one for a new request.
+pub async fn a_second_claimant_is_refused_and_its_resend_replays_the_refusal(store: Store) {
+    use wow_core::ErrorCode;
+    let (ann, bob) = (member(), member());
+    let (handle, other) = (fresh("ann"), fresh("anna"));
+    let node = members(&store);
+    assert!(send(&node, register(&ann, &handle)).await.succeeded);
+    assert_eq!(handle_holder(&store, &handle).await, Some(ann.clone()));
+
+    let refused_command = register(&bob, &handle).with_request_id("bob-register");
+    let refused = send(&node, refused_command.clone()).await;
+    assert_eq!(refused.error_code, ErrorCode::DuplicateKey, "{refused:?}");
+    assert!(refused.error_msg.contains(&handle), "{}", refused.error_msg);
+    assert!(load_all(&store, &bob).await.is_empty());
+    let mut resend = refused_command;
+    resend.id = wow_core::id::new_id();
+    let replayed = send(&members(&store), resend).await;
+    assert_eq!(replayed.error_code, ErrorCode::DuplicateKey, "{replayed:?}");
+    assert!(
+        load_all(&store, &bob).await.is_empty(),
+        "the resend appends nothing"
+    );
+    let decision = store
+        .find_decision(&bob, "bob-register")
+        .await
+        .unwrap()
+        .expect("the refusal is the recorded decision");
+    assert!(matches!(
+        decision,
+        wow_core::eventsourcing::RequestDecision::Rejected(ref record)
+            if record.error_code == ErrorCode::DuplicateKey
+    ));
+
+    let reserved = send(&node, register(&member(), "admin")).await;
+    assert_eq!(reserved.error_code, ErrorCode::domain("Reserved"));
+    assert!(handle_holder(&store, "admin").await.is_none());
+
+    assert!(send(&node, change_handle(&ann, &other)).await.succeeded);
+    assert_eq!(handle_holder(&store, &other).await, Some(ann));
+    let again = send(&node, register(&bob, &handle)).await;
+    assert!(
+        again.succeeded,
+        "a freed handle is taken by a new request: {again:?}"
+    );
+    assert_eq!(handle_holder(&store, &handle).await, Some(bob));
+}
+
+/// 16 members on two processes over one store register one handle at once: exactly one
+/// succeeds, every other is `DuplicateKey`, and the handle is the winner's.
+pub async fn claims_through_two_processes_have_exactly_one_winner(store: Store) {
+    use wow_core::ErrorCode;
+    let handle = fresh("race");
+    let nodes = [
+        std::sync::Arc::new(members(&store)),
+        std::sync::Arc::new(members(&store)),
+    ];
+    let tasks: Vec<_> = (0..16)
+        .map(|index| {
+            let (node, handle) = (nodes[index % 2].clone(), handle.clone());
+            tokio::spawn(async move {
+                let id = member();
+                let result = send(&node, register(&id, &handle)).await;
+                (id, result)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        let (id, result) = task.await.expect("the task runs");
+        if result.succeeded {
+            winners.push(id);
+        } else {
+            assert_eq!(result.error_code, ErrorCode::DuplicateKey, "{result:?}");
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one member takes the handle");
+    assert_eq!(
+        handle_holder(&store, &handle).await,
+        Some(winners[0].clone())
+    );
+}
