@@ -1,10 +1,11 @@
 //! The read routes: state and time travel (`state`), history (`history`), the outcome
-//! look-up (`outcome`) and health (`health`).
+//! look-up (`outcome`), the holder of a unique key (`unique_key`) and health (`health`).
 
 mod health;
 mod history;
 mod outcome;
 mod state;
+mod unique_key;
 
 use axum::http::StatusCode;
 use wow_core::eventsourcing::EventStoreError;
@@ -16,6 +17,7 @@ pub(crate) use health::health;
 pub(crate) use history::{events, today};
 pub(crate) use outcome::outcome;
 pub(crate) use state::{state, state_at_time, state_at_version};
+pub(crate) use unique_key::holder as unique_key_holder;
 
 /// A read the store failed, as a read's error; what an unreachable or failing store said is
 /// logged, never answered (it may hold SQL or addresses).

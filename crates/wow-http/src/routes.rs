@@ -63,6 +63,10 @@ fn service_routes() -> Router<HttpState> {
     Router::new()
         .route("/health", get(queries::health))
         .route("/openapi.json", get(openapi::document))
+        .route(
+            "/unique-key/{space}/{value}",
+            get(queries::unique_key_holder),
+        )
         .route("/compensation/failures", get(compensation::list))
         .route("/compensation/failures/{id}", get(compensation::detail))
         .route(

@@ -21,8 +21,8 @@ pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("wow-replayed");
 /// another owner or space than the caller's (SPEC TN-2).
 ///
 /// A replayed rejection (SPEC ID-6) carries its original code, so it gets the status of the
-/// original answer: 422 for a business rule, 404 `NotFound`, 409 `DuplicateAggregateId` or
-/// `CommandExpectVersionConflict`.
+/// original answer: 422 for a business rule, 404 `NotFound`, 409 `DuplicateAggregateId`,
+/// `DuplicateKey` or `CommandExpectVersionConflict`.
 pub fn status_for(code: &ErrorCode) -> StatusCode {
     match code {
         ErrorCode::Ok => StatusCode::OK,
@@ -34,6 +34,7 @@ pub fn status_for(code: &ErrorCode) -> StatusCode {
         | ErrorCode::EventVersionConflict
         | ErrorCode::DuplicateAggregateId
         | ErrorCode::CommandExpectVersionConflict
+        | ErrorCode::DuplicateKey
         | ErrorCode::RequestIdReused => StatusCode::CONFLICT,
         ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
         ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,

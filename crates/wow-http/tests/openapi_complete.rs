@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 36] = [
+const EXPECTED_PATHS: [&str; 37] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -58,6 +58,7 @@ const EXPECTED_PATHS: [&str; 36] = [
     "/ui",
     "/ui/app.css",
     "/ui/app.js",
+    "/unique-key/{space}/{value}",
 ];
 
 /// The operations that need no token when auth is on (`/health` takes one optionally).

@@ -34,6 +34,7 @@ mod reader;
 mod rename;
 mod schema;
 mod store;
+mod unique_key;
 mod view;
 mod writer;
 

@@ -25,6 +25,10 @@ const CONFLICT: &str = "
                       AND b.aggregate_name = ?2 AND b.aggregate_id = a.aggregate_id)
     LIMIT 1";
 
+/// Re-keys the holders of unique keys.
+const RENAME_KEY_HOLDERS: &str =
+    "UPDATE unique_key SET aggregate_name = ?2 WHERE aggregate_name = ?1";
+
 /// The keyed tables, in the order their rows are counted in [`RenamedRows`].
 const TABLES: [&str; 4] = [
     "event_stream",
@@ -82,6 +86,9 @@ fn rename(
         *count = u64::try_from(rows).unwrap_or(0);
     }
     if !dry_run {
+        // The keys an aggregate holds (SPEC DM-1) follow it; they are not counted as rows of
+        // its history.
+        connection.execute(RENAME_KEY_HOLDERS, params![from, to])?;
         connection.execute(
             "INSERT INTO aggregate_rename (from_name, to_name, renamed_at) VALUES (?1, ?2, ?3)",
             params![from, to, now],

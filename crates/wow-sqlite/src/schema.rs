@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 11;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 11] = [
+const MIGRATIONS: [&str; 12] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -233,6 +233,21 @@ const MIGRATIONS: [&str; 11] = [
     -- recorded it as a rejection, which then answered every retry of its request id with the
     -- stale conflict. Those records go; the retries they blocked are decided afresh.
     DELETE FROM event_stream WHERE version < 0 AND error_code = 'CommandExpectVersionConflict';
+"#,
+    r#"
+    -- Unique keys across aggregates (SPEC DM-1): who holds each value of each key space of a
+    -- tenant. Written in the transaction of the append that claims or releases it; the
+    -- primary key decides between two claimants.
+    CREATE TABLE unique_key (
+        tenant_id      TEXT NOT NULL,
+        key_space      TEXT NOT NULL,
+        key_value      TEXT NOT NULL,
+        context_name   TEXT NOT NULL,
+        aggregate_name TEXT NOT NULL,
+        aggregate_id   TEXT NOT NULL,
+        version        INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, key_space, key_value)
+    ) WITHOUT ROWID;
 "#,
 ];
 

@@ -9,12 +9,13 @@ use tokio::sync::oneshot;
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::BoxError;
 use wow_core::eventsourcing::{
-    check_appendable, check_rejectable, check_time_range, check_version_range, EventStore,
-    EventStoreError, FeedEntry, GlobalPosition, RejectedStream, RejectionRecord, RequestDecision,
-    Snapshot, SnapshotStore, SnapshotStoreError,
+    check_appendable, check_key_changes, check_rejectable, check_time_range, check_version_range,
+    EventStore, EventStoreError, FeedEntry, GlobalPosition, RejectedStream, RejectionRecord,
+    RequestDecision, Snapshot, SnapshotStore, SnapshotStoreError,
 };
 use wow_core::id::{Clock, SystemClock};
 use wow_core::query::{DocumentQuery, Filter};
+use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::bounded::QueryPool;
@@ -25,6 +26,7 @@ use crate::error::{gone, snapshot_error, store_error};
 use crate::query::Translation;
 use crate::reader::ReadPool;
 use crate::schema::{connect, migrate};
+use crate::unique_key;
 use crate::writer::{self, Rejection, Work, WorkFn, WriteJob, WriterHandle, WriterStats};
 use crate::{OpenError, SqliteOptions};
 
@@ -259,15 +261,37 @@ const READ_FEED: &str = "SELECT aggregate_name, aggregate_id, version, context_n
 #[async_trait]
 impl EventStore for SqliteStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        self.append_with_keys(stream, &[]).await
+    }
+
+    async fn append_with_keys(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
         check_appendable(stream)?;
+        check_key_changes(keys)?;
         let row = StreamRow::encode(stream).map_err(|e| EventStoreError::Internal(Box::new(e)))?;
         let (reply, answer) = oneshot::channel();
         let job = WriteJob::Append {
             row: Box::new(row),
             rejected: Box::new(RejectedStream::of(stream)),
+            keys: keys.to_vec(),
             reply,
         };
         self.write_history(job, answer).await
+    }
+
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        let (tenant, key) = (tenant_id.to_owned(), key.clone());
+        self.reads
+            .read(move |connection| unique_key::holder(connection, &tenant, &key))
+            .await
+            .map_err(store_error)
     }
 
     async fn load(

@@ -22,10 +22,12 @@ use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::{
     BoxError, EventStoreError, RejectedStream, RejectionRecord, Snapshot, SnapshotStoreError,
 };
+use wow_core::unique_key::KeyChange;
 use wow_core::AggregateId;
 
 use crate::codec::StreamRow;
 use crate::error::{snapshot_error, store_error};
+use crate::unique_key::{change_keys, KeysRefused};
 
 /// Work for the writer, with where to send its outcome.
 #[derive(Debug)]
@@ -33,6 +35,8 @@ pub(crate) enum WriteJob {
     Append {
         row: Box<StreamRow>,
         rejected: Box<RejectedStream>,
+        /// The aggregate's key changes (SPEC DM-1), made with the stream or not at all.
+        keys: Vec<KeyChange>,
         reply: oneshot::Sender<Result<(), EventStoreError>>,
     },
     /// A rejection of `request_id` to record (SPEC ID-6).
@@ -218,6 +222,12 @@ fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
             Some(work) => run_work(connection, record.as_ref(), work.0),
             None => Outcome::WorkFailed("the work ran already".to_owned()),
         },
+        WriteJob::Append {
+            row,
+            rejected,
+            keys,
+            ..
+        } if !keys.is_empty() => append_with_keys(connection, row, rejected, keys),
         WriteJob::Append { row, rejected, .. } => match insert(connection, row) {
             Ok(()) => Outcome::Appended,
             Err(error) => match classify(connection, row, rejected, &error) {
@@ -242,6 +252,40 @@ fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
             Ok(stored) => Outcome::Saved(stored),
             Err(error) => Outcome::Failed(error),
         },
+    }
+}
+
+/// Inserts the stream and makes its key changes in one savepoint: a conflict of the stream,
+/// a key another aggregate holds or a failure rolls back both, and the rest of the batch
+/// goes on (SPEC DM-1).
+fn append_with_keys(
+    connection: &Connection,
+    row: &StreamRow,
+    rejected: &RejectedStream,
+    keys: &[KeyChange],
+) -> Outcome {
+    if let Err(error) = connection.execute_batch("SAVEPOINT wow_keys") {
+        return Outcome::Failed(error);
+    }
+    let undo = |outcome: Outcome| match connection
+        .execute_batch("ROLLBACK TO wow_keys; RELEASE wow_keys")
+    {
+        Ok(()) => outcome,
+        Err(error) => Outcome::Failed(error),
+    };
+    if let Err(error) = insert(connection, row) {
+        return undo(match classify(connection, row, rejected, &error) {
+            Some(conflict) => Outcome::Conflict(conflict),
+            None => Outcome::Failed(error),
+        });
+    }
+    match change_keys(connection, rejected, keys) {
+        Ok(()) => match connection.execute_batch("RELEASE wow_keys") {
+            Ok(()) => Outcome::Appended,
+            Err(error) => Outcome::Failed(error),
+        },
+        Err(KeysRefused::Taken(taken)) => undo(Outcome::Conflict(taken)),
+        Err(KeysRefused::Failed(error)) => undo(Outcome::Failed(error)),
     }
 }
 

@@ -275,6 +275,7 @@ macro_rules! __rename_cases {
                 a_rename_is_done_once,
                 a_dry_run_changes_nothing,
                 refuses_when_both_names_hold_an_aggregate,
+                the_keys_an_aggregate_holds_follow_its_rename,
             ]
         );
     };

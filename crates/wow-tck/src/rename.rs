@@ -221,6 +221,40 @@ pub async fn a_rename_is_done_once(store: Store) {
     assert_eq!(history.len(), 2);
 }
 
+/// A key (SPEC DM-1) held under the former name is held by the renamed aggregate; a dry
+/// run leaves it where it was.
+pub async fn the_keys_an_aggregate_holds_follow_its_rename(store: Store) {
+    use wow_core::unique_key::{KeyChange, UniqueKey};
+    let stores = store.stores;
+    let old = named(OLD, &id::new_id(), "tenant-a");
+    let key = UniqueKey::new("sku", id::new_id());
+    stores
+        .events
+        .append_with_keys(&stream(&old, 1, "r-key"), &[KeyChange::Claim(key.clone())])
+        .await
+        .unwrap();
+    let holder = |stores: Stores, key: UniqueKey| async move {
+        stores
+            .events
+            .find_key("tenant-a", &key)
+            .await
+            .unwrap()
+            .map(|held| held.aggregate_id)
+    };
+    stores
+        .renames
+        .rename_aggregate(OLD, NEW, true)
+        .await
+        .unwrap();
+    assert_eq!(holder(stores.clone(), key.clone()).await, Some(old.clone()));
+    stores
+        .renames
+        .rename_aggregate(OLD, NEW, false)
+        .await
+        .unwrap();
+    assert_eq!(holder(stores.clone(), key).await, Some(renamed(&old)));
+}
+
 /// A dry run says what a rename would move and moves nothing.
 pub async fn a_dry_run_changes_nothing(store: Store) {
     let stores = store.stores;

@@ -156,7 +156,7 @@ fn command_responses(kind: CommandKind) -> Map<String, Value> {
             false,
         ),
     );
-    responses.insert("409".to_owned(), result("A conflict: DuplicateRequestId (with the original version and result.originalCommandId), RequestIdReused, EventVersionConflict, DuplicateAggregateId, CommandExpectVersionConflict (also replayed)", true));
+    responses.insert("409".to_owned(), result("A conflict: DuplicateRequestId (with the original version and result.originalCommandId), RequestIdReused, EventVersionConflict, DuplicateAggregateId, DuplicateKey (a unique key another aggregate of the tenant holds; recorded, so a resend is replayed), CommandExpectVersionConflict (also replayed)", true));
     if kind != CommandKind::Void {
         responses.insert("422".to_owned(), result("A business rule of the domain, under its own code (also replayed for a resend of a rejected intent, with result.originalCommandId); IllegalState: a recover of an aggregate that is not deleted", true));
     }
@@ -485,6 +485,10 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
     page["parameters"] = json!([{"name": "token", "in": "query", "required": false,
         "description": "An operator token, given once by a browser (auth on): answered 303 to `ui` with the cookie `wow-operator` set (HttpOnly, SameSite=Strict); a token that is not an operator's is refused as a bearer token would be. Ignored when no token is configured.",
         "schema": {"type": "string"}}]);
+    paths.insert(
+        "/unique-key/{space}/{value}".to_owned(),
+        unique_key_holder(),
+    );
     paths.insert("/compensation/failures".to_owned(), compensation_failures());
     paths.insert(
         "/compensation/failures/{id}".to_owned(),
@@ -505,6 +509,35 @@ fn operator_get(operation_id: &str, summary: &str, ok: Value) -> Value {
 /// A `GET` that needs no token and answers only `ok`.
 fn public_get(operation_id: &str, summary: &str, ok: Value) -> Value {
     json!({"get": {"operationId": operation_id, "summary": summary, "security": [], "responses": {"200": ok}}})
+}
+
+/// `GET /unique-key/{space}/{value}` (SPEC DM-1): who holds a unique key.
+fn unique_key_holder() -> Value {
+    let string = json!({"type": "string"});
+    let holder = json!({"type": "object", "required": ["space", "value", "aggregateId", "version"], "properties": {
+        "space": string, "value": string, "version": {"type": "integer", "minimum": 1},
+        "aggregateId": {"type": "object", "required": ["contextName", "aggregateName", "aggregateId", "tenantId"], "properties": {
+            "contextName": string, "aggregateName": string, "aggregateId": string, "tenantId": string}}}});
+    let mut responses = Map::new();
+    responses.insert("200".to_owned(), json!({"description": "The key, the aggregate of the caller's tenant that holds it, and the version of the stream that claimed it", "content": {"application/json": {"schema": holder}}}));
+    responses.insert(
+        "400".to_owned(),
+        error("IllegalArgument: the key space is not 1 to 64 of a-z, 0-9, `_`, `-`, `.`, or the value not 1 to 512 bytes; or Command-Tenant-Id breaks the rules of an id"),
+    );
+    responses.insert(
+        "404".to_owned(),
+        error("NotFound: no aggregate of the caller's tenant holds the key (it is free to claim)"),
+    );
+    json!({"get": {
+        "operationId": "service.unique_key",
+        "summary": "Who holds a unique key (an SKU, an email) in the caller's tenant (SPEC DM-1)",
+        "parameters": [
+            path_param("space", "The key space, as the aggregate names it (`sku`, `email`)", json!({"type": "string", "pattern": "^[a-z0-9_.-]{1,64}$"})),
+            path_param("value", "The value, percent-encoded as one path segment", json!({"type": "string", "minLength": 1, "maxLength": 512})),
+            tenant_header(),
+        ],
+        "responses": responses,
+    }})
 }
 
 /// `GET /health`: up, with the quarantined aggregates.
