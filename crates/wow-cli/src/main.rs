@@ -25,6 +25,7 @@ mod migrate;
 mod output;
 mod remote;
 mod serve;
+mod shop;
 mod tend;
 
 use std::path::PathBuf;
@@ -67,6 +68,10 @@ enum Command {
         /// WOW_ROLE].
         #[arg(long, value_enum)]
         role: Option<wow_service::Role>,
+        /// The example domain to serve: `bank` (accounts, transfers; the contract of
+        /// docs/http-api.md) or `shop` (products with unique SKUs).
+        #[arg(long, value_enum, env = "WOW_EXAMPLE", default_value_t = serve::Example::Bank)]
+        example: serve::Example,
     },
     /// Runs every consumer of the `bank` over the history it has not handled yet, with a
     /// progress bar, and exits.
@@ -250,7 +255,8 @@ async fn run(command: Command) -> Result<u8, String> {
             store,
             config,
             role,
-        } => done(serve::run(listen, store, config, role).await),
+            example,
+        } => done(serve::run(listen, store, config, role, example).await),
         Command::CatchUp {
             store,
             config,

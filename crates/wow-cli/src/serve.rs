@@ -49,21 +49,36 @@ pub(crate) async fn open_store(url: &str) -> Result<Stores, ServeError> {
     Err(ServeError::Store(url.to_owned()))
 }
 
-/// Runs the bank until SIGINT or SIGTERM: the settings from the flags, `WOW_*` and the TOML
-/// file, the store opened (and upgraded from an earlier build), then the bank's service as
-/// [`crate::bank::service`] assembles it on the library's builder.
+/// The example domain `wow serve` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Example {
+    /// The bank of docs/http-api.md.
+    Bank,
+    /// The shop: products with unique SKUs.
+    Shop,
+}
+
+/// Runs `example` until SIGINT or SIGTERM: the settings from the flags, `WOW_*` and the TOML
+/// file, the store opened (and upgraded from an earlier build), then the example's service as
+/// [`crate::bank::service`] (or [`crate::shop::service`]) assembles it on the library's
+/// builder.
 pub(crate) async fn run(
     listen: Option<String>,
     store: Option<String>,
     config: Option<PathBuf>,
     role: Option<Role>,
+    example: Example,
 ) -> Result<(), ServeError> {
     let mut settings = Settings::resolve(listen, store, config.as_deref())?;
     if let Some(role) = role {
         settings = settings.with_role(role)?;
     }
     let stores = open_store(settings.store_url(None)).await?;
-    crate::bank::service(stores)
+    let service = match example {
+        Example::Bank => crate::bank::service(stores),
+        Example::Shop => crate::shop::service(stores),
+    };
+    service
         .settings(settings)
         .serve()
         .await

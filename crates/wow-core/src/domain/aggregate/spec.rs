@@ -27,6 +27,7 @@ use crate::model::command::CommandBody;
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream};
 use crate::model::id;
+use crate::model::unique_key::{key_changes, KeyChange};
 
 /// The start of a spec: which aggregate, before any history is given.
 #[derive(Debug)]
@@ -119,6 +120,7 @@ impl<A: Aggregate> Given<A> {
             Err(errors) => Err(AggregateError::Validation(errors)),
             Ok(()) => decide::<A>(&self.state, command, &ctx),
         };
+        let before = A::unique_keys(&self.state);
         let mut state = self.state;
         let mut version = self.version;
         let outcome = outcome.map(|events| {
@@ -131,10 +133,17 @@ impl<A: Aggregate> Given<A> {
             }
             events
         });
+        let keys = match (&outcome, before) {
+            (Ok(events), Some(before)) if !events.is_empty() => {
+                key_changes(&before, &A::unique_keys(&state).unwrap_or_default())
+            }
+            _ => Vec::new(),
+        };
         Expect {
             outcome,
             state,
             version,
+            keys,
         }
     }
 }
@@ -145,6 +154,7 @@ pub struct Expect<A: Aggregate> {
     outcome: Result<Vec<A::Event>, AggregateError>,
     state: A::State,
     version: u64,
+    keys: Vec<KeyChange>,
 }
 
 impl<A: Aggregate> Expect<A> {
@@ -213,6 +223,15 @@ impl<A: Aggregate> Expect<A> {
             }
             other => panic!("expected validation errors on {fields:?}, got {other:?}"),
         }
+        self
+    }
+
+    /// Expects the decision to make exactly these changes to the aggregate's unique keys
+    /// (SPEC DM-1), releases first, as the node hands them to the store with the stream.
+    #[track_caller]
+    pub fn expect_keys(self, expected: impl IntoIterator<Item = KeyChange>) -> Self {
+        let expected: Vec<KeyChange> = expected.into_iter().collect();
+        assert_eq!(self.keys, expected, "the decision changes other keys");
         self
     }
 
