@@ -1154,3 +1154,66 @@ async fn a_processor_that_loses_its_store_gives_its_partitions_up_and_takes_some
     cut_off.stop();
     deployment.clean().await;
 }
+
+/// SPEC DM-1 in the distributed mode: 16 products created at once with one SKU, through two
+/// gateways, decided by two processors (each owning half the partitions) on one PostgreSQL
+/// schema: exactly one is created, every other is 409 `DuplicateKey`, and the key is the
+/// winner's in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_processors_contending_for_one_sku_make_exactly_one_holder() {
+    let Some(mut deployment) = Deployment::new(2000).await else {
+        return;
+    };
+    deployment
+        .env
+        .push(("WOW_EXAMPLE".to_owned(), "shop".to_owned()));
+    let processors = [deployment.start("processor"), deployment.start("processor")];
+    let gateways = [deployment.start("gateway"), deployment.start("gateway")];
+    let owners: Vec<Api> = processors.iter().map(Api::new).collect();
+    until_partitions_owned(&owners.iter().collect::<Vec<_>>(), 8).await;
+    let apis: Vec<Arc<Api>> = gateways.iter().map(|g| Arc::new(Api::new(g))).collect();
+    let tasks: Vec<_> = (0..16)
+        .map(|index| {
+            let api = apis[index % 2].clone();
+            tokio::spawn(async move {
+                let product = format!("race-{index}");
+                let (status, body) = api
+                    .command(
+                        &format!("product/{product}/create"),
+                        &format!("create-{product}"),
+                        json!({"sku": "RACE-1", "name": "Racer"}),
+                        "PROCESSED",
+                    )
+                    .await;
+                (product, status, body)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        let (product, status, body) = task.await.unwrap();
+        match status {
+            StatusCode::OK => winners.push(product),
+            StatusCode::CONFLICT => assert_eq!(body["errorCode"], "DuplicateKey", "{body}"),
+            other => panic!("a creation is created or refused DuplicateKey, got {other}: {body}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one product holds the SKU: {winners:?}");
+    let store = deployment.events().await;
+    let holder = store
+        .find_key(
+            wow_core::DEFAULT_TENANT_ID,
+            &wow_core::unique_key::UniqueKey::new("sku", "RACE-1"),
+        )
+        .await
+        .unwrap()
+        .expect("the SKU is held");
+    assert_eq!(holder.aggregate_id.id, winners[0]);
+    let (status, looked_up) = owners[0].get("unique-key/sku/RACE-1").await;
+    assert_eq!(status, StatusCode::OK, "{looked_up}");
+    assert_eq!(looked_up["aggregateId"]["aggregateId"], winners[0].as_str());
+    for served in gateways.into_iter().chain(processors) {
+        served.stop();
+    }
+    deployment.clean().await;
+}
