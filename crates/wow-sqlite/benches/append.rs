@@ -3,7 +3,8 @@
 //! In one run, on the same schema and rows (2 events per stream), `synchronous=FULL`:
 //! (a) raw SQLite, one row per transaction; (b) raw SQLite, 1000 rows per transaction;
 //! (c) `SqliteStore::append` from 1, 16 and 64 concurrent writers, with time-ordered ids, and
-//! at 64 writers with random (UUIDv4) request ids as a user might send them.
+//! at 64 writers with random (UUIDv4) request ids as a user might send them; (d) the same
+//! 64 writers, each append claiming one unique key (SPEC DM-1), against (c) in one run.
 //!
 //! `cargo bench -p wow-sqlite --bench append`
 
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rusqlite::{params, Connection};
 use wow_core::eventsourcing::EventStore;
+use wow_core::unique_key::{KeyChange, UniqueKey};
 use wow_core::{id, AggregateId, DomainEvent, DomainEventStream};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 
@@ -146,6 +148,7 @@ async fn append_from(
     writers: usize,
     total: usize,
     random_request_ids: bool,
+    claim: bool,
 ) -> Duration {
     let per_writer = total / writers;
     let start = Instant::now();
@@ -159,10 +162,13 @@ async fn append_from(
                     } else {
                         id::new_id()
                     };
-                    store
-                        .append(&stream(&aggregate(), 1, request_id))
-                        .await
-                        .unwrap();
+                    let stream = stream(&aggregate(), 1, request_id.clone());
+                    if claim {
+                        let key = KeyChange::Claim(UniqueKey::new("sku", request_id));
+                        store.append_with_keys(&stream, &[key]).await.unwrap();
+                    } else {
+                        store.append(&stream).await.unwrap();
+                    }
                 }
             })
         })
@@ -178,11 +184,12 @@ fn ours(c: &mut Criterion, runtime: &tokio::runtime::Runtime) {
     group
         .sample_size(10)
         .measurement_time(Duration::from_secs(8));
-    for (writers, total, random) in [
-        (1usize, 200usize, false),
-        (16, 5_000, false),
-        (64, 10_000, false),
-        (64, 10_000, true),
+    for (writers, total, random, claim) in [
+        (1usize, 200usize, false, false),
+        (16, 5_000, false, false),
+        (64, 10_000, false, false),
+        (64, 10_000, true, false),
+        (64, 10_000, false, true),
     ] {
         let store = runtime.block_on(async {
             Arc::new(
@@ -192,10 +199,10 @@ fn ours(c: &mut Criterion, runtime: &tokio::runtime::Runtime) {
             )
         });
         group.throughput(Throughput::Elements(total as u64));
-        let name = if random {
-            format!("writers_{writers}_random_request_ids")
-        } else {
-            format!("writers_{writers}")
+        let name = match (random, claim) {
+            (true, _) => format!("writers_{writers}_random_request_ids"),
+            (_, true) => format!("writers_{writers}_each_claiming_a_key"),
+            _ => format!("writers_{writers}"),
         };
         group.bench_function(name, |b| {
             b.to_async(runtime).iter_custom(|iterations| {
@@ -203,7 +210,7 @@ fn ours(c: &mut Criterion, runtime: &tokio::runtime::Runtime) {
                 async move {
                     let mut elapsed = Duration::ZERO;
                     for _ in 0..iterations {
-                        elapsed += append_from(&store, writers, total, random).await;
+                        elapsed += append_from(&store, writers, total, random, claim).await;
                     }
                     elapsed
                 }

@@ -264,13 +264,19 @@ fn append_with_keys(
     rejected: &RejectedStream,
     keys: &[KeyChange],
 ) -> Outcome {
-    if let Err(error) = connection.execute_batch("SAVEPOINT wow_keys") {
+    // Cached statements: this runs once per append that changes a key.
+    let run = |sql: &str| {
+        connection
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+    };
+    if let Err(error) = run("SAVEPOINT wow_keys") {
         return Outcome::Failed(error);
     }
-    let undo = |outcome: Outcome| match connection
-        .execute_batch("ROLLBACK TO wow_keys; RELEASE wow_keys")
+    let undo = |outcome: Outcome| match run("ROLLBACK TO wow_keys")
+        .and_then(|_| run("RELEASE wow_keys"))
     {
-        Ok(()) => outcome,
+        Ok(_) => outcome,
         Err(error) => Outcome::Failed(error),
     };
     if let Err(error) = insert(connection, row) {
@@ -280,8 +286,8 @@ fn append_with_keys(
         });
     }
     match change_keys(connection, rejected, keys) {
-        Ok(()) => match connection.execute_batch("RELEASE wow_keys") {
-            Ok(()) => Outcome::Appended,
+        Ok(()) => match run("RELEASE wow_keys") {
+            Ok(_) => Outcome::Appended,
             Err(error) => Outcome::Failed(error),
         },
         Err(KeysRefused::Taken(taken)) => undo(Outcome::Conflict(taken)),
