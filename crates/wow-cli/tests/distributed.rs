@@ -1198,7 +1198,11 @@ async fn two_processors_contending_for_one_sku_make_exactly_one_holder() {
             other => panic!("a creation is created or refused DuplicateKey, got {other}: {body}"),
         }
     }
-    assert_eq!(winners.len(), 1, "exactly one product holds the SKU: {winners:?}");
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one product holds the SKU: {winners:?}"
+    );
     let store = deployment.events().await;
     let holder = store
         .find_key(

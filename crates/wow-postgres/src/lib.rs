@@ -12,6 +12,9 @@
 //!   aggregate id, version) and the unique `event_stream_request_uq` on (tenant, aggregate
 //!   name, aggregate id, request id): the tenant leads every key (SPEC TN-1). Each maps to its conflict; event rows are never written with `ON CONFLICT DO
 //!   NOTHING`. One append is one `INSERT` (autocommit), atomic by itself.
+//! - Unique keys (SPEC DM-1, table `unique_key`, keyed by tenant, key space and value): an
+//!   append with key changes inserts its stream and makes them in one transaction, and the
+//!   table's primary key, not a read first, decides between two claimants of a key.
 //! - The global feed (`EventStore::read_feed`) orders appended streams by (appending
 //!   transaction id, position) and reads only below the oldest transaction in flight, so it
 //!   never skips a stream that commits late; a long transaction anywhere in the cluster holds
@@ -25,8 +28,9 @@
 //!
 //! The SQL is kept by table, each statement a named constant beside the code that runs it:
 //! `store/` (`event_stream`, its request decisions, feed and queries, `snapshot`,
-//! `processed_message`), `view/` (`view_row`), `downstream/` (`consumer_position`,
-//! `feed_cursor`, `external_effect`, `execution_failed`), `rename.rs` and `schema.rs`.
+//! `processed_message`, `unique_key`), `view/` (`view_row`), `downstream/`
+//! (`consumer_position`, `feed_cursor`, `external_effect`, `execution_failed`), `rename.rs`
+//! and `schema.rs`.
 
 mod bounded;
 mod downstream;

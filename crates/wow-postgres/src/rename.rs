@@ -2,8 +2,8 @@
 //!
 //! Why in one transaction under an advisory lock: two processes starting at once rename
 //! once, and a rename cut off halfway leaves every row under the former name, to be renamed
-//! on the next start. Every keyed table is re-keyed, so that history, snapshots, positions
-//! and compensation records stay one aggregate's.
+//! on the next start. Every keyed table is re-keyed, so that history, snapshots, positions,
+//! compensation records and held unique keys stay one aggregate's.
 
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
@@ -74,6 +74,12 @@ const TABLES: [KeyedTable; 4] = [
         rekey: "UPDATE execution_failed SET aggregate_name = $2 WHERE aggregate_name = $1",
     },
 ];
+
+/// Re-keys the unique keys (SPEC DM-1) aggregates of name `$1` hold to name `$2`. Their key
+/// is (tenant, space, value), so a rename never collides in this table; they are not counted
+/// in [`RenamedRows`], which counts the streams that claimed them.
+const REKEY_UNIQUE_KEYS: &str =
+    "UPDATE unique_key SET aggregate_name = $2 WHERE aggregate_name = $1";
 
 /// `error` as a [`RenameError`]: unavailable when the database could not be reached.
 fn failed(error: tokio_postgres::Error) -> RenameError {
@@ -168,6 +174,10 @@ impl AggregateRenames for PostgresStore {
             // Dropping the transaction rolls it back: nothing was written.
             return Ok(RenamedRows::new(streams, snapshots, positions, failures));
         }
+        transaction
+            .execute(REKEY_UNIQUE_KEYS, &[&from, &to])
+            .await
+            .map_err(failed)?;
         transaction
             .execute(RECORD_RENAME, &[&from, &to, &self.clock.now_millis()])
             .await

@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 12;
+pub const SCHEMA_VERSION: i32 = 13;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -44,7 +44,13 @@ pub const SCHEMA_VERSION: i32 = 12;
 /// in it.
 /// Migration 7 blocks appends while the index builds (measured here: 2 ms for the column and
 /// 0.35 s for the index over a million rows of 300-byte bodies, PostgreSQL 15).
-const MIGRATIONS: [&str; 12] = [
+///
+/// Unique keys (SPEC DM-1, from version 13) are rows of `unique_key`, one per key a tenant's
+/// aggregate holds, written in the transaction of the stream that claims or releases it. Its
+/// primary key (tenant, key space, value) is what decides between two claimants of one key
+/// (see `store/unique_key.rs`); the tenant leads it, as every key (SPEC TN-1). The table is
+/// new and empty, so the migration takes no lock on the tables appends write.
+const MIGRATIONS: [&str; 13] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -208,6 +214,22 @@ const MIGRATIONS: [&str; 12] = [
     -- recorded it as a rejection, which then answered every retry of its request id with the
     -- stale conflict. Those records go; the retries they blocked are decided afresh.
     DELETE FROM event_stream WHERE version < 0 AND error_code = 'CommandExpectVersionConflict';
+"#,
+    r#"
+    -- Unique keys across aggregates (SPEC DM-1): who holds each key of a tenant, and the
+    -- version of the stream that claimed it. The primary key decides between two claimants;
+    -- the tenant leads it (SPEC TN-1). The key columns compare by bytes (COLLATE "C"),
+    -- whatever the database's collation.
+    CREATE TABLE unique_key (
+        tenant_id      TEXT COLLATE "C" NOT NULL,
+        key_space      TEXT COLLATE "C" NOT NULL,
+        key_value      TEXT COLLATE "C" NOT NULL,
+        context_name   TEXT   NOT NULL,
+        aggregate_name TEXT   NOT NULL,
+        aggregate_id   TEXT   NOT NULL,
+        version        BIGINT NOT NULL,
+        CONSTRAINT unique_key_pk PRIMARY KEY (tenant_id, key_space, key_value)
+    );
 "#,
 ];
 
@@ -516,8 +538,12 @@ mod tests {
             store.append(&stream(&order, 1, "r-open")).await.unwrap();
             wow_tck::migration::record_conflicts_as_an_earlier_build_did(&store, &order).await;
         }
+        // Back to what a version 11 schema held: migration 12 made nothing (it deletes), 13
+        // made `unique_key`.
         client
-            .batch_execute(&format!("UPDATE {schema}.wow_schema SET version = 11"))
+            .batch_execute(&format!(
+                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key"
+            ))
             .await
             .unwrap();
         let store = PostgresStore::open(options()).await.unwrap();

@@ -13,7 +13,9 @@
 //! - [`stream_query`]: Wow's event stream queries, on the query connections;
 //! - [`snapshot`]: `SnapshotStore`, table `snapshot`;
 //! - [`processed_message`]: running a consumer's work once per message, table
-//!   `processed_message`.
+//!   `processed_message`;
+//! - [`unique_key`]: the keys aggregates hold (SPEC DM-1), table `unique_key`, changed in
+//!   the transaction of the stream that changes them.
 
 mod event_stream;
 mod feed;
@@ -22,6 +24,7 @@ mod request_decision;
 mod snapshot;
 mod stream_query;
 mod stream_row;
+mod unique_key;
 
 use std::sync::Arc;
 

@@ -12,7 +12,7 @@ const CLAIM: &str = "INSERT INTO unique_key (tenant_id, key_space, key_value, co
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (tenant_id, key_space, key_value) DO NOTHING";
 
 /// Gives a key up, only when this aggregate holds it.
-const RELEASE: &str = "DELETE FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3 AND aggregate_name = ?4 AND aggregate_id = ?5";
+const RELEASE: &str = "DELETE FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3 AND context_name = ?4 AND aggregate_name = ?5 AND aggregate_id = ?6";
 
 /// Who holds a key.
 pub(crate) const HOLDER: &str = "SELECT context_name, aggregate_name, aggregate_id, version FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3";
@@ -48,6 +48,7 @@ pub(crate) fn change_keys(
                     aggregate.tenant_id,
                     key.space,
                     key.value,
+                    aggregate.context_name,
                     aggregate.aggregate_name,
                     aggregate.id,
                 ])?;

@@ -3,22 +3,27 @@
 //!
 //! One append is one `INSERT` (autocommit), atomic by itself, never `ON CONFLICT DO
 //! NOTHING`: a taken version or request id breaks a named constraint, which is mapped to its
-//! typed error. Every read of history asks for versions from 1 up, because recorded
-//! rejections are rows of this table too, at negative versions (see [`super::request_decision`]).
+//! typed error. An append with key changes (SPEC DM-1) is the same `INSERT` in a transaction
+//! with the changes of [`super::unique_key`], made after it (so that a taken version or
+//! request id is reported before a taken key) and committed with it. Every read of history
+//! asks for versions from 1 up, because recorded rejections are rows of this table too, at
+//! negative versions (see [`super::request_decision`]).
 //! The look-ups, the global feed and the queries over this table are in modules of their
 //! own; the methods here hand over to them.
 
 use async_trait::async_trait;
+use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use wow_core::eventsourcing::{
-    check_appendable, check_time_range, check_version_range, EventStore, EventStoreError,
-    FeedEntry, GlobalPosition, RejectedStream, RejectionRecord, RequestDecision,
+    check_appendable, check_key_changes, check_time_range, check_version_range, EventStore,
+    EventStoreError, FeedEntry, GlobalPosition, RejectedStream, RejectionRecord, RequestDecision,
 };
 use wow_core::query::{DocumentQuery, Filter};
+use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use super::stream_row::{corrupt, decode_stream, stream_columns};
-use super::{clamp, feed, request_decision, stream_query, PostgresStore};
+use super::{clamp, feed, request_decision, stream_query, unique_key, PostgresStore};
 use crate::error::{store_error, violated_constraint, REQUEST_CONSTRAINT, VERSION_CONSTRAINT};
 
 /// Appends one stream, `$1` to `$12` in the order of [`stream_columns`]. A taken version
@@ -70,7 +75,88 @@ fn decode_aggregate_id(row: &Row) -> Result<AggregateId, EventStoreError> {
     })
 }
 
+/// A stream's header and events as their `JSONB` columns hold them.
+struct Encoded {
+    header: serde_json::Value,
+    body: serde_json::Value,
+}
+
+impl Encoded {
+    /// `stream`'s header and events, encoded before a connection is taken.
+    fn of(stream: &DomainEventStream) -> Result<Self, EventStoreError> {
+        Ok(Self {
+            header: serde_json::to_value(&stream.header).map_err(corrupt)?,
+            body: serde_json::to_value(&stream.body).map_err(corrupt)?,
+        })
+    }
+}
+
+/// Inserts `stream` ([`INSERT_STREAM`]) on `client`: a pooled connection, where the insert
+/// commits by itself, or the transaction of an append with key changes. The error is the
+/// database's, for [`PostgresStore::append_refused`] to name.
+async fn insert_stream(
+    client: &impl GenericClient,
+    stream: &DomainEventStream,
+    encoded: &Encoded,
+) -> Result<(), tokio_postgres::Error> {
+    let statement = client.prepare_cached(INSERT_STREAM).await?;
+    client
+        .execute(
+            &statement,
+            &[
+                &stream.aggregate_id.aggregate_name,
+                &stream.aggregate_id.id,
+                &clamp(stream.version),
+                &stream.aggregate_id.context_name,
+                &stream.aggregate_id.tenant_id,
+                &stream.id,
+                &stream.request_id,
+                &stream.command_id,
+                &stream.fingerprint,
+                &stream.create_time,
+                &encoded.header,
+                &encoded.body,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Rolls back a refused append's `transaction` now, rather than when the connection next
+/// runs (as dropping it would), so that the rows it locked, a claimed key's among them, are
+/// free before the refusal is answered. A rollback that fails leaves the refusal as it was:
+/// nothing was committed, and the server ends the transaction with its connection.
+async fn roll_back(transaction: deadpool_postgres::Transaction<'_>) {
+    if let Err(error) = transaction.rollback().await {
+        tracing::debug!(%error, "rolling back a refused append failed");
+    }
+}
+
 impl PostgresStore {
+    /// Appends `stream` and makes its (non-empty) key changes in one transaction: the
+    /// stream's insert first, so that a taken request id or version is reported as it is
+    /// without keys, then [`unique_key::change`]. A refused append rolls everything back.
+    async fn append_keyed(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
+        let encoded = Encoded::of(stream)?;
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.map_err(store_error)?;
+        if let Err(error) = insert_stream(&transaction, stream, &encoded).await {
+            roll_back(transaction).await;
+            // The connection goes back to the pool before the refusal is looked into.
+            drop(client);
+            return Err(self.append_refused(stream, error).await);
+        }
+        if let Err(error) = unique_key::change(&transaction, stream, keys).await {
+            roll_back(transaction).await;
+            return Err(error);
+        }
+        transaction.commit().await.map_err(store_error)
+    }
+
     /// The streams `sql` (a prepared, cached statement of [`stream_columns`]) reads with
     /// `params`.
     async fn streams(
@@ -113,37 +199,38 @@ impl PostgresStore {
 impl EventStore for PostgresStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         check_appendable(stream)?;
-        let header = serde_json::to_value(&stream.header).map_err(corrupt)?;
-        let body = serde_json::to_value(&stream.body).map_err(corrupt)?;
+        let encoded = Encoded::of(stream)?;
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(INSERT_STREAM)
-            .await
-            .map_err(store_error)?;
-        let outcome = client
-            .execute(
-                &statement,
-                &[
-                    &stream.aggregate_id.aggregate_name,
-                    &stream.aggregate_id.id,
-                    &clamp(stream.version),
-                    &stream.aggregate_id.context_name,
-                    &stream.aggregate_id.tenant_id,
-                    &stream.id,
-                    &stream.request_id,
-                    &stream.command_id,
-                    &stream.fingerprint,
-                    &stream.create_time,
-                    &header,
-                    &body,
-                ],
-            )
-            .await;
+        let outcome = insert_stream(&client, stream, &encoded).await;
         drop(client);
         match outcome {
-            Ok(_) => Ok(()),
+            Ok(()) => Ok(()),
             Err(error) => Err(self.append_refused(stream, error).await),
         }
+    }
+
+    /// Without key changes, [`append`](Self::append) itself: one autocommit `INSERT`. With
+    /// them, one transaction that inserts the stream and then makes the changes, the
+    /// primary key of `unique_key` deciding between concurrent claimants of a key.
+    async fn append_with_keys(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
+        check_appendable(stream)?;
+        check_key_changes(keys)?;
+        if keys.is_empty() {
+            return self.append(stream).await;
+        }
+        self.append_keyed(stream, keys).await
+    }
+
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        unique_key::find(self, tenant_id, key).await
     }
 
     async fn load(

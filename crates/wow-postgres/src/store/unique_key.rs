@@ -1,0 +1,178 @@
+//! Table `unique_key`: the keys aggregates hold (SPEC DM-1), changed in the transaction of the
+//! stream that claims or releases them, and looked up by `find_key`.
+//!
+//! Why a claim is one `INSERT ... ON CONFLICT DO UPDATE ... RETURNING` rather than a read
+//! first: the primary key (tenant, key space, value) decides between concurrent claimants. A
+//! claim of a key whose row another transaction has just written waits for that transaction;
+//! if it rolls back, the claim inserts; if it commits, the claim finds the row, locks it
+//! (the update sets no column to a new value) and returns it, so the one statement tells
+//! whether the key is now this aggregate's or whose it is. A `DO NOTHING` would return
+//! nothing on a conflict, and the read that then named the holder could find the key
+//! released again in between.
+//!
+//! An append's changes are made in key order (a stable sort, so that one key's release and
+//! claim keep their order): two appends that claim the same keys in different orders then
+//! wait for each other instead of deadlocking. Different keys' changes commute, so the
+//! outcome is the one the changes make in the order given.
+
+use deadpool_postgres::{GenericClient, Transaction};
+use tokio_postgres::Row;
+use wow_core::eventsourcing::EventStoreError;
+use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use wow_core::{AggregateId, DomainEventStream};
+
+use super::stream_row::corrupt;
+use super::{clamp, PostgresStore};
+use crate::error::store_error;
+
+/// Claims key (`$1` tenant, `$2` space, `$3` value) for aggregate (`$4` context, `$5` name,
+/// `$6` id) at version `$7`, and returns its holder afterwards: this aggregate when the key
+/// was free (or already its own, at the version it was claimed at), another one otherwise.
+/// The conflict's update leaves the row as it was.
+const CLAIM_KEY: &str = "INSERT INTO unique_key (tenant_id, key_space, key_value, context_name, aggregate_name, aggregate_id, version) VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (tenant_id, key_space, key_value) DO UPDATE SET version = unique_key.version
+    RETURNING context_name, aggregate_name, aggregate_id, version";
+
+/// Releases key (`$1` tenant, `$2` space, `$3` value) when aggregate (`$4` context, `$5`
+/// name, `$6` id) holds it; deletes nothing otherwise.
+const RELEASE_KEY: &str = "DELETE FROM unique_key WHERE tenant_id = $1 AND key_space = $2 AND key_value = $3 AND context_name = $4 AND aggregate_name = $5 AND aggregate_id = $6";
+
+/// The holder of key (`$1` tenant, `$2` space, `$3` value), if it is held: one read of
+/// `unique_key_pk`.
+const FIND_KEY: &str = "SELECT context_name, aggregate_name, aggregate_id, version FROM unique_key WHERE tenant_id = $1 AND key_space = $2 AND key_value = $3";
+
+/// The key a change is about.
+fn key_of(change: &KeyChange) -> &UniqueKey {
+    let (KeyChange::Claim(key) | KeyChange::Release(key)) = change;
+    key
+}
+
+/// Decodes a row of [`CLAIM_KEY`] or [`FIND_KEY`]: the holder of `key` in `tenant_id`.
+fn decode_holder(
+    row: &Row,
+    tenant_id: &str,
+    key: &UniqueKey,
+) -> Result<KeyHolder, EventStoreError> {
+    let version: i64 = row.try_get(3).map_err(store_error)?;
+    Ok(KeyHolder {
+        key: key.clone(),
+        aggregate_id: AggregateId {
+            context_name: row.try_get(0).map_err(store_error)?,
+            aggregate_name: row.try_get(1).map_err(store_error)?,
+            id: row.try_get(2).map_err(store_error)?,
+            tenant_id: tenant_id.to_owned(),
+        },
+        version: u64::try_from(version)
+            .map_err(|_| corrupt(format!("key {key} is held at version {version}")))?,
+    })
+}
+
+/// Makes `stream`'s key changes in `transaction`, the one its stream was inserted in: each
+/// claim takes its key for the stream's aggregate unless another aggregate holds it, each
+/// release gives up a key the aggregate holds.
+///
+/// When another aggregate holds a claimed key, the error is
+/// [`EventStoreError::key_taken`] naming the holder of the first such claim in `keys`'
+/// order, and the caller must roll `transaction` back. Once one is found, only earlier
+/// claims are still tried (they could name an earlier holder); nothing else is written.
+pub(super) async fn change(
+    transaction: &Transaction<'_>,
+    stream: &DomainEventStream,
+    keys: &[KeyChange],
+) -> Result<(), EventStoreError> {
+    let mut ordered: Vec<(usize, &KeyChange)> = keys.iter().enumerate().collect();
+    ordered.sort_by(|(_, a), (_, b)| key_of(a).cmp(key_of(b)));
+    let mut taken: Option<(usize, KeyHolder)> = None;
+    for (index, change) in ordered {
+        if taken.as_ref().is_some_and(|(first, _)| index > *first) {
+            continue;
+        }
+        match change {
+            KeyChange::Release(key) if taken.is_none() => release(transaction, stream, key).await?,
+            KeyChange::Release(_) => {}
+            KeyChange::Claim(key) => {
+                let holder = claim(transaction, stream, key).await?;
+                if holder.aggregate_id != stream.aggregate_id {
+                    taken = Some((index, holder));
+                }
+            }
+        }
+    }
+    match taken {
+        Some((_, holder)) => Err(EventStoreError::key_taken(stream, holder)),
+        None => Ok(()),
+    }
+}
+
+/// Claims `key` for `stream`'s aggregate at its version ([`CLAIM_KEY`]); its holder after.
+async fn claim(
+    client: &impl GenericClient,
+    stream: &DomainEventStream,
+    key: &UniqueKey,
+) -> Result<KeyHolder, EventStoreError> {
+    let aggregate = &stream.aggregate_id;
+    let statement = client
+        .prepare_cached(CLAIM_KEY)
+        .await
+        .map_err(store_error)?;
+    let row = client
+        .query_one(
+            &statement,
+            &[
+                &aggregate.tenant_id,
+                &key.space,
+                &key.value,
+                &aggregate.context_name,
+                &aggregate.aggregate_name,
+                &aggregate.id,
+                &clamp(stream.version),
+            ],
+        )
+        .await
+        .map_err(store_error)?;
+    decode_holder(&row, &aggregate.tenant_id, key)
+}
+
+/// Releases `key` when `stream`'s aggregate holds it ([`RELEASE_KEY`]).
+async fn release(
+    client: &impl GenericClient,
+    stream: &DomainEventStream,
+    key: &UniqueKey,
+) -> Result<(), EventStoreError> {
+    let aggregate = &stream.aggregate_id;
+    let statement = client
+        .prepare_cached(RELEASE_KEY)
+        .await
+        .map_err(store_error)?;
+    client
+        .execute(
+            &statement,
+            &[
+                &aggregate.tenant_id,
+                &key.space,
+                &key.value,
+                &aggregate.context_name,
+                &aggregate.aggregate_name,
+                &aggregate.id,
+            ],
+        )
+        .await
+        .map_err(store_error)?;
+    Ok(())
+}
+
+/// Who holds `key` in `tenant_id`, if an aggregate does: one read of `unique_key_pk`.
+pub(super) async fn find(
+    store: &PostgresStore,
+    tenant_id: &str,
+    key: &UniqueKey,
+) -> Result<Option<KeyHolder>, EventStoreError> {
+    let client = store.client().await?;
+    let statement = client.prepare_cached(FIND_KEY).await.map_err(store_error)?;
+    let row = client
+        .query_opt(&statement, &[&tenant_id, &key.space, &key.value])
+        .await
+        .map_err(store_error)?;
+    row.map(|row| decode_holder(&row, tenant_id, key))
+        .transpose()
+}
