@@ -11,6 +11,7 @@ use wow_core::eventsourcing::{
     RequestDecision,
 };
 use wow_core::query::{DocumentQuery, Filter};
+use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::chaos::{Chaos, FaultKind, Logged};
@@ -59,6 +60,45 @@ impl FaultyEventStore {
         Ok(())
     }
 
+    /// An append, with its key changes when it has any, under the campaign's faults: the
+    /// failure before writing, and the answer lost after it.
+    async fn faulty_append(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
+        self.latency().await;
+        self.check_up()?;
+        let label = || {
+            format!(
+                "append {}@v{} request {}",
+                stream.aggregate_id.id,
+                stream.version,
+                self.chaos.show(&stream.request_id)
+            )
+        };
+        if self.chaos.inject(FaultKind::StoreAppendFailed, label) {
+            return Err(Self::unavailable("append failed before writing"));
+        }
+        if keys.is_empty() {
+            self.inner.append(stream).await?;
+        } else {
+            self.inner.append_with_keys(stream, keys).await?;
+        }
+        self.chaos.log(
+            &stream.aggregate_id.id,
+            &stream.request_id,
+            Logged::Appended {
+                version: stream.version,
+                command_id: stream.command_id.clone(),
+            },
+        );
+        if self.chaos.inject(FaultKind::StoreAppendAckLost, label) {
+            return Err(Self::unavailable("append written, answer lost"));
+        }
+        Ok(())
+    }
+
     async fn latency(&self) {
         if self.chaos.faults_on() {
             let latency = self.chaos.range(0, 30);
@@ -75,32 +115,25 @@ impl EventStoreDecorator for FaultyEventStore {
     }
 
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
+        self.faulty_append(stream, &[]).await
+    }
+
+    async fn append_with_keys(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
+        self.faulty_append(stream, keys).await
+    }
+
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
         self.latency().await;
         self.check_up()?;
-        let label = || {
-            format!(
-                "append {}@v{} request {}",
-                stream.aggregate_id.id,
-                stream.version,
-                self.chaos.show(&stream.request_id)
-            )
-        };
-        if self.chaos.inject(FaultKind::StoreAppendFailed, label) {
-            return Err(Self::unavailable("append failed before writing"));
-        }
-        self.inner.append(stream).await?;
-        self.chaos.log(
-            &stream.aggregate_id.id,
-            &stream.request_id,
-            Logged::Appended {
-                version: stream.version,
-                command_id: stream.command_id.clone(),
-            },
-        );
-        if self.chaos.inject(FaultKind::StoreAppendAckLost, label) {
-            return Err(Self::unavailable("append written, answer lost"));
-        }
-        Ok(())
+        self.inner.find_key(tenant_id, key).await
     }
 
     async fn load(

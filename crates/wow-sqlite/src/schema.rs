@@ -462,7 +462,7 @@ mod tests {
         }
         Connection::open(&path)
             .unwrap()
-            .execute("UPDATE wow_schema SET version = 10", [])
+            .execute_batch("UPDATE wow_schema SET version = 10; DROP TABLE unique_key")
             .unwrap();
         let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
         wow_tck::migration::a_migrated_store_holds_no_conflict_as_a_decision(&store, &order).await;

@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 
 use crate::contracts::eventsourcing::{EventStore, EventStoreDecorator, EventStoreError};
 use crate::model::event::DomainEventStream;
+use crate::model::unique_key::KeyChange;
 
 /// Wraps a store; every append waits for a permit from [`GatedEventStore::release`] before it
 /// reaches the inner store. Every other method, queries included, passes straight through.
@@ -46,6 +47,20 @@ impl EventStoreDecorator for GatedEventStore {
             .map_err(|e| EventStoreError::Unavailable(Box::new(e)))?;
         permit.forget();
         self.inner.append(stream).await
+    }
+
+    async fn append_with_keys(
+        &self,
+        stream: &DomainEventStream,
+        keys: &[KeyChange],
+    ) -> Result<(), EventStoreError> {
+        let permit = self
+            .gate
+            .acquire()
+            .await
+            .map_err(|e| EventStoreError::Unavailable(Box::new(e)))?;
+        permit.forget();
+        self.inner.append_with_keys(stream, keys).await
     }
 }
 
