@@ -73,7 +73,8 @@ mod tests {
     async fn every_method_of_a_gated_store_reaches_the_inner_store_once_released() {
         let inner = Arc::new(RecordingEventStore::new());
         let gated = GatedEventStore::new(inner.clone());
-        gated.release(1);
+        // One permit for each kind of append the trace makes.
+        gated.release(2);
         assert_eq!(
             inner.trace(&gated).await,
             EventStoreMethod::forwarded_trace()
@@ -81,18 +82,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_closed_gate_holds_appends_and_nothing_else() {
+    async fn a_closed_gate_holds_appends_of_both_kinds_and_nothing_else() {
         let inner = Arc::new(RecordingEventStore::new());
         let gated = GatedEventStore::new(inner.clone());
-        let held = tokio::time::timeout(
-            std::time::Duration::from_millis(20),
-            EventStoreMethod::Append.call(&gated),
-        )
-        .await;
-        assert!(held.is_err(), "the append waits for a permit");
+        let appends = [EventStoreMethod::Append, EventStoreMethod::AppendWithKeys];
+        for append in appends {
+            let held =
+                tokio::time::timeout(std::time::Duration::from_millis(20), append.call(&gated))
+                    .await;
+            assert!(held.is_err(), "{append:?} waits for a permit");
+        }
         assert_eq!(inner.take_calls(), []);
         for &method in EventStoreMethod::ALL {
-            if method != EventStoreMethod::Append {
+            if !appends.contains(&method) {
                 method
                     .call(&gated)
                     .await
