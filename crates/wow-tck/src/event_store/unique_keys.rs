@@ -267,28 +267,34 @@ fn member() -> AggregateId {
     AggregateId::new("demo", "member", wow_core::id::new_id(), "tck")
 }
 
-fn register(member: &AggregateId, handle: &str) -> wow_core::command::JsonCommand {
-    use wow_core::testing_example::{Handle, MemberCommand};
-    wow_core::CommandMessage::of(
-        member.clone(),
-        MemberCommand::Register(Handle {
-            handle: handle.to_owned(),
-        }),
-    )
-    .into_json()
-    .expect("member commands encode")
+/// The member command `body` for `member`, as the gateway takes it.
+fn member_command(
+    member: &AggregateId,
+    body: wow_core::testing_example::MemberCommand,
+) -> wow_core::command::JsonCommand {
+    wow_core::CommandMessage::of(member.clone(), body)
+        .into_json()
+        .expect("member commands encode")
 }
 
-fn change_handle(member: &AggregateId, handle: &str) -> wow_core::command::JsonCommand {
-    use wow_core::testing_example::{Handle, MemberCommand};
-    wow_core::CommandMessage::of(
-        member.clone(),
-        MemberCommand::ChangeHandle(Handle {
-            handle: handle.to_owned(),
-        }),
+fn handle(handle: &str) -> wow_core::testing_example::Handle {
+    wow_core::testing_example::Handle {
+        handle: handle.to_owned(),
+    }
+}
+
+fn register(member: &AggregateId, name: &str) -> wow_core::command::JsonCommand {
+    member_command(
+        member,
+        wow_core::testing_example::MemberCommand::Register(handle(name)),
     )
-    .into_json()
-    .expect("member commands encode")
+}
+
+fn change_handle(member: &AggregateId, name: &str) -> wow_core::command::JsonCommand {
+    member_command(
+        member,
+        wow_core::testing_example::MemberCommand::ChangeHandle(handle(name)),
+    )
 }
 
 async fn send(

@@ -346,7 +346,7 @@ pub(crate) fn decide<A: Aggregate>(
 /// The key changes `events` make to an aggregate of type `A` in `state` (SPEC DM-1): none for
 /// an aggregate that holds no keys, else the keys of the state after them against those of
 /// `state`. The events are applied to a copy; the state itself is untouched.
-fn changed_keys<A: Aggregate>(state: &A::State, events: &[A::Event]) -> Vec<KeyChange> {
+pub(crate) fn changed_keys<A: Aggregate>(state: &A::State, events: &[A::Event]) -> Vec<KeyChange> {
     let Some(before) = A::unique_keys(state) else {
         return Vec::new();
     };

@@ -20,14 +20,14 @@
 
 use std::marker::PhantomData;
 
-use crate::domain::aggregate::runtime::{decide, decode_events};
+use crate::domain::aggregate::runtime::{changed_keys, decide, decode_events};
 use crate::model::aggregate::{Aggregate, AggregateError, CommandContext};
 use crate::model::aggregate_id::AggregateId;
 use crate::model::command::CommandBody;
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream};
 use crate::model::id;
-use crate::model::unique_key::{key_changes, KeyChange};
+use crate::model::unique_key::KeyChange;
 
 /// The start of a spec: which aggregate, before any history is given.
 #[derive(Debug)]
@@ -120,11 +120,13 @@ impl<A: Aggregate> Given<A> {
             Err(errors) => Err(AggregateError::Validation(errors)),
             Ok(()) => decide::<A>(&self.state, command, &ctx),
         };
-        let before = A::unique_keys(&self.state);
         let mut state = self.state;
         let mut version = self.version;
+        let mut keys = Vec::new();
         let outcome = outcome.map(|events| {
             let events: Vec<A::Event> = events.iter().map(round_trip::<A>).collect();
+            // The same comparison the node makes before it appends.
+            keys = changed_keys::<A>(&state, &events);
             for event in &events {
                 A::apply(&mut state, event);
             }
@@ -133,12 +135,6 @@ impl<A: Aggregate> Given<A> {
             }
             events
         });
-        let keys = match (&outcome, before) {
-            (Ok(events), Some(before)) if !events.is_empty() => {
-                key_changes(&before, &A::unique_keys(&state).unwrap_or_default())
-            }
-            _ => Vec::new(),
-        };
         Expect {
             outcome,
             state,
