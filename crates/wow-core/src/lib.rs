@@ -129,8 +129,9 @@ pub mod eventsourcing {
     //! [`SnapshotStoreDecorator`]) and states only what it changes; [`RecordingEventStore`]
     //! proves in a test that every other method reaches the store it wraps.
     pub use crate::contracts::eventsourcing::{
-        check_appendable, check_key_changes, check_rejectable, check_rename, check_time_range,
-        check_version_range, stream_document, AggregateRenames, EventStore, EventStoreDecorator,
+        check_appendable, check_deadline_changes, check_key_changes, check_rejectable,
+        check_rename, check_time_range, check_version_range, stream_document, AggregateRenames,
+        AppendChanges, EventStore, EventStoreDecorator,
         EventStoreError, EventStoreMethod, FeedEntry, GatedEventStore, GlobalPosition,
         InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore, KeyTaken,
         ParseGlobalPositionError, PendingMigration, RecordingEventStore, RecordingSnapshotStore,
@@ -173,13 +174,28 @@ pub mod saga {
     };
 }
 
+pub mod deadline {
+    //! Deadlines (SPEC DM-2): commands scheduled for a time. An aggregate states the deadlines
+    //! its state holds ([`Aggregate::deadlines`](crate::aggregate::Aggregate::deadlines)); the
+    //! node hands the difference a decision makes ([`deadline_changes`]) to the store with the
+    //! stream, which writes the rows in the same atomic write
+    //! ([`EventStore::append_with`](crate::eventsourcing::EventStore::append_with)). A
+    //! scheduler fires due rows ([`DeadlineStore::due`]) through the gateway with the request
+    //! id derived from the schedule, so firing twice takes effect once.
+    pub use crate::contracts::deadline::{DeadlineStore, DeadlineTable};
+    pub use crate::model::deadline::{
+        check_deadline_name, deadline_changes, deadline_request_id, Deadline, DeadlineBacklog,
+        DeadlineChange, ScheduledCommand, MAX_DEADLINE_NAME_LEN,
+    };
+}
+
 pub mod unique_key {
     //! Unique keys across aggregates (SPEC DM-1): a value (an email, a SKU) an aggregate holds
     //! in a named key space of its tenant. An aggregate states the keys its state holds
     //! ([`Aggregate::unique_keys`](crate::aggregate::Aggregate::unique_keys)); the node hands
     //! the difference a decision makes ([`key_changes`]) to the store with the stream, and the
     //! store writes both in one atomic write, its unique constraint deciding between two
-    //! claimants ([`EventStore::append_with_keys`](crate::eventsourcing::EventStore::append_with_keys)).
+    //! claimants ([`EventStore::append_with`](crate::eventsourcing::EventStore::append_with)).
     pub use crate::model::unique_key::{
         check_unique_key, key_changes, KeyChange, KeyHolder, UniqueKey, MAX_KEY_SPACE_LEN,
         MAX_KEY_VALUE_LEN,

@@ -6,6 +6,7 @@
 
 mod support;
 
+use wow_core::eventsourcing::AppendChanges;
 use std::time::Duration;
 
 use wow_core::eventsourcing::{EventStore, EventStoreError, InMemoryEventStore};
@@ -29,7 +30,7 @@ async fn claim(
     let keys: Vec<KeyChange> = values.iter().map(|v| KeyChange::Claim(sku(v))).collect();
     let request_id = format!("r-{}", wow_core::id::new_id());
     store
-        .append_with_keys(&stream(aggregate, 1, &request_id), &keys)
+        .append_with(&stream(aggregate, 1, &request_id), &AppendChanges::keys(&keys.to_vec()))
         .await
 }
 

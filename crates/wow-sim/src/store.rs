@@ -11,7 +11,8 @@ use wow_core::eventsourcing::{
     RequestDecision,
 };
 use wow_core::query::{DocumentQuery, Filter};
-use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use wow_core::eventsourcing::AppendChanges;
+use wow_core::unique_key::{KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::chaos::{Chaos, FaultKind, Logged};
@@ -65,7 +66,7 @@ impl FaultyEventStore {
     async fn faulty_append(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
         self.latency().await;
         self.check_up()?;
@@ -80,10 +81,10 @@ impl FaultyEventStore {
         if self.chaos.inject(FaultKind::StoreAppendFailed, label) {
             return Err(Self::unavailable("append failed before writing"));
         }
-        if keys.is_empty() {
+        if changes.is_empty() {
             self.inner.append(stream).await?;
         } else {
-            self.inner.append_with_keys(stream, keys).await?;
+            self.inner.append_with(stream, changes).await?;
         }
         self.chaos.log(
             &stream.aggregate_id.id,
@@ -115,15 +116,15 @@ impl EventStoreDecorator for FaultyEventStore {
     }
 
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        self.faulty_append(stream, &[]).await
+        self.faulty_append(stream, &AppendChanges::default()).await
     }
 
-    async fn append_with_keys(
+    async fn append_with(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
-        self.faulty_append(stream, keys).await
+        self.faulty_append(stream, changes).await
     }
 
     async fn find_key(

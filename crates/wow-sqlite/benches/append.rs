@@ -11,6 +11,7 @@
 // criterion_group! makes undocumented public functions.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+use wow_core::eventsourcing::AppendChanges;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -165,7 +166,7 @@ async fn append_from(
                     let stream = stream(&aggregate(), 1, request_id.clone());
                     if claim {
                         let key = KeyChange::Claim(UniqueKey::new("sku", request_id));
-                        store.append_with_keys(&stream, &[key]).await.unwrap();
+                        store.append_with(&stream, &AppendChanges::keys(vec![key])).await.unwrap();
                     } else {
                         store.append(&stream).await.unwrap();
                     }

@@ -18,6 +18,7 @@
 //! `unwrap` and `expect`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod deadline;
 pub mod downstream;
 pub mod downstream_runtime;
 pub mod event_store;
@@ -114,6 +115,40 @@ macro_rules! snapshot_store_tck {
     };
     ($factory:expr) => {
         $crate::__snapshot_store_cases!(required, $factory);
+    };
+}
+
+/// Runs every deadline case against stores from `$factory`, each keeping history and
+/// deadlines (see [`deadline::Store`]); `optional:` as for the other suites.
+#[macro_export]
+macro_rules! deadline_store_tck {
+    (optional: $factory:expr) => {
+        $crate::__deadline_store_cases!(optional, $factory);
+    };
+    ($factory:expr) => {
+        $crate::__deadline_store_cases!(required, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __deadline_store_cases {
+    ($mode:ident, $factory:expr) => {
+        $crate::__tck_cases!(
+            $mode,
+            deadline,
+            $factory,
+            [
+                a_schedule_is_written_with_its_stream,
+                a_refused_append_schedules_nothing,
+                a_later_stream_moves_and_cancels_a_deadline,
+                due_rows_come_earliest_first_within_the_limit,
+                fired_deletes_only_the_schedule_that_fired,
+                deadlines_are_per_tenant,
+                a_schedule_on_its_own_is_idempotent,
+                a_malformed_deadline_refuses_the_whole_append,
+            ]
+        );
     };
 }
 

@@ -4,6 +4,11 @@ use std::sync::Arc;
 
 use wow_core::eventsourcing::{InMemoryEventStore, InMemorySnapshotStore};
 
+mod deadline {
+    use super::*;
+    wow_tck::deadline_store_tck!(|| async { Arc::new(InMemoryEventStore::new()) });
+}
+
 mod event_store {
     use super::*;
     wow_tck::event_store_tck!(|| async { Arc::new(InMemoryEventStore::new()) });

@@ -8,6 +8,7 @@
 
 pub(crate) mod command;
 pub(crate) mod compensation;
+pub(crate) mod deadline;
 pub(crate) mod event;
 pub(crate) mod eventsourcing;
 pub(crate) mod stores;

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::contracts::compensation::{CompensationStore, InMemoryCompensationStore};
+use crate::contracts::deadline::DeadlineStore;
 use crate::contracts::event::{
     ConsumerPositions, EffectJournal, InMemoryConsumerPositions, InMemoryEffectJournal,
 };
@@ -35,6 +36,8 @@ pub struct Stores {
     pub effects: Arc<dyn EffectJournal>,
     /// Re-keys an aggregate kept under an old name (an alias) across all of the above.
     pub renames: Arc<dyn AggregateRenames>,
+    /// The pending deadlines (SPEC DM-2), written with the event store's appends.
+    pub deadlines: Arc<dyn DeadlineStore>,
 }
 
 impl Stores {
@@ -48,6 +51,7 @@ impl Stores {
             + ViewStore
             + EffectJournal
             + AggregateRenames
+            + DeadlineStore
             + Clone
             + 'static,
     {
@@ -58,7 +62,8 @@ impl Stores {
             compensation: Arc::new(store.clone()),
             views: Arc::new(store.clone()),
             effects: Arc::new(store.clone()),
-            renames: Arc::new(store),
+            renames: Arc::new(store.clone()),
+            deadlines: Arc::new(store),
         }
     }
 
@@ -77,6 +82,7 @@ impl Stores {
             compensation: renames.compensation.clone(),
             views: Arc::new(InMemoryViewStore::default()),
             effects: Arc::new(InMemoryEffectJournal::default()),
+            deadlines: renames.events.clone(),
             renames: Arc::new(renames),
         }
     }

@@ -15,5 +15,6 @@ pub(crate) mod id;
 pub(crate) mod outbox;
 pub(crate) mod panic;
 pub(crate) mod query;
+pub(crate) mod deadline;
 pub(crate) mod unique_key;
 pub(crate) mod view;

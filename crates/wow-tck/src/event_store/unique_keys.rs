@@ -2,6 +2,7 @@
 //! the stream that makes it, the store's constraint decides between claimants, and a refused
 //! append changes no key.
 
+use wow_core::eventsourcing::AppendChanges;
 use wow_core::eventsourcing::EventStoreError;
 use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
 use wow_core::AggregateId;
@@ -41,7 +42,7 @@ async fn append(
 ) -> Result<(), EventStoreError> {
     let request_id = format!("r-{version}-{}", wow_core::id::new_id());
     store
-        .append_with_keys(&stream(aggregate, version, &request_id), keys)
+        .append_with(&stream(aggregate, version, &request_id), &AppendChanges::keys(keys.to_vec()))
         .await
 }
 
@@ -146,10 +147,7 @@ pub async fn keys_are_per_tenant_and_per_space(store: Store) {
         .await
         .expect("another tenant holds its own keys");
     store
-        .append_with_keys(
-            &stream(&other_space, 1, "r-email"),
-            &[KeyChange::Claim(UniqueKey::new("email", value.clone()))],
-        )
+        .append_with(&stream(&other_space, 1, "r-email"), &AppendChanges::keys(vec![KeyChange::Claim(UniqueKey::new("email", value.clone()))]))
         .await
         .expect("another key space holds its own values");
     assert_eq!(
@@ -178,7 +176,7 @@ pub async fn a_refused_append_changes_no_key(store: Store) {
     let product = aggregate();
     let (first, by_conflict, by_duplicate) = (fresh("first"), fresh("conflict"), fresh("dup"));
     store
-        .append_with_keys(&stream(&product, 1, "r-1"), &[claim(&first)])
+        .append_with(&stream(&product, 1, "r-1"), &AppendChanges::keys(vec![claim(&first)]))
         .await
         .unwrap();
     let conflict = append(&store, &product, 1, &[claim(&by_conflict)]).await;
@@ -190,7 +188,7 @@ pub async fn a_refused_append_changes_no_key(store: Store) {
         "a taken version is a conflict: {conflict:?}"
     );
     let duplicate = store
-        .append_with_keys(&stream(&product, 2, "r-1"), &[claim(&by_duplicate)])
+        .append_with(&stream(&product, 2, "r-1"), &AppendChanges::keys(vec![claim(&by_duplicate)]))
         .await;
     assert!(
         matches!(duplicate, Err(EventStoreError::DuplicateRequestId(_))),
@@ -201,7 +199,7 @@ pub async fn a_refused_append_changes_no_key(store: Store) {
     }
     for bad in [UniqueKey::new("Bad Space", "x"), UniqueKey::new("sku", "")] {
         let refused = store
-            .append_with_keys(&stream(&product, 2, "r-bad"), &[KeyChange::Claim(bad)])
+            .append_with(&stream(&product, 2, "r-bad"), &AppendChanges::keys(vec![KeyChange::Claim(bad)]))
             .await;
         assert!(
             matches!(refused, Err(EventStoreError::IllegalArgument(_))),

@@ -84,7 +84,8 @@ use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::query::{DocumentQuery, Filter};
-use crate::model::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use crate::contracts::eventsourcing::AppendChanges;
+use crate::model::unique_key::{KeyHolder, UniqueKey};
 
 /// A wrapper that adds one concern to the [`EventStore`] it wraps: every type that implements
 /// it is an [`EventStore`] whose methods are these.
@@ -104,13 +105,13 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().append(stream).await
     }
 
-    /// [`EventStore::append_with_keys`]; by default the inner store's.
-    async fn append_with_keys(
+    /// [`EventStore::append_with`]; by default the inner store's.
+    async fn append_with(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
-        self.inner().append_with_keys(stream, keys).await
+        self.inner().append_with(stream, changes).await
     }
 
     /// [`EventStore::find_key`]; by default the inner store's.
@@ -232,12 +233,12 @@ impl<T: EventStoreDecorator> EventStore for T {
         EventStoreDecorator::append(self, stream).await
     }
 
-    async fn append_with_keys(
+    async fn append_with(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
-        EventStoreDecorator::append_with_keys(self, stream, keys).await
+        EventStoreDecorator::append_with(self, stream, changes).await
     }
 
     async fn find_key(

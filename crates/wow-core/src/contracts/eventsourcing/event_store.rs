@@ -7,7 +7,74 @@ use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::query::{DocumentQuery, Filter};
+use crate::model::deadline::{check_deadline_name, DeadlineChange};
 use crate::model::unique_key::{check_unique_key, KeyChange, KeyHolder, UniqueKey};
+
+/// What a decision changes besides its aggregate's history, written in the same atomic write
+/// as its stream: the unique keys it claims and releases (SPEC DM-1) and the deadlines it
+/// schedules and cancels (SPEC DM-2).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppendChanges {
+    /// Claims and releases of the aggregate's unique keys.
+    pub keys: Vec<KeyChange>,
+    /// Deadlines the aggregate schedules (a row per owner and name) and cancels.
+    pub deadlines: Vec<DeadlineChange>,
+}
+
+impl AppendChanges {
+    /// Key changes only.
+    pub fn keys(keys: Vec<KeyChange>) -> Self {
+        Self {
+            keys,
+            deadlines: Vec::new(),
+        }
+    }
+
+    /// Deadline changes only.
+    pub fn deadlines(deadlines: Vec<DeadlineChange>) -> Self {
+        Self {
+            keys: Vec::new(),
+            deadlines,
+        }
+    }
+
+    /// Whether it changes nothing (the append is then a plain [`EventStore::append`]).
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.deadlines.is_empty()
+    }
+}
+
+/// Checks the deadline changes every store's `append_with` shares: each row is the stream's
+/// aggregate's, in its tenant, with a well-formed name and request id.
+pub fn check_deadline_changes(
+    stream: &DomainEventStream,
+    deadlines: &[DeadlineChange],
+) -> Result<(), EventStoreError> {
+    for change in deadlines {
+        check_deadline_name(change.name()).map_err(EventStoreError::IllegalArgument)?;
+        if let DeadlineChange::Schedule(row) = change {
+            if row.owner != stream.aggregate_id {
+                return Err(EventStoreError::IllegalArgument(format!(
+                    "deadline `{}` belongs to {}, not to the appending aggregate {}",
+                    row.name, row.owner, stream.aggregate_id
+                )));
+            }
+            if row.target.tenant_id != row.owner.tenant_id {
+                return Err(EventStoreError::IllegalArgument(format!(
+                    "deadline `{}` sends to another tenant",
+                    row.name
+                )));
+            }
+            crate::model::aggregate_id::check_request_id(&row.request_id).map_err(|why| {
+                EventStoreError::IllegalArgument(format!(
+                    "deadline `{}`'s request id {why}",
+                    row.name
+                ))
+            })?;
+        }
+    }
+    Ok(())
+}
 
 /// Checks the arguments every store's `append` shares; a backend calls it before writing.
 pub fn check_appendable(stream: &DomainEventStream) -> Result<(), EventStoreError> {
@@ -29,7 +96,7 @@ pub fn check_appendable(stream: &DomainEventStream) -> Result<(), EventStoreErro
     Ok(())
 }
 
-/// Checks the key changes every store's `append_with_keys` shares (after
+/// Checks the key changes every store's `append_with` shares (after
 /// [`check_appendable`]); a backend calls it first.
 pub fn check_key_changes(keys: &[KeyChange]) -> Result<(), EventStoreError> {
     for change in keys {
@@ -94,27 +161,34 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError>;
 
     /// Appends `stream` as [`EventStore::append`] does and, in the same atomic write, makes
-    /// its aggregate's key changes (SPEC DM-1): each claim takes its key for the stream's
-    /// aggregate in the aggregate's tenant, each release gives it up. All or nothing: checked
-    /// after the request id and the version, a claim of a key another aggregate of the tenant
-    /// holds fails the whole append with [`EventStoreError::DuplicateKey`] naming the holder,
-    /// and the store's own unique constraint decides between two concurrent claimants. A
-    /// claim of a key the aggregate holds, or a release of one it does not, changes nothing.
-    /// A key [`check_unique_key`](crate::model::unique_key::check_unique_key) refuses is
+    /// the changes its decision makes besides history: all or nothing.
+    ///
+    /// **Keys** (SPEC DM-1): each claim takes its key for the stream's aggregate in the
+    /// aggregate's tenant, each release gives it up. Checked after the request id and the
+    /// version, a claim of a key another aggregate of the tenant holds fails the whole append
+    /// with [`EventStoreError::DuplicateKey`] naming the holder, and the store's own unique
+    /// constraint decides between two concurrent claimants. A claim of a key the aggregate
+    /// holds, or a release of one it does not, changes nothing. A key
+    /// [`check_unique_key`](crate::model::unique_key::check_unique_key) refuses is
     /// [`EventStoreError::IllegalArgument`].
     ///
-    /// Without key changes it is [`EventStore::append`]; a store that holds no keys refuses
-    /// any with `IllegalArgument`.
-    async fn append_with_keys(
+    /// **Deadlines** (SPEC DM-2): each schedule writes the aggregate's row of that name
+    /// (replacing one there), each cancel deletes it; a row is then pending for
+    /// [`DeadlineStore`](crate::deadline::DeadlineStore). A change
+    /// [`check_deadline_changes`] refuses is `IllegalArgument`.
+    ///
+    /// With no changes it is [`EventStore::append`]; a store that keeps neither refuses any
+    /// with `IllegalArgument`.
+    async fn append_with(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
-        if keys.is_empty() {
+        if changes.is_empty() {
             return self.append(stream).await;
         }
         Err(EventStoreError::IllegalArgument(
-            "this event store holds no unique keys".to_owned(),
+            "this event store keeps no unique keys and no deadlines".to_owned(),
         ))
     }
 

@@ -8,7 +8,7 @@ use tokio::sync::Semaphore;
 
 use crate::contracts::eventsourcing::{EventStore, EventStoreDecorator, EventStoreError};
 use crate::model::event::DomainEventStream;
-use crate::model::unique_key::KeyChange;
+use crate::contracts::eventsourcing::AppendChanges;
 
 /// Wraps a store; every append waits for a permit from [`GatedEventStore::release`] before it
 /// reaches the inner store. Every other method, queries included, passes straight through.
@@ -49,10 +49,10 @@ impl EventStoreDecorator for GatedEventStore {
         self.inner.append(stream).await
     }
 
-    async fn append_with_keys(
+    async fn append_with(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
         let permit = self
             .gate
@@ -60,7 +60,7 @@ impl EventStoreDecorator for GatedEventStore {
             .await
             .map_err(|e| EventStoreError::Unavailable(Box::new(e)))?;
         permit.forget();
-        self.inner.append_with_keys(stream, keys).await
+        self.inner.append_with(stream, changes).await
     }
 }
 

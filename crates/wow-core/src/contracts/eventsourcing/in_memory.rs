@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use crate::contracts::deadline::{DeadlineStore, DeadlineTable};
 use crate::contracts::eventsourcing::{
-    check_appendable, check_key_changes, check_rejectable, check_time_range, check_version_range,
+    check_appendable, check_deadline_changes, check_key_changes, AppendChanges, check_rejectable, check_time_range, check_version_range,
     stream_document, EventStore, EventStoreError, FeedEntry, GlobalPosition, Snapshot,
     SnapshotStore, SnapshotStoreError,
 };
@@ -23,6 +24,7 @@ use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::RequestRecord;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision};
 use crate::model::query::{matches, order, DocumentQuery, Filter};
+use crate::model::deadline::{DeadlineBacklog, ScheduledCommand};
 use crate::model::unique_key::{KeyChange, KeyHolder, UniqueKey};
 
 const SHARDS: usize = 64;
@@ -112,6 +114,7 @@ pub struct InMemoryEventStore {
     shards: Vec<Mutex<HashMap<Key, History>>>,
     feed: Mutex<Vec<Arc<DomainEventStream>>>,
     keys: Mutex<HashMap<(String, UniqueKey), KeyHolder>>,
+    deadlines: Mutex<DeadlineTable>,
     hasher: RandomState,
 }
 
@@ -130,6 +133,7 @@ impl InMemoryEventStore {
                 .collect(),
             feed: Mutex::new(Vec::new()),
             keys: Mutex::new(HashMap::default()),
+            deadlines: Mutex::new(DeadlineTable::default()),
             hasher: RandomState::default(),
         }
     }
@@ -153,6 +157,13 @@ impl InMemoryEventStore {
     fn keys(&self) -> MutexGuard<'_, HashMap<(String, UniqueKey), KeyHolder>> {
         // As for a shard: every change below is checked whole before any is made.
         self.keys
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn deadlines(&self) -> MutexGuard<'_, DeadlineTable> {
+        // As for a shard: each change to the table completes without panicking.
+        self.deadlines
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -229,6 +240,7 @@ impl InMemoryEventStore {
             .map(|shard| shard.lock().unwrap_or_else(|p| p.into_inner()))
             .collect();
         let mut keys = self.keys();
+        let mut deadlines = self.deadlines();
         let mut feed = self.feed();
         if !dry_run {
             for holder in keys.values_mut() {
@@ -236,6 +248,7 @@ impl InMemoryEventStore {
                     holder.aggregate_id.aggregate_name = to.to_owned();
                 }
             }
+            deadlines.rename(from, to);
         }
         let moved: Vec<(Key, History)> = shards
             .iter_mut()
@@ -278,16 +291,18 @@ impl InMemoryEventStore {
 #[async_trait]
 impl EventStore for InMemoryEventStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        self.append_with_keys(stream, &[]).await
+        self.append_with(stream, &AppendChanges::default()).await
     }
 
-    async fn append_with_keys(
+    async fn append_with(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
         check_appendable(stream)?;
-        check_key_changes(keys)?;
+        check_key_changes(&changes.keys)?;
+        check_deadline_changes(stream, &changes.deadlines)?;
+        let keys = &changes.keys;
         let key = key(&stream.aggregate_id);
         let mut shard = self.shard(&key);
         let history = shard.entry(key).or_default();
@@ -298,8 +313,12 @@ impl EventStore for InMemoryEventStore {
             return Err(EventStoreError::version_taken(stream));
         }
         if !keys.is_empty() {
-            // Lock order: shard, keys, feed.
+            // Lock order: shard, keys, deadlines, feed.
             change_keys(&mut self.keys(), stream, keys)?;
+        }
+        if !changes.deadlines.is_empty() {
+            self.deadlines()
+                .change(&stream.aggregate_id, &changes.deadlines);
         }
         history
             .requests
@@ -584,5 +603,43 @@ impl SnapshotStore for InMemorySnapshotStore {
                 Ok(true)
             }
         }
+    }
+}
+
+#[async_trait]
+impl DeadlineStore for InMemoryEventStore {
+    async fn due(&self, now: i64, limit: usize) -> Result<Vec<ScheduledCommand>, EventStoreError> {
+        Ok(self.deadlines().due(now, limit))
+    }
+
+    async fn fired(
+        &self,
+        owner: &AggregateId,
+        name: &str,
+        request_id: &str,
+    ) -> Result<bool, EventStoreError> {
+        Ok(self.deadlines().delete(owner, name, Some(request_id)))
+    }
+
+    async fn scheduled_for(
+        &self,
+        owner: &AggregateId,
+    ) -> Result<Vec<ScheduledCommand>, EventStoreError> {
+        Ok(self.deadlines().of(owner))
+    }
+
+    async fn schedule(&self, row: &ScheduledCommand) -> Result<(), EventStoreError> {
+        crate::model::deadline::check_deadline_name(&row.name)
+            .map_err(EventStoreError::IllegalArgument)?;
+        self.deadlines().schedule(row.clone());
+        Ok(())
+    }
+
+    async fn cancel(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {
+        Ok(self.deadlines().delete(owner, name, None))
+    }
+
+    async fn backlog(&self) -> Result<DeadlineBacklog, EventStoreError> {
+        Ok(self.deadlines().backlog())
     }
 }

@@ -17,6 +17,7 @@ use crate::model::event::{DomainEvent, DomainEventStream};
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::id::{new_id, now_millis};
 use crate::model::query::{DocumentQuery, Filter};
+use crate::contracts::eventsourcing::AppendChanges;
 use crate::model::unique_key::{KeyChange, KeyHolder, UniqueKey};
 
 /// Declares the enum of a store trait's methods, with `ALL` listing every variant in order.
@@ -64,8 +65,8 @@ methods! {
     EventStoreMethod {
         /// [`EventStore::append`].
         Append,
-        /// [`EventStore::append_with_keys`].
-        AppendWithKeys,
+        /// [`EventStore::append_with`].
+        AppendWith,
         /// [`EventStore::find_key`].
         FindKey,
         /// [`EventStore::load`].
@@ -123,10 +124,13 @@ impl EventStoreMethod {
         let request_id = new_id();
         match self {
             Self::Append => store.append(&probe_stream(&id, &request_id)).await,
-            Self::AppendWithKeys => {
+            Self::AppendWith => {
                 let claim = KeyChange::Claim(UniqueKey::new("probe", new_id()));
                 store
-                    .append_with_keys(&probe_stream(&id, &request_id), &[claim])
+                    .append_with(
+                        &probe_stream(&id, &request_id),
+                        &AppendChanges::keys(vec![claim]),
+                    )
                     .await
             }
             Self::FindKey => store
@@ -230,13 +234,13 @@ impl EventStore for RecordingEventStore {
         self.store.append(stream).await
     }
 
-    async fn append_with_keys(
+    async fn append_with(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
-        self.calls.push(EventStoreMethod::AppendWithKeys);
-        self.store.append_with_keys(stream, keys).await
+        self.calls.push(EventStoreMethod::AppendWith);
+        self.store.append_with(stream, changes).await
     }
 
     async fn find_key(

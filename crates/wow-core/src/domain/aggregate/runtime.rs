@@ -20,7 +20,9 @@ use crate::model::command::{CommandBody, CommandInfo, CommandKind, EventBody};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream, EventShape, Upcasters};
 use crate::model::panic::panic_message;
-use crate::model::unique_key::{key_changes, KeyChange};
+use crate::contracts::eventsourcing::AppendChanges;
+use crate::model::deadline::deadline_changes;
+use crate::model::unique_key::key_changes;
 
 /// A command decoded and validated against its aggregate, ready to be handled.
 pub struct DecodedCommand {
@@ -122,7 +124,8 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     /// PX-1); `state` is only read, so it is unchanged.
     ///
     /// With the events come the changes they make to the aggregate's unique keys
-    /// ([`Aggregate::unique_keys`], SPEC DM-1), for the store to make with the append.
+    /// ([`Aggregate::unique_keys`], SPEC DM-1) and deadlines ([`Aggregate::deadlines`], SPEC
+    /// DM-2), for the store to make with the append.
     fn handle(
         &self,
         state: &AggregateState,
@@ -131,22 +134,23 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     ) -> Result<Decided, AggregateError>;
 }
 
-/// What a handler decided: the events to record, and the key changes they make.
+/// What a handler decided: the events to record, and the changes they make besides history.
 #[derive(Debug, Default)]
 pub struct Decided {
     /// The events, in order; none for a command that changes nothing.
     pub events: Vec<DomainEvent>,
-    /// The claims and releases of unique keys the events make (SPEC DM-1), for
-    /// [`EventStore::append_with_keys`](crate::eventsourcing::EventStore::append_with_keys).
-    pub keys: Vec<KeyChange>,
+    /// The claims and releases of unique keys (SPEC DM-1) and the deadlines scheduled and
+    /// cancelled (SPEC DM-2) the events make, for
+    /// [`EventStore::append_with`](crate::eventsourcing::EventStore::append_with).
+    pub changes: AppendChanges,
 }
 
 impl Decided {
-    /// Events that change no key.
+    /// Events that change no key and no deadline.
     pub fn events(events: Vec<DomainEvent>) -> Self {
         Self {
             events,
-            keys: Vec::new(),
+            changes: AppendChanges::default(),
         }
     }
 }
@@ -343,21 +347,39 @@ pub(crate) fn decide<A: Aggregate>(
     })
 }
 
-/// The key changes `events` make to an aggregate of type `A` in `state` (SPEC DM-1): none for
-/// an aggregate that holds no keys, else the keys of the state after them against those of
-/// `state`. The events are applied to a copy; the state itself is untouched.
-pub(crate) fn changed_keys<A: Aggregate>(state: &A::State, events: &[A::Event]) -> Vec<KeyChange> {
-    let Some(before) = A::unique_keys(state) else {
-        return Vec::new();
-    };
-    if events.is_empty() {
-        return Vec::new();
+/// The changes `events` make to an aggregate of type `A` in `state` besides its history: its
+/// unique keys (SPEC DM-1) and its deadlines (SPEC DM-2), each the state after the events
+/// against `state`; nothing for an aggregate that holds neither. The events are applied to a
+/// copy; the state itself is untouched. The new stream is the one after `ctx.version`.
+pub(crate) fn changes_of<A: Aggregate>(
+    state: &A::State,
+    events: &[A::Event],
+    ctx: &CommandContext<'_>,
+) -> Result<AppendChanges, AggregateError> {
+    let keys_before = A::unique_keys(state);
+    let deadlines_before = A::deadlines(state);
+    if events.is_empty() || (keys_before.is_none() && deadlines_before.is_none()) {
+        return Ok(AppendChanges::default());
     }
     let mut after = state.clone();
     for event in events {
         A::apply(&mut after, event);
     }
-    key_changes(&before, &A::unique_keys(&after).unwrap_or_default())
+    let keys = match keys_before {
+        Some(before) => key_changes(&before, &A::unique_keys(&after).unwrap_or_default()),
+        None => Vec::new(),
+    };
+    let deadlines = match deadlines_before {
+        Some(before) => deadline_changes(
+            ctx.aggregate_id,
+            ctx.version + 1,
+            &before,
+            &A::deadlines(&after).unwrap_or_default(),
+        )
+        .map_err(AggregateError::Encode)?,
+        None => Vec::new(),
+    };
+    Ok(AppendChanges { keys, deadlines })
 }
 
 impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
@@ -526,8 +548,8 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
         // a shared reference, so nothing it could have half-changed survives the unwind.
         let decided = panic::catch_unwind(AssertUnwindSafe(|| {
             let events = decide::<A>(typed_state, typed_command, ctx)?;
-            let keys = changed_keys::<A>(typed_state, &events);
-            Ok((events, keys))
+            let changes = changes_of::<A>(typed_state, &events, ctx)?;
+            Ok((events, changes))
         }))
         .unwrap_or_else(|payload| {
             let message = panic_message(payload.as_ref());
@@ -537,13 +559,13 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
                 message,
             })
         });
-        let (events, keys) = decided?;
+        let (events, changes) = decided?;
         Ok(Decided {
             events: events
                 .iter()
                 .map(|event| DomainEvent::of(event).map_err(AggregateError::Encode))
                 .collect::<Result<_, _>>()?,
-            keys,
+            changes,
         })
     }
 }

@@ -20,13 +20,15 @@
 
 use std::marker::PhantomData;
 
-use crate::domain::aggregate::runtime::{changed_keys, decide, decode_events};
+use crate::contracts::eventsourcing::AppendChanges;
+use crate::domain::aggregate::runtime::{changes_of, decide, decode_events};
 use crate::model::aggregate::{Aggregate, AggregateError, CommandContext};
 use crate::model::aggregate_id::AggregateId;
 use crate::model::command::CommandBody;
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream};
 use crate::model::id;
+use crate::model::deadline::{Deadline, DeadlineChange};
 use crate::model::unique_key::KeyChange;
 
 /// The start of a spec: which aggregate, before any history is given.
@@ -75,6 +77,7 @@ impl<A: Aggregate> AggregateSpec<A> {
             aggregate_id: self.aggregate_id,
             state,
             version,
+            now: None,
         }
     }
 
@@ -102,44 +105,79 @@ pub struct Given<A: Aggregate> {
     aggregate_id: AggregateId,
     state: A::State,
     version: u64,
+    now: Option<i64>,
+}
+
+/// One decision as the node makes it: validation, the existence rules, the handler, and the
+/// changes its events make besides history; the state and version after it.
+struct Decision<A: Aggregate> {
+    outcome: Result<Vec<A::Event>, AggregateError>,
+    state: A::State,
+    version: u64,
+    changes: AppendChanges,
+}
+
+fn decide_at<A: Aggregate>(
+    aggregate_id: &AggregateId,
+    state: A::State,
+    version: u64,
+    now: i64,
+    command: A::Command,
+) -> Decision<A> {
+    let command_id = id::new_id();
+    let ctx = CommandContext {
+        aggregate_id,
+        version,
+        command_id: &command_id,
+        request_id: &command_id,
+        now,
+    };
+    let outcome = match command.validate() {
+        Err(errors) => Err(AggregateError::Validation(errors)),
+        Ok(()) => decide::<A>(&state, command, &ctx),
+    };
+    let mut decision = Decision {
+        outcome: Err(AggregateError::Encode(serde::de::Error::custom("not decided"))),
+        state,
+        version,
+        changes: AppendChanges::default(),
+    };
+    decision.outcome = outcome.and_then(|events| {
+        let events: Vec<A::Event> = events.iter().map(round_trip::<A>).collect();
+        // The same comparison the node makes before it appends.
+        decision.changes = changes_of::<A>(&decision.state, &events, &ctx)?;
+        for event in &events {
+            A::apply(&mut decision.state, event);
+        }
+        if !events.is_empty() {
+            decision.version += 1;
+        }
+        Ok(events)
+    });
+    decision
 }
 
 impl<A: Aggregate> Given<A> {
+    /// Decides at `now` (milliseconds since the Unix epoch) instead of the wall clock: the
+    /// handler's `ctx.now`, and where [`Expect::advance`] starts from.
+    pub fn at(mut self, now: i64) -> Self {
+        self.now = Some(now);
+        self
+    }
+
     /// Validates `command` and decides on it as the processing node would: validation, then
     /// the existence rules of its kind, then the handler.
     pub fn when(self, command: A::Command) -> Expect<A> {
-        let command_id = id::new_id();
-        let ctx = CommandContext {
-            aggregate_id: &self.aggregate_id,
-            version: self.version,
-            command_id: &command_id,
-            request_id: &command_id,
-            now: id::now_millis(),
-        };
-        let outcome = match command.validate() {
-            Err(errors) => Err(AggregateError::Validation(errors)),
-            Ok(()) => decide::<A>(&self.state, command, &ctx),
-        };
-        let mut state = self.state;
-        let mut version = self.version;
-        let mut keys = Vec::new();
-        let outcome = outcome.map(|events| {
-            let events: Vec<A::Event> = events.iter().map(round_trip::<A>).collect();
-            // The same comparison the node makes before it appends.
-            keys = changed_keys::<A>(&state, &events);
-            for event in &events {
-                A::apply(&mut state, event);
-            }
-            if !events.is_empty() {
-                version += 1;
-            }
-            events
-        });
+        let now = self.now.unwrap_or_else(id::now_millis);
+        let decision = decide_at::<A>(&self.aggregate_id, self.state, self.version, now, command);
         Expect {
-            outcome,
-            state,
-            version,
-            keys,
+            outcome: decision.outcome,
+            state: decision.state,
+            version: decision.version,
+            changes: decision.changes,
+            aggregate_id: self.aggregate_id,
+            now,
+            fired: Vec::new(),
         }
     }
 }
@@ -150,7 +188,10 @@ pub struct Expect<A: Aggregate> {
     outcome: Result<Vec<A::Event>, AggregateError>,
     state: A::State,
     version: u64,
-    keys: Vec<KeyChange>,
+    changes: AppendChanges,
+    aggregate_id: AggregateId,
+    now: i64,
+    fired: Vec<A::Command>,
 }
 
 impl<A: Aggregate> Expect<A> {
@@ -227,7 +268,71 @@ impl<A: Aggregate> Expect<A> {
     #[track_caller]
     pub fn expect_keys(self, expected: impl IntoIterator<Item = KeyChange>) -> Self {
         let expected: Vec<KeyChange> = expected.into_iter().collect();
-        assert_eq!(self.keys, expected, "the decision changes other keys");
+        assert_eq!(self.changes.keys, expected, "the decision changes other keys");
+        self
+    }
+
+    /// The deadline changes the decision makes (SPEC DM-2), in name order, as the node hands
+    /// them to the store with the stream.
+    pub fn deadline_changes(&self) -> &[DeadlineChange] {
+        &self.changes.deadlines
+    }
+
+    /// Checks the deadlines the state holds now (after the command, or after
+    /// [`advance`](Self::advance)).
+    #[track_caller]
+    pub fn expect_deadlines(self, check: impl FnOnce(&[Deadline<A::Command>])) -> Self {
+        check(&A::deadlines(&self.state).unwrap_or_default());
+        self
+    }
+
+    /// Moves the clock forward by `by` and fires what comes due, as the scheduler would:
+    /// each deadline of the state due by then, earliest first, is decided at its due time
+    /// and its events applied (a deadline its own command leaves in place fires once). What
+    /// fired is checked with [`expect_fired`](Self::expect_fired); the outcome checked by the
+    /// other expectations is then the last fired command's.
+    pub fn advance(mut self, by: std::time::Duration) -> Self {
+        let until = self
+            .now
+            .saturating_add(i64::try_from(by.as_millis()).unwrap_or(i64::MAX));
+        let mut done: Vec<(String, i64)> = Vec::new();
+        loop {
+            let mut due: Vec<Deadline<A::Command>> = A::deadlines(&self.state)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|d| d.due_at <= until && !done.contains(&(d.name.clone(), d.due_at)))
+                .collect();
+            due.sort_by_key(|d| d.due_at);
+            let Some(next) = due.into_iter().next() else {
+                break;
+            };
+            done.push((next.name.clone(), next.due_at));
+            let at = next.due_at.max(self.now);
+            self.fired.push(next.command.clone());
+            let decision = decide_at::<A>(
+                &self.aggregate_id,
+                self.state,
+                self.version,
+                at,
+                next.command,
+            );
+            self.outcome = decision.outcome;
+            self.state = decision.state;
+            self.version = decision.version;
+            self.changes = decision.changes;
+        }
+        self.now = until;
+        self
+    }
+
+    /// Expects exactly these commands to have fired, in order, since the spec began.
+    #[track_caller]
+    pub fn expect_fired(self, expected: impl IntoIterator<Item = A::Command>) -> Self
+    where
+        A::Command: PartialEq,
+    {
+        let expected: Vec<A::Command> = expected.into_iter().collect();
+        assert_eq!(self.fired, expected, "other commands fired");
         self
     }
 

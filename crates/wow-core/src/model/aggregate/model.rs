@@ -10,6 +10,7 @@ use crate::model::command::{CommandBody, EventBody};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::Upcasters;
 use crate::model::unique_key::UniqueKey;
+use crate::model::deadline::Deadline;
 
 /// A business-rule rejection of a domain, with its own error code.
 ///
@@ -205,6 +206,22 @@ pub trait Aggregate: Send + Sync + 'static {
     /// A key moves with the state: a renamed SKU releases the old value and claims the new
     /// one. A soft-deleted aggregate keeps its keys (recovering it needs them).
     fn unique_keys(state: &Self::State) -> Option<Vec<UniqueKey>> {
+        let _ = state;
+        None
+    }
+
+    /// The deadlines `state` holds (SPEC DM-2): commands to send to this aggregate at a time,
+    /// each named (an order's `expire`, due fifteen minutes after it was placed). `None`, the
+    /// default, says the aggregate has none, and nothing is computed; an aggregate with
+    /// deadlines answers `Some` for every state, empty when none is pending.
+    ///
+    /// Asked of the state before a decision and of the state after its events: a deadline
+    /// gained or moved is scheduled and one lost cancelled, in the same atomic write as the
+    /// stream, so a paid order that no longer lists its expiry cancels it, and a rejected or
+    /// failed command schedules nothing. When it is due, the scheduler sends the command with
+    /// a request id derived from the schedule, so firing twice takes effect once; the
+    /// command is decided like any other, on the state of that moment.
+    fn deadlines(state: &Self::State) -> Option<Vec<Deadline<Self::Command>>> {
         let _ = state;
         None
     }

@@ -149,7 +149,7 @@ impl DefaultCommandHandler {
         let version = loaded.state.version();
         let stream = self.stream_of(command, fingerprint, version, decided.events, now);
         if let Some(answer) = self
-            .append(command, fingerprint, &stream, &decided.keys)
+            .append(command, fingerprint, &stream, &decided.changes)
             .await
         {
             return answer;

@@ -13,7 +13,7 @@ use wow_core::compensation::{FailedExecution, AGGREGATE_PROCESSOR};
 use wow_core::event::ConsumerError;
 use wow_core::event::{DomainEvent, DomainEventStream};
 use wow_core::eventsourcing::EventStoreError;
-use wow_core::unique_key::KeyChange;
+use wow_core::eventsourcing::AppendChanges;
 use wow_core::AggregateId;
 use wow_core::ErrorCode;
 
@@ -56,12 +56,14 @@ impl DefaultCommandHandler {
         command: &JsonCommand,
         fingerprint: &str,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Option<Attempt> {
-        let appended = if keys.is_empty() {
+        // A decision that changes no key and no deadline is a plain append, so every
+        // decorator of `append` behaves as before.
+        let appended = if changes.is_empty() {
             self.store.append(stream).await
         } else {
-            self.store.append_with_keys(stream, keys).await
+            self.store.append_with(stream, changes).await
         };
         match appended {
             Ok(()) => None,
