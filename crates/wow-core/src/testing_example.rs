@@ -112,3 +112,128 @@ impl Aggregate for Member {
         )
     }
 }
+
+/// A hold that expires unless it is confirmed (SPEC DM-2): placing it schedules the deadline
+/// `expire` for `minutes` later, confirming it cancels the deadline, and when the deadline is
+/// due the scheduler sends `expire`, which only a pending hold accepts.
+#[derive(Debug)]
+pub struct Hold;
+
+/// The hold's state.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HoldState {
+    /// When it expires unless confirmed, while pending.
+    pub expires_at: Option<i64>,
+    /// Whether it was confirmed.
+    pub confirmed: bool,
+    /// Whether it expired.
+    pub expired: bool,
+}
+
+/// How long a hold lasts.
+#[derive(
+    Debug, Clone, PartialEq, Serialize, Deserialize, validator::Validate, schemars::JsonSchema,
+)]
+pub struct PlaceHold {
+    /// Minutes until it expires.
+    #[validate(range(min = 1))]
+    pub minutes: u32,
+}
+
+/// A command with no fields.
+#[derive(
+    Debug,
+    Clone,
+    Default,
+    PartialEq,
+    Serialize,
+    Deserialize,
+    validator::Validate,
+    schemars::JsonSchema,
+)]
+pub struct Nothing {}
+
+/// The hold's commands.
+#[derive(Debug, Clone, PartialEq, Command)]
+pub enum HoldCommand {
+    /// Places the hold.
+    #[command(create)]
+    Place(PlaceHold),
+    /// Confirms it: it no longer expires.
+    Confirm(Nothing),
+    /// Expires it; sent by its deadline.
+    Expire(Nothing),
+}
+
+/// When a placed hold expires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HoldPlaced {
+    /// Milliseconds since the Unix epoch.
+    pub expires_at: i64,
+}
+
+/// The hold's events.
+#[derive(Debug, Clone, PartialEq, Event)]
+pub enum HoldEvent {
+    /// Placed, expiring at its time.
+    Placed(HoldPlaced),
+    /// Confirmed.
+    Confirmed(Nothing),
+    /// Expired.
+    Expired(Nothing),
+}
+
+/// The hold's business rules.
+#[derive(Debug, thiserror::Error, DomainError)]
+pub enum HoldError {
+    /// Only a pending hold is confirmed or expires.
+    #[error("the hold is no longer pending")]
+    NotPending,
+}
+
+impl Aggregate for Hold {
+    const CONTEXT_NAME: &'static str = "demo";
+    const AGGREGATE_NAME: &'static str = "hold";
+    type State = HoldState;
+    type Command = HoldCommand;
+    type Event = HoldEvent;
+    type Error = HoldError;
+
+    fn handle(
+        state: &HoldState,
+        command: HoldCommand,
+        ctx: &CommandContext<'_>,
+    ) -> Result<Vec<HoldEvent>, HoldError> {
+        let pending = state.expires_at.is_some() && !state.confirmed && !state.expired;
+        match command {
+            HoldCommand::Place(place) => Ok(vec![HoldEvent::Placed(HoldPlaced {
+                expires_at: ctx.now.saturating_add(i64::from(place.minutes) * 60_000),
+            })]),
+            HoldCommand::Confirm(_) if pending => Ok(vec![HoldEvent::Confirmed(Nothing {})]),
+            HoldCommand::Expire(_) if pending => Ok(vec![HoldEvent::Expired(Nothing {})]),
+            HoldCommand::Confirm(_) | HoldCommand::Expire(_) => Err(HoldError::NotPending),
+        }
+    }
+
+    fn apply(state: &mut HoldState, event: &HoldEvent) {
+        match event {
+            HoldEvent::Placed(placed) => state.expires_at = Some(placed.expires_at),
+            HoldEvent::Confirmed(_) => state.confirmed = true,
+            HoldEvent::Expired(_) => state.expired = true,
+        }
+    }
+
+    fn deadlines(state: &HoldState) -> Option<Vec<wow_core::deadline::Deadline<HoldCommand>>> {
+        let pending = !state.confirmed && !state.expired;
+        Some(
+            state
+                .expires_at
+                .filter(|_| pending)
+                .map(|at| {
+                    wow_core::deadline::Deadline::new("expire", at, HoldCommand::Expire(Nothing {}))
+                })
+                .into_iter()
+                .collect(),
+        )
+    }
+}

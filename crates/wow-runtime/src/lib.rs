@@ -18,6 +18,7 @@
 
 pub mod command;
 pub mod compensation;
+pub mod deadline;
 pub mod event;
 pub mod eventsourcing;
 pub mod idempotency;

@@ -9,6 +9,8 @@ use crate::command::{
     WaitNotifier,
 };
 use crate::compensation::{CompensationError, CompensationScheduler};
+use crate::deadline::DeadlineScheduler;
+use wow_core::deadline::DeadlineStore;
 use crate::event::{catch_up, CatchUpError, CatchUpProgress, EventDispatcher};
 use crate::event::{InMemoryDomainEventBus, DEFAULT_PARTITION_CAPACITY};
 use crate::eventsourcing::{AggregateCache, SnapshotStrategy, Snapshotter};
@@ -557,6 +559,13 @@ impl LocalPipeline {
                     self.quarantine.clone(),
                 ),
         )
+    }
+
+    /// The scheduler of `deadlines`' due commands (SPEC DM-2), firing through this pipeline's
+    /// gateway by its clock; run it with [`DeadlineScheduler::run`] or pass by pass with
+    /// [`DeadlineScheduler::fire_due`].
+    pub fn deadline_scheduler(&self, deadlines: Arc<dyn DeadlineStore>) -> DeadlineScheduler {
+        DeadlineScheduler::new(deadlines, self.gateway.clone(), self.time.clock.clone())
     }
 
     /// Runs every consumer over the history of `aggregates` it has not handled yet, one

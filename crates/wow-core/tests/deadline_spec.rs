@@ -1,0 +1,76 @@
+//! The test kit controls time for deadlines (SPEC DM-2): given now, advance, expect the fired
+//! command.
+
+use std::time::Duration;
+
+use wow_core::aggregate::AggregateSpec;
+use wow_core::deadline::DeadlineChange;
+use wow_core::testing_example::{Hold, HoldCommand, HoldEvent, HoldPlaced, Nothing, PlaceHold};
+use wow_core::ErrorCode;
+
+const T0: i64 = 1_800_000_000_000;
+
+#[test]
+fn placing_a_hold_schedules_its_expiry_and_advancing_past_it_fires_the_command() {
+    let placed = AggregateSpec::<Hold>::new()
+        .given_nothing()
+        .at(T0)
+        .when(HoldCommand::Place(PlaceHold { minutes: 15 }))
+        .expect_events([HoldEvent::Placed(HoldPlaced {
+            expires_at: T0 + 15 * 60_000,
+        })])
+        .expect_deadlines(|deadlines| {
+            assert_eq!(deadlines.len(), 1);
+            assert_eq!(deadlines[0].name, "expire");
+            assert_eq!(deadlines[0].due_at, T0 + 15 * 60_000);
+        });
+    match placed.deadline_changes() {
+        [DeadlineChange::Schedule(row)] => {
+            assert_eq!(row.command, "expire");
+            assert_eq!(row.request_id, "deadline/expire/1");
+        }
+        other => panic!("expected one schedule, got {other:?}"),
+    }
+    let early = placed
+        .advance(Duration::from_secs(14 * 60))
+        .expect_fired([]);
+    early
+        .advance(Duration::from_secs(60))
+        .expect_fired([HoldCommand::Expire(Nothing {})])
+        .expect_events([HoldEvent::Expired(Nothing {})])
+        .expect_state(|state| assert!(state.expired))
+        .expect_deadlines(|deadlines| assert!(deadlines.is_empty()));
+}
+
+#[test]
+fn a_confirmed_hold_cancels_its_expiry_and_nothing_fires() {
+    let confirmed = AggregateSpec::<Hold>::new()
+        .given([HoldEvent::Placed(HoldPlaced {
+            expires_at: T0 + 60_000,
+        })])
+        .at(T0)
+        .when(HoldCommand::Confirm(Nothing {}))
+        .expect_events([HoldEvent::Confirmed(Nothing {})]);
+    assert_eq!(
+        confirmed.deadline_changes(),
+        &[DeadlineChange::Cancel {
+            name: "expire".to_owned()
+        }]
+    );
+    confirmed
+        .advance(Duration::from_secs(3600))
+        .expect_fired([])
+        .expect_deadlines(|deadlines| assert!(deadlines.is_empty()));
+}
+
+#[test]
+fn an_expire_that_comes_late_is_a_business_rejection() {
+    AggregateSpec::<Hold>::new()
+        .given([
+            HoldEvent::Placed(HoldPlaced { expires_at: T0 }),
+            HoldEvent::Confirmed(Nothing {}),
+        ])
+        .at(T0)
+        .when(HoldCommand::Expire(Nothing {}))
+        .expect_error_code(ErrorCode::Domain("NotPending".into()));
+}

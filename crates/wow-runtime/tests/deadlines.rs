@@ -1,0 +1,223 @@
+//! Deadlines through a running pipeline (SPEC DM-2): the row written with the stream that
+//! schedules it, fired when due through the gateway with the request id its schedule derived,
+//! taking effect once however often it fires, cancelled by a later event, and fired after a
+//! restart when it came due while the process was down.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use serde_json::json;
+use wow_core::aggregate::AggregateRegistry;
+use wow_core::command::{CommandKind, JsonCommand};
+use wow_core::deadline::DeadlineStore;
+use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
+use wow_core::id::{self, ManualClock};
+use wow_core::{AggregateId, CommandMessage};
+use wow_runtime::command::WaitPlan;
+use wow_runtime::deadline::{DeadlineScheduler, FirePass};
+use wow_runtime::pipeline::LocalPipeline;
+
+const T0: i64 = 1_800_000_000_000;
+const MINUTE: i64 = 60_000;
+
+fn registry() -> AggregateRegistry {
+    let mut registry = AggregateRegistry::new();
+    registry
+        .register::<wow_core::testing_example::Hold>()
+        .unwrap();
+    registry
+}
+
+fn hold_id(tenant: &str) -> AggregateId {
+    AggregateId::new("demo", "hold", id::new_id(), tenant)
+}
+
+fn command(id: &AggregateId, name: &str, body: serde_json::Value) -> JsonCommand {
+    CommandMessage::new(id.clone(), name, CommandKind::Normal, body)
+}
+
+struct Node {
+    pipeline: LocalPipeline,
+    scheduler: DeadlineScheduler,
+}
+
+fn node(store: &Arc<InMemoryEventStore>, clock: &Arc<ManualClock>) -> Node {
+    let pipeline = LocalPipeline::builder(registry(), store.clone())
+        .clock(clock.clone())
+        .build();
+    let scheduler = pipeline.deadline_scheduler(store.clone());
+    Node {
+        pipeline,
+        scheduler,
+    }
+}
+
+async fn send(node: &Node, command: JsonCommand) -> wow_core::CommandResult {
+    node.pipeline
+        .gateway
+        .send_and_wait(command, WaitPlan::processed())
+        .await
+        .expect("the command succeeds")
+}
+
+async fn event_names(store: &InMemoryEventStore, id: &AggregateId) -> Vec<String> {
+    store
+        .load(id, 1, u64::MAX)
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|s| s.body.iter().map(|e| e.name.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_due_deadline_fires_its_command_once_and_its_row_goes() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let hold = hold_id("t1");
+    send(&node, command(&hold, "place", json!({"minutes": 15}))).await;
+    let pending = store.scheduled_for(&hold).await.unwrap();
+    assert_eq!(pending.len(), 1, "the row is written with the stream");
+    assert_eq!(pending[0].due_at, T0 + 15 * MINUTE);
+
+    clock.advance(15 * MINUTE - 1);
+    assert_eq!(node.scheduler.fire_due().await.unwrap(), FirePass::default());
+    assert_eq!(event_names(&store, &hold).await, ["Placed"]);
+
+    clock.advance(1);
+    let pass = node.scheduler.fire_due().await.unwrap();
+    assert_eq!(pass.fired, 1, "{pass:?}");
+    assert_eq!(event_names(&store, &hold).await, ["Placed", "Expired"]);
+    assert!(store.scheduled_for(&hold).await.unwrap().is_empty());
+    assert_eq!(node.scheduler.fire_due().await.unwrap(), FirePass::default());
+}
+
+#[tokio::test]
+async fn firing_twice_takes_effect_once() {
+    // The crash between firing and deleting: the command was decided, the row is still there.
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let hold = hold_id("t1");
+    send(&node, command(&hold, "place", json!({"minutes": 1}))).await;
+    let row = store.scheduled_for(&hold).await.unwrap().remove(0);
+    clock.advance(MINUTE);
+    let first = send(
+        &node,
+        command(&hold, "expire", json!({})).with_request_id(row.request_id.clone()),
+    )
+    .await;
+    // The append that expired the hold cancelled the row; a store that lost that write (or a
+    // scheduler that crashed before deleting) has it back.
+    store.schedule(&row).await.unwrap();
+
+    let pass = node.scheduler.fire_due().await.unwrap();
+    assert_eq!(pass.fired, 1, "the second firing replays the first decision: {pass:?}");
+    assert_eq!(event_names(&store, &hold).await, ["Placed", "Expired"]);
+    assert_eq!(first.aggregate_version, Some(2));
+    assert!(store.scheduled_for(&hold).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_later_event_cancels_the_deadline_and_nothing_fires() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let hold = hold_id("t1");
+    send(&node, command(&hold, "place", json!({"minutes": 5}))).await;
+    send(&node, command(&hold, "confirm", json!({}))).await;
+    assert!(store.scheduled_for(&hold).await.unwrap().is_empty());
+    clock.advance(60 * MINUTE);
+    assert_eq!(node.scheduler.fire_due().await.unwrap(), FirePass::default());
+    assert_eq!(event_names(&store, &hold).await, ["Placed", "Confirmed"]);
+}
+
+#[tokio::test]
+async fn a_rejected_command_schedules_nothing() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let hold = hold_id("t1");
+    let refused = node
+        .pipeline
+        .gateway
+        .send_and_wait(
+            command(&hold, "place", json!({"minutes": 0})),
+            WaitPlan::processed(),
+        )
+        .await;
+    assert!(refused.is_err(), "a hold of 0 minutes is invalid");
+    assert!(store.scheduled_for(&hold).await.unwrap().is_empty());
+    assert_eq!(store.backlog().await.unwrap().pending, 0);
+}
+
+#[tokio::test]
+async fn after_a_restart_what_came_due_while_down_fires() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let holds: Vec<AggregateId> = vec![hold_id("t1"), hold_id("t2")];
+    {
+        let before = node(&store, &clock);
+        for hold in &holds {
+            send(&before, command(hold, "place", json!({"minutes": 10}))).await;
+        }
+    }
+    // Down for an hour; a new process on the same store.
+    clock.advance(60 * MINUTE);
+    let after = node(&store, &clock);
+    let pass = after.scheduler.fire_due().await.unwrap();
+    assert_eq!(pass.fired, 2, "{pass:?}");
+    for hold in &holds {
+        assert_eq!(event_names(&store, hold).await, ["Placed", "Expired"]);
+        assert!(store.scheduled_for(hold).await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_scheduler_fires_only_the_deadlines_it_owns() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let mine = hold_id("t1");
+    let theirs = hold_id("t2");
+    send(&node, command(&mine, "place", json!({"minutes": 1}))).await;
+    send(&node, command(&theirs, "place", json!({"minutes": 1}))).await;
+    clock.advance(MINUTE);
+    let owned = node
+        .scheduler
+        .clone()
+        .owning(Arc::new(|owner: &AggregateId| owner.tenant_id == "t1"));
+    let pass = owned.fire_due().await.unwrap();
+    assert_eq!((pass.fired, pass.skipped), (1, 1), "{pass:?}");
+    assert_eq!(event_names(&store, &mine).await, ["Placed", "Expired"]);
+    assert_eq!(event_names(&store, &theirs).await, ["Placed"]);
+    assert_eq!(store.scheduled_for(&theirs).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_running_scheduler_fires_when_woken() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let hold = hold_id("t1");
+    send(&node, command(&hold, "place", json!({"minutes": 1}))).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(node.scheduler.clone().run(async move {
+        let _ = stopped.await;
+    }));
+    clock.advance(MINUTE);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        node.scheduler.wake();
+        if event_names(&store, &hold).await.len() == 2 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the deadline never fired");
+        tokio::task::yield_now().await;
+    }
+    assert!(store.scheduled_for(&hold).await.unwrap().is_empty());
+    stop.send(()).unwrap();
+    running.await.unwrap();
+}
+
