@@ -189,6 +189,10 @@ fn aggregate_paths(
     }
     paths.insert(format!("/{aggregate}/{{id}}/state"), state_path(aggregate));
     paths.insert(
+        format!("/{aggregate}/{{id}}/deadlines"),
+        operations::deadlines_path(aggregate),
+    );
+    paths.insert(
         format!("/{aggregate}/{{id}}/event/{{head}}/{{tail}}"),
         events_path(aggregate),
     );

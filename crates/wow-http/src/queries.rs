@@ -1,6 +1,8 @@
 //! The read routes: state and time travel (`state`), history (`history`), the outcome
-//! look-up (`outcome`), the holder of a unique key (`unique_key`) and health (`health`).
+//! look-up (`outcome`), the holder of a unique key (`unique_key`), pending deadlines
+//! (`deadlines`) and health (`health`).
 
+mod deadlines;
 mod health;
 mod history;
 mod outcome;
@@ -13,6 +15,7 @@ use wow_core::ErrorCode;
 
 use crate::error::ApiError;
 
+pub(crate) use deadlines::{of_aggregate as aggregate_deadlines, pending as pending_deadlines};
 pub(crate) use health::health;
 pub(crate) use history::{events, today};
 pub(crate) use outcome::outcome;

@@ -37,6 +37,7 @@ fn operator_routes(state: &HttpState) -> Router<HttpState> {
     Router::new()
         .route("/metrics", get(metrics_text))
         .route("/metrics.json", get(metrics_json))
+        .route("/deadlines", get(queries::pending_deadlines))
         .route("/ui", get(ui::page))
         .route("/ui/app.js", get(ui::script))
         .route("/ui/app.css", get(ui::style))
@@ -116,6 +117,10 @@ fn aggregate_routes() -> Router<HttpState> {
         // A command (POST); Wow's recover (PUT `/{aggregate}/{id}/recover`).
         .route("/{aggregate}/{id}/{command}", any(commands::three_segments))
         .route("/{aggregate}/{id}/state", get(queries::state))
+        .route(
+            "/{aggregate}/{id}/deadlines",
+            get(queries::aggregate_deadlines),
+        )
         .route(
             "/{aggregate}/{id}/state/{version}",
             get(queries::state_at_version),

@@ -39,6 +39,9 @@ pub struct QuerySide {
     /// The materialized snapshots behind `/{aggregate}/snapshot/...` (Wow's query DSL);
     /// `None` answers those routes 404.
     pub views: Option<Arc<dyn wow_core::view::ViewStore>>,
+    /// The pending deadlines behind `/{aggregate}/{id}/deadlines` and `/deadlines` (SPEC
+    /// DM-2); `None` answers those routes 404.
+    pub deadlines: Option<Arc<dyn wow_core::deadline::DeadlineStore>>,
 }
 
 /// This node's place in a deployment, as `/health` reports it under `details.node`.
@@ -58,6 +61,7 @@ impl QuerySide {
             quarantine: QuarantinedAggregates::new(),
             node: None,
             views: None,
+            deadlines: None,
         }
     }
 
@@ -71,6 +75,7 @@ impl QuerySide {
             quarantine: pipeline.quarantine.clone(),
             node: None,
             views: None,
+            deadlines: None,
         }
     }
 
@@ -90,6 +95,13 @@ impl QuerySide {
     /// snapshots in `views` ([`MaterializedSnapshots`](wow_runtime::view::MaterializedSnapshots)).
     pub fn with_views(mut self, views: Arc<dyn wow_core::view::ViewStore>) -> Self {
         self.views = Some(views);
+        self
+    }
+
+    /// Serves the pending deadlines of `deadlines` (`/{aggregate}/{id}/deadlines`,
+    /// `/deadlines`).
+    pub fn with_deadlines(mut self, deadlines: Arc<dyn wow_core::deadline::DeadlineStore>) -> Self {
+        self.deadlines = Some(deadlines);
         self
     }
 
@@ -207,6 +219,11 @@ impl HttpState {
     /// The materialized snapshots, when snapshot queries are on.
     pub(crate) fn views(&self) -> Option<&Arc<dyn wow_core::view::ViewStore>> {
         self.inner.queries.views.as_ref()
+    }
+
+    /// The pending deadlines, when the service keeps them.
+    pub(crate) fn deadlines(&self) -> Option<&Arc<dyn wow_core::deadline::DeadlineStore>> {
+        self.inner.queries.deadlines.as_ref()
     }
 
     /// The snapshots a state read starts from, if any.

@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 37] = [
+const EXPECTED_PATHS: [&str; 39] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -35,6 +35,7 @@ const EXPECTED_PATHS: [&str; 37] = [
     "/account/snapshot/single/state",
     "/account/{id}",
     "/account/{id}/check",
+    "/account/{id}/deadlines",
     "/account/{id}/deposit",
     "/account/{id}/event/{head}/{tail}",
     "/account/{id}/freeze",
@@ -51,6 +52,7 @@ const EXPECTED_PATHS: [&str; 37] = [
     "/compensation/failures",
     "/compensation/failures/{id}",
     "/compensation/failures/{id}/retry",
+    "/deadlines",
     "/health",
     "/metrics",
     "/metrics.json",
@@ -65,7 +67,8 @@ const EXPECTED_PATHS: [&str; 37] = [
 const PUBLIC: [&str; 2] = ["/health", "/openapi.json"];
 
 /// The operator's routes: with any token configured, they need an operator token.
-const OPERATORS: [&str; 5] = [
+const OPERATORS: [&str; 6] = [
+    "/deadlines",
     "/metrics",
     "/metrics.json",
     "/ui",

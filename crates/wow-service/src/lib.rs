@@ -61,7 +61,7 @@ pub use running::RunningService;
 pub use serve::init_logging;
 pub use settings::{
     DistributedSettings, Role, Settings, SettingsError, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN,
-    DEFAULT_RETRY_EVERY, DEFAULT_STORE, DEFAULT_WAIT_TIMEOUT,
+    DEFAULT_DEADLINE_POLL, DEFAULT_RETRY_EVERY, DEFAULT_STORE, DEFAULT_WAIT_TIMEOUT,
 };
 pub use store::{open_store, StoreError};
 

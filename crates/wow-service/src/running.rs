@@ -23,6 +23,7 @@ use crate::distributed::Distribution;
 use crate::settings::Settings;
 use crate::store::open_store;
 use crate::ServiceError;
+use wow_runtime::deadline::{DeadlineScheduler, SchedulerConfig};
 
 /// A started service: its pipeline runs and its consumers are caught up; nothing listens
 /// until [`serve_on`](Self::serve_on). Serve its [`router`](Self::router) yourself, or send
@@ -37,6 +38,8 @@ pub struct RunningService {
     settings: Settings,
     caught_up: Vec<(String, CatchUpProgress)>,
     retries: Option<JoinHandle<()>>,
+    deadlines: DeadlineScheduler,
+    firing: Option<JoinHandle<()>>,
     distribution: Option<Distribution>,
 }
 
@@ -112,7 +115,8 @@ impl ServiceBuilder {
         let queries = QuerySide::new(stores.events.clone())
             .with_snapshots(Some(stores.snapshots.clone()))
             .with_compensation(compensation.clone())
-            .with_quarantine(pipeline.quarantine.clone());
+            .with_quarantine(pipeline.quarantine.clone())
+            .with_deadlines(stores.deadlines.clone());
         let queries = if settings.snapshot_queries {
             queries.with_views(stores.views.clone())
         } else {
@@ -130,6 +134,23 @@ impl ServiceBuilder {
         if let Some(distribution) = distribution.as_mut() {
             distribution.start(&pipeline, &stores).await?;
         }
+        let deadlines = pipeline.deadline_scheduler(stores.deadlines.clone());
+        let deadlines = match distribution.as_ref().and_then(Distribution::deadline_owner) {
+            Some(owns) => deadlines.owning(owns),
+            None => deadlines,
+        };
+        // SPEC DM-2: whoever runs the consumers fires the deadlines (in distributed mode each
+        // processor those of its partitions); the first pass fires what came due while down.
+        let firing = settings
+            .deadline_poll_every
+            .filter(|_| runs_consumers)
+            .map(|every| {
+                let scheduler = deadlines.clone().with_config(SchedulerConfig {
+                    poll_every: every,
+                    ..SchedulerConfig::default()
+                });
+                tokio::spawn(scheduler.run(std::future::pending()))
+            });
         Ok(RunningService {
             pipeline,
             stores,
@@ -137,6 +158,8 @@ impl ServiceBuilder {
             settings,
             caught_up,
             retries,
+            deadlines,
+            firing,
             distribution,
         })
     }
@@ -304,9 +327,18 @@ impl RunningService {
         served.map_err(ServiceError::Serve)
     }
 
+    /// The scheduler of the store's deadlines (SPEC DM-2), as this service fires them: for a
+    /// pass by hand ([`DeadlineScheduler::fire_due`]) in a test or a tool.
+    pub fn deadline_scheduler(&self) -> &DeadlineScheduler {
+        &self.deadlines
+    }
+
     /// Stops: writes every consumer position recorded so far, then stops the compensation
-    /// scheduler and the pipeline.
+    /// scheduler, the deadline scheduler and the pipeline.
     pub async fn stop(mut self) {
+        if let Some(firing) = self.firing.take() {
+            firing.abort();
+        }
         if let Some(distribution) = self.distribution.take() {
             distribution.stop().await;
         }
@@ -319,10 +351,13 @@ impl RunningService {
 }
 
 impl Drop for RunningService {
-    /// Stops the compensation scheduler.
+    /// Stops the compensation and deadline schedulers.
     fn drop(&mut self) {
         if let Some(retries) = self.retries.take() {
             retries.abort();
+        }
+        if let Some(firing) = self.firing.take() {
+            firing.abort();
         }
     }
 }

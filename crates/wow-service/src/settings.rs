@@ -47,6 +47,8 @@ pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// How often the compensation scheduler looks for due retries.
 pub const DEFAULT_RETRY_EVERY: Duration = Duration::from_secs(1);
+/// How often the deadline scheduler looks for due deadlines when nothing wakes it sooner.
+pub const DEFAULT_DEADLINE_POLL: Duration = Duration::from_secs(1);
 
 /// Why the settings could not be read. Nothing was started; fix the named source.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +131,9 @@ pub struct Settings {
     /// How often the compensation scheduler runs due retries; `None` runs none (retries by
     /// hand only).
     pub retry_every: Option<Duration>,
+    /// How often the deadline scheduler fires due deadlines (SPEC DM-2); `None` fires none
+    /// (fired by hand, or by another process on the same store).
+    pub deadline_poll_every: Option<Duration>,
     /// Bearer token → what it acts for (a tenant, and optionally an owner and a space in it,
     /// SPEC TN-2); empty turns auth off.
     pub auth_tokens: HashMap<String, TokenBinding>,
@@ -157,6 +162,7 @@ impl Default for Settings {
             idempotency: IdempotencyConfig::default(),
             retry: RetrySpec::default(),
             retry_every: Some(DEFAULT_RETRY_EVERY),
+            deadline_poll_every: Some(DEFAULT_DEADLINE_POLL),
             auth_tokens: HashMap::new(),
             operator_tokens: HashSet::new(),
             role: Role::default(),
@@ -200,6 +206,14 @@ impl Settings {
             idempotency: idempotency(&file, env)?,
             retry,
             retry_every,
+            deadline_poll_every: {
+                let every = env.millis(
+                    "WOW_DEADLINE_POLL_MS",
+                    file.deadline_poll_ms,
+                    DEFAULT_DEADLINE_POLL,
+                )?;
+                (!every.is_zero()).then_some(every)
+            },
             role: Role::Monolith,
             snapshot_queries: match env.var("WOW_SNAPSHOT_QUERIES") {
                 Some(on) => !matches!(on.trim(), "false" | "0" | "off" | ""),

@@ -149,6 +149,12 @@ async function main() {
   check((await quarantined.textContent()).includes('NoSuchEvent'), 'the quarantine names the event it cannot read');
   await shot('quarantine');
 
+  // The deadlines: the bank schedules none, so the view loads and says so.
+  await page.click('#tab-deadlines');
+  await loaded('deadlines');
+  check(await page.isVisible('#deadlines-empty'), 'the deadlines view says none is pending');
+  check((await page.textContent('#deadlines-summary')).includes('0 pending'), 'the deadlines view counts the backlog');
+
   // The look-up, reached by keyboard, and each of its answers.
   await page.focus('#tab-lookup');
   await page.keyboard.press('Enter');

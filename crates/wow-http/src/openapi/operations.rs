@@ -313,6 +313,53 @@ pub(super) fn state_path(aggregate: &str) -> Value {
     }})
 }
 
+/// A pending deadline, as the store keeps it (SPEC DM-2).
+fn scheduled_command() -> Value {
+    let string = json!({"type": "string"});
+    let aggregate_id = json!({"type": "object", "required": ["contextName", "aggregateName", "aggregateId", "tenantId"], "properties": {
+        "contextName": string, "aggregateName": string, "aggregateId": string, "tenantId": string}});
+    json!({"type": "object", "required": ["owner", "name", "dueAt", "target", "command", "body", "requestId"], "properties": {
+        "owner": aggregate_id, "name": string, "dueAt": {"type": "integer"}, "target": aggregate_id,
+        "command": string, "body": {}, "requestId": string}})
+}
+
+/// `GET /{aggregate}/{id}/deadlines` (SPEC DM-2).
+pub(super) fn deadlines_path(aggregate: &str) -> Value {
+    let mut responses = Map::new();
+    responses.insert(
+        "200".to_owned(),
+        json!({"description": "The aggregate's pending deadlines, by name: when each is due (milliseconds since the Unix epoch), the command it sends and the request id it is sent with (empty when none is pending)", "content": {"application/json": {"schema": {
+            "type": "array", "items": scheduled_command()}}}}),
+    );
+    read_errors(
+        &mut responses,
+        "NotFound: the service keeps no deadlines, or an id that breaks the rules",
+    );
+    json!({"get": {
+        "operationId": format!("{aggregate}.deadlines"),
+        "summary": format!("The pending deadlines of one {aggregate}"),
+        "parameters": [aggregate_id_param(), tenant_header()],
+        "responses": responses,
+    }})
+}
+
+/// `GET /deadlines` (operators, SPEC DM-2).
+fn pending_deadlines() -> Value {
+    let mut operation = operator_get(
+        "service.deadlines",
+        "Every tenant's pending deadlines: how many, the earliest due time, and the earliest rows",
+        json!({"description": "The backlog and the earliest rows, earliest first", "content": {"application/json": {"schema": {
+            "type": "object", "required": ["pending", "earliest"], "properties": {
+                "pending": {"type": "integer", "minimum": 0},
+                "nextDueAt": {"type": ["integer", "null"]},
+                "earliest": {"type": "array", "items": scheduled_command()}}}}}}),
+    );
+    operation["get"]["parameters"] = json!([{"name": "limit", "in": "query", "required": false,
+        "description": "How many of the earliest rows to list (50 unless given, at most 500)",
+        "schema": {"type": "integer", "minimum": 0, "maximum": 500}}]);
+    operation
+}
+
 /// `GET /{aggregate}/{id}/event/{head}/{tail}`.
 pub(super) fn events_path(aggregate: &str) -> Value {
     let version = |name: &str, what: &str| {
@@ -489,6 +536,7 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
         "/unique-key/{space}/{value}".to_owned(),
         unique_key_holder(),
     );
+    paths.insert("/deadlines".to_owned(), pending_deadlines());
     paths.insert("/compensation/failures".to_owned(), compensation_failures());
     paths.insert(
         "/compensation/failures/{id}".to_owned(),

@@ -10,7 +10,7 @@
   var PAGE_SIZE = 20;
   var SAMPLE_MS = 3000;
   var MAX_SAMPLES = 40;
-  var TABS = ['failures', 'quarantine', 'lookup', 'live'];
+  var TABS = ['failures', 'quarantine', 'deadlines', 'lookup', 'live'];
   var COLORS = ['#0b5cad', '#c2410c', '#1a7f37', '#8250df', '#b3261e', '#0e7490', '#9a6700', '#57606a'];
   var TOKEN_KEY = 'wow-token';
 
@@ -89,8 +89,10 @@
         return res.text().then(function (text) {
           var body = null;
           try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
-          // /metrics.json is the operator's (the cookie): its 401 asks for no tenant's token.
-          if (res.status === 401 && path !== '/metrics.json') askToken();
+          // /metrics.json and /deadlines are the operator's (the cookie): their 401 asks for
+          // no tenant's token.
+          var operators = path === '/metrics.json' || path.indexOf('/deadlines') === 0;
+          if (res.status === 401 && !operators) askToken();
           return { status: res.status, ok: res.ok, body: body };
         });
       });
@@ -130,6 +132,7 @@
     askToken();
     clear($('failures-table').tBodies[0]);
     clear($('quarantine-table').tBodies[0]);
+    clear($('deadlines-table').tBodies[0]);
     $('failure-detail').hidden = true;
     $('lookup-result').hidden = true;
     TABS.forEach(function (t) { loaded('view-' + t, false); });
@@ -161,7 +164,7 @@
   }
 
   function loadView(name) {
-    var run = { failures: loadFailures, quarantine: loadQuarantine, lookup: loadLookup, live: sample }[name];
+    var run = { failures: loadFailures, quarantine: loadQuarantine, deadlines: loadDeadlines, lookup: loadLookup, live: sample }[name];
     return run().catch(networkError);
   }
 
@@ -354,6 +357,34 @@
     });
     $('quarantine-empty').hidden = list.length > 0;
     loaded('view-quarantine', true);
+  }
+
+  // ---- deadlines ----
+  async function loadDeadlines() {
+    loaded('view-deadlines', false);
+    var res = await api('/deadlines?limit=100');
+    if (res.status === 401 || res.status === 403) {
+      showStatus('The deadlines are the operator\'s: open /ui?token=OPERATOR_TOKEN again to sign this browser in.', 'error');
+      return;
+    }
+    var body = res.body;
+    if (!res.ok || !body || !Array.isArray(body.earliest)) { showError(res); return; }
+    var tbody = $('deadlines-table').tBodies[0];
+    clear(tbody);
+    body.earliest.forEach(function (d) {
+      tbody.appendChild(el('tr', { className: 'deadline-row' }, [
+        el('td', { text: time(d.dueAt) }),
+        el('td', { text: aggName(d.owner), title: aggFull(d.owner) }),
+        el('td', { text: dash(d.owner && d.owner.tenantId) }),
+        el('td', { text: dash(d.name) }),
+        el('td', { text: aggName(d.target) + ' ' + dash(d.command), title: pretty(d.body) }),
+        el('td', { className: 'mono', text: dash(d.requestId) })
+      ]));
+    });
+    $('deadlines-summary').textContent = num(body.pending) + ' pending' +
+      (body.nextDueAt == null ? '' : ', next due ' + time(body.nextDueAt));
+    $('deadlines-empty').hidden = body.earliest.length > 0;
+    loaded('view-deadlines', true);
   }
 
   // ---- look-up ----
@@ -614,6 +645,7 @@
     $('failure-detail').addEventListener('keydown', function (e) { if (e.key === 'Escape') closeDetail(); });
     $('retry-now').addEventListener('click', retryNow);
     $('refresh-quarantine').addEventListener('click', function () { loadQuarantine().catch(networkError); });
+    $('refresh-deadlines').addEventListener('click', function () { loadDeadlines().catch(networkError); });
     $('lookup-form').addEventListener('submit', lookUp);
   }
 

@@ -30,6 +30,7 @@ use wow_runtime::event::{FeedFollower, FeedWake};
 use wow_runtime::pipeline::{LocalPipeline, LocalPipelineBuilder};
 
 use ownership::hold_partitions;
+use wow_runtime::deadline::OwnsDeadline;
 use status::Status;
 use wow_nats::{
     ensure_command_stream, partition_of, LeaseConfig, NatsCommandBus, NatsConfig, NatsError,
@@ -193,6 +194,22 @@ impl Distribution {
             self.stop.clone(),
         )));
         Ok(())
+    }
+
+    /// Whether this processor fires a deadline (SPEC DM-2): it does for the owners in the
+    /// partitions it holds at that moment, so a partition's move hands its deadlines over
+    /// with it. `None` for a gateway, which fires none.
+    pub(crate) fn deadline_owner(&self) -> Option<OwnsDeadline> {
+        self.notifier.as_ref()?;
+        let owned = self.owned.clone();
+        let count = self.config.partitions;
+        Some(Arc::new(move |owner: &AggregateId| {
+            let partition = partition_of(&owner.tenant_id, &owner.aggregate_name, &owner.id, count);
+            owned
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&partition)
+        }))
     }
 
     /// The partitions this node owns, as they change: leases in the namespace's bucket, held

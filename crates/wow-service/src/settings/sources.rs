@@ -31,6 +31,7 @@ pub(super) struct FileConfig {
     pub(super) operator_tokens: Option<Vec<String>>,
     pub(super) role: Option<Role>,
     pub(super) snapshot_queries: Option<bool>,
+    pub(super) deadline_poll_ms: Option<u64>,
     pub(super) nats: Option<NatsFile>,
 }
 

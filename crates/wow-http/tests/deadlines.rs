@@ -1,0 +1,107 @@
+//! Pending deadlines over HTTP (SPEC DM-2): `GET /{aggregate}/{id}/deadlines` lists an
+//! aggregate's in the caller's tenant, and `GET /deadlines` every tenant's for an operator.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use wow_core::aggregate::AggregateRegistry;
+use wow_core::eventsourcing::InMemoryEventStore;
+use wow_core::id::ManualClock;
+use wow_core::testing_example::Hold;
+use wow_http::{router, HttpConfig, HttpState, QuerySide};
+use wow_runtime::pipeline::LocalPipeline;
+
+use support::listen;
+
+const T0: i64 = 1_800_000_000_000;
+
+struct Server {
+    base: String,
+    client: Client,
+    _pipeline: LocalPipeline,
+}
+
+impl Server {
+    async fn start(keeps_deadlines: bool) -> Self {
+        let mut registry = AggregateRegistry::new();
+        registry.register::<Hold>().unwrap();
+        let store = Arc::new(InMemoryEventStore::new());
+        let pipeline = LocalPipeline::builder(registry, store.clone())
+            .clock(Arc::new(ManualClock::at(T0)))
+            .build();
+        let queries = QuerySide::of_pipeline(&pipeline);
+        let queries = if keeps_deadlines {
+            queries.with_deadlines(store)
+        } else {
+            queries
+        };
+        let state = HttpState::for_gateway(pipeline.gateway.clone(), queries, HttpConfig::default());
+        Self {
+            base: listen(router(state)).await,
+            client: Client::new(),
+            _pipeline: pipeline,
+        }
+    }
+
+    async fn place(&self, id: &str, tenant: &str, minutes: u32) {
+        let response = self
+            .client
+            .post(format!("{}/hold/{id}/place", self.base))
+            .header("Command-Tenant-Id", tenant)
+            .json(&json!({"minutes": minutes}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    async fn get(&self, path: &str, tenant: &str) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .header("Command-Tenant-Id", tenant)
+            .send()
+            .await
+            .unwrap();
+        (response.status(), response.json().await.unwrap())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggregates_pending_deadlines_are_listed_in_its_tenant() {
+    let server = Server::start(true).await;
+    server.place("h-1", "t1", 15).await;
+    let (status, body) = server.get("/hold/h-1/deadlines", "t1").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let rows = body.as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["name"], "expire");
+    assert_eq!(rows[0]["dueAt"], T0 + 15 * 60_000);
+    assert_eq!(rows[0]["command"], "expire");
+    assert_eq!(rows[0]["requestId"], "deadline/expire/1");
+    assert_eq!(rows[0]["target"]["aggregateId"], "h-1");
+
+    let (status, body) = server.get("/hold/h-1/deadlines", "t2").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!([]), "another tenant's deadlines are not seen");
+
+    server.place("h-2", "t2", 5).await;
+    let (status, body) = server.get("/deadlines?limit=1", "t1").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["pending"], 2);
+    assert_eq!(body["nextDueAt"], T0 + 5 * 60_000);
+    assert_eq!(body["earliest"].as_array().unwrap().len(), 1);
+    assert_eq!(body["earliest"][0]["owner"]["tenantId"], "t2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_without_deadlines_answers_404() {
+    let server = Server::start(false).await;
+    let (status, body) = server.get("/hold/h-1/deadlines", "t1").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["errorCode"], "NotFound");
+}
