@@ -237,3 +237,39 @@ impl Aggregate for Hold {
         )
     }
 }
+
+/// Confirms every hold thirty seconds after it is placed, by a deadline the saga schedules;
+/// a hold confirmed sooner cancels it.
+#[derive(Debug)]
+pub struct AutoConfirm;
+
+#[async_trait::async_trait]
+impl crate::saga::Saga for AutoConfirm {
+    type Aggregate = crate::testing_example::Hold;
+
+    fn name(&self) -> &str {
+        "auto-confirm"
+    }
+
+    async fn on_event(
+        &self,
+        event: &crate::testing_example::HoldEvent,
+        stream: &crate::DomainEventStream,
+        ctx: &crate::saga::SagaContext<'_>,
+    ) -> Result<(), crate::event::ConsumerError> {
+        use crate::testing_example::{Hold, HoldCommand, HoldEvent, Nothing};
+        match event {
+            HoldEvent::Placed(_) => {
+                ctx.schedule::<Hold>(
+                    "confirm",
+                    stream.create_time + 30_000,
+                    stream.aggregate_id.clone(),
+                    HoldCommand::Confirm(Nothing {}),
+                )
+                .await
+            }
+            HoldEvent::Confirmed(_) => ctx.cancel_scheduled("confirm").await.map(drop),
+            HoldEvent::Expired(_) => Ok(()),
+        }
+    }
+}

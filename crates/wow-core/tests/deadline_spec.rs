@@ -74,3 +74,23 @@ fn an_expire_that_comes_late_is_a_business_rejection() {
         .when(HoldCommand::Expire(Nothing {}))
         .expect_error_code(ErrorCode::Domain("NotPending".into()));
 }
+
+#[tokio::test]
+async fn a_saga_spec_shows_what_the_saga_scheduled() {
+    use wow_core::saga::SagaSpec;
+    use wow_core::testing_example::AutoConfirm;
+    let expect = SagaSpec::new(AutoConfirm)
+        .with_id("h-1")
+        .given([HoldEvent::Placed(HoldPlaced { expires_at: T0 })])
+        .when_all_succeed()
+        .await
+        .expect_ok()
+        .expect_no_commands();
+    let scheduled = expect.expect_scheduled();
+    assert_eq!(scheduled.len(), 1);
+    assert_eq!(scheduled[0].name, "auto-confirm/confirm");
+    assert_eq!(scheduled[0].command, "confirm");
+    assert_eq!(scheduled[0].owner.id, "h-1");
+    assert_eq!(scheduled[0].due_at, 30_000, "the stream's time and thirty seconds");
+    assert_eq!(scheduled[0].request_id, "spec-event-1-0/0");
+}

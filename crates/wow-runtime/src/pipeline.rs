@@ -47,6 +47,7 @@ pub struct LocalPipelineBuilder {
     send_timeout: Duration,
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
     positions: Option<Arc<dyn ConsumerPositions>>,
+    deadlines: Option<Arc<dyn DeadlineStore>>,
     time: TimeAndIds,
     transport: Transport,
 }
@@ -90,6 +91,14 @@ impl LocalPipelineBuilder {
     /// [`LocalPipeline::compensation`].
     pub fn compensation(mut self, store: Arc<dyn CompensationStore>, retry: RetrySpec) -> Self {
         self.compensation = Some((store, retry));
+        self
+    }
+
+    /// Keeps the deadlines sagas schedule in `deadlines` (SPEC DM-2; the store of the
+    /// pipeline's history, so a deadline an aggregate schedules and one a saga schedules
+    /// are fired by one [`DeadlineScheduler`]).
+    pub fn deadlines(mut self, deadlines: Arc<dyn DeadlineStore>) -> Self {
+        self.deadlines = Some(deadlines);
         self
     }
 
@@ -327,6 +336,9 @@ impl LocalPipelineBuilder {
         if let Some(positions) = self.positions.take() {
             dispatcher = dispatcher.positions(positions);
         }
+        if let Some(deadlines) = self.deadlines.take() {
+            dispatcher = dispatcher.deadlines(deadlines);
+        }
         dispatcher
             .clock(self.time.clock.clone())
             .id_generator(self.time.ids())
@@ -470,6 +482,7 @@ impl LocalPipeline {
             send_timeout: crate::command::DEFAULT_SEND_TIMEOUT,
             compensation: None,
             positions: None,
+            deadlines: None,
             time: TimeAndIds {
                 clock: Arc::new(SystemClock),
                 ids: None,

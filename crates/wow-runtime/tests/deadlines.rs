@@ -221,3 +221,53 @@ async fn a_running_scheduler_fires_when_woken() {
     running.await.unwrap();
 }
 
+
+#[tokio::test]
+async fn a_saga_schedules_a_command_and_a_redelivery_schedules_it_once() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let pipeline = LocalPipeline::builder(registry(), store.clone())
+        .clock(clock.clone())
+        .saga(Arc::new(wow_core::testing_example::AutoConfirm))
+        .deadlines(store.clone())
+        .build();
+    let scheduler = pipeline.deadline_scheduler(store.clone());
+    let node = Node {
+        pipeline,
+        scheduler,
+    };
+    let hold = hold_id("t1");
+    node.pipeline
+        .gateway
+        .send_and_wait(
+            command(&hold, "place", json!({"minutes": 10})),
+            WaitPlan::new(wow_core::CommandStage::SagaHandled),
+        )
+        .await
+        .unwrap();
+    let names = |rows: Vec<wow_core::deadline::ScheduledCommand>| -> Vec<String> {
+        rows.into_iter().map(|r| r.name).collect()
+    };
+    assert_eq!(
+        names(store.scheduled_for(&hold).await.unwrap()),
+        ["auto-confirm/confirm", "expire"],
+        "the saga's deadline beside the aggregate's own"
+    );
+    // The event is delivered again: the same row, not a second one.
+    let placed = store.last(&hold).await.unwrap().unwrap();
+    node.pipeline.dispatcher.dispatch(&placed).await;
+    assert_eq!(store.backlog().await.unwrap().pending, 2);
+
+    clock.advance(30_000);
+    let pass = node.scheduler.fire_due().await.unwrap();
+    assert_eq!(pass.fired, 1, "{pass:?}");
+    assert_eq!(event_names(&store, &hold).await, ["Placed", "Confirmed"]);
+    // Confirming cancelled the hold's expiry (its state) and the saga's deadline is gone.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !store.scheduled_for(&hold).await.unwrap().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "a deadline stayed");
+        tokio::task::yield_now().await;
+    }
+    clock.advance(60 * MINUTE);
+    assert_eq!(node.scheduler.fire_due().await.unwrap(), FirePass::default());
+}

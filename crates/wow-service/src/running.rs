@@ -260,6 +260,7 @@ impl ServiceBuilder {
             .idempotency(self.settings.idempotency.clone())
             .compensation(stores.compensation.clone(), self.settings.retry)
             .positions(stores.positions.clone())
+            .deadlines(stores.deadlines.clone())
             .snapshots(stores.snapshots.clone(), self.snapshots);
         for make in self.projections.drain(..) {
             builder = builder.projection(make(stores));

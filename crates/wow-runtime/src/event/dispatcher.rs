@@ -13,6 +13,7 @@ use crate::command::{
 };
 use crate::eventsourcing::Snapshotter;
 use crate::metrics::PipelineMetrics;
+use wow_core::deadline::DeadlineStore;
 use wow_core::command::{CommandResult, CommandStage, FunctionInfo};
 use wow_core::compensation::{CompensationStore, FailedExecution, RetrySpec};
 use wow_core::event::DomainEventStream;
@@ -47,6 +48,7 @@ pub struct EventDispatcher {
     gateway: Option<WeakCommandGateway>,
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
     positions: Option<PositionWriter>,
+    deadlines: Option<Arc<dyn DeadlineStore>>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
     metrics: Option<Arc<PipelineMetrics>>,
@@ -142,6 +144,13 @@ impl EventDispatcherBuilder {
         self
     }
 
+    /// Keeps the deadlines sagas schedule in `deadlines` (SPEC DM-2); without it a saga's
+    /// schedule fails its stage.
+    pub fn deadlines(mut self, deadlines: Arc<dyn DeadlineStore>) -> Self {
+        self.inner.deadlines = Some(deadlines);
+        self
+    }
+
     /// Names the stage signals with `ids` (UUIDv7 by default).
     pub fn id_generator(mut self, ids: Arc<dyn IdGenerator>) -> Self {
         self.inner.ids = ids;
@@ -174,6 +183,7 @@ impl EventDispatcher {
                 gateway: None,
                 compensation: None,
                 positions: None,
+                deadlines: None,
                 clock: Arc::new(SystemClock),
                 ids: Arc::new(UuidV7IdGenerator),
                 metrics: None,
@@ -418,6 +428,10 @@ impl EventDispatcher {
         let log = SentLog::default();
         let link = link_headers(&stream.header, &stream.command_id);
         let delivery = SagaDelivery::new(&gateway, &log).with_link(&link);
+        let delivery = match self.deadlines.as_deref() {
+            Some(deadlines) => delivery.with_deadlines(deadlines),
+            None => delivery,
+        };
         let outcome = guarded(
             saga.consumer_name(),
             stream,

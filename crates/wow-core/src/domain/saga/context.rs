@@ -8,6 +8,11 @@ use serde_json::{json, Value};
 
 use super::{saga_request_id, StepError};
 use crate::contracts::command::JsonCommand;
+use crate::contracts::deadline::DeadlineStore;
+use crate::contracts::event::ConsumerError;
+use crate::model::aggregate_id::AggregateId;
+use crate::model::command::CommandBody;
+use crate::model::deadline::{check_deadline_name, ScheduledCommand};
 use crate::model::aggregate::{Aggregate, DecodeDomainError};
 use crate::model::command::CommandResultError;
 use crate::model::command::{CommandMessage, CommandResult};
@@ -58,6 +63,8 @@ pub struct SagaContext<'a> {
     log: &'a SentLog,
     next: AtomicUsize,
     link: &'a [(String, String)],
+    deadlines: Option<&'a dyn DeadlineStore>,
+    source: Option<(&'a AggregateId, &'a str)>,
 }
 
 impl<'a> SagaContext<'a> {
@@ -68,6 +75,90 @@ impl<'a> SagaContext<'a> {
             log,
             next: AtomicUsize::new(0),
             link: &[],
+            deadlines: None,
+            source: None,
+        }
+    }
+
+    /// Schedules into `deadlines`, as the saga `saga` reacting to a stream of `source`.
+    pub(crate) fn with_deadlines(
+        mut self,
+        deadlines: Option<&'a dyn DeadlineStore>,
+        source: &'a AggregateId,
+        saga: &'a str,
+    ) -> Self {
+        self.deadlines = deadlines;
+        self.source = Some((source, saga));
+        self
+    }
+
+    /// Schedules `command` for the aggregate `target` of type `A` at `due_at` (milliseconds
+    /// since the Unix epoch), as the deadline `name` of this saga for the aggregate whose
+    /// event it reacts to (SPEC DM-2): the scheduler sends it when due, with the next request
+    /// id derived from the event, so a redelivered event schedules the same row again and
+    /// the command takes effect once. A later event of the same aggregate cancels it with
+    /// [`cancel_scheduled`](Self::cancel_scheduled).
+    ///
+    /// Fails (the saga's stage fails and is retried) when the store cannot keep it, when
+    /// `name` is not a deadline name, or when the command does not encode.
+    pub async fn schedule<A: Aggregate>(
+        &self,
+        name: &str,
+        due_at: i64,
+        target: AggregateId,
+        command: A::Command,
+    ) -> Result<(), ConsumerError> {
+        let (deadlines, (source, saga)) = self.scheduling()?;
+        let name = format!("{saga}/{name}");
+        check_deadline_name(&name)
+            .map_err(|why| ConsumerError::new(ErrorCode::IllegalArgument, why))?;
+        if target.tenant_id != source.tenant_id {
+            return Err(ConsumerError::new(
+                ErrorCode::IllegalArgument,
+                format!("deadline `{name}` sends to another tenant"),
+            ));
+        }
+        let body = command.to_body().map_err(|error| {
+            ConsumerError::new(
+                ErrorCode::InternalServerError,
+                format!("the command does not encode: {error}"),
+            )
+        })?;
+        let index = self.next.fetch_add(1, Ordering::SeqCst);
+        let row = ScheduledCommand {
+            owner: source.clone(),
+            name,
+            due_at,
+            target,
+            command: command.command_name().to_owned(),
+            body,
+            request_id: saga_request_id(self.event_id, index),
+        };
+        deadlines
+            .schedule(&row)
+            .await
+            .map_err(|error| ConsumerError::new(error.error_code(), error.to_string()))
+    }
+
+    /// Cancels this saga's deadline `name` for the aggregate whose event it reacts to:
+    /// `true` when one was pending.
+    pub async fn cancel_scheduled(&self, name: &str) -> Result<bool, ConsumerError> {
+        let (deadlines, (source, saga)) = self.scheduling()?;
+        deadlines
+            .cancel(source, &format!("{saga}/{name}"))
+            .await
+            .map_err(|error| ConsumerError::new(error.error_code(), error.to_string()))
+    }
+
+    fn scheduling(
+        &self,
+    ) -> Result<(&'a dyn DeadlineStore, (&'a AggregateId, &'a str)), ConsumerError> {
+        match (self.deadlines, self.source) {
+            (Some(deadlines), Some(source)) => Ok((deadlines, source)),
+            _ => Err(ConsumerError::new(
+                ErrorCode::ServiceUnavailable,
+                "this saga runs without a deadline store",
+            )),
         }
     }
 

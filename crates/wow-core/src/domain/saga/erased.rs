@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 
 use super::{Saga, SagaContext, SagaSender, SentLog};
+use crate::contracts::deadline::DeadlineStore;
 use crate::contracts::event::ConsumerError;
 use crate::domain::aggregate::typed_events;
 use crate::model::aggregate::Aggregate;
@@ -25,6 +26,7 @@ pub struct SagaDelivery<'a> {
     sender: &'a dyn SagaSender,
     log: &'a SentLog,
     link: &'a [(String, String)],
+    deadlines: Option<&'a dyn DeadlineStore>,
 }
 
 impl<'a> SagaDelivery<'a> {
@@ -34,7 +36,14 @@ impl<'a> SagaDelivery<'a> {
             sender,
             log,
             link: &[],
+            deadlines: None,
         }
+    }
+
+    /// Deadlines the saga schedules go into `deadlines` (SPEC DM-2).
+    pub fn with_deadlines(mut self, deadlines: &'a dyn DeadlineStore) -> Self {
+        self.deadlines = Some(deadlines);
+        self
     }
 
     /// Every command sent carries `link` in its header: it is a link of the chained wait of
@@ -92,7 +101,8 @@ impl<S: Saga> DynSaga for S {
         })?;
         for (envelope, event) in stream.body.iter().zip(&events) {
             let ctx = SagaContext::new(delivery.sender, &envelope.id, delivery.log)
-                .with_link(delivery.link);
+                .with_link(delivery.link)
+                .with_deadlines(delivery.deadlines, &stream.aggregate_id, Saga::name(self));
             self.on_event(event, stream, &ctx).await?;
         }
         Ok(())

@@ -215,12 +215,17 @@ impl<S: Saga> SagaGiven<S> {
             sent: Mutex::new(Vec::new()),
         };
         let log = SentLog::default();
-        let outcome =
-            DynSaga::run_stream(&self.saga, &self.stream, SagaDelivery::new(&sender, &log)).await;
+        let deadlines = crate::contracts::eventsourcing::InMemoryEventStore::new();
+        let delivery = SagaDelivery::new(&sender, &log).with_deadlines(&deadlines);
+        let outcome = DynSaga::run_stream(&self.saga, &self.stream, delivery).await;
+        let scheduled = crate::contracts::deadline::DeadlineStore::due(&deadlines, i64::MAX, usize::MAX)
+            .await
+            .unwrap_or_default();
         SagaExpect {
             sent: sender.sent.into_inner().unwrap_or_else(|p| p.into_inner()),
             stream: self.stream,
             outcome,
+            scheduled,
         }
     }
 
@@ -377,6 +382,7 @@ pub struct SagaExpect {
     stream: DomainEventStream,
     sent: Vec<SentCommand>,
     outcome: Result<(), ConsumerError>,
+    scheduled: Vec<crate::model::deadline::ScheduledCommand>,
 }
 
 impl SagaExpect {
@@ -397,6 +403,12 @@ impl SagaExpect {
                 self.names()
             ),
         }
+    }
+
+    /// The deadlines the saga scheduled (SPEC DM-2), earliest first, each named
+    /// `{saga}/{name}` and owned by the aggregate whose event it reacted to.
+    pub fn expect_scheduled(&self) -> &[crate::model::deadline::ScheduledCommand] {
+        &self.scheduled
     }
 
     /// Expects the saga to have sent nothing.
