@@ -11,10 +11,10 @@
 // criterion_group! makes undocumented public functions.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use wow_core::eventsourcing::AppendChanges;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use wow_core::eventsourcing::AppendChanges;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rusqlite::{params, Connection};
@@ -166,7 +166,10 @@ async fn append_from(
                     let stream = stream(&aggregate(), 1, request_id.clone());
                     if claim {
                         let key = KeyChange::Claim(UniqueKey::new("sku", request_id));
-                        store.append_with(&stream, &AppendChanges::keys(vec![key])).await.unwrap();
+                        store
+                            .append_with(&stream, &AppendChanges::keys(vec![key]))
+                            .await
+                            .unwrap();
                     } else {
                         store.append(&stream).await.unwrap();
                     }

@@ -15,8 +15,10 @@
 //! [`SqliteStore`] implements both [`EventStore`](wow_core::eventsourcing::EventStore) and
 //! [`SnapshotStore`](wow_core::eventsourcing::SnapshotStore), and the
 //! [`ViewStore`](wow_core::view::ViewStore) of portable views (table `view_row`, updated
-//! through the writer, so updates of one row are serialised), and passes the whole `wow-tck`
-//! suite.
+//! through the writer, so updates of one row are serialised), and the
+//! [`DeadlineStore`](wow_core::deadline::DeadlineStore) of scheduled commands (table
+//! `deadline`, each row written in the transaction of the stream that schedules it, SPEC
+//! DM-2), and passes the whole `wow-tck` suite.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), wow_sqlite::OpenError> {
@@ -26,6 +28,7 @@
 
 mod bounded;
 mod codec;
+mod deadline;
 mod downstream;
 mod error;
 mod options;

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 use wow_core::eventsourcing::{check_rename, AggregateRenames, RenameError, RenamedRows};
 
+use crate::deadline;
 use crate::SqliteStore;
 
 /// The first (tenant, id) with rows under both names, in any keyed table.
@@ -89,6 +90,9 @@ fn rename(
         // The keys an aggregate holds (SPEC DM-1) follow it; they are not counted as rows of
         // its history.
         connection.execute(RENAME_KEY_HOLDERS, params![from, to])?;
+        // So do the deadlines it owns and those sent to it (SPEC DM-2), in this transaction.
+        connection.execute(deadline::RENAME_OWNERS, params![from, to])?;
+        connection.execute(deadline::RENAME_TARGETS, params![from, to])?;
         connection.execute(
             "INSERT INTO aggregate_rename (from_name, to_name, renamed_at) VALUES (?1, ?2, ?3)",
             params![from, to, now],

@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 12;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 12] = [
+const MIGRATIONS: [&str; 13] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -249,6 +249,29 @@ const MIGRATIONS: [&str; 12] = [
         PRIMARY KEY (tenant_id, key_space, key_value)
     ) WITHOUT ROWID;
 "#,
+    r#"
+    -- Deadlines (SPEC DM-2): the commands aggregates and sagas scheduled, one row per owner
+    -- aggregate and name, written in the transaction of the stream that schedules it. The
+    -- target's tenant is the owner's. WITHOUT ROWID: every write and the owner's read go by
+    -- the key, and `deadline_due` then carries the key itself, so `due` reads in (due time,
+    -- key) order with no sort.
+    CREATE TABLE deadline (
+        tenant_id      TEXT    NOT NULL,
+        aggregate_name TEXT    NOT NULL,
+        aggregate_id   TEXT    NOT NULL,
+        name           TEXT    NOT NULL,
+        context_name   TEXT    NOT NULL,
+        due_at         INTEGER NOT NULL,
+        target_context TEXT    NOT NULL,
+        target_name    TEXT    NOT NULL,
+        target_id      TEXT    NOT NULL,
+        command        TEXT    NOT NULL,
+        body           TEXT    NOT NULL,
+        request_id     TEXT    NOT NULL,
+        PRIMARY KEY (tenant_id, aggregate_name, aggregate_id, name)
+    ) WITHOUT ROWID;
+    CREATE INDEX deadline_due ON deadline (due_at);
+"#,
 ];
 
 /// Where the file at `options.path` stands against this build's migrations, read without
@@ -462,10 +485,66 @@ mod tests {
         }
         Connection::open(&path)
             .unwrap()
-            .execute_batch("UPDATE wow_schema SET version = 10; DROP TABLE unique_key")
+            .execute_batch(
+                "UPDATE wow_schema SET version = 10; DROP TABLE unique_key; DROP TABLE deadline",
+            )
             .unwrap();
         let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
         wow_tck::migration::a_migrated_store_holds_no_conflict_as_a_decision(&store, &order).await;
+    }
+
+    /// A file of schema 12 (unique keys, no deadlines) opens under this build: its keys are
+    /// still held, and deadlines are written with streams from then on (SPEC DM-2).
+    #[tokio::test]
+    async fn a_version_12_file_migrates_and_keeps_its_keys_and_takes_deadlines() {
+        use wow_core::deadline::{DeadlineChange, DeadlineStore, ScheduledCommand};
+        use wow_core::eventsourcing::AppendChanges;
+        use wow_core::unique_key::{KeyChange, UniqueKey};
+
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("v12.db");
+        let order = AggregateId::new("tck", "order", wow_core::id::new_id(), "t");
+        let sku = UniqueKey::new("sku", "sku-1");
+        {
+            let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
+            store
+                .append_with(
+                    &stream(&order, 1, "r-1"),
+                    &AppendChanges::keys(vec![KeyChange::Claim(sku.clone())]),
+                )
+                .await
+                .unwrap();
+        }
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("UPDATE wow_schema SET version = 12; DROP TABLE deadline")
+            .unwrap();
+
+        let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
+        let version: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT version FROM wow_schema", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let holder = store.find_key("t", &sku).await.unwrap().unwrap();
+        assert_eq!(holder.aggregate_id, order);
+        let expiry = ScheduledCommand {
+            owner: order.clone(),
+            name: "expire".to_owned(),
+            due_at: 42,
+            target: order.clone(),
+            command: "expire".to_owned(),
+            body: serde_json::json!({}),
+            request_id: "deadline/expire/2".to_owned(),
+        };
+        store
+            .append_with(
+                &stream(&order, 2, "r-2"),
+                &AppendChanges::deadlines(vec![DeadlineChange::Schedule(expiry.clone())]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(store.scheduled_for(&order).await.unwrap(), vec![expiry]);
     }
 
     #[test]

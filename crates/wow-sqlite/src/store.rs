@@ -9,13 +9,14 @@ use tokio::sync::oneshot;
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::BoxError;
 use wow_core::eventsourcing::{
-    check_appendable, check_key_changes, check_rejectable, check_time_range, check_version_range,
-    EventStore, EventStoreError, FeedEntry, GlobalPosition, RejectedStream, RejectionRecord,
-    RequestDecision, Snapshot, SnapshotStore, SnapshotStoreError,
+    check_appendable, check_deadline_changes, check_key_changes, check_rejectable,
+    check_time_range, check_version_range, AppendChanges, EventStore, EventStoreError, FeedEntry,
+    GlobalPosition, RejectedStream, RejectionRecord, RequestDecision, Snapshot, SnapshotStore,
+    SnapshotStoreError,
 };
 use wow_core::id::{Clock, SystemClock};
 use wow_core::query::{DocumentQuery, Filter};
-use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use wow_core::unique_key::{KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::bounded::QueryPool;
@@ -35,9 +36,9 @@ use crate::{OpenError, SqliteOptions};
 /// committed every write already queued.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    writer: WriterHandle,
+    pub(crate) writer: WriterHandle,
     stats: Arc<WriterStats>,
-    reads: Arc<ReadPool>,
+    pub(crate) reads: Arc<ReadPool>,
     pub(crate) queries: Arc<QueryPool>,
     options: Arc<SqliteOptions>,
     pub(crate) clock: Arc<dyn Clock>,
@@ -217,6 +218,24 @@ impl SqliteStore {
 }
 
 impl SqliteStore {
+    /// Appends `stream` with `changes`, or alone when there are none; the caller has checked
+    /// both.
+    async fn append_changing(
+        &self,
+        stream: &DomainEventStream,
+        changes: Option<Box<AppendChanges>>,
+    ) -> Result<(), EventStoreError> {
+        let row = StreamRow::encode(stream).map_err(|e| EventStoreError::Internal(Box::new(e)))?;
+        let (reply, answer) = oneshot::channel();
+        let job = WriteJob::Append {
+            row: Box::new(row),
+            rejected: Box::new(RejectedStream::of(stream)),
+            changes,
+            reply,
+        };
+        self.write_history(job, answer).await
+    }
+
     /// Hands `job` (an append or a rejection) to the writer and waits for its answer; a
     /// writer that has stopped is [`EventStoreError::Unavailable`].
     async fn write_history(
@@ -261,25 +280,25 @@ const READ_FEED: &str = "SELECT aggregate_name, aggregate_id, version, context_n
 #[async_trait]
 impl EventStore for SqliteStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        self.append_with_keys(stream, &[]).await
+        check_appendable(stream)?;
+        self.append_changing(stream, None).await
     }
 
-    async fn append_with_keys(
+    /// Writes the stream's key and deadline changes in the savepoint of its insert, inside
+    /// the writer's group commit (see `writer.rs`); with no changes it is [`Self::append`].
+    async fn append_with(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
+        if changes.is_empty() {
+            return self.append(stream).await;
+        }
         check_appendable(stream)?;
-        check_key_changes(keys)?;
-        let row = StreamRow::encode(stream).map_err(|e| EventStoreError::Internal(Box::new(e)))?;
-        let (reply, answer) = oneshot::channel();
-        let job = WriteJob::Append {
-            row: Box::new(row),
-            rejected: Box::new(RejectedStream::of(stream)),
-            keys: keys.to_vec(),
-            reply,
-        };
-        self.write_history(job, answer).await
+        check_key_changes(&changes.keys)?;
+        check_deadline_changes(stream, &changes.deadlines)?;
+        self.append_changing(stream, Some(Box::new(changes.clone())))
+            .await
     }
 
     async fn find_key(

@@ -7,6 +7,10 @@
 //! stream fails alone and the rest of its batch commits, at no extra statement per append.
 //! A recorded rejection (SPEC ID-6) is one `INSERT` of one row into the same table, sharing
 //! the request-id constraint with the streams, and commits in the same batches.
+//! An append that changes more than its history (unique keys, SPEC DM-1; deadlines, SPEC
+//! DM-2) runs its insert and those changes in a savepoint of their own, so a refusal of any
+//! part backs out all of them; a plain append takes no savepoint. A deadline written or
+//! deleted outside an append (a saga's schedule, a cancel, a fired row) is one statement.
 //! Replies are sent only after `COMMIT` returned, that is once the batch is durable under
 //! `synchronous=FULL`.
 //!
@@ -19,13 +23,14 @@ use std::time::{Duration, Instant};
 use rusqlite::{params, Connection};
 use tokio::sync::{mpsc, oneshot};
 use wow_core::event::{ProcessError, Processed};
+use wow_core::eventsourcing::AppendChanges;
 use wow_core::eventsourcing::{
     BoxError, EventStoreError, RejectedStream, RejectionRecord, Snapshot, SnapshotStoreError,
 };
-use wow_core::unique_key::KeyChange;
 use wow_core::AggregateId;
 
 use crate::codec::StreamRow;
+use crate::deadline::{self, DeadlineWrite};
 use crate::error::{snapshot_error, store_error};
 use crate::unique_key::{change_keys, KeysRefused};
 
@@ -35,14 +40,22 @@ pub(crate) enum WriteJob {
     Append {
         row: Box<StreamRow>,
         rejected: Box<RejectedStream>,
-        /// The aggregate's key changes (SPEC DM-1), made with the stream or not at all.
-        keys: Vec<KeyChange>,
+        /// The aggregate's key changes (SPEC DM-1) and deadline changes (SPEC DM-2), made
+        /// with the stream or not at all; `None` for a plain append, which then takes the
+        /// path without a savepoint.
+        changes: Option<Box<AppendChanges>>,
         reply: oneshot::Sender<Result<(), EventStoreError>>,
     },
     /// A rejection of `request_id` to record (SPEC ID-6).
     Reject {
         rejection: Box<Rejection>,
         reply: oneshot::Sender<Result<(), EventStoreError>>,
+    },
+    /// A deadline row written or deleted outside an append (SPEC DM-2): `true` when a row
+    /// was written or deleted.
+    Deadline {
+        write: DeadlineWrite,
+        reply: oneshot::Sender<Result<bool, EventStoreError>>,
     },
     SaveSnapshot {
         snapshot: Snapshot,
@@ -169,6 +182,8 @@ enum Outcome {
     Rejected,
     Conflict(EventStoreError),
     Saved(bool),
+    /// A deadline write outside an append: whether it changed a row.
+    Deadline(bool),
     Worked(Processed),
     WorkFailed(String),
     Failed(rusqlite::Error),
@@ -225,9 +240,9 @@ fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
         WriteJob::Append {
             row,
             rejected,
-            keys,
+            changes: Some(changes),
             ..
-        } if !keys.is_empty() => append_with_keys(connection, row, rejected, keys),
+        } => append_with(connection, row, rejected, changes),
         WriteJob::Append { row, rejected, .. } => match insert(connection, row) {
             Ok(()) => Outcome::Appended,
             Err(error) => match classify(connection, row, rejected, &error) {
@@ -246,6 +261,10 @@ fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
             }
             Err(error) => Outcome::Failed(error),
         },
+        WriteJob::Deadline { write, .. } => match deadline::write(connection, write) {
+            Ok(changed) => Outcome::Deadline(changed),
+            Err(error) => Outcome::Failed(error),
+        },
         WriteJob::SaveSnapshot {
             snapshot, state, ..
         } => match save_snapshot(connection, snapshot, state) {
@@ -255,26 +274,27 @@ fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
     }
 }
 
-/// Inserts the stream and makes its key changes in one savepoint: a conflict of the stream,
-/// a key another aggregate holds or a failure rolls back both, and the rest of the batch
-/// goes on (SPEC DM-1).
-fn append_with_keys(
+/// Inserts the stream and makes its key changes (SPEC DM-1), then its deadline changes (SPEC
+/// DM-2), in one savepoint: a conflict of the stream, a key another aggregate holds or a
+/// failure rolls back all of them, so a refused append leaves neither a key nor a deadline
+/// row, and the rest of the batch goes on.
+fn append_with(
     connection: &Connection,
     row: &StreamRow,
     rejected: &RejectedStream,
-    keys: &[KeyChange],
+    changes: &AppendChanges,
 ) -> Outcome {
-    // Cached statements: this runs once per append that changes a key.
+    // Cached statements: this runs once per append that changes a key or a deadline.
     let run = |sql: &str| {
         connection
             .prepare_cached(sql)
             .and_then(|mut s| s.execute([]))
     };
-    if let Err(error) = run("SAVEPOINT wow_keys") {
+    if let Err(error) = run("SAVEPOINT wow_changes") {
         return Outcome::Failed(error);
     }
-    let undo = |outcome: Outcome| match run("ROLLBACK TO wow_keys")
-        .and_then(|_| run("RELEASE wow_keys"))
+    let undo = |outcome: Outcome| match run("ROLLBACK TO wow_changes")
+        .and_then(|_| run("RELEASE wow_changes"))
     {
         Ok(_) => outcome,
         Err(error) => Outcome::Failed(error),
@@ -285,13 +305,17 @@ fn append_with_keys(
             None => Outcome::Failed(error),
         });
     }
-    match change_keys(connection, rejected, keys) {
-        Ok(()) => match run("RELEASE wow_keys") {
-            Ok(_) => Outcome::Appended,
-            Err(error) => Outcome::Failed(error),
-        },
-        Err(KeysRefused::Taken(taken)) => undo(Outcome::Conflict(taken)),
-        Err(KeysRefused::Failed(error)) => undo(Outcome::Failed(error)),
+    match change_keys(connection, rejected, &changes.keys) {
+        Ok(()) => {}
+        Err(KeysRefused::Taken(taken)) => return undo(Outcome::Conflict(taken)),
+        Err(KeysRefused::Failed(error)) => return undo(Outcome::Failed(error)),
+    }
+    if let Err(error) = deadline::change(connection, &rejected.aggregate_id, &changes.deadlines) {
+        return undo(Outcome::Failed(error));
+    }
+    match run("RELEASE wow_changes") {
+        Ok(_) => Outcome::Appended,
+        Err(error) => Outcome::Failed(error),
     }
 }
 
@@ -475,6 +499,12 @@ fn reply(job: WriteJob, outcome: Outcome) {
         (WriteJob::Reject { reply, .. }, Outcome::Failed(error)) => {
             let _ = reply.send(Err(store_error(error)));
         }
+        (WriteJob::Deadline { reply, .. }, Outcome::Deadline(changed)) => {
+            let _ = reply.send(Ok(changed));
+        }
+        (WriteJob::Deadline { reply, .. }, Outcome::Failed(error)) => {
+            let _ = reply.send(Err(store_error(error)));
+        }
         (WriteJob::SaveSnapshot { reply, .. }, Outcome::Saved(stored)) => {
             let _ = reply.send(Ok(stored));
         }
@@ -506,12 +536,10 @@ fn reply_failed(job: WriteJob, message: &str, error: &rusqlite::Error) {
     );
     match job {
         WriteJob::Append { reply, .. } | WriteJob::Reject { reply, .. } => {
-            let error = if unavailable {
-                EventStoreError::Unavailable(message.to_owned().into())
-            } else {
-                EventStoreError::Internal(message.to_owned().into())
-            };
-            let _ = reply.send(Err(error));
+            let _ = reply.send(Err(history_failed(unavailable, message)));
+        }
+        WriteJob::Deadline { reply, .. } => {
+            let _ = reply.send(Err(history_failed(unavailable, message)));
         }
         WriteJob::Work { reply, .. } => {
             let _ = reply.send(Err(ProcessError::Store(message.to_owned().into())));
@@ -524,6 +552,15 @@ fn reply_failed(job: WriteJob, message: &str, error: &rusqlite::Error) {
             };
             let _ = reply.send(Err(error));
         }
+    }
+}
+
+/// A failed batch as the event store's error: retryable or not.
+fn history_failed(unavailable: bool, message: &str) -> EventStoreError {
+    if unavailable {
+        EventStoreError::Unavailable(message.to_owned().into())
+    } else {
+        EventStoreError::Internal(message.to_owned().into())
     }
 }
 

@@ -39,6 +39,11 @@ mod view_store {
     wow_tck::view_store_tck!(fresh);
 }
 
+mod deadline {
+    use super::*;
+    wow_tck::deadline_store_tck!(fresh);
+}
+
 mod downstream {
     use super::*;
     use wow_core::event::ConsumerPositions;

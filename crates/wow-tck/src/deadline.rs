@@ -217,6 +217,14 @@ pub async fn a_schedule_on_its_own_is_idempotent(store: Store) {
         .await
         .expect("cancel answers twice"));
     assert!(pending(&store, &order).await.is_empty());
+    let mut elsewhere = row(&order, "reminders/remind", 300, 1);
+    elsewhere.target.tenant_id = "tenant-b".to_owned();
+    let refused = store.schedule(&elsewhere).await;
+    assert!(
+        matches!(refused, Err(EventStoreError::IllegalArgument(_))),
+        "a row never sends into another tenant: {refused:?}"
+    );
+    assert!(pending(&store, &order).await.is_empty());
 }
 
 /// A deadline the store cannot keep (a malformed name, another aggregate's row) is

@@ -74,6 +74,9 @@ impl ScheduledCommand {
 /// What an append does to one of its aggregate's deadlines.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "change", rename_all = "camelCase")]
+// A decision changes one or two deadlines at most, and a schedule is the common change: boxing
+// it would cost an allocation for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum DeadlineChange {
     /// Write the row, replacing any of the same owner and name.
     Schedule(ScheduledCommand),

@@ -18,6 +18,10 @@ use crate::command::{CommandGateway, WaitPlan};
 /// owner's partition; on one node, always.
 pub type OwnsDeadline = Arc<dyn Fn(&AggregateId) -> bool + Send + Sync>;
 
+/// The rows whose command failed transiently, by owner, name and request id: when each may be
+/// fired again.
+type Deferred = Mutex<HashMap<(AggregateId, String, String), i64>>;
+
 /// The header a fired command carries: the name of the deadline that sent it.
 pub const DEADLINE_HEADER: &str = "wow-deadline";
 
@@ -72,7 +76,7 @@ pub struct DeadlineScheduler {
     clock: Arc<dyn Clock>,
     config: SchedulerConfig,
     owns: OwnsDeadline,
-    waiting: Arc<Mutex<HashMap<(AggregateId, String, String), i64>>>,
+    waiting: Arc<Deferred>,
     wake: Arc<Notify>,
 }
 

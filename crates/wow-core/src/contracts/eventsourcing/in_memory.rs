@@ -631,6 +631,12 @@ impl DeadlineStore for InMemoryEventStore {
     async fn schedule(&self, row: &ScheduledCommand) -> Result<(), EventStoreError> {
         crate::model::deadline::check_deadline_name(&row.name)
             .map_err(EventStoreError::IllegalArgument)?;
+        if row.target.tenant_id != row.owner.tenant_id {
+            return Err(EventStoreError::IllegalArgument(format!(
+                "deadline `{}` sends to another tenant",
+                row.name
+            )));
+        }
         self.deadlines().schedule(row.clone());
         Ok(())
     }
