@@ -85,7 +85,7 @@ mod tests {
     async fn a_closed_gate_holds_appends_of_both_kinds_and_nothing_else() {
         let inner = Arc::new(RecordingEventStore::new());
         let gated = GatedEventStore::new(inner.clone());
-        let appends = [EventStoreMethod::Append, EventStoreMethod::AppendWithKeys];
+        let appends = [EventStoreMethod::Append, EventStoreMethod::AppendWith];
         for append in appends {
             let held =
                 tokio::time::timeout(std::time::Duration::from_millis(20), append.call(&gated))
