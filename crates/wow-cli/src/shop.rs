@@ -1,11 +1,40 @@
 //! The shop as a service (`wow serve --example shop`): its product, whose SKU is a unique key
-//! (SPEC DM-1), registered on the library's builder.
+//! (SPEC DM-1), its order, priced by a price list when it is placed (SPEC DM-3) and expired
+//! by a deadline when it is not paid in time (SPEC DM-2), and the `stock` saga between them.
+
+use std::sync::Arc;
 
 use wow_core::Stores;
+use wow_example_shop::order::{Order, OrderPolicy, PriceList, Prices};
 use wow_example_shop::product::Product;
+use wow_example_shop::stock::StockSaga;
 use wow_service::{Service, ServiceBuilder};
+
+/// How long an order waits for its payment, in milliseconds (default fifteen minutes).
+const EXPIRY_VARIABLE: &str = "WOW_SHOP_ORDER_EXPIRY_MS";
+
+/// Every SKU's unit price, in cents, when the price list names none: the example's pricing
+/// service quotes 1,200 for everything.
+const DEFAULT_PRICE: u64 = 1_200;
 
 /// The shop on `stores`.
 pub(crate) fn service(stores: Stores) -> ServiceBuilder {
-    Service::builder().aggregate::<Product>().stores(stores)
+    let policy = std::env::var(EXPIRY_VARIABLE)
+        .ok()
+        .and_then(|ms| ms.trim().parse::<i64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or_else(OrderPolicy::default, |expire_after_ms| OrderPolicy {
+            expire_after_ms,
+        });
+    let prices = PriceList {
+        default_price: Some(DEFAULT_PRICE),
+        ..PriceList::default()
+    };
+    Service::builder()
+        .aggregate::<Product>()
+        .aggregate::<Order>()
+        .saga(StockSaga)
+        .service(Prices(Arc::new(prices)))
+        .service(policy)
+        .stores(stores)
 }

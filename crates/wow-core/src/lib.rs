@@ -75,6 +75,7 @@ pub mod aggregate {
         DecodeDomainError, DomainError, AGGREGATE_DELETED, AGGREGATE_RECOVERED, DELETE_AGGREGATE,
         LIFECYCLE_REVISION, RECOVER_AGGREGATE,
     };
+    pub use crate::model::services::{Refusal, ServiceFailure, ServiceNeed, Services};
 }
 
 pub mod command {
@@ -131,12 +132,12 @@ pub mod eventsourcing {
     pub use crate::contracts::eventsourcing::{
         check_appendable, check_deadline_changes, check_key_changes, check_rejectable,
         check_rename, check_time_range, check_version_range, stream_document, AggregateRenames,
-        AppendChanges, EventStore, EventStoreDecorator,
-        EventStoreError, EventStoreMethod, FeedEntry, GatedEventStore, GlobalPosition,
-        InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore, KeyTaken,
-        ParseGlobalPositionError, PendingMigration, RecordingEventStore, RecordingSnapshotStore,
-        RejectedStream, RenameError, RenamedRows, SchemaStatus, Snapshot, SnapshotStore,
-        SnapshotStoreDecorator, SnapshotStoreError, SnapshotStoreMethod,
+        AppendChanges, EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod,
+        FeedEntry, GatedEventStore, GlobalPosition, InMemoryEventStore, InMemoryRenames,
+        InMemorySnapshotStore, KeyTaken, ParseGlobalPositionError, PendingMigration,
+        RecordingEventStore, RecordingSnapshotStore, RejectedStream, RenameError, RenamedRows,
+        SchemaStatus, Snapshot, SnapshotStore, SnapshotStoreDecorator, SnapshotStoreError,
+        SnapshotStoreMethod,
     };
     pub use crate::model::error::BoxError;
     pub use crate::model::eventsourcing::{

@@ -250,19 +250,24 @@ fn runtime_handles_and_applies_through_json() {
     let aggregate_id = account_id();
     let mut state = account.initial_state();
     let command_id = id::new_id();
+    let services = wow_core::aggregate::Services::new();
     let ctx = |version| CommandContext {
         aggregate_id: &aggregate_id,
         version,
         command_id: &command_id,
         request_id: &command_id,
         now: 0,
+        services: &services,
+        deadline: None,
     };
 
     let open = account
         .decode_command("open", &json!({"name": "Ann", "balance": 5}))
         .unwrap();
     assert_eq!((open.name(), open.kind()), ("open", CommandKind::Create));
-    let events = account.handle(&state, &open, &ctx(0)).unwrap().events;
+    let events = futures::executor::block_on(account.handle(&state, &open, &ctx(0)))
+        .unwrap()
+        .events;
     assert_eq!(events[0].name, "AccountOpened");
     account
         .apply(&mut state, &stream_of(&aggregate_id, 1, events))
@@ -271,7 +276,9 @@ fn runtime_handles_and_applies_through_json() {
     let deposit = account
         .decode_command("deposit", &json!({"amount": 7}))
         .unwrap();
-    let events = account.handle(&state, &deposit, &ctx(1)).unwrap().events;
+    let events = futures::executor::block_on(account.handle(&state, &deposit, &ctx(1)))
+        .unwrap()
+        .events;
     account
         .apply(&mut state, &stream_of(&aggregate_id, 2, events))
         .unwrap();
@@ -285,13 +292,14 @@ fn runtime_handles_and_applies_through_json() {
     let withdraw = account
         .decode_command("withdraw", &json!({"amount": 100}))
         .unwrap();
-    let rejected = account.handle(&state, &withdraw, &ctx(2)).unwrap_err();
+    let rejected =
+        futures::executor::block_on(account.handle(&state, &withdraw, &ctx(2))).unwrap_err();
     assert_eq!(
         rejected.error_code(),
         ErrorCode::domain("InsufficientBalance")
     );
 
-    let again = account.handle(&state, &open, &ctx(2)).unwrap_err();
+    let again = futures::executor::block_on(account.handle(&state, &open, &ctx(2))).unwrap_err();
     assert_eq!(again.error_code(), ErrorCode::DuplicateAggregateId);
 }
 

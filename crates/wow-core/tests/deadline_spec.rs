@@ -91,6 +91,9 @@ async fn a_saga_spec_shows_what_the_saga_scheduled() {
     assert_eq!(scheduled[0].name, "auto-confirm/confirm");
     assert_eq!(scheduled[0].command, "confirm");
     assert_eq!(scheduled[0].owner.id, "h-1");
-    assert_eq!(scheduled[0].due_at, 30_000, "the stream's time and thirty seconds");
+    assert_eq!(
+        scheduled[0].due_at, 30_000,
+        "the stream's time and thirty seconds"
+    );
     assert_eq!(scheduled[0].request_id, "spec-event-1-0/0");
 }

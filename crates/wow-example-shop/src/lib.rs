@@ -1,13 +1,18 @@
 //! # The `shop` example domain
 //!
 //! What a shop needs beyond one aggregate at a time: a `product` whose SKU no other product
-//! of the tenant may hold, and which may change (the key moves with it, SPEC DM-1).
+//! of the tenant may hold, and which may change (the key moves with it, SPEC DM-1); an
+//! `order` priced by a pricing service when it is placed (SPEC DM-3) and expired by a
+//! deadline when it is not paid in time (SPEC DM-2); and the `stock` saga, which holds a
+//! placed order's units and gives an expired order's back.
 //!
 //! A plain domain library on `wow-core` alone; `wow serve --example shop` serves it (its
 //! assembly is `wow-cli/src/shop.rs`), and `docs/real-domains.md` walks through it with
 //! `curl`.
 
+pub mod order;
 pub mod product;
+pub mod stock;
 
 /// The context every shop aggregate belongs to.
 pub const CONTEXT: &str = "shop";

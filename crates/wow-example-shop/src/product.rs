@@ -23,6 +23,9 @@ pub struct ProductState {
     pub name: String,
     /// The units in stock.
     pub stock: u64,
+    /// The units each order holds, by order id: taken out of `stock`.
+    #[serde(default)]
+    pub reserved: std::collections::BTreeMap<String, u64>,
 }
 
 /// `create`: the SKU, the name and the stock to start with.
@@ -71,6 +74,27 @@ pub struct AdjustStock {
     pub by: i64,
 }
 
+/// `reserve`: the units an order holds until it is paid or expires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Reserve {
+    /// The order.
+    #[validate(length(min = 1, max = 128))]
+    pub order: String,
+    /// The units.
+    #[validate(range(min = 1, max = 10_000))]
+    pub quantity: u64,
+}
+
+/// `release`: an order gives its units back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Validate, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Release {
+    /// The order.
+    #[validate(length(min = 1, max = 128))]
+    pub order: String,
+}
+
 /// An SKU is 1 to 32 of `A-Z`, `0-9` and `-`.
 fn sku(sku: &str) -> Result<(), ValidationError> {
     let fits = (1..=32).contains(&sku.len())
@@ -99,6 +123,12 @@ pub enum ProductCommand {
     /// Adjusts its stock.
     #[command(validate)]
     AdjustStock(AdjustStock),
+    /// Holds units for an order (sent by the `stock` saga when the order is placed).
+    #[command(validate)]
+    Reserve(Reserve),
+    /// Gives an order's units back (sent when the order expires); nothing when it holds none.
+    #[command(validate)]
+    Release(Release),
 }
 
 /// The product was created.
@@ -137,6 +167,28 @@ pub struct StockAdjusted {
     pub stock: u64,
 }
 
+/// Units were held for an order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StockReserved {
+    /// The order.
+    pub order: String,
+    /// The units.
+    pub quantity: u64,
+    /// The units in stock after it.
+    pub stock: u64,
+}
+
+/// An order's units went back into stock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StockReleased {
+    /// The order.
+    pub order: String,
+    /// The units.
+    pub quantity: u64,
+    /// The units in stock after it.
+    pub stock: u64,
+}
+
 /// The product's events.
 #[derive(Debug, Clone, PartialEq, Eq, Event)]
 pub enum ProductEvent {
@@ -148,6 +200,10 @@ pub enum ProductEvent {
     SkuChanged(SkuChanged),
     /// See [`StockAdjusted`].
     StockAdjusted(StockAdjusted),
+    /// See [`StockReserved`].
+    StockReserved(StockReserved),
+    /// See [`StockReleased`].
+    StockReleased(StockReleased),
 }
 
 /// The product's business rules.
@@ -158,6 +214,12 @@ pub enum ProductError {
     OutOfStock {
         /// The units in stock.
         stock: u64,
+    },
+    /// The order holds another quantity of this product already.
+    #[error("order `{order}` holds units of this product already")]
+    Reserved {
+        /// The order.
+        order: String,
     },
     /// The product holds this SKU already.
     #[error("the product's SKU is `{sku}` already")]
@@ -199,6 +261,35 @@ impl Aggregate for Product {
                     .ok_or(ProductError::OutOfStock { stock: state.stock })?;
                 ProductEvent::StockAdjusted(StockAdjusted { by, stock })
             }
+            ProductCommand::Reserve(Reserve { order, quantity }) => {
+                if let Some(held) = state.reserved.get(&order) {
+                    // The order's reservation was made already (a resent intent).
+                    return Ok(if *held == quantity {
+                        Vec::new()
+                    } else {
+                        return Err(ProductError::Reserved { order });
+                    });
+                }
+                let stock = state
+                    .stock
+                    .checked_sub(quantity)
+                    .ok_or(ProductError::OutOfStock { stock: state.stock })?;
+                ProductEvent::StockReserved(StockReserved {
+                    order,
+                    quantity,
+                    stock,
+                })
+            }
+            ProductCommand::Release(Release { order }) => {
+                let Some(quantity) = state.reserved.get(&order).copied() else {
+                    return Ok(Vec::new());
+                };
+                ProductEvent::StockReleased(StockReleased {
+                    order,
+                    quantity,
+                    stock: state.stock.saturating_add(quantity),
+                })
+            }
         }])
     }
 
@@ -212,6 +303,16 @@ impl Aggregate for Product {
             ProductEvent::Renamed(renamed) => state.name.clone_from(&renamed.name),
             ProductEvent::SkuChanged(changed) => state.sku.clone_from(&changed.to),
             ProductEvent::StockAdjusted(adjusted) => state.stock = adjusted.stock,
+            ProductEvent::StockReserved(reserved) => {
+                state.stock = reserved.stock;
+                state
+                    .reserved
+                    .insert(reserved.order.clone(), reserved.quantity);
+            }
+            ProductEvent::StockReleased(released) => {
+                state.stock = released.stock;
+                state.reserved.remove(&released.order);
+            }
         }
     }
 

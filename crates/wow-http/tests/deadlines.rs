@@ -39,7 +39,8 @@ impl Server {
         } else {
             queries
         };
-        let state = HttpState::for_gateway(pipeline.gateway.clone(), queries, HttpConfig::default());
+        let state =
+            HttpState::for_gateway(pipeline.gateway.clone(), queries, HttpConfig::default());
         Self {
             base: listen(router(state)).await,
             client: Client::new(),

@@ -15,6 +15,10 @@
 //! - Unique keys (SPEC DM-1, table `unique_key`, keyed by tenant, key space and value): an
 //!   append with key changes inserts its stream and makes them in one transaction, and the
 //!   table's primary key, not a read first, decides between two claimants of a key.
+//! - Deadlines (SPEC DM-2, table `deadline`, keyed by tenant, owner aggregate and name): an
+//!   append's schedules and cancels are made in its transaction after its key changes, so a
+//!   refused append leaves no row; the scheduler reads what is due by a range scan of the
+//!   index on the due time.
 //! - The global feed (`EventStore::read_feed`) orders appended streams by (appending
 //!   transaction id, position) and reads only below the oldest transaction in flight, so it
 //!   never skips a stream that commits late; a long transaction anywhere in the cluster holds
@@ -23,12 +27,12 @@
 //! - A lost connection is [`EventStoreError::Unavailable`](wow_core::eventsourcing::EventStoreError)
 //!   (the outcome of that append is unknown); the pool reconnects by itself.
 //!
-//! [`PostgresStore`] implements both `EventStore` and `SnapshotStore`, and the `ViewStore`
-//! of portable views (table `view_row`), and passes the whole `wow-tck` suite.
+//! [`PostgresStore`] implements `EventStore`, `SnapshotStore` and `DeadlineStore`, and the
+//! `ViewStore` of portable views (table `view_row`), and passes the whole `wow-tck` suite.
 //!
 //! The SQL is kept by table, each statement a named constant beside the code that runs it:
 //! `store/` (`event_stream`, its request decisions, feed and queries, `snapshot`,
-//! `processed_message`, `unique_key`), `view/` (`view_row`), `downstream/`
+//! `processed_message`, `unique_key`, `deadline`), `view/` (`view_row`), `downstream/`
 //! (`consumer_position`, `feed_cursor`, `external_effect`, `execution_failed`), `rename.rs`
 //! and `schema.rs`.
 

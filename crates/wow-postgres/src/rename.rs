@@ -3,7 +3,8 @@
 //! Why in one transaction under an advisory lock: two processes starting at once rename
 //! once, and a rename cut off halfway leaves every row under the former name, to be renamed
 //! on the next start. Every keyed table is re-keyed, so that history, snapshots, positions,
-//! compensation records and held unique keys stay one aggregate's.
+//! compensation records, held unique keys and deadlines (those the aggregate owns and those
+//! sent to it) stay one aggregate's.
 
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
@@ -80,6 +81,22 @@ const TABLES: [KeyedTable; 4] = [
 /// in [`RenamedRows`], which counts the streams that claimed them.
 const REKEY_UNIQUE_KEYS: &str =
     "UPDATE unique_key SET aggregate_name = $2 WHERE aggregate_name = $1";
+
+/// Re-keys the deadlines (SPEC DM-2) of aggregates of name `$1` to name `$2`, in order: a row
+/// an aggregate of name `$2` holds under the key a moved row takes is replaced by the moved
+/// one, as the in-memory table and SQLite do (rare: the conflict check has already refused
+/// the rename of an aggregate with history under both names); then the rows such aggregates
+/// own move; then the rows sent to them are re-addressed. A plain `UPDATE` of the owner would
+/// fail on `deadline_pk` instead of replacing. Not counted in [`RenamedRows`] either, which
+/// counts history.
+const REKEY_DEADLINES: [&str; 3] = [
+    "DELETE FROM deadline AS taken WHERE taken.aggregate_name = $2 AND EXISTS (
+        SELECT 1 FROM deadline AS moved
+         WHERE moved.aggregate_name = $1 AND moved.tenant_id = taken.tenant_id
+           AND moved.aggregate_id = taken.aggregate_id AND moved.name = taken.name)",
+    "UPDATE deadline SET aggregate_name = $2 WHERE aggregate_name = $1",
+    "UPDATE deadline SET target_name = $2 WHERE target_name = $1",
+];
 
 /// `error` as a [`RenameError`]: unavailable when the database could not be reached.
 fn failed(error: tokio_postgres::Error) -> RenameError {
@@ -178,6 +195,12 @@ impl AggregateRenames for PostgresStore {
             .execute(REKEY_UNIQUE_KEYS, &[&from, &to])
             .await
             .map_err(failed)?;
+        for rekey in REKEY_DEADLINES {
+            transaction
+                .execute(rekey, &[&from, &to])
+                .await
+                .map_err(failed)?;
+        }
         transaction
             .execute(RECORD_RENAME, &[&from, &to, &self.clock.now_millis()])
             .await

@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 13;
+pub const SCHEMA_VERSION: i32 = 14;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -50,7 +50,13 @@ pub const SCHEMA_VERSION: i32 = 13;
 /// primary key (tenant, key space, value) is what decides between two claimants of one key
 /// (see `store/unique_key.rs`); the tenant leads it, as every key (SPEC TN-1). The table is
 /// new and empty, so the migration takes no lock on the tables appends write.
-const MIGRATIONS: [&str; 13] = [
+///
+/// Deadlines (SPEC DM-2, from version 14) are rows of `deadline`, one per owner aggregate and
+/// name (its primary key), written in the transaction of the stream that schedules them (see
+/// `store/deadline.rs`). The index `deadline_due` leads with the due time, so the scheduler's
+/// read of what is due is a range scan of it; the key columns after it give rows due at one
+/// time in key order, as the in-memory table does, without a sort. A new, empty table too.
+const MIGRATIONS: [&str; 14] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -230,6 +236,32 @@ const MIGRATIONS: [&str; 13] = [
         version        BIGINT NOT NULL,
         CONSTRAINT unique_key_pk PRIMARY KEY (tenant_id, key_space, key_value)
     );
+"#,
+    r#"
+    -- Deadlines (SPEC DM-2): a command scheduled for a time, one row per owner aggregate and
+    -- name, written in the transaction of the stream that schedules or cancels it (or on its
+    -- own, for a saga). The target is in the owner's tenant (SPEC TN-1), so only its context,
+    -- name and id are kept. The key columns compare by bytes (COLLATE "C").
+    --
+    -- deadline_due leads with the due time, so the scheduler's read of what is due is one
+    -- range scan that costs what is due, not what is pending; the key follows it so that
+    -- rows due at the same time come in key order with no sort step.
+    CREATE TABLE deadline (
+        tenant_id      TEXT COLLATE "C" NOT NULL,
+        aggregate_name TEXT COLLATE "C" NOT NULL,
+        aggregate_id   TEXT COLLATE "C" NOT NULL,
+        name           TEXT COLLATE "C" NOT NULL,
+        context_name   TEXT   NOT NULL,
+        due_at         BIGINT NOT NULL,
+        target_context TEXT   NOT NULL,
+        target_name    TEXT   NOT NULL,
+        target_id      TEXT   NOT NULL,
+        command        TEXT   NOT NULL,
+        body           JSONB  NOT NULL,
+        request_id     TEXT   NOT NULL,
+        CONSTRAINT deadline_pk PRIMARY KEY (tenant_id, aggregate_name, aggregate_id, name)
+    );
+    CREATE INDEX deadline_due ON deadline (due_at, tenant_id, aggregate_name, aggregate_id, name);
 "#,
 ];
 
@@ -539,14 +571,130 @@ mod tests {
             wow_tck::migration::record_conflicts_as_an_earlier_build_did(&store, &order).await;
         }
         // Back to what a version 11 schema held: migration 12 made nothing (it deletes), 13
-        // made `unique_key`.
+        // made `unique_key`, 14 `deadline`.
         client
             .batch_execute(&format!(
-                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key"
+                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key; DROP TABLE {schema}.deadline"
             ))
             .await
             .unwrap();
         let store = PostgresStore::open(options()).await.unwrap();
         wow_tck::migration::a_migrated_store_holds_no_conflict_as_a_decision(&store, &order).await;
+    }
+
+    /// A schema of version 13 (unique keys, no deadlines) opens under this build: its keys
+    /// are still held, and deadlines are written with streams from then on (SPEC DM-2).
+    #[tokio::test]
+    async fn a_version_13_schema_migrates_and_keeps_its_keys_and_takes_deadlines() {
+        use wow_core::deadline::{DeadlineChange, DeadlineStore, ScheduledCommand};
+        use wow_core::eventsourcing::AppendChanges;
+        use wow_core::unique_key::UniqueKey;
+
+        let schema = format!("wow_test_{}", uuid::Uuid::now_v7().simple());
+        let Some(mut client) = connect_or_skip().await else {
+            return;
+        };
+        let _guard = DropSchema(schema.clone());
+        client
+            .batch_execute(&format!(
+                "CREATE SCHEMA {schema}; SET search_path TO {schema}"
+            ))
+            .await
+            .unwrap();
+        migrate_to(&mut client, &schema, 13).await.unwrap();
+        let exists: bool = client
+            .query_one(TABLE_EXISTS, &[&format!("{schema}.deadline")])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(!exists, "version 13 has no deadline table");
+        let order = AggregateId::new("tck", "order", wow_core::id::new_id(), "t");
+        let sku = UniqueKey::new("sku", "sku-1");
+        client
+            .execute(
+                "INSERT INTO unique_key (tenant_id, key_space, key_value, context_name, aggregate_name, aggregate_id, version) VALUES ($1, $2, $3, $4, $5, $6, 1)",
+                &[&order.tenant_id, &sku.space, &sku.value, &order.context_name, &order.aggregate_name, &order.id],
+            )
+            .await
+            .unwrap();
+
+        let store = PostgresStore::open(url().parse::<PostgresOptions>().unwrap().schema(&schema))
+            .await
+            .expect("a version 13 schema opens");
+        let version: i32 = client
+            .query_one("SELECT version FROM wow_schema", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, SCHEMA_VERSION);
+        let holder = store.find_key("t", &sku).await.unwrap().unwrap();
+        assert_eq!(holder.aggregate_id, order);
+        let expiry = ScheduledCommand {
+            owner: order.clone(),
+            name: "expire".to_owned(),
+            due_at: 42,
+            target: order.clone(),
+            command: "expire".to_owned(),
+            body: serde_json::json!({}),
+            request_id: "deadline/expire/1".to_owned(),
+        };
+        store
+            .append_with(
+                &stream(&order, 1, "r-1"),
+                &AppendChanges::deadlines(vec![DeadlineChange::Schedule(expiry.clone())]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(store.scheduled_for(&order).await.unwrap(), vec![expiry]);
+    }
+
+    /// The scheduler's read of what is due (`DeadlineStore::due`) is one range scan of
+    /// `deadline_due`, with no sort step, over a table of many pending rows: with the values
+    /// bound (a custom plan) and without them (the generic plan a prepared statement may
+    /// settle on).
+    #[tokio::test]
+    async fn due_is_one_range_scan_of_the_due_index() {
+        let schema = format!("wow_test_{}", uuid::Uuid::now_v7().simple());
+        if connect_or_skip().await.is_none() {
+            return;
+        }
+        let _guard = DropSchema(schema.clone());
+        let store = PostgresStore::open(url().parse::<PostgresOptions>().unwrap().schema(&schema))
+            .await
+            .unwrap();
+        let client = store.pool().get().await.unwrap();
+        client
+            .batch_execute(
+                "INSERT INTO deadline (tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id)
+                 SELECT 't', 'order', 'o-' || n, 'expire', 'shop', n * 1000, 'shop', 'order', 'o-' || n, 'expire', '{}', 'deadline/expire/1'
+                 FROM generate_series(1, 20000) AS n;
+                 ANALYZE deadline;",
+            )
+            .await
+            .unwrap();
+        let explain = format!("EXPLAIN {}", crate::store::deadline::DUE);
+        for mode in ["force_custom_plan", "force_generic_plan"] {
+            client
+                .batch_execute(&format!("SET plan_cache_mode = {mode}"))
+                .await
+                .unwrap();
+            let plan: Vec<String> = client
+                .query(&explain, &[&50_000_i64, &100_i64])
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            let plan = plan.join("\n");
+            assert!(
+                plan.contains("Index Scan using deadline_due"),
+                "{mode}: due is not a scan of deadline_due:\n{plan}"
+            );
+            assert!(
+                !plan.contains("Sort") && !plan.contains("Seq Scan"),
+                "{mode}: due sorts or reads the whole table:\n{plan}"
+            );
+        }
+        client.batch_execute("RESET plan_cache_mode").await.unwrap();
     }
 }

@@ -15,8 +15,11 @@
 //! - [`processed_message`]: running a consumer's work once per message, table
 //!   `processed_message`;
 //! - [`unique_key`]: the keys aggregates hold (SPEC DM-1), table `unique_key`, changed in
-//!   the transaction of the stream that changes them.
+//!   the transaction of the stream that changes them;
+//! - [`deadline`]: `DeadlineStore`, the pending scheduled commands (SPEC DM-2), table
+//!   `deadline`, written in the transaction of the stream that schedules them.
 
+pub(crate) mod deadline;
 mod event_stream;
 mod feed;
 pub(crate) mod processed_message;

@@ -8,6 +8,10 @@ mod event_store {
     wow_tck::event_store_tck!(optional: super::support::fresh);
 }
 
+mod deadline {
+    wow_tck::deadline_store_tck!(optional: super::support::fresh);
+}
+
 mod snapshot_store {
     wow_tck::snapshot_store_tck!(optional: super::support::fresh);
 }

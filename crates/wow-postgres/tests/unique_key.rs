@@ -6,10 +6,9 @@
 
 mod support;
 
-use wow_core::eventsourcing::AppendChanges;
 use std::time::Duration;
 
-use wow_core::eventsourcing::{EventStore, EventStoreError, InMemoryEventStore};
+use wow_core::eventsourcing::{AppendChanges, EventStore, EventStoreError, InMemoryEventStore};
 use wow_core::unique_key::{KeyChange, UniqueKey};
 use wow_core::AggregateId;
 use wow_tck::fixtures::{aggregate, stream};
@@ -30,7 +29,10 @@ async fn claim(
     let keys: Vec<KeyChange> = values.iter().map(|v| KeyChange::Claim(sku(v))).collect();
     let request_id = format!("r-{}", wow_core::id::new_id());
     store
-        .append_with(&stream(aggregate, 1, &request_id), &AppendChanges::keys(&keys.to_vec()))
+        .append_with(
+            &stream(aggregate, 1, &request_id),
+            &AppendChanges::keys(keys),
+        )
         .await
 }
 

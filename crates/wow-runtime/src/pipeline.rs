@@ -10,7 +10,6 @@ use crate::command::{
 };
 use crate::compensation::{CompensationError, CompensationScheduler};
 use crate::deadline::DeadlineScheduler;
-use wow_core::deadline::DeadlineStore;
 use crate::event::{catch_up, CatchUpError, CatchUpProgress, EventDispatcher};
 use crate::event::{InMemoryDomainEventBus, DEFAULT_PARTITION_CAPACITY};
 use crate::eventsourcing::{AggregateCache, SnapshotStrategy, Snapshotter};
@@ -19,11 +18,13 @@ use crate::idempotency::{
     IdempotencyConfig, NoopRequestIdExistenceChecker, RequestIdChecker, RequestIdExistenceChecker,
 };
 use crate::metrics::PipelineMetrics;
+use wow_core::aggregate::Services;
 use wow_core::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use wow_core::command::CommandStage;
 use wow_core::command::{CommandBus, CommandHandler, InMemoryCommandBus};
 use wow_core::compensation::CompensationStore;
 use wow_core::compensation::RetrySpec;
+use wow_core::deadline::DeadlineStore;
 use wow_core::event::{ConsumerPositions, DomainEventBus, EventConsumer};
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
 use wow_core::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
@@ -48,6 +49,8 @@ pub struct LocalPipelineBuilder {
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
     positions: Option<Arc<dyn ConsumerPositions>>,
     deadlines: Option<Arc<dyn DeadlineStore>>,
+    services: Services,
+    decision_budget: Duration,
     time: TimeAndIds,
     transport: Transport,
 }
@@ -91,6 +94,20 @@ impl LocalPipelineBuilder {
     /// [`LocalPipeline::compensation`].
     pub fn compensation(mut self, store: Arc<dyn CompensationStore>, retry: RetrySpec) -> Self {
         self.compensation = Some((store, retry));
+        self
+    }
+
+    /// Hands `services` to the handlers (SPEC DM-3;
+    /// [`Aggregate::decide`](wow_core::aggregate::Aggregate::decide)). Default: none.
+    pub fn services(mut self, services: Services) -> Self {
+        self.services = services;
+        self
+    }
+
+    /// How long one decision may take, its service calls included (SPEC DM-3); default
+    /// [`DEFAULT_DECISION_BUDGET`](crate::command::DEFAULT_DECISION_BUDGET).
+    pub fn decision_budget(mut self, budget: Duration) -> Self {
+        self.decision_budget = budget;
         self
     }
 
@@ -297,6 +314,8 @@ impl LocalPipelineBuilder {
             idempotency: self.idempotency,
             in_flight,
             time: self.time.clone(),
+            services: self.services,
+            decision_budget: self.decision_budget,
         };
         pipeline.restart_node();
         pipeline
@@ -459,6 +478,8 @@ pub struct LocalPipeline {
     idempotency: IdempotencyConfig,
     in_flight: Arc<InFlightRequests>,
     time: TimeAndIds,
+    services: Services,
+    decision_budget: Duration,
 }
 
 impl LocalPipeline {
@@ -483,6 +504,8 @@ impl LocalPipeline {
             compensation: None,
             positions: None,
             deadlines: None,
+            services: Services::new(),
+            decision_budget: crate::command::DEFAULT_DECISION_BUDGET,
             time: TimeAndIds {
                 clock: Arc::new(SystemClock),
                 ids: None,
@@ -512,7 +535,9 @@ impl LocalPipeline {
         .in_flight(self.in_flight.clone())
         .metrics(self.metrics.clone())
         .cache(self.cache.clone())
-        .quarantine(self.quarantine.clone());
+        .quarantine(self.quarantine.clone())
+        .services(self.services.clone())
+        .decision_budget(self.decision_budget);
         if let Some(ids) = &self.time.ids {
             node = node.id_generator(ids.clone());
         }

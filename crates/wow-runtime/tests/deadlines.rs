@@ -82,7 +82,10 @@ async fn a_due_deadline_fires_its_command_once_and_its_row_goes() {
     assert_eq!(pending[0].due_at, T0 + 15 * MINUTE);
 
     clock.advance(15 * MINUTE - 1);
-    assert_eq!(node.scheduler.fire_due().await.unwrap(), FirePass::default());
+    assert_eq!(
+        node.scheduler.fire_due().await.unwrap(),
+        FirePass::default()
+    );
     assert_eq!(event_names(&store, &hold).await, ["Placed"]);
 
     clock.advance(1);
@@ -90,7 +93,10 @@ async fn a_due_deadline_fires_its_command_once_and_its_row_goes() {
     assert_eq!(pass.fired, 1, "{pass:?}");
     assert_eq!(event_names(&store, &hold).await, ["Placed", "Expired"]);
     assert!(store.scheduled_for(&hold).await.unwrap().is_empty());
-    assert_eq!(node.scheduler.fire_due().await.unwrap(), FirePass::default());
+    assert_eq!(
+        node.scheduler.fire_due().await.unwrap(),
+        FirePass::default()
+    );
 }
 
 #[tokio::test]
@@ -113,7 +119,10 @@ async fn firing_twice_takes_effect_once() {
     store.schedule(&row).await.unwrap();
 
     let pass = node.scheduler.fire_due().await.unwrap();
-    assert_eq!(pass.fired, 1, "the second firing replays the first decision: {pass:?}");
+    assert_eq!(
+        pass.fired, 1,
+        "the second firing replays the first decision: {pass:?}"
+    );
     assert_eq!(event_names(&store, &hold).await, ["Placed", "Expired"]);
     assert_eq!(first.aggregate_version, Some(2));
     assert!(store.scheduled_for(&hold).await.unwrap().is_empty());
@@ -129,7 +138,10 @@ async fn a_later_event_cancels_the_deadline_and_nothing_fires() {
     send(&node, command(&hold, "confirm", json!({}))).await;
     assert!(store.scheduled_for(&hold).await.unwrap().is_empty());
     clock.advance(60 * MINUTE);
-    assert_eq!(node.scheduler.fire_due().await.unwrap(), FirePass::default());
+    assert_eq!(
+        node.scheduler.fire_due().await.unwrap(),
+        FirePass::default()
+    );
     assert_eq!(event_names(&store, &hold).await, ["Placed", "Confirmed"]);
 }
 
@@ -213,14 +225,16 @@ async fn a_running_scheduler_fires_when_woken() {
         if event_names(&store, &hold).await.len() == 2 {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the deadline never fired");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the deadline never fired"
+        );
         tokio::task::yield_now().await;
     }
     assert!(store.scheduled_for(&hold).await.unwrap().is_empty());
     stop.send(()).unwrap();
     running.await.unwrap();
 }
-
 
 #[tokio::test]
 async fn a_saga_schedules_a_command_and_a_redelivery_schedules_it_once() {
@@ -269,5 +283,8 @@ async fn a_saga_schedules_a_command_and_a_redelivery_schedules_it_once() {
         tokio::task::yield_now().await;
     }
     clock.advance(60 * MINUTE);
-    assert_eq!(node.scheduler.fire_due().await.unwrap(), FirePass::default());
+    assert_eq!(
+        node.scheduler.fire_due().await.unwrap(),
+        FirePass::default()
+    );
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::Router;
 use serde_json::{Map, Value};
 use wow_core::aggregate::{Aggregate, AggregateRegistry, RegistrationError};
+use wow_core::aggregate::{ServiceNeed, Services};
 use wow_core::event::EventConsumer;
 use wow_core::outbox::Outbox;
 use wow_core::saga::{DynSaga, Saga};
@@ -76,6 +77,10 @@ pub struct ServiceBuilder {
     pub(crate) settings: Settings,
     pub(crate) snapshots: SnapshotStrategy,
     pub(crate) catch_up_progress: Option<CatchUpReport>,
+    /// What the handlers consult (SPEC DM-3).
+    pub(crate) services: Services,
+    /// Each registered aggregate's [`Aggregate::required_services`], by aggregate name.
+    pub(crate) needs: Vec<(&'static str, ServiceNeed)>,
 }
 
 /// What the start tells of its catch-up: the consumer's name and how far it is.
@@ -98,6 +103,8 @@ impl Default for ServiceBuilder {
             settings: Settings::default(),
             snapshots: SnapshotStrategy::Every(10),
             catch_up_progress: None,
+            services: Services::new(),
+            needs: Vec::new(),
         }
     }
 }
@@ -134,6 +141,20 @@ impl ServiceBuilder {
             self.duplicate.get_or_insert(duplicate);
         }
         self.note_aliases::<A>();
+        self.needs.extend(
+            A::required_services()
+                .into_iter()
+                .map(|need| (A::AGGREGATE_NAME, need)),
+        );
+        self
+    }
+
+    /// Hands `service` to every handler that consults one of its type (SPEC DM-3;
+    /// [`Aggregate::decide`]): a pricing client, say, or a fake of it in a test. A second
+    /// value of one type replaces the first. Starting without a service an aggregate
+    /// requires ([`Aggregate::required_services`]) is refused.
+    pub fn service<T: Send + Sync + 'static>(mut self, service: T) -> Self {
+        self.services.insert(service);
         self
     }
 

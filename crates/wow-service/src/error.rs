@@ -26,6 +26,16 @@ pub enum ServiceError {
     /// (`list`, `count`, ...): a programming error of the service.
     #[error(transparent)]
     DuplicateAggregate(#[from] RegistrationError),
+    /// An aggregate consults a service ([`Aggregate::required_services`](wow_core::aggregate::Aggregate::required_services))
+    /// that was not given ([`ServiceBuilder::service`](crate::ServiceBuilder::service)): a
+    /// programming error of the service, refused before anything starts.
+    #[error("aggregate `{aggregate}` needs the service {service}, and none was given: add it with ServiceBuilder::service")]
+    MissingService {
+        /// The aggregate.
+        aggregate: &'static str,
+        /// The service's type.
+        service: &'static str,
+    },
     /// The consumers could not catch up with the history (the store failed on the way);
     /// start again once it answers.
     #[error("catching up from the event store failed: {0}")]

@@ -60,8 +60,8 @@ pub use read_route::ReadRequest;
 pub use running::RunningService;
 pub use serve::init_logging;
 pub use settings::{
-    DistributedSettings, Role, Settings, SettingsError, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN,
-    DEFAULT_DEADLINE_POLL, DEFAULT_RETRY_EVERY, DEFAULT_STORE, DEFAULT_WAIT_TIMEOUT,
+    DistributedSettings, Role, Settings, SettingsError, DEFAULT_BODY_LIMIT, DEFAULT_DEADLINE_POLL,
+    DEFAULT_LISTEN, DEFAULT_RETRY_EVERY, DEFAULT_STORE, DEFAULT_WAIT_TIMEOUT,
 };
 pub use store::{open_store, StoreError};
 

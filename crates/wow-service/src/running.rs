@@ -69,6 +69,16 @@ impl ServiceBuilder {
         if let Some(duplicate) = self.duplicate.take() {
             return Err(duplicate.into());
         }
+        if let Some((aggregate, need)) = self
+            .needs
+            .iter()
+            .find(|(_, need)| !self.services.provides(need))
+        {
+            return Err(ServiceError::MissingService {
+                aggregate,
+                service: need.name(),
+            });
+        }
         let stores = self.open_stores().await?;
         let aggregates = self.consumed_aggregates();
         let settings = self.settings.clone();
@@ -261,6 +271,7 @@ impl ServiceBuilder {
             .compensation(stores.compensation.clone(), self.settings.retry)
             .positions(stores.positions.clone())
             .deadlines(stores.deadlines.clone())
+            .services(self.services.clone())
             .snapshots(stores.snapshots.clone(), self.snapshots);
         for make in self.projections.drain(..) {
             builder = builder.projection(make(stores));

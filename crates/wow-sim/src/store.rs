@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use wow_core::eventsourcing::AppendChanges;
 use wow_core::eventsourcing::{
     EventStore, EventStoreDecorator, EventStoreError, FeedEntry, GlobalPosition, RejectionRecord,
     RequestDecision,
 };
 use wow_core::query::{DocumentQuery, Filter};
-use wow_core::eventsourcing::AppendChanges;
 use wow_core::unique_key::{KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 

@@ -71,8 +71,14 @@ pub async fn a_schedule_is_written_with_its_stream(store: Store) {
     append(&store, &order, 1, &schedule(expiry.clone())).await;
     assert_eq!(pending(&store, &order).await, vec![expiry.clone()]);
     assert!(store.due(999_999, 10).await.expect("due reads").is_empty());
-    assert_eq!(store.due(1_000_000, 10).await.expect("due reads"), vec![expiry]);
-    let history = store.load(&order, 1, u64::MAX).await.expect("history loads");
+    assert_eq!(
+        store.due(1_000_000, 10).await.expect("due reads"),
+        vec![expiry]
+    );
+    let history = store
+        .load(&order, 1, u64::MAX)
+        .await
+        .expect("history loads");
     assert_eq!(history.len(), 1, "the stream is written with its row");
 }
 
@@ -82,7 +88,10 @@ pub async fn a_refused_append_schedules_nothing(store: Store) {
     let order = aggregate();
     append(&store, &order, 1, &AppendChanges::default()).await;
     let conflict = store
-        .append_with(&stream(&order, 1, "r-other"), &schedule(row(&order, "expire", 5, 1)))
+        .append_with(
+            &stream(&order, 1, "r-other"),
+            &schedule(row(&order, "expire", 5, 1)),
+        )
         .await;
     assert!(
         matches!(
@@ -92,7 +101,10 @@ pub async fn a_refused_append_schedules_nothing(store: Store) {
         "{conflict:?}"
     );
     let duplicate = store
-        .append_with(&stream(&order, 2, "r-1"), &schedule(row(&order, "expire", 5, 2)))
+        .append_with(
+            &stream(&order, 2, "r-1"),
+            &schedule(row(&order, "expire", 5, 2)),
+        )
         .await;
     assert!(
         matches!(duplicate, Err(EventStoreError::DuplicateRequestId { .. })),
@@ -116,10 +128,16 @@ pub async fn a_refused_append_schedules_nothing(store: Store) {
             },
         )
         .await;
-    assert!(matches!(taken, Err(EventStoreError::DuplicateKey(_))), "{taken:?}");
+    assert!(
+        matches!(taken, Err(EventStoreError::DuplicateKey(_))),
+        "{taken:?}"
+    );
     assert!(pending(&store, &order).await.is_empty());
     assert!(store.due(i64::MAX, 10).await.expect("due reads").is_empty());
-    let history = store.load(&order, 1, u64::MAX).await.expect("history loads");
+    let history = store
+        .load(&order, 1, u64::MAX)
+        .await
+        .expect("history loads");
     assert_eq!(history.len(), 1, "nothing but the first stream");
 }
 
@@ -206,7 +224,10 @@ pub async fn a_schedule_on_its_own_is_idempotent(store: Store) {
     let mut reminder = row(&order, "reminders/remind", 300, 1);
     reminder.request_id = "e-1/0".to_owned();
     store.schedule(&reminder).await.expect("the row is written");
-    store.schedule(&reminder).await.expect("the row is written again");
+    store
+        .schedule(&reminder)
+        .await
+        .expect("the row is written again");
     assert_eq!(pending(&store, &order).await, vec![reminder.clone()]);
     assert!(store
         .cancel(&order, "reminders/remind")
@@ -232,7 +253,10 @@ pub async fn a_schedule_on_its_own_is_idempotent(store: Store) {
 pub async fn a_malformed_deadline_refuses_the_whole_append(store: Store) {
     let order = aggregate();
     let bad_name = store
-        .append_with(&stream(&order, 1, "r-1"), &schedule(row(&order, "no spaces", 5, 1)))
+        .append_with(
+            &stream(&order, 1, "r-1"),
+            &schedule(row(&order, "no spaces", 5, 1)),
+        )
         .await;
     assert!(
         matches!(bad_name, Err(EventStoreError::IllegalArgument(_))),
@@ -240,12 +264,19 @@ pub async fn a_malformed_deadline_refuses_the_whole_append(store: Store) {
     );
     let other = aggregate();
     let foreign = store
-        .append_with(&stream(&order, 1, "r-1"), &schedule(row(&other, "expire", 5, 1)))
+        .append_with(
+            &stream(&order, 1, "r-1"),
+            &schedule(row(&other, "expire", 5, 1)),
+        )
         .await;
     assert!(
         matches!(foreign, Err(EventStoreError::IllegalArgument(_))),
         "{foreign:?}"
     );
-    assert!(store.load(&order, 1, u64::MAX).await.expect("loads").is_empty());
+    assert!(store
+        .load(&order, 1, u64::MAX)
+        .await
+        .expect("loads")
+        .is_empty());
     assert!(store.due(i64::MAX, 10).await.expect("due reads").is_empty());
 }

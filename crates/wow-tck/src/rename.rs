@@ -3,8 +3,8 @@
 //! request ids, rejections, snapshots, consumer positions and compensation records, once, or
 //! not at all. Run every case with [`rename_tck!`](crate::rename_tck).
 
-use wow_core::eventsourcing::AppendChanges;
 use std::sync::Arc;
+use wow_core::eventsourcing::AppendChanges;
 
 use wow_core::compensation::{FailedExecution, FailureQuery, RetrySpec};
 use wow_core::event::ConsumerError;
@@ -231,7 +231,10 @@ pub async fn the_keys_an_aggregate_holds_follow_its_rename(store: Store) {
     let key = UniqueKey::new("sku", id::new_id());
     stores
         .events
-        .append_with(&stream(&old, 1, "r-key"), &AppendChanges::keys(vec![KeyChange::Claim(key.clone())]))
+        .append_with(
+            &stream(&old, 1, "r-key"),
+            &AppendChanges::keys(vec![KeyChange::Claim(key.clone())]),
+        )
         .await
         .unwrap();
     let holder = |stores: Stores, key: UniqueKey| async move {

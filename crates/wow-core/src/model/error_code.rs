@@ -56,11 +56,14 @@ pub enum ErrorCode {
     /// The command would claim a unique key (an email, a SKU) another aggregate of its
     /// tenant holds (SPEC DM-1; HTTP 409). Recorded as the decision: nothing was appended.
     DuplicateKey,
+    /// A service the handler consulted failed or did not answer in time (SPEC DM-3; HTTP
+    /// 503). Not a decision: nothing was recorded, and the resend decides again.
+    ServiceFailed,
     /// A business rule of a domain, named by the domain.
     Domain(Cow<'static, str>),
 }
 
-const FRAMEWORK_CODES: [ErrorCode; 20] = [
+const FRAMEWORK_CODES: [ErrorCode; 21] = [
     ErrorCode::Ok,
     ErrorCode::NotFound,
     ErrorCode::BadRequest,
@@ -81,6 +84,7 @@ const FRAMEWORK_CODES: [ErrorCode; 20] = [
     ErrorCode::IllegalAccessSpaceAggregate,
     ErrorCode::QueryTimeout,
     ErrorCode::DuplicateKey,
+    ErrorCode::ServiceFailed,
 ];
 
 impl ErrorCode {
@@ -112,6 +116,7 @@ impl ErrorCode {
             ErrorCode::IllegalAccessSpaceAggregate => "IllegalAccessSpaceAggregate",
             ErrorCode::QueryTimeout => "QueryTimeout",
             ErrorCode::DuplicateKey => "DuplicateKey",
+            ErrorCode::ServiceFailed => "ServiceFailed",
             ErrorCode::Domain(code) => code,
         }
     }

@@ -7,6 +7,7 @@
 pub(crate) mod aggregate;
 pub(crate) mod aggregate_id;
 pub(crate) mod command;
+pub(crate) mod deadline;
 pub(crate) mod error;
 pub(crate) mod error_code;
 pub(crate) mod event;
@@ -15,6 +16,6 @@ pub(crate) mod id;
 pub(crate) mod outbox;
 pub(crate) mod panic;
 pub(crate) mod query;
-pub(crate) mod deadline;
+pub(crate) mod services;
 pub(crate) mod unique_key;
 pub(crate) mod view;

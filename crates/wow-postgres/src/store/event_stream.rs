@@ -3,9 +3,11 @@
 //!
 //! One append is one `INSERT` (autocommit), atomic by itself, never `ON CONFLICT DO
 //! NOTHING`: a taken version or request id breaks a named constraint, which is mapped to its
-//! typed error. An append with key changes (SPEC DM-1) is the same `INSERT` in a transaction
-//! with the changes of [`super::unique_key`], made after it (so that a taken version or
-//! request id is reported before a taken key) and committed with it. Every read of history
+//! typed error. An append with changes is the same `INSERT` in a transaction with its key
+//! changes (SPEC DM-1, [`super::unique_key`]) and then its deadline changes (SPEC DM-2,
+//! [`super::deadline`]), made after it (so that a taken version or request id is reported
+//! before a taken key) and committed with it: a refusal of any of them rolls all back. An
+//! append without changes is the one autocommit `INSERT`, as before. Every read of history
 //! asks for versions from 1 up, because recorded rejections are rows of this table too, at
 //! negative versions (see [`super::request_decision`]).
 //! The look-ups, the global feed and the queries over this table are in modules of their
@@ -15,15 +17,16 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use wow_core::eventsourcing::{
-    check_appendable, check_key_changes, check_time_range, check_version_range, EventStore,
-    EventStoreError, FeedEntry, GlobalPosition, RejectedStream, RejectionRecord, RequestDecision,
+    check_appendable, check_deadline_changes, check_key_changes, check_time_range,
+    check_version_range, AppendChanges, EventStore, EventStoreError, FeedEntry, GlobalPosition,
+    RejectedStream, RejectionRecord, RequestDecision,
 };
 use wow_core::query::{DocumentQuery, Filter};
-use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use wow_core::unique_key::{KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use super::stream_row::{corrupt, decode_stream, stream_columns};
-use super::{clamp, feed, request_decision, stream_query, unique_key, PostgresStore};
+use super::{clamp, deadline, feed, request_decision, stream_query, unique_key, PostgresStore};
 use crate::error::{store_error, violated_constraint, REQUEST_CONSTRAINT, VERSION_CONSTRAINT};
 
 /// Appends one stream, `$1` to `$12` in the order of [`stream_columns`]. A taken version
@@ -92,7 +95,7 @@ impl Encoded {
 }
 
 /// Inserts `stream` ([`INSERT_STREAM`]) on `client`: a pooled connection, where the insert
-/// commits by itself, or the transaction of an append with key changes. The error is the
+/// commits by itself, or the transaction of an append with changes. The error is the
 /// database's, for [`PostgresStore::append_refused`] to name.
 async fn insert_stream(
     client: &impl GenericClient,
@@ -133,13 +136,15 @@ async fn roll_back(transaction: deadpool_postgres::Transaction<'_>) {
 }
 
 impl PostgresStore {
-    /// Appends `stream` and makes its (non-empty) key changes in one transaction: the
-    /// stream's insert first, so that a taken request id or version is reported as it is
-    /// without keys, then [`unique_key::change`]. A refused append rolls everything back.
-    async fn append_keyed(
+    /// Appends `stream` and makes its (non-empty) changes in one transaction: the stream's
+    /// insert first, so that a taken request id or version is reported as it is without
+    /// changes, then [`unique_key::change`], then [`deadline::change`] (SPEC DM-2: a deadline
+    /// row exists only with the stream that scheduled it). A refused append rolls everything
+    /// back, and so does a deadline write that fails.
+    async fn append_changing(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
         let encoded = Encoded::of(stream)?;
         let mut client = self.client().await?;
@@ -150,7 +155,11 @@ impl PostgresStore {
             drop(client);
             return Err(self.append_refused(stream, error).await);
         }
-        if let Err(error) = unique_key::change(&transaction, stream, keys).await {
+        if let Err(error) = unique_key::change(&transaction, stream, &changes.keys).await {
+            roll_back(transaction).await;
+            return Err(error);
+        }
+        if let Err(error) = deadline::change(&transaction, stream, &changes.deadlines).await {
             roll_back(transaction).await;
             return Err(error);
         }
@@ -209,20 +218,22 @@ impl EventStore for PostgresStore {
         }
     }
 
-    /// Without key changes, [`append`](Self::append) itself: one autocommit `INSERT`. With
-    /// them, one transaction that inserts the stream and then makes the changes, the
-    /// primary key of `unique_key` deciding between concurrent claimants of a key.
-    async fn append_with_keys(
+    /// Without changes, [`append`](Self::append) itself: one autocommit `INSERT`. With
+    /// them, one transaction that inserts the stream, then makes the key changes (the
+    /// primary key of `unique_key` deciding between concurrent claimants of a key), then
+    /// the deadline changes.
+    async fn append_with(
         &self,
         stream: &DomainEventStream,
-        keys: &[KeyChange],
+        changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
         check_appendable(stream)?;
-        check_key_changes(keys)?;
-        if keys.is_empty() {
+        check_key_changes(&changes.keys)?;
+        check_deadline_changes(stream, &changes.deadlines)?;
+        if changes.is_empty() {
             return self.append(stream).await;
         }
-        self.append_keyed(stream, keys).await
+        self.append_changing(stream, changes).await
     }
 
     async fn find_key(

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
+use wow_core::deadline::{DeadlineBacklog, DeadlineStore, ScheduledCommand};
 use wow_core::eventsourcing::{
-    EventStore, EventStoreDecorator, SnapshotStore, SnapshotStoreDecorator,
+    EventStore, EventStoreDecorator, EventStoreError, SnapshotStore, SnapshotStoreDecorator,
 };
 use wow_core::view::{ViewStore, ViewStoreDecorator};
+use wow_core::AggregateId;
 use wow_postgres::{PostgresOptions, PostgresStore};
 
 /// The server the tests use: `WOW_TEST_POSTGRES_URL`, or the local one.
@@ -111,6 +113,42 @@ pub async fn fresh_configured(
 impl EventStoreDecorator for TestStore {
     fn inner(&self) -> &dyn EventStore {
         &self.store
+    }
+}
+
+/// Every method reaches `store` as it is (`wow-core` has no forwarding base for this trait).
+#[async_trait::async_trait]
+impl DeadlineStore for TestStore {
+    async fn due(&self, now: i64, limit: usize) -> Result<Vec<ScheduledCommand>, EventStoreError> {
+        self.store.due(now, limit).await
+    }
+
+    async fn fired(
+        &self,
+        owner: &AggregateId,
+        name: &str,
+        request_id: &str,
+    ) -> Result<bool, EventStoreError> {
+        self.store.fired(owner, name, request_id).await
+    }
+
+    async fn scheduled_for(
+        &self,
+        owner: &AggregateId,
+    ) -> Result<Vec<ScheduledCommand>, EventStoreError> {
+        self.store.scheduled_for(owner).await
+    }
+
+    async fn schedule(&self, row: &ScheduledCommand) -> Result<(), EventStoreError> {
+        self.store.schedule(row).await
+    }
+
+    async fn cancel(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {
+        self.store.cancel(owner, name).await
+    }
+
+    async fn backlog(&self) -> Result<DeadlineBacklog, EventStoreError> {
+        self.store.backlog().await
     }
 }
 

@@ -21,7 +21,8 @@ pub use gateway::{
 };
 pub use in_flight::{InFlightRequests, DEFAULT_UNSURE_HORIZON};
 pub use node::{
-    DefaultCommandHandler, DefaultCommandHandlerBuilder, DEFAULT_CONFLICT_RETRIES, QUARANTINED,
+    DefaultCommandHandler, DefaultCommandHandlerBuilder, DEFAULT_CONFLICT_RETRIES,
+    DEFAULT_DECISION_BUDGET, QUARANTINED,
 };
 pub use outcome::{look_up_request, RequestOutcome};
 pub(crate) use wait::notify_signal;

@@ -2,6 +2,4 @@
 
 mod scheduler;
 
-pub use scheduler::{
-    DeadlineScheduler, FirePass, OwnsDeadline, SchedulerConfig, DEADLINE_HEADER,
-};
+pub use scheduler::{DeadlineScheduler, FirePass, OwnsDeadline, SchedulerConfig, DEADLINE_HEADER};

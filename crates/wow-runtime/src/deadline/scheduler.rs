@@ -159,13 +159,19 @@ impl DeadlineScheduler {
         loop {
             match self.fire_due().await {
                 Ok(pass) if pass.fired + pass.deferred > 0 => {
-                    tracing::debug!(fired = pass.fired, deferred = pass.deferred, "deadline pass");
+                    tracing::debug!(
+                        fired = pass.fired,
+                        deferred = pass.deferred,
+                        "deadline pass"
+                    );
                     if pass.fired + pass.deferred >= self.config.batch {
                         continue;
                     }
                 }
                 Ok(_) => {}
-                Err(error) => tracing::warn!(%error, "the due deadlines cannot be read; trying again later"),
+                Err(error) => {
+                    tracing::warn!(%error, "the due deadlines cannot be read; trying again later")
+                }
             }
             tokio::select! {
                 () = &mut stop => return,

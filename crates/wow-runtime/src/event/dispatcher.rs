@@ -13,9 +13,9 @@ use crate::command::{
 };
 use crate::eventsourcing::Snapshotter;
 use crate::metrics::PipelineMetrics;
-use wow_core::deadline::DeadlineStore;
 use wow_core::command::{CommandResult, CommandStage, FunctionInfo};
 use wow_core::compensation::{CompensationStore, FailedExecution, RetrySpec};
+use wow_core::deadline::DeadlineStore;
 use wow_core::event::DomainEventStream;
 use wow_core::event::{ConsumerError, ConsumerPositions, EventConsumer};
 use wow_core::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};

@@ -30,12 +30,12 @@ use wow_runtime::event::{FeedFollower, FeedWake};
 use wow_runtime::pipeline::{LocalPipeline, LocalPipelineBuilder};
 
 use ownership::hold_partitions;
-use wow_runtime::deadline::OwnsDeadline;
 use status::Status;
 use wow_nats::{
     ensure_command_stream, partition_of, LeaseConfig, NatsCommandBus, NatsConfig, NatsError,
     NatsWaitNotifier, OwnedPartitions, PartitionConsumer, PartitionLeases, WaitSignals,
 };
+use wow_runtime::deadline::OwnsDeadline;
 
 use crate::settings::{Role, Settings};
 

@@ -42,7 +42,10 @@ async fn append(
 ) -> Result<(), EventStoreError> {
     let request_id = format!("r-{version}-{}", wow_core::id::new_id());
     store
-        .append_with(&stream(aggregate, version, &request_id), &AppendChanges::keys(keys.to_vec()))
+        .append_with(
+            &stream(aggregate, version, &request_id),
+            &AppendChanges::keys(keys.to_vec()),
+        )
         .await
 }
 
@@ -147,7 +150,13 @@ pub async fn keys_are_per_tenant_and_per_space(store: Store) {
         .await
         .expect("another tenant holds its own keys");
     store
-        .append_with(&stream(&other_space, 1, "r-email"), &AppendChanges::keys(vec![KeyChange::Claim(UniqueKey::new("email", value.clone()))]))
+        .append_with(
+            &stream(&other_space, 1, "r-email"),
+            &AppendChanges::keys(vec![KeyChange::Claim(UniqueKey::new(
+                "email",
+                value.clone(),
+            ))]),
+        )
         .await
         .expect("another key space holds its own values");
     assert_eq!(
@@ -176,7 +185,10 @@ pub async fn a_refused_append_changes_no_key(store: Store) {
     let product = aggregate();
     let (first, by_conflict, by_duplicate) = (fresh("first"), fresh("conflict"), fresh("dup"));
     store
-        .append_with(&stream(&product, 1, "r-1"), &AppendChanges::keys(vec![claim(&first)]))
+        .append_with(
+            &stream(&product, 1, "r-1"),
+            &AppendChanges::keys(vec![claim(&first)]),
+        )
         .await
         .unwrap();
     let conflict = append(&store, &product, 1, &[claim(&by_conflict)]).await;
@@ -188,7 +200,10 @@ pub async fn a_refused_append_changes_no_key(store: Store) {
         "a taken version is a conflict: {conflict:?}"
     );
     let duplicate = store
-        .append_with(&stream(&product, 2, "r-1"), &AppendChanges::keys(vec![claim(&by_duplicate)]))
+        .append_with(
+            &stream(&product, 2, "r-1"),
+            &AppendChanges::keys(vec![claim(&by_duplicate)]),
+        )
         .await;
     assert!(
         matches!(duplicate, Err(EventStoreError::DuplicateRequestId(_))),
@@ -199,7 +214,10 @@ pub async fn a_refused_append_changes_no_key(store: Store) {
     }
     for bad in [UniqueKey::new("Bad Space", "x"), UniqueKey::new("sku", "")] {
         let refused = store
-            .append_with(&stream(&product, 2, "r-bad"), &AppendChanges::keys(vec![KeyChange::Claim(bad)]))
+            .append_with(
+                &stream(&product, 2, "r-bad"),
+                &AppendChanges::keys(vec![KeyChange::Claim(bad)]),
+            )
             .await;
         assert!(
             matches!(refused, Err(EventStoreError::IllegalArgument(_))),

@@ -74,6 +74,7 @@
 
 use async_trait::async_trait;
 
+use crate::contracts::eventsourcing::AppendChanges;
 use crate::contracts::eventsourcing::{
     EventStore, EventStoreError, FeedEntry, GlobalPosition, Snapshot, SnapshotStore,
     SnapshotStoreError,
@@ -84,7 +85,6 @@ use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::query::{DocumentQuery, Filter};
-use crate::contracts::eventsourcing::AppendChanges;
 use crate::model::unique_key::{KeyHolder, UniqueKey};
 
 /// A wrapper that adds one concern to the [`EventStore`] it wraps: every type that implements

@@ -4,10 +4,10 @@ use async_trait::async_trait;
 
 use crate::contracts::eventsourcing::{EventStoreError, FeedEntry, GlobalPosition};
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
+use crate::model::deadline::{check_deadline_name, DeadlineChange};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::query::{DocumentQuery, Filter};
-use crate::model::deadline::{check_deadline_name, DeadlineChange};
 use crate::model::unique_key::{check_unique_key, KeyChange, KeyHolder, UniqueKey};
 
 /// What a decision changes besides its aggregate's history, written in the same atomic write

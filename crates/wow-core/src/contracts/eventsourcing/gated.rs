@@ -6,9 +6,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
+use crate::contracts::eventsourcing::AppendChanges;
 use crate::contracts::eventsourcing::{EventStore, EventStoreDecorator, EventStoreError};
 use crate::model::event::DomainEventStream;
-use crate::contracts::eventsourcing::AppendChanges;
 
 /// Wraps a store; every append waits for a permit from [`GatedEventStore::release`] before it
 /// reaches the inner store. Every other method, queries included, passes straight through.

@@ -15,16 +15,16 @@ use async_trait::async_trait;
 
 use crate::contracts::deadline::{DeadlineStore, DeadlineTable};
 use crate::contracts::eventsourcing::{
-    check_appendable, check_deadline_changes, check_key_changes, AppendChanges, check_rejectable, check_time_range, check_version_range,
-    stream_document, EventStore, EventStoreError, FeedEntry, GlobalPosition, Snapshot,
-    SnapshotStore, SnapshotStoreError,
+    check_appendable, check_deadline_changes, check_key_changes, check_rejectable,
+    check_time_range, check_version_range, stream_document, AppendChanges, EventStore,
+    EventStoreError, FeedEntry, GlobalPosition, Snapshot, SnapshotStore, SnapshotStoreError,
 };
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
+use crate::model::deadline::{DeadlineBacklog, ScheduledCommand};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::RequestRecord;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision};
 use crate::model::query::{matches, order, DocumentQuery, Filter};
-use crate::model::deadline::{DeadlineBacklog, ScheduledCommand};
 use crate::model::unique_key::{KeyChange, KeyHolder, UniqueKey};
 
 const SHARDS: usize = 64;

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
+use crate::contracts::eventsourcing::AppendChanges;
 use crate::contracts::eventsourcing::{
     EventStore, EventStoreError, FeedEntry, GlobalPosition, InMemoryEventStore,
     InMemorySnapshotStore, Snapshot, SnapshotStore, SnapshotStoreError,
@@ -17,7 +18,6 @@ use crate::model::event::{DomainEvent, DomainEventStream};
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::id::{new_id, now_millis};
 use crate::model::query::{DocumentQuery, Filter};
-use crate::contracts::eventsourcing::AppendChanges;
 use crate::model::unique_key::{KeyChange, KeyHolder, UniqueKey};
 
 /// Declares the enum of a store trait's methods, with `ALL` listing every variant in order.

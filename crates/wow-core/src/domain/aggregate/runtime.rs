@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use serde_json::Value;
 
+use crate::contracts::eventsourcing::AppendChanges;
 use crate::contracts::eventsourcing::Snapshot;
 use crate::model::aggregate::{
     check_command, is_lifecycle_command, is_lifecycle_event, Aggregate, AggregateError,
@@ -17,12 +18,13 @@ use crate::model::aggregate::{
 };
 use crate::model::aggregate_id::NamedAggregate;
 use crate::model::command::{CommandBody, CommandInfo, CommandKind, EventBody};
+use crate::model::deadline::deadline_changes;
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream, EventShape, Upcasters};
 use crate::model::panic::panic_message;
-use crate::contracts::eventsourcing::AppendChanges;
-use crate::model::deadline::deadline_changes;
+use crate::model::services::Refusal;
 use crate::model::unique_key::key_changes;
+use futures::FutureExt;
 
 /// A command decoded and validated against its aggregate, ready to be handled.
 pub struct DecodedCommand {
@@ -56,6 +58,7 @@ impl DecodedCommand {
 ///
 /// Implemented for every [`Aggregate`] by [`TypedAggregateRuntime`]; users do not implement
 /// it themselves.
+#[async_trait::async_trait]
 pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     /// The aggregate's context and name.
     fn named_aggregate(&self) -> &NamedAggregate;
@@ -125,8 +128,9 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     ///
     /// With the events come the changes they make to the aggregate's unique keys
     /// ([`Aggregate::unique_keys`], SPEC DM-1) and deadlines ([`Aggregate::deadlines`], SPEC
-    /// DM-2), for the store to make with the append.
-    fn handle(
+    /// DM-2), for the store to make with the append. A service the handler consulted and
+    /// that failed is [`AggregateError::ServiceFailed`] (SPEC DM-3): not a decision.
+    async fn handle(
         &self,
         state: &AggregateState,
         command: &DecodedCommand,
@@ -327,8 +331,9 @@ pub(crate) fn decode_events<A: Aggregate>(
         .collect()
 }
 
-/// Runs `A`'s handler after the existence rules, as the runtime and the test kit both do.
-pub(crate) fn decide<A: Aggregate>(
+/// Runs `A`'s handler ([`Aggregate::decide`]) after the existence rules, as the runtime and
+/// the test kit both do.
+pub(crate) async fn decide<A: Aggregate>(
     state: &A::State,
     command: A::Command,
     ctx: &CommandContext<'_>,
@@ -340,11 +345,16 @@ pub(crate) fn decide<A: Aggregate>(
         ctx.version,
         None,
     )?;
-    A::handle(state, command, ctx).map_err(|error| AggregateError::Rejected {
-        code: error.error_code(),
-        message: error.to_string(),
-        detail: error.detail(),
-    })
+    A::decide(state, command, ctx)
+        .await
+        .map_err(|refusal| match refusal {
+            Refusal::Rejected(error) => AggregateError::Rejected {
+                code: error.error_code(),
+                message: error.to_string(),
+                detail: error.detail(),
+            },
+            Refusal::ServiceFailed(failure) => AggregateError::ServiceFailed(failure),
+        })
 }
 
 /// The changes `events` make to an aggregate of type `A` in `state` besides its history: its
@@ -382,6 +392,7 @@ pub(crate) fn changes_of<A: Aggregate>(
     Ok(AppendChanges { keys, deadlines })
 }
 
+#[async_trait::async_trait]
 impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
     fn named_aggregate(&self) -> &NamedAggregate {
         &self.named
@@ -519,7 +530,7 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
         Ok(())
     }
 
-    fn handle(
+    async fn handle(
         &self,
         state: &AggregateState,
         command: &DecodedCommand,
@@ -546,11 +557,13 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
             .clone();
         // SPEC PX-1: a panicking handler fails this command only. It reads the state through
         // a shared reference, so nothing it could have half-changed survives the unwind.
-        let decided = panic::catch_unwind(AssertUnwindSafe(|| {
-            let events = decide::<A>(typed_state, typed_command, ctx)?;
+        let decided = AssertUnwindSafe(async {
+            let events = decide::<A>(typed_state, typed_command, ctx).await?;
             let changes = changes_of::<A>(typed_state, &events, ctx)?;
             Ok((events, changes))
-        }))
+        })
+        .catch_unwind()
+        .await
         .unwrap_or_else(|payload| {
             let message = panic_message(payload.as_ref());
             tracing::error!(aggregate_id = %ctx.aggregate_id, command = command.name, command_id = ctx.command_id, request_id = ctx.request_id, panic = %message, "the aggregate's handler panicked");

@@ -25,16 +25,18 @@ use crate::domain::aggregate::runtime::{changes_of, decide, decode_events};
 use crate::model::aggregate::{Aggregate, AggregateError, CommandContext};
 use crate::model::aggregate_id::AggregateId;
 use crate::model::command::CommandBody;
+use crate::model::deadline::{Deadline, DeadlineChange};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream};
 use crate::model::id;
-use crate::model::deadline::{Deadline, DeadlineChange};
+use crate::model::services::Services;
 use crate::model::unique_key::KeyChange;
 
 /// The start of a spec: which aggregate, before any history is given.
 #[derive(Debug)]
 pub struct AggregateSpec<A: Aggregate> {
     aggregate_id: AggregateId,
+    services: Services,
     aggregate: PhantomData<fn() -> A>,
 }
 
@@ -52,8 +54,17 @@ impl<A: Aggregate> AggregateSpec<A> {
                 "spec-aggregate",
                 crate::model::aggregate_id::DEFAULT_TENANT_ID,
             ),
+            services: Services::new(),
             aggregate: PhantomData,
         }
+    }
+
+    /// Hands `service` to the handler (SPEC DM-3): a fake of what the service is assembled
+    /// with, whose answers the test chooses. Its calls run on the test's thread, so a fake
+    /// answers at once (no timer; the command's deadline does not apply in a spec).
+    pub fn with_service<T: Send + Sync + 'static>(mut self, service: T) -> Self {
+        self.services.insert(service);
+        self
     }
 
     /// Uses `id` as the aggregate's id.
@@ -78,6 +89,7 @@ impl<A: Aggregate> AggregateSpec<A> {
             state,
             version,
             now: None,
+            services: self.services,
         }
     }
 
@@ -106,6 +118,7 @@ pub struct Given<A: Aggregate> {
     state: A::State,
     version: u64,
     now: Option<i64>,
+    services: Services,
 }
 
 /// One decision as the node makes it: validation, the existence rules, the handler, and the
@@ -118,6 +131,7 @@ struct Decision<A: Aggregate> {
 }
 
 fn decide_at<A: Aggregate>(
+    services: &Services,
     aggregate_id: &AggregateId,
     state: A::State,
     version: u64,
@@ -131,13 +145,18 @@ fn decide_at<A: Aggregate>(
         command_id: &command_id,
         request_id: &command_id,
         now,
+        services,
+        deadline: None,
     };
     let outcome = match command.validate() {
         Err(errors) => Err(AggregateError::Validation(errors)),
-        Ok(()) => decide::<A>(&state, command, &ctx),
+        // The handler's future runs here, on this thread: a fake service needs no runtime.
+        Ok(()) => futures::executor::block_on(decide::<A>(&state, command, &ctx)),
     };
     let mut decision = Decision {
-        outcome: Err(AggregateError::Encode(serde::de::Error::custom("not decided"))),
+        outcome: Err(AggregateError::Encode(serde::de::Error::custom(
+            "not decided",
+        ))),
         state,
         version,
         changes: AppendChanges::default(),
@@ -169,7 +188,14 @@ impl<A: Aggregate> Given<A> {
     /// the existence rules of its kind, then the handler.
     pub fn when(self, command: A::Command) -> Expect<A> {
         let now = self.now.unwrap_or_else(id::now_millis);
-        let decision = decide_at::<A>(&self.aggregate_id, self.state, self.version, now, command);
+        let decision = decide_at::<A>(
+            &self.services,
+            &self.aggregate_id,
+            self.state,
+            self.version,
+            now,
+            command,
+        );
         Expect {
             outcome: decision.outcome,
             state: decision.state,
@@ -178,6 +204,7 @@ impl<A: Aggregate> Given<A> {
             aggregate_id: self.aggregate_id,
             now,
             fired: Vec::new(),
+            services: self.services,
         }
     }
 }
@@ -192,6 +219,7 @@ pub struct Expect<A: Aggregate> {
     aggregate_id: AggregateId,
     now: i64,
     fired: Vec<A::Command>,
+    services: Services,
 }
 
 impl<A: Aggregate> Expect<A> {
@@ -268,7 +296,10 @@ impl<A: Aggregate> Expect<A> {
     #[track_caller]
     pub fn expect_keys(self, expected: impl IntoIterator<Item = KeyChange>) -> Self {
         let expected: Vec<KeyChange> = expected.into_iter().collect();
-        assert_eq!(self.changes.keys, expected, "the decision changes other keys");
+        assert_eq!(
+            self.changes.keys, expected,
+            "the decision changes other keys"
+        );
         self
     }
 
@@ -310,6 +341,7 @@ impl<A: Aggregate> Expect<A> {
             let at = next.due_at.max(self.now);
             self.fired.push(next.command.clone());
             let decision = decide_at::<A>(
+                &self.services,
                 &self.aggregate_id,
                 self.state,
                 self.version,

@@ -10,12 +10,12 @@ use super::{saga_request_id, StepError};
 use crate::contracts::command::JsonCommand;
 use crate::contracts::deadline::DeadlineStore;
 use crate::contracts::event::ConsumerError;
+use crate::model::aggregate::{Aggregate, DecodeDomainError};
 use crate::model::aggregate_id::AggregateId;
 use crate::model::command::CommandBody;
-use crate::model::deadline::{check_deadline_name, ScheduledCommand};
-use crate::model::aggregate::{Aggregate, DecodeDomainError};
 use crate::model::command::CommandResultError;
 use crate::model::command::{CommandMessage, CommandResult};
+use crate::model::deadline::{check_deadline_name, ScheduledCommand};
 use crate::model::error_code::ErrorCode;
 
 /// Where a [`SagaContext`] sends a command once its request id is derived: the gateway in

@@ -218,9 +218,10 @@ impl<S: Saga> SagaGiven<S> {
         let deadlines = crate::contracts::eventsourcing::InMemoryEventStore::new();
         let delivery = SagaDelivery::new(&sender, &log).with_deadlines(&deadlines);
         let outcome = DynSaga::run_stream(&self.saga, &self.stream, delivery).await;
-        let scheduled = crate::contracts::deadline::DeadlineStore::due(&deadlines, i64::MAX, usize::MAX)
-            .await
-            .unwrap_or_default();
+        let scheduled =
+            crate::contracts::deadline::DeadlineStore::due(&deadlines, i64::MAX, usize::MAX)
+                .await
+                .unwrap_or_default();
         SagaExpect {
             sent: sender.sent.into_inner().unwrap_or_else(|p| p.into_inner()),
             stream: self.stream,

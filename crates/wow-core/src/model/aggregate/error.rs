@@ -84,6 +84,10 @@ pub enum AggregateError {
         /// What the panic said.
         message: String,
     },
+    /// A service the handler consulted failed (SPEC DM-3): a transient failure, not a
+    /// decision. Nothing was recorded; the resend with the same request id decides again.
+    #[error("{0}")]
+    ServiceFailed(crate::model::services::ServiceFailure),
     /// The aggregate's `apply` panicked (or overflowed) on the stream at `version` (SPEC
     /// PX-1): the history cannot be applied by this code. Unlike the other failures of
     /// `apply`, the state it was given is half-applied and must be dropped.
@@ -121,6 +125,7 @@ impl AggregateError {
             }
             AggregateError::VoidCommand(_) => ErrorCode::IllegalArgument,
             AggregateError::Rejected { code, .. } => code.clone(),
+            AggregateError::ServiceFailed(_) => ErrorCode::ServiceFailed,
             AggregateError::CorruptHistory { .. }
             | AggregateError::Encode(_)
             | AggregateError::HandlerPanicked { .. }

@@ -7,10 +7,12 @@ use serde_json::{Map, Value};
 
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::command::{CommandBody, EventBody};
+use crate::model::deadline::Deadline;
 use crate::model::error_code::ErrorCode;
 use crate::model::event::Upcasters;
+use crate::model::services::{Refusal, ServiceFailure, ServiceNeed, Services};
 use crate::model::unique_key::UniqueKey;
-use crate::model::deadline::Deadline;
+use std::time::Instant;
 
 /// A business-rule rejection of a domain, with its own error code.
 ///
@@ -111,12 +113,41 @@ pub struct CommandContext<'a> {
     pub request_id: &'a str,
     /// The time of the decision, in milliseconds since the Unix epoch, from the node's clock.
     pub now: i64,
+    /// The services the node was assembled with (SPEC DM-3), for [`Aggregate::decide`].
+    pub services: &'a Services,
+    /// The latest moment the decision may take: service calls through
+    /// [`call`](Self::call) end there. `None` in the test kit: no bound.
+    pub deadline: Option<Instant>,
 }
 
 impl CommandContext<'_> {
     /// Whether the aggregate exists (has at least one stream).
     pub fn exists(&self) -> bool {
         self.version > 0
+    }
+
+    /// The service of type `T` the node was assembled with; a [`ServiceFailure`] naming the
+    /// type when there is none (declare it in [`Aggregate::required_services`] and assembly
+    /// refuses to start without it).
+    pub fn service<T: Send + Sync + 'static>(&self) -> Result<&T, ServiceFailure> {
+        self.services.get::<T>().ok_or_else(|| {
+            ServiceFailure::new(
+                std::any::type_name::<T>(),
+                "no such service was given to this service",
+            )
+        })
+    }
+
+    /// Awaits `call`, a call to the service `service`, no longer than the command's own
+    /// [`deadline`](Self::deadline): a call that errs or runs out of time is a
+    /// [`ServiceFailure`], which a handler returns with `?` (not a decision: nothing is
+    /// recorded, and the resend decides again).
+    pub async fn call<T, E: std::fmt::Display>(
+        &self,
+        service: &str,
+        call: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, ServiceFailure> {
+        crate::model::services::bounded(service, self.deadline, call).await
     }
 }
 
@@ -175,6 +206,31 @@ pub trait Aggregate: Send + Sync + 'static {
         command: Self::Command,
         ctx: &CommandContext<'_>,
     ) -> Result<Vec<Self::Event>, Self::Error>;
+
+    /// Decides on `command` as [`handle`](Self::handle) does, and may first consult services
+    /// (SPEC DM-3): a price, a currency rate. `ctx.service::<T>()` gives the service the node
+    /// was assembled with, and `ctx.call(name, future)` bounds a call by the command's own
+    /// deadline. Put what the service answered into the events: replaying history runs
+    /// `apply` only and never calls a service. A [`ServiceFailure`] (returned with `?`) is a
+    /// transient failure, not a decision: the command answers `ServiceFailed` (HTTP 503),
+    /// nothing is recorded, and the resend with the same request id decides again.
+    ///
+    /// The default decides with `handle`. An aggregate that consults a service overrides it
+    /// for the commands that need one and forwards the others to `handle`.
+    fn decide(
+        state: &Self::State,
+        command: Self::Command,
+        ctx: &CommandContext<'_>,
+    ) -> impl std::future::Future<Output = Result<Vec<Self::Event>, Refusal<Self::Error>>> + Send
+    {
+        std::future::ready(Self::handle(state, command, ctx).map_err(Refusal::Rejected))
+    }
+
+    /// The services [`decide`](Self::decide) needs, by type: assembling a service that runs
+    /// this aggregate without one of them is refused. Default: none.
+    fn required_services() -> Vec<ServiceNeed> {
+        Vec::new()
+    }
 
     /// Folds one event into the state.
     fn apply(state: &mut Self::State, event: &Self::Event);

@@ -132,9 +132,15 @@ impl DefaultCommandHandler {
             }
         }
         let now = self.clock.now_millis();
-        let decided = match self.run_handler(runtime, command, decoded, &loaded.state, now) {
+        let decided = match self
+            .run_handler(runtime, command, decoded, &loaded.state, now)
+            .await
+        {
             Err(error @ AggregateError::HandlerPanicked { .. }) => {
                 return self.handler_panicked(command, &error)
+            }
+            Err(AggregateError::ServiceFailed(failure)) => {
+                return self.service_failed(command, loaded, &failure)
             }
             Ok(decided) if !decided.events.is_empty() => decided,
             // SPEC ID-7: a rejection or a result with no events is confirmed against
@@ -204,8 +210,9 @@ impl DefaultCommandHandler {
         Ok(loaded)
     }
 
-    /// The existence and expected-version rules, then the aggregate's handler.
-    fn run_handler(
+    /// The existence and expected-version rules, then the aggregate's handler, with the
+    /// node's services and the command's deadline (SPEC DM-3).
+    async fn run_handler(
         &self,
         runtime: &dyn AggregateRuntime,
         command: &JsonCommand,
@@ -222,17 +229,37 @@ impl DefaultCommandHandler {
             command.aggregate_version,
         )?;
         self.metrics.record_handler_run();
-        runtime.handle(
-            state,
-            decoded,
-            &CommandContext {
-                aggregate_id,
-                version: state.version(),
-                command_id: &command.id,
-                request_id: &command.request_id,
-                now,
-            },
-        )
+        let ctx = CommandContext {
+            aggregate_id,
+            version: state.version(),
+            command_id: &command.id,
+            request_id: &command.request_id,
+            now,
+            services: &self.services,
+            deadline: Some(std::time::Instant::now() + self.decision_budget),
+        };
+        runtime.handle(state, decoded, &ctx).await
+    }
+
+    /// SPEC DM-3: a service the handler consulted failed. A transient failure, not a
+    /// decision: nothing is recorded (ID-6), the state it ran on is as it was, and the resend
+    /// with the same request id decides again.
+    fn service_failed(
+        &self,
+        command: &JsonCommand,
+        loaded: Loaded,
+        failure: &wow_core::aggregate::ServiceFailure,
+    ) -> Attempt {
+        tracing::warn!(aggregate_id = %command.aggregate_id, command = command.name, request_id = command.request_id, service = failure.service, timed_out = failure.timed_out, message = failure.message, "a service the handler consulted failed; nothing was recorded");
+        self.cache.put(&command.aggregate_id, loaded.state);
+        Attempt::from(CommandResult::failure(
+            command,
+            CommandStage::Processed,
+            ErrorCode::ServiceFailed,
+            format!(
+                "{failure}; nothing was recorded: a resend with the same request id decides again"
+            ),
+        ))
     }
 
     /// SPEC PX-1: a panicking handler is a fault, not a decision. Nothing is recorded (a

@@ -37,6 +37,7 @@ mod record;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::FutureExt;
@@ -46,6 +47,7 @@ use crate::command::{notify_signal, InFlightRequests, WaitNotifier};
 use crate::eventsourcing::AggregateCache;
 use crate::idempotency::RequestIdChecker;
 use crate::metrics::PipelineMetrics;
+use wow_core::aggregate::Services;
 use wow_core::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use wow_core::command::{CommandHandler, JsonCommand};
 use wow_core::command::{CommandResult, CommandStage};
@@ -97,7 +99,12 @@ pub struct DefaultCommandHandler {
     in_flight: Option<Arc<InFlightRequests>>,
     quarantine: QuarantinedAggregates,
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
+    services: Services,
+    decision_budget: Duration,
 }
+
+/// How long a decision may take by default, service calls included (SPEC DM-3).
+pub const DEFAULT_DECISION_BUDGET: Duration = Duration::from_secs(10);
 
 /// Builds a [`DefaultCommandHandler`].
 #[derive(Debug)]
@@ -181,6 +188,20 @@ impl DefaultCommandHandlerBuilder {
         self
     }
 
+    /// Hands `services` to every handler (SPEC DM-3; see
+    /// [`Aggregate::decide`](wow_core::aggregate::Aggregate::decide)). Default: none.
+    pub fn services(mut self, services: Services) -> Self {
+        self.inner.services = services;
+        self
+    }
+
+    /// How long one decision may take, its service calls included: a call still running
+    /// then fails as `ServiceFailed`. Default [`DEFAULT_DECISION_BUDGET`].
+    pub fn decision_budget(mut self, budget: Duration) -> Self {
+        self.inner.decision_budget = budget;
+        self
+    }
+
     /// The handler.
     pub fn build(self) -> DefaultCommandHandler {
         self.inner
@@ -225,6 +246,8 @@ impl DefaultCommandHandler {
                 in_flight: None,
                 quarantine: QuarantinedAggregates::new(),
                 compensation: None,
+                services: Services::new(),
+                decision_budget: DEFAULT_DECISION_BUDGET,
             },
         }
     }

@@ -12,8 +12,8 @@ use wow_core::command::{CommandResult, CommandStage};
 use wow_core::compensation::{FailedExecution, AGGREGATE_PROCESSOR};
 use wow_core::event::ConsumerError;
 use wow_core::event::{DomainEvent, DomainEventStream};
-use wow_core::eventsourcing::EventStoreError;
 use wow_core::eventsourcing::AppendChanges;
+use wow_core::eventsourcing::EventStoreError;
 use wow_core::AggregateId;
 use wow_core::ErrorCode;
 

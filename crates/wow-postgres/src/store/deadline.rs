@@ -1,0 +1,293 @@
+//! Table `deadline`: the pending scheduled commands (SPEC DM-2), one row per owner aggregate
+//! and name, and the `DeadlineStore` implementation.
+//!
+//! Rows are written in the transaction of the stream that schedules or cancels them (see
+//! [`change`], called by `append_with` after the key changes, so a refused append leaves no
+//! row), or on their own, one autocommit statement each, for a saga and for the scheduler.
+//!
+//! Concurrency: a schedule is one `INSERT ... ON CONFLICT DO UPDATE`, so two writers of one
+//! row never fail on the primary key; the later commit wins, as in the in-memory table. A
+//! `fired` delete that meets a row an append is rescheduling waits for that transaction and
+//! then checks the request id again against the row as committed (PostgreSQL re-evaluates the
+//! `WHERE` of a `DELETE` on the newest version of a row it waited for): a deadline scheduled
+//! again meanwhile stays. An append's changes are made in name order (a stable sort, so one
+//! name's changes keep their order): two appends of one aggregate that change the same
+//! deadlines in different orders wait for each other instead of deadlocking.
+//!
+//! The target's tenant is the owner's (checked before anything is written), so a row keeps the
+//! target's context, name and id only. The key columns compare by bytes (`COLLATE "C"`), so
+//! rows come in the order the in-memory table gives: by name for an owner, by (due time, key)
+//! for what is due.
+
+use async_trait::async_trait;
+use deadpool_postgres::{GenericClient, Transaction};
+use tokio_postgres::Row;
+use wow_core::deadline::{
+    check_deadline_name, DeadlineBacklog, DeadlineChange, DeadlineStore, ScheduledCommand,
+};
+use wow_core::eventsourcing::EventStoreError;
+use wow_core::{AggregateId, DomainEventStream};
+
+use super::stream_row::corrupt;
+use super::PostgresStore;
+use crate::error::store_error;
+
+/// The columns of `deadline` in the order [`decode`] reads and [`SCHEDULE`] binds them: the
+/// key (tenant, owner name, owner id, deadline name), the owner's context, the due time, the
+/// target (context, name, id), the command, its body and its request id.
+macro_rules! deadline_columns {
+    () => {
+        "tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id"
+    };
+}
+
+/// Writes the row of owner (`$1` tenant, `$2` name, `$3` id) named `$4`, `$5` to `$12` in the
+/// order of [`deadline_columns`], replacing the owner's row of that name.
+const SCHEDULE: &str = concat!(
+    "INSERT INTO deadline (",
+    deadline_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+    ON CONFLICT (tenant_id, aggregate_name, aggregate_id, name) DO UPDATE SET
+        context_name = EXCLUDED.context_name, due_at = EXCLUDED.due_at,
+        target_context = EXCLUDED.target_context, target_name = EXCLUDED.target_name,
+        target_id = EXCLUDED.target_id, command = EXCLUDED.command, body = EXCLUDED.body,
+        request_id = EXCLUDED.request_id"
+);
+
+/// Deletes the row of owner (`$1` tenant, `$2` name, `$3` id) named `$4`: one look-up of
+/// `deadline_pk`.
+const CANCEL: &str = "DELETE FROM deadline WHERE tenant_id = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND name = $4";
+
+/// Deletes the row of owner (`$1`, `$2`, `$3`) named `$4` while it carries request id `$5`.
+const FIRED: &str = "DELETE FROM deadline WHERE tenant_id = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND name = $4 AND request_id = $5";
+
+/// The rows due at `$1`, earliest first, at most `$2`: a range scan of `deadline_due`, whose
+/// columns are these sort keys, so ties come in key order with no sort step (the schema's
+/// tests check the plan).
+pub(crate) const DUE: &str = concat!(
+    "SELECT ",
+    deadline_columns!(),
+    " FROM deadline WHERE due_at <= $1 ORDER BY due_at, tenant_id, aggregate_name, aggregate_id, name LIMIT $2"
+);
+
+/// The rows of owner (`$1` tenant, `$2` name, `$3` id), by name: a prefix of `deadline_pk`.
+const OF_OWNER: &str = concat!(
+    "SELECT ",
+    deadline_columns!(),
+    " FROM deadline WHERE tenant_id = $1 AND aggregate_name = $2 AND aggregate_id = $3 ORDER BY name"
+);
+
+/// How many rows are pending, and the earliest due time (one seek of `deadline_due`).
+const BACKLOG: &str = "SELECT (SELECT COUNT(*) FROM deadline), (SELECT MIN(due_at) FROM deadline)";
+
+/// Decodes a row of [`DUE`] or [`OF_OWNER`]; the target is in the owner's tenant.
+fn decode(row: &Row) -> Result<ScheduledCommand, EventStoreError> {
+    let text =
+        |i: usize| -> Result<String, EventStoreError> { row.try_get(i).map_err(store_error) };
+    let tenant_id = text(0)?;
+    let name = text(3)?;
+    if name.is_empty() {
+        return Err(corrupt(format!(
+            "a deadline of {tenant_id}/{} has no name",
+            text(2)?
+        )));
+    }
+    Ok(ScheduledCommand {
+        owner: AggregateId {
+            context_name: text(4)?,
+            aggregate_name: text(1)?,
+            id: text(2)?,
+            tenant_id: tenant_id.clone(),
+        },
+        name,
+        due_at: row.try_get(5).map_err(store_error)?,
+        target: AggregateId {
+            context_name: text(6)?,
+            aggregate_name: text(7)?,
+            id: text(8)?,
+            tenant_id,
+        },
+        command: text(9)?,
+        body: row.try_get(10).map_err(store_error)?,
+        request_id: text(11)?,
+    })
+}
+
+/// Writes `row` ([`SCHEDULE`]) on `client`: a pooled connection, or an append's transaction.
+async fn schedule(
+    client: &impl GenericClient,
+    row: &ScheduledCommand,
+) -> Result<(), EventStoreError> {
+    let statement = client.prepare_cached(SCHEDULE).await.map_err(store_error)?;
+    let (owner, target) = (&row.owner, &row.target);
+    client
+        .execute(
+            &statement,
+            &[
+                &owner.tenant_id,
+                &owner.aggregate_name,
+                &owner.id,
+                &row.name,
+                &owner.context_name,
+                &row.due_at,
+                &target.context_name,
+                &target.aggregate_name,
+                &target.id,
+                &row.command,
+                &row.body,
+                &row.request_id,
+            ],
+        )
+        .await
+        .map_err(store_error)?;
+    Ok(())
+}
+
+/// Deletes `owner`'s row `name` on `client`: with `request_id`, only while the row carries it
+/// ([`FIRED`]), else whatever it carries ([`CANCEL`]). Whether a row was deleted.
+async fn delete(
+    client: &impl GenericClient,
+    owner: &AggregateId,
+    name: &str,
+    request_id: Option<&str>,
+) -> Result<bool, EventStoreError> {
+    let deleted = match request_id {
+        Some(request_id) => {
+            let statement = client.prepare_cached(FIRED).await.map_err(store_error)?;
+            client
+                .execute(
+                    &statement,
+                    &[
+                        &owner.tenant_id,
+                        &owner.aggregate_name,
+                        &owner.id,
+                        &name,
+                        &request_id,
+                    ],
+                )
+                .await
+        }
+        None => {
+            let statement = client.prepare_cached(CANCEL).await.map_err(store_error)?;
+            client
+                .execute(
+                    &statement,
+                    &[&owner.tenant_id, &owner.aggregate_name, &owner.id, &name],
+                )
+                .await
+        }
+    };
+    Ok(deleted.map_err(store_error)? > 0)
+}
+
+/// Makes `stream`'s deadline changes in `transaction`, the one its stream was inserted in and
+/// its key changes made in, in name order (see the module's docs), one statement each: a
+/// decision changes one or two deadlines, so a batched statement would save little, and one
+/// `INSERT ... ON CONFLICT` cannot touch a row twice, as two changes of one name would.
+///
+/// The changes passed `check_deadline_changes`: each schedule is the stream's aggregate's. On
+/// an error the caller must roll `transaction` back.
+pub(super) async fn change(
+    transaction: &Transaction<'_>,
+    stream: &DomainEventStream,
+    changes: &[DeadlineChange],
+) -> Result<(), EventStoreError> {
+    let mut ordered: Vec<&DeadlineChange> = changes.iter().collect();
+    ordered.sort_by(|a, b| a.name().cmp(b.name()));
+    for change in ordered {
+        match change {
+            DeadlineChange::Schedule(row) => schedule(transaction, row).await?,
+            DeadlineChange::Cancel { name } => {
+                delete(transaction, &stream.aggregate_id, name, None).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every write is one autocommit statement, every read one query. Failures are
+/// [`EventStoreError::Unavailable`] when the database cannot be reached (the write may or may
+/// not have been made; each is idempotent, so retry it) and [`EventStoreError::Internal`]
+/// otherwise, a stored row that cannot be read among them.
+///
+/// # Cancel safety
+///
+/// The reads are cancel safe. A write dropped before it completes may or may not have been
+/// made; read the owner's rows with [`DeadlineStore::scheduled_for`] to tell.
+#[async_trait]
+impl DeadlineStore for PostgresStore {
+    /// One range scan of `deadline_due`; `limit` past `i64::MAX` reads as `i64::MAX`.
+    async fn due(&self, now: i64, limit: usize) -> Result<Vec<ScheduledCommand>, EventStoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(DUE).await.map_err(store_error)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = client
+            .query(&statement, &[&now, &limit])
+            .await
+            .map_err(store_error)?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// One `DELETE` by the primary key and the request id.
+    async fn fired(
+        &self,
+        owner: &AggregateId,
+        name: &str,
+        request_id: &str,
+    ) -> Result<bool, EventStoreError> {
+        let client = self.client().await?;
+        delete(&client, owner, name, Some(request_id)).await
+    }
+
+    /// One read of a prefix of `deadline_pk`.
+    async fn scheduled_for(
+        &self,
+        owner: &AggregateId,
+    ) -> Result<Vec<ScheduledCommand>, EventStoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(OF_OWNER).await.map_err(store_error)?;
+        let rows = client
+            .query(
+                &statement,
+                &[&owner.tenant_id, &owner.aggregate_name, &owner.id],
+            )
+            .await
+            .map_err(store_error)?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// One `INSERT ... ON CONFLICT DO UPDATE`. A malformed name, or a target in another
+    /// tenant, is [`EventStoreError::IllegalArgument`] and writes nothing.
+    async fn schedule(&self, row: &ScheduledCommand) -> Result<(), EventStoreError> {
+        check_deadline_name(&row.name).map_err(EventStoreError::IllegalArgument)?;
+        if row.target.tenant_id != row.owner.tenant_id {
+            return Err(EventStoreError::IllegalArgument(format!(
+                "deadline `{}` sends to another tenant",
+                row.name
+            )));
+        }
+        let client = self.client().await?;
+        schedule(&client, row).await
+    }
+
+    /// One `DELETE` by the primary key.
+    async fn cancel(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {
+        let client = self.client().await?;
+        delete(&client, owner, name, None).await
+    }
+
+    /// One query: a count of the table and a seek of `deadline_due`.
+    async fn backlog(&self) -> Result<DeadlineBacklog, EventStoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(BACKLOG).await.map_err(store_error)?;
+        let row = client
+            .query_one(&statement, &[])
+            .await
+            .map_err(store_error)?;
+        let pending: i64 = row.try_get(0).map_err(store_error)?;
+        Ok(DeadlineBacklog {
+            pending: u64::try_from(pending).unwrap_or(0),
+            next_due_at: row.try_get(1).map_err(store_error)?,
+        })
+    }
+}
