@@ -1221,3 +1221,82 @@ async fn two_processors_contending_for_one_sku_make_exactly_one_holder() {
     }
     deployment.clean().await;
 }
+
+/// SPEC DM-2 across real processes: orders placed on a processor that is then killed
+/// (SIGKILL) before they are due expire anyway, fired by the processor that takes their
+/// partitions over, each exactly once, and the `stock` saga gives their units back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deadlines_of_a_killed_processor_fire_on_the_next_owner_once() {
+    let Some(mut deployment) = Deployment::new(1500).await else {
+        return;
+    };
+    deployment
+        .env
+        .push(("WOW_EXAMPLE".to_owned(), "shop".to_owned()));
+    deployment
+        .env
+        .push(("WOW_SHOP_ORDER_EXPIRY_MS".to_owned(), "3000".to_owned()));
+    let first = deployment.start("processor");
+    let gateway = deployment.start("gateway");
+    let (api, first_api) = (Api::new(&gateway), Api::new(&first));
+    until_partitions_owned(&[&first_api], 8).await;
+    let (status, body) = api
+        .command(
+            "product/p-1/create",
+            "create-p-1",
+            json!({"sku": "MUG-1", "name": "Mug", "stock": 10}),
+            "PROCESSED",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let orders: Vec<String> = (0..6).map(|i| format!("o-{i}")).collect();
+    for order in &orders {
+        let (status, body) = api
+            .command(
+                &format!("order/{order}/place"),
+                &format!("place-{order}"),
+                json!({"product": "p-1", "sku": "MUG-1", "quantity": 1}),
+                "SAGA_HANDLED",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let second = deployment.start("processor");
+    let second_api = Api::new(&second);
+    first.kill();
+    until_partitions_owned(&[&second_api], 8).await;
+
+    let started = Instant::now();
+    for order in &orders {
+        loop {
+            let (_, state) = api.get(&format!("order/{order}/state")).await;
+            if state["state"]["status"] == "Expired" {
+                break;
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "order {order} never expired: {state}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let (_, history) = api.get(&format!("order/{order}/event/1/100")).await;
+        let streams = history.as_array().map_or(0, Vec::len);
+        assert_eq!(streams, 2, "placed, then expired once: {history}");
+        let (_, pending) = api.get(&format!("order/{order}/deadlines")).await;
+        assert_eq!(pending, json!([]), "{order}'s row went with its firing");
+    }
+    loop {
+        let (_, product) = api.get("product/p-1/state").await;
+        if product["state"]["stock"] == 10 {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the stock never came back: {product}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    gateway.stop();
+    second.stop();
+    deployment.clean().await;
+}
