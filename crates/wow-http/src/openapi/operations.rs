@@ -179,7 +179,7 @@ fn command_responses(kind: CommandKind) -> Map<String, Value> {
     responses.insert(
         "503".to_owned(),
         result(
-            "ServiceUnavailable: bus or store unreachable; the outcome is unknown: look it up",
+            "ServiceUnavailable: bus or store unreachable; the outcome is unknown: look it up. ServiceFailed: a service the handler consulted (a price, say) failed or ran past the command's deadline; nothing was recorded: resend with the same request id",
             false,
         ),
     );
