@@ -44,7 +44,8 @@ fn pending() -> usize {
         1_000
     }
 }
-/// Writers and appends per iteration: append.rs's middle case.
+
+/// Writers and appends per iteration: append.rs's middle case (16 × 312 = 4,992 appends).
 const WRITERS: usize = 16;
 const APPENDS: usize = 5_000;
 const MINUTE: i64 = 60_000;
@@ -240,15 +241,16 @@ enum Due {
     AmongPending,
 }
 
-/// `APPENDS` appends from `WRITERS` tasks to fresh orders, each scheduling per `due`: the time
+/// `total` appends from `WRITERS` tasks to fresh orders, each scheduling per `due`: the time
 /// they took, and the orders that scheduled.
 async fn append_from(
     store: &Arc<SqliteStore>,
+    total: usize,
     due: Due,
     start: i64,
     seed: u64,
 ) -> (Duration, Vec<AggregateId>) {
-    let per_writer = APPENDS / WRITERS;
+    let per_writer = total / WRITERS;
     let begun = Instant::now();
     let tasks: Vec<_> = (0..WRITERS)
         .map(|writer| {
@@ -278,7 +280,7 @@ async fn append_from(
             })
         })
         .collect();
-    let mut owners = Vec::with_capacity(APPENDS);
+    let mut owners = Vec::with_capacity(total);
     for task in tasks {
         owners.extend(task.await.unwrap());
     }
@@ -306,7 +308,7 @@ fn appends(
         .sample_size(10)
         .warm_up_time(Duration::from_secs(2))
         .measurement_time(Duration::from_secs(6))
-        .throughput(Throughput::Elements(APPENDS as u64));
+        .throughput(Throughput::Elements((APPENDS / WRITERS * WRITERS) as u64));
     for (round, &(fixture, due, name)) in cases.iter().enumerate() {
         fixture.assert_pending(runtime, fixture.pending);
         let mut seed = 0x1234_5678_9abc_def1 ^ round as u64;
@@ -316,7 +318,7 @@ fn appends(
                 for _ in 0..iterations {
                     seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
                     let (took, owners) =
-                        runtime.block_on(append_from(&fixture.store, due, start, seed));
+                        runtime.block_on(append_from(&fixture.store, APPENDS, due, start, seed));
                     elapsed += took;
                     fixture.forget(&owners);
                 }
@@ -365,8 +367,12 @@ impl Pair {
     }
 }
 
-/// `rounds` rounds, each one batch of `APPENDS` appends on `a` and one on `b`, in alternating
-/// order, so both sides see the same moments of a noisy disk.
+/// Appends per batch of the paired pass: short batches, so that the two sides of a round
+/// see the same moment of the disk.
+const PAIRED_APPENDS: usize = 1_024;
+
+/// `rounds` rounds, each one batch of `PAIRED_APPENDS` appends on `a` and one on `b`, in
+/// alternating order, so both sides see the same moments of a noisy disk.
 fn paired_appends(
     runtime: &tokio::runtime::Runtime,
     name: &'static str,
@@ -381,9 +387,15 @@ fn paired_appends(
         b: Vec::new(),
     };
     let batch = |(fixture, due): (&Fixture, Due), seed: u64| {
-        let (took, owners) = runtime.block_on(append_from(&fixture.store, due, start, seed));
+        let (took, owners) = runtime.block_on(append_from(
+            &fixture.store,
+            PAIRED_APPENDS,
+            due,
+            start,
+            seed,
+        ));
         fixture.forget(&owners);
-        APPENDS as f64 / took.as_secs_f64()
+        PAIRED_APPENDS as f64 / took.as_secs_f64()
     };
     // One untimed round first.
     batch(a, 1);
@@ -512,7 +524,7 @@ fn deadlines(c: &mut Criterion) {
     );
     // The same comparisons again, paired: criterion measures one case after the other, and
     // this disk's speed moves in between.
-    let rounds_of_appends = rounds(12);
+    let rounds_of_appends = rounds(50);
     let mut pairs = vec![
         paired_appends(
             &runtime,
@@ -550,7 +562,9 @@ fn deadlines(c: &mut Criterion) {
     due_rows(&runtime, &[&empty, &full]);
     firing(c, &runtime, &[&empty, &full]);
     pairs.push(paired_due(&runtime, &empty, &full, rounds(30)));
-    println!("\npaired, alternating rounds ({WRITERS} writers x {APPENDS} appends per batch):");
+    println!(
+        "\npaired, alternating rounds ({WRITERS} writers x {PAIRED_APPENDS} appends per batch):"
+    );
     for pair in pairs {
         println!("  {}", pair.line());
     }
