@@ -30,6 +30,7 @@ struct FakePricing {
     calls: AtomicUsize,
     failing: AtomicBool,
     hanging: AtomicBool,
+    panicking: AtomicBool,
 }
 
 #[wow_core::async_trait]
@@ -39,6 +40,11 @@ impl Pricing for FakePricing {
         if self.hanging.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
+        tokio::task::yield_now().await;
+        assert!(
+            !self.panicking.load(Ordering::SeqCst),
+            "the pricing client panicked"
+        );
         if self.failing.load(Ordering::SeqCst) {
             return Err(PricingError("the price list is down".to_owned()));
         }
@@ -316,4 +322,23 @@ async fn an_expired_order_gives_its_stock_back() {
         tokio::task::yield_now().await;
     }
     assert!(store.scheduled_for(&order).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_panic_after_an_await_in_decide_fails_that_command_only() {
+    let fake = Arc::new(FakePricing::default());
+    fake.panicking.store(true, Ordering::SeqCst);
+    let store = Arc::new(InMemoryEventStore::new());
+    let pipeline = LocalPipeline::builder(registry(), store.clone())
+        .services(Services::new().with(prices(&fake)))
+        .build();
+    let order = order_id("o-panic");
+    let failed = send(&pipeline, placing(&order, "r-1")).await.unwrap_err();
+    assert_eq!(failed.error_code, ErrorCode::InternalServerError);
+    assert!(
+        store.find_request(&order, "r-1").await.unwrap().is_none(),
+        "nothing recorded"
+    );
+    fake.panicking.store(false, Ordering::SeqCst);
+    send(&pipeline, placing(&order, "r-1")).await.unwrap();
 }
