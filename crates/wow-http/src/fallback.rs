@@ -20,13 +20,15 @@ use crate::error::ApiError;
 use crate::status::ERROR_CODE_HEADER;
 
 /// The first path segments of the service's own routes, not an aggregate's.
-pub(crate) const FIXED: [&str; 6] = [
+pub(crate) const FIXED: [&str; 8] = [
+    "deadlines",
     "health",
     "metrics",
     "metrics.json",
     "openapi.json",
     "compensation",
     "ui",
+    "unique-key",
 ];
 
 /// An error answer: `{errorCode, errorMsg, succeeded: false}` with `Wow-Error-Code`, as

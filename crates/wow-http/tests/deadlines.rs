@@ -97,6 +97,12 @@ async fn an_aggregates_pending_deadlines_are_listed_in_its_tenant() {
     assert_eq!(body["nextDueAt"], T0 + 5 * 60_000);
     assert_eq!(body["earliest"].as_array().unwrap().len(), 1);
     assert_eq!(body["earliest"][0]["owner"]["tenantId"], "t2");
+
+    for limit in ["501", "-1", "many"] {
+        let (status, body) = server.get(&format!("/deadlines?limit={limit}"), "t1").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{limit}: {body}");
+        assert_eq!(body["errorCode"], "IllegalArgument");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,10 +31,10 @@ pub(crate) async fn of_aggregate(
         .map_err(|error| read_failed(&error))
 }
 
-/// How many of the earliest rows to list.
+/// How many of the earliest rows to list, as written.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Listed {
-    limit: Option<usize>,
+    limit: Option<String>,
 }
 
 /// The backlog, and the earliest pending rows.
@@ -47,7 +47,8 @@ pub(crate) struct Pending {
 }
 
 /// `GET /deadlines?limit=N` (operators): how many deadlines are pending in every tenant, the
-/// earliest due time, and the `N` earliest rows (50 unless asked, at most 500).
+/// earliest due time, and the `N` earliest rows (50 unless asked); a `limit` that is not a
+/// whole number from 0 to 500 is 400 `IllegalArgument`.
 pub(crate) async fn pending(
     State(state): State<HttpState>,
     Query(Listed { limit }): Query<Listed>,
@@ -55,7 +56,18 @@ pub(crate) async fn pending(
     let deadlines = state
         .deadlines()
         .ok_or_else(|| ApiError::read_not_found("this service keeps no deadlines".to_owned()))?;
-    let limit = limit.unwrap_or(50).min(MAX_LISTED);
+    let limit = match limit {
+        None => 50,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|limit| *limit <= MAX_LISTED)
+            .ok_or_else(|| {
+                ApiError::illegal_argument(format!(
+                    "`limit` must be a whole number from 0 to {MAX_LISTED}, not `{text}`"
+                ))
+            })?,
+    };
     let backlog = deadlines.backlog().await.map_err(|e| read_failed(&e))?;
     let earliest = deadlines
         .due(i64::MAX, limit)
