@@ -29,6 +29,7 @@
 mod bounded;
 mod codec;
 mod deadline;
+mod deadline_store;
 mod downstream;
 mod error;
 mod options;
