@@ -185,8 +185,9 @@ pub mod deadline {
     //! id derived from the schedule, so firing twice takes effect once.
     pub use crate::contracts::deadline::{DeadlineStore, DeadlineTable};
     pub use crate::model::deadline::{
-        check_deadline_name, deadline_changes, deadline_request_id, Deadline, DeadlineBacklog,
-        DeadlineChange, ScheduledCommand, MAX_DEADLINE_NAME_LEN,
+        aggregate_hash, backoff, check_deadline_name, deadline_changes, deadline_request_id,
+        owner_hash, partition_of, share_across_tenants, Deadline, DeadlineBacklog, DeadlineChange,
+        DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand, HELD, MAX_DEADLINE_NAME_LEN,
     };
 }
 

@@ -2,19 +2,17 @@
 //! process and every build, so that one aggregate's commands always meet one processor.
 
 use wow_core::command::JsonCommand;
+use wow_core::deadline::aggregate_hash;
 use wow_core::AggregateId;
 use xxhash_rust::xxh3::Xxh3;
 
 /// The partition of the aggregate (tenant, aggregate name, id) among `partitions` (at
 /// least 1).
+///
+/// The hash is [`aggregate_hash`], which the stores also keep with each deadline row, so a
+/// processor reads only its own partitions' deadlines (SPEC DM-6).
 pub fn partition_of(tenant_id: &str, aggregate_name: &str, id: &str, partitions: u32) -> u32 {
-    let mut hasher = Xxh3::new();
-    // Each part ends with a byte no part holds, so ("ab", "c") and ("a", "bc") differ.
-    for part in [tenant_id, aggregate_name, id] {
-        hasher.update(part.as_bytes());
-        hasher.update(&[0xff]);
-    }
-    (hasher.digest() % u64::from(partitions.max(1))) as u32
+    (aggregate_hash(tenant_id, aggregate_name, id) % u64::from(partitions.max(1))) as u32
 }
 
 /// The partition of `command`'s aggregate.

@@ -201,6 +201,10 @@ impl AggregateRenames for PostgresStore {
                 .await
                 .map_err(failed)?;
         }
+        // A moved owner hashes to another partition (SPEC DM-6).
+        crate::store::deadline::fill_owner_hashes(&transaction, Some(to))
+            .await
+            .map_err(failed)?;
         transaction
             .execute(RECORD_RENAME, &[&from, &to, &self.clock.now_millis()])
             .await

@@ -7,17 +7,18 @@
 //! reaches the writer), so the row keeps the target's context, name and id only.
 
 use rusqlite::{params, Connection, Row};
-use wow_core::deadline::{DeadlineChange, ScheduledCommand};
+use wow_core::deadline::{DeadlineChange, PendingDeadline, ScheduledCommand};
 use wow_core::AggregateId;
 
-/// Writes a row, replacing the owner's row of its name.
-const SCHEDULE: &str = "INSERT INTO deadline (tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+/// Writes a row, replacing the owner's row of its name: due at its due time, no attempt yet.
+const SCHEDULE: &str = "INSERT INTO deadline (tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id, fire_at, attempts, owner_hash)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?6, 0, ?13)
     ON CONFLICT (tenant_id, aggregate_name, aggregate_id, name) DO UPDATE SET
         context_name = excluded.context_name, due_at = excluded.due_at,
         target_context = excluded.target_context, target_name = excluded.target_name,
         target_id = excluded.target_id, command = excluded.command, body = excluded.body,
-        request_id = excluded.request_id";
+        request_id = excluded.request_id, fire_at = excluded.fire_at, attempts = 0,
+        owner_hash = excluded.owner_hash";
 
 /// Deletes the owner's row of a name.
 const CANCEL: &str =
@@ -26,15 +27,54 @@ const CANCEL: &str =
 /// Deletes the owner's row of a name while it carries the request id that fired.
 const FIRED: &str = "DELETE FROM deadline WHERE tenant_id = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3 AND name = ?4 AND request_id = ?5";
 
-/// What is due, along the index `deadline_due`. The index of a `WITHOUT ROWID` table ends in
-/// the primary key, so ties come in key order, as in the in-memory table, with no sort step
-/// (`due_is_served_by_the_due_index` checks the plan).
-pub(crate) const DUE: &str = "SELECT tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id FROM deadline
-    WHERE due_at <= ?1 ORDER BY due_at, tenant_id, aggregate_name, aggregate_id, name LIMIT ?2";
+/// One failed firing more of the owner's row of a name, while it carries the request id that
+/// fired: due again at `?6`.
+const RETRY: &str = "UPDATE deadline SET attempts = attempts + 1, fire_at = ?6
+    WHERE tenant_id = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3 AND name = ?4 AND request_id = ?5
+    RETURNING attempts";
+
+/// Makes the owner's row of a name due at `?5`, lifting a hold.
+const FIRE_AT: &str = "UPDATE deadline SET fire_at = ?5
+    WHERE tenant_id = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3 AND name = ?4";
+
+/// Deletes every row of a tenant with a name (a saga's cancel-all).
+const CANCEL_NAMED: &str = "DELETE FROM deadline WHERE tenant_id = ?1 AND name = ?2";
+
+/// The columns every read takes, in [`decode`]'s order.
+macro_rules! columns {
+    () => {
+        "tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id, fire_at, attempts"
+    };
+}
+
+/// The tenants with rows: a skip scan of the primary key (one seek per tenant), so a due
+/// read costs the number of tenants, not of rows.
+pub(crate) const TENANTS: &str = "WITH RECURSIVE tenants(tenant) AS (
+        SELECT MIN(tenant_id) FROM deadline
+        UNION ALL
+        SELECT (SELECT MIN(tenant_id) FROM deadline WHERE tenant_id > tenants.tenant)
+        FROM tenants WHERE tenants.tenant IS NOT NULL
+    ) SELECT tenant FROM tenants WHERE tenant IS NOT NULL";
+
+/// One tenant's (`?1`) rows to fire at `?2`, earliest first, at most `?3`, along
+/// `deadline_fire`; only those whose owner's partition among `?4` (with `?5` = 2^64 mod `?4`,
+/// which turns the stored signed hash back into its unsigned value's remainder) is one of the
+/// JSON array `?6`.
+pub(crate) const DUE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM deadline WHERE tenant_id = ?1 AND fire_at <= ?2
+      AND ((owner_hash % ?4 + ?4) % ?4 + CASE WHEN owner_hash < 0 THEN ?5 ELSE 0 END) % ?4
+          IN (SELECT value FROM json_each(?6))
+      ORDER BY fire_at, aggregate_name, aggregate_id, name LIMIT ?3"
+);
 
 /// One owner's rows, along the primary key.
-pub(crate) const OF_OWNER: &str = "SELECT tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id FROM deadline
-    WHERE tenant_id = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3 ORDER BY name";
+pub(crate) const OF_OWNER: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM deadline WHERE tenant_id = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3 ORDER BY name"
+);
 
 /// The count on its own (SQLite counts a b-tree without decoding rows), the earliest due
 /// time by one seek of `deadline_due`.
@@ -61,6 +101,22 @@ pub(crate) enum DeadlineWrite {
         name: String,
         request_id: Option<String>,
     },
+    /// One failed firing more of the owner's row `name` carrying `request_id`, due again at
+    /// `fire_at`.
+    Retry {
+        owner: AggregateId,
+        name: String,
+        request_id: String,
+        fire_at: i64,
+    },
+    /// Makes the owner's row `name` due at `fire_at`.
+    FireAt {
+        owner: AggregateId,
+        name: String,
+        fire_at: i64,
+    },
+    /// Deletes every row named `name` in `tenant`.
+    DeleteNamed { tenant: String, name: String },
 }
 
 /// Writes `row` on `connection` (the writer's).
@@ -80,6 +136,7 @@ pub(crate) fn schedule(connection: &Connection, row: &ScheduledCommand) -> rusql
         row.command,
         body,
         row.request_id,
+        wow_core::deadline::owner_hash(&row.owner) as i64,
     ])?;
     Ok(())
 }
@@ -103,15 +160,54 @@ pub(crate) fn change(
     Ok(())
 }
 
-/// Runs a write outside an append: whether a row was written or deleted.
-pub(crate) fn write(connection: &Connection, write: &DeadlineWrite) -> rusqlite::Result<bool> {
+/// Runs a write outside an append: 1 when a row was written or deleted (0 when not), the
+/// row's attempts after a retry (0: no such row), how many rows a named delete took.
+pub(crate) fn write(connection: &Connection, write: &DeadlineWrite) -> rusqlite::Result<u64> {
     match write {
-        DeadlineWrite::Schedule(row) => schedule(connection, row).map(|()| true),
+        DeadlineWrite::Schedule(row) => schedule(connection, row).map(|()| 1),
         DeadlineWrite::Delete {
             owner,
             name,
             request_id,
-        } => delete(connection, owner, name, request_id.as_deref()),
+        } => delete(connection, owner, name, request_id.as_deref()).map(u64::from),
+        DeadlineWrite::Retry {
+            owner,
+            name,
+            request_id,
+            fire_at,
+        } => {
+            let mut statement = connection.prepare_cached(RETRY)?;
+            let mut rows = statement.query(params![
+                owner.tenant_id,
+                owner.aggregate_name,
+                owner.id,
+                name,
+                request_id,
+                fire_at
+            ])?;
+            match rows.next()? {
+                Some(row) => Ok(u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0)),
+                None => Ok(0),
+            }
+        }
+        DeadlineWrite::FireAt {
+            owner,
+            name,
+            fire_at,
+        } => connection
+            .prepare_cached(FIRE_AT)?
+            .execute(params![
+                owner.tenant_id,
+                owner.aggregate_name,
+                owner.id,
+                name,
+                fire_at
+            ])
+            .map(|n| n as u64),
+        DeadlineWrite::DeleteNamed { tenant, name } => connection
+            .prepare_cached(CANCEL_NAMED)?
+            .execute(params![tenant, name])
+            .map(|n| n as u64),
     }
 }
 
@@ -139,14 +235,38 @@ fn delete(
     Ok(deleted > 0)
 }
 
+/// Computes the owner hash (SPEC DM-6) of every row, or of the rows owned by aggregates named
+/// `aggregate_name`: for the rows a migration found, and the rows a rename moved.
+pub(crate) fn fill_owner_hashes(
+    connection: &Connection,
+    aggregate_name: Option<&str>,
+) -> rusqlite::Result<()> {
+    let owners: Vec<(String, String, String)> = connection
+        .prepare(
+            "SELECT DISTINCT tenant_id, aggregate_name, aggregate_id FROM deadline WHERE ?1 IS NULL OR aggregate_name = ?1",
+        )?
+        .query_map(params![aggregate_name], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut update = connection.prepare(
+        "UPDATE deadline SET owner_hash = ?4 WHERE tenant_id = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3",
+    )?;
+    for (tenant, name, id) in owners {
+        let hash = wow_core::deadline::aggregate_hash(&tenant, &name, &id) as i64;
+        update.execute(params![tenant, name, id, hash])?;
+    }
+    Ok(())
+}
+
 /// A row read by [`DUE`] or [`OF_OWNER`] (the table's columns, in order) as the portable row.
-pub(crate) fn decode(row: &Row<'_>) -> rusqlite::Result<ScheduledCommand> {
+pub(crate) fn decode(row: &Row<'_>) -> rusqlite::Result<PendingDeadline> {
     let tenant_id: String = row.get(0)?;
     let body: String = row.get(10)?;
     let body = serde_json::from_str(&body).map_err(|error| {
         rusqlite::Error::FromSqlConversionFailure(10, rusqlite::types::Type::Text, Box::new(error))
     })?;
-    Ok(ScheduledCommand {
+    let schedule = ScheduledCommand {
         owner: AggregateId::new(
             row.get::<_, String>(4)?,
             row.get::<_, String>(1)?,
@@ -164,6 +284,11 @@ pub(crate) fn decode(row: &Row<'_>) -> rusqlite::Result<ScheduledCommand> {
         command: row.get(9)?,
         body,
         request_id: row.get(11)?,
+    };
+    Ok(PendingDeadline {
+        schedule,
+        fire_at: row.get(12)?,
+        attempts: u32::try_from(row.get::<_, i64>(13)?).unwrap_or(u32::MAX),
     })
 }
 
@@ -171,28 +296,37 @@ pub(crate) fn decode(row: &Row<'_>) -> rusqlite::Result<ScheduledCommand> {
 mod tests {
     use super::*;
 
-    /// SPEC DM-2: `due` reads the index on the due time, in its order, so its cost follows
-    /// what is due, not what is pending.
+    /// SPEC DM-2, DM-6: each tenant's due read is a range of `deadline_fire`, in its order,
+    /// so its cost follows what it returns, not what is pending; the tenants come from a skip
+    /// scan, one seek each.
     #[test]
-    fn due_is_served_by_the_due_index() {
+    fn due_is_served_by_the_fire_index_and_tenants_by_a_skip_scan() {
         let mut connection = Connection::open_in_memory().unwrap();
         crate::schema::migrate(&mut connection).unwrap();
-        let mut statement = connection
-            .prepare(&format!("EXPLAIN QUERY PLAN {DUE}"))
-            .unwrap();
-        let plan: Vec<String> = statement
-            .query_map(params![0, 10], |row| row.get(3))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert_eq!(plan.len(), 1, "{plan:?}");
+        let plan = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> Vec<String> {
+            let mut statement = connection
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap();
+            statement
+                .query_map(params, |row| row.get(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        let due = plan(DUE, &[&"t", &0, &10, &1, &0, &"[0]"]);
         assert!(
-            plan[0].starts_with("SEARCH deadline USING") && plan[0].contains("deadline_due"),
-            "{plan:?}"
+            due.iter()
+                .any(|step| step.starts_with("SEARCH deadline USING INDEX deadline_fire")),
+            "{due:?}"
         );
         assert!(
-            !plan.iter().any(|step| step.contains("TEMP B-TREE")),
-            "{plan:?}"
+            !due.iter().any(|step| step.contains("TEMP B-TREE")),
+            "{due:?}"
+        );
+        let tenants = plan(TENANTS, &[]);
+        assert!(
+            !tenants.iter().any(|step| step.starts_with("SCAN deadline")),
+            "{tenants:?}"
         );
     }
 }

@@ -3,20 +3,23 @@
 
 use async_trait::async_trait;
 use tokio::sync::oneshot;
-use wow_core::deadline::{check_deadline_name, DeadlineBacklog, DeadlineStore, ScheduledCommand};
+use wow_core::deadline::{
+    check_deadline_name, share_across_tenants, DeadlineBacklog, DeadlineStore, DueQuery,
+    PendingDeadline, ScheduledCommand, HELD,
+};
 use wow_core::eventsourcing::EventStoreError;
 use wow_core::AggregateId;
 
 use rusqlite::params;
 
-use crate::deadline::{decode, DeadlineWrite, BACKLOG, DUE, OF_OWNER};
+use crate::deadline::{decode, DeadlineWrite, BACKLOG, DUE, OF_OWNER, TENANTS};
 use crate::error::{gone, store_error};
 use crate::writer::WriteJob;
 use crate::SqliteStore;
 
 impl SqliteStore {
     /// Hands a deadline write to the writer and waits for its answer.
-    async fn write_deadline(&self, write: DeadlineWrite) -> Result<bool, EventStoreError> {
+    async fn write_deadline(&self, write: DeadlineWrite) -> Result<u64, EventStoreError> {
         let (reply, answer) = oneshot::channel();
         self.writer
             .send(WriteJob::Deadline { write, reply })
@@ -37,18 +40,94 @@ impl SqliteStore {
 /// may or may not have been made: `scheduled_for` tells which.
 #[async_trait]
 impl DeadlineStore for SqliteStore {
-    /// Fails with [`EventStoreError::Unavailable`] when the file cannot be read, and with
-    /// [`EventStoreError::Internal`] when a stored row cannot be decoded.
-    async fn due(&self, now: i64, limit: usize) -> Result<Vec<ScheduledCommand>, EventStoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    /// One skip scan of the tenants, then each tenant's rows along `deadline_fire`, in one
+    /// read. "Due" by the machine's clock when the query names no time (every process on a
+    /// file shares it). Fails with [`EventStoreError::Unavailable`] when the file cannot be
+    /// read, and with [`EventStoreError::Internal`] when a stored row cannot be decoded.
+    async fn due_rows(&self, query: &DueQuery) -> Result<Vec<PendingDeadline>, EventStoreError> {
+        let at = query.at.unwrap_or_else(wow_core::id::now_millis);
+        let per_tenant = query.per_tenant.max(1);
+        let limit = i64::try_from(per_tenant).unwrap_or(i64::MAX);
+        let (count, owned) = match &query.partitions {
+            Some(partitions) => (partitions.count.max(1), partitions.owned.clone()),
+            None => (1, vec![0]),
+        };
+        let wrap = i64::try_from((1u128 << 64) % u128::from(count)).unwrap_or(0);
+        let owned = serde_json::to_string(&owned).unwrap_or_else(|_| "[]".to_owned());
+        let total = query.limit;
         self.reads
             .read(move |connection| {
+                let tenants: Vec<String> = connection
+                    .prepare_cached(TENANTS)?
+                    .query_map([], |row| row.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
                 let mut statement = connection.prepare_cached(DUE)?;
-                let rows = statement.query_map(params![now, limit], decode)?;
-                rows.collect()
+                let mut candidates = Vec::with_capacity(tenants.len());
+                for tenant in tenants {
+                    let rows = statement
+                        .query_map(
+                            params![tenant, at, limit, i64::from(count), wrap, owned],
+                            decode,
+                        )?
+                        .collect::<rusqlite::Result<Vec<_>>>()?;
+                    if !rows.is_empty() {
+                        candidates.push(rows);
+                    }
+                }
+                Ok(share_across_tenants(candidates, per_tenant, total))
             })
             .await
             .map_err(store_error)
+    }
+
+    /// The machine's clock, which every process on the file shares.
+    async fn now(&self) -> Result<i64, EventStoreError> {
+        Ok(wow_core::id::now_millis())
+    }
+
+    /// Fails as [`fired`](Self::fired) does.
+    async fn retry_later(
+        &self,
+        owner: &AggregateId,
+        name: &str,
+        request_id: &str,
+        after: Option<std::time::Duration>,
+    ) -> Result<Option<u32>, EventStoreError> {
+        let fire_at = match after {
+            Some(after) => wow_core::id::now_millis()
+                .saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX))
+                .min(HELD - 1),
+            None => HELD,
+        };
+        let attempts = self
+            .write_deadline(DeadlineWrite::Retry {
+                owner: owner.clone(),
+                name: name.to_owned(),
+                request_id: request_id.to_owned(),
+                fire_at,
+            })
+            .await?;
+        Ok((attempts > 0).then(|| u32::try_from(attempts).unwrap_or(u32::MAX)))
+    }
+
+    /// Fails as [`fired`](Self::fired) does.
+    async fn fire_now(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {
+        self.write_deadline(DeadlineWrite::FireAt {
+            owner: owner.clone(),
+            name: name.to_owned(),
+            fire_at: wow_core::id::now_millis(),
+        })
+        .await
+        .map(|changed| changed > 0)
+    }
+
+    /// Fails as [`fired`](Self::fired) does.
+    async fn cancel_named(&self, tenant: &str, name: &str) -> Result<u64, EventStoreError> {
+        self.write_deadline(DeadlineWrite::DeleteNamed {
+            tenant: tenant.to_owned(),
+            name: name.to_owned(),
+        })
+        .await
     }
 
     /// Fails with [`EventStoreError::Unavailable`] when the writer has stopped or the file
@@ -65,13 +144,14 @@ impl DeadlineStore for SqliteStore {
             request_id: Some(request_id.to_owned()),
         })
         .await
+        .map(|changed| changed > 0)
     }
 
-    /// Fails as [`due`](Self::due) does.
-    async fn scheduled_for(
+    /// Fails as [`due_rows`](Self::due_rows) does.
+    async fn pending_for(
         &self,
         owner: &AggregateId,
-    ) -> Result<Vec<ScheduledCommand>, EventStoreError> {
+    ) -> Result<Vec<PendingDeadline>, EventStoreError> {
         let owner = owner.clone();
         self.reads
             .read(move |connection| {
@@ -110,9 +190,10 @@ impl DeadlineStore for SqliteStore {
             request_id: None,
         })
         .await
+        .map(|changed| changed > 0)
     }
 
-    /// Fails as [`due`](Self::due) does.
+    /// Fails as [`due_rows`](Self::due_rows) does.
     async fn backlog(&self) -> Result<DeadlineBacklog, EventStoreError> {
         self.reads
             .read(|connection| {

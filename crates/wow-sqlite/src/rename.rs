@@ -93,6 +93,8 @@ fn rename(
         // So do the deadlines it owns and those sent to it (SPEC DM-2), in this transaction.
         connection.execute(deadline::RENAME_OWNERS, params![from, to])?;
         connection.execute(deadline::RENAME_TARGETS, params![from, to])?;
+        // A moved owner hashes to another partition (SPEC DM-6).
+        deadline::fill_owner_hashes(connection, Some(to))?;
         connection.execute(
             "INSERT INTO aggregate_rename (from_name, to_name, renamed_at) VALUES (?1, ?2, ?3)",
             params![from, to, now],

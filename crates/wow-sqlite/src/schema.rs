@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 13;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 13] = [
+const MIGRATIONS: [&str; 14] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -272,6 +272,19 @@ const MIGRATIONS: [&str; 13] = [
     ) WITHOUT ROWID;
     CREATE INDEX deadline_due ON deadline (due_at);
 "#,
+    r#"
+    -- Deadlines at volume (SPEC DM-6): when each row may be fired next (`fire_at`: its due
+    -- time, later after a failed firing, i64::MAX while held for an operator), how many
+    -- firings failed, and its owner's partition hash (`owner_hash`, the signed view of the
+    -- unsigned 64-bit hash, filled in by the migration's Rust step for rows already there),
+    -- so that a scheduler reads only its own partitions' rows. `deadline_fire` serves each
+    -- tenant's due read, so one tenant's backlog never stands before another's rows.
+    ALTER TABLE deadline ADD COLUMN fire_at INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE deadline ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE deadline ADD COLUMN owner_hash INTEGER NOT NULL DEFAULT 0;
+    UPDATE deadline SET fire_at = due_at;
+    CREATE INDEX deadline_fire ON deadline (tenant_id, fire_at);
+"#,
 ];
 
 /// Where the file at `options.path` stands against this build's migrations, read without
@@ -360,6 +373,10 @@ fn migrate_to(connection: &mut Connection, target: i64) -> Result<(), OpenError>
     {
         transaction.execute_batch(migration)?;
         let version = i64::try_from(index + 1).unwrap_or(i64::MAX);
+        if version == 14 {
+            // Each existing row's owner hash, which SQL cannot compute.
+            crate::deadline::fill_owner_hashes(&transaction, None)?;
+        }
         transaction.execute("DELETE FROM wow_schema", [])?;
         transaction.execute("INSERT INTO wow_schema (version) VALUES (?1)", [version])?;
         tracing::info!(version, "applied schema migration");

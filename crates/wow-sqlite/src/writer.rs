@@ -51,11 +51,11 @@ pub(crate) enum WriteJob {
         rejection: Box<Rejection>,
         reply: oneshot::Sender<Result<(), EventStoreError>>,
     },
-    /// A deadline row written or deleted outside an append (SPEC DM-2): `true` when a row
-    /// was written or deleted.
+    /// A deadline row written, changed or deleted outside an append (SPEC DM-2): what
+    /// [`deadline::write`] answers.
     Deadline {
         write: DeadlineWrite,
-        reply: oneshot::Sender<Result<bool, EventStoreError>>,
+        reply: oneshot::Sender<Result<u64, EventStoreError>>,
     },
     SaveSnapshot {
         snapshot: Snapshot,
@@ -182,8 +182,8 @@ enum Outcome {
     Rejected,
     Conflict(EventStoreError),
     Saved(bool),
-    /// A deadline write outside an append: whether it changed a row.
-    Deadline(bool),
+    /// A deadline write outside an append: what [`deadline::write`] answered.
+    Deadline(u64),
     Worked(Processed),
     WorkFailed(String),
     Failed(rusqlite::Error),

@@ -8,7 +8,12 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use wow_core::deadline::{deadline_request_id, DeadlineChange, DeadlineStore, ScheduledCommand};
+use std::time::Duration;
+
+use wow_core::deadline::{
+    deadline_request_id, partition_of, DeadlineChange, DeadlineStore, DueQuery, PartitionFilter,
+    ScheduledCommand, HELD,
+};
 use wow_core::eventsourcing::{AppendChanges, EventStore, EventStoreError};
 use wow_core::unique_key::{KeyChange, UniqueKey};
 use wow_core::AggregateId;
@@ -279,4 +284,259 @@ pub async fn a_malformed_deadline_refuses_the_whole_append(store: Store) {
         .expect("loads")
         .is_empty());
     assert!(store.due(i64::MAX, 10).await.expect("due reads").is_empty());
+}
+
+/// SPEC DM-6: one tenant's backlog never delays another's rows. A pass shares its budget:
+/// each tenant with due rows gets its earliest rows, up to the per-tenant share, whatever
+/// another tenant has due before them.
+pub async fn one_tenants_backlog_never_delays_another_tenants_rows(store: Store) {
+    for i in 0..30 {
+        let owner = aggregate();
+        append(
+            &store,
+            &owner,
+            1,
+            &schedule(row(&owner, "expire", 10 + i, 1)),
+        )
+        .await;
+    }
+    let mut quiet = aggregate();
+    quiet.tenant_id = "tenant-quiet".to_owned();
+    append(&store, &quiet, 1, &schedule(row(&quiet, "expire", 500, 1))).await;
+    let query = DueQuery {
+        at: Some(1_000),
+        limit: 8,
+        per_tenant: 4,
+        partitions: None,
+    };
+    let due = store.due_rows(&query).await.expect("due reads");
+    assert_eq!(due.len(), 5, "{due:?}");
+    let quiet_rows = due
+        .iter()
+        .filter(|r| r.schedule.owner.tenant_id == "tenant-quiet")
+        .count();
+    assert_eq!(quiet_rows, 1, "the quiet tenant's row is in the pass");
+    let busy: Vec<i64> = due
+        .iter()
+        .filter(|r| r.schedule.owner.tenant_id == "tenant-a")
+        .map(|r| r.schedule.due_at)
+        .collect();
+    assert_eq!(
+        busy,
+        vec![10, 11, 12, 13],
+        "the busy tenant's earliest, in order"
+    );
+    // With room for only two rows, each tenant gets one before any gets a second.
+    let due = store
+        .due_rows(&DueQuery { limit: 2, ..query })
+        .await
+        .expect("due reads");
+    let tenants: Vec<&str> = due
+        .iter()
+        .map(|r| r.schedule.owner.tenant_id.as_str())
+        .collect();
+    assert_eq!(tenants, vec!["tenant-a", "tenant-quiet"]);
+}
+
+/// SPEC DM-6: a scheduler that holds some partitions reads only their rows, in the query, so
+/// rows of partitions it does not hold never stand before its own (a limit of one still
+/// finds each partition's row).
+pub async fn a_scheduler_reads_only_its_own_partitions_rows(store: Store) {
+    let count = 4;
+    let mut owners = Vec::new();
+    for i in 0..24 {
+        let owner = aggregate();
+        append(
+            &store,
+            &owner,
+            1,
+            &schedule(row(&owner, "expire", 100 + i, 1)),
+        )
+        .await;
+        owners.push(owner);
+    }
+    let mut seen = 0;
+    for partition in 0..count {
+        let filter = PartitionFilter {
+            count,
+            owned: vec![partition],
+        };
+        let query = DueQuery::at(1_000, 100).in_partitions(filter.clone());
+        let due = store.due_rows(&query).await.expect("due reads");
+        let expected = owners
+            .iter()
+            .filter(|o| partition_of(o, count) == partition)
+            .count();
+        assert_eq!(due.len(), expected, "partition {partition}");
+        assert!(due
+            .iter()
+            .all(|r| partition_of(&r.schedule.owner, count) == partition));
+        seen += due.len();
+        if expected > 0 {
+            let first = store
+                .due_rows(&DueQuery::at(1_000, 1).in_partitions(filter))
+                .await
+                .expect("due reads");
+            assert_eq!(first.len(), 1, "partition {partition}'s earliest row");
+            assert_eq!(first[0], due[0]);
+        }
+    }
+    assert_eq!(seen, owners.len());
+}
+
+/// SPEC DM-6: a failed firing counts an attempt and waits (`fire_at`, by the store's clock)
+/// without standing before the rows behind it; only the schedule that fired is touched.
+pub async fn a_failed_firing_waits_without_holding_up_later_rows(store: Store) {
+    let stuck = aggregate();
+    let next = aggregate();
+    let expiry = row(&stuck, "expire", 1_000, 1);
+    append(&store, &stuck, 1, &schedule(expiry.clone())).await;
+    append(&store, &next, 1, &schedule(row(&next, "expire", 2_000, 1))).await;
+    let attempts = store
+        .retry_later(
+            &stuck,
+            "expire",
+            &expiry.request_id,
+            Some(Duration::from_secs(3_600)),
+        )
+        .await
+        .expect("retry_later answers");
+    assert_eq!(attempts, Some(1));
+    let attempts = store
+        .retry_later(
+            &stuck,
+            "expire",
+            &expiry.request_id,
+            Some(Duration::from_secs(3_600)),
+        )
+        .await
+        .expect("retry_later answers");
+    assert_eq!(attempts, Some(2));
+    assert_eq!(
+        store
+            .retry_later(&stuck, "expire", "deadline/expire/9", Some(Duration::ZERO))
+            .await
+            .expect("retry_later answers"),
+        None,
+        "another schedule's failure touches nothing"
+    );
+    let due = store
+        .due_rows(&DueQuery::by_store_clock(1, 1))
+        .await
+        .expect("due reads");
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].schedule.owner, next, "the row behind the stuck one");
+    let now = store.now().await.expect("the store's clock reads");
+    let pending = store.pending_for(&stuck).await.expect("pending reads");
+    assert_eq!(pending[0].attempts, 2);
+    assert!(pending[0].fire_at > now + 3_000_000, "{pending:?}");
+    assert_eq!(
+        pending[0].schedule, expiry,
+        "the schedule itself is unchanged"
+    );
+}
+
+/// SPEC DM-6: a held row is never due, and an operator's re-fire (`fire_now`) makes it due
+/// at once, its attempts kept.
+pub async fn a_held_row_waits_for_a_re_fire(store: Store) {
+    let order = aggregate();
+    let expiry = row(&order, "expire", 1_000, 1);
+    append(&store, &order, 1, &schedule(expiry.clone())).await;
+    store
+        .retry_later(&order, "expire", &expiry.request_id, None)
+        .await
+        .expect("retry_later answers");
+    let pending = store.pending_for(&order).await.expect("pending reads");
+    assert!(pending[0].is_held());
+    assert_eq!(pending[0].fire_at, HELD);
+    assert!(store
+        .due_rows(&DueQuery::by_store_clock(10, 10))
+        .await
+        .expect("due reads")
+        .is_empty());
+    assert!(store
+        .fire_now(&order, "expire")
+        .await
+        .expect("fire_now answers"));
+    assert!(!store
+        .fire_now(&order, "other")
+        .await
+        .expect("fire_now answers"));
+    let due = store
+        .due_rows(&DueQuery::by_store_clock(10, 10))
+        .await
+        .expect("due reads");
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].attempts, 1);
+    assert!(!due[0].is_held());
+}
+
+/// SPEC DM-6: a deadline scheduled again is a new schedule: due at its own time, no attempt.
+pub async fn scheduling_again_starts_the_attempts_again(store: Store) {
+    let order = aggregate();
+    let first = row(&order, "expire", 1_000, 1);
+    append(&store, &order, 1, &schedule(first.clone())).await;
+    store
+        .retry_later(&order, "expire", &first.request_id, None)
+        .await
+        .expect("retry_later answers");
+    let again = row(&order, "expire", 5_000, 2);
+    append(&store, &order, 2, &schedule(again.clone())).await;
+    let pending = store.pending_for(&order).await.expect("pending reads");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].schedule, again);
+    assert_eq!((pending[0].attempts, pending[0].fire_at), (0, 5_000));
+}
+
+/// A saga's cancel-all: every row of one name in one tenant goes, whoever owns it; other
+/// names and other tenants' rows stay.
+pub async fn cancel_named_takes_every_row_of_the_name_in_one_tenant(store: Store) {
+    let (a, b) = (aggregate(), aggregate());
+    let mut elsewhere = aggregate();
+    elsewhere.tenant_id = "tenant-b".to_owned();
+    for owner in [&a, &b, &elsewhere] {
+        let mut reminder = row(owner, "reminders/remind", 300, 1);
+        reminder.request_id = format!("e-{}/0", owner.id);
+        store.schedule(&reminder).await.expect("the row is written");
+    }
+    append(&store, &a, 1, &schedule(row(&a, "expire", 100, 1))).await;
+    let cancelled = store
+        .cancel_named("tenant-a", "reminders/remind")
+        .await
+        .expect("cancel_named answers");
+    assert_eq!(cancelled, 2);
+    assert_eq!(pending(&store, &a).await.len(), 1, "another name stays");
+    assert!(pending(&store, &b).await.is_empty());
+    assert_eq!(
+        pending(&store, &elsewhere).await.len(),
+        1,
+        "another tenant's stays"
+    );
+}
+
+/// SPEC DM-6: with no time of its own, a query is judged by the store's clock: a row due a
+/// minute from the store's now is not due, one due a second ago is.
+pub async fn the_store_clock_judges_what_is_due(store: Store) {
+    let now = store.now().await.expect("the store's clock reads");
+    let (late, early) = (aggregate(), aggregate());
+    append(
+        &store,
+        &late,
+        1,
+        &schedule(row(&late, "expire", now - 1_000, 1)),
+    )
+    .await;
+    append(
+        &store,
+        &early,
+        1,
+        &schedule(row(&early, "expire", now + 60_000, 1)),
+    )
+    .await;
+    let due = store
+        .due_rows(&DueQuery::by_store_clock(10, 10))
+        .await
+        .expect("due reads");
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].schedule.owner, late);
 }

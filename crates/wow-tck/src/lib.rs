@@ -147,6 +147,13 @@ macro_rules! __deadline_store_cases {
                 deadlines_are_per_tenant,
                 a_schedule_on_its_own_is_idempotent,
                 a_malformed_deadline_refuses_the_whole_append,
+                one_tenants_backlog_never_delays_another_tenants_rows,
+                a_scheduler_reads_only_its_own_partitions_rows,
+                a_failed_firing_waits_without_holding_up_later_rows,
+                a_held_row_waits_for_a_re_fire,
+                scheduling_again_starts_the_attempts_again,
+                cancel_named_takes_every_row_of_the_name_in_one_tenant,
+                the_store_clock_judges_what_is_due,
             ]
         );
     };

@@ -168,6 +168,172 @@ pub fn deadline_changes<C: CommandBody>(
     Ok(changes)
 }
 
+/// A pending deadline as the scheduler and the operators see it: its schedule, and where its
+/// firing stands (SPEC DM-2, DM-6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingDeadline {
+    /// What was scheduled.
+    #[serde(flatten)]
+    pub schedule: ScheduledCommand,
+    /// When the scheduler may fire it next, in milliseconds since the Unix epoch: its due
+    /// time, later after a failed firing (exponential backoff), [`HELD`] once it failed as
+    /// often as the scheduler allows (it then waits for an operator or a compensation retry).
+    pub fire_at: i64,
+    /// How many firings failed transiently since it was scheduled.
+    pub attempts: u32,
+}
+
+impl PendingDeadline {
+    /// A row scheduled just now: due at its due time, no attempt yet.
+    pub fn new(schedule: ScheduledCommand) -> Self {
+        Self {
+            fire_at: schedule.due_at,
+            schedule,
+            attempts: 0,
+        }
+    }
+
+    /// Whether it waits for an operator (or a compensation retry) instead of the scheduler.
+    pub fn is_held(&self) -> bool {
+        self.fire_at == HELD
+    }
+}
+
+/// The `fire_at` of a row the scheduler no longer fires by itself: it failed as often as the
+/// scheduler allows, a compensation record says so, and an operator's re-fire (or that
+/// record's retry) sets it due again.
+pub const HELD: i64 = i64::MAX;
+
+/// The partitions a scheduler fires: those of `owned` among `count` (a processor's leases in
+/// the distributed mode). A row belongs to the partition of its owner aggregate
+/// ([`partition_of`]), the same partition its commands go to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionFilter {
+    /// How many partitions there are (at least 1).
+    pub count: u32,
+    /// The partitions this scheduler holds.
+    pub owned: Vec<u32>,
+}
+
+impl PartitionFilter {
+    /// Whether `owner`'s rows are in one of the owned partitions.
+    pub fn contains(&self, owner: &AggregateId) -> bool {
+        self.owned.contains(&partition_of(owner, self.count))
+    }
+
+    /// Whether a row whose owner hashes to `hash` ([`owner_hash`]) is in one of them.
+    pub fn contains_hash(&self, hash: u64) -> bool {
+        self.owned
+            .contains(&((hash % u64::from(self.count.max(1))) as u32))
+    }
+}
+
+/// The stable 64-bit hash of an aggregate (tenant, aggregate name, id) that places it in a
+/// partition: the same in every process and every build. Stores keep it with each deadline row
+/// so that a scheduler reads only its own partitions' rows.
+pub fn owner_hash(owner: &AggregateId) -> u64 {
+    aggregate_hash(&owner.tenant_id, &owner.aggregate_name, &owner.id)
+}
+
+/// [`owner_hash`] of the aggregate (tenant, aggregate name, id), from its parts.
+pub fn aggregate_hash(tenant_id: &str, aggregate_name: &str, id: &str) -> u64 {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    // Each part ends with a byte no part holds, so ("ab", "c") and ("a", "bc") differ.
+    for part in [tenant_id, aggregate_name, id] {
+        hasher.update(part.as_bytes());
+        hasher.update(&[0xff]);
+    }
+    hasher.digest()
+}
+
+/// The partition of `aggregate` among `count` (at least 1): where its commands go in the
+/// distributed mode, and which processor fires the deadlines it owns.
+pub fn partition_of(aggregate: &AggregateId, count: u32) -> u32 {
+    (owner_hash(aggregate) % u64::from(count.max(1))) as u32
+}
+
+/// What a scheduler's pass asks the store for (SPEC DM-6): the rows it may fire now, shared
+/// fairly across tenants, of its own partitions only, so that one tenant's or partition's
+/// backlog and one stuck row never delay another's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueQuery {
+    /// Judges "due" at this time; `None`: by the store's own clock (the database's on
+    /// PostgreSQL), so every process fires by one clock whatever its own says.
+    pub at: Option<i64>,
+    /// The most rows in all.
+    pub limit: usize,
+    /// The most rows of one tenant. Each tenant's earliest rows come first, and no tenant gets
+    /// its (n+1)th row before every tenant with due rows got its nth, as far as `limit` goes.
+    pub per_tenant: usize,
+    /// Only rows whose owner is in these partitions; `None`: all.
+    pub partitions: Option<PartitionFilter>,
+}
+
+impl DueQuery {
+    /// Up to `limit` rows due at `at`, of every tenant and partition, earliest first.
+    pub fn at(at: i64, limit: usize) -> Self {
+        Self {
+            at: Some(at),
+            limit,
+            per_tenant: limit,
+            partitions: None,
+        }
+    }
+
+    /// Up to `limit` rows due by the store's clock, at most `per_tenant` of one tenant.
+    pub fn by_store_clock(limit: usize, per_tenant: usize) -> Self {
+        Self {
+            at: None,
+            limit,
+            per_tenant: per_tenant.max(1),
+            partitions: None,
+        }
+    }
+
+    /// Only the rows of `partitions`.
+    pub fn in_partitions(mut self, partitions: PartitionFilter) -> Self {
+        self.partitions = Some(partitions);
+        self
+    }
+}
+
+/// Picks from `candidates` (each tenant's due rows, each list earliest first) what a
+/// [`DueQuery`] answers: round by round one more row of each tenant, each round in due order,
+/// up to `limit`. Stores that read each tenant's rows on their own share this step.
+pub fn share_across_tenants(
+    candidates: Vec<Vec<PendingDeadline>>,
+    per_tenant: usize,
+    limit: usize,
+) -> Vec<PendingDeadline> {
+    let mut ranked: Vec<(usize, PendingDeadline)> = candidates
+        .into_iter()
+        .flat_map(|rows| rows.into_iter().take(per_tenant.max(1)).enumerate())
+        .collect();
+    ranked.sort_by(|(rank_a, a), (rank_b, b)| {
+        rank_a.cmp(rank_b).then_with(|| {
+            (a.fire_at, &a.schedule.owner.tenant_id).cmp(&(b.fire_at, &b.schedule.owner.tenant_id))
+        })
+    });
+    ranked.truncate(limit);
+    let mut rows: Vec<PendingDeadline> = ranked.into_iter().map(|(_, row)| row).collect();
+    rows.sort_by(|a, b| a.fire_at.cmp(&b.fire_at));
+    rows
+}
+
+/// The delay before the `attempts`th retry of a firing that failed: `base` doubled per
+/// attempt, at most `max`.
+pub fn backoff(
+    base: std::time::Duration,
+    max: std::time::Duration,
+    attempts: u32,
+) -> std::time::Duration {
+    let factor = 1u32
+        .checked_shl(attempts.saturating_sub(1).min(30))
+        .unwrap_or(u32::MAX);
+    base.saturating_mul(factor).min(max)
+}
+
 /// Where the scheduler stands: how many deadlines are pending, and the earliest due time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

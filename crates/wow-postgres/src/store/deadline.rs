@@ -23,7 +23,8 @@ use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 use wow_core::deadline::{
-    check_deadline_name, DeadlineBacklog, DeadlineChange, DeadlineStore, ScheduledCommand,
+    check_deadline_name, share_across_tenants, DeadlineBacklog, DeadlineChange, DeadlineStore,
+    DueQuery, PendingDeadline, ScheduledCommand,
 };
 use wow_core::eventsourcing::EventStoreError;
 use wow_core::{AggregateId, DomainEventStream};
@@ -41,18 +42,46 @@ macro_rules! deadline_columns {
     };
 }
 
+/// What [`decode`] reads after the schedule's columns: when it may be fired next and how many
+/// firings failed.
+macro_rules! firing_columns {
+    () => {
+        ", fire_at, attempts"
+    };
+}
+
 /// Writes the row of owner (`$1` tenant, `$2` name, `$3` id) named `$4`, `$5` to `$12` in the
 /// order of [`deadline_columns`], replacing the owner's row of that name.
 const SCHEDULE: &str = concat!(
     "INSERT INTO deadline (",
     deadline_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+    ", fire_at, attempts, owner_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $6, 0, $13)
     ON CONFLICT (tenant_id, aggregate_name, aggregate_id, name) DO UPDATE SET
         context_name = EXCLUDED.context_name, due_at = EXCLUDED.due_at,
         target_context = EXCLUDED.target_context, target_name = EXCLUDED.target_name,
         target_id = EXCLUDED.target_id, command = EXCLUDED.command, body = EXCLUDED.body,
-        request_id = EXCLUDED.request_id"
+        request_id = EXCLUDED.request_id, fire_at = EXCLUDED.fire_at, attempts = 0,
+        owner_hash = EXCLUDED.owner_hash"
 );
+
+/// The database server's clock, in milliseconds since the Unix epoch: the one clock every
+/// process judges "due" by.
+const NOW: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
+
+/// One failed firing more of the row of owner (`$1`, `$2`, `$3`) named `$4` while it carries
+/// request id `$5`: due again `$6` ms from the server's now, or held when `$6` is NULL.
+const RETRY: &str = "UPDATE deadline SET attempts = attempts + 1,
+        fire_at = COALESCE((extract(epoch FROM clock_timestamp()) * 1000)::BIGINT + $6, 9223372036854775807)
+    WHERE tenant_id = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND name = $4 AND request_id = $5
+    RETURNING attempts";
+
+/// Makes the row of owner (`$1`, `$2`, `$3`) named `$4` due at the server's now.
+const FIRE_NOW: &str =
+    "UPDATE deadline SET fire_at = (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT
+    WHERE tenant_id = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND name = $4";
+
+/// Deletes every row of tenant `$1` named `$2`.
+const CANCEL_NAMED: &str = "DELETE FROM deadline WHERE tenant_id = $1 AND name = $2";
 
 /// Deletes the row of owner (`$1` tenant, `$2` name, `$3` id) named `$4`: one look-up of
 /// `deadline_pk`.
@@ -61,19 +90,35 @@ const CANCEL: &str = "DELETE FROM deadline WHERE tenant_id = $1 AND aggregate_na
 /// Deletes the row of owner (`$1`, `$2`, `$3`) named `$4` while it carries request id `$5`.
 const FIRED: &str = "DELETE FROM deadline WHERE tenant_id = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND name = $4 AND request_id = $5";
 
-/// The rows due at `$1`, earliest first, at most `$2`: a range scan of `deadline_due`, whose
-/// columns are these sort keys, so ties come in key order with no sort step (the schema's
-/// tests check the plan).
+/// The rows to fire at `$1` (the server's clock when NULL): a skip scan of the tenants (one
+/// seek of `deadline_pk` each, so it costs the number of tenants, not of rows), then for each
+/// tenant its earliest `$2` rows along `deadline_fire` whose owner's partition among `$3` is
+/// in `$5` (`$4` is 2^64 mod `$3`, which turns the stored signed hash back into its unsigned
+/// value's remainder). The rounds across tenants and `limit` are applied by the caller.
 pub(crate) const DUE: &str = concat!(
-    "SELECT ",
+    "WITH RECURSIVE tenants(tenant) AS (
+        (SELECT tenant_id FROM deadline ORDER BY tenant_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT tenant_id FROM deadline WHERE tenant_id > tenants.tenant ORDER BY tenant_id LIMIT 1)
+        FROM tenants WHERE tenants.tenant IS NOT NULL
+    ), at AS (SELECT COALESCE($1::BIGINT, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT) AS now)
+    SELECT d.* FROM tenants CROSS JOIN at CROSS JOIN LATERAL (
+        SELECT ",
     deadline_columns!(),
-    " FROM deadline WHERE due_at <= $1 ORDER BY due_at, tenant_id, aggregate_name, aggregate_id, name LIMIT $2"
+    firing_columns!(),
+    " FROM deadline
+        WHERE tenant_id = tenants.tenant AND fire_at <= at.now
+          AND ((owner_hash % $3::BIGINT + $3::BIGINT) % $3::BIGINT + CASE WHEN owner_hash < 0 THEN $4::BIGINT ELSE 0 END) % $3::BIGINT = ANY($5::BIGINT[])
+        ORDER BY fire_at, aggregate_name, aggregate_id, name LIMIT $2::BIGINT
+    ) d WHERE tenants.tenant IS NOT NULL
+    ORDER BY d.tenant_id, d.fire_at, d.aggregate_name, d.aggregate_id, d.name"
 );
 
 /// The rows of owner (`$1` tenant, `$2` name, `$3` id), by name: a prefix of `deadline_pk`.
 const OF_OWNER: &str = concat!(
     "SELECT ",
     deadline_columns!(),
+    firing_columns!(),
     " FROM deadline WHERE tenant_id = $1 AND aggregate_name = $2 AND aggregate_id = $3 ORDER BY name"
 );
 
@@ -81,7 +126,7 @@ const OF_OWNER: &str = concat!(
 const BACKLOG: &str = "SELECT (SELECT COUNT(*) FROM deadline), (SELECT MIN(due_at) FROM deadline)";
 
 /// Decodes a row of [`DUE`] or [`OF_OWNER`]; the target is in the owner's tenant.
-fn decode(row: &Row) -> Result<ScheduledCommand, EventStoreError> {
+fn decode(row: &Row) -> Result<PendingDeadline, EventStoreError> {
     let text =
         |i: usize| -> Result<String, EventStoreError> { row.try_get(i).map_err(store_error) };
     let tenant_id = text(0)?;
@@ -92,7 +137,7 @@ fn decode(row: &Row) -> Result<ScheduledCommand, EventStoreError> {
             text(2)?
         )));
     }
-    Ok(ScheduledCommand {
+    let schedule = ScheduledCommand {
         owner: AggregateId {
             context_name: text(4)?,
             aggregate_name: text(1)?,
@@ -110,6 +155,12 @@ fn decode(row: &Row) -> Result<ScheduledCommand, EventStoreError> {
         command: text(9)?,
         body: row.try_get(10).map_err(store_error)?,
         request_id: text(11)?,
+    };
+    let attempts: i32 = row.try_get(13).map_err(store_error)?;
+    Ok(PendingDeadline {
+        schedule,
+        fire_at: row.try_get(12).map_err(store_error)?,
+        attempts: u32::try_from(attempts).unwrap_or(0),
     })
 }
 
@@ -136,6 +187,7 @@ async fn schedule(
                 &row.command,
                 &row.body,
                 &row.request_id,
+                &(wow_core::deadline::owner_hash(owner) as i64),
             ],
         )
         .await
@@ -205,6 +257,32 @@ pub(super) async fn change(
     Ok(())
 }
 
+/// Computes the owner hash (SPEC DM-6) of every row, or of the rows owned by aggregates named
+/// `aggregate_name`: for the rows a migration found, and the rows a rename moved.
+pub(crate) async fn fill_owner_hashes(
+    client: &tokio_postgres::Transaction<'_>,
+    aggregate_name: Option<&str>,
+) -> Result<(), tokio_postgres::Error> {
+    let owners = client
+        .query(
+            "SELECT DISTINCT tenant_id, aggregate_name, aggregate_id FROM deadline WHERE $1::TEXT IS NULL OR aggregate_name = $1",
+            &[&aggregate_name],
+        )
+        .await?;
+    for owner in owners {
+        let (tenant, name, id): (String, String, String) =
+            (owner.get(0), owner.get(1), owner.get(2));
+        let hash = wow_core::deadline::aggregate_hash(&tenant, &name, &id) as i64;
+        client
+            .execute(
+                "UPDATE deadline SET owner_hash = $4 WHERE tenant_id = $1 AND aggregate_name = $2 AND aggregate_id = $3",
+                &[&tenant, &name, &id, &hash],
+            )
+            .await?;
+    }
+    Ok(())
+}
+
 /// Every write is one autocommit statement, every read one query. Failures are
 /// [`EventStoreError::Unavailable`] when the database cannot be reached (the write may or may
 /// not have been made; each is idempotent, so retry it) and [`EventStoreError::Internal`]
@@ -216,16 +294,119 @@ pub(super) async fn change(
 /// made; read the owner's rows with [`DeadlineStore::scheduled_for`] to tell.
 #[async_trait]
 impl DeadlineStore for PostgresStore {
-    /// One range scan of `deadline_due`; `limit` past `i64::MAX` reads as `i64::MAX`.
-    async fn due(&self, now: i64, limit: usize) -> Result<Vec<ScheduledCommand>, EventStoreError> {
+    /// One statement ([`DUE`]); "due" by the server's clock when the query names no time.
+    async fn due_rows(&self, query: &DueQuery) -> Result<Vec<PendingDeadline>, EventStoreError> {
         let client = self.client().await?;
         let statement = client.prepare_cached(DUE).await.map_err(store_error)?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let per_tenant = query.per_tenant.max(1);
+        let (count, owned) = match &query.partitions {
+            Some(partitions) => (
+                partitions.count.max(1),
+                partitions.owned.iter().map(|p| i64::from(*p)).collect(),
+            ),
+            None => (1, vec![0_i64]),
+        };
+        let wrap = i64::try_from((1u128 << 64) % u128::from(count)).unwrap_or(0);
         let rows = client
-            .query(&statement, &[&now, &limit])
+            .query(
+                &statement,
+                &[
+                    &query.at,
+                    &i64::try_from(per_tenant).unwrap_or(i64::MAX),
+                    &i64::from(count),
+                    &wrap,
+                    &owned,
+                ],
+            )
             .await
             .map_err(store_error)?;
-        rows.iter().map(decode).collect()
+        let mut by_tenant: Vec<Vec<PendingDeadline>> = Vec::new();
+        for row in rows.iter().map(decode) {
+            let row = row?;
+            match by_tenant.last_mut() {
+                Some(rows)
+                    if rows.first().map(|first| &first.schedule.owner.tenant_id)
+                        == Some(&row.schedule.owner.tenant_id) =>
+                {
+                    rows.push(row)
+                }
+                _ => by_tenant.push(vec![row]),
+            }
+        }
+        Ok(share_across_tenants(by_tenant, per_tenant, query.limit))
+    }
+
+    /// The database server's clock.
+    async fn now(&self) -> Result<i64, EventStoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(NOW).await.map_err(store_error)?;
+        let row = client
+            .query_one(&statement, &[])
+            .await
+            .map_err(store_error)?;
+        row.try_get(0).map_err(store_error)
+    }
+
+    /// One `UPDATE` by the primary key and the request id, timed by the server's clock.
+    async fn retry_later(
+        &self,
+        owner: &AggregateId,
+        name: &str,
+        request_id: &str,
+        after: Option<std::time::Duration>,
+    ) -> Result<Option<u32>, EventStoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(RETRY).await.map_err(store_error)?;
+        let after: Option<i64> =
+            after.map(|after| i64::try_from(after.as_millis()).unwrap_or(i64::MAX / 2));
+        let row = client
+            .query_opt(
+                &statement,
+                &[
+                    &owner.tenant_id,
+                    &owner.aggregate_name,
+                    &owner.id,
+                    &name,
+                    &request_id,
+                    &after,
+                ],
+            )
+            .await
+            .map_err(store_error)?;
+        match row {
+            Some(row) => {
+                let attempts: i32 = row.try_get(0).map_err(store_error)?;
+                Ok(Some(u32::try_from(attempts).unwrap_or(0)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// One `UPDATE` by the primary key, timed by the server's clock.
+    async fn fire_now(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(FIRE_NOW).await.map_err(store_error)?;
+        let changed = client
+            .execute(
+                &statement,
+                &[&owner.tenant_id, &owner.aggregate_name, &owner.id, &name],
+            )
+            .await
+            .map_err(store_error)?;
+        Ok(changed > 0)
+    }
+
+    /// One `DELETE` over the tenant's prefix of `deadline_pk`.
+    async fn cancel_named(&self, tenant: &str, name: &str) -> Result<u64, EventStoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(CANCEL_NAMED)
+            .await
+            .map_err(store_error)?;
+        client
+            .execute(&statement, &[&tenant, &name])
+            .await
+            .map_err(store_error)
     }
 
     /// One `DELETE` by the primary key and the request id.
@@ -240,10 +421,10 @@ impl DeadlineStore for PostgresStore {
     }
 
     /// One read of a prefix of `deadline_pk`.
-    async fn scheduled_for(
+    async fn pending_for(
         &self,
         owner: &AggregateId,
-    ) -> Result<Vec<ScheduledCommand>, EventStoreError> {
+    ) -> Result<Vec<PendingDeadline>, EventStoreError> {
         let client = self.client().await?;
         let statement = client.prepare_cached(OF_OWNER).await.map_err(store_error)?;
         let rows = client

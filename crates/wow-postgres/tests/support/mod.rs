@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use wow_core::deadline::{DeadlineBacklog, DeadlineStore, ScheduledCommand};
+use wow_core::deadline::{
+    DeadlineBacklog, DeadlineStore, DueQuery, PendingDeadline, ScheduledCommand,
+};
 use wow_core::eventsourcing::{
     EventStore, EventStoreDecorator, EventStoreError, SnapshotStore, SnapshotStoreDecorator,
 };
@@ -119,8 +121,30 @@ impl EventStoreDecorator for TestStore {
 /// Every method reaches `store` as it is (`wow-core` has no forwarding base for this trait).
 #[async_trait::async_trait]
 impl DeadlineStore for TestStore {
-    async fn due(&self, now: i64, limit: usize) -> Result<Vec<ScheduledCommand>, EventStoreError> {
-        self.store.due(now, limit).await
+    async fn due_rows(&self, query: &DueQuery) -> Result<Vec<PendingDeadline>, EventStoreError> {
+        self.store.due_rows(query).await
+    }
+
+    async fn now(&self) -> Result<i64, EventStoreError> {
+        self.store.now().await
+    }
+
+    async fn retry_later(
+        &self,
+        owner: &AggregateId,
+        name: &str,
+        request_id: &str,
+        after: Option<std::time::Duration>,
+    ) -> Result<Option<u32>, EventStoreError> {
+        self.store.retry_later(owner, name, request_id, after).await
+    }
+
+    async fn fire_now(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {
+        self.store.fire_now(owner, name).await
+    }
+
+    async fn cancel_named(&self, tenant: &str, name: &str) -> Result<u64, EventStoreError> {
+        self.store.cancel_named(tenant, name).await
     }
 
     async fn fired(
@@ -132,11 +156,11 @@ impl DeadlineStore for TestStore {
         self.store.fired(owner, name, request_id).await
     }
 
-    async fn scheduled_for(
+    async fn pending_for(
         &self,
         owner: &AggregateId,
-    ) -> Result<Vec<ScheduledCommand>, EventStoreError> {
-        self.store.scheduled_for(owner).await
+    ) -> Result<Vec<PendingDeadline>, EventStoreError> {
+        self.store.pending_for(owner).await
     }
 
     async fn schedule(&self, row: &ScheduledCommand) -> Result<(), EventStoreError> {
