@@ -278,6 +278,18 @@ async fn a_void_resend_after_the_window_is_delivered_again() {
     );
 }
 
+/// With the filters off every request id looks new: no void resend is dropped.
+#[tokio::test]
+async fn a_gateway_with_its_filters_off_drops_no_void_resend() {
+    let f = Fixture::with(IdempotencyConfig::disabled(), None, |builder| builder);
+    let n1 = audit("n1");
+    let first = note(&n1, "r-1");
+    f.sent(first.clone()).await;
+    f.sent(resend(&first)).await;
+    f.drained(&n1).await;
+    assert_eq!(f.deliveries.of(&n1, "r-1"), 2);
+}
+
 /// The record holds at most its capacity; the send it forgot first is delivered again.
 #[tokio::test]
 async fn a_void_command_evicted_from_a_full_record_is_delivered_again() {
