@@ -1256,6 +1256,33 @@ async fn a_void_command_without_a_stage_header_waits_for_sent() {
     assert_eq!(body["stage"], "PROCESSED");
 }
 
+/// SPEC ID-3, RQ-12 over HTTP (the issue's curl against `wow serve`): a void command to
+/// `n2` with the request id already used on `n1` is sent; only the exact resend to `n1`
+/// within the window is refused 409 DuplicateRequestId, not sent.
+#[tokio::test]
+async fn a_void_command_with_a_request_id_used_on_another_aggregate_is_sent() {
+    let s = server().await;
+    let headers = [("Command-Request-Id", "note-r1")];
+    let body = r#"{"text":"checked the vault"}"#;
+    for path in ["/audit/n1/note", "/audit/n2/note"] {
+        let (status, answer, code) = s.post(path, &headers, body).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::OK, "Ok"),
+            "{path}: {answer}"
+        );
+        assert_eq!(answer["stage"], "SENT");
+        assert_eq!(answer["result"]["sent"], true);
+    }
+    let (status, answer, code) = s.post("/audit/n1/note", &headers, body).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::CONFLICT, "DuplicateRequestId"),
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["sent"], false);
+}
+
 #[tokio::test]
 async fn openapi_documents_the_look_up_void_stages_and_creates_without_an_id() {
     let s = server().await;

@@ -283,6 +283,7 @@ impl LocalPipelineBuilder {
         let gateway = gateway
             .wait_functions(consumers)
             .request_id_checker(gateway_checker)
+            .idempotency(self.idempotency.clone())
             .clock(self.time.clock.clone())
             .id_generator(self.time.ids())
             .wait_coordinator(waits.clone())

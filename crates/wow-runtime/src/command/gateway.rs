@@ -6,6 +6,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
+use crate::command::void_requests::VoidRequests;
 use crate::command::{
     InFlightRequests, WaitCoordinator, WaitHandle, WaitPlan, WaitTail, PROTOCOL_HEADER,
     PROTOCOL_VERSION, WAIT_STAGE_HEADER,
@@ -26,6 +27,10 @@ use wow_core::ErrorCode;
 
 /// How long a send may take before acceptance counts as not observed.
 pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many void commands a gateway remembers at most, by default (see
+/// [`CommandGatewayBuilder::void_record_capacity`]).
+pub const DEFAULT_VOID_RECORD_CAPACITY: usize = 32_768;
 
 /// The `result` key that says whether the command reached the bus.
 pub const SENT: &str = "sent";
@@ -70,6 +75,9 @@ struct Inner {
     wait_functions: Option<WaitFunctions>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
+    /// `None` where void resends are never dropped: no history behind the checker, or the
+    /// filters are off.
+    void_requests: Option<VoidRequests>,
 }
 
 /// Builds a [`CommandGateway`].
@@ -86,6 +94,7 @@ pub struct CommandGatewayBuilder {
     wait_functions: Option<WaitFunctions>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
+    void_record_capacity: usize,
 }
 
 impl CommandGatewayBuilder {
@@ -109,9 +118,20 @@ impl CommandGatewayBuilder {
         self
     }
 
-    /// The `idempotency.*` settings of the default checker's filters.
+    /// The `idempotency.*` settings of the default checker's filters, and of the gateway's
+    /// record of void commands: a void command's resend is dropped for one `ttl` after its
+    /// send, and not at all when `enabled` is off (SPEC RQ-12). Give the settings of a
+    /// replaced checker's filters here too. Default: [`IdempotencyConfig::default`].
     pub fn idempotency(mut self, config: IdempotencyConfig) -> Self {
         self.idempotency = config;
+        self
+    }
+
+    /// How many void commands the gateway remembers at most (SPEC RQ-12): past it, the oldest
+    /// is forgotten, and its resend is delivered again (at least once), never a fresh command
+    /// dropped. Default [`DEFAULT_VOID_RECORD_CAPACITY`]; 0 drops no resend.
+    pub fn void_record_capacity(mut self, capacity: usize) -> Self {
+        self.void_record_capacity = capacity;
         self
     }
 
@@ -152,6 +172,15 @@ impl CommandGatewayBuilder {
     /// The gateway.
     pub fn build(self) -> CommandGateway {
         let metrics = self.metrics;
+        // Only a checker that asks history says "maybe seen" (the default one does not), and
+        // only with its filters on: elsewhere no void resend is dropped, so nothing need be
+        // remembered.
+        let asks_history = self
+            .checker
+            .as_ref()
+            .is_some_and(|checker| checker.is_authoritative());
+        let void_requests = (asks_history && self.idempotency.enabled)
+            .then(|| VoidRequests::new(self.idempotency.ttl, self.void_record_capacity));
         let checker = self.checker.unwrap_or_else(|| {
             Arc::new(
                 DefaultRequestIdChecker::new(
@@ -173,6 +202,7 @@ impl CommandGatewayBuilder {
                 wait_functions: self.wait_functions,
                 clock: self.clock,
                 ids: self.ids,
+                void_requests,
             }),
         }
     }
@@ -200,6 +230,7 @@ impl CommandGateway {
             wait_functions: None,
             clock: Arc::new(SystemClock),
             ids: Arc::new(UuidV7IdGenerator),
+            void_record_capacity: DEFAULT_VOID_RECORD_CAPACITY,
         }
     }
 
@@ -519,7 +550,7 @@ impl CommandGateway {
     }
 
     /// The gateway's request-id check (SPEC RQ-1): the recorded decision when history holds
-    /// one; a void command's resend within its filter's window.
+    /// one; a void command's exact resend within its window.
     async fn check_request_id(&self, command: &JsonCommand) -> Result<(), Box<CommandResult>> {
         let (aggregate_id, request_id) = (&command.aggregate_id, &command.request_id);
         match self.inner.checker.check(aggregate_id, request_id).await {
@@ -530,20 +561,40 @@ impl CommandGateway {
                         .with_result(SENT, false),
                 ))
             }
-            // A void command leaves nothing in history: within its filter's window a gateway
-            // backed by history drops the resend (SPEC RQ-12); past it, it is at-least-once.
-            RequestIdCheck::MaybeSeen if command.kind == CommandKind::Void => {
-                Err(Box::new(not_sent(
-                    command,
-                    ErrorCode::DuplicateRequestId,
-                    format!(
-                        "void command `{}` with request id `{request_id}` was sent before",
-                        command.name
-                    ),
-                )))
+            check if command.kind == CommandKind::Void => {
+                self.check_void(command, check == RequestIdCheck::MaybeSeen)
             }
             RequestIdCheck::MaybeSeen | RequestIdCheck::Fresh => Ok(()),
         }
+    }
+
+    /// A void command leaves nothing in history (SPEC RQ-12): it is dropped as a resend only
+    /// when the filter may have seen it and the gateway's exact record holds the same
+    /// (aggregate, request id) sent within the window (SPEC ID-3). A filter hit alone, a
+    /// forgotten entry, a gateway with no record: it goes out (at least once).
+    fn check_void(
+        &self,
+        command: &JsonCommand,
+        maybe_seen: bool,
+    ) -> Result<(), Box<CommandResult>> {
+        let Some(record) = &self.inner.void_requests else {
+            return Ok(());
+        };
+        let now = self.inner.clock.now_millis();
+        if record.admit(&command.aggregate_id, &command.request_id, now, maybe_seen) {
+            return Ok(());
+        }
+        Err(Box::new(not_sent(
+            command,
+            ErrorCode::DuplicateRequestId,
+            format!(
+                "void command `{}` with request id `{}` was sent to {} before, within the last {} ms",
+                command.name,
+                command.request_id,
+                command.aggregate_id,
+                record.window().as_millis()
+            ),
+        )))
     }
 
     /// Hands `command` to the bus within the send timeout: `None` when the bus took it, else
@@ -583,6 +634,9 @@ impl CommandGateway {
     fn send_failed(&self, command: &JsonCommand, unsure: bool) {
         let (aggregate_id, request_id) = (&command.aggregate_id, &command.request_id);
         self.inner.checker.release(aggregate_id, request_id);
+        if let (CommandKind::Void, Some(record)) = (command.kind, &self.inner.void_requests) {
+            record.forget(aggregate_id, request_id);
+        }
         if let Some(in_flight) = &self.inner.in_flight {
             if unsure {
                 in_flight.unsure(aggregate_id, request_id);

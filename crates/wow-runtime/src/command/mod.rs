@@ -8,6 +8,7 @@ mod gateway;
 mod in_flight;
 mod node;
 mod outcome;
+mod void_requests;
 mod wait;
 
 pub(crate) use chain::link_headers;
@@ -17,7 +18,7 @@ pub use chain::{
 };
 pub use gateway::{
     CommandGateway, CommandGatewayBuilder, WaitFunctions, WeakCommandGateway, DEFAULT_SEND_TIMEOUT,
-    SENT, TIMEOUT_MS,
+    DEFAULT_VOID_RECORD_CAPACITY, SENT, TIMEOUT_MS,
 };
 pub use in_flight::{InFlightRequests, DEFAULT_UNSURE_HORIZON};
 pub use node::{

@@ -1,6 +1,5 @@
 //! The request-id check as the gateway and the processing node run it.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -17,8 +16,9 @@ pub enum RequestIdCheck {
     /// (SPEC RQ-11).
     Fresh,
     /// The filter has seen the id and persisted history holds no decision on it: go on (for
-    /// an aggregate's command the append decides); a void command's resend is dropped
-    /// (SPEC RQ-12). Only a checker backed by history answers this.
+    /// an aggregate's command the append decides). Not proof either: the filter may be
+    /// wrong, so a void command is dropped only when the gateway's exact record also holds
+    /// it (SPEC RQ-12). Only a checker backed by history answers this.
     MaybeSeen,
     /// Persisted history holds a decision on the id (SPEC ID-6): an appended stream or a
     /// recorded rejection. Answer it; never run the command again.
@@ -34,6 +34,14 @@ pub trait RequestIdChecker: Send + Sync + std::fmt::Debug {
     /// Gives back the reservation of a fresh `request_id` whose command was not sent
     /// (SPEC RQ-10).
     fn release(&self, aggregate_id: &AggregateId, request_id: &str);
+
+    /// Whether this checker asks persisted history, so that it can answer
+    /// [`RequestIdCheck::MaybeSeen`] (`false` for a gateway with no event store). A gateway
+    /// whose checker does not keeps no record of its void commands and never drops their
+    /// resends (SPEC RQ-12). Default `true`.
+    fn is_authoritative(&self) -> bool {
+        true
+    }
 }
 
 /// First the fast per-aggregate-type filter; on "maybe seen", persisted history decides
@@ -93,19 +101,27 @@ impl RequestIdChecker for DefaultRequestIdChecker {
             .checker(&aggregate_id.named_aggregate())
             .release(&filter_key(aggregate_id, request_id));
     }
+
+    fn is_authoritative(&self) -> bool {
+        self.existence.is_authoritative()
+    }
 }
 
-/// What the Bloom filter of an aggregate type records for `request_id`: the request id in
-/// the default tenant, the tenant and the request id otherwise, so that one tenant's request
-/// ids never make another's look seen (SPEC TN-1: a void command of tenant b with a request
-/// id tenant a used is not dropped as a resend). The separator is U+001F, which a tenant id
-/// never holds; like any filter hit, a collision costs only a look-up in history.
-fn filter_key<'a>(aggregate_id: &AggregateId, request_id: &'a str) -> Cow<'a, str> {
-    if aggregate_id.tenant_id == wow_core::DEFAULT_TENANT_ID {
-        Cow::Borrowed(request_id)
-    } else {
-        Cow::Owned(format!("{}\u{1f}{request_id}", aggregate_id.tenant_id))
-    }
+/// What the Bloom filter of an aggregate type records for `request_id`: the aggregate's whole
+/// identity (tenant, context, aggregate name, id) and the request id, so that a request id is
+/// "maybe seen" only where it was used on the same aggregate (SPEC ID-3: two aggregates may use
+/// one value; TN-1: one tenant's ids never make another's look seen). The separator is U+001F,
+/// which neither a tenant id, a registered name nor an aggregate id the gateway accepts holds;
+/// like any filter hit, a collision costs only a look-up in history, and a void command is
+/// dropped only on the gateway's exact record, never on a filter hit (SPEC RQ-12).
+fn filter_key(aggregate_id: &AggregateId, request_id: &str) -> String {
+    let AggregateId {
+        context_name,
+        aggregate_name,
+        id,
+        tenant_id,
+    } = aggregate_id;
+    format!("{tenant_id}\u{1f}{context_name}\u{1f}{aggregate_name}\u{1f}{id}\u{1f}{request_id}")
 }
 
 #[cfg(test)]
@@ -193,5 +209,42 @@ mod tests {
             other => panic!("expected a duplicate, got {other:?}"),
         }
         assert_eq!(existence.asked.load(Ordering::SeqCst), 2);
+    }
+
+    /// SPEC ID-3: the filter's key holds the whole aggregate identity, so a request id used on
+    /// one aggregate is new on another of the same type, in another tenant, or of another
+    /// id; history is not even asked.
+    #[tokio::test]
+    async fn a_request_id_used_on_one_aggregate_is_new_on_every_other() {
+        let existence = Arc::new(Counting {
+            inner: EventStoreRequestIdExistenceChecker::new(Arc::new(InMemoryEventStore::new())),
+            asked: AtomicUsize::new(0),
+        });
+        let checker = DefaultRequestIdChecker::new(
+            Arc::new(BloomIdempotencyCheckerProvider::new(
+                IdempotencyConfig::default(),
+            )),
+            existence.clone(),
+        );
+        let n1 = AggregateId::new("bank", "account", "n1", "t");
+        for aggregate in [
+            n1.clone(),
+            AggregateId::new("bank", "account", "n2", "t"),
+            AggregateId::new("bank", "account", "n1", "t2"),
+            AggregateId::new("bank", "account", "n1", wow_core::DEFAULT_TENANT_ID),
+        ] {
+            assert_eq!(
+                checker.check(&aggregate, "same").await,
+                RequestIdCheck::Fresh,
+                "{aggregate}"
+            );
+        }
+        assert_eq!(existence.asked.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            checker.check(&n1, "same").await,
+            RequestIdCheck::MaybeSeen,
+            "the same aggregate's resend is a filter hit"
+        );
+        assert!(checker.is_authoritative());
     }
 }

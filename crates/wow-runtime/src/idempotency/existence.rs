@@ -21,8 +21,8 @@ pub trait RequestIdExistenceChecker: Send + Sync + std::fmt::Debug {
     ) -> Result<Option<RequestDecision>, EventStoreError>;
 
     /// Whether this checker asks persisted history (`false` for a node without an event
-    /// store). A void command's resend is dropped only where the answer is authoritative
-    /// (SPEC RQ-12).
+    /// store). A void command's resend is dropped only where the answer is authoritative,
+    /// and then only on the gateway's exact record of it (SPEC RQ-12).
     fn is_authoritative(&self) -> bool {
         true
     }
