@@ -603,8 +603,16 @@ impl LocalPipeline {
     /// The scheduler of `deadlines`' due commands (SPEC DM-2), firing through this pipeline's
     /// gateway by its clock; run it with [`DeadlineScheduler::run`] or pass by pass with
     /// [`DeadlineScheduler::fire_due`].
+    ///
+    /// A row that fails as often as the scheduler allows is recorded in the pipeline's
+    /// compensation store, when it has one (SPEC DM-6).
     pub fn deadline_scheduler(&self, deadlines: Arc<dyn DeadlineStore>) -> DeadlineScheduler {
-        DeadlineScheduler::new(deadlines, self.gateway.clone(), self.time.clock.clone())
+        let scheduler =
+            DeadlineScheduler::new(deadlines, self.gateway.clone(), self.time.clock.clone());
+        match self.dispatcher.compensation() {
+            Some((failures, _)) => scheduler.with_compensation(failures.clone()),
+            None => scheduler,
+        }
     }
 
     /// Runs every consumer over the history of `aggregates` it has not handled yet, one

@@ -11,7 +11,7 @@ use wow_core::aggregate::AggregateRegistry;
 use wow_core::command::{CommandKind, JsonCommand};
 use wow_core::deadline::DeadlineStore;
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
-use wow_core::id::{self, ManualClock};
+use wow_core::id::{self, Clock, ManualClock};
 use wow_core::{AggregateId, CommandMessage};
 use wow_runtime::command::WaitPlan;
 use wow_runtime::deadline::{DeadlineScheduler, FirePass};
@@ -196,12 +196,22 @@ async fn a_scheduler_fires_only_the_deadlines_it_owns() {
     send(&node, command(&mine, "place", json!({"minutes": 1}))).await;
     send(&node, command(&theirs, "place", json!({"minutes": 1}))).await;
     clock.advance(MINUTE);
-    let owned = node
-        .scheduler
-        .clone()
-        .owning(Arc::new(|owner: &AggregateId| owner.tenant_id == "t1"));
+    // Two partitions; this scheduler holds the one `mine` is in.
+    let count = 2;
+    let partition = wow_core::deadline::partition_of(&mine, count);
+    assert_ne!(
+        partition,
+        wow_core::deadline::partition_of(&theirs, count),
+        "the two holds are in different partitions"
+    );
+    let owned = node.scheduler.clone().owning(Arc::new(move || {
+        Some(wow_core::deadline::PartitionFilter {
+            count,
+            owned: vec![partition],
+        })
+    }));
     let pass = owned.fire_due().await.unwrap();
-    assert_eq!((pass.fired, pass.skipped), (1, 1), "{pass:?}");
+    assert_eq!((pass.fired, pass.skipped), (1, 0), "{pass:?}");
     assert_eq!(event_names(&store, &mine).await, ["Placed", "Expired"]);
     assert_eq!(event_names(&store, &theirs).await, ["Placed"]);
     assert_eq!(store.scheduled_for(&theirs).await.unwrap().len(), 1);
@@ -287,4 +297,146 @@ async fn a_saga_schedules_a_command_and_a_redelivery_schedules_it_once() {
         node.scheduler.fire_due().await.unwrap(),
         FirePass::default()
     );
+}
+
+/// Places a hold in `tenant` due in one minute, and returns it.
+async fn placed(node: &Node, tenant: &str) -> AggregateId {
+    let hold = hold_id(tenant);
+    send(node, command(&hold, "place", json!({"minutes": 1}))).await;
+    hold
+}
+
+/// SPEC DM-6: a row that never succeeds (its target quarantined) waits in the store with a
+/// growing backoff, never stands before the rows behind it, and after `max_attempts` is held
+/// and recorded for compensation; the record's retry makes it due again, and it fires once
+/// its target is whole.
+#[tokio::test]
+async fn a_row_that_never_succeeds_backs_off_is_held_and_recorded_and_never_blocks_others() {
+    use wow_core::compensation::{
+        CompensationStore, FailureQuery, InMemoryCompensationStore, RetrySpec,
+    };
+    use wow_runtime::deadline::{SchedulerConfig, DEADLINE_SCHEDULER};
+
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let failures = Arc::new(InMemoryCompensationStore::new());
+    let pipeline = LocalPipeline::builder(registry(), store.clone())
+        .clock(clock.clone())
+        .compensation(failures.clone(), RetrySpec::default())
+        .build();
+    let node = Node {
+        scheduler: pipeline
+            .deadline_scheduler(store.clone())
+            .with_config(SchedulerConfig {
+                batch: 1,
+                per_tenant: 1,
+                max_attempts: 3,
+                ..SchedulerConfig::default()
+            }),
+        pipeline,
+    };
+    let stuck = placed(&node, "t1").await;
+    clock.advance(1);
+    let behind = placed(&node, "t1").await;
+    node.pipeline
+        .quarantine
+        .quarantine(&stuck, 1, "a poison event".to_owned(), T0);
+    clock.advance(MINUTE);
+
+    // A batch of one: the stuck row fails and waits; the next pass fires the row behind it.
+    let pass = node.scheduler.fire_due().await.unwrap();
+    assert_eq!((pass.fired, pass.deferred), (0, 1), "{pass:?}");
+    let pass = node.scheduler.fire_due().await.unwrap();
+    assert_eq!(pass.fired, 1, "{pass:?}");
+    assert_eq!(event_names(&store, &behind).await, ["Placed", "Expired"]);
+
+    // Backoff: 1 s after the first failure, then 2 s.
+    let row = store.pending_for(&stuck).await.unwrap().remove(0);
+    assert_eq!((row.attempts, row.fire_at), (1, T0 + 1 + MINUTE + 1_000));
+    assert_eq!(
+        node.scheduler.fire_due().await.unwrap(),
+        FirePass::default()
+    );
+    clock.advance(1_000);
+    assert_eq!(node.scheduler.fire_due().await.unwrap().deferred, 1);
+    let row = store.pending_for(&stuck).await.unwrap().remove(0);
+    assert_eq!((row.attempts, row.fire_at - clock.now_millis()), (2, 2_000));
+    clock.advance(2_000);
+    let pass = node.scheduler.fire_due().await.unwrap();
+    assert_eq!((pass.deferred, pass.held), (1, 1), "{pass:?}");
+    let row = store.pending_for(&stuck).await.unwrap().remove(0);
+    assert!(row.is_held(), "{row:?}");
+    clock.advance(24 * 60 * MINUTE);
+    assert_eq!(
+        node.scheduler.fire_due().await.unwrap(),
+        FirePass::default()
+    );
+
+    // The record, as the operations page lists it; its retry re-fires the deadline.
+    let records = failures
+        .list(&FailureQuery {
+            consumer: Some(DEADLINE_SCHEDULER.to_owned()),
+            ..FailureQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0].aggregate_id, stuck);
+    assert_eq!(records[0].event_ids, ["expire"]);
+    node.pipeline.quarantine.lift(&stuck);
+    let compensation = node
+        .pipeline
+        .compensation()
+        .unwrap()
+        .with_deadlines(store.clone());
+    compensation.retry(&records[0].id).await.unwrap();
+    let pass = node.scheduler.fire_due().await.unwrap();
+    assert_eq!(pass.fired, 1, "{pass:?}");
+    assert_eq!(event_names(&store, &stuck).await, ["Placed", "Expired"]);
+    assert!(store.pending_for(&stuck).await.unwrap().is_empty());
+}
+
+/// SPEC DM-6: one tenant's flood shares each pass with every other tenant's rows.
+#[tokio::test]
+async fn one_tenants_flood_shares_each_pass_with_other_tenants() {
+    use wow_runtime::deadline::SchedulerConfig;
+
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    for _ in 0..20 {
+        placed(&node, "flood").await;
+    }
+    clock.advance(1);
+    let quiet = placed(&node, "quiet").await;
+    clock.advance(MINUTE);
+    let scheduler = node.scheduler.clone().with_config(SchedulerConfig {
+        batch: 8,
+        per_tenant: 4,
+        ..SchedulerConfig::default()
+    });
+    let pass = scheduler.fire_due().await.unwrap();
+    assert_eq!(
+        pass.fired, 5,
+        "four of the flood and the quiet tenant's: {pass:?}"
+    );
+    assert_eq!(event_names(&store, &quiet).await, ["Placed", "Expired"]);
+}
+
+/// SPEC DM-6: "due" is the store's clock's, not the process's: a scheduler whose clock runs
+/// an hour ahead fires nothing early.
+#[tokio::test]
+async fn a_scheduler_whose_clock_runs_ahead_fires_nothing_early() {
+    let store_clock = Arc::new(ManualClock::at(T0));
+    let store = Arc::new(InMemoryEventStore::new().with_clock(store_clock.clone()));
+    let skewed = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &skewed);
+    let hold = placed(&node, "t1").await;
+    skewed.advance(60 * MINUTE);
+    let scheduler = node.scheduler.clone().judged_by_store_clock();
+    assert_eq!(scheduler.fire_due().await.unwrap(), FirePass::default());
+    assert_eq!(event_names(&store, &hold).await, ["Placed"]);
+    store_clock.advance(MINUTE);
+    assert_eq!(scheduler.fire_due().await.unwrap().fired, 1);
+    assert_eq!(event_names(&store, &hold).await, ["Placed", "Expired"]);
 }

@@ -115,7 +115,9 @@ impl ServiceBuilder {
                 "caught up"
             );
         }
-        let compensation = pipeline.compensation()?;
+        let compensation = pipeline
+            .compensation()?
+            .with_deadlines(stores.deadlines.clone());
         let http = settings.http_config();
         if !http.auth_tokens.is_empty() && http.operator_tokens.is_empty() {
             tracing::warn!(

@@ -398,6 +398,7 @@ pub async fn a_failed_firing_waits_without_holding_up_later_rows(store: Store) {
             "expire",
             &expiry.request_id,
             Some(Duration::from_secs(3_600)),
+            None,
         )
         .await
         .expect("retry_later answers");
@@ -408,13 +409,20 @@ pub async fn a_failed_firing_waits_without_holding_up_later_rows(store: Store) {
             "expire",
             &expiry.request_id,
             Some(Duration::from_secs(3_600)),
+            None,
         )
         .await
         .expect("retry_later answers");
     assert_eq!(attempts, Some(2));
     assert_eq!(
         store
-            .retry_later(&stuck, "expire", "deadline/expire/9", Some(Duration::ZERO))
+            .retry_later(
+                &stuck,
+                "expire",
+                "deadline/expire/9",
+                Some(Duration::ZERO),
+                None
+            )
             .await
             .expect("retry_later answers"),
         None,
@@ -443,7 +451,7 @@ pub async fn a_held_row_waits_for_a_re_fire(store: Store) {
     let expiry = row(&order, "expire", 1_000, 1);
     append(&store, &order, 1, &schedule(expiry.clone())).await;
     store
-        .retry_later(&order, "expire", &expiry.request_id, None)
+        .retry_later(&order, "expire", &expiry.request_id, None, None)
         .await
         .expect("retry_later answers");
     let pending = store.pending_for(&order).await.expect("pending reads");
@@ -477,7 +485,7 @@ pub async fn scheduling_again_starts_the_attempts_again(store: Store) {
     let first = row(&order, "expire", 1_000, 1);
     append(&store, &order, 1, &schedule(first.clone())).await;
     store
-        .retry_later(&order, "expire", &first.request_id, None)
+        .retry_later(&order, "expire", &first.request_id, None, None)
         .await
         .expect("retry_later answers");
     let again = row(&order, "expire", 5_000, 2);

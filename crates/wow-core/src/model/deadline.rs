@@ -317,7 +317,7 @@ pub fn share_across_tenants(
     });
     ranked.truncate(limit);
     let mut rows: Vec<PendingDeadline> = ranked.into_iter().map(|(_, row)| row).collect();
-    rows.sort_by(|a, b| a.fire_at.cmp(&b.fire_at));
+    rows.sort_by_key(|row| row.fire_at);
     rows
 }
 

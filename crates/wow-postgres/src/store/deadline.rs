@@ -69,9 +69,10 @@ const SCHEDULE: &str = concat!(
 const NOW: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
 
 /// One failed firing more of the row of owner (`$1`, `$2`, `$3`) named `$4` while it carries
-/// request id `$5`: due again `$6` ms from the server's now, or held when `$6` is NULL.
+/// request id `$5`: due again `$6` ms from `$7` (the server's now when NULL), or held when
+/// `$6` is NULL.
 const RETRY: &str = "UPDATE deadline SET attempts = attempts + 1,
-        fire_at = COALESCE((extract(epoch FROM clock_timestamp()) * 1000)::BIGINT + $6, 9223372036854775807)
+        fire_at = COALESCE(COALESCE($7::BIGINT, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT) + $6::BIGINT, 9223372036854775807)
     WHERE tenant_id = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND name = $4 AND request_id = $5
     RETURNING attempts";
 
@@ -354,6 +355,7 @@ impl DeadlineStore for PostgresStore {
         name: &str,
         request_id: &str,
         after: Option<std::time::Duration>,
+        from: Option<i64>,
     ) -> Result<Option<u32>, EventStoreError> {
         let client = self.client().await?;
         let statement = client.prepare_cached(RETRY).await.map_err(store_error)?;
@@ -369,6 +371,7 @@ impl DeadlineStore for PostgresStore {
                     &name,
                     &request_id,
                     &after,
+                    &from,
                 ],
             )
             .await

@@ -135,8 +135,11 @@ impl DeadlineStore for TestStore {
         name: &str,
         request_id: &str,
         after: Option<std::time::Duration>,
+        from: Option<i64>,
     ) -> Result<Option<u32>, EventStoreError> {
-        self.store.retry_later(owner, name, request_id, after).await
+        self.store
+            .retry_later(owner, name, request_id, after, from)
+            .await
     }
 
     async fn fire_now(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {

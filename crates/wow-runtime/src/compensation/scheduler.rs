@@ -3,12 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::deadline::DEADLINE_SCHEDULER;
 use crate::event::EventDispatcher;
 use crate::eventsourcing::{load_aggregate, LoadError};
 use wow_core::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use wow_core::compensation::{
     CompensationStore, ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR,
 };
+use wow_core::deadline::DeadlineStore;
 use wow_core::event::{ConsumerError, ConsumerStoreError};
 use wow_core::eventsourcing::{EventStore, EventStoreError, SnapshotStore};
 
@@ -67,6 +69,7 @@ pub struct CompensationScheduler {
     store: Arc<dyn EventStore>,
     failures: Arc<dyn CompensationStore>,
     aggregates: Option<Aggregates>,
+    deadlines: Option<Arc<dyn DeadlineStore>>,
 }
 
 /// What retrying a quarantine takes: the aggregates, their snapshots and the registry to lift.
@@ -92,7 +95,17 @@ impl CompensationScheduler {
             store,
             failures,
             aggregates: None,
+            deadlines: None,
         })
+    }
+
+    /// Retries the records of held deadlines ([`DEADLINE_SCHEDULER`], SPEC DM-6) by making
+    /// the row in `deadlines` due again: the deadline scheduler then fires it as any due row,
+    /// and a record whose row is gone (cancelled, or fired since) succeeds with nothing to do.
+    /// Without it such records cannot be retried ([`CompensationError::UnknownConsumer`]).
+    pub fn with_deadlines(mut self, deadlines: Arc<dyn DeadlineStore>) -> Self {
+        self.deadlines = Some(deadlines);
+        self
     }
 
     /// Retries the records of quarantined aggregates ([`AGGREGATE_PROCESSOR`]) by loading the
@@ -179,6 +192,9 @@ impl CompensationScheduler {
         if record.consumer == AGGREGATE_PROCESSOR {
             return self.reload(record).await;
         }
+        if record.consumer == DEADLINE_SCHEDULER {
+            return self.re_fire(record).await;
+        }
         let consumer = self
             .dispatcher
             .consumer(&record.consumer)
@@ -206,6 +222,33 @@ impl CompensationScheduler {
             if let Some(after) = self.failures.mark_succeeded(&record.id, now).await? {
                 return Ok(after);
             }
+        }
+        self.failures
+            .get(&record.id)
+            .await?
+            .ok_or(CompensationError::NotFound(record.id))
+    }
+
+    /// Retries a held deadline (SPEC DM-6): its row, if it is still there, is due again now
+    /// and the record succeeded (a firing that fails again holds it again and records anew).
+    async fn re_fire(&self, record: ExecutionFailed) -> Result<ExecutionFailed, CompensationError> {
+        let deadlines = self
+            .deadlines
+            .as_ref()
+            .ok_or_else(|| CompensationError::UnknownConsumer(record.consumer.clone()))?;
+        let name = record.event_ids.first().cloned().unwrap_or_default();
+        let pending = deadlines
+            .pending_for(&record.aggregate_id)
+            .await?
+            .into_iter()
+            .any(|row| row.schedule.name == name && row.schedule.request_id == record.stream_id);
+        if pending {
+            deadlines.fire_now(&record.aggregate_id, &name).await?;
+        }
+        tracing::info!(id = record.id, owner = %record.aggregate_id, deadline = name, pending, "retrying a held deadline: due again now");
+        let now = self.dispatcher.clock().now_millis();
+        if let Some(after) = self.failures.mark_succeeded(&record.id, now).await? {
+            return Ok(after);
         }
         self.failures
             .get(&record.id)

@@ -1,5 +1,9 @@
-//! Deadlines (SPEC DM-2): the scheduler that fires due scheduled commands through the gateway.
+//! Deadlines (SPEC DM-2, DM-6): the scheduler that fires due scheduled commands through the
+//! gateway.
 
 mod scheduler;
 
-pub use scheduler::{DeadlineScheduler, FirePass, OwnsDeadline, SchedulerConfig, DEADLINE_HEADER};
+pub use scheduler::{
+    DeadlinePartitions, DeadlineScheduler, FirePass, SchedulerConfig, DEADLINE_HEADER,
+    DEADLINE_OWNER_HEADER, DEADLINE_SCHEDULER,
+};

@@ -31,11 +31,12 @@ use wow_runtime::pipeline::{LocalPipeline, LocalPipelineBuilder};
 
 use ownership::hold_partitions;
 use status::Status;
+use wow_core::deadline::PartitionFilter;
 use wow_nats::{
     ensure_command_stream, partition_of, LeaseConfig, NatsCommandBus, NatsConfig, NatsError,
     NatsWaitNotifier, OwnedPartitions, PartitionConsumer, PartitionLeases, WaitSignals,
 };
-use wow_runtime::deadline::OwnsDeadline;
+use wow_runtime::deadline::DeadlinePartitions;
 
 use crate::settings::{Role, Settings};
 
@@ -199,16 +200,19 @@ impl Distribution {
     /// Whether this processor fires a deadline (SPEC DM-2): it does for the owners in the
     /// partitions it holds at that moment, so a partition's move hands its deadlines over
     /// with it. `None` for a gateway, which fires none.
-    pub(crate) fn deadline_owner(&self) -> Option<OwnsDeadline> {
+    ///
+    /// The scheduler reads only these partitions' rows (SPEC DM-6): another processor's
+    /// backlog never stands before this one's rows.
+    pub(crate) fn deadline_owner(&self) -> Option<DeadlinePartitions> {
         self.notifier.as_ref()?;
         let owned = self.owned.clone();
         let count = self.config.partitions;
-        Some(Arc::new(move |owner: &AggregateId| {
-            let partition = partition_of(&owner.tenant_id, &owner.aggregate_name, &owner.id, count);
-            owned
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains(&partition)
+        Some(Arc::new(move || {
+            let owned = owned.lock().unwrap_or_else(|p| p.into_inner());
+            Some(PartitionFilter {
+                count,
+                owned: owned.iter().copied().collect(),
+            })
         }))
     }
 

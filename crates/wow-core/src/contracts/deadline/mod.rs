@@ -41,15 +41,17 @@ pub trait DeadlineStore: Send + Sync + std::fmt::Debug {
     async fn now(&self) -> Result<i64, EventStoreError>;
 
     /// Records a failed firing of `owner`'s row `name`, if it still carries `request_id`:
-    /// one attempt more, and due again `after` from the store's now, or held (no longer fired
-    /// by the scheduler, see [`HELD`](crate::deadline::HELD)) when `after` is `None`. The
-    /// row's attempts after it, or `None` when the row is gone or was scheduled again since.
+    /// one attempt more, and due again `after` from `from` (the store's now when `None`, as
+    /// when the scheduler judges "due" by the store's clock), or held (no longer fired by the
+    /// scheduler, see [`HELD`](crate::deadline::HELD)) when `after` is `None`. The row's
+    /// attempts after it, or `None` when the row is gone or was scheduled again since.
     async fn retry_later(
         &self,
         owner: &AggregateId,
         name: &str,
         request_id: &str,
         after: Option<std::time::Duration>,
+        from: Option<i64>,
     ) -> Result<Option<u32>, EventStoreError>;
 
     /// Makes `owner`'s row `name` due at the store's now, whatever its retry time, and lifts

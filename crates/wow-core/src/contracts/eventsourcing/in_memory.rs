@@ -642,11 +642,11 @@ impl DeadlineStore for InMemoryEventStore {
         name: &str,
         request_id: &str,
         after: Option<std::time::Duration>,
+        from: Option<i64>,
     ) -> Result<Option<u32>, EventStoreError> {
         let fire_at = match after {
-            Some(after) => self
-                .clock
-                .now_millis()
+            Some(after) => from
+                .unwrap_or_else(|| self.clock.now_millis())
                 .saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX))
                 .min(HELD - 1),
             None => HELD,
