@@ -22,7 +22,7 @@ pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("wow-replayed");
 ///
 /// A replayed rejection (SPEC ID-6) carries its original code, so it gets the status of the
 /// original answer: 422 for a business rule, 404 `NotFound`, 409 `DuplicateAggregateId`,
-/// `DuplicateKey` or `CommandExpectVersionConflict`.
+/// `DuplicateKey`, `DeadlineNotPending` or `CommandExpectVersionConflict`.
 pub fn status_for(code: &ErrorCode) -> StatusCode {
     match code {
         ErrorCode::Ok => StatusCode::OK,
@@ -35,6 +35,7 @@ pub fn status_for(code: &ErrorCode) -> StatusCode {
         | ErrorCode::DuplicateAggregateId
         | ErrorCode::CommandExpectVersionConflict
         | ErrorCode::DuplicateKey
+        | ErrorCode::DeadlineNotPending
         | ErrorCode::RequestIdReused => StatusCode::CONFLICT,
         ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
         ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
