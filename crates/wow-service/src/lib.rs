@@ -43,6 +43,7 @@
 //! service through this crate.
 
 mod args;
+mod build_check;
 mod builder;
 mod distributed;
 mod error;
@@ -54,6 +55,7 @@ mod store;
 mod view_route;
 
 pub use args::ServeArgs;
+pub use build_check::{OverflowChecks, UncheckedCrate};
 pub use builder::{Service, ServiceBuilder, ServiceContext};
 pub use error::ServiceError;
 pub use read_route::ReadRequest;
