@@ -82,7 +82,7 @@ impl fmt::Display for UncheckedCrate {
         match self.aggregates.as_slice() {
             [] => write!(
                 f,
-                " (wow-rs's own; the views, sagas and consumers are built alike)"
+                " (the framework's, and with it the views, sagas and consumers)"
             )?,
             [one] => write!(f, " (aggregate `{one}`)")?,
             many => write!(f, " (aggregates `{}`)", many.join("`, `"))?,
@@ -97,14 +97,11 @@ impl fmt::Display for UncheckedCrate {
 
 /// Every crate of `measured` (each registered aggregate's name and what its command enum
 /// measured, `None` for an unmeasured one) and wow-core, once per package, that does not hold
-/// PX-1: first wow-core, then the aggregates' crates in the order first registered.
+/// PX-1: the aggregates' crates in the order first registered, then wow-core.
 pub(crate) fn unchecked_crates(
     measured: &[(&'static str, Option<CrateBuild>)],
 ) -> Vec<UncheckedCrate> {
-    let mut crates = vec![UncheckedCrate {
-        build: CrateBuild::of_wow_core(),
-        aggregates: Vec::new(),
-    }];
+    let mut crates: Vec<UncheckedCrate> = Vec::new();
     for (aggregate, build) in measured {
         let Some(build) = build else { continue };
         match crates.iter_mut().find(|known| known.build == *build) {
@@ -114,6 +111,13 @@ pub(crate) fn unchecked_crates(
                 aggregates: vec![aggregate],
             }),
         }
+    }
+    let framework = CrateBuild::of_wow_core();
+    if !crates.iter().any(|known| known.build == framework) {
+        crates.push(UncheckedCrate {
+            build: framework,
+            aggregates: Vec::new(),
+        });
     }
     crates.retain(|known| !known.build.is_checked());
     crates
