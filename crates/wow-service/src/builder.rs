@@ -85,8 +85,11 @@ pub struct ServiceBuilder {
     pub(crate) needs: Vec<(&'static str, ServiceNeed)>,
     /// Each registered aggregate's name and how to measure its crate's build (its command
     /// enum's [`CommandBody::crate_build`]), checked at start (SPEC PX-1).
-    pub(crate) builds: Vec<(&'static str, fn() -> Option<CrateBuild>)>,
+    pub(crate) builds: Vec<(&'static str, MeasureBuild)>,
 }
+
+/// Measures how an aggregate's crate was built ([`CommandBody::crate_build`]).
+pub(crate) type MeasureBuild = fn() -> Option<CrateBuild>;
 
 /// What the start tells of its catch-up: the consumer's name and how far it is.
 pub(crate) type CatchUpReport = Box<dyn FnMut(&str, &CatchUpProgress) + Send>;

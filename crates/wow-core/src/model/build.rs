@@ -181,4 +181,18 @@ mod tests {
         assert_eq!(build.overflow_checks, Some(true));
         assert_eq!(CrateBuild::of_wow_core(), build);
     }
+
+    #[test]
+    fn the_command_derive_measures_the_crate_that_declares_the_enum() {
+        use crate::command::CommandBody;
+        use crate::testing_example::CounterCommand;
+        assert_eq!(
+            CounterCommand::crate_build(),
+            Some(CrateBuild {
+                package: "wow-core",
+                overflow_checks: Some(true),
+                panic_unwinds: true,
+            })
+        );
+    }
 }
