@@ -78,6 +78,14 @@ pub mod aggregate {
     pub use crate::model::services::{Refusal, ServiceFailure, ServiceNeed, Services};
 }
 
+pub mod build {
+    //! How a crate was compiled, measured from code compiled in it (SPEC PX-1): whether an
+    //! arithmetic overflow there panics, as PX-1 needs, or wraps silently, as Cargo's
+    //! default release profile has it. The service refuses to start on a crate that wraps.
+    //! See [`CrateBuild`] and [`crate_build!`](crate::crate_build).
+    pub use crate::model::build::CrateBuild;
+}
+
 pub mod command {
     //! Commands: the message, its kind and stages, results, and the bus that carries them to
     //! a processing node. The gateway, waiting and the node itself are `wow-runtime`'s.

@@ -605,7 +605,8 @@ fn health() -> Value {
                 "status": {"type": "string", "enum": ["UP"]},
                 "details": {"type": "object", "required": ["quarantinedCount", "quarantined"], "properties": {
                     "quarantinedCount": {"type": "integer", "minimum": 0},
-                    "quarantined": {"type": "array", "items": quarantined}}}}}}}}},
+                    "quarantined": {"type": "array", "items": quarantined},
+                    "warnings": {"type": "array", "items": {"type": "string"}, "description": "What the service warned of at start (a crate built so that overflows wrap, started with WOW_OVERFLOW_CHECKS=warn); absent when none"}}}}}}}}},
     }})
 }
 

@@ -158,10 +158,14 @@ impl CommandContext<'_> {
 /// rebuilds its state.
 ///
 /// Neither should panic, but a panic or an arithmetic overflow in either is contained (SPEC
-/// PX-1; release builds check overflows too): a panicking `handle` fails that one command
-/// with `InternalServerError` and records nothing; a panicking `apply` quarantines the
-/// aggregate (see [`QuarantinedAggregates`](crate::domain::aggregate::QuarantinedAggregates)). Use checked
-/// arithmetic and a typed rejection for what input can provoke.
+/// PX-1): a panicking `handle` fails that one command with `InternalServerError` and records
+/// nothing; a panicking `apply` quarantines the aggregate (see
+/// [`QuarantinedAggregates`](crate::domain::aggregate::QuarantinedAggregates)). Use checked
+/// arithmetic and a typed rejection for what input can provoke. An overflow panics only where
+/// the crate is built with overflow checks: a release build needs `[profile.release]
+/// overflow-checks = true` in the workspace's `Cargo.toml`, and the service refuses to start
+/// without it (it measures the crate through the command enum,
+/// [`CommandBody::crate_build`](crate::command::CommandBody::crate_build)).
 ///
 /// ```
 #[doc = include_str!("../../counter_example.rs")]
