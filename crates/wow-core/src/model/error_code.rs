@@ -59,11 +59,15 @@ pub enum ErrorCode {
     /// A service the handler consulted failed or did not answer in time (SPEC DM-3; HTTP
     /// 503). Not a decision: nothing was recorded, and the resend decides again.
     ServiceFailed,
+    /// A delete or recover of an aggregate whose type allows neither
+    /// ([`Lifecycle::Disabled`](crate::model::aggregate::Lifecycle::Disabled), SPEC DM-6;
+    /// HTTP 405). Not a decision: nothing was recorded.
+    LifecycleDisabled,
     /// A business rule of a domain, named by the domain.
     Domain(Cow<'static, str>),
 }
 
-const FRAMEWORK_CODES: [ErrorCode; 21] = [
+const FRAMEWORK_CODES: [ErrorCode; 22] = [
     ErrorCode::Ok,
     ErrorCode::NotFound,
     ErrorCode::BadRequest,
@@ -85,6 +89,7 @@ const FRAMEWORK_CODES: [ErrorCode; 21] = [
     ErrorCode::QueryTimeout,
     ErrorCode::DuplicateKey,
     ErrorCode::ServiceFailed,
+    ErrorCode::LifecycleDisabled,
 ];
 
 impl ErrorCode {
@@ -117,6 +122,7 @@ impl ErrorCode {
             ErrorCode::QueryTimeout => "QueryTimeout",
             ErrorCode::DuplicateKey => "DuplicateKey",
             ErrorCode::ServiceFailed => "ServiceFailed",
+            ErrorCode::LifecycleDisabled => "LifecycleDisabled",
             ErrorCode::Domain(code) => code,
         }
     }
