@@ -72,8 +72,8 @@ pub mod aggregate {
     pub use crate::model::aggregate::{
         check_access, check_command, is_lifecycle_command, is_lifecycle_event, state_schema_of,
         AccessRefused, Aggregate, AggregateError, AggregateScope, AggregateState, CommandContext,
-        DecodeDomainError, DomainError, AGGREGATE_DELETED, AGGREGATE_RECOVERED, DELETE_AGGREGATE,
-        LIFECYCLE_REVISION, RECOVER_AGGREGATE,
+        DecodeDomainError, DomainError, Lifecycle, LifecycleEvent, AGGREGATE_DELETED,
+        AGGREGATE_RECOVERED, DELETE_AGGREGATE, LIFECYCLE_REVISION, RECOVER_AGGREGATE,
     };
     pub use crate::model::services::{Refusal, ServiceFailure, ServiceNeed, Services};
 }

@@ -63,11 +63,15 @@ pub enum ErrorCode {
     /// cancelled the deadline before the command was decided (SPEC DM-6; HTTP 409). Recorded
     /// as the decision: nothing was appended, and the handler never ran.
     DeadlineNotPending,
+    /// A delete or recover of an aggregate whose type allows neither
+    /// ([`Lifecycle::Disabled`](crate::model::aggregate::Lifecycle::Disabled), SPEC DM-6;
+    /// HTTP 405). Not a decision: nothing was recorded.
+    LifecycleDisabled,
     /// A business rule of a domain, named by the domain.
     Domain(Cow<'static, str>),
 }
 
-const FRAMEWORK_CODES: [ErrorCode; 22] = [
+const FRAMEWORK_CODES: [ErrorCode; 23] = [
     ErrorCode::Ok,
     ErrorCode::NotFound,
     ErrorCode::BadRequest,
@@ -90,6 +94,7 @@ const FRAMEWORK_CODES: [ErrorCode; 22] = [
     ErrorCode::DuplicateKey,
     ErrorCode::ServiceFailed,
     ErrorCode::DeadlineNotPending,
+    ErrorCode::LifecycleDisabled,
 ];
 
 impl ErrorCode {
@@ -123,6 +128,7 @@ impl ErrorCode {
             ErrorCode::DuplicateKey => "DuplicateKey",
             ErrorCode::ServiceFailed => "ServiceFailed",
             ErrorCode::DeadlineNotPending => "DeadlineNotPending",
+            ErrorCode::LifecycleDisabled => "LifecycleDisabled",
             ErrorCode::Domain(code) => code,
         }
     }
