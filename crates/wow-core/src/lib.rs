@@ -72,10 +72,18 @@ pub mod aggregate {
     pub use crate::model::aggregate::{
         check_access, check_command, is_lifecycle_command, is_lifecycle_event, state_schema_of,
         AccessRefused, Aggregate, AggregateError, AggregateScope, AggregateState, CommandContext,
-        DecodeDomainError, DomainError, AGGREGATE_DELETED, AGGREGATE_RECOVERED, DELETE_AGGREGATE,
-        LIFECYCLE_REVISION, RECOVER_AGGREGATE,
+        DecodeDomainError, DomainError, Lifecycle, LifecycleEvent, AGGREGATE_DELETED,
+        AGGREGATE_RECOVERED, DELETE_AGGREGATE, LIFECYCLE_REVISION, RECOVER_AGGREGATE,
     };
     pub use crate::model::services::{Refusal, ServiceFailure, ServiceNeed, Services};
+}
+
+pub mod build {
+    //! How a crate was compiled, measured from code compiled in it (SPEC PX-1): whether an
+    //! arithmetic overflow there panics, as PX-1 needs, or wraps silently, as Cargo's
+    //! default release profile has it. The service refuses to start on a crate that wraps.
+    //! See [`CrateBuild`] and [`crate_build!`](crate::crate_build).
+    pub use crate::model::build::CrateBuild;
 }
 
 pub mod command {

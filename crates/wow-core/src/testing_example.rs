@@ -1,5 +1,7 @@
-//! A complete small aggregate, for the examples of the docs and the crate's tests: the counter
-//! of the `Aggregate` documentation, and the same counter after a rename.
+//! Complete small aggregates, for the examples of the docs and the tests of every crate: the
+//! counter of the `Aggregate` documentation and the same counter after a rename; a member
+//! whose handle is a unique key; a hold that expires by a deadline; a booking that holds a
+//! slot (a key) and expires (a deadline), as its delete and recover must keep them.
 
 include!("counter_example.rs");
 
@@ -231,6 +233,160 @@ impl Aggregate for Hold {
                 .filter(|_| pending)
                 .map(|at| {
                     wow_core::deadline::Deadline::new("expire", at, HoldCommand::Expire(Nothing {}))
+                })
+                .into_iter()
+                .collect(),
+        )
+    }
+}
+
+/// A booking of a slot, as the issue of SPEC DM-6 met it: holding a slot claims it (key space
+/// `slot`, SPEC DM-1) and schedules the hold's expiry (`expire`, SPEC DM-2); confirming it
+/// cancels the expiry and keeps the slot; an expired booking gives the slot up. Deleting the
+/// booking releases the slot and suspends the expiry; recovering it takes both back.
+#[derive(Debug)]
+pub struct Booking;
+
+/// Where a booking stands.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BookingStatus {
+    /// Not held yet.
+    #[default]
+    New,
+    /// Held, expiring at its time unless confirmed.
+    Held,
+    /// Confirmed: it keeps its slot.
+    Confirmed,
+    /// Expired: its slot is free.
+    Expired,
+}
+
+/// The booking's state.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BookingState {
+    /// The slot it holds or held.
+    pub slot: Option<String>,
+    /// Where it stands.
+    pub status: BookingStatus,
+    /// When a held booking expires.
+    pub expires_at: Option<i64>,
+}
+
+/// Which slot to hold, and for how long.
+#[derive(
+    Debug, Clone, PartialEq, Serialize, Deserialize, validator::Validate, schemars::JsonSchema,
+)]
+pub struct HoldSlot {
+    /// The slot.
+    #[validate(length(min = 1))]
+    pub slot: String,
+    /// Minutes until the hold expires unless confirmed.
+    #[validate(range(min = 1))]
+    pub minutes: u32,
+}
+
+/// The booking's commands.
+#[derive(Debug, Clone, PartialEq, Command)]
+pub enum BookingCommand {
+    /// Holds the slot.
+    #[command(create, validate)]
+    Hold(HoldSlot),
+    /// Confirms the hold: it no longer expires.
+    Confirm(Nothing),
+    /// Expires the hold; sent by its deadline.
+    Expire(Nothing),
+}
+
+/// A slot held until a time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotHeld {
+    /// The slot.
+    pub slot: String,
+    /// When the hold expires unless confirmed, in milliseconds since the Unix epoch.
+    pub expires_at: i64,
+}
+
+/// The booking's events.
+#[derive(Debug, Clone, PartialEq, Event)]
+pub enum BookingEvent {
+    /// The slot is held.
+    Held(SlotHeld),
+    /// The hold is confirmed.
+    Confirmed(Nothing),
+    /// The hold expired.
+    Expired(Nothing),
+}
+
+/// The booking's business rules.
+#[derive(Debug, thiserror::Error, DomainError)]
+pub enum BookingError {
+    /// Only a held booking is confirmed or expires.
+    #[error("the booking is not held")]
+    NotHeld,
+}
+
+impl Aggregate for Booking {
+    const CONTEXT_NAME: &'static str = "demo";
+    const AGGREGATE_NAME: &'static str = "booking";
+    type State = BookingState;
+    type Command = BookingCommand;
+    type Event = BookingEvent;
+    type Error = BookingError;
+
+    fn handle(
+        state: &BookingState,
+        command: BookingCommand,
+        ctx: &CommandContext<'_>,
+    ) -> Result<Vec<BookingEvent>, BookingError> {
+        let held = state.status == BookingStatus::Held;
+        match command {
+            BookingCommand::Hold(hold) => Ok(vec![BookingEvent::Held(SlotHeld {
+                slot: hold.slot,
+                expires_at: ctx.now.saturating_add(i64::from(hold.minutes) * 60_000),
+            })]),
+            BookingCommand::Confirm(_) if held => Ok(vec![BookingEvent::Confirmed(Nothing {})]),
+            BookingCommand::Expire(_) if held => Ok(vec![BookingEvent::Expired(Nothing {})]),
+            BookingCommand::Confirm(_) | BookingCommand::Expire(_) => Err(BookingError::NotHeld),
+        }
+    }
+
+    fn apply(state: &mut BookingState, event: &BookingEvent) {
+        match event {
+            BookingEvent::Held(held) => {
+                state.slot = Some(held.slot.clone());
+                state.expires_at = Some(held.expires_at);
+                state.status = BookingStatus::Held;
+            }
+            BookingEvent::Confirmed(_) => state.status = BookingStatus::Confirmed,
+            BookingEvent::Expired(_) => state.status = BookingStatus::Expired,
+        }
+    }
+
+    fn unique_keys(state: &BookingState) -> Option<Vec<wow_core::unique_key::UniqueKey>> {
+        let holds = matches!(state.status, BookingStatus::Held | BookingStatus::Confirmed);
+        Some(
+            state
+                .slot
+                .iter()
+                .filter(|_| holds)
+                .map(|slot| wow_core::unique_key::UniqueKey::new("slot", slot.clone()))
+                .collect(),
+        )
+    }
+
+    fn deadlines(
+        state: &BookingState,
+    ) -> Option<Vec<wow_core::deadline::Deadline<BookingCommand>>> {
+        Some(
+            state
+                .expires_at
+                .filter(|_| state.status == BookingStatus::Held)
+                .map(|at| {
+                    wow_core::deadline::Deadline::new(
+                        "expire",
+                        at,
+                        BookingCommand::Expire(Nothing {}),
+                    )
                 })
                 .into_iter()
                 .collect(),

@@ -38,16 +38,22 @@ pub enum NoTenant {
 /// of an aggregate id (the default tenant's own name aside).
 pub(crate) fn tenant(config: &HttpConfig, headers: &HeaderMap) -> Result<Tenant, NoTenant> {
     if config.auth_tokens.is_empty() {
-        let Some(named) = headers.get(headers::TENANT_ID) else {
-            return Ok(Tenant(DEFAULT_TENANT_ID.to_owned()));
-        };
-        let named = named
-            .to_str()
-            .map_err(|_| NoTenant::Invalid("may hold only A-Z a-z 0-9 . _ : -"))?;
-        let named = TenantId::parse(named).map_err(NoTenant::Invalid)?;
-        return Ok(Tenant(named.into_string()));
+        return named_tenant(headers);
     }
     binding(config, headers).map(|binding| Tenant(binding.tenant.clone()))
+}
+
+/// The tenant `Command-Tenant-Id` names, else the default tenant, whatever the token: how a
+/// caller with no token's tenant (auth off, or an operator) names the one it acts in.
+pub(crate) fn named_tenant(headers: &HeaderMap) -> Result<Tenant, NoTenant> {
+    let Some(named) = headers.get(headers::TENANT_ID) else {
+        return Ok(Tenant(DEFAULT_TENANT_ID.to_owned()));
+    };
+    let named = named
+        .to_str()
+        .map_err(|_| NoTenant::Invalid("may hold only A-Z a-z 0-9 . _ : -"))?;
+    let named = TenantId::parse(named).map_err(NoTenant::Invalid)?;
+    Ok(Tenant(named.into_string()))
 }
 
 /// The binding of the request's bearer token (auth on).

@@ -12,9 +12,10 @@ mod stream;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::handler::Handler;
-use axum::http::Method;
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use wow_core::command::CommandKind;
+use wow_core::ErrorCode;
 
 use crate::error::ApiError;
 use crate::state::HttpState;
@@ -42,7 +43,10 @@ async fn create(
 }
 
 /// `DELETE /{aggregate}/{id}`: Wow's soft delete. The aggregate keeps its history and refuses
-/// every command but `recover` (410 `IllegalAccessDeletedAggregate`).
+/// every command but `recover` (410 `IllegalAccessDeletedAggregate`); its keys are released
+/// and its deadlines cancelled with the delete's stream (SPEC DM-6). Who may send it is the
+/// aggregate's [`Lifecycle`](wow_core::aggregate::Lifecycle): any caller (`Public`), an
+/// operator token (`Operator`), no caller (`Internal`: 404), no one (`Disabled`: 405).
 async fn delete(
     State(state): State<HttpState>,
     command: CommandTo<Delete>,
@@ -52,7 +56,9 @@ async fn delete(
 }
 
 /// `PUT /{aggregate}/{id}/recover`: undoes a soft delete; an aggregate that is not deleted
-/// refuses it (`IllegalState`).
+/// refuses it (`IllegalState`). Its keys are claimed again (409 `DuplicateKey` when another
+/// aggregate took one meanwhile) and its deadlines scheduled again (SPEC DM-6). Who may send
+/// it is the aggregate's [`Lifecycle`](wow_core::aggregate::Lifecycle), as for the delete.
 async fn recover(
     State(state): State<HttpState>,
     command: CommandTo<Recover>,
@@ -94,9 +100,35 @@ pub(crate) async fn two_segments(
 ) -> Result<Response, ApiError> {
     match method {
         Method::POST => Ok(create.call(request, state).await),
-        Method::DELETE => Ok(delete.call(request, state).await),
+        Method::DELETE if !disabled(&state, &aggregate) => Ok(delete.call(request, state).await),
         _ => Err(not_answered(&state, &method, &aggregate, &segment)),
     }
+}
+
+/// Whether `aggregate` is one whose domain disables delete and recover (SPEC DM-6): its
+/// routes do not answer `DELETE` and `PUT …/recover`.
+fn disabled(state: &HttpState, aggregate: &str) -> bool {
+    state
+        .registry()
+        .get(aggregate)
+        .is_some_and(|runtime| !runtime.lifecycle().allowed())
+}
+
+/// 405 `LifecycleDisabled` for the soft delete or recover of an aggregate whose domain
+/// disables both, listing in `Allow` what its path answers instead (`POST` of a create of
+/// that name, or nothing).
+fn lifecycle_disabled(
+    method: &Method,
+    path: &str,
+    aggregate: &str,
+    allow: &'static str,
+) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        ErrorCode::LifecycleDisabled,
+        format!("{path} does not answer {method}: aggregate `{aggregate}` cannot be deleted or recovered, its domain disables both"),
+    )
+    .with_allow(allow)
 }
 
 /// Why `/{aggregate}/{segment}` does not answer `method`: 404 for a path of no aggregate
@@ -112,6 +144,13 @@ fn not_answered(state: &HttpState, method: &Method, aggregate: &str, segment: &s
             && !c.internal
             && matches!(c.kind, CommandKind::Create | CommandKind::AllowCreate)
     });
+    if disabled(state, aggregate) {
+        let allow = if is_create { "POST" } else { "" };
+        if method == Method::DELETE {
+            return lifecycle_disabled(method, &path, aggregate, allow);
+        }
+        return ApiError::method_not_allowed(method, &path).with_allow(allow);
+    }
     let allow = if is_create { "POST" } else { "DELETE" };
     ApiError::method_not_allowed(method, &path).with_allow(allow)
 }
@@ -130,7 +169,13 @@ pub(crate) async fn three_segments(
     match method {
         Method::POST => Ok(send.call(request, state).await),
         _ if !known => Err(ApiError::no_route(&method, &path())),
+        Method::PUT if recovers && disabled(&state, &aggregate) => {
+            Err(lifecycle_disabled(&method, &path(), &aggregate, "POST"))
+        }
         Method::PUT if recovers => Ok(recover.call(request, state).await),
+        _ if recovers && disabled(&state, &aggregate) => {
+            Err(ApiError::method_not_allowed(&method, &path()).with_allow("POST"))
+        }
         _ if recovers => Err(ApiError::method_not_allowed(&method, &path()).with_allow("PUT")),
         _ => Err(ApiError::method_not_allowed(&method, &path()).with_allow("POST")),
     }

@@ -204,7 +204,7 @@ fn aggregate_paths(
     let state_answer = state["get"]["responses"]["200"].clone();
     queries::time_travel_paths(aggregate, paths, &state_answer);
     queries::query_paths(context, aggregate, paths);
-    operations::lifecycle_paths(context, aggregate, config, paths);
+    operations::lifecycle_paths(context, aggregate, runtime.lifecycle(), config, paths);
 }
 
 /// The components: the schemas and request bodies every operation refers to, the shared
@@ -246,7 +246,7 @@ fn security_schemes(auth: bool, operator: bool) -> Map<String, Value> {
     if operator {
         schemes.insert(
             "operator".to_owned(),
-            json!({"type": "http", "scheme": "bearer", "description": "A token of the service's operator_tokens: /metrics, /metrics.json and the operations page"}),
+            json!({"type": "http", "scheme": "bearer", "description": "A token of the service's operator_tokens: /metrics, /metrics.json, /deadlines, the operations page, and the delete and recover of an aggregate only operators may delete"}),
         );
         schemes.insert(
             "operatorCookie".to_owned(),

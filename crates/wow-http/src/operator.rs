@@ -17,7 +17,10 @@
 //! and `?token=` is ignored.
 //!
 //! The cookie is read on these routes only: no tenant's route (commands above all) takes it,
-//! so another site cannot make a browser act with it.
+//! so another site cannot make a browser act with it. The one command an operator's token
+//! reaches, the built-in delete and recover of an aggregate whose lifecycle is
+//! [`Lifecycle::Operator`](wow_core::aggregate::Lifecycle::Operator) (SPEC DM-6), takes the
+//! bearer token only ([`permits_command`]), with the same answers.
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -85,6 +88,20 @@ fn cookies(headers: &HeaderMap) -> impl Iterator<Item = &str> {
 /// Whether the request reaches an operator's route: always when the routes are not gated;
 /// else with an operator token as its bearer token or in its cookie.
 fn check(config: &HttpConfig, headers: &HeaderMap) -> Result<(), Refused> {
+    check_with(config, headers, true)
+}
+
+/// Whether the request may send an operator's command (the built-in delete and recover of an
+/// aggregate whose lifecycle is `Operator`): always when no token is configured; else with an
+/// operator token as its bearer token. The page's cookie is not read: no other site can make
+/// a browser delete with it. Refused: 401 (with `WWW-Authenticate: Bearer`) without one, 403
+/// `Forbidden` with a tenant's token, 400 with two `Authorization` headers.
+pub(crate) fn permits_command(config: &HttpConfig, headers: &HeaderMap) -> Result<(), ApiError> {
+    check_with(config, headers, false).map_err(ApiError::from)
+}
+
+/// [`check`], reading the cookie too when `cookie`.
+fn check_with(config: &HttpConfig, headers: &HeaderMap, cookie: bool) -> Result<(), Refused> {
     if !config.operator_gated() {
         return Ok(());
     }
@@ -97,7 +114,7 @@ fn check(config: &HttpConfig, headers: &HeaderMap) -> Result<(), Refused> {
         .and_then(|value| value.to_str().ok())
         .and_then(bearer_token);
     if bearer.is_some_and(|token| is_operator(config, token))
-        || cookies(headers).any(|token| is_operator(config, token))
+        || (cookie && cookies(headers).any(|token| is_operator(config, token)))
     {
         return Ok(());
     }
@@ -235,7 +252,7 @@ mod tests {
 
     use axum::http::{header, HeaderMap, HeaderValue};
 
-    use super::{check, cookie_safe, query_token, Refused};
+    use super::{check, check_with, cookie_safe, query_token, Refused};
     use crate::binding::TokenBinding;
     use crate::config::HttpConfig;
 
@@ -303,6 +320,29 @@ mod tests {
             Err(Refused::Ambiguous)
         );
         assert_eq!(check(&HttpConfig::default(), &headers(&[])), Ok(()));
+    }
+
+    #[test]
+    fn an_operators_command_takes_the_bearer_token_and_never_the_cookie() {
+        let config = config();
+        let auth = header::AUTHORIZATION;
+        let cookie = header::COOKIE;
+        assert_eq!(
+            check_with(&config, &headers(&[(auth.clone(), "Bearer op")]), false),
+            Ok(())
+        );
+        assert_eq!(
+            check_with(&config, &headers(&[(cookie, "wow-operator=op")]), false),
+            Err(Refused::Missing)
+        );
+        assert_eq!(
+            check_with(&config, &headers(&[(auth, "Bearer ta")]), false),
+            Err(Refused::TenantToken)
+        );
+        assert_eq!(
+            check_with(&HttpConfig::default(), &headers(&[]), false),
+            Ok(())
+        );
     }
 
     #[test]

@@ -42,6 +42,10 @@ pub struct QuerySide {
     /// The pending deadlines behind `/{aggregate}/{id}/deadlines` and `/deadlines` (SPEC
     /// DM-2); `None` answers those routes 404.
     pub deadlines: Option<Arc<dyn wow_core::deadline::DeadlineStore>>,
+    /// What the service warned of at start and goes on warning of, each a sentence for
+    /// operators (a crate built so that overflows wrap, SPEC PX-1): `/health` lists them in
+    /// `details.warnings`, which is absent when there are none.
+    pub warnings: Vec<String>,
 }
 
 /// This node's place in a deployment, as `/health` reports it under `details.node`.
@@ -62,6 +66,7 @@ impl QuerySide {
             node: None,
             views: None,
             deadlines: None,
+            warnings: Vec::new(),
         }
     }
 
@@ -76,6 +81,7 @@ impl QuerySide {
             node: None,
             views: None,
             deadlines: None,
+            warnings: Vec::new(),
         }
     }
 
@@ -102,6 +108,12 @@ impl QuerySide {
     /// `/deadlines`).
     pub fn with_deadlines(mut self, deadlines: Arc<dyn wow_core::deadline::DeadlineStore>) -> Self {
         self.deadlines = Some(deadlines);
+        self
+    }
+
+    /// Reports `warnings` in `/health` (`details.warnings`).
+    pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings = warnings;
         self
     }
 
@@ -204,6 +216,11 @@ impl HttpState {
     /// process.
     pub(crate) fn node_status(&self) -> Option<serde_json::Value> {
         self.inner.queries.node.as_ref().map(|node| node.status())
+    }
+
+    /// What the service warns of, for `/health`.
+    pub(crate) fn warnings(&self) -> &[String] {
+        &self.inner.queries.warnings
     }
 
     /// The aggregates the pipeline quarantined (SPEC PX-1), for `/health` and `/metrics`.

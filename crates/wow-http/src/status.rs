@@ -18,11 +18,12 @@ pub const REPLAYED_HEADER: HeaderName = HeaderName::from_static("wow-replayed");
 /// The status of a result with `code`: 200 `Ok`; 400 validation and unreadable input; 404
 /// missing aggregates and commands; 409 conflicts; 408 an expired wait; 503 an unreachable
 /// bus or store, or a query past its time budget; 429 a tenant's queries past its share; 500 internal faults; 422 a domain's business rule; 403 an aggregate of
-/// another owner or space than the caller's (SPEC TN-2).
+/// another owner or space than the caller's (SPEC TN-2); 405 a delete or recover of an
+/// aggregate whose domain disables both (SPEC DM-6).
 ///
 /// A replayed rejection (SPEC ID-6) carries its original code, so it gets the status of the
 /// original answer: 422 for a business rule, 404 `NotFound`, 409 `DuplicateAggregateId`,
-/// `DuplicateKey` or `CommandExpectVersionConflict`.
+/// `DuplicateKey`, `DeadlineNotPending` or `CommandExpectVersionConflict`.
 pub fn status_for(code: &ErrorCode) -> StatusCode {
     match code {
         ErrorCode::Ok => StatusCode::OK,
@@ -35,6 +36,7 @@ pub fn status_for(code: &ErrorCode) -> StatusCode {
         | ErrorCode::DuplicateAggregateId
         | ErrorCode::CommandExpectVersionConflict
         | ErrorCode::DuplicateKey
+        | ErrorCode::DeadlineNotPending
         | ErrorCode::RequestIdReused => StatusCode::CONFLICT,
         ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
         ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
@@ -44,6 +46,7 @@ pub fn status_for(code: &ErrorCode) -> StatusCode {
         ErrorCode::InternalServerError => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorCode::IllegalState => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::IllegalAccessDeletedAggregate => StatusCode::GONE,
+        ErrorCode::LifecycleDisabled => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::IllegalAccessOwnerAggregate | ErrorCode::IllegalAccessSpaceAggregate => {
             StatusCode::FORBIDDEN
         }

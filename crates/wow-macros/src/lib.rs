@@ -25,6 +25,10 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, Ident, LitStr, Variant};
 /// cannot turn validation off.
 /// `#[command(validate)]` is still accepted, and makes it a compile error if the payload
 /// does not implement `Validate`.
+///
+/// It also answers `CommandBody::crate_build` with `wow_core::crate_build!()`, expanded in the
+/// enum's crate: how that crate was compiled (whether an arithmetic overflow there panics or
+/// wraps), which the service checks at start (SPEC PX-1).
 #[proc_macro_derive(Command, attributes(command))]
 pub fn derive_command(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -267,6 +271,11 @@ fn expand_command(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     #(#from_body)*
                     other => ::std::result::Result::Err(::wow_core::command::BodyDecodeError::UnknownName(other.to_owned())),
                 }
+            }
+
+            // SPEC PX-1: measured here, in the domain's crate, with its own overflow checks.
+            fn crate_build() -> ::std::option::Option<::wow_core::build::CrateBuild> {
+                ::std::option::Option::Some(::wow_core::crate_build!())
             }
         }
     })

@@ -12,6 +12,14 @@ mod deadline {
     wow_tck::deadline_store_tck!(optional: super::support::fresh);
 }
 
+mod lifecycle {
+    wow_tck::lifecycle_tck!(optional: || async {
+        super::support::fresh()
+            .await
+            .map(wow_tck::lifecycle::Store::of)
+    });
+}
+
 mod snapshot_store {
     wow_tck::snapshot_store_tck!(optional: super::support::fresh);
 }

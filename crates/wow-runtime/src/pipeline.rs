@@ -111,7 +111,8 @@ impl LocalPipelineBuilder {
         self
     }
 
-    /// Keeps the deadlines sagas schedule in `deadlines` (SPEC DM-2; the store of the
+    /// Keeps the deadlines sagas schedule in `deadlines`, and has the node refuse a fired
+    /// deadline whose schedule is no longer pending there (SPEC DM-2, DM-6; the store of the
     /// pipeline's history, so a deadline an aggregate schedules and one a saga schedules
     /// are fired by one [`DeadlineScheduler`]).
     pub fn deadlines(mut self, deadlines: Arc<dyn DeadlineStore>) -> Self {
@@ -290,6 +291,7 @@ impl LocalPipelineBuilder {
             .send_timeout(self.send_timeout)
             .metrics(metrics.clone())
             .build();
+        let deadlines = self.deadlines.clone();
         let dispatcher = self.dispatcher(&notifier, &gateway);
         let node_events: Arc<dyn DomainEventBus> = match self.transport.node_events.take() {
             Some(events) => events,
@@ -317,6 +319,7 @@ impl LocalPipelineBuilder {
             time: self.time.clone(),
             services: self.services,
             decision_budget: self.decision_budget,
+            deadlines,
         };
         pipeline.restart_node();
         pipeline
@@ -481,6 +484,7 @@ pub struct LocalPipeline {
     time: TimeAndIds,
     services: Services,
     decision_budget: Duration,
+    deadlines: Option<Arc<dyn DeadlineStore>>,
 }
 
 impl LocalPipeline {
@@ -544,6 +548,9 @@ impl LocalPipeline {
         }
         if let Some(snapshots) = &self.snapshots {
             node = node.snapshot_store(snapshots.clone());
+        }
+        if let Some(deadlines) = &self.deadlines {
+            node = node.deadlines(deadlines.clone());
         }
         if let Some((failures, retry)) = self.dispatcher.compensation() {
             node = node.compensation(failures.clone(), *retry);

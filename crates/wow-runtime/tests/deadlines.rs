@@ -44,6 +44,7 @@ struct Node {
 fn node(store: &Arc<InMemoryEventStore>, clock: &Arc<ManualClock>) -> Node {
     let pipeline = LocalPipeline::builder(registry(), store.clone())
         .clock(clock.clone())
+        .deadlines(store.clone())
         .build();
     let scheduler = pipeline.deadline_scheduler(store.clone());
     Node {
@@ -192,7 +193,12 @@ async fn a_scheduler_fires_only_the_deadlines_it_owns() {
     let clock = Arc::new(ManualClock::at(T0));
     let node = node(&store, &clock);
     let mine = hold_id("t1");
-    let theirs = hold_id("t2");
+    // Another tenant's hold, in the other of two partitions.
+    let theirs = std::iter::repeat_with(|| hold_id("t2"))
+        .find(|other| {
+            wow_core::deadline::partition_of(other, 2) != wow_core::deadline::partition_of(&mine, 2)
+        })
+        .unwrap();
     send(&node, command(&mine, "place", json!({"minutes": 1}))).await;
     send(&node, command(&theirs, "place", json!({"minutes": 1}))).await;
     clock.advance(MINUTE);
@@ -439,4 +445,50 @@ async fn a_scheduler_whose_clock_runs_ahead_fires_nothing_early() {
     store_clock.advance(MINUTE);
     assert_eq!(scheduler.fire_due().await.unwrap().fired, 1);
     assert_eq!(event_names(&store, &hold).await, ["Placed", "Expired"]);
+}
+
+/// SPEC DM-6: a firing decided after a later event cancelled its deadline is refused
+/// `DeadlineNotPending`, recorded as the decision (a resend gets the same answer), and the
+/// handler never runs: a handler never has to re-check the time itself.
+#[tokio::test]
+async fn a_firing_whose_deadline_a_later_event_cancelled_is_refused_and_recorded() {
+    use wow_runtime::deadline::{DEADLINE_HEADER, DEADLINE_OWNER_HEADER};
+
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let hold = placed(&node, "t1").await;
+    // The scheduler read the row; before its command is decided, the hold is confirmed,
+    // which cancels the deadline.
+    let row = store.scheduled_for(&hold).await.unwrap().remove(0);
+    send(&node, command(&hold, "confirm", json!({}))).await;
+    clock.advance(MINUTE);
+    let stale = || {
+        command(&hold, &row.command, row.body.clone())
+            .with_request_id(row.request_id.clone())
+            .with_header(DEADLINE_HEADER, row.name.clone())
+            .with_header(DEADLINE_OWNER_HEADER, format!("hold/{}", hold.id))
+    };
+    for attempt in ["first", "resend"] {
+        let refused = node
+            .pipeline
+            .gateway
+            .send_and_wait(stale(), WaitPlan::processed())
+            .await
+            .expect_err("a stale firing is refused");
+        let wow_core::command::CommandResultError::Failed(result) = refused else {
+            panic!("{attempt}: not a failed result: {refused:?}");
+        };
+        assert_eq!(
+            result.error_code,
+            wow_core::ErrorCode::DeadlineNotPending,
+            "{attempt}: {result:?}"
+        );
+    }
+    assert_eq!(event_names(&store, &hold).await, ["Placed", "Confirmed"]);
+    let decision = store.find_decision(&hold, &row.request_id).await.unwrap();
+    assert!(
+        matches!(&decision, Some(d) if d.clone().appended().is_none()),
+        "the refusal is recorded under the firing's request id: {decision:?}"
+    );
 }

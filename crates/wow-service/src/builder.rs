@@ -9,6 +9,8 @@ use axum::Router;
 use serde_json::{Map, Value};
 use wow_core::aggregate::{Aggregate, AggregateRegistry, RegistrationError};
 use wow_core::aggregate::{ServiceNeed, Services};
+use wow_core::build::CrateBuild;
+use wow_core::command::CommandBody;
 use wow_core::event::EventConsumer;
 use wow_core::outbox::Outbox;
 use wow_core::saga::{DynSaga, Saga};
@@ -81,7 +83,13 @@ pub struct ServiceBuilder {
     pub(crate) services: Services,
     /// Each registered aggregate's [`Aggregate::required_services`], by aggregate name.
     pub(crate) needs: Vec<(&'static str, ServiceNeed)>,
+    /// Each registered aggregate's name and how to measure its crate's build (its command
+    /// enum's [`CommandBody::crate_build`]), checked at start (SPEC PX-1).
+    pub(crate) builds: Vec<(&'static str, MeasureBuild)>,
 }
+
+/// Measures how an aggregate's crate was built ([`CommandBody::crate_build`]).
+pub(crate) type MeasureBuild = fn() -> Option<CrateBuild>;
 
 /// What the start tells of its catch-up: the consumer's name and how far it is.
 pub(crate) type CatchUpReport = Box<dyn FnMut(&str, &CatchUpProgress) + Send>;
@@ -105,6 +113,7 @@ impl Default for ServiceBuilder {
             catch_up_progress: None,
             services: Services::new(),
             needs: Vec::new(),
+            builds: Vec::new(),
         }
     }
 }
@@ -133,6 +142,11 @@ impl ServiceBuilder {
     /// `GET` routes, all in `/openapi.json`. A second aggregate of the same name makes the
     /// start fail with [`ServiceError::DuplicateAggregate`](crate::ServiceError::DuplicateAggregate).
     ///
+    /// The start checks how `A`'s crate was compiled, through its command enum
+    /// ([`CommandBody::crate_build`]): one built so that an arithmetic overflow wraps is
+    /// refused with [`ServiceError::UncheckedBuild`](crate::ServiceError::UncheckedBuild)
+    /// (SPEC PX-1; [`OverflowChecks`](crate::OverflowChecks) says how to start anyway).
+    ///
     /// A renamed aggregate declares its former names in [`Aggregate::ALIASES`]: the start
     /// re-keys what the store holds under them (once, in one transaction) before anything
     /// reads it, and the routes of a former name reach `A`.
@@ -146,6 +160,8 @@ impl ServiceBuilder {
                 .into_iter()
                 .map(|need| (A::AGGREGATE_NAME, need)),
         );
+        self.builds
+            .push((A::AGGREGATE_NAME, <A::Command as CommandBody>::crate_build));
         self
     }
 

@@ -4,6 +4,7 @@ use wow_core::aggregate::RegistrationError;
 use wow_runtime::compensation::CompensationError;
 use wow_runtime::event::CatchUpError;
 
+use crate::build_check::UncheckedCrate;
 use crate::settings::SettingsError;
 use crate::store::StoreError;
 
@@ -35,6 +36,17 @@ pub enum ServiceError {
         aggregate: &'static str,
         /// The service's type.
         service: &'static str,
+    },
+    /// A crate the service runs code of (a registered aggregate's, or wow-core, which stands
+    /// for the rest) was compiled so that an arithmetic overflow wraps silently, or with
+    /// `panic = "abort"` (SPEC PX-1): the release profile of the team's workspace lacks
+    /// `overflow-checks = true`. Refused before anything opens, unless the settings say
+    /// [`OverflowChecks::Warn`](crate::OverflowChecks::Warn). The message names each crate and
+    /// the `Cargo.toml` lines that fix it.
+    #[error("{}", crate::build_check::refusal(.crates))]
+    UncheckedBuild {
+        /// Each crate at fault, with the aggregates it declares.
+        crates: Vec<UncheckedCrate>,
     },
     /// The consumers could not catch up with the history (the store failed on the way);
     /// start again once it answers.

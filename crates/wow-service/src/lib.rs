@@ -41,8 +41,22 @@
 //! `use wow_core::schemars;`, which is what a domain crate writes: a domain crate needs
 //! `wow-core` (with its re-exports) and nothing of the server; its `main` assembles the
 //! service through this crate.
+//!
+//! # What a team's workspace puts in its `Cargo.toml`
+//!
+//! ```toml
+//! [profile.release]
+//! overflow-checks = true
+//! ```
+//!
+//! at its root. Cargo's release profile wraps an arithmetic overflow silently, and a wrapped
+//! total would be stored as if it were true (SPEC PX-1 needs it to panic and fail that one
+//! command). The start measures how each registered aggregate's crate and wow-core were built
+//! and refuses with [`ServiceError::UncheckedBuild`] where overflows wrap, unless the settings
+//! say [`OverflowChecks::Warn`] (`WOW_OVERFLOW_CHECKS=warn`).
 
 mod args;
+mod build_check;
 mod builder;
 mod distributed;
 mod error;
@@ -54,6 +68,7 @@ mod store;
 mod view_route;
 
 pub use args::ServeArgs;
+pub use build_check::{OverflowChecks, UncheckedCrate};
 pub use builder::{Service, ServiceBuilder, ServiceContext};
 pub use error::ServiceError;
 pub use read_route::ReadRequest;

@@ -18,6 +18,7 @@ use wow_runtime::event::CatchUpProgress;
 use wow_runtime::pipeline::LocalPipeline;
 use wow_runtime::view::{snapshot_view, MaterializedSnapshots};
 
+use crate::build_check::{describe, unchecked_crates, warnings, OverflowChecks};
 use crate::builder::{ServiceBuilder, ServiceContext};
 use crate::distributed::Distribution;
 use crate::settings::Settings;
@@ -63,8 +64,10 @@ impl ServiceBuilder {
     ///
     /// # Errors
     ///
-    /// [`ServiceError::DuplicateAggregate`], [`ServiceError::Store`], [`ServiceError::Rename`],
-    /// [`ServiceError::CatchUp`], [`ServiceError::Compensation`]; nothing keeps running then.
+    /// [`ServiceError::DuplicateAggregate`], [`ServiceError::UncheckedBuild`] (a crate built
+    /// so that overflows wrap, unless the settings say warn), [`ServiceError::Store`],
+    /// [`ServiceError::Rename`], [`ServiceError::CatchUp`], [`ServiceError::Compensation`];
+    /// nothing keeps running then.
     pub async fn build(mut self) -> Result<RunningService, ServiceError> {
         if let Some(duplicate) = self.duplicate.take() {
             return Err(duplicate.into());
@@ -79,6 +82,7 @@ impl ServiceBuilder {
                 service: need.name(),
             });
         }
+        let warnings = self.check_builds()?;
         let stores = self.open_stores().await?;
         let aggregates = self.consumed_aggregates();
         let settings = self.settings.clone();
@@ -138,6 +142,7 @@ impl ServiceBuilder {
             Some(distribution) => queries.with_node_status(distribution.status()),
             None => queries,
         };
+        let queries = queries.with_warnings(warnings);
         let router = self.router(&pipeline, &stores, queries, http);
         let retries = settings
             .retry_every
@@ -174,6 +179,31 @@ impl ServiceBuilder {
             firing,
             distribution,
         })
+    }
+
+    /// SPEC PX-1: every crate the service runs code of must have been compiled so that an
+    /// arithmetic overflow panics (see the `build_check` module). A crate that wraps stops
+    /// the start; under [`OverflowChecks::Warn`] it is logged as an error and returned, for
+    /// `/health`.
+    fn check_builds(&self) -> Result<Vec<String>, ServiceError> {
+        let measured: Vec<_> = self
+            .builds
+            .iter()
+            .map(|(aggregate, measure)| (*aggregate, measure()))
+            .collect();
+        let crates = unchecked_crates(&measured);
+        if crates.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.settings.overflow_checks == OverflowChecks::Require {
+            return Err(ServiceError::UncheckedBuild { crates });
+        }
+        tracing::error!(
+            crates = %crates.iter().map(|c| c.build.package).collect::<Vec<_>>().join(", "),
+            "starting anyway, as WOW_OVERFLOW_CHECKS=warn says: {}",
+            describe(&crates)
+        );
+        Ok(warnings(&crates))
     }
 
     /// The stores given with [`stores`](Self::stores), else those of the settings' (or

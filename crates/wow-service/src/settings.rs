@@ -15,6 +15,7 @@
 //! | | `WOW_AUTH_TOKENS` (`token=tenant[/owner[/space]],...`) | `[auth_tokens]` (`token = "tenant[/owner[/space]]"`) | auth off |
 //! | | `WOW_OPERATOR_TOKENS` (`token,token2`) | `operator_tokens` (`["token"]`) | none: with auth on, `/metrics` and `/ui` answer no one |
 //! | | `WOW_SNAPSHOT_QUERIES` (`true`/`false`) | `snapshot_queries` | `false`: Wow's snapshot queries answer 404 |
+//! | | `WOW_OVERFLOW_CHECKS` (`require`/`warn`) | `overflow_checks` | `require`: a crate built so that overflows wrap stops the start ([`OverflowChecks`]) |
 //! | `--role` | `WOW_ROLE` | `role` | `monolith` ([`Role`]) |
 //! | | `WOW_NATS_URL`, `WOW_NATS_PARTITIONS`, `WOW_NATS_REPLICAS`, `WOW_NATS_STORAGE`, `WOW_NATS_LEASE_TTL_MS`, `WOW_NATS_ACK_WAIT_MS`, `WOW_NODE_ID` | `[nats]` (`url`, `partitions`, ...) | [`DistributedSettings`] |
 //!
@@ -33,6 +34,8 @@ use wow_http::{HttpConfig, ServerLimits, TokenBinding};
 use wow_runtime::idempotency::IdempotencyConfig;
 
 use sources::{Env, FileConfig};
+
+use crate::build_check::OverflowChecks;
 
 pub use distributed::DistributedSettings;
 pub use role::Role;
@@ -149,6 +152,9 @@ pub struct Settings {
     pub snapshot_queries: bool,
     /// How a gateway or processor reaches NATS.
     pub distributed: DistributedSettings,
+    /// What the start does when a crate of the service was built so that an arithmetic
+    /// overflow wraps (SPEC PX-1): refuse, by default, or warn.
+    pub overflow_checks: OverflowChecks,
 }
 
 impl Default for Settings {
@@ -168,6 +174,7 @@ impl Default for Settings {
             role: Role::default(),
             snapshot_queries: false,
             distributed: DistributedSettings::default(),
+            overflow_checks: OverflowChecks::default(),
         }
     }
 }
@@ -220,6 +227,14 @@ impl Settings {
                 None => file.snapshot_queries.unwrap_or(defaults.snapshot_queries),
             },
             distributed,
+            overflow_checks: match env.var("WOW_OVERFLOW_CHECKS") {
+                Some(mode) => mode.parse().map_err(|_| SettingsError::Env {
+                    name: "WOW_OVERFLOW_CHECKS",
+                    what: "`require` or `warn`",
+                    value: mode,
+                })?,
+                None => file.overflow_checks.unwrap_or(defaults.overflow_checks),
+            },
             listen: listen.or(file.listen).unwrap_or(defaults.listen),
             store: store.or(file.store),
             wait_timeout: env.millis(

@@ -44,6 +44,11 @@ mod deadline {
     wow_tck::deadline_store_tck!(fresh);
 }
 
+mod lifecycle {
+    use super::*;
+    wow_tck::lifecycle_tck!(|| async { wow_tck::lifecycle::Store::of(fresh().await) });
+}
+
 mod downstream {
     use super::*;
     use wow_core::event::ConsumerPositions;

@@ -23,6 +23,7 @@ pub mod downstream;
 pub mod downstream_runtime;
 pub mod event_store;
 pub mod fixtures;
+pub mod lifecycle;
 pub mod migration;
 pub mod processed_message;
 pub mod query;
@@ -115,6 +116,38 @@ macro_rules! snapshot_store_tck {
     };
     ($factory:expr) => {
         $crate::__snapshot_store_cases!(required, $factory);
+    };
+}
+
+/// Runs every lifecycle case (SPEC DM-6: delete and recover keep keys and deadlines whole)
+/// against stores from `$factory`, an async function or closure with no arguments returning
+/// a [`lifecycle::Store`] (or, with `optional:`, an `Option` of it).
+#[macro_export]
+macro_rules! lifecycle_tck {
+    (optional: $factory:expr) => {
+        $crate::__lifecycle_cases!(optional, $factory);
+    };
+    ($factory:expr) => {
+        $crate::__lifecycle_cases!(required, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __lifecycle_cases {
+    ($mode:ident, $factory:expr) => {
+        $crate::__tck_cases!(
+            $mode,
+            lifecycle,
+            $factory,
+            [
+                a_delete_releases_the_keys_and_a_recover_claims_them_again,
+                a_recover_whose_key_another_aggregate_took_is_refused_and_recorded,
+                a_delete_suspends_the_deadlines_and_a_recover_restores_them,
+                a_deadline_that_passed_while_deleted_fires_after_the_recover,
+                a_recover_restores_only_what_the_state_holds,
+            ]
+        );
     };
 }
 

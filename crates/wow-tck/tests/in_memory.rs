@@ -9,6 +9,13 @@ mod deadline {
     wow_tck::deadline_store_tck!(|| async { Arc::new(InMemoryEventStore::new()) });
 }
 
+mod lifecycle {
+    use super::*;
+    wow_tck::lifecycle_tck!(|| async {
+        wow_tck::lifecycle::Store::of(Arc::new(InMemoryEventStore::new()))
+    });
+}
+
 mod event_store {
     use super::*;
     wow_tck::event_store_tck!(|| async { Arc::new(InMemoryEventStore::new()) });

@@ -59,11 +59,19 @@ pub enum ErrorCode {
     /// A service the handler consulted failed or did not answer in time (SPEC DM-3; HTTP
     /// 503). Not a decision: nothing was recorded, and the resend decides again.
     ServiceFailed,
+    /// A command a deadline fired whose schedule is no longer pending: a later event moved or
+    /// cancelled the deadline before the command was decided (SPEC DM-6; HTTP 409). Recorded
+    /// as the decision: nothing was appended, and the handler never ran.
+    DeadlineNotPending,
+    /// A delete or recover of an aggregate whose type allows neither
+    /// ([`Lifecycle::Disabled`](crate::model::aggregate::Lifecycle::Disabled), SPEC DM-6;
+    /// HTTP 405). Not a decision: nothing was recorded.
+    LifecycleDisabled,
     /// A business rule of a domain, named by the domain.
     Domain(Cow<'static, str>),
 }
 
-const FRAMEWORK_CODES: [ErrorCode; 21] = [
+const FRAMEWORK_CODES: [ErrorCode; 23] = [
     ErrorCode::Ok,
     ErrorCode::NotFound,
     ErrorCode::BadRequest,
@@ -85,6 +93,8 @@ const FRAMEWORK_CODES: [ErrorCode; 21] = [
     ErrorCode::QueryTimeout,
     ErrorCode::DuplicateKey,
     ErrorCode::ServiceFailed,
+    ErrorCode::DeadlineNotPending,
+    ErrorCode::LifecycleDisabled,
 ];
 
 impl ErrorCode {
@@ -117,6 +127,8 @@ impl ErrorCode {
             ErrorCode::QueryTimeout => "QueryTimeout",
             ErrorCode::DuplicateKey => "DuplicateKey",
             ErrorCode::ServiceFailed => "ServiceFailed",
+            ErrorCode::DeadlineNotPending => "DeadlineNotPending",
+            ErrorCode::LifecycleDisabled => "LifecycleDisabled",
             ErrorCode::Domain(code) => code,
         }
     }

@@ -6,6 +6,7 @@
 
 pub(crate) mod aggregate;
 pub(crate) mod aggregate_id;
+pub(crate) mod build;
 pub(crate) mod command;
 pub(crate) mod deadline;
 pub(crate) mod error;

@@ -11,7 +11,10 @@ use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use serde_json::Value;
-use wow_core::aggregate::{UnknownAggregate, DELETE_AGGREGATE, RECOVER_AGGREGATE};
+use wow_core::aggregate::{
+    is_lifecycle_command, AggregateRuntime, Lifecycle, UnknownAggregate, DELETE_AGGREGATE,
+    RECOVER_AGGREGATE,
+};
 use wow_core::command::{headers, CommandInfo, CommandKind};
 use wow_core::{id, AggregateId, CommandMessage, CommandStage, ErrorCode};
 use wow_runtime::command::WaitPlan;
@@ -23,6 +26,7 @@ use crate::create_id::derived_aggregate_id;
 use crate::error::ApiError;
 use crate::ids::{Id, RequestId};
 use crate::input::{self, CommandOptions, InputError};
+use crate::operator;
 use crate::state::HttpState;
 
 /// A command request of the route `A`, read from its parts: the [`Command`].
@@ -103,14 +107,33 @@ impl Command {
             .get(headers::REQUEST_ID)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let caller = auth::caller(state.config(), headers).map_err(|refused| {
+        let refused = |refused| {
             refused_caller(
                 refused,
                 &aggregate,
                 id.as_deref(),
                 sent_request_id.as_deref(),
             )
-        })?;
+        };
+        // SPEC DM-6: an operator's delete or recover is the one command an operator token
+        // sends; it acts in the tenant the request names.
+        let operators = is_lifecycle_command(&command)
+            && state
+                .registry()
+                .get(&aggregate)
+                .is_some_and(|runtime| runtime.lifecycle() == Lifecycle::Operator);
+        let caller = if operators {
+            operator::permits_command(state.config(), headers)?;
+            let tenant =
+                auth::named_tenant(headers).map_err(|invalid| refused(Refused::Tenant(invalid)))?;
+            Caller {
+                tenant: tenant.0,
+                owner: None,
+                space: None,
+            }
+        } else {
+            auth::caller(state.config(), headers).map_err(refused)?
+        };
         let id = id.unwrap_or_else(|| unnamed_id(headers, &caller.tenant, &aggregate));
         let runtime = state
             .registry()
@@ -130,7 +153,7 @@ impl Command {
                 invalid.for_binding(),
             ))
         })?;
-        let info = find_command(runtime.commands(), &aggregate, &command).map_err(refuse)?;
+        let info = find_command(runtime.as_ref(), &aggregate, &command).map_err(refuse)?;
         Ok(Self {
             started,
             caller,
@@ -236,35 +259,49 @@ fn unknown_aggregate(aggregate: &str, id: &str, tenant: &str) -> ApiError {
 
 /// The command a caller may send by this name.
 fn find_command(
-    commands: &[CommandInfo],
+    runtime: &dyn AggregateRuntime,
     aggregate: &str,
     command: &str,
 ) -> Result<CommandInfo, InputError> {
     // The built-in soft delete and recover: routed by DELETE and PUT only (their names are
-    // no aggregate's commands).
-    let builtin = |name: &'static str| CommandInfo {
-        name,
-        kind: CommandKind::Normal,
-        internal: false,
-        schema: || serde_json::json!({"type": "object"}),
-    };
-    if command == DELETE_AGGREGATE {
-        return Ok(builtin(DELETE_AGGREGATE));
+    // no aggregate's commands), as the aggregate's lifecycle allows (SPEC DM-6).
+    if let Some(name) = [DELETE_AGGREGATE, RECOVER_AGGREGATE]
+        .into_iter()
+        .find(|name| *name == command)
+    {
+        let lifecycle = runtime.lifecycle();
+        if !lifecycle.allowed() {
+            return Err(InputError::refused(
+                ErrorCode::LifecycleDisabled,
+                format!("aggregate `{aggregate}` cannot be deleted or recovered: its domain disables both"),
+            ));
+        }
+        if !lifecycle.open_over_http() {
+            // Internal, as an internal command is: to a caller it does not exist.
+            return Err(no_such_command(aggregate, command));
+        }
+        return Ok(CommandInfo {
+            name,
+            kind: CommandKind::Normal,
+            internal: false,
+            schema: || serde_json::json!({"type": "object"}),
+        });
     }
-    if command == RECOVER_AGGREGATE {
-        return Ok(builtin(RECOVER_AGGREGATE));
-    }
-    commands
+    runtime
+        .commands()
         .iter()
         // An internal command is sent by sagas only: to a caller it does not exist.
         .find(|c| c.name == command && !c.internal)
         .copied()
-        .ok_or_else(|| {
-            InputError::refused(
-                ErrorCode::NotFound,
-                format!("aggregate `{aggregate}` has no command `{command}`"),
-            )
-        })
+        .ok_or_else(|| no_such_command(aggregate, command))
+}
+
+/// 404: the aggregate has no command of that name a caller may send.
+fn no_such_command(aggregate: &str, command: &str) -> InputError {
+    InputError::refused(
+        ErrorCode::NotFound,
+        format!("aggregate `{aggregate}` has no command `{command}`"),
+    )
 }
 
 /// The message to send and how long and for which stage to wait.

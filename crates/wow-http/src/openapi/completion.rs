@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use super::bounds::id_schema;
-use super::operations::{error, path_param, OPERATOR_AUTH, OPTIONAL_AUTH};
+use super::operations::{error, path_param, OPERATOR_AUTH, OPERATOR_COMMAND, OPTIONAL_AUTH};
 
 /// What the document adds to every operation, its own and a domain's:
 ///
@@ -16,7 +16,9 @@ use super::operations::{error, path_param, OPERATOR_AUTH, OPTIONAL_AUTH};
 ///   and no `Command-Tenant-Id`, which is not read then (the token decides the tenant);
 /// - on an operation of the operator's ([`OPERATOR_AUTH`]), when `operator` (any token is
 ///   configured): the operator token requirement (bearer, or the page's cookie), its 401, the
-///   403 of a tenant's token, and the 303 of the page's sign-in;
+///   403 of a tenant's token, and the 303 of the page's sign-in; on an operator's command
+///   ([`OPERATOR_COMMAND`]) the same with the bearer token only, and `Command-Tenant-Id`
+///   kept (the operator names the tenant);
 /// - the answers of the server itself, before any route (the `server` module): 503 past the
 ///   connection limit and 431 for a header above the limit (both `{errorCode, errorMsg}`),
 ///   hyper's bare 400 (a head it cannot parse), 414 (a target above 64 KiB) and 431 (a head
@@ -27,14 +29,17 @@ pub(super) fn complete(path: &str, operation: &mut Value, auth: bool, operator: 
     let Some(operation) = operation.as_object_mut() else {
         return;
     };
-    complete_parameters(path, operation, auth);
+    let operator_command = operation.remove(OPERATOR_COMMAND).is_some();
+    complete_parameters(path, operation, auth && !operator_command);
     let operators = operation.remove(OPERATOR_AUTH).is_some();
-    let required = if operators {
+    let required = if operators || operator_command {
         if operator {
-            operation.insert(
-                "security".to_owned(),
-                json!([{"operator": []}, {"operatorCookie": []}]),
-            );
+            let security = if operator_command {
+                json!([{"operator": []}])
+            } else {
+                json!([{"operator": []}, {"operatorCookie": []}])
+            };
+            operation.insert("security".to_owned(), security);
         }
         false
     } else {
@@ -47,7 +52,10 @@ pub(super) fn complete(path: &str, operation: &mut Value, auth: bool, operator: 
         return;
     };
     if operators && operator {
-        add_operator_answers(path, responses);
+        add_operator_answers(path, responses, true);
+    }
+    if operator_command && operator {
+        add_operator_answers(path, responses, false);
     }
     if required {
         let mut unauthorized =
@@ -69,9 +77,14 @@ pub(super) fn complete(path: &str, operation: &mut Value, auth: bool, operator: 
 }
 
 /// The answers of an operator's route when it is gated: 401 without an operator token, 403
-/// with a tenant's; the page's 303 of a sign-in by `?token=`.
-fn add_operator_answers(path: &str, responses: &mut Map<String, Value>) {
-    let mut unauthorized = error("Unauthorized: no operator token (as the bearer token, or in the page's cookie `wow-operator`), or one the service does not know");
+/// with a tenant's; the page's 303 of a sign-in by `?token=`. `cookie`: the route takes the
+/// page's cookie too (an operator's command does not).
+fn add_operator_answers(path: &str, responses: &mut Map<String, Value>, cookie: bool) {
+    let mut unauthorized = error(if cookie {
+        "Unauthorized: no operator token (as the bearer token, or in the page's cookie `wow-operator`), or one the service does not know"
+    } else {
+        "Unauthorized: no operator token as the bearer token, or one the service does not know"
+    });
     unauthorized["headers"]["WWW-Authenticate"] =
         json!({"description": "`Bearer`", "required": true, "schema": {"type": "string"}});
     responses.insert("401".to_owned(), unauthorized);

@@ -2,6 +2,7 @@
 //! metrics, this document and compensation, each with every answer it can give.
 
 use serde_json::{json, Map, Value};
+use wow_core::aggregate::Lifecycle;
 use wow_core::command::{CommandInfo, CommandKind};
 use wow_core::CommandStage;
 
@@ -156,7 +157,7 @@ fn command_responses(kind: CommandKind) -> Map<String, Value> {
             false,
         ),
     );
-    responses.insert("409".to_owned(), result("A conflict: DuplicateRequestId (with the original version and result.originalCommandId), RequestIdReused, EventVersionConflict, DuplicateAggregateId, DuplicateKey (a unique key another aggregate of the tenant holds; recorded, so a resend is replayed), CommandExpectVersionConflict (also replayed)", true));
+    responses.insert("409".to_owned(), result("A conflict: DuplicateRequestId (with the original version and result.originalCommandId), RequestIdReused, EventVersionConflict, DuplicateAggregateId, DuplicateKey (a unique key another aggregate of the tenant holds; recorded, so a resend is replayed), DeadlineNotPending (a deadline's command whose schedule a later event moved or cancelled; recorded), CommandExpectVersionConflict (also replayed)", true));
     if kind != CommandKind::Void {
         responses.insert("422".to_owned(), result("A business rule of the domain, under its own code (also replayed for a resend of a rejected intent, with result.originalCommandId); IllegalState: a recover of an aggregate that is not deleted", true));
     }
@@ -250,32 +251,49 @@ pub(super) fn command_operation(
     }})
 }
 
-/// `DELETE /{aggregate}/{id}` (Wow's soft delete) and `PUT /{aggregate}/{id}/recover`.
+/// `DELETE /{aggregate}/{id}` (Wow's soft delete) and `PUT /{aggregate}/{id}/recover`, as the
+/// aggregate's `lifecycle` opens them to callers (SPEC DM-6): none for `Internal` and
+/// `Disabled`, an operator token's for `Operator` ([`OPERATOR_COMMAND`]).
 pub(super) fn lifecycle_paths(
     context: &str,
     aggregate: &str,
+    lifecycle: Lifecycle,
     config: &HttpConfig,
     paths: &mut Map<String, Value>,
 ) {
+    if !lifecycle.open_over_http() {
+        return;
+    }
     let operation = |id: &str, summary: &str| {
         let mut parameters = vec![aggregate_id_param()];
         parameters.extend(command_headers(CommandKind::Normal, config));
-        json!({
+        let mut operation = json!({
             "operationId": format!("{context}.{aggregate}.{id}"),
             "tags": [format!("{context}.{aggregate}")],
             "summary": summary,
             "x-command-kind": CommandKind::Normal,
             "parameters": parameters,
             "responses": command_responses(CommandKind::Normal),
-        })
+        });
+        if lifecycle == Lifecycle::Operator {
+            operation[OPERATOR_COMMAND] = json!(true);
+            if let Some(parameters) = operation["parameters"].as_array_mut() {
+                for parameter in parameters {
+                    if parameter["name"] == "Command-Tenant-Id" {
+                        parameter["description"] = json!("The tenant the operator acts in (default `(0)`): the rules of an aggregate id; 400 IllegalArgument otherwise. Read also when bearer auth is on: an operator token acts in any tenant.");
+                    }
+                }
+            }
+        }
+        operation
     };
     paths.insert(
         format!("/{aggregate}/{{id}}"),
-        json!({"delete": operation("default_delete_aggregate", "Delete softly: history is kept; every command but recover is then 410 IllegalAccessDeletedAggregate")}),
+        json!({"delete": operation("default_delete_aggregate", "Delete softly: history is kept, the aggregate's unique keys are released and its deadlines cancelled; every command but recover is then 410 IllegalAccessDeletedAggregate")}),
     );
     paths.insert(
         format!("/{aggregate}/{{id}}/recover"),
-        json!({"put": operation("default_recover_aggregate", "Recover a deleted aggregate (422 IllegalState when it is not deleted)")}),
+        json!({"put": operation("default_recover_aggregate", "Recover a deleted aggregate: its unique keys are claimed again (409 DuplicateKey when another aggregate took one meanwhile) and its deadlines scheduled again (422 IllegalState when it is not deleted)")}),
     );
 }
 
@@ -605,7 +623,8 @@ fn health() -> Value {
                 "status": {"type": "string", "enum": ["UP"]},
                 "details": {"type": "object", "required": ["quarantinedCount", "quarantined"], "properties": {
                     "quarantinedCount": {"type": "integer", "minimum": 0},
-                    "quarantined": {"type": "array", "items": quarantined}}}}}}}}},
+                    "quarantined": {"type": "array", "items": quarantined},
+                    "warnings": {"type": "array", "items": {"type": "string"}, "description": "What the service warned of at start (a crate built so that overflows wrap, started with WOW_OVERFLOW_CHECKS=warn); absent when none"}}}}}}}}},
     }})
 }
 
@@ -692,6 +711,12 @@ fn compensation_retry() -> Value {
 /// The marker of an operation of the operator's (`/metrics`, the operations page): with any
 /// token configured it needs an operator token. Removed by [`complete`].
 pub(super) const OPERATOR_AUTH: &str = "x-wow-operator-auth";
+
+/// The marker of a command only an operator's bearer token sends (the built-in delete and
+/// recover of an aggregate whose lifecycle is `Operator`, SPEC DM-6): with any token
+/// configured it needs an operator token (never the page's cookie) and names its tenant by
+/// `Command-Tenant-Id`. Removed by [`complete`](super::completion::complete).
+pub(super) const OPERATOR_COMMAND: &str = "x-wow-operator-command";
 
 /// The marker of an operation whose caller may, but need not, present a token (auth on):
 /// it reads the tenant from one when given and never answers 401. Removed by [`complete`].

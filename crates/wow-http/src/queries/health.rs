@@ -21,6 +21,10 @@ use crate::state::HttpState;
 /// every tenant's otherwise, as `/compensation/failures` does; none for a token bound to an
 /// owner or a space (SPEC TN-2); the count is of the listed ones (the gauge
 /// `wow_quarantined_aggregates` in `/metrics` counts every tenant's).
+///
+/// `details.warnings` lists what the service warned of at start ([`QuerySide::warnings`](crate::QuerySide::warnings)):
+/// a crate built so that an arithmetic overflow wraps, started anyway by the setting
+/// `WOW_OVERFLOW_CHECKS=warn` (SPEC PX-1). Absent when there is none.
 pub(crate) async fn health(
     State(state): State<HttpState>,
     headers: HeaderMap,
@@ -42,6 +46,9 @@ pub(crate) async fn health(
     // business (SPEC TN-1); operators read the whole in `/metrics`.
     let count = visible.len();
     let mut details = json!({"quarantinedCount": count, "quarantined": visible});
+    if !state.warnings().is_empty() {
+        details["warnings"] = json!(state.warnings());
+    }
     if let Some(node) = state.node_status() {
         details["node"] = node;
     }

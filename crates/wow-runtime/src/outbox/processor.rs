@@ -8,9 +8,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use wow_core::aggregate::typed_events;
-use wow_core::aggregate::Aggregate;
-use wow_core::event::DomainEventStream;
+use wow_core::aggregate::{Aggregate, LifecycleEvent};
 use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
+use wow_core::event::{DomainEvent, DomainEventStream};
 use wow_core::id::{Clock, SystemClock};
 use wow_core::outbox::{row_id, EventMeta, Outbox, OutboxEntry};
 use wow_core::view::{ViewKey, ViewRow};
@@ -19,7 +19,8 @@ use wow_core::ErrorCode;
 
 /// Runs the outbox `O` as an event processor (consumer name [`Outbox::NAME`]): each stream of
 /// `O::Aggregate` is decoded once into typed events, and each row [`Outbox::rows`] gives is
-/// stored once, with its processed-message record in the same transaction (SPEC DS-2),
+/// stored once (and each row [`Outbox::lifecycle_rows`] gives for a delete or recover, SPEC
+/// DM-6), with its processed-message record in the same transaction (SPEC DS-2),
 /// under the key (`O::NAME`, tenant, [`row_id`]) and the message id [`row_id`].
 ///
 /// A redelivered stream stores nothing twice; a stream cut off between two of its rows
@@ -72,25 +73,43 @@ impl<O: Outbox> OutboxProcessor<O> {
         &self,
         stream: &DomainEventStream,
     ) -> Result<Vec<(ViewKey, ViewRow)>, ConsumerError> {
-        let events = typed_events::<O::Aggregate>(stream).map_err(|error| {
-            illegal(format!(
-                "outbox {}: stream {} does not decode: {error}",
-                O::NAME,
-                stream.id
-            ))
-        })?;
+        // SPEC DM-6: a delete or recover owes what `lifecycle_rows` says, the node writes it
+        // alone in its stream.
+        let owed: Vec<(&DomainEvent, Owed<O>)> = match LifecycleEvent::of_stream(stream) {
+            Some(_) => stream
+                .body
+                .iter()
+                .filter_map(|raw| {
+                    LifecycleEvent::of_event(&raw.name).map(|event| (raw, Owed::Lifecycle(event)))
+                })
+                .collect(),
+            None => typed_events::<O::Aggregate>(stream)
+                .map_err(|error| {
+                    illegal(format!(
+                        "outbox {}: stream {} does not decode: {error}",
+                        O::NAME,
+                        stream.id
+                    ))
+                })?
+                .into_iter()
+                .zip(&stream.body)
+                .map(|(event, raw)| (raw, Owed::Event(event)))
+                .collect(),
+        };
         let (tenant, now) = (&stream.aggregate_id.tenant_id, self.clock.now_millis());
         let mut stored = Vec::new();
-        for (event, raw) in events.iter().zip(&stream.body) {
+        for (raw, owed) in &owed {
             let meta = EventMeta {
                 event_id: &raw.id,
                 tenant_id: tenant,
                 aggregate_id: &stream.aggregate_id.id,
                 version: stream.version,
             };
-            let rows =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| O::rows(event, &meta)))
-                    .map_err(|_| illegal(format!("outbox {}: rows panicked", O::NAME)))?;
+            let rows = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match owed {
+                Owed::Event(event) => O::rows(event, &meta),
+                Owed::Lifecycle(event) => O::lifecycle_rows(*event, &meta),
+            }))
+            .map_err(|_| illegal(format!("outbox {}: rows panicked", O::NAME)))?;
             for (index, row) in rows.iter().enumerate() {
                 let state = serde_json::to_value(row).map_err(|error| {
                     illegal(format!(
@@ -110,6 +129,13 @@ impl<O: Outbox> OutboxProcessor<O> {
         }
         Ok(stored)
     }
+}
+
+/// What one event of a stream owes rows for: a typed event, or the aggregate's soft delete or
+/// recover.
+enum Owed<O: Outbox> {
+    Event(<O::Aggregate as Aggregate>::Event),
+    Lifecycle(LifecycleEvent),
 }
 
 fn illegal(message: String) -> ConsumerError {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use wow_core::aggregate::typed_events;
-use wow_core::aggregate::Aggregate;
+use wow_core::aggregate::{Aggregate, LifecycleEvent};
 use wow_core::event::DomainEventStream;
 use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
 use wow_core::eventsourcing::BoxError;
@@ -34,7 +34,8 @@ pub struct ViewOutOfOrder {
 
 /// Runs the view `V` as a projection (stage `PROJECTED`, consumer name [`View::NAME`]): each
 /// stream of `V::Aggregate` is decoded once into typed events and folded into its row, in one
-/// transaction with its processed-message record (SPEC DS-2).
+/// transaction with its processed-message record (SPEC DS-2). A stream that deletes or
+/// recovers the aggregate is folded through [`View::on_lifecycle`] (SPEC DM-6).
 ///
 /// Version order per aggregate: a stream at or below the row's version is already in (the
 /// stream is recorded, the row unchanged); the next version is folded; a later one is a gap,
@@ -77,16 +78,19 @@ impl<V: View> ViewProjection<V> {
     }
 
     fn update(&self, stream: &DomainEventStream) -> Result<(ViewKey, ViewUpdate), ConsumerError> {
-        let events = typed_events::<V::Aggregate>(stream).map_err(|error| {
-            ConsumerError::new(
-                ErrorCode::IllegalState,
-                format!(
-                    "view {}: stream {} does not decode: {error}",
-                    V::NAME,
-                    stream.id
-                ),
-            )
-        })?;
+        let folded = match LifecycleEvent::of_stream(stream) {
+            Some(event) => Folded::Lifecycle(event),
+            None => Folded::Events(typed_events::<V::Aggregate>(stream).map_err(|error| {
+                ConsumerError::new(
+                    ErrorCode::IllegalState,
+                    format!(
+                        "view {}: stream {} does not decode: {error}",
+                        V::NAME,
+                        stream.id
+                    ),
+                )
+            })?),
+        };
         let key = ViewKey::new(
             V::NAME,
             stream.aggregate_id.tenant_id.clone(),
@@ -109,7 +113,7 @@ impl<V: View> ViewProjection<V> {
                     got: version,
                 }) as BoxError);
             }
-            fold::<V>(&mut state, &events)?;
+            fold::<V>(&mut state, &folded)?;
             Ok(Some(ViewRow {
                 key: row_key,
                 version,
@@ -121,16 +125,26 @@ impl<V: View> ViewProjection<V> {
     }
 }
 
-/// Folds `events` into `state`; a panicking `apply` is a failure of this stream, not of the
-/// process (SPEC PX-1).
+/// What one stream folds into a row: the aggregate's typed events, or its soft delete or
+/// recover (SPEC DM-6), which the node writes alone in its stream.
+enum Folded<E> {
+    Events(Vec<E>),
+    Lifecycle(LifecycleEvent),
+}
+
+/// Folds `folded` into `state`; a panicking `apply` (or `on_lifecycle`) is a failure of this
+/// stream, not of the process (SPEC PX-1).
 fn fold<V: View>(
     state: &mut V::State,
-    events: &[<V::Aggregate as Aggregate>::Event],
+    folded: &Folded<<V::Aggregate as Aggregate>::Event>,
 ) -> Result<(), BoxError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        for event in events {
-            V::apply(state, event);
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match folded {
+        Folded::Events(events) => {
+            for event in events {
+                V::apply(state, event);
+            }
         }
+        Folded::Lifecycle(event) => V::on_lifecycle(state, *event),
     }))
     .map_err(|_| format!("view {}: apply panicked", V::NAME).into())
 }

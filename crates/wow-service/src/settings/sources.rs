@@ -9,6 +9,7 @@ use wow_runtime::idempotency::IdempotencyConfig;
 
 use super::role::Role;
 use super::SettingsError;
+use crate::build_check::OverflowChecks;
 
 /// The TOML file, every key optional; an unknown key is an error.
 #[derive(Debug, Default, Deserialize)]
@@ -33,6 +34,7 @@ pub(super) struct FileConfig {
     pub(super) snapshot_queries: Option<bool>,
     pub(super) deadline_poll_ms: Option<u64>,
     pub(super) nats: Option<NatsFile>,
+    pub(super) overflow_checks: Option<OverflowChecks>,
 }
 
 /// `[nats]` in the TOML file.

@@ -429,3 +429,31 @@ fn an_operator_token_that_a_cookie_cannot_carry_or_a_tenant_holds_is_refused_by_
     .unwrap_err();
     assert!(error.to_string().contains("tenant's token"), "{error}");
 }
+
+#[test]
+fn overflow_checks_are_required_unless_the_file_or_the_environment_says_warn() {
+    assert_eq!(
+        from_file("").unwrap().overflow_checks,
+        OverflowChecks::Require
+    );
+    assert_eq!(
+        from_file("overflow_checks = \"warn\"\n")
+            .unwrap()
+            .overflow_checks,
+        OverflowChecks::Warn
+    );
+    let env = from_file_and_env(
+        "overflow_checks = \"warn\"\n",
+        &[("WOW_OVERFLOW_CHECKS", "require")],
+    );
+    assert_eq!(env.unwrap().overflow_checks, OverflowChecks::Require);
+    let wrong = from_file_and_env("", &[("WOW_OVERFLOW_CHECKS", "off")]).unwrap_err();
+    assert!(
+        matches!(wrong, SettingsError::Env { name: "WOW_OVERFLOW_CHECKS", ref value, .. } if value == "off"),
+        "{wrong}"
+    );
+    assert!(matches!(
+        from_file("overflow_checks = \"off\"\n").unwrap_err(),
+        SettingsError::Parse { .. }
+    ));
+}

@@ -13,7 +13,7 @@ use crate::contracts::eventsourcing::AppendChanges;
 use crate::contracts::eventsourcing::Snapshot;
 use crate::model::aggregate::{
     check_command, is_lifecycle_command, is_lifecycle_event, Aggregate, AggregateError,
-    AggregateState, CommandContext, DomainError, AGGREGATE_DELETED, AGGREGATE_RECOVERED,
+    AggregateState, CommandContext, DomainError, Lifecycle, LifecycleEvent, AGGREGATE_DELETED,
     DELETE_AGGREGATE, LIFECYCLE_REVISION, RECOVER_AGGREGATE,
 };
 use crate::model::aggregate_id::NamedAggregate;
@@ -84,10 +84,17 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Who may delete and recover it ([`Aggregate::LIFECYCLE`], SPEC DM-6).
+    fn lifecycle(&self) -> Lifecycle {
+        Lifecycle::Public
+    }
+
     /// Decodes and validates the command `name` with the JSON `body`.
     ///
     /// Fails with [`AggregateError::UnknownCommand`], [`AggregateError::InvalidBody`] or
-    /// [`AggregateError::Validation`]; nothing else has happened when it fails.
+    /// [`AggregateError::Validation`], and with [`AggregateError::LifecycleDisabled`] for the
+    /// built-in delete and recover of an aggregate whose lifecycle is
+    /// [`Lifecycle::Disabled`]; nothing else has happened when it fails.
     fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError>;
 
     /// The state before the first event (version 0).
@@ -128,7 +135,9 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     ///
     /// With the events come the changes they make to the aggregate's unique keys
     /// ([`Aggregate::unique_keys`], SPEC DM-1) and deadlines ([`Aggregate::deadlines`], SPEC
-    /// DM-2), for the store to make with the append. A service the handler consulted and
+    /// DM-2), for the store to make with the append. A deleted aggregate counts as holding
+    /// neither (SPEC DM-6): a delete releases the keys and cancels the deadlines of the state,
+    /// a recover claims and schedules them again. A service the handler consulted and
     /// that failed is [`AggregateError::ServiceFailed`] (SPEC DM-3): not a decision.
     async fn handle(
         &self,
@@ -248,12 +257,13 @@ fn undecodable(stream: &DomainEventStream, event: &DomainEvent, why: &str) -> Ag
 }
 
 /// Soft delete and recover, which every aggregate has: `Some` decision for the built-in
-/// commands, and for any command to a deleted aggregate; `None` for the aggregate's handler.
+/// commands (the event to record), and for any command to a deleted aggregate (its refusal);
+/// `None` for the aggregate's handler.
 fn lifecycle(
     state: &AggregateState,
     command: &'static str,
     ctx: &CommandContext<'_>,
-) -> Option<Result<Vec<DomainEvent>, AggregateError>> {
+) -> Option<Result<LifecycleEvent, AggregateError>> {
     let refused = |code: ErrorCode, message: String| {
         Some(Err(AggregateError::Rejected {
             code,
@@ -276,25 +286,67 @@ fn lifecycle(
     if !ctx.exists() {
         return Some(Err(AggregateError::NotFound(ctx.aggregate_id.clone())));
     }
-    let event = if command == DELETE_AGGREGATE {
-        AGGREGATE_DELETED
+    if command == DELETE_AGGREGATE {
+        Some(Ok(LifecycleEvent::AggregateDeleted))
     } else if state.is_deleted() {
-        AGGREGATE_RECOVERED
+        Some(Ok(LifecycleEvent::AggregateRecovered))
     } else {
-        return refused(
+        refused(
             ErrorCode::IllegalState,
             format!(
                 "aggregate {} is not deleted: nothing to recover",
                 ctx.aggregate_id
             ),
-        );
-    };
-    Some(Ok(vec![DomainEvent {
+        )
+    }
+}
+
+/// The built-in event that records `event`.
+fn lifecycle_event(event: LifecycleEvent) -> DomainEvent {
+    DomainEvent {
         id: crate::model::id::new_id(),
-        name: event.to_owned(),
+        name: event.event_name().to_owned(),
         revision: LIFECYCLE_REVISION.to_owned(),
         body: Value::Object(serde_json::Map::new()),
-    }]))
+    }
+}
+
+/// The changes a delete or a recover of an aggregate of type `A` in `state` makes besides its
+/// history (SPEC DM-6): a deleted aggregate counts as holding no keys and no deadlines, so a
+/// delete releases the keys `state` holds and cancels its deadlines, and a recover claims
+/// them and schedules its deadlines again, with request ids derived from the recover's
+/// stream (the one after `ctx.version`): a new firing, never a replay of one refused while
+/// the aggregate was deleted.
+pub(crate) fn lifecycle_changes<A: Aggregate>(
+    state: &A::State,
+    event: LifecycleEvent,
+    ctx: &CommandContext<'_>,
+) -> Result<AppendChanges, AggregateError> {
+    let keys = A::unique_keys(state).unwrap_or_default();
+    let deadlines = A::deadlines(state).unwrap_or_default();
+    let none_of_keys: &[_] = &[];
+    let none_of_deadlines: &[_] = &[];
+    let ((keys_before, keys_after), (deadlines_before, deadlines_after)) = if event.deletes() {
+        (
+            (keys.as_slice(), none_of_keys),
+            (deadlines.as_slice(), none_of_deadlines),
+        )
+    } else {
+        (
+            (none_of_keys, keys.as_slice()),
+            (none_of_deadlines, deadlines.as_slice()),
+        )
+    };
+    Ok(AppendChanges {
+        keys: key_changes(keys_before, keys_after),
+        deadlines: deadline_changes(
+            ctx.aggregate_id,
+            ctx.version + 1,
+            deadlines_before,
+            deadlines_after,
+        )
+        .map_err(AggregateError::Encode)?,
+    })
 }
 
 /// Decodes the typed events of one stream, upcast to today's shapes first.
@@ -418,11 +470,21 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
         A::QUERY_INDEX
     }
 
+    fn lifecycle(&self) -> Lifecycle {
+        A::LIFECYCLE
+    }
+
     fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError> {
         if let Some(builtin) = [DELETE_AGGREGATE, RECOVER_AGGREGATE]
             .into_iter()
             .find(|builtin| *builtin == name)
         {
+            if !A::LIFECYCLE.allowed() {
+                return Err(AggregateError::LifecycleDisabled {
+                    aggregate: A::AGGREGATE_NAME.to_owned(),
+                    command: builtin.to_owned(),
+                });
+            }
             return Ok(DecodedCommand {
                 name: builtin,
                 kind: CommandKind::Normal,
@@ -536,9 +598,6 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
         command: &DecodedCommand,
         ctx: &CommandContext<'_>,
     ) -> Result<Decided, AggregateError> {
-        if let Some(decided) = lifecycle(state, command.name, ctx) {
-            return decided.map(Decided::events);
-        }
         let mismatch = |what: &str| AggregateError::CorruptHistory {
             aggregate_id: Box::new(ctx.aggregate_id.clone()),
             version: ctx.version,
@@ -547,9 +606,31 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
                 A::AGGREGATE_NAME
             ),
         };
+        let built_in = lifecycle(state, command.name, ctx);
+        if let Some(Err(refused)) = built_in {
+            return Err(refused);
+        }
         let typed_state = state
             .downcast_ref::<A::State>()
             .ok_or_else(|| mismatch("state"))?;
+        if let Some(Ok(event)) = built_in {
+            // SPEC PX-1: the team's `unique_keys` and `deadlines` may panic too.
+            let changes = panic::catch_unwind(AssertUnwindSafe(|| {
+                lifecycle_changes::<A>(typed_state, event, ctx)
+            }))
+            .unwrap_or_else(|payload| {
+                let message = panic_message(payload.as_ref());
+                tracing::error!(aggregate_id = %ctx.aggregate_id, command = command.name, request_id = ctx.request_id, panic = %message, "the aggregate's keys or deadlines panicked");
+                Err(AggregateError::HandlerPanicked {
+                    aggregate_id: Box::new(ctx.aggregate_id.clone()),
+                    message,
+                })
+            })?;
+            return Ok(Decided {
+                events: vec![lifecycle_event(event)],
+                changes,
+            });
+        }
         let typed_command = command
             .body
             .downcast_ref::<A::Command>()

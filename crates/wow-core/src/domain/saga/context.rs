@@ -10,10 +10,10 @@ use super::{saga_request_id, StepError};
 use crate::contracts::command::JsonCommand;
 use crate::contracts::deadline::DeadlineStore;
 use crate::contracts::event::ConsumerError;
-use crate::model::aggregate::{Aggregate, DecodeDomainError};
+use crate::model::aggregate::{Aggregate, DecodeDomainError, DELETE_AGGREGATE, RECOVER_AGGREGATE};
 use crate::model::aggregate_id::AggregateId;
-use crate::model::command::CommandBody;
 use crate::model::command::CommandResultError;
+use crate::model::command::{CommandBody, CommandKind};
 use crate::model::command::{CommandMessage, CommandResult};
 use crate::model::deadline::{check_deadline_name, ScheduledCommand};
 use crate::model::error_code::ErrorCode;
@@ -220,6 +220,64 @@ impl<'a> SagaContext<'a> {
             code: ErrorCode::InternalServerError,
             message: format!("the command does not encode: {error}"),
         })?;
+        self.send(command).await.map_err(StepError::of)
+    }
+
+    /// Deletes the aggregate `aggregate_id` of type `A` softly (Wow's `DELETE`, SPEC DM-6),
+    /// with the next derived request id, and waits until it is processed. A saga may delete
+    /// under every [`Lifecycle`](crate::model::aggregate::Lifecycle) but `Disabled`
+    /// (`LifecycleDisabled`); an aggregate already deleted answers
+    /// `IllegalAccessDeletedAggregate`. Fails as [`send_message`](Self::send_message) does.
+    pub async fn delete<A>(
+        &self,
+        aggregate_id: AggregateId,
+    ) -> Result<CommandResult, StepError<A::Error>>
+    where
+        A: Aggregate,
+        A::Error: DecodeDomainError,
+    {
+        self.send_built_in::<A>(aggregate_id, DELETE_AGGREGATE)
+            .await
+    }
+
+    /// Recovers the deleted aggregate `aggregate_id` of type `A` (Wow's recover, SPEC DM-6),
+    /// with the next derived request id, and waits until it is processed: its keys are
+    /// claimed again (`DuplicateKey` when another aggregate took one meanwhile) and its
+    /// deadlines scheduled again. One that is not deleted answers `IllegalState`.
+    pub async fn recover<A>(
+        &self,
+        aggregate_id: AggregateId,
+    ) -> Result<CommandResult, StepError<A::Error>>
+    where
+        A: Aggregate,
+        A::Error: DecodeDomainError,
+    {
+        self.send_built_in::<A>(aggregate_id, RECOVER_AGGREGATE)
+            .await
+    }
+
+    async fn send_built_in<A>(
+        &self,
+        aggregate_id: AggregateId,
+        name: &'static str,
+    ) -> Result<CommandResult, StepError<A::Error>>
+    where
+        A: Aggregate,
+        A::Error: DecodeDomainError,
+    {
+        if aggregate_id.context_name != A::CONTEXT_NAME
+            || aggregate_id.aggregate_name != A::AGGREGATE_NAME
+        {
+            return Err(StepError::NotSent {
+                code: ErrorCode::IllegalArgument,
+                message: format!(
+                    "{name} of {}.{} cannot go to {aggregate_id}",
+                    A::CONTEXT_NAME,
+                    A::AGGREGATE_NAME
+                ),
+            });
+        }
+        let command = CommandMessage::new(aggregate_id, name, CommandKind::Normal, json!({}));
         self.send(command).await.map_err(StepError::of)
     }
 

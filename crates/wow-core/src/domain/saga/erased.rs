@@ -8,7 +8,7 @@ use super::{Saga, SagaContext, SagaSender, SentLog};
 use crate::contracts::deadline::DeadlineStore;
 use crate::contracts::event::ConsumerError;
 use crate::domain::aggregate::typed_events;
-use crate::model::aggregate::Aggregate;
+use crate::model::aggregate::{Aggregate, LifecycleEvent};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::DomainEventStream;
 
@@ -63,7 +63,8 @@ pub trait DynSaga: sealed::Sealed + Send + Sync + std::fmt::Debug {
     fn consumer_name(&self) -> &str;
 
     /// Runs the saga on every event of `stream`, in order, one [`SagaContext`] per event,
-    /// stopping at the first failure. A stream of another aggregate type is skipped (`Ok`);
+    /// stopping at the first failure: a delete or recover through [`Saga::on_lifecycle`],
+    /// every other event through [`Saga::on_event`]. A stream of another aggregate type is skipped (`Ok`);
     /// one of the saga's aggregate that does not decode fails with `IllegalState`.
     async fn run_stream(
         &self,
@@ -87,6 +88,19 @@ impl<S: Saga> DynSaga for S {
         if target.context_name != S::Aggregate::CONTEXT_NAME
             || target.aggregate_name != S::Aggregate::AGGREGATE_NAME
         {
+            return Ok(());
+        }
+        if LifecycleEvent::of_stream(stream).is_some() {
+            // SPEC DM-6: a delete or recover is the saga's to see, in its place in the order.
+            for envelope in &stream.body {
+                let Some(event) = LifecycleEvent::of_event(&envelope.name) else {
+                    continue;
+                };
+                let ctx = SagaContext::new(delivery.sender, &envelope.id, delivery.log)
+                    .with_link(delivery.link)
+                    .with_deadlines(delivery.deadlines, &stream.aggregate_id, Saga::name(self));
+                self.on_lifecycle(event, stream, &ctx).await?;
+            }
             return Ok(());
         }
         let events = typed_events::<S::Aggregate>(stream).map_err(|error| {

@@ -16,7 +16,7 @@ mod step;
 use async_trait::async_trait;
 
 use crate::contracts::event::ConsumerError;
-use crate::model::aggregate::Aggregate;
+use crate::model::aggregate::{Aggregate, LifecycleEvent};
 use crate::model::event::DomainEventStream;
 
 pub use context::{SagaContext, SagaSender, SentLog};
@@ -46,6 +46,21 @@ pub trait Saga: Send + Sync + std::fmt::Debug + 'static {
         stream: &DomainEventStream,
         ctx: &SagaContext<'_>,
     ) -> Result<(), ConsumerError>;
+
+    /// Reacts to the aggregate's soft delete or recover (SPEC DM-6), the built-in event of
+    /// `stream`, in its place in the aggregate's version order: cancel what the saga
+    /// scheduled for the aggregate ([`SagaContext::cancel_scheduled`]), release what it holds
+    /// elsewhere, and take it up again on the recover. Commands sent here get request ids
+    /// derived from the built-in event, as [`on_event`](Self::on_event)'s do. Default: nothing.
+    async fn on_lifecycle(
+        &self,
+        event: LifecycleEvent,
+        stream: &DomainEventStream,
+        ctx: &SagaContext<'_>,
+    ) -> Result<(), ConsumerError> {
+        let _ = (event, stream, ctx);
+        Ok(())
+    }
 }
 
 /// The request id of the `index`-th command a saga sends for the event `event_id`: the same

@@ -45,6 +45,16 @@ pub enum AggregateError {
         /// The version the aggregate is at.
         actual: u64,
     },
+    /// A delete or recover of an aggregate whose type allows neither
+    /// ([`Lifecycle::Disabled`](super::Lifecycle::Disabled), SPEC DM-6). Nothing ran and
+    /// nothing is recorded.
+    #[error("aggregate `{aggregate}` cannot be deleted or recovered: its domain disables both (`{command}` refused)")]
+    LifecycleDisabled {
+        /// The aggregate's name.
+        aggregate: String,
+        /// The built-in command refused.
+        command: String,
+    },
     /// A void command was given to an aggregate; no aggregate handles void commands.
     #[error("`{0}` is a void command: no aggregate handles it")]
     VoidCommand(String),
@@ -124,6 +134,7 @@ impl AggregateError {
                 ErrorCode::CommandExpectVersionConflict
             }
             AggregateError::VoidCommand(_) => ErrorCode::IllegalArgument,
+            AggregateError::LifecycleDisabled { .. } => ErrorCode::LifecycleDisabled,
             AggregateError::Rejected { code, .. } => code.clone(),
             AggregateError::ServiceFailed(_) => ErrorCode::ServiceFailed,
             AggregateError::CorruptHistory { .. }

@@ -7,8 +7,8 @@ mod state;
 pub use access::{check_access, AccessRefused, AggregateScope};
 pub use error::{check_command, AggregateError};
 pub use lifecycle::{
-    is_lifecycle_command, is_lifecycle_event, AGGREGATE_DELETED, AGGREGATE_RECOVERED,
-    DELETE_AGGREGATE, LIFECYCLE_REVISION, RECOVER_AGGREGATE,
+    is_lifecycle_command, is_lifecycle_event, Lifecycle, LifecycleEvent, AGGREGATE_DELETED,
+    AGGREGATE_RECOVERED, DELETE_AGGREGATE, LIFECYCLE_REVISION, RECOVER_AGGREGATE,
 };
 pub use model::{state_schema_of, Aggregate, CommandContext, DecodeDomainError, DomainError};
 pub use state::AggregateState;

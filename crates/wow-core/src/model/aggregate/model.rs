@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 
+use crate::model::aggregate::Lifecycle;
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::command::{CommandBody, EventBody};
 use crate::model::deadline::Deadline;
@@ -158,10 +159,14 @@ impl CommandContext<'_> {
 /// rebuilds its state.
 ///
 /// Neither should panic, but a panic or an arithmetic overflow in either is contained (SPEC
-/// PX-1; release builds check overflows too): a panicking `handle` fails that one command
-/// with `InternalServerError` and records nothing; a panicking `apply` quarantines the
-/// aggregate (see [`QuarantinedAggregates`](crate::domain::aggregate::QuarantinedAggregates)). Use checked
-/// arithmetic and a typed rejection for what input can provoke.
+/// PX-1): a panicking `handle` fails that one command with `InternalServerError` and records
+/// nothing; a panicking `apply` quarantines the aggregate (see
+/// [`QuarantinedAggregates`](crate::domain::aggregate::QuarantinedAggregates)). Use checked
+/// arithmetic and a typed rejection for what input can provoke. An overflow panics only where
+/// the crate is built with overflow checks: a release build needs `[profile.release]
+/// overflow-checks = true` in the workspace's `Cargo.toml`, and the service refuses to start
+/// without it (it measures the crate through the command enum,
+/// [`CommandBody::crate_build`](crate::command::CommandBody::crate_build)).
 ///
 /// ```
 #[doc = include_str!("../../counter_example.rs")]
@@ -185,6 +190,17 @@ pub trait Aggregate: Send + Sync + 'static {
     /// PostgreSQL serves every equality test from a GIN index over the materialized
     /// snapshots). It costs each snapshot's write a little more. Default `false`.
     const QUERY_INDEX: bool = false;
+
+    /// Who may delete and recover this aggregate (Wow's soft delete, SPEC DM-6):
+    /// [`Lifecycle::Public`], the default, lets every caller that may send its commands;
+    /// `Operator` only an operator's token over HTTP; `Internal` only sagas and in-process
+    /// senders; `Disabled` no one (`LifecycleDisabled`). Sagas and in-process senders are
+    /// never refused but by `Disabled`.
+    ///
+    /// Whoever sends them, a delete releases the aggregate's unique keys and cancels its
+    /// deadlines, and a recover claims and schedules them again (see
+    /// [`unique_keys`](Self::unique_keys) and [`deadlines`](Self::deadlines)).
+    const LIFECYCLE: Lifecycle = Lifecycle::Public;
 
     /// The version of the state's shape, recorded with every snapshot. Raise it whenever
     /// `State` changes shape: a snapshot of another version is ignored and the state is
@@ -260,7 +276,12 @@ pub trait Aggregate: Send + Sync + 'static {
     /// a command whose claim meets another holder is refused (`DuplicateKey`, recorded as
     /// its decision) and appends nothing, and a rejected or failed command changes no key.
     /// A key moves with the state: a renamed SKU releases the old value and claims the new
-    /// one. A soft-deleted aggregate keeps its keys (recovering it needs them).
+    /// one.
+    ///
+    /// A soft-deleted aggregate holds no keys (SPEC DM-6): the delete's append releases the
+    /// keys of its state, and the recover's append claims them again. When another aggregate
+    /// took one meanwhile, the recover is refused `DuplicateKey` (recorded as its decision,
+    /// as any claim's refusal), and the aggregate stays deleted until the key is free.
     fn unique_keys(state: &Self::State) -> Option<Vec<UniqueKey>> {
         let _ = state;
         None
@@ -277,6 +298,11 @@ pub trait Aggregate: Send + Sync + 'static {
     /// failed command schedules nothing. When it is due, the scheduler sends the command with
     /// a request id derived from the schedule, so firing twice takes effect once; the
     /// command is decided like any other, on the state of that moment.
+    ///
+    /// A soft-deleted aggregate has no deadlines (SPEC DM-6): the delete's append cancels the
+    /// rows of its state, and the recover's append schedules the state's deadlines again, with
+    /// request ids derived from the recover's stream, so each is a new firing. One whose time
+    /// passed while the aggregate was deleted is due at once after the recover.
     fn deadlines(state: &Self::State) -> Option<Vec<Deadline<Self::Command>>> {
         let _ = state;
         None

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use crate::model::build::CrateBuild;
 use crate::model::command::{BindingError, CommandKind};
 
 /// One command of an aggregate, as the registry lists it.
@@ -78,6 +79,19 @@ pub trait CommandBody: Sized + Send + Sync + 'static {
             .iter()
             .find(|info| info.name == name)
             .map(|info| info.kind)
+    }
+
+    /// How the crate that declares this enum was compiled (SPEC PX-1): whether an
+    /// arithmetic overflow there panics, as PX-1 needs, or wraps silently. The service asks
+    /// it of every aggregate it runs and refuses to start on a crate that wraps.
+    ///
+    /// `#[derive(Command)]` answers `Some(wow_core::crate_build!())`, measured in the
+    /// domain's own crate (the command enum sits beside its aggregate); an enum that
+    /// implements this trait by hand writes the same line, since a default here could only
+    /// measure wow-core. The default, `None`, leaves the crate unmeasured: the service then
+    /// goes by wow-core's build alone ([`CrateBuild::of_wow_core`]).
+    fn crate_build() -> Option<CrateBuild> {
+        None
     }
 }
 

@@ -77,5 +77,6 @@ pub fn is_recorded_rejection(code: &ErrorCode) -> bool {
             | ErrorCode::NotFound
             | ErrorCode::DuplicateAggregateId
             | ErrorCode::DuplicateKey
+            | ErrorCode::DeadlineNotPending
     )
 }

@@ -4,7 +4,7 @@ use std::fmt::Debug;
 
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::model::aggregate::Aggregate;
+use crate::model::aggregate::{Aggregate, LifecycleEvent};
 
 /// Where one event comes from, for [`Outbox::rows`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +66,13 @@ pub trait Outbox: Send + Sync + 'static {
 
     /// The rows owed for one event; most events owe none.
     fn rows(event: &<Self::Aggregate as Aggregate>::Event, meta: &EventMeta<'_>) -> Vec<Self::Row>;
+
+    /// The rows owed for the aggregate's soft delete or recover (SPEC DM-6), pure and
+    /// infallible as [`rows`](Self::rows) is; `meta` is the built-in event's. Default: none.
+    fn lifecycle_rows(event: LifecycleEvent, meta: &EventMeta<'_>) -> Vec<Self::Row> {
+        let _ = (event, meta);
+        Vec::new()
+    }
 }
 
 /// The id of the `index`th row (from 0) of the event `event_id`: the event id itself for the

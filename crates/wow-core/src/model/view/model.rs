@@ -4,7 +4,7 @@ use std::fmt::Debug;
 
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::model::aggregate::Aggregate;
+use crate::model::aggregate::{Aggregate, LifecycleEvent};
 
 /// A read model of one aggregate type: a state per (tenant, aggregate id), folded from that
 /// aggregate's own typed events.
@@ -58,4 +58,49 @@ pub trait View: Send + Sync + 'static {
 
     /// Folds one event into the state.
     fn apply(state: &mut Self::State, event: &<Self::Aggregate as Aggregate>::Event);
+
+    /// Folds the aggregate's soft delete or recover into the state (SPEC DM-6), in its place
+    /// in the aggregate's version order, with the same guarantees as `apply` (pure,
+    /// infallible, replayed by a rebuild). The default leaves the state as it is: the row
+    /// goes on showing the aggregate as it was.
+    ///
+    /// A view that flags the row sets a field (`deleted: true`, and back on the recover); one
+    /// that drops it from what readers see moves its content aside on the delete and back on
+    /// the recover (the row stays, so that the recover finds it, and the version order with
+    /// it). Filter on the field in lists and queries, and answer a read of a flagged row as
+    /// not found where the domain wants that.
+    ///
+    /// ```
+    /// use wow_core::aggregate::LifecycleEvent;
+    /// use wow_core::testing_example::{Counter, CounterEvent};
+    /// use wow_core::view::View;
+    ///
+    /// #[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+    /// struct Row {
+    ///     sum: u64,
+    ///     deleted: bool,
+    /// }
+    ///
+    /// #[derive(Debug)]
+    /// struct Sums;
+    ///
+    /// impl View for Sums {
+    ///     type Aggregate = Counter;
+    ///     type State = Row;
+    ///     const NAME: &'static str = "sums";
+    ///
+    ///     fn apply(row: &mut Row, event: &CounterEvent) {
+    ///         if let CounterEvent::Added(added) = event {
+    ///             row.sum = row.sum.saturating_add(added.by);
+    ///         }
+    ///     }
+    ///
+    ///     fn on_lifecycle(row: &mut Row, event: LifecycleEvent) {
+    ///         row.deleted = event.deletes();
+    ///     }
+    /// }
+    /// ```
+    fn on_lifecycle(state: &mut Self::State, event: LifecycleEvent) {
+        let _ = (state, event);
+    }
 }

@@ -16,6 +16,7 @@ use wow_core::ErrorCode;
 
 use super::answers::{decided, quarantined_result};
 use super::{Attempt, DefaultCommandHandler};
+use crate::deadline::{DEADLINE_HEADER, DEADLINE_OWNER_HEADER};
 
 /// The aggregate's state for one attempt, and whether it came from the cache (else it was
 /// rebuilt from its snapshot and later events just now).
@@ -132,6 +133,20 @@ impl DefaultCommandHandler {
             }
         }
         let now = self.clock.now_millis();
+        match self.stale_firing(command).await {
+            Ok(None) => {}
+            Ok(Some(stale)) => {
+                let version = loaded.state.version();
+                self.cache.put(&command.aggregate_id, loaded.state);
+                return self
+                    .reject(command, fingerprint, version, &stale, now)
+                    .await;
+            }
+            Err(unavailable) => {
+                self.cache.put(&command.aggregate_id, loaded.state);
+                return Attempt::from(unavailable);
+            }
+        }
         let decided = match self
             .run_handler(runtime, command, decoded, &loaded.state, now)
             .await
@@ -164,6 +179,48 @@ impl DefaultCommandHandler {
             .apply_appended(runtime, command, loaded.state, &stream)
             .await;
         self.publish(command, stream, appended).await
+    }
+
+    /// SPEC DM-6: a command a deadline fired is decided only while its schedule is the
+    /// owner's pending row (same name, same request id). `Ok(Some(_))` is the rejection to
+    /// record when a later event moved or cancelled it; `Err` when the rows cannot be read
+    /// (transient, nothing recorded).
+    async fn stale_firing(
+        &self,
+        command: &JsonCommand,
+    ) -> Result<Option<AggregateError>, CommandResult> {
+        let (Some(deadlines), Some(name)) = (&self.deadlines, command.header.get(DEADLINE_HEADER))
+        else {
+            return Ok(None);
+        };
+        let mut owner = command.aggregate_id.clone();
+        if let Some((aggregate_name, id)) = command
+            .header
+            .get(DEADLINE_OWNER_HEADER)
+            .and_then(|owner| owner.split_once('/'))
+        {
+            aggregate_name.clone_into(&mut owner.aggregate_name);
+            id.clone_into(&mut owner.id);
+        }
+        let rows = deadlines.pending_for(&owner).await.map_err(|error| {
+            CommandResult::failure(
+                command,
+                CommandStage::Processed,
+                error.error_code(),
+                format!("the pending deadlines of {owner} cannot be read ({error}); nothing was recorded"),
+            )
+        })?;
+        let pending = rows
+            .iter()
+            .any(|row| &row.schedule.name == name && row.schedule.request_id == command.request_id);
+        Ok((!pending).then(|| AggregateError::Rejected {
+            code: ErrorCode::DeadlineNotPending,
+            message: format!(
+                "deadline `{name}` of {owner} is no longer pending under request id {}: a later event moved or cancelled it",
+                command.request_id
+            ),
+            detail: serde_json::Map::new(),
+        }))
     }
 
     /// The aggregate's state for `command`, or the answer when there is none to decide on:

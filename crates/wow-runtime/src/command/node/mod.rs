@@ -53,6 +53,7 @@ use wow_core::command::{CommandHandler, JsonCommand};
 use wow_core::command::{CommandResult, CommandStage};
 use wow_core::compensation::CompensationStore;
 use wow_core::compensation::RetrySpec;
+use wow_core::deadline::DeadlineStore;
 use wow_core::event::DomainEventBus;
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
 use wow_core::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
@@ -101,6 +102,7 @@ pub struct DefaultCommandHandler {
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
     services: Services,
     decision_budget: Duration,
+    deadlines: Option<Arc<dyn DeadlineStore>>,
 }
 
 /// How long a decision may take by default, service calls included (SPEC DM-3).
@@ -202,6 +204,15 @@ impl DefaultCommandHandlerBuilder {
         self
     }
 
+    /// Refuses a command a deadline fired (it carries
+    /// [`DEADLINE_HEADER`](crate::deadline::DEADLINE_HEADER)) whose schedule is no longer
+    /// `deadlines`' pending row, because a later event moved or cancelled it (SPEC DM-6):
+    /// `DeadlineNotPending`, recorded as the decision. Default: not checked.
+    pub fn deadlines(mut self, deadlines: Arc<dyn DeadlineStore>) -> Self {
+        self.inner.deadlines = Some(deadlines);
+        self
+    }
+
     /// The handler.
     pub fn build(self) -> DefaultCommandHandler {
         self.inner
@@ -248,6 +259,7 @@ impl DefaultCommandHandler {
                 compensation: None,
                 services: Services::new(),
                 decision_budget: DEFAULT_DECISION_BUDGET,
+                deadlines: None,
             },
         }
     }
