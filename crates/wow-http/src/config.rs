@@ -21,9 +21,11 @@ pub struct HttpConfig {
     pub auth_tokens: HashMap<String, TokenBinding>,
     /// The operator's bearer tokens: they alone reach `/metrics`, `/metrics.json` and the
     /// operations page (`/ui` and its files) once either this or `auth_tokens` is not empty
-    /// ([`HttpConfig::operator_gated`]). An operator token reaches no tenant's routes, and a
-    /// tenant's token is not an operator token (403). A browser carries one in the cookie
-    /// that `GET /ui?token=…` sets, so each should hold only the characters of a cookie
+    /// ([`HttpConfig::operator_gated`]). An operator token reaches no tenant's routes but the
+    /// delete and recover of an aggregate whose lifecycle is
+    /// [`Operator`](wow_core::aggregate::Lifecycle::Operator) (as its bearer token, in the
+    /// tenant `Command-Tenant-Id` names), and a tenant's token is not an operator token
+    /// (403). A browser carries one in the cookie that `GET /ui?token=…` sets, so each should hold only the characters of a cookie
     /// value: `A-Z a-z 0-9 - . _ ~ + / =` (the settings refuse any other).
     pub operator_tokens: HashSet<String>,
 }
