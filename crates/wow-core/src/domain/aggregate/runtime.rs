@@ -317,35 +317,28 @@ fn lifecycle_event(event: LifecycleEvent) -> DomainEvent {
 /// them and schedules its deadlines again, with request ids derived from the recover's
 /// stream (the one after `ctx.version`): a new firing, never a replay of one refused while
 /// the aggregate was deleted.
-pub(crate) fn lifecycle_changes<A: Aggregate>(
+fn lifecycle_changes<A: Aggregate>(
     state: &A::State,
     event: LifecycleEvent,
     ctx: &CommandContext<'_>,
 ) -> Result<AppendChanges, AggregateError> {
-    let keys = A::unique_keys(state).unwrap_or_default();
-    let deadlines = A::deadlines(state).unwrap_or_default();
-    let none_of_keys: &[_] = &[];
-    let none_of_deadlines: &[_] = &[];
-    let ((keys_before, keys_after), (deadlines_before, deadlines_after)) = if event.deletes() {
+    let held_keys = A::unique_keys(state).unwrap_or_default();
+    let held_deadlines = A::deadlines(state).unwrap_or_default();
+    let (owner, version) = (ctx.aggregate_id, ctx.version + 1);
+    let (keys, deadlines) = if event.deletes() {
         (
-            (keys.as_slice(), none_of_keys),
-            (deadlines.as_slice(), none_of_deadlines),
+            key_changes(&held_keys, &[]),
+            deadline_changes(owner, version, &held_deadlines, &[]),
         )
     } else {
         (
-            (none_of_keys, keys.as_slice()),
-            (none_of_deadlines, deadlines.as_slice()),
+            key_changes(&[], &held_keys),
+            deadline_changes(owner, version, &[], &held_deadlines),
         )
     };
     Ok(AppendChanges {
-        keys: key_changes(keys_before, keys_after),
-        deadlines: deadline_changes(
-            ctx.aggregate_id,
-            ctx.version + 1,
-            deadlines_before,
-            deadlines_after,
-        )
-        .map_err(AggregateError::Encode)?,
+        keys,
+        deadlines: deadlines.map_err(AggregateError::Encode)?,
     })
 }
 
