@@ -161,9 +161,12 @@ pub enum HoldCommand {
     /// Places the hold.
     #[command(create)]
     Place(PlaceHold),
-    /// Confirms it: it no longer expires.
+    /// Confirms it: it no longer expires. Callers send it, and the auto-confirm saga
+    /// schedules it.
+    #[command(deadline, public)]
     Confirm(Nothing),
-    /// Expires it; sent by its deadline.
+    /// Expires it; sent by its deadline only.
+    #[command(deadline)]
     Expire(Nothing),
 }
 
@@ -293,7 +296,8 @@ pub enum BookingCommand {
     Hold(HoldSlot),
     /// Confirms the hold: it no longer expires.
     Confirm(Nothing),
-    /// Expires the hold; sent by its deadline.
+    /// Expires the hold; sent by its deadline only.
+    #[command(deadline)]
     Expire(Nothing),
 }
 

@@ -97,3 +97,108 @@ async fn a_saga_spec_shows_what_the_saga_scheduled() {
     );
     assert_eq!(scheduled[0].request_id, "spec-event-1-0/0");
 }
+
+mod undeclared {
+    //! A deadline that names a command not declared `#[command(deadline)]`.
+    use serde::{Deserialize, Serialize};
+    use wow_core::aggregate::{Aggregate, CommandContext};
+    use wow_core::deadline::Deadline;
+    use wow_core::{Command, DomainError, Event};
+
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+    pub(crate) struct Empty {}
+
+    #[derive(Debug, Clone, PartialEq, Command)]
+    pub(crate) enum ReminderCommand {
+        #[command(create)]
+        Start(Empty),
+        /// Not declared `#[command(deadline)]`.
+        Remind(Empty),
+    }
+
+    #[derive(Debug, Clone, PartialEq, Event)]
+    pub(crate) enum ReminderEvent {
+        Started(Empty),
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, DomainError)]
+    pub(crate) enum ReminderError {
+        #[error("never")]
+        Never,
+    }
+
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+    pub(crate) struct ReminderState {
+        started: bool,
+    }
+
+    #[derive(Debug)]
+    pub(crate) struct Reminder;
+
+    impl Aggregate for Reminder {
+        const CONTEXT_NAME: &'static str = "demo";
+        const AGGREGATE_NAME: &'static str = "reminder";
+        type State = ReminderState;
+        type Command = ReminderCommand;
+        type Event = ReminderEvent;
+        type Error = ReminderError;
+
+        fn handle(
+            _: &ReminderState,
+            command: ReminderCommand,
+            _: &CommandContext<'_>,
+        ) -> Result<Vec<ReminderEvent>, ReminderError> {
+            match command {
+                ReminderCommand::Start(_) => Ok(vec![ReminderEvent::Started(Empty {})]),
+                ReminderCommand::Remind(_) => Err(ReminderError::Never),
+            }
+        }
+
+        fn apply(state: &mut ReminderState, event: &ReminderEvent) {
+            match event {
+                ReminderEvent::Started(_) => state.started = true,
+            }
+        }
+
+        fn deadlines(state: &ReminderState) -> Option<Vec<Deadline<ReminderCommand>>> {
+            Some(if state.started {
+                vec![Deadline::new(
+                    "remind",
+                    1,
+                    ReminderCommand::Remind(Empty {}),
+                )]
+            } else {
+                Vec::new()
+            })
+        }
+    }
+}
+
+/// SPEC DM-6: a deadline may fire only a command declared `#[command(deadline)]` (internal
+/// unless declared `public`); a decision that schedules another fails as a fault of the
+/// domain's code, caught by the team's first test, and records nothing.
+#[test]
+fn a_deadline_that_fires_an_undeclared_command_fails_the_decision() {
+    use undeclared::{Empty, Reminder, ReminderCommand};
+    AggregateSpec::<Reminder>::new()
+        .given_nothing()
+        .at(T0)
+        .when(ReminderCommand::Start(Empty {}))
+        .expect_error_code(ErrorCode::InternalServerError);
+}
+
+/// `#[command(deadline)]` makes a command internal; `#[command(deadline, public)]` keeps it
+/// routed.
+#[test]
+fn a_deadline_command_is_internal_unless_declared_public() {
+    use wow_core::command::CommandBody;
+    let info = |name: &str| {
+        *HoldCommand::COMMANDS
+            .iter()
+            .find(|c| c.name == name)
+            .expect("the hold's command")
+    };
+    assert!(info("expire").deadline && info("expire").internal);
+    assert!(info("confirm").deadline && !info("confirm").internal);
+    assert!(!info("place").deadline && !info("place").internal);
+}

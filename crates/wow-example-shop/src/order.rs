@@ -122,7 +122,9 @@ pub enum OrderCommand {
     /// Pays it.
     #[command(validate)]
     Pay(Pay),
-    /// Expires it, when it was not paid in time; sent by its deadline.
+    /// Expires it, when it was not paid in time; sent by its deadline only (internal: no
+    /// caller can expire an order).
+    #[command(deadline)]
     Expire(Expire),
 }
 

@@ -112,3 +112,40 @@ async fn a_service_without_deadlines_answers_404() {
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["errorCode"], "NotFound");
 }
+
+/// SPEC DM-6: a command only a deadline sends (`#[command(deadline)]`) is internal: no caller
+/// can expire a hold over HTTP, and it is not in the document; a deadline command the domain
+/// declared `public` (a hold's confirm) is routed as any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_only_a_deadline_sends_is_not_routed_over_http() {
+    let server = Server::start(true).await;
+    server.place("h-1", "t1", 15).await;
+    let send = |command: &'static str| {
+        server
+            .client
+            .post(format!("{}/hold/h-1/{command}", server.base))
+            .header("Command-Tenant-Id", "t1")
+            .json(&json!({}))
+            .send()
+    };
+    let expire = send("expire").await.unwrap();
+    assert_eq!(expire.status(), StatusCode::NOT_FOUND);
+    let confirm = send("confirm").await.unwrap();
+    assert_eq!(confirm.status(), StatusCode::OK);
+    let document: Value = server
+        .client
+        .get(format!("{}/openapi.json", server.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let paths = document["paths"].as_object().unwrap();
+    assert!(paths.keys().any(|path| path.ends_with("/confirm")));
+    assert!(
+        !paths.keys().any(|path| path.ends_with("/expire")),
+        "{:?}",
+        paths.keys()
+    );
+}

@@ -17,7 +17,9 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, Ident, LitStr, Variant};
 /// variant's name in `snake_case` unless `#[command(name = "...")]` gives one. One attribute
 /// each marks the kind and the validation: `#[command(create)]`, `#[command(allow_create)]`,
 /// `#[command(void)]`, and `#[command(internal)]` marks a command that only sagas and processors send: it is not
-/// routed over HTTP.
+/// routed over HTTP. `#[command(deadline)]` marks a command a deadline may fire (an
+/// aggregate's `deadlines`, a saga's `schedule`): only such commands can be scheduled, and
+/// they are internal too unless `#[command(deadline, public)]` says callers may also send it.
 /// Every payload derives `schemars::JsonSchema`: its schema is the body's in OpenAPI.
 ///
 /// A payload whose type implements `validator::Validate` (of the `validator` version wow-core
@@ -79,6 +81,8 @@ struct Item<'a> {
     kind: &'static str,
     validate: bool,
     internal: bool,
+    deadline: bool,
+    public: bool,
     revision: String,
 }
 
@@ -142,6 +146,8 @@ fn parse_items<'a>(input: &'a DeriveInput, what: &str, attr: &str) -> syn::Resul
             kind: "Normal",
             validate: false,
             internal: false,
+            deadline: false,
+            public: false,
             revision: "0.0.1".to_owned(),
         };
         for a in variant.attrs.iter().filter(|a| a.path().is_ident(attr)) {
@@ -157,6 +163,8 @@ fn parse_items<'a>(input: &'a DeriveInput, what: &str, attr: &str) -> syn::Resul
                     ("command", "allow_create") => item.kind = "AllowCreate",
                     ("command", "void") => item.kind = "Void",
                     ("command", "internal") => item.internal = true,
+                    ("command", "deadline") => item.deadline = true,
+                    ("command", "public") => item.public = true,
                     ("command", "validate") if item.has_payload => item.validate = true,
                     ("command", "validate") => {
                         return Err(meta.error("only a command with a payload can be validated"))
@@ -224,8 +232,10 @@ fn expand_command(input: &DeriveInput) -> syn::Result<TokenStream2> {
             Some(ty) => quote!(::wow_core::__private::schema_of::<#ty>),
             None => quote!(::wow_core::__private::unit_schema),
         };
-        let internal = item.internal;
-        quote!(::wow_core::command::CommandInfo { name: #name, kind: ::wow_core::command::CommandKind::#kind, internal: #internal, schema: #schema })
+        // A command a deadline fires is internal unless the domain says `public` (SPEC DM-6).
+        let internal = item.internal || (item.deadline && !item.public);
+        let deadline = item.deadline;
+        quote!(::wow_core::command::CommandInfo { name: #name, kind: ::wow_core::command::CommandKind::#kind, internal: #internal, deadline: #deadline, schema: #schema })
     });
     // Every payload is validated when its type implements `validator::Validate`, whether or
     // not `#[command(validate)]` says so (autoref specialization picks the validating impl);

@@ -110,11 +110,8 @@ async fn firing_twice_takes_effect_once() {
     send(&node, command(&hold, "place", json!({"minutes": 1}))).await;
     let row = store.scheduled_for(&hold).await.unwrap().remove(0);
     clock.advance(MINUTE);
-    let first = send(
-        &node,
-        command(&hold, "expire", json!({})).with_request_id(row.request_id.clone()),
-    )
-    .await;
+    // Fired as the scheduler fires it.
+    let first = send(&node, wow_runtime::deadline::fired_command(&row)).await;
     // The append that expired the hold cancelled the row; a store that lost that write (or a
     // scheduler that crashed before deleting) has it back.
     store.schedule(&row).await.unwrap();
@@ -491,4 +488,41 @@ async fn a_firing_whose_deadline_a_later_event_cancelled_is_refused_and_recorded
         matches!(&decision, Some(d) if d.clone().appended().is_none()),
         "the refusal is recorded under the firing's request id: {decision:?}"
     );
+}
+
+/// SPEC DM-6: with the scheduler held back, a command that reaches the hold after its
+/// expiry came due is decided after the expiry: the node fires the overdue deadline first,
+/// with the schedule's request id, so the scheduler's lateness never changes the outcome,
+/// and the scheduler's own firing later takes effect once.
+#[tokio::test]
+async fn a_command_after_a_deadline_came_due_is_decided_after_the_deadlines_command() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let late = placed(&node, "t1").await;
+    let early = placed(&node, "t1").await;
+    // Confirmed before its expiry: decided as it comes.
+    send(&node, command(&early, "confirm", json!({}))).await;
+    assert_eq!(event_names(&store, &early).await, ["Placed", "Confirmed"]);
+
+    // The scheduler is held back (no pass runs); the expiry is a minute overdue.
+    clock.advance(2 * MINUTE);
+    let refused = node
+        .pipeline
+        .gateway
+        .send_and_wait(command(&late, "confirm", json!({})), WaitPlan::processed())
+        .await
+        .expect_err("the hold expired before the confirm arrived");
+    let wow_core::command::CommandResultError::Failed(result) = refused else {
+        panic!("not a failed result: {refused:?}");
+    };
+    assert_eq!(result.error_code.as_str(), "NotPending", "{result:?}");
+    assert_eq!(event_names(&store, &late).await, ["Placed", "Expired"]);
+    assert!(store.pending_for(&late).await.unwrap().is_empty());
+    // The scheduler, when it runs at last, has nothing left to fire.
+    assert_eq!(
+        node.scheduler.fire_due().await.unwrap(),
+        FirePass::default()
+    );
+    assert_eq!(event_names(&store, &late).await, ["Placed", "Expired"]);
 }

@@ -284,6 +284,7 @@ fn find_command(
             name,
             kind: CommandKind::Normal,
             internal: false,
+            deadline: false,
             schema: || serde_json::json!({"type": "object"}),
         });
     }

@@ -3,7 +3,9 @@
 
 mod scheduler;
 
+pub(crate) use scheduler::is_decided;
+
 pub use scheduler::{
-    DeadlinePartitions, DeadlineScheduler, FirePass, SchedulerConfig, DEADLINE_HEADER,
-    DEADLINE_OWNER_HEADER, DEADLINE_SCHEDULER,
+    fired_command, DeadlinePartitions, DeadlineScheduler, FirePass, SchedulerConfig,
+    DEADLINE_HEADER, DEADLINE_OWNER_HEADER, DEADLINE_SCHEDULER,
 };

@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::Notify;
+use wow_core::command::JsonCommand;
 use wow_core::command::{CommandKind, CommandResultError, CommandStage};
 use wow_core::compensation::{CompensationStore, FailedExecution, RetrySpec};
-use wow_core::deadline::{backoff, DeadlineStore, DueQuery, PartitionFilter, PendingDeadline};
+use wow_core::deadline::{
+    backoff, DeadlineStore, DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand,
+};
 use wow_core::event::ConsumerError;
 use wow_core::eventsourcing::{is_recorded_rejection, EventStoreError};
 use wow_core::id::Clock;
@@ -291,18 +294,7 @@ impl DeadlineScheduler {
     /// counts an attempt and makes the row wait.
     async fn fire(&self, row: &PendingDeadline) -> Fired {
         let schedule = &row.schedule;
-        let command = CommandMessage::new(
-            schedule.target.clone(),
-            schedule.command.clone(),
-            CommandKind::Normal,
-            schedule.body.clone(),
-        )
-        .with_request_id(schedule.request_id.clone())
-        .with_header(DEADLINE_HEADER, schedule.name.clone())
-        .with_header(
-            DEADLINE_OWNER_HEADER,
-            format!("{}/{}", schedule.owner.aggregate_name, schedule.owner.id),
-        );
+        let command = fired_command(schedule);
         let outcome = self
             .gateway
             .send_and_wait(
@@ -400,11 +392,29 @@ impl DeadlineScheduler {
     }
 }
 
+/// The command `schedule` fires: its target, command and body, with the request id the
+/// schedule derived and the headers naming the deadline and its owner, which the node checks
+/// against the pending row (SPEC DM-6).
+pub fn fired_command(schedule: &ScheduledCommand) -> JsonCommand {
+    CommandMessage::new(
+        schedule.target.clone(),
+        schedule.command.clone(),
+        CommandKind::Normal,
+        schedule.body.clone(),
+    )
+    .with_request_id(schedule.request_id.clone())
+    .with_header(DEADLINE_HEADER, schedule.name.clone())
+    .with_header(
+        DEADLINE_OWNER_HEADER,
+        format!("{}/{}", schedule.owner.aggregate_name, schedule.owner.id),
+    )
+}
+
 /// Whether a failed command was decided for good: its request id was decided before (the
 /// deadline fired already: this firing replays that decision), a recorded rejection, or a
 /// command this build cannot send at all (a deadline of a command since removed), which no
 /// retry mends.
-fn is_decided(result: &CommandResult) -> bool {
+pub(crate) fn is_decided(result: &CommandResult) -> bool {
     is_recorded_rejection(&result.error_code)
         || matches!(
             result.error_code,

@@ -18,7 +18,7 @@ use crate::model::aggregate::{
 };
 use crate::model::aggregate_id::NamedAggregate;
 use crate::model::command::{CommandBody, CommandInfo, CommandKind, EventBody};
-use crate::model::deadline::deadline_changes;
+use crate::model::deadline::{deadline_changes, DeadlineChange};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream, EventShape, Upcasters};
 use crate::model::panic::panic_message;
@@ -87,6 +87,14 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     /// Who may delete and recover it ([`Aggregate::LIFECYCLE`], SPEC DM-6).
     fn lifecycle(&self) -> Lifecycle {
         Lifecycle::Public
+    }
+
+    /// The names of the deadlines `state` holds that are due at `now`, earliest first (SPEC
+    /// DM-6: a node decides them before a command that arrives after they came due). Empty for
+    /// a deleted aggregate, and when the aggregate's `deadlines` panics.
+    fn overdue(&self, state: &AggregateState, now: i64) -> Vec<String> {
+        let _ = (state, now);
+        Vec::new()
     }
 
     /// Decodes and validates the command `name` with the JSON `body`.
@@ -336,10 +344,31 @@ fn lifecycle_changes<A: Aggregate>(
             deadline_changes(owner, version, &[], &held_deadlines),
         )
     };
-    Ok(AppendChanges {
-        keys,
-        deadlines: deadlines.map_err(AggregateError::Encode)?,
-    })
+    let deadlines = deadlines.map_err(AggregateError::Encode)?;
+    check_deadline_commands::<A>(&deadlines)?;
+    Ok(AppendChanges { keys, deadlines })
+}
+
+/// SPEC DM-6: every deadline `changes` schedule fires a command `A` declares
+/// `#[command(deadline)]`, so a command only a deadline should send is internal by default.
+pub(crate) fn check_deadline_commands<A: Aggregate>(
+    changes: &[DeadlineChange],
+) -> Result<(), AggregateError> {
+    for change in changes {
+        if let DeadlineChange::Schedule(row) = change {
+            let declared = A::Command::COMMANDS
+                .iter()
+                .any(|info| info.name == row.command && info.deadline);
+            if !declared {
+                return Err(AggregateError::UndeclaredDeadlineCommand {
+                    aggregate: A::AGGREGATE_NAME.to_owned(),
+                    deadline: row.name.clone(),
+                    command: row.command.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Decodes the typed events of one stream, upcast to today's shapes first.
@@ -434,6 +463,7 @@ pub(crate) fn changes_of<A: Aggregate>(
         .map_err(AggregateError::Encode)?,
         None => Vec::new(),
     };
+    check_deadline_commands::<A>(&deadlines)?;
     Ok(AppendChanges { keys, deadlines })
 }
 
@@ -465,6 +495,26 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
 
     fn lifecycle(&self) -> Lifecycle {
         A::LIFECYCLE
+    }
+
+    fn overdue(&self, state: &AggregateState, now: i64) -> Vec<String> {
+        if state.is_deleted() {
+            return Vec::new();
+        }
+        let Some(typed) = state.downcast_ref::<A::State>() else {
+            return Vec::new();
+        };
+        let held = panic::catch_unwind(AssertUnwindSafe(|| A::deadlines(typed)))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let mut due: Vec<(i64, String)> = held
+            .into_iter()
+            .filter(|deadline| deadline.due_at <= now)
+            .map(|deadline| (deadline.due_at, deadline.name))
+            .collect();
+        due.sort();
+        due.into_iter().map(|(_, name)| name).collect()
     }
 
     fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError> {

@@ -124,6 +124,20 @@ impl<'a> SagaContext<'a> {
                 format!("the command does not encode: {error}"),
             )
         })?;
+        // SPEC DM-6: only a command declared #[command(deadline)] can be scheduled.
+        let declared = A::Command::COMMANDS
+            .iter()
+            .any(|info| info.name == command.command_name() && info.deadline);
+        if !declared {
+            return Err(ConsumerError::new(
+                ErrorCode::IllegalArgument,
+                format!(
+                    "deadline `{name}` fires command `{}` of `{}`, which is not declared #[command(deadline)]",
+                    command.command_name(),
+                    A::AGGREGATE_NAME
+                ),
+            ));
+        }
         let index = self.next.fetch_add(1, Ordering::SeqCst);
         let row = ScheduledCommand {
             owner: source.clone(),

@@ -98,6 +98,18 @@ pub enum AggregateError {
     /// decision. Nothing was recorded; the resend with the same request id decides again.
     #[error("{0}")]
     ServiceFailed(crate::model::services::ServiceFailure),
+    /// A deadline names a command not declared `#[command(deadline)]` (SPEC DM-6): a fault in
+    /// the domain's code, caught at its first decision (and by the test kit), never a
+    /// decision. Nothing was recorded.
+    #[error("deadline `{deadline}` of aggregate `{aggregate}` fires command `{command}`, which is not declared #[command(deadline)]: only commands a deadline may fire can be scheduled (they are internal unless declared #[command(deadline, public)])")]
+    UndeclaredDeadlineCommand {
+        /// The aggregate type whose command it names.
+        aggregate: String,
+        /// The deadline's name.
+        deadline: String,
+        /// The command it names.
+        command: String,
+    },
     /// The aggregate's `apply` panicked (or overflowed) on the stream at `version` (SPEC
     /// PX-1): the history cannot be applied by this code. Unlike the other failures of
     /// `apply`, the state it was given is half-applied and must be dropped.
@@ -138,6 +150,7 @@ impl AggregateError {
             AggregateError::Rejected { code, .. } => code.clone(),
             AggregateError::ServiceFailed(_) => ErrorCode::ServiceFailed,
             AggregateError::CorruptHistory { .. }
+            | AggregateError::UndeclaredDeadlineCommand { .. }
             | AggregateError::Encode(_)
             | AggregateError::HandlerPanicked { .. }
             | AggregateError::ApplyPanicked { .. } => ErrorCode::InternalServerError,

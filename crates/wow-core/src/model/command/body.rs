@@ -16,6 +16,11 @@ pub struct CommandInfo {
     /// it, but it is not routed over HTTP and not in OpenAPI, so no caller outside the
     /// service can send it.
     pub internal: bool,
+    /// A deadline may fire it (`#[command(deadline)]`, SPEC DM-6): an aggregate's deadlines
+    /// and a saga's schedules may name only such commands. Internal unless declared
+    /// `#[command(deadline, public)]`, so no caller outside the service sends what only a
+    /// deadline should.
+    pub deadline: bool,
     /// The JSON Schema of its body (for OpenAPI).
     pub schema: fn() -> Value,
 }

@@ -16,7 +16,9 @@ use wow_core::ErrorCode;
 
 use super::answers::{decided, quarantined_result};
 use super::{Attempt, DefaultCommandHandler};
-use crate::deadline::{DEADLINE_HEADER, DEADLINE_OWNER_HEADER};
+use futures::future::BoxFuture;
+
+use crate::deadline::{fired_command, is_decided, DEADLINE_HEADER, DEADLINE_OWNER_HEADER};
 
 /// The aggregate's state for one attempt, and whether it came from the cache (else it was
 /// rebuilt from its snapshot and later events just now).
@@ -68,6 +70,9 @@ impl DefaultCommandHandler {
             if let RequestIdCheck::Decided(decision) = check {
                 return decided(command, &fingerprint, &decision);
             }
+        }
+        if !command.header.contains_key(DEADLINE_HEADER) {
+            self.fire_overdue_first(runtime.as_ref(), command).await;
         }
         for _ in 0..=self.conflict_retries {
             match self
@@ -179,6 +184,90 @@ impl DefaultCommandHandler {
             .apply_appended(runtime, command, loaded.state, &stream)
             .await;
         self.publish(command, stream, appended).await
+    }
+
+    /// SPEC DM-6: a command that reaches an aggregate after one of its deadlines came due is
+    /// decided after that deadline's command, so the scheduler's lateness never changes an
+    /// outcome: each overdue deadline the state holds (by the store's clock when the node runs
+    /// on the process's clock) is fired here first, as the scheduler would fire it (its
+    /// request id, so a firing by the scheduler as well takes effect once), and its row goes
+    /// once decided. A failure here leaves the deadline to the scheduler; the command is
+    /// decided either way.
+    fn fire_overdue_first<'a>(
+        &'a self,
+        runtime: &'a dyn AggregateRuntime,
+        command: &'a JsonCommand,
+    ) -> BoxFuture<'a, ()> {
+        // Boxed and declared `Send`: it decides commands through `decide_and_append`, which
+        // calls it.
+        Box::pin(async move {
+            let Some(deadlines) = &self.deadlines else {
+                return;
+            };
+            // Only commands declared #[command(deadline)] can be scheduled: an aggregate with
+            // none holds no deadline, and costs nothing here.
+            if !runtime.commands().iter().any(|info| info.deadline) {
+                return;
+            }
+            let aggregate_id = &command.aggregate_id;
+            if self.quarantine.get(aggregate_id).is_some() {
+                return;
+            }
+            let now = self.clock.now_millis();
+            let overdue = match self.load(runtime, aggregate_id).await {
+                Ok(loaded) => {
+                    let overdue = if loaded.state.belongs_to(&aggregate_id.tenant_id) {
+                        runtime.overdue(&loaded.state, now)
+                    } else {
+                        Vec::new()
+                    };
+                    self.cache.put(aggregate_id, loaded.state);
+                    overdue
+                }
+                // The attempt meets and answers the same failure.
+                Err(_) => return,
+            };
+            if overdue.is_empty() {
+                return;
+            }
+            let now = if self.clock.is_process_default() {
+                match deadlines.now().await {
+                    Ok(now) => now,
+                    Err(_) => return,
+                }
+            } else {
+                now
+            };
+            let Ok(rows) = deadlines.pending_for(aggregate_id).await else {
+                return;
+            };
+            let mut due: Vec<_> = rows
+                .into_iter()
+                .filter(|row| {
+                    overdue.contains(&row.schedule.name)
+                        && row.schedule.target == *aggregate_id
+                        && row.schedule.due_at <= now
+                })
+                .collect();
+            due.sort_by_key(|row| row.schedule.due_at);
+            for row in due {
+                let fired = fired_command(&row.schedule);
+                let result = self.decide_and_append(&fired).await;
+                tracing::info!(aggregate_id = %aggregate_id, deadline = row.schedule.name, request_id = row.schedule.request_id, code = %result.error_code, before = command.request_id, "an overdue deadline was decided before the command that arrived after it");
+                if result.error_code.is_ok() || is_decided(&result) {
+                    if let Err(error) = deadlines
+                        .fired(
+                            &row.schedule.owner,
+                            &row.schedule.name,
+                            &row.schedule.request_id,
+                        )
+                        .await
+                    {
+                        tracing::warn!(%error, deadline = row.schedule.name, "a fired deadline could not be deleted; the scheduler replays it");
+                    }
+                }
+            }
+        })
     }
 
     /// SPEC DM-6: a command a deadline fired is decided only while its schedule is the
