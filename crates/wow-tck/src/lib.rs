@@ -146,6 +146,8 @@ macro_rules! __lifecycle_cases {
                 a_delete_suspends_the_deadlines_and_a_recover_restores_them,
                 a_deadline_that_passed_while_deleted_fires_after_the_recover,
                 a_recover_restores_only_what_the_state_holds,
+                a_firing_a_later_event_overtook_is_refused_and_recorded,
+                a_command_after_an_overdue_deadline_is_decided_after_it,
             ]
         );
     };

@@ -56,6 +56,7 @@ fn node(store: &Store, clock: &Arc<ManualClock>) -> LocalPipeline {
         .expect("the booking registers once");
     LocalPipeline::builder(registry, store.events.clone())
         .clock(clock.clone())
+        .deadlines(store.deadlines.clone())
         .build()
 }
 
@@ -214,11 +215,7 @@ pub async fn a_recover_whose_key_another_aggregate_took_is_refused_and_recorded(
     // The taker's hold expires, which frees the slot: a new recover takes it back.
     clock.advance(MINUTE);
     let expiry = pending(&store, &second).await.remove(0);
-    sent(
-        &node,
-        command(&second, &expiry.command, expiry.body.clone()).with_request_id(expiry.request_id),
-    )
-    .await;
+    sent(&node, wow_runtime::deadline::fired_command(&expiry)).await;
     assert_eq!(slot_holder(&store, &slot).await, None);
     sent(&node, recover(&first)).await;
     assert_eq!(slot_holder(&store, &slot).await, Some(first));
@@ -276,17 +273,10 @@ pub async fn a_deadline_that_passed_while_deleted_fires_after_the_recover(store:
     // The old schedule, fired late by a scheduler that read it before the delete: refused,
     // and recorded under its own request id.
     clock.advance(60 * MINUTE);
-    let late = send(
-        &node,
-        command(
-            &booking,
-            &first_schedule.command,
-            first_schedule.body.clone(),
-        )
-        .with_request_id(first_schedule.request_id.clone()),
-    )
-    .await;
-    assert_eq!(late.error_code, ErrorCode::IllegalAccessDeletedAggregate);
+    // A scheduler that read the row before the delete fires it: the delete cancelled it, so
+    // the firing is no longer pending.
+    let late = send(&node, wow_runtime::deadline::fired_command(&first_schedule)).await;
+    assert_eq!(late.error_code, ErrorCode::DeadlineNotPending);
 
     sent(&node, recover(&booking)).await;
     let due = store
@@ -299,12 +289,7 @@ pub async fn a_deadline_that_passed_while_deleted_fires_after_the_recover(store:
         .collect::<Vec<_>>();
     assert_eq!(due.len(), 1, "the passed expiry is due at once: {due:?}");
     assert_ne!(due[0].request_id, first_schedule.request_id);
-    let fired = sent(
-        &node,
-        command(&booking, &due[0].command, due[0].body.clone())
-            .with_request_id(due[0].request_id.clone()),
-    )
-    .await;
+    let fired = sent(&node, wow_runtime::deadline::fired_command(&due[0])).await;
     assert_eq!(fired.aggregate_version, Some(4));
     assert_eq!(
         state_of(&store, &booking).await.0.status,
@@ -331,4 +316,74 @@ pub async fn a_recover_restores_only_what_the_state_holds(store: Store) {
         pending(&store, &booking).await.is_empty(),
         "a confirmed booking has no expiry to restore"
     );
+}
+
+/// SPEC DM-6: a firing that a later event overtook (the booking was confirmed, which cancelled
+/// its expiry, while the expiry's command was on its way) is refused `DeadlineNotPending`,
+/// recorded as the decision under the firing's request id (a resend gets the same answer),
+/// and the handler never runs.
+pub async fn a_firing_a_later_event_overtook_is_refused_and_recorded(store: Store) {
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let booking = booking();
+    sent(&node, hold(&booking, &slot(), 1)).await;
+    let row = pending(&store, &booking).await.remove(0);
+    sent(&node, command(&booking, "confirm", json!({}))).await;
+    assert!(
+        pending(&store, &booking).await.is_empty(),
+        "confirming cancels the expiry"
+    );
+    clock.advance(2 * MINUTE);
+    for attempt in ["the firing", "its resend"] {
+        let refused = send(&node, wow_runtime::deadline::fired_command(&row)).await;
+        assert_eq!(
+            refused.error_code,
+            ErrorCode::DeadlineNotPending,
+            "{attempt}: {refused:?}"
+        );
+    }
+    let decision = store
+        .events
+        .find_decision(&booking, &row.request_id)
+        .await
+        .expect("a decision can be looked up");
+    assert!(
+        matches!(&decision, Some(RequestDecision::Rejected(_))),
+        "{decision:?}"
+    );
+    assert_eq!(
+        state_of(&store, &booking).await.0.status,
+        BookingStatus::Confirmed
+    );
+}
+
+/// SPEC DM-6: with no scheduler running (one held back, or late), a command that reaches the
+/// booking after its expiry came due is decided after the expiry: the node fires the overdue
+/// deadline first, with the schedule's request id, and the late confirm meets an expired
+/// booking. The scheduler, when it comes, has nothing left to fire.
+pub async fn a_command_after_an_overdue_deadline_is_decided_after_it(store: Store) {
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let booking = booking();
+    sent(&node, hold(&booking, &slot(), 1)).await;
+    let row = pending(&store, &booking).await.remove(0);
+    clock.advance(MINUTE + 1);
+    let late = send(&node, command(&booking, "confirm", json!({}))).await;
+    assert!(!late.succeeded, "{late:?}");
+    assert_eq!(late.error_code.as_str(), "NotHeld", "{late:?}");
+    assert_eq!(
+        state_of(&store, &booking).await.0.status,
+        BookingStatus::Expired
+    );
+    assert!(pending(&store, &booking).await.is_empty());
+    let expiry = store
+        .events
+        .find_request(&booking, &row.request_id)
+        .await
+        .expect("a request can be looked up")
+        .expect("the expiry was appended under its schedule's request id");
+    assert_eq!(expiry.version, 2);
+    let scheduler = node.deadline_scheduler(store.deadlines.clone());
+    let pass = scheduler.fire_due().await.expect("a pass runs");
+    assert_eq!(pass.fired, 0, "{pass:?}");
 }
