@@ -392,28 +392,19 @@ pub async fn a_failed_firing_waits_without_holding_up_later_rows(store: Store) {
     let expiry = row(&stuck, "expire", 1_000, 1);
     append(&store, &stuck, 1, &schedule(expiry.clone())).await;
     append(&store, &next, 1, &schedule(row(&next, "expire", 2_000, 1))).await;
-    let attempts = store
-        .retry_later(
-            &stuck,
-            "expire",
-            &expiry.request_id,
-            Some(Duration::from_secs(3_600)),
-            None,
-        )
-        .await
-        .expect("retry_later answers");
-    assert_eq!(attempts, Some(1));
-    let attempts = store
-        .retry_later(
-            &stuck,
-            "expire",
-            &expiry.request_id,
-            Some(Duration::from_secs(3_600)),
-            None,
-        )
-        .await
-        .expect("retry_later answers");
-    assert_eq!(attempts, Some(2));
+    for expected in 1..=2 {
+        let attempts = store
+            .retry_later(
+                &stuck,
+                "expire",
+                &expiry.request_id,
+                Some(Duration::from_secs(3_600)),
+                None,
+            )
+            .await
+            .expect("retry_later answers");
+        assert_eq!(attempts, Some(expected));
+    }
     assert_eq!(
         store
             .retry_later(
