@@ -295,7 +295,7 @@ pub(crate) async fn fill_owner_hashes(
 /// made; read the owner's rows with [`DeadlineStore::scheduled_for`] to tell.
 #[async_trait]
 impl DeadlineStore for PostgresStore {
-    /// One statement ([`DUE`]); "due" by the server's clock when the query names no time.
+    /// One statement; "due" by the server's clock when the query names no time.
     async fn due_rows(&self, query: &DueQuery) -> Result<Vec<PendingDeadline>, EventStoreError> {
         let client = self.client().await?;
         let statement = client.prepare_cached(DUE).await.map_err(store_error)?;

@@ -88,7 +88,7 @@ impl DeadlineTable {
     }
 
     /// Records a failed firing of `owner`'s row `name` carrying `request_id`: due again at
-    /// `fire_at` ([`HELD`] to hold it). Its attempts after, if it was there.
+    /// `fire_at` ([`HELD`](crate::model::deadline::HELD) to hold it). Its attempts after, if it was there.
     pub fn retry_at(
         &mut self,
         owner: &AggregateId,
