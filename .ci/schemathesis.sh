@@ -21,9 +21,9 @@ ST="$VENV/bin/st"
 WOW=target/debug/wow
 MAX_EXAMPLES="${WOW_SCHEMATHESIS_MAX_EXAMPLES:-50}"
 RUN_TIMEOUT="${WOW_SCHEMATHESIS_TIMEOUT:-600}"
-# The operator's operations: /metrics, /metrics.json, /deadlines and the operations page's
-# three files.
-OPERATOR_OPERATIONS='^(service\.metrics|service\.metrics_json|service\.deadlines|ui\..+)$'
+# The operator's operations: /metrics, /metrics.json, /deadlines, firing and cancelling one
+# pending deadline, and the operations page's three files.
+OPERATOR_OPERATIONS='^(service\.metrics|service\.metrics_json|service\.deadlines|deadline\.fire|deadline\.cancel|ui\..+)$'
 
 log() { printf '== %s\n' "$*"; }
 

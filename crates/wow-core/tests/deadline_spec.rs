@@ -202,3 +202,119 @@ fn a_deadline_command_is_internal_unless_declared_public() {
     assert!(info("confirm").deadline && !info("confirm").internal);
     assert!(!info("place").deadline && !info("place").internal);
 }
+
+mod cancel_from_elsewhere {
+    //! A saga cancels a deadline of another aggregate, and every aggregate's of one name
+    //! (SPEC DM-2): Axon's `cancelAll`.
+    use wow_core::aggregate::Aggregate;
+    use wow_core::deadline::ScheduledCommand;
+    use wow_core::event::ConsumerError;
+    use wow_core::saga::{Saga, SagaContext, SagaSpec};
+    use wow_core::testing_example::{Hold, HoldEvent, HoldPlaced, Nothing};
+    use wow_core::{AggregateId, DomainEventStream, ErrorCode};
+
+    /// On a confirmed hold, cancels the reminder of the hold named in its tenant `h-9`; on
+    /// an expired one, every hold's reminder; on a placed one, the reminder of `h-9` in
+    /// another tenant (refused).
+    #[derive(Debug)]
+    struct Reminders;
+
+    fn hold(id: &str, tenant: &str) -> AggregateId {
+        Hold::named_aggregate().aggregate_id(id.to_owned(), tenant.to_owned())
+    }
+
+    fn reminder(owner: AggregateId, saga: &str) -> ScheduledCommand {
+        ScheduledCommand {
+            target: owner.clone(),
+            owner,
+            name: format!("{saga}/remind"),
+            due_at: 1_000,
+            command: "confirm".to_owned(),
+            body: serde_json::json!({}),
+            request_id: "earlier-event/0".to_owned(),
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Saga for Reminders {
+        type Aggregate = Hold;
+
+        fn name(&self) -> &str {
+            "reminders"
+        }
+
+        async fn on_event(
+            &self,
+            event: &HoldEvent,
+            stream: &DomainEventStream,
+            ctx: &SagaContext<'_>,
+        ) -> Result<(), ConsumerError> {
+            let tenant = &stream.aggregate_id.tenant_id;
+            match event {
+                HoldEvent::Confirmed(_) => ctx
+                    .cancel_scheduled_for(&hold("h-9", tenant), "remind")
+                    .await
+                    .map(drop),
+                HoldEvent::Expired(_) => ctx.cancel_all_scheduled("remind").await.map(drop),
+                HoldEvent::Placed(_) => ctx
+                    .cancel_scheduled_for(&hold("h-9", "elsewhere"), "remind")
+                    .await
+                    .map(drop),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn an_event_of_one_aggregate_cancels_the_deadline_of_another() {
+        let tenant = wow_core::DEFAULT_TENANT_ID;
+        let expect = SagaSpec::new(Reminders)
+            .with_id("h-1")
+            .given([HoldEvent::Confirmed(Nothing {})])
+            .with_scheduled([
+                reminder(hold("h-9", tenant), "reminders"),
+                reminder(hold("h-8", tenant), "reminders"),
+            ])
+            .when_all_succeed()
+            .await
+            .expect_ok();
+        let cancelled = expect.expect_cancelled();
+        assert_eq!(cancelled.len(), 1, "only h-9's: {cancelled:?}");
+        assert_eq!(cancelled[0].owner.id, "h-9");
+        assert!(expect.expect_scheduled().is_empty());
+    }
+
+    #[tokio::test]
+    async fn cancel_all_takes_the_sagas_rows_of_the_name_in_its_tenant_only() {
+        let tenant = wow_core::DEFAULT_TENANT_ID;
+        let expect = SagaSpec::new(Reminders)
+            .with_id("h-1")
+            .given([HoldEvent::Expired(Nothing {})])
+            .with_scheduled([
+                reminder(hold("h-9", tenant), "reminders"),
+                reminder(hold("h-8", tenant), "reminders"),
+                reminder(hold("h-7", tenant), "another-saga"),
+                reminder(hold("h-9", "elsewhere"), "reminders"),
+            ])
+            .when_all_succeed()
+            .await
+            .expect_ok();
+        let cancelled: Vec<(&str, &str)> = expect
+            .expect_cancelled()
+            .iter()
+            .map(|row| (row.owner.id.as_str(), row.owner.tenant_id.as_str()))
+            .collect();
+        assert_eq!(cancelled, [("h-9", tenant), ("h-8", tenant)]);
+    }
+
+    #[tokio::test]
+    async fn a_deadline_of_another_tenant_is_never_cancelled() {
+        let expect = SagaSpec::new(Reminders)
+            .with_id("h-1")
+            .given([HoldEvent::Placed(HoldPlaced { expires_at: 0 })])
+            .with_scheduled([reminder(hold("h-9", "elsewhere"), "reminders")])
+            .when_all_succeed()
+            .await
+            .expect_failure(ErrorCode::IllegalArgument);
+        assert!(expect.expect_cancelled().is_empty());
+    }
+}

@@ -39,6 +39,7 @@ mod input;
 mod metrics;
 mod openapi;
 mod operator;
+mod operator_deadlines;
 mod paths;
 mod prefix;
 mod queries;

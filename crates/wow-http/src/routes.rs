@@ -4,13 +4,13 @@
 
 use axum::extract::State;
 use axum::response::IntoResponse;
-use axum::routing::{any, get, post};
+use axum::routing::{any, delete, get, post};
 use axum::Router;
 
 use crate::state::HttpState;
 use crate::{
-    access, commands, compensation, dsl_queries, fallback, metrics, openapi, operator, prefix,
-    queries, ui,
+    access, commands, compensation, dsl_queries, fallback, metrics, openapi, operator,
+    operator_deadlines, prefix, queries, ui,
 };
 
 /// The router of docs/http-api.md over `state`. With any token configured, `/metrics`,
@@ -24,6 +24,7 @@ use crate::{
 pub fn router(state: HttpState) -> Router {
     let routes = Router::new()
         .merge(operator_routes(&state))
+        .merge(operator_actions(&state))
         .merge(service_routes())
         .merge(query_routes())
         .merge(aggregate_routes())
@@ -44,6 +45,24 @@ fn operator_routes(state: &HttpState) -> Router<HttpState> {
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             operator::require,
+        ))
+}
+
+/// The operator's actions on the service's state: fire or cancel one pending deadline. They
+/// take an operator's bearer token, never the page's cookie.
+fn operator_actions(state: &HttpState) -> Router<HttpState> {
+    Router::new()
+        .route(
+            "/deadlines/{tenant}/{aggregate}/{id}/{name}",
+            delete(operator_deadlines::cancel),
+        )
+        .route(
+            "/deadlines/{tenant}/{aggregate}/{id}/{name}/fire",
+            post(operator_deadlines::fire),
+        )
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            operator::require_bearer,
         ))
 }
 

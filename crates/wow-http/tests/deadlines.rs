@@ -22,11 +22,16 @@ const T0: i64 = 1_800_000_000_000;
 struct Server {
     base: String,
     client: Client,
+    store: Arc<InMemoryEventStore>,
     _pipeline: LocalPipeline,
 }
 
 impl Server {
     async fn start(keeps_deadlines: bool) -> Self {
+        Self::start_with(keeps_deadlines, HttpConfig::default()).await
+    }
+
+    async fn start_with(keeps_deadlines: bool, config: HttpConfig) -> Self {
         let mut registry = AggregateRegistry::new();
         registry.register::<Hold>().unwrap();
         let store = Arc::new(InMemoryEventStore::new());
@@ -35,15 +40,15 @@ impl Server {
             .build();
         let queries = QuerySide::of_pipeline(&pipeline);
         let queries = if keeps_deadlines {
-            queries.with_deadlines(store)
+            queries.with_deadlines(store.clone())
         } else {
             queries
         };
-        let state =
-            HttpState::for_gateway(pipeline.gateway.clone(), queries, HttpConfig::default());
+        let state = HttpState::for_gateway(pipeline.gateway.clone(), queries, config);
         Self {
             base: listen(router(state)).await,
             client: Client::new(),
+            store,
             _pipeline: pipeline,
         }
     }
@@ -148,4 +153,102 @@ async fn a_command_only_a_deadline_sends_is_not_routed_over_http() {
         "{:?}",
         paths.keys()
     );
+}
+
+/// SPEC DM-2: an operator fires one pending deadline now or cancels it, by its owner and name,
+/// with an operator's bearer token only; a missing row is 404 and nothing else changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_fires_or_cancels_one_pending_deadline_with_a_bearer_token() {
+    use wow_core::deadline::{DeadlineStore, ScheduledCommand};
+    use wow_core::AggregateId;
+    let config = HttpConfig {
+        operator_tokens: std::collections::HashSet::from(["op".to_owned()]),
+        ..HttpConfig::default()
+    };
+    let server = Server::start_with(true, config).await;
+    server.place("h-1", "t1", 15).await;
+    server.place("h-1", "t2", 15).await;
+    let act = |method: reqwest::Method, path: &str, auth: Option<&str>| {
+        let request = server
+            .client
+            .request(method, format!("{}{path}", server.base));
+        let request = match auth {
+            Some("cookie") => request.header("Cookie", "wow-operator=op"),
+            Some(header) => request.header("Authorization", header),
+            None => request,
+        };
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let fire = "/deadlines/t1/hold/h-1/expire/fire";
+    for (auth, expected) in [
+        (None, StatusCode::UNAUTHORIZED),
+        (Some("Bearer nope"), StatusCode::UNAUTHORIZED),
+        (Some("cookie"), StatusCode::UNAUTHORIZED),
+    ] {
+        let (status, body) = act(reqwest::Method::POST, fire, auth).await;
+        assert_eq!(status, expected, "{auth:?}: {body}");
+    }
+    let (status, row) = act(reqwest::Method::POST, fire, Some("Bearer op")).await;
+    assert_eq!(status, StatusCode::OK, "{row}");
+    assert_eq!(row["name"], "expire");
+    assert_eq!(row["owner"]["tenantId"], "t1");
+    assert!(
+        row["fireAt"].as_i64().unwrap() < row["dueAt"].as_i64().unwrap(),
+        "due at once, not at its due time: {row}"
+    );
+
+    let cancel = "/deadlines/t1/hold/h-1/expire";
+    let (status, body) = act(reqwest::Method::DELETE, cancel, Some("cookie")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let (status, row) = act(reqwest::Method::DELETE, cancel, Some("Bearer op")).await;
+    assert_eq!(status, StatusCode::OK, "{row}");
+    assert_eq!(row["requestId"], "deadline/expire/1");
+    let (_, left) = server.get("/hold/h-1/deadlines", "t1").await;
+    assert_eq!(left, json!([]), "cancelled");
+    let (_, other) = server.get("/hold/h-1/deadlines", "t2").await;
+    assert_eq!(other.as_array().unwrap().len(), 1, "another tenant's stays");
+
+    for path in [
+        cancel,
+        "/deadlines/t1/hold/h-9/expire",
+        "/deadlines/t1/nothing/h-1/expire",
+    ] {
+        let (status, body) = act(reqwest::Method::DELETE, path, Some("Bearer op")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert_eq!(body["errorCode"], "NotFound");
+    }
+    let (status, _) = act(reqwest::Method::POST, fire, Some("Bearer op")).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "a cancelled row cannot be fired"
+    );
+
+    // A saga's deadline is named `{saga}/{name}`: its `/` is written `%2F`.
+    let owner = AggregateId::new("demo", "hold", "h-2", "t1");
+    server
+        .store
+        .schedule(&ScheduledCommand {
+            owner: owner.clone(),
+            name: "auto-confirm/confirm".to_owned(),
+            due_at: T0,
+            target: owner,
+            command: "confirm".to_owned(),
+            body: json!({}),
+            request_id: "event-1/0".to_owned(),
+        })
+        .await
+        .unwrap();
+    let (status, row) = act(
+        reqwest::Method::DELETE,
+        "/deadlines/t1/hold/h-2/auto-confirm%2Fconfirm",
+        Some("Bearer op"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{row}");
+    assert_eq!(row["name"], "auto-confirm/confirm");
 }

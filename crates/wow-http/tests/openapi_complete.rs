@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 39] = [
+const EXPECTED_PATHS: [&str; 41] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -53,6 +53,8 @@ const EXPECTED_PATHS: [&str; 39] = [
     "/compensation/failures/{id}",
     "/compensation/failures/{id}/retry",
     "/deadlines",
+    "/deadlines/{tenant}/{aggregate}/{id}/{name}",
+    "/deadlines/{tenant}/{aggregate}/{id}/{name}/fire",
     "/health",
     "/metrics",
     "/metrics.json",
@@ -74,6 +76,13 @@ const OPERATORS: [&str; 6] = [
     "/ui",
     "/ui/app.css",
     "/ui/app.js",
+];
+
+/// The operator's actions: with any token configured, they need an operator's bearer token
+/// (never the page's cookie).
+const OPERATOR_ACTIONS: [&str; 2] = [
+    "/deadlines/{tenant}/{aggregate}/{id}/{name}",
+    "/deadlines/{tenant}/{aggregate}/{id}/{name}/fire",
 ];
 
 /// A domain's own read route, as `wow serve` merges the bank's view: it answers with an error
@@ -373,6 +382,13 @@ async fn the_bearer_scheme_is_there_exactly_when_auth_is_on() {
         } else if PUBLIC.contains(&path.as_str()) {
             assert!(operation["security"].is_null(), "{method} {path}");
             assert!(operation["responses"]["401"].is_null(), "{method} {path}");
+        } else if OPERATOR_ACTIONS.contains(&path.as_str()) {
+            assert_eq!(
+                operation["security"],
+                json!([{"operator": []}]),
+                "{method} {path}"
+            );
+            assert!(operation["responses"]["403"].is_object(), "{method} {path}");
         } else if OPERATORS.contains(&path.as_str()) {
             assert_eq!(
                 operation["security"],

@@ -378,6 +378,61 @@ fn pending_deadlines() -> Value {
     operation
 }
 
+/// The path parameters of one pending deadline: its owner and its name.
+fn deadline_row_params() -> Value {
+    json!([
+        path_param(
+            "tenant",
+            "The owner's tenant (`(0)` for the default tenant).",
+            tenant_schema()
+        ),
+        path_param(
+            "aggregate",
+            "The owner's aggregate type.",
+            json!({"type": "string", "minLength": 1})
+        ),
+        path_param("id", "The owner's id.", id_schema()),
+        path_param(
+            "name",
+            "The deadline's name; a saga's is `{saga}/{name}`, its `/` written `%2F`.",
+            json!({"type": "string", "minLength": 1})
+        ),
+    ])
+}
+
+/// A pending deadline with where its firing stands (SPEC DM-2).
+fn pending_deadline() -> Value {
+    let mut row = scheduled_command();
+    row["properties"]["fireAt"] = json!({"type": "integer"});
+    row["properties"]["attempts"] = json!({"type": "integer", "minimum": 0});
+    if let Some(required) = row["required"].as_array_mut() {
+        required.push(json!("fireAt"));
+        required.push(json!("attempts"));
+    }
+    row
+}
+
+/// `POST /deadlines/{tenant}/{aggregate}/{id}/{name}/fire` and
+/// `DELETE /deadlines/{tenant}/{aggregate}/{id}/{name}` (operators, SPEC DM-2).
+fn deadline_actions(method: &str) -> Value {
+    let (operation_id, summary, ok) = if method == "post" {
+        ("deadline.fire", "Fires one pending deadline now: its retry delay and any hold lifted (recorded: who, when)", "The row as it now stands, due at once")
+    } else {
+        (
+            "deadline.cancel",
+            "Cancels one pending deadline: it never fires (recorded: who, when)",
+            "The row as it was",
+        )
+    };
+    json!({method: {"operationId": operation_id, "summary": summary, OPERATOR_COMMAND: true,
+    "parameters": deadline_row_params(),
+    "responses": {
+        "200": {"description": ok, "content": {"application/json": {"schema": pending_deadline()}}},
+        "404": error("NotFound: the service keeps no deadlines, the aggregate type is unknown, or the owner has no such deadline pending"),
+        "503": error("ServiceUnavailable: the deadline store cannot be reached"),
+    }}})
+}
+
 /// `GET /{aggregate}/{id}/event/{head}/{tail}`.
 pub(super) fn events_path(aggregate: &str) -> Value {
     let version = |name: &str, what: &str| {
@@ -555,6 +610,14 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
         unique_key_holder(),
     );
     paths.insert("/deadlines".to_owned(), pending_deadlines());
+    paths.insert(
+        "/deadlines/{tenant}/{aggregate}/{id}/{name}".to_owned(),
+        deadline_actions("delete"),
+    );
+    paths.insert(
+        "/deadlines/{tenant}/{aggregate}/{id}/{name}/fire".to_owned(),
+        deadline_actions("post"),
+    );
     paths.insert("/compensation/failures".to_owned(), compensation_failures());
     paths.insert(
         "/compensation/failures/{id}".to_owned(),

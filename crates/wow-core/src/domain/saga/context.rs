@@ -97,7 +97,9 @@ impl<'a> SagaContext<'a> {
     /// event it reacts to (SPEC DM-2): the scheduler sends it when due, with the next request
     /// id derived from the event, so a redelivered event schedules the same row again and
     /// the command takes effect once. A later event of the same aggregate cancels it with
-    /// [`cancel_scheduled`](Self::cancel_scheduled).
+    /// [`cancel_scheduled`](Self::cancel_scheduled), an event of another aggregate with
+    /// [`cancel_scheduled_for`](Self::cancel_scheduled_for), and every aggregate's of the
+    /// name at once with [`cancel_all_scheduled`](Self::cancel_all_scheduled).
     ///
     /// Fails (the saga's stage fails and is retried) when the store cannot keep it, when
     /// `name` is not a deadline name, or when the command does not encode.
@@ -160,6 +162,41 @@ impl<'a> SagaContext<'a> {
         let (deadlines, (source, saga)) = self.scheduling()?;
         deadlines
             .cancel(source, &format!("{saga}/{name}"))
+            .await
+            .map_err(|error| ConsumerError::new(error.error_code(), error.to_string()))
+    }
+
+    /// Cancels this saga's deadline `name` for `owner`, an aggregate of the tenant of the
+    /// event it reacts to: a deadline the saga scheduled from another aggregate's event, as
+    /// when a payment's event cancels the order's expiry. `true` when one was pending.
+    ///
+    /// Fails with `IllegalArgument` when `owner` is in another tenant (nothing is cancelled).
+    pub async fn cancel_scheduled_for(
+        &self,
+        owner: &AggregateId,
+        name: &str,
+    ) -> Result<bool, ConsumerError> {
+        let (deadlines, (source, saga)) = self.scheduling()?;
+        if owner.tenant_id != source.tenant_id {
+            return Err(ConsumerError::new(
+                ErrorCode::IllegalArgument,
+                format!("deadline `{saga}/{name}` belongs to another tenant"),
+            ));
+        }
+        deadlines
+            .cancel(owner, &format!("{saga}/{name}"))
+            .await
+            .map_err(|error| ConsumerError::new(error.error_code(), error.to_string()))
+    }
+
+    /// Cancels this saga's deadline `name` of every aggregate in the tenant of the event it
+    /// reacts to (Axon's `cancelAll`): how many were pending. Another saga's deadlines of the
+    /// same name, an aggregate's own, and other tenants' stay. A redelivered event cancels
+    /// nothing more.
+    pub async fn cancel_all_scheduled(&self, name: &str) -> Result<u64, ConsumerError> {
+        let (deadlines, (source, saga)) = self.scheduling()?;
+        deadlines
+            .cancel_named(&source.tenant_id, &format!("{saga}/{name}"))
             .await
             .map_err(|error| ConsumerError::new(error.error_code(), error.to_string()))
     }

@@ -17,11 +17,13 @@ use serde_json::{Map, Value};
 
 use super::{DynSaga, Saga, SagaDelivery, SagaSender, SentLog, REJECTION_DETAIL};
 use crate::contracts::command::JsonCommand;
+use crate::contracts::deadline::DeadlineStore;
 use crate::contracts::event::ConsumerError;
 use crate::model::aggregate::{Aggregate, DomainError};
 use crate::model::aggregate_id::{AggregateId, DEFAULT_TENANT_ID};
 use crate::model::command::{BodyDecodeError, CommandBody, CommandResultError};
 use crate::model::command::{CommandResult, CommandStage};
+use crate::model::deadline::ScheduledCommand;
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream};
 
@@ -136,6 +138,7 @@ impl<S: Saga> SagaSpec<S> {
         SagaGiven {
             saga: self.saga,
             stream,
+            pending: Vec::new(),
         }
     }
 
@@ -191,9 +194,18 @@ impl<S: Saga> SagaSpec<S> {
 pub struct SagaGiven<S: Saga> {
     saga: S,
     stream: DomainEventStream,
+    pending: Vec<ScheduledCommand>,
 }
 
 impl<S: Saga> SagaGiven<S> {
+    /// Deadlines pending before the stream arrives, as earlier events of this or other
+    /// aggregates left them (name them `{saga}/{name}`, as the saga's own are): what the saga
+    /// cancels of them shows in [`SagaExpect::expect_cancelled`].
+    pub fn with_scheduled(mut self, rows: impl IntoIterator<Item = ScheduledCommand>) -> Self {
+        self.pending.extend(rows);
+        self
+    }
+
     /// The stream the saga will run on (read its event ids to compute expected request ids).
     pub fn stream(&self) -> &DomainEventStream {
         &self.stream
@@ -216,17 +228,31 @@ impl<S: Saga> SagaGiven<S> {
         };
         let log = SentLog::default();
         let deadlines = crate::contracts::eventsourcing::InMemoryEventStore::new();
+        for row in &self.pending {
+            if let Err(error) = deadlines.schedule(row).await {
+                panic!("a given deadline cannot be pending: {error}");
+            }
+        }
         let delivery = SagaDelivery::new(&sender, &log).with_deadlines(&deadlines);
         let outcome = DynSaga::run_stream(&self.saga, &self.stream, delivery).await;
-        let scheduled =
-            crate::contracts::deadline::DeadlineStore::due(&deadlines, i64::MAX, usize::MAX)
-                .await
-                .unwrap_or_default();
+        let now_pending = deadlines
+            .due(i64::MAX, usize::MAX)
+            .await
+            .unwrap_or_default();
+        let (kept, scheduled): (Vec<_>, Vec<_>) = now_pending
+            .into_iter()
+            .partition(|row| self.pending.contains(row));
+        let cancelled = self
+            .pending
+            .into_iter()
+            .filter(|row| !kept.contains(row) && !scheduled.iter().any(|new| same_row(new, row)))
+            .collect();
         SagaExpect {
             sent: sender.sent.into_inner().unwrap_or_else(|p| p.into_inner()),
             stream: self.stream,
             outcome,
             scheduled,
+            cancelled,
         }
     }
 
@@ -234,6 +260,11 @@ impl<S: Saga> SagaGiven<S> {
     pub async fn when_all_succeed(self) -> SagaExpect {
         self.when_replying(|_| SagaReply::Succeeded).await
     }
+}
+
+/// Whether `a` and `b` are the same row: one owner, one name.
+fn same_row(a: &ScheduledCommand, b: &ScheduledCommand) -> bool {
+    a.owner == b.owner && a.name == b.name
 }
 
 /// How a scripted command answers the saga that sent it.
@@ -383,7 +414,8 @@ pub struct SagaExpect {
     stream: DomainEventStream,
     sent: Vec<SentCommand>,
     outcome: Result<(), ConsumerError>,
-    scheduled: Vec<crate::model::deadline::ScheduledCommand>,
+    scheduled: Vec<ScheduledCommand>,
+    cancelled: Vec<ScheduledCommand>,
 }
 
 impl SagaExpect {
@@ -407,9 +439,18 @@ impl SagaExpect {
     }
 
     /// The deadlines the saga scheduled (SPEC DM-2), earliest first, each named
-    /// `{saga}/{name}` and owned by the aggregate whose event it reacted to.
-    pub fn expect_scheduled(&self) -> &[crate::model::deadline::ScheduledCommand] {
+    /// `{saga}/{name}` and owned by the aggregate whose event it reacted to. A row given by
+    /// [`SagaGiven::with_scheduled`] shows here only when the saga scheduled it anew.
+    pub fn expect_scheduled(&self) -> &[ScheduledCommand] {
         &self.scheduled
+    }
+
+    /// The deadlines given by [`SagaGiven::with_scheduled`] that the saga cancelled, in the
+    /// order given (SPEC DM-2): by [`SagaContext::cancel_scheduled`](super::SagaContext::cancel_scheduled),
+    /// [`cancel_scheduled_for`](super::SagaContext::cancel_scheduled_for) or
+    /// [`cancel_all_scheduled`](super::SagaContext::cancel_all_scheduled).
+    pub fn expect_cancelled(&self) -> &[ScheduledCommand] {
+        &self.cancelled
     }
 
     /// Expects the saga to have sent nothing.
