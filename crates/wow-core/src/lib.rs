@@ -250,7 +250,7 @@ pub use contracts::stores::Stores;
 pub use model::aggregate::DomainError;
 pub use model::aggregate_id::{
     check_aggregate_id, check_request_id, group_by_aggregate, AggregateId, NamedAggregate,
-    DEFAULT_TENANT_ID, MAX_AGGREGATE_ID_BYTES,
+    AGGREGATE_ID_PATTERN, DEFAULT_TENANT_ID, MAX_AGGREGATE_ID_BYTES,
 };
 pub use model::command::{CommandMessage, CommandResult, CommandStage};
 pub use model::error::BoxError;

@@ -74,7 +74,10 @@ pub struct Amount {
 pub struct Transfer {
     /// The target account's id, by the rules of every aggregate id.
     #[validate(custom(function = "account_id"))]
-    #[schemars(regex(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
+    #[schemars(
+        regex(pattern = r"^([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,})$"),
+        length(min = 1, max = 128)
+    )]
     pub to: String,
     /// The amount; above 0.
     #[validate(range(min = 1))]
@@ -87,7 +90,10 @@ pub struct Transfer {
 pub struct ReceiveTransfer {
     /// The source account's id, by the rules of every aggregate id.
     #[validate(custom(function = "account_id"))]
-    #[schemars(regex(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
+    #[schemars(
+        regex(pattern = r"^([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,})$"),
+        length(min = 1, max = 128)
+    )]
     pub from: String,
     /// The amount; above 0.
     #[validate(range(min = 1))]

@@ -1,5 +1,7 @@
 //! JSON read strictly: an object that repeats a key is refused, where `serde_json` would keep
-//! the last value silently (`{"amount":1,"amount":1000}` would deposit 1000).
+//! the last value silently (`{"amount":1,"amount":1000}` would deposit 1000); a string or a key
+//! holding NUL (`\u0000`) is refused, which PostgreSQL cannot store in text and SQLite would,
+//! so that every store answers the same 400.
 
 use std::fmt;
 
@@ -48,10 +50,12 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 
     fn visit_str<E: Error>(self, v: &str) -> Result<Value, E> {
+        without_nul(v)?;
         Ok(Value::String(v.to_owned()))
     }
 
     fn visit_string<E: Error>(self, v: String) -> Result<Value, E> {
+        without_nul(&v)?;
         Ok(Value::String(v))
     }
 
@@ -78,6 +82,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            without_nul(&key)?;
             let StrictValue(value) = map.next_value()?;
             if object.contains_key(&key) {
                 return Err(A::Error::custom(format!("duplicate key `{key}`")));
@@ -86,6 +91,16 @@ impl<'de> Visitor<'de> for StrictVisitor {
         }
         Ok(Value::Object(object))
     }
+}
+
+/// `text` unless it holds NUL.
+fn without_nul<E: Error>(text: &str) -> Result<(), E> {
+    if text.contains('\0') {
+        return Err(E::custom(
+            "a string holds NUL (\\u0000), which no string may hold",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -128,5 +143,21 @@ mod tests {
             let error = read(text).unwrap_err().to_string();
             assert!(error.contains("duplicate key"), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn refuses_nul_in_a_string_or_a_key_at_any_depth() {
+        for text in [
+            r#"{"name":"a\u0000b"}"#,
+            r#"{"a\u0000":1}"#,
+            r#"{"a":[{"b":"\u0000"}]}"#,
+        ] {
+            let error = read(text).unwrap_err().to_string();
+            assert!(error.contains("NUL"), "{text}: {error}");
+        }
+        assert!(
+            read(r#"{"name":"a\u0001b"}"#).is_ok(),
+            "other controls are data"
+        );
     }
 }

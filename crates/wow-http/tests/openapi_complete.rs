@@ -111,10 +111,10 @@ fn domain_paths() -> Map<String, Value> {
         "summary": "One account as the account_balance read model shows it",
         "parameters": [
             {"name": "id", "in": "path", "required": true, "description": "The account id.",
-                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[A-Za-z0-9._:-]+$"}},
+                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,})$"}},
             {"name": "Command-Tenant-Id", "in": "header", "required": false,
                 "description": "The tenant, as for every query (not read when bearer auth is on).",
-                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^(\\(0\\)|[A-Za-z0-9._:-]+)$"}},
+                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^(\\(0\\)|([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,}))$"}},
         ],
         "responses": {
             "200": {"description": "The account: its available balance, the amount held by transfers in flight, the last event version applied",
@@ -282,7 +282,10 @@ async fn the_server_limits_are_schema_bounds() {
         (id["minLength"].as_u64(), id["maxLength"].as_u64()),
         (Some(1), Some(128))
     );
-    assert_eq!(id["pattern"], "^[A-Za-z0-9._:-]+$");
+    assert_eq!(
+        id["pattern"],
+        "^([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,})$"
+    );
     let header = |name: &str| &parameter(deposit, "header", name).unwrap()["schema"];
     // Whole numbers in headers are text with a pattern that states the range exactly.
     let pattern = |name: &str| header(name)["pattern"].as_str().unwrap().to_owned();
@@ -311,10 +314,13 @@ async fn the_server_limits_are_schema_bounds() {
     assert!(tenant["pattern"]
         .as_str()
         .unwrap()
-        .contains("[A-Za-z0-9._:-]+"));
+        .contains("[A-Za-z0-9_:-][A-Za-z0-9._:-]*"));
     let created = &document["paths"]["/account/open"]["post"];
     let named = &parameter(created, "header", "Command-Aggregate-Id").unwrap()["schema"];
-    assert_eq!(named["pattern"], "^[A-Za-z0-9._:-]+$");
+    assert_eq!(
+        named["pattern"],
+        "^([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,})$"
+    );
     let stages = &parameter(
         &document["paths"]["/audit/{id}/note"]["post"],
         "header",

@@ -126,7 +126,7 @@ pub(crate) fn read_openapi<T: schemars::JsonSchema>(
         "parameters": [
             {"name": "Command-Tenant-Id", "in": "header", "required": false,
                 "description": "The tenant, as for every query (not read when bearer auth is on).",
-                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^(\\(0\\)|[A-Za-z0-9._:-]+)$"}},
+                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^(\\(0\\)|([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,}))$"}},
         ],
         "responses": {
             "200": {"description": summary,

@@ -6,10 +6,10 @@
 //!
 //! Rule: this layer imports the contracts and the model, never the reverse.
 //!
-//! [`AggregateSpec`]: crate::aggregate::AggregateSpec
-//! [`ViewSpec`]: crate::view::ViewSpec
-//! [`SagaSpec`]: crate::saga::SagaSpec
-//! [`OutboxSpec`]: crate::outbox::OutboxSpec
+//! [`AggregateSpec`]: crate::domain::aggregate::AggregateSpec
+//! [`ViewSpec`]: crate::domain::view::ViewSpec
+//! [`SagaSpec`]: crate::domain::saga::SagaSpec
+//! [`OutboxSpec`]: crate::domain::outbox::OutboxSpec
 
 pub(crate) mod aggregate;
 pub(crate) mod outbox;

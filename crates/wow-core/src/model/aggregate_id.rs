@@ -10,8 +10,13 @@ pub const DEFAULT_TENANT_ID: &str = "(0)";
 /// The longest aggregate id, in bytes.
 pub const MAX_AGGREGATE_ID_BYTES: usize = 128;
 
+/// The rule of [`check_aggregate_id`] as a regular expression (JSON Schema's `pattern`), the
+/// length aside: `A-Z a-z 0-9 . _ : -`, and not `.` or `..`.
+pub const AGGREGATE_ID_PATTERN: &str = "^([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,})$";
+
 /// Whether `id` may name an aggregate: 1 to [`MAX_AGGREGATE_ID_BYTES`] bytes of
-/// `A-Z a-z 0-9 . _ : -`. The error says which rule `id` breaks, for a binding error.
+/// `A-Z a-z 0-9 . _ : -`, and not `.` or `..` (which a proxy that normalises addresses would
+/// rewrite as a path step). The error says which rule `id` breaks, for a binding error.
 pub fn check_aggregate_id(id: &str) -> Result<(), &'static str> {
     if id.is_empty() || id.len() > MAX_AGGREGATE_ID_BYTES {
         return Err("must be 1 to 128 bytes");
@@ -21,6 +26,9 @@ pub fn check_aggregate_id(id: &str) -> Result<(), &'static str> {
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
     {
         return Err("may hold only A-Z a-z 0-9 . _ : -");
+    }
+    if id == "." || id == ".." {
+        return Err("must not be `.` or `..`");
     }
     Ok(())
 }
@@ -202,5 +210,15 @@ mod tests {
                 vec![("z".to_owned(), 1)],
             ]
         );
+    }
+
+    #[test]
+    fn dot_and_dot_dot_are_no_ids_and_other_dotted_ids_are() {
+        for id in [".", ".."] {
+            assert_eq!(check_aggregate_id(id), Err("must not be `.` or `..`"));
+        }
+        for id in ["...", ".a", "a.", "..a", "a..b", "v1.2"] {
+            assert_eq!(check_aggregate_id(id), Ok(()), "{id}");
+        }
     }
 }

@@ -90,13 +90,35 @@ impl BodyError {
     }
 }
 
-/// Reads the JSON body, at most `limit` bytes; an empty body is `{}`.
+/// Reads a command's JSON body, at most `limit` bytes: an empty body is `{}`, and anything
+/// else must be a JSON object (an array would bind a command's fields by position, a scalar
+/// binds nothing).
 ///
 /// A body whose `Content-Length` (which hyper reports as the body's exact size hint) is
 /// above `limit` is refused before anything is read, so a client that announces a huge body
 /// and sends nothing holds nothing.
 pub(crate) async fn body(body: Body, limit: usize) -> Result<Value, BodyError> {
-    read_json(body, limit, true).await
+    let value = read_json(body, limit, true).await?;
+    if !value.is_object() {
+        return Err(BodyError::Invalid(InputError::bad(
+            ErrorCode::BadRequest,
+            "body",
+            format!("must be a JSON object, not {}", kind_of(&value)),
+        )));
+    }
+    Ok(value)
+}
+
+/// What kind of JSON `value` is, for an error.
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// Reads a query's JSON body, at most `limit` bytes: no body at all is `{}`; anything else
@@ -162,5 +184,19 @@ mod tests {
         let answer = crate::status::respond(error.result(&aggregate, None));
         assert_eq!(answer.status(), StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(answer.headers()["wow-error-code"], "BadRequest");
+    }
+
+    #[tokio::test]
+    async fn a_command_body_that_is_not_an_object_is_refused_with_400() {
+        for text in [r#"["ArrayName",55]"#, "55", r#""x""#, "null", "true"] {
+            let read = body(Body::from(text), 1024).await;
+            let Err(error) = read else {
+                panic!("{text} was read");
+            };
+            assert_eq!(error.status(), StatusCode::BAD_REQUEST, "{text}");
+            assert!(error.to_string().contains("JSON object"), "{text}: {error}");
+        }
+        assert!(body(Body::from(" "), 1024).await.unwrap().is_object());
+        assert!(body(Body::from(r#"{"a":1}"#), 1024).await.is_ok());
     }
 }

@@ -2,14 +2,12 @@
 //! ids, and whole numbers in headers.
 
 use serde_json::{json, Value};
-use wow_core::{DEFAULT_TENANT_ID, MAX_AGGREGATE_ID_BYTES};
+use wow_core::{AGGREGATE_ID_PATTERN, DEFAULT_TENANT_ID, MAX_AGGREGATE_ID_BYTES};
 
-/// The characters of an aggregate id and a tenant id (`wow_core::check_aggregate_id`).
-const ID_PATTERN: &str = "^[A-Za-z0-9._:-]+$";
-
-/// The JSON Schema of an aggregate id: 1 to 128 bytes of `A-Z a-z 0-9 . _ : -`.
+/// The JSON Schema of an aggregate id: 1 to 128 bytes of `A-Z a-z 0-9 . _ : -`, not `.` or
+/// `..` (`wow_core::check_aggregate_id`).
 pub(super) fn id_schema() -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": MAX_AGGREGATE_ID_BYTES, "pattern": ID_PATTERN})
+    json!({"type": "string", "minLength": 1, "maxLength": MAX_AGGREGATE_ID_BYTES, "pattern": AGGREGATE_ID_PATTERN})
 }
 
 /// A tenant id follows the rules of an aggregate id; the default tenant's own name aside.
@@ -23,8 +21,11 @@ pub(super) fn tenant_schema() -> Value {
                 .chain([c])
         })
         .collect();
+    let id = AGGREGATE_ID_PATTERN
+        .trim_start_matches('^')
+        .trim_end_matches('$');
     json!({"type": "string", "minLength": 1, "maxLength": MAX_AGGREGATE_ID_BYTES,
-        "pattern": format!("^({default}|[A-Za-z0-9._:-]+)$")})
+        "pattern": format!("^({default}|{id})$")})
 }
 
 /// A request id: 1 to 128 bytes of visible ASCII (a header value is visible ASCII, and no
@@ -155,6 +156,9 @@ mod tests {
     #[test]
     fn the_default_tenant_is_escaped_in_the_tenant_pattern() {
         let pattern = tenant_schema()["pattern"].as_str().map(str::to_owned);
-        assert_eq!(pattern.as_deref(), Some("^(\\(0\\)|[A-Za-z0-9._:-]+)$"));
+        assert_eq!(
+            pattern.as_deref(),
+            Some("^(\\(0\\)|([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,}))$")
+        );
     }
 }
