@@ -21,9 +21,9 @@ ST="$VENV/bin/st"
 WOW=target/debug/wow
 MAX_EXAMPLES="${WOW_SCHEMATHESIS_MAX_EXAMPLES:-50}"
 RUN_TIMEOUT="${WOW_SCHEMATHESIS_TIMEOUT:-600}"
-# The operator's operations: /metrics, /metrics.json, /deadlines and the operations page's
-# three files.
-OPERATOR_OPERATIONS='^(service\.metrics|service\.metrics_json|service\.deadlines|ui\..+)$'
+# The operator's operations: /metrics, /metrics.json, /deadlines, the operations page's
+# three files, and the release of a unique key (DELETE /unique-key/{space}/{value}).
+OPERATOR_OPERATIONS='^(service\.metrics|service\.metrics_json|service\.deadlines|service\.unique_key_release|ui\..+)$'
 
 log() { printf '== %s\n' "$*"; }
 
