@@ -22,8 +22,9 @@ WOW=target/debug/wow
 MAX_EXAMPLES="${WOW_SCHEMATHESIS_MAX_EXAMPLES:-50}"
 RUN_TIMEOUT="${WOW_SCHEMATHESIS_TIMEOUT:-600}"
 # The operator's operations: /metrics, /metrics.json, /deadlines, firing and cancelling one
-# pending deadline, and the operations page's three files.
-OPERATOR_OPERATIONS='^(service\.metrics|service\.metrics_json|service\.deadlines|deadline\.fire|deadline\.cancel|ui\..+)$'
+# pending deadline, the operations page's three files, and the release of a unique key
+# (DELETE /unique-key/{space}/{value}).
+OPERATOR_OPERATIONS='^(service\.metrics|service\.metrics_json|service\.deadlines|deadline\.fire|deadline\.cancel|service\.unique_key_release|ui\..+)$'
 
 log() { printf '== %s\n' "$*"; }
 

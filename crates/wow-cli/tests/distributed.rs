@@ -1222,6 +1222,133 @@ async fn two_processors_contending_for_one_sku_make_exactly_one_holder() {
     deployment.clean().await;
 }
 
+/// `path` on `api` as `token`, with `headers`, and `body` when there is one: the status and
+/// the JSON answer.
+async fn as_token(
+    api: &Api,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = api
+        .client
+        .request(method, format!("http://{}/{path}", api.address))
+        .bearer_auth(token);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// SPEC DM-1 with TN-2 in the distributed mode: a product created by one owner through a
+/// gateway holds its SKU; another owner's creation with that SKU, decided by a processor
+/// over NATS, is 409 `DuplicateKey` naming the SKU and not its holder (its resend too), and
+/// that owner's look-up says only that the SKU is taken. The operator's release through the
+/// gateway answers the holder; the other owner's new request then takes the SKU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refusal_through_a_processor_names_no_holder_and_an_operator_frees_the_key() {
+    let Some(mut deployment) = Deployment::new(2000).await else {
+        return;
+    };
+    deployment.env.extend([
+        ("WOW_EXAMPLE".to_owned(), "shop".to_owned()),
+        (
+            "WOW_AUTH_TOKENS".to_owned(),
+            "alice=t1/alice,bob=t1/bob".to_owned(),
+        ),
+        ("WOW_OPERATOR_TOKENS".to_owned(), "op".to_owned()),
+    ]);
+    let processor = deployment.start("processor");
+    let gateway = deployment.start("gateway");
+    let owner = Api::new(&processor);
+    until_partitions_owned(&[&owner], 8).await;
+    let api = Api::new(&gateway);
+    let create = |token: &'static str, product: &'static str, request_id: &'static str| {
+        let api = &api;
+        async move {
+            as_token(
+                api,
+                reqwest::Method::POST,
+                &format!("product/{product}/create"),
+                token,
+                &[
+                    ("Command-Request-Id", request_id),
+                    ("Command-Wait-Stage", "PROCESSED"),
+                    ("Command-Wait-Timeout", "20000"),
+                ],
+                Some(json!({"sku": "OWN-1", "name": "Owned"})),
+            )
+            .await
+        }
+    };
+    let (status, body) = create("alice", "p-alice", "create-alice").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    for attempt in ["first", "resend"] {
+        let (status, body) = create("bob", "p-bob", "create-bob-1").await;
+        assert_eq!(status, StatusCode::CONFLICT, "{attempt}: {body}");
+        assert_eq!(body["errorCode"], "DuplicateKey", "{attempt}: {body}");
+        let message = body["errorMsg"].as_str().unwrap_or_default();
+        assert!(message.contains("OWN-1"), "{attempt}: {message}");
+        assert!(
+            !body.to_string().contains("p-alice"),
+            "{attempt}: nothing of the holder: {body}"
+        );
+    }
+
+    let (status, body) = as_token(
+        &api,
+        reqwest::Method::GET,
+        "unique-key/sku/OWN-1",
+        "bob",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"space": "sku", "value": "OWN-1", "taken": true}),
+        "another owner learns that the SKU is taken, and that is all"
+    );
+
+    let (status, body) = as_token(
+        &api,
+        reqwest::Method::DELETE,
+        "unique-key/sku/OWN-1",
+        "op",
+        &[("Command-Tenant-Id", "t1")],
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["aggregateId"]["aggregateId"], "p-alice", "{body}");
+
+    let (status, body) = create("bob", "p-bob", "create-bob-2").await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a new request takes the freed SKU: {body}"
+    );
+    let store = deployment.events().await;
+    let holder = store
+        .find_key("t1", &wow_core::unique_key::UniqueKey::new("sku", "OWN-1"))
+        .await
+        .unwrap()
+        .expect("the SKU is held");
+    assert_eq!(holder.aggregate_id.id, "p-bob");
+    gateway.stop();
+    processor.stop();
+    deployment.clean().await;
+}
+
 /// SPEC DM-2 across real processes: orders placed on a processor that is then killed
 /// (SIGKILL) before they are due expire anyway, fired by the processor that takes their
 /// partitions over, each exactly once, and the `stock` saga gives their units back.

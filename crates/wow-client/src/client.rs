@@ -281,6 +281,12 @@ impl WowClient {
     /// resend is confirmed in history first: an earlier send of the intent may have been
     /// appended after all.
     ///
+    /// `DuplicateKey` (a unique key another aggregate holds, SPEC DM-1) is such a final
+    /// rejection: it is recorded as the decision on its request id (SPEC ID-6), so it is never
+    /// resent, and every later send under that request id gets the same refusal, also once
+    /// the key is free again. Taking the key after its holder gave it up (or an operator
+    /// released it) is a new intent: send it under a new request id.
+    ///
     /// A command without a request id gets one here, kept for every attempt.
     pub async fn send_safely(&self, command: &CommandRequest) -> Outcome {
         let request_id = command

@@ -24,7 +24,8 @@ pub enum Outcome {
     /// The intent was refused (a business rule, a missing aggregate, a version the aggregate
     /// has passed, validation, a request id reused for another body). A business or
     /// existence rejection is recorded (SPEC ID-6): it is final, and every resend with this
-    /// request id gets the same answer. Do not resend.
+    /// request id gets the same answer. Do not resend. So is `DuplicateKey` (SPEC DM-1), even
+    /// after the key is freed: claiming it then is a new intent, under a new request id.
     Rejected {
         /// The rejection's code: match on it, never on the message.
         error_code: ErrorCode,

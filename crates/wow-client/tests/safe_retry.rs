@@ -551,3 +551,85 @@ async fn no_decision_recorded_is_resent_with_the_same_request_id() {
         ["withdraw-s-1", "withdraw-s-1"]
     );
 }
+
+/// SPEC DM-1 and ID-6: a `DuplicateKey` refusal is a decision, final for its request id. The
+/// helper reports it as it came, and never resends: not when it is the first answer, and not
+/// when the look-up after an unknown answer finds it recorded.
+#[tokio::test]
+async fn a_duplicate_key_refusal_is_final_and_never_resent() {
+    let service = scripted_service(
+        vec![(409, result_of(wow_core::ErrorCode::DuplicateKey))],
+        vec![(404, json!({"status": "NONE"}))],
+    )
+    .await;
+    let client = WowClient::new(&service.base).unwrap().retry(quick());
+    match client.send_safely(&withdraw()).await {
+        Outcome::Rejected { error_code, .. } => {
+            assert_eq!(error_code, wow_core::ErrorCode::DuplicateKey)
+        }
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    assert_eq!(
+        *service.request_ids.lock().unwrap(),
+        ["withdraw-s-1"],
+        "sent once"
+    );
+
+    let service = scripted_service(
+        vec![(503, result_of(wow_core::ErrorCode::ServiceUnavailable))],
+        vec![(
+            200,
+            json!({"status": "REJECTED", "errorCode": "DuplicateKey", "errorMsg": "sku `A` is held by another aggregate", "commandId": "cmd-first", "createTime": 1, "version": 0}),
+        )],
+    )
+    .await;
+    let client = WowClient::new(&service.base).unwrap().retry(quick());
+    match client.send_safely(&withdraw()).await {
+        Outcome::Rejected { error_code, .. } => {
+            assert_eq!(error_code, wow_core::ErrorCode::DuplicateKey)
+        }
+        other => panic!("the recorded refusal is final: expected Rejected, got {other:?}"),
+    }
+    assert_eq!(service.request_ids.lock().unwrap().len(), 1, "never resent");
+}
+
+/// Against a real server: a member whose handle another member holds is `Rejected`
+/// `DuplicateKey` (a message naming the handle, not its holder), and sending the same intent
+/// again is the same recorded refusal, with nothing appended.
+#[tokio::test]
+async fn a_taken_unique_key_is_rejected_for_good_through_the_helper() {
+    use wow_core::testing_example::Member;
+    let store = Arc::new(InMemoryEventStore::new());
+    let mut registry = wow_core::aggregate::AggregateRegistry::new();
+    registry.register::<Member>().unwrap();
+    let pipeline = LocalPipeline::builder(registry, store.clone()).build();
+    let client = WowClient::new(serve(&pipeline).await)
+        .unwrap()
+        .retry(quick());
+    let register = |id: &str, request_id: &str| {
+        CommandRequest::new("member", id, "register", json!({"handle": "h-1"}))
+            .request_id(request_id)
+    };
+    assert!(matches!(
+        client.send_safely(&register("m-first", "r-first")).await,
+        Outcome::Completed(_)
+    ));
+    for attempt in ["sent", "sent again"] {
+        match client.send_safely(&register("m-second", "r-second")).await {
+            Outcome::Rejected {
+                error_code,
+                error_msg,
+                ..
+            } => {
+                assert_eq!(error_code, wow_core::ErrorCode::DuplicateKey, "{attempt}");
+                assert!(
+                    error_msg.contains("h-1") && !error_msg.contains("m-first"),
+                    "{attempt}: {error_msg}"
+                );
+            }
+            other => panic!("{attempt}: expected Rejected, got {other:?}"),
+        }
+    }
+    let second = AggregateId::new("demo", "member", "m-second", "(0)");
+    assert!(store.load(&second, 1, u64::MAX).await.unwrap().is_empty());
+}

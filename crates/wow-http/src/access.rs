@@ -78,6 +78,31 @@ pub(crate) async fn permitted(
     }
 }
 
+/// Whether `caller` may learn who `aggregate_id` (the holder of a unique key, of its own
+/// tenant) is: always when it is bound to no owner and no space; else only when the
+/// aggregate exists and its recorded owner and space are the caller's. Unlike [`permitted`],
+/// an aggregate that cannot be found is not the caller's to see.
+pub(crate) async fn sees(
+    state: &HttpState,
+    caller: &Caller,
+    aggregate_id: &AggregateId,
+) -> Result<bool, EventStoreError> {
+    if !caller.is_bound() {
+        return Ok(true);
+    }
+    Ok(recorded_scope(state.store(), aggregate_id)
+        .await?
+        .is_some_and(|recorded| {
+            check_access(
+                caller.owner.as_deref(),
+                caller.space.as_deref(),
+                &recorded,
+                aggregate_id,
+            )
+            .is_ok()
+        }))
+}
+
 /// The first segment of a route whose path names an aggregate and an id: a registered
 /// aggregate, literal or `{aggregate}`, then `{id}`. Commands (`/{aggregate}/{id}/{command}`)
 /// are checked by their route, which answers with a command result.

@@ -17,10 +17,12 @@
 //! and `?token=` is ignored.
 //!
 //! The cookie is read on these routes only: no tenant's route (commands above all) takes it,
-//! so another site cannot make a browser act with it. The one command an operator's token
-//! reaches, the built-in delete and recover of an aggregate whose lifecycle is
-//! [`Lifecycle::Operator`](wow_core::aggregate::Lifecycle::Operator) (SPEC DM-6), takes the
-//! bearer token only ([`permits_command`]), with the same answers.
+//! so another site cannot make a browser act with it. The operator's two writes, the built-in
+//! delete and recover of an aggregate whose lifecycle is
+//! [`Lifecycle::Operator`](wow_core::aggregate::Lifecycle::Operator) (SPEC DM-6) and the
+//! release of a unique key (`DELETE /unique-key/{space}/{value}`, SPEC DM-1), take the bearer
+//! token only ([`permits_command`]), with the same answers; the release records the token's
+//! fingerprint ([`token_fingerprint`]), never the token.
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -125,6 +127,24 @@ pub(crate) fn who(config: &HttpConfig, headers: &HeaderMap) -> String {
 /// `Forbidden` with a tenant's token, 400 with two `Authorization` headers.
 pub(crate) fn permits_command(config: &HttpConfig, headers: &HeaderMap) -> Result<(), ApiError> {
     check_with(config, headers, false).map_err(ApiError::from)
+}
+
+/// The SHA-256 fingerprint of the request's bearer token (lowercase hex): who did an
+/// operator's action, for its audit record, without the token itself. `None` when the request
+/// bears no token (no token is configured, so any caller may act).
+pub(crate) fn token_fingerprint(headers: &HeaderMap) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(bearer_token)?;
+    let digest = Sha256::digest(token.trim().as_bytes());
+    let mut hex = String::with_capacity(digest.len() * 2);
+    for byte in digest {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    Some(hex)
 }
 
 /// [`check`], reading the cookie too when `cookie`.

@@ -1,5 +1,5 @@
 //! The read routes: state and time travel (`state`), history (`history`), the outcome
-//! look-up (`outcome`), the holder of a unique key (`unique_key`), pending deadlines
+//! look-up (`outcome`), the holder of a unique key and its release (`unique_key`), pending deadlines
 //! (`deadlines`) and health (`health`).
 
 mod deadlines;
@@ -20,7 +20,7 @@ pub(crate) use health::health;
 pub(crate) use history::{events, today};
 pub(crate) use outcome::outcome;
 pub(crate) use state::{state, state_at_time, state_at_version};
-pub(crate) use unique_key::holder as unique_key_holder;
+pub(crate) use unique_key::{holder as unique_key_holder, release as release_unique_key};
 
 /// A read the store failed, as a read's error; what an unreachable or failing store said is
 /// logged, never answered (it may hold SQL or addresses).

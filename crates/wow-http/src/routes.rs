@@ -83,9 +83,10 @@ fn service_routes() -> Router<HttpState> {
     Router::new()
         .route("/health", get(queries::health))
         .route("/openapi.json", get(openapi::document))
+        // The release is an operator's: its handler checks the operator token.
         .route(
             "/unique-key/{space}/{value}",
-            get(queries::unique_key_holder),
+            get(queries::unique_key_holder).delete(queries::release_unique_key),
         )
         .route("/compensation/failures", get(compensation::list))
         .route("/compensation/failures/{id}", get(compensation::detail))

@@ -85,6 +85,10 @@ const OPERATOR_ACTIONS: [&str; 2] = [
     "/deadlines/{tenant}/{aggregate}/{id}/{name}/fire",
 ];
 
+/// The operator's commands among the service's routes (path, method): they take an operator
+/// token as the bearer token only, and the tenant from `Command-Tenant-Id`.
+const OPERATOR_COMMANDS: [(&str, &str); 1] = [("/unique-key/{space}/{value}", "delete")];
+
 /// A domain's own read route, as `wow serve` merges the bank's view: it answers with an error
 /// body that names its code but sets no header, which the router must add.
 fn domain_routes() -> Router {
@@ -374,6 +378,25 @@ async fn the_bearer_scheme_is_there_exactly_when_auth_is_on() {
         json!({"type": "http", "scheme": "bearer", "description": on["components"]["securitySchemes"]["bearer"]["description"]})
     );
     for (path, method, operation) in operations(&on) {
+        if OPERATOR_COMMANDS.contains(&(path.as_str(), method.as_str())) {
+            // An operator's command: the operator's bearer token only, in the tenant named.
+            assert_eq!(
+                operation["security"],
+                json!([{"operator": []}]),
+                "{method} {path}"
+            );
+            assert!(
+                parameter(&operation, "header", "Command-Tenant-Id").is_some(),
+                "{method} {path}: the operator names the tenant"
+            );
+            let responses = &operation["responses"];
+            assert!(
+                responses["401"]["headers"]["WWW-Authenticate"].is_object(),
+                "{method} {path}"
+            );
+            assert!(responses["403"].is_object(), "{method} {path}");
+            continue;
+        }
         assert!(
             parameter(&operation, "header", "Command-Tenant-Id").is_none(),
             "{method} {path}: the token decides the tenant"

@@ -241,6 +241,16 @@ impl EventStoreDecorator for FaultyEventStore {
         self.read_fault("count_streams")?;
         self.inner.count_streams(named, tenant_id, filter).await
     }
+
+    async fn release_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        self.latency().await;
+        self.check_up()?;
+        self.inner.release_key(tenant_id, key).await
+    }
 }
 
 #[cfg(test)]

@@ -519,6 +519,14 @@ impl EventStore for SqliteStore {
             .await
             .map_err(store_error)
     }
+
+    async fn release_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        unique_key::release_any(self, tenant_id, key).await
+    }
 }
 
 #[async_trait]

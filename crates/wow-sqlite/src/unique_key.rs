@@ -109,3 +109,50 @@ pub(crate) fn holder(
         })
         .optional()
 }
+
+/// Gives a key up whoever holds it (an operator's release), and returns the row it deleted.
+const RELEASE_ANY: &str = "DELETE FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3 RETURNING context_name, aggregate_name, aggregate_id, version";
+
+/// An operator's release of `key` in `tenant_id` (`EventStore::release_key`): one `DELETE`
+/// in the writer's transaction, so that it comes wholly before or after any append's claims;
+/// the holder it had, if any.
+pub(crate) async fn release_any(
+    store: &crate::SqliteStore,
+    tenant_id: &str,
+    key: &UniqueKey,
+) -> Result<Option<KeyHolder>, EventStoreError> {
+    use std::sync::{Arc, Mutex};
+    use wow_core::event::ProcessError;
+    wow_core::unique_key::check_unique_key(key).map_err(EventStoreError::IllegalArgument)?;
+    let released = Arc::new(Mutex::new(None));
+    let slot = released.clone();
+    let (tenant, key) = (tenant_id.to_owned(), key.clone());
+    store
+        .transact(move |connection| {
+            let holder = connection
+                .prepare_cached(RELEASE_ANY)?
+                .query_row(params![tenant, key.space, key.value], |row| {
+                    let version: i64 = row.get(3)?;
+                    Ok(KeyHolder {
+                        key: key.clone(),
+                        aggregate_id: AggregateId::new(
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                            &tenant,
+                        ),
+                        version: u64::try_from(version).unwrap_or(0),
+                    })
+                })
+                .optional()?;
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(holder);
+            Ok(())
+        })
+        .await
+        .map_err(|error| match error {
+            ProcessError::Store(error) => EventStoreError::Unavailable(error),
+            other => EventStoreError::Internal(Box::new(other)),
+        })?;
+    let released = released.lock().unwrap_or_else(|p| p.into_inner()).take();
+    released.ok_or_else(|| EventStoreError::Internal("the writer ran no release".into()))
+}

@@ -37,7 +37,9 @@ pub use queries::queries_streams_as_documents;
 pub use unique_keys::{
     a_claim_is_written_with_its_stream, a_key_another_aggregate_holds_refuses_the_whole_append,
     a_refused_append_changes_no_key, a_release_frees_a_key_and_a_move_takes_the_new_one,
+    a_release_racing_claims_frees_the_key_once,
     a_second_claimant_is_refused_and_its_resend_replays_the_refusal,
+    an_operator_release_frees_a_key_whoever_holds_it,
     claiming_a_key_held_and_releasing_one_not_held_change_nothing,
     claims_through_two_processes_have_exactly_one_winner,
     concurrent_claims_of_one_value_have_exactly_one_winner, keys_are_per_tenant_and_per_space,

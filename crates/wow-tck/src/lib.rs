@@ -97,6 +97,8 @@ macro_rules! __event_store_cases {
                 a_release_frees_a_key_and_a_move_takes_the_new_one,
                 claiming_a_key_held_and_releasing_one_not_held_change_nothing,
                 keys_are_per_tenant_and_per_space,
+                an_operator_release_frees_a_key_whoever_holds_it,
+                a_release_racing_claims_frees_the_key_once,
                 a_refused_append_changes_no_key,
                 concurrent_claims_of_one_value_have_exactly_one_winner,
                 a_second_claimant_is_refused_and_its_resend_replays_the_refusal,

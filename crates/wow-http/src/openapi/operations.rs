@@ -640,15 +640,35 @@ fn public_get(operation_id: &str, summary: &str, ok: Value) -> Value {
     json!({"get": {"operationId": operation_id, "summary": summary, "security": [], "responses": {"200": ok}}})
 }
 
-/// `GET /unique-key/{space}/{value}` (SPEC DM-1): who holds a unique key.
+/// `GET /unique-key/{space}/{value}` (SPEC DM-1): whether a unique key is taken, and by whom
+/// when the caller may see it (SPEC TN-2); `DELETE`, the operator's release
+/// ([`OPERATOR_COMMAND`]).
 fn unique_key_holder() -> Value {
     let string = json!({"type": "string"});
+    let aggregate_id = json!({"type": "object", "required": ["contextName", "aggregateName", "aggregateId", "tenantId"], "properties": {
+        "contextName": string, "aggregateName": string, "aggregateId": string, "tenantId": string}});
+    let version = json!({"type": "integer", "minimum": 1});
+    let taken = json!({"type": "object", "required": ["space", "value", "taken"], "properties": {
+        "space": string, "value": string, "taken": {"type": "boolean", "const": true},
+        "version": version, "aggregateId": aggregate_id}});
     let holder = json!({"type": "object", "required": ["space", "value", "aggregateId", "version"], "properties": {
-        "space": string, "value": string, "version": {"type": "integer", "minimum": 1},
-        "aggregateId": {"type": "object", "required": ["contextName", "aggregateName", "aggregateId", "tenantId"], "properties": {
-            "contextName": string, "aggregateName": string, "aggregateId": string, "tenantId": string}}}});
+        "space": string, "value": string, "version": version, "aggregateId": aggregate_id}});
+    let key_params = || {
+        vec![
+            path_param(
+                "space",
+                "The key space, as the aggregate names it (`sku`, `email`)",
+                json!({"type": "string", "pattern": "^[a-z0-9_.-]{1,64}$"}),
+            ),
+            path_param(
+                "value",
+                "The value, percent-encoded as one path segment",
+                json!({"type": "string", "minLength": 1, "maxLength": 512}),
+            ),
+        ]
+    };
     let mut responses = Map::new();
-    responses.insert("200".to_owned(), json!({"description": "The key, the aggregate of the caller's tenant that holds it, and the version of the stream that claimed it", "content": {"application/json": {"schema": holder}}}));
+    responses.insert("200".to_owned(), json!({"description": "The key is taken by an aggregate of the caller's tenant: `taken: true`, with the holder (`aggregateId`) and the version of the stream that claimed it when the caller may see that aggregate (a token bound to no owner and no space, or the holder is of the token's owner and space); without them otherwise (SPEC TN-2)", "content": {"application/json": {"schema": taken}}}));
     responses.insert(
         "400".to_owned(),
         error("IllegalArgument: the key space is not 1 to 64 of a-z, 0-9, `_`, `-`, `.`, or the value not 1 to 512 bytes; or Command-Tenant-Id breaks the rules of an id"),
@@ -657,16 +677,43 @@ fn unique_key_holder() -> Value {
         "404".to_owned(),
         error("NotFound: no aggregate of the caller's tenant holds the key (it is free to claim)"),
     );
-    json!({"get": {
-        "operationId": "service.unique_key",
-        "summary": "Who holds a unique key (an SKU, an email) in the caller's tenant (SPEC DM-1)",
-        "parameters": [
-            path_param("space", "The key space, as the aggregate names it (`sku`, `email`)", json!({"type": "string", "pattern": "^[a-z0-9_.-]{1,64}$"})),
-            path_param("value", "The value, percent-encoded as one path segment", json!({"type": "string", "minLength": 1, "maxLength": 512})),
-            tenant_header(),
-        ],
-        "responses": responses,
-    }})
+    let mut get_params = key_params();
+    get_params.push(tenant_header());
+    let mut released = Map::new();
+    released.insert("200".to_owned(), json!({"description": "Released: the aggregate that held the key and the version of the stream that claimed it. History is not touched (the holder's state still names the key); the release is logged under the target `wow::audit` with the SHA-256 fingerprint of the operator's token", "content": {"application/json": {"schema": holder}}}));
+    released.insert(
+        "400".to_owned(),
+        error("IllegalArgument: the key space is not 1 to 64 of a-z, 0-9, `_`, `-`, `.`, the value not 1 to 512 bytes, or Command-Tenant-Id breaks the rules of an id; BadRequest: more than one Authorization header"),
+    );
+    released.insert(
+        "404".to_owned(),
+        error("NotFound: no aggregate of the tenant held the key; nothing was released"),
+    );
+    released.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: the store cannot be reached; whether the key was released is unknown until it answers (look it up)"),
+    );
+    let mut delete_params = key_params();
+    delete_params.push(header(
+        "Command-Tenant-Id",
+        "The tenant the operator acts in (default `(0)`): the rules of an aggregate id; 400 IllegalArgument otherwise. Read also when bearer auth is on: an operator token acts in any tenant.",
+        tenant_schema(),
+    ));
+    json!({
+        "get": {
+            "operationId": "service.unique_key",
+            "summary": "Whether a unique key (an SKU, an email) is taken in the caller's tenant, and by whom when the caller may see it (SPEC DM-1, TN-2)",
+            "parameters": get_params,
+            "responses": responses,
+        },
+        "delete": {
+            "operationId": "service.unique_key_release",
+            "summary": "An operator's release of a unique key, whoever holds it (SPEC DM-1): another aggregate may then claim it",
+            OPERATOR_COMMAND: true,
+            "parameters": delete_params,
+            "responses": released,
+        },
+    })
 }
 
 /// `GET /health`: up, with the quarantined aggregates.

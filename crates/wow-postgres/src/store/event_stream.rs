@@ -370,4 +370,12 @@ impl EventStore for PostgresStore {
     ) -> Result<Vec<FeedEntry>, EventStoreError> {
         feed::read(self, after, limit).await
     }
+
+    async fn release_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        unique_key::release_any(self, tenant_id, key).await
+    }
 }

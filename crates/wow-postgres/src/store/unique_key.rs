@@ -176,3 +176,29 @@ pub(super) async fn find(
     row.map(|row| decode_holder(&row, tenant_id, key))
         .transpose()
 }
+
+/// Deletes key (`$1` tenant, `$2` space, `$3` value) whoever holds it, returning the row.
+const RELEASE_ANY_KEY: &str = "DELETE FROM unique_key WHERE tenant_id = $1 AND key_space = $2 AND key_value = $3 RETURNING context_name, aggregate_name, aggregate_id, version";
+
+/// An operator's release of `key` in `tenant_id` (`EventStore::release_key`): one autocommit
+/// `DELETE ... RETURNING`. A claim in flight on the row waits for it and then inserts anew
+/// (or the release waits for the claim's transaction and deletes what it wrote); the holder
+/// it had, if any.
+pub(super) async fn release_any(
+    store: &PostgresStore,
+    tenant_id: &str,
+    key: &UniqueKey,
+) -> Result<Option<KeyHolder>, EventStoreError> {
+    wow_core::unique_key::check_unique_key(key).map_err(EventStoreError::IllegalArgument)?;
+    let client = store.client().await?;
+    let statement = client
+        .prepare_cached(RELEASE_ANY_KEY)
+        .await
+        .map_err(store_error)?;
+    let row = client
+        .query_opt(&statement, &[&tenant_id, &key.space, &key.value])
+        .await
+        .map_err(store_error)?;
+    row.map(|row| decode_holder(&row, tenant_id, key))
+        .transpose()
+}

@@ -179,6 +179,117 @@ pub async fn keys_are_per_tenant_and_per_space(store: Store) {
     assert_eq!(email, Some(other_space));
 }
 
+/// An operator's release (`release_key`) frees a key whoever holds it and answers that
+/// holder; the same value in another tenant stays held; a free key answers `None`; another
+/// aggregate may then claim it, and the former holder's later release of it leaves the new
+/// holder alone. An illegal key is `IllegalArgument`.
+pub async fn an_operator_release_frees_a_key_whoever_holds_it(store: Store) {
+    let (first, second) = (aggregate(), aggregate());
+    let mut elsewhere = aggregate();
+    elsewhere.tenant_id = "tenant-b".to_owned();
+    let value = fresh("released");
+    append(&store, &first, 1, &[claim(&value)]).await.unwrap();
+    append(&store, &elsewhere, 1, &[claim(&value)])
+        .await
+        .unwrap();
+
+    let released = store
+        .release_key(&first.tenant_id, &sku(&value))
+        .await
+        .expect("a held key is released");
+    let released = released.expect("the release names the holder it had");
+    assert_eq!(
+        (released.aggregate_id, released.key, released.version),
+        (first.clone(), sku(&value), 1)
+    );
+    assert!(holder(&store, &first.tenant_id, &value).await.is_none());
+    assert_eq!(
+        holder(&store, "tenant-b", &value)
+            .await
+            .map(|held| held.aggregate_id),
+        Some(elsewhere),
+        "another tenant's holder of the value is not released"
+    );
+    assert_eq!(
+        store
+            .release_key(&first.tenant_id, &sku(&value))
+            .await
+            .expect("a free key can be released"),
+        None,
+        "a free key: nothing released"
+    );
+
+    append(&store, &second, 1, &[claim(&value)])
+        .await
+        .expect("a released key is free for another aggregate");
+    append(&store, &first, 2, &[release(&value)])
+        .await
+        .expect("the former holder's release appends");
+    assert_eq!(
+        holder(&store, &second.tenant_id, &value)
+            .await
+            .map(|held| held.aggregate_id),
+        Some(second),
+        "the former holder's release leaves the new holder alone"
+    );
+    for bad in [UniqueKey::new("Bad Space", "x"), UniqueKey::new("sku", "")] {
+        let refused = store.release_key(&first.tenant_id, &bad).await;
+        assert!(
+            matches!(refused, Err(EventStoreError::IllegalArgument(_))),
+            "an illegal key is IllegalArgument: {refused:?}"
+        );
+    }
+}
+
+/// A release racing 16 claimants of a held key: the release finds the holder (no claim can
+/// take a held key), at most one claimant wins, every other is `DuplicateKey` naming the
+/// first holder or the winner, and the key ends the winner's or free.
+pub async fn a_release_racing_claims_frees_the_key_once(store: Store) {
+    let first = aggregate();
+    let value = fresh("contended");
+    append(&store, &first, 1, &[claim(&value)]).await.unwrap();
+    let claims: Vec<_> = (0..16)
+        .map(|_| {
+            let (store, value) = (store.clone(), value.clone());
+            tokio::spawn(async move {
+                let product = aggregate();
+                let outcome = append(&store, &product, 1, &[claim(&value)]).await;
+                (product, outcome)
+            })
+        })
+        .collect();
+    let released = store
+        .release_key(&first.tenant_id, &sku(&value))
+        .await
+        .expect("the release is answered");
+    assert_eq!(
+        released.map(|held| held.aggregate_id),
+        Some(first.clone()),
+        "no claim takes a held key, so the release finds its first holder"
+    );
+    let (mut winners, mut named) = (Vec::new(), Vec::new());
+    for task in claims {
+        match task.await.expect("the task runs") {
+            (product, Ok(())) => winners.push(product),
+            (_, Err(EventStoreError::DuplicateKey(taken))) => named.push(taken.holder.aggregate_id),
+            (_, Err(other)) => panic!("a losing claimant must get DuplicateKey, got {other:?}"),
+        }
+    }
+    assert!(winners.len() <= 1, "at most one claimant wins: {winners:?}");
+    for holder in &named {
+        assert!(
+            *holder == first || winners.contains(holder),
+            "a refusal names the first holder or the winner: {holder}"
+        );
+    }
+    assert_eq!(
+        holder(&store, &first.tenant_id, &value)
+            .await
+            .map(|held| held.aggregate_id),
+        winners.first().cloned()
+    );
+}
+
 /// An append refused for its request id or its version changes no key, and neither does an
 /// illegal key, which is `IllegalArgument` with nothing written.
 pub async fn a_refused_append_changes_no_key(store: Store) {
@@ -351,12 +462,20 @@ pub async fn a_second_claimant_is_refused_and_its_resend_replays_the_refusal(sto
     let refused_command = register(&bob, &handle).with_request_id("bob-register");
     let refused = send(&node, refused_command.clone()).await;
     assert_eq!(refused.error_code, ErrorCode::DuplicateKey, "{refused:?}");
-    assert!(refused.error_msg.contains(&handle), "{}", refused.error_msg);
+    assert!(
+        refused.error_msg.contains(&handle) && !refused.error_msg.contains(&ann.id),
+        "the refusal names the handle, never its holder (SPEC TN-2): {}",
+        refused.error_msg
+    );
     assert!(load_all(&store, &bob).await.is_empty());
     let mut resend = refused_command;
     resend.id = wow_core::id::new_id();
     let replayed = send(&members(&store), resend).await;
     assert_eq!(replayed.error_code, ErrorCode::DuplicateKey, "{replayed:?}");
+    assert_eq!(
+        replayed.error_msg, refused.error_msg,
+        "the recorded message"
+    );
     assert!(
         load_all(&store, &bob).await.is_empty(),
         "the resend appends nothing"

@@ -223,6 +223,15 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
     ) -> Result<u64, EventStoreError> {
         self.inner().count_streams(named, tenant_id, filter).await
     }
+
+    /// [`EventStore::release_key`]; by default the inner store's.
+    async fn release_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        self.inner().release_key(tenant_id, key).await
+    }
 }
 
 /// Every decorator is an event store: each method is the decorator's own.
@@ -332,6 +341,14 @@ impl<T: EventStoreDecorator> EventStore for T {
         filter: &Filter,
     ) -> Result<u64, EventStoreError> {
         EventStoreDecorator::count_streams(self, named, tenant_id, filter).await
+    }
+
+    async fn release_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        EventStoreDecorator::release_key(self, tenant_id, key).await
     }
 }
 

@@ -63,8 +63,10 @@ pub enum EventStoreError {
     #[error("aggregate {} already exists", .0.aggregate_id)]
     DuplicateAggregateId(Box<RejectedStream>),
     /// The append would claim a unique key another aggregate of its tenant holds (SPEC
-    /// DM-1): nothing was written, neither the stream nor any of its key changes.
-    #[error("{} is held by aggregate {}", .0.holder.key, .0.holder.aggregate_id.id)]
+    /// DM-1): nothing was written, neither the stream nor any of its key changes. The holder
+    /// is in [`KeyTaken::holder`], for the process; the message names the key only, since
+    /// it may reach a caller that must not learn another owner's aggregate (SPEC TN-2).
+    #[error("{} is held by another aggregate", .0.holder.key)]
     DuplicateKey(Box<KeyTaken>),
     /// An argument is out of range (an empty stream, version 0, a head after the tail, ...);
     /// nothing was read or written.

@@ -342,6 +342,30 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
             "this event store does not run queries".to_owned(),
         ))
     }
+
+    /// An operator's release (SPEC DM-1): frees `key` in `tenant_id` whoever holds it, and
+    /// answers the holder it had (`None`: the key was free, and nothing changed). One atomic
+    /// write: a claim racing it either took the key before (and is what is released) or
+    /// finds it free after.
+    ///
+    /// History is not touched: the holder's state still names the key, and no event says it
+    /// was released. Until that aggregate gives the key up by a decision of its own, another
+    /// aggregate may claim it; the holder's later releases of it change nothing, and a
+    /// recover of the holder claims it again (refused `DuplicateKey` when another aggregate
+    /// took it meanwhile). A key
+    /// [`check_unique_key`](crate::model::unique_key::check_unique_key) refuses is
+    /// [`EventStoreError::IllegalArgument`]; so is any key on a store that keeps none (the
+    /// default).
+    async fn release_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        let _ = (tenant_id, key);
+        Err(EventStoreError::IllegalArgument(
+            "this event store holds no unique keys".to_owned(),
+        ))
+    }
 }
 
 /// A stream as the document Wow's event stream queries filter: its JSON, with `ownerId` and

@@ -26,7 +26,7 @@ use crate::model::eventsourcing::RequestRecord;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision};
 use crate::model::id::{Clock, SystemClock};
 use crate::model::query::{matches, order, DocumentQuery, Filter};
-use crate::model::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use crate::model::unique_key::{check_unique_key, KeyChange, KeyHolder, UniqueKey};
 
 const SHARDS: usize = 64;
 
@@ -539,6 +539,17 @@ impl EventStore for InMemoryEventStore {
                 stream: DomainEventStream::clone(stream),
             })
             .collect())
+    }
+
+    /// Removes the key's entry under the keys' lock alone: an append holds it from its
+    /// claims' check to their write, so the release comes wholly before or after.
+    async fn release_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        check_unique_key(key).map_err(EventStoreError::IllegalArgument)?;
+        Ok(self.keys().remove(&(tenant_id.to_owned(), key.clone())))
     }
 }
 

@@ -89,6 +89,8 @@ methods! {
         QueryStreams,
         /// [`EventStore::count_streams`].
         CountStreams,
+        /// [`EventStore::release_key`].
+        ReleaseKey,
     }
 }
 
@@ -161,6 +163,10 @@ impl EventStoreMethod {
                 .map(drop),
             Self::CountStreams => store
                 .count_streams(&named, "tenant", &Filter::All)
+                .await
+                .map(drop),
+            Self::ReleaseKey => store
+                .release_key("tenant", &UniqueKey::new("probe", new_id()))
                 .await
                 .map(drop),
         }
@@ -347,6 +353,15 @@ impl EventStore for RecordingEventStore {
     ) -> Result<u64, EventStoreError> {
         self.calls.push(EventStoreMethod::CountStreams);
         self.store.count_streams(named, tenant_id, filter).await
+    }
+
+    async fn release_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        self.calls.push(EventStoreMethod::ReleaseKey);
+        self.store.release_key(tenant_id, key).await
     }
 }
 

@@ -20,6 +20,12 @@ use wow_core::ErrorCode;
 use super::answers::quarantined_result;
 use super::{Attempt, DefaultCommandHandler, QUARANTINED};
 
+/// The message of a `DuplicateKey` refusal (SPEC DM-1): the key and that it is taken, not
+/// who holds it (an operator finds the holder by `find_key`).
+fn duplicate_key_message(key: &wow_core::unique_key::UniqueKey) -> String {
+    format!("{key} is held by another aggregate")
+}
+
 impl DefaultCommandHandler {
     /// The stream of `events` deciding `command` on the state at `version`.
     pub(super) fn stream_of(
@@ -68,18 +74,15 @@ impl DefaultCommandHandler {
         match appended {
             Ok(()) => None,
             // SPEC DM-1: another aggregate holds a key the decision claims. Checked after
-            // the version, so the state was current: the refusal is the decision.
+            // the version, so the state was current: the refusal is the decision. Its
+            // message names the key, never the holder: it is recorded and answered to every
+            // later sender of the request id, whatever owner or space it is bound to (TN-2).
             Err(EventStoreError::DuplicateKey(taken)) => {
                 let rejected = CommandResult::failure(
                     command,
                     CommandStage::Processed,
                     ErrorCode::DuplicateKey,
-                    format!(
-                        "{} is held by {} {}",
-                        taken.holder.key,
-                        taken.holder.aggregate_id.aggregate_name,
-                        taken.holder.aggregate_id.id
-                    ),
+                    duplicate_key_message(&taken.holder.key),
                 )
                 .with_version(stream.version - 1);
                 let now = self.clock.now_millis();
