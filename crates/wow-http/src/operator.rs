@@ -93,33 +93,6 @@ fn check(config: &HttpConfig, headers: &HeaderMap) -> Result<(), Refused> {
     check_with(config, headers, true)
 }
 
-/// Who an operator's request comes from, for the audit record: `token:` and the first 16 hex
-/// digits of the SHA-256 of its operator token (bearer or cookie; never the token itself), or
-/// `anyone` when the operator's routes are not gated.
-pub(crate) fn who(config: &HttpConfig, headers: &HeaderMap) -> String {
-    use sha2::{Digest, Sha256};
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(bearer_token)
-        .map(str::trim);
-    let token = bearer
-        .filter(|token| is_operator(config, token))
-        .or_else(|| cookies(headers).find(|token| is_operator(config, token)));
-    match token {
-        Some(token) => {
-            let digest = Sha256::digest(token.as_bytes());
-            let hex: String = digest
-                .iter()
-                .take(8)
-                .map(|byte| format!("{byte:02x}"))
-                .collect();
-            format!("token:{hex}")
-        }
-        None => "anyone".to_owned(),
-    }
-}
-
 /// Whether the request may send an operator's command (the built-in delete and recover of an
 /// aggregate whose lifecycle is `Operator`): always when no token is configured; else with an
 /// operator token as its bearer token. The page's cookie is not read: no other site can make
@@ -312,7 +285,7 @@ mod tests {
 
     use axum::http::{header, HeaderMap, HeaderValue};
 
-    use super::{check, check_with, cookie_safe, query_token, who, Refused};
+    use super::{check, check_with, cookie_safe, query_token, Refused};
     use crate::binding::TokenBinding;
     use crate::config::HttpConfig;
 
@@ -330,22 +303,6 @@ mod tests {
             headers.append(name, HeaderValue::from_static(value));
         }
         headers
-    }
-
-    #[test]
-    fn an_operators_record_names_a_fingerprint_of_the_token_never_the_token() {
-        let config = config();
-        let bearer = who(&config, &headers(&[(header::AUTHORIZATION, "Bearer op")]));
-        // The first 8 bytes of SHA-256("op").
-        assert_eq!(bearer, "token:037aeaeaf4bbf26d");
-        assert!(!bearer.contains("op"), "{bearer}");
-        let cookie = who(&config, &headers(&[(header::COOKIE, "wow-operator=op")]));
-        assert_eq!(cookie, bearer, "the same token, however it came");
-        assert_eq!(
-            who(&HttpConfig::default(), &headers(&[])),
-            "anyone",
-            "no token configured"
-        );
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub(crate) async fn fire(
     let row = pending(deadlines.as_ref(), &owner, &path.name)
         .await?
         .ok_or_else(|| not_pending(&path))?;
-    audit(&state, &headers, "fire", &owner, &path.name);
+    audit(&headers, "deadline.fire", &owner, &path.name);
     Ok(Json(row))
 }
 
@@ -70,7 +70,7 @@ pub(crate) async fn cancel(
     {
         return Err(not_pending(&path));
     }
-    audit(&state, &headers, "cancel", &owner, &path.name);
+    audit(&headers, "deadline.cancel", &owner, &path.name);
     Ok(Json(row))
 }
 
@@ -129,22 +129,19 @@ fn store_failed(error: &EventStoreError) -> ApiError {
     )
 }
 
-/// Records who did what to which row, and when, on the `wow::audit` log target.
-fn audit(state: &HttpState, headers: &HeaderMap, action: &str, owner: &AggregateId, name: &str) {
-    let who = crate::operator::who(state.config(), headers);
-    let at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis())
-        .unwrap_or_default();
+/// Records who did what to which row, and when, on the `wow::audit` log target, as a key's
+/// release is: the SHA-256 fingerprint of the operator's token, never the token.
+fn audit(headers: &HeaderMap, action: &str, owner: &AggregateId, name: &str) {
+    let by = crate::operator::token_fingerprint(headers);
     tracing::info!(
         target: "wow::audit",
-        action = %format!("deadline.{action}"),
-        who = %who,
-        at,
+        action,
+        operator = by.as_deref().unwrap_or("none"),
         tenant = %owner.tenant_id,
         aggregate = %owner.aggregate_name,
         id = %owner.id,
         deadline = %name,
+        at = wow_core::id::now_millis(),
         "an operator acted on a pending deadline"
     );
 }
