@@ -1,8 +1,9 @@
 //! Input edges a store would answer differently are refused at the edge, with one answer on
 //! every store (SPEC TN-1): a NUL (`\u0000`) in a string of a command's body or in a path
 //! segment is 400 on SQLite and on PostgreSQL (which cannot hold NUL in text), and a command
-//! body that is not a JSON object (an array would bind fields by position) is 400. Nothing is
-//! recorded: the same request id sent again, well formed, takes effect.
+//! body that is not a JSON object (an array would bind fields by position) is 400, and one not
+//! sent as JSON is 415. Nothing is recorded: the same request id sent again, well formed, takes
+//! effect.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -58,6 +59,22 @@ async fn hostile_input(store: &str) {
         let (status, answer) = send(&client, format!("{base}/{path}"), "create-p-1", body).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
         assert_eq!(answer["errorCode"], "BadRequest", "{body}: {answer}");
+    }
+    // A body a web page could make a browser send: a form, text, no type at all.
+    for content_type in ["application/x-www-form-urlencoded", "text/plain", ""] {
+        let mut request = client
+            .post(format!("{base}/product/p-1/create"))
+            .header("Command-Request-Id", "create-p-1")
+            .body(r#"{"sku":"MUG-1","name":"Mug","stock":3}"#);
+        if !content_type.is_empty() {
+            request = request.header("Content-Type", content_type);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type:?}"
+        );
     }
     // Nothing was recorded under the request id: well formed, it takes effect.
     let (status, answer) = send(

@@ -34,6 +34,7 @@ async fn serves_the_bank_on_sqlite_and_exits_cleanly_on_sigterm() {
         .post(format!("http://{address}/account/cli-1/open"))
         .header("Command-Request-Id", "open-cli-1")
         .header("Command-Wait-Stage", "PROJECTED")
+        .header("content-type", "application/json")
         .body(r#"{"name":"Ann","balance":3}"#)
         .send()
         .await
@@ -240,6 +241,7 @@ async fn a_version_conflict_is_not_a_decision_and_its_retry_is_decided_afresh() 
             .post(format!("http://{address}/account/es3/deposit"))
             .header("Command-Request-Id", "dep-es3")
             .header("Command-Aggregate-Version", version)
+            .header("content-type", "application/json")
             .body(r#"{"amount":5}"#)
             .send()
     };
@@ -258,6 +260,7 @@ async fn a_version_conflict_is_not_a_decision_and_its_retry_is_decided_afresh() 
     let served = Served::start(&["--listen", "127.0.0.1:0"], &env);
     let opened = client
         .post(format!("http://{}/account/es3/open", served.address))
+        .header("content-type", "application/json")
         .body(r#"{"name":"Ann","balance":0}"#)
         .send()
         .await

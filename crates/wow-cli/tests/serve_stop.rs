@@ -50,7 +50,7 @@ fn request(address: SocketAddr, client: usize, n: usize) -> Outcome {
     } else {
         let body = r#"{"name":"Ann","balance":1}"#;
         format!(
-            "POST /account/c{client}-{n}/open HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST /account/c{client}-{n}/open HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
     };

@@ -94,7 +94,7 @@ async fn connections_that_never_read_their_answers_do_not_hold_the_server() {
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     let body = r#"{"name":"Ann","balance":1}"#;
     let open = format!(
-        "POST /account/ann/open HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /account/ann/open HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     let opened = served(address, open.as_bytes()).await;

@@ -7,8 +7,8 @@
 //!
 //! ```sh
 //! cargo run -p wow-example-todo -- --store memory:// --listen 127.0.0.1:8099
-//! curl -X POST localhost:8099/todo/groceries/create_list -d '{"title":"Groceries"}'
-//! curl -X POST localhost:8099/todo/groceries/add_item -d '{"text":"Milk"}'
+//! curl -X POST localhost:8099/todo/groceries/create_list --json '{"title":"Groceries"}'
+//! curl -X POST localhost:8099/todo/groceries/add_item --json '{"text":"Milk"}'
 //! curl localhost:8099/todo/groceries/view/open_items
 //! ```
 

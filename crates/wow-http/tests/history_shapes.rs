@@ -129,6 +129,7 @@ async fn history_is_shown_in_todays_shape_with_what_each_event_was_stored_as() {
 
     let request = Request::builder()
         .uri("/meter/m-1/event/1/3")
+        .header("content-type", "application/json")
         .body(Body::empty())
         .unwrap();
     let response = app.clone().oneshot(request).await.unwrap();
@@ -151,6 +152,7 @@ async fn history_is_shown_in_todays_shape_with_what_each_event_was_stored_as() {
     // The state folds the upcast history: 4 + 1.
     let request = Request::builder()
         .uri("/meter/m-1/state")
+        .header("content-type", "application/json")
         .body(Body::empty())
         .unwrap();
     let response = app.clone().oneshot(request).await.unwrap();

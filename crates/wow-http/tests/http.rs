@@ -49,6 +49,7 @@ impl Server {
         let mut request = self
             .client
             .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
             .body(body.to_owned());
         for (name, value) in headers {
             request = request.header(*name, *value);
@@ -357,6 +358,7 @@ async fn the_stream_sends_one_event_per_stage_in_order() {
         .post(format!("{}/account/acc-a/transfer", s.base))
         .header("Accept", "text/event-stream")
         .header("Command-Wait-Stage", "SAGA_HANDLED")
+        .header("content-type", "application/json")
         .body(r#"{"to":"acc-b","amount":10}"#)
         .send()
         .await
@@ -666,6 +668,7 @@ async fn a_caller_timeout_is_408_and_the_look_up_later_shows_appended() {
         .post(format!("{base}/account/slow-1/open"))
         .header("Command-Request-Id", "open-slow")
         .header("Command-Wait-Timeout", "100")
+        .header("content-type", "application/json")
         .body(r#"{"name":"Ann","balance":1}"#)
         .send()
         .await
@@ -794,6 +797,7 @@ async fn an_unreachable_store_is_503_and_the_look_up_says_unknown() {
     let response = client
         .post(format!("{base}/account/down-1/open"))
         .header("Command-Request-Id", "open-down")
+        .header("content-type", "application/json")
         .body(r#"{"name":"Ann","balance":1}"#)
         .send()
         .await
@@ -994,6 +998,7 @@ async fn post_replayed(
     let mut request = s
         .client
         .post(format!("{}{path}", s.base))
+        .header("content-type", "application/json")
         .body(body.to_owned());
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -1410,6 +1415,7 @@ async fn an_appended_request_whose_stream_cannot_be_read_is_unknown_never_none()
         client
             .post(format!("{base}/account/lost-1/open"))
             .header("Command-Request-Id", "open-lost")
+            .header("content-type", "application/json")
             .body(r#"{"name":"Ann","balance":1}"#)
             .send()
             .await

@@ -107,6 +107,7 @@ impl Server {
         let response = self
             .client
             .post(format!("{}/fragile/{id}/{command}", self.base))
+            .header("content-type", "application/json")
             .body("{}")
             .send()
             .await

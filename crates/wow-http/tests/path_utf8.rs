@@ -80,6 +80,7 @@ async fn a_path_that_is_not_utf8_once_decoded_is_a_json_400_on_every_route() {
         .is_empty());
     let response = client
         .post(format!("{base}/account/%C3%A9t%C3%A9/open"))
+        .header("content-type", "application/json")
         .body(open)
         .send()
         .await

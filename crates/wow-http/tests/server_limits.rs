@@ -235,7 +235,9 @@ async fn closed_within(stream: &mut TcpStream) -> Vec<u8> {
 }
 
 fn command(path: &str, headers: &[(&str, &[u8])], body: &[u8]) -> Vec<u8> {
-    let mut request = format!("POST {path} HTTP/1.1\r\nHost: test\r\n").into_bytes();
+    let mut request =
+        format!("POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n")
+            .into_bytes();
     for (name, value) in headers {
         request.extend_from_slice(name.as_bytes());
         request.extend_from_slice(b": ");
@@ -382,7 +384,7 @@ mod oversize {
         let server = Running::bank(short_limits(), small_body()).await;
         let mut stream = server.connect().await;
         let mut request =
-            b"POST /account/a/deposit HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"POST /account/a/deposit HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
                 .to_vec();
         for _ in 0..4 {
             request.extend_from_slice(b"64\r\n");

@@ -126,6 +126,7 @@ async fn with_overflow_checks_warn_the_service_starts_and_health_lists_the_crate
         .oneshot(
             Request::builder()
                 .uri("/health")
+                .header("content-type", "application/json")
                 .body(Body::empty())
                 .unwrap(),
         )
@@ -171,6 +172,7 @@ async fn a_service_of_crates_built_with_overflow_checks_starts_and_health_has_no
         .oneshot(
             Request::builder()
                 .uri("/health")
+                .header("content-type", "application/json")
                 .body(Body::empty())
                 .unwrap(),
         )

@@ -179,11 +179,16 @@ impl Command {
             })
     }
 
-    /// The command's JSON body, at most `limit` bytes.
+    /// The command's JSON body, at most `limit` bytes, sent as JSON.
     pub(crate) async fn body(&self, body: Body, limit: usize) -> Result<Value, ApiError> {
-        input::body(body, limit).await.map_err(|error| {
-            ApiError::command(error.result(&self.aggregate_id, self.options.request_id.as_deref()))
-        })
+        let content_type = self.options.content_type.as_deref();
+        input::body(body, limit, content_type)
+            .await
+            .map_err(|error| {
+                ApiError::command(
+                    error.result(&self.aggregate_id, self.options.request_id.as_deref()),
+                )
+            })
     }
 
     /// The message to send with `value` as its body, and how long and for which stage to

@@ -27,6 +27,10 @@ pub(crate) enum BodyError {
     /// The body could not be read (the client went away mid-body) or is not JSON. 400.
     #[error("{}", .0.message)]
     Invalid(InputError),
+    /// A body sent without a JSON `Content-Type` (a form, `text/plain`, none at all): what a
+    /// web page can make a browser send to another site without asking it first. 415.
+    #[error("body: must be sent as `Content-Type: application/json`, not {0}")]
+    NotJson(String),
 }
 
 impl BodyError {
@@ -55,6 +59,12 @@ impl BodyError {
                 StatusCode::REQUEST_TIMEOUT,
             ),
             BodyError::Invalid(error) => (error, StatusCode::BAD_REQUEST),
+            BodyError::NotJson(given) => (
+                bad(format!(
+                    "must be sent as `Content-Type: application/json`, not {given}"
+                )),
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ),
         };
         Answer::with_status(error.result(aggregate_id, request_id), status)
     }
@@ -67,6 +77,7 @@ impl BodyError {
             }
             BodyError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
             BodyError::Invalid(_) => StatusCode::BAD_REQUEST,
+            BodyError::NotJson(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         }
     }
 
@@ -97,8 +108,21 @@ impl BodyError {
 /// A body whose `Content-Length` (which hyper reports as the body's exact size hint) is
 /// above `limit` is refused before anything is read, so a client that announces a huge body
 /// and sends nothing holds nothing.
-pub(crate) async fn body(body: Body, limit: usize) -> Result<Value, BodyError> {
-    let value = read_json(body, limit, true).await?;
+pub(crate) async fn body(
+    body: Body,
+    limit: usize,
+    content_type: Option<&str>,
+) -> Result<Value, BodyError> {
+    let bytes = read_bytes(body, limit).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(Default::default()));
+    }
+    if !is_json(content_type) {
+        return Err(BodyError::NotJson(
+            content_type.map_or_else(|| "none".to_owned(), |given| format!("`{given}`")),
+        ));
+    }
+    let value = parse(&bytes)?;
     if !value.is_object() {
         return Err(BodyError::Invalid(InputError::bad(
             ErrorCode::BadRequest,
@@ -121,34 +145,46 @@ fn kind_of(value: &Value) -> &'static str {
     }
 }
 
+/// Whether `content_type` names JSON: `application/json` or a `+json` type, any parameters
+/// (`; charset=utf-8`) aside, in any case.
+fn is_json(content_type: Option<&str>) -> bool {
+    let Some(given) = content_type else {
+        return false;
+    };
+    let essence = given
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
 /// Reads a query's JSON body, at most `limit` bytes: no body at all is `{}`; anything else
 /// must be JSON (whitespace alone is not).
 pub(crate) async fn query_body(body: Body, limit: usize) -> Result<Value, BodyError> {
-    read_json(body, limit, false).await
+    let bytes = read_bytes(body, limit).await?;
+    if bytes.is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    parse(&bytes)
 }
 
-/// Reads a JSON body; `{}` when it is empty, or (with `whitespace_is_empty`) only whitespace.
-async fn read_json(
-    body: Body,
-    limit: usize,
-    whitespace_is_empty: bool,
-) -> Result<Value, BodyError> {
+/// Reads a body, at most `limit` bytes.
+async fn read_bytes(body: Body, limit: usize) -> Result<axum::body::Bytes, BodyError> {
     let announced = body.size_hint().lower();
     if usize::try_from(announced).map_or(true, |announced| announced > limit) {
         return Err(BodyError::Announced { announced, limit });
     }
-    let bytes = axum::body::to_bytes(body, limit)
+    axum::body::to_bytes(body, limit)
         .await
-        .map_err(|error| BodyError::from_read(error, limit))?;
-    let empty = if whitespace_is_empty {
-        bytes.iter().all(u8::is_ascii_whitespace)
-    } else {
-        bytes.is_empty()
-    };
-    if empty {
-        return Ok(Value::Object(Default::default()));
-    }
-    serde_json::from_slice::<crate::strict_json::StrictValue>(&bytes)
+        .map_err(|error| BodyError::from_read(error, limit))
+}
+
+/// `bytes` as JSON, read strictly ([`StrictValue`](crate::strict_json::StrictValue)).
+fn parse(bytes: &[u8]) -> Result<Value, BodyError> {
+    serde_json::from_slice::<crate::strict_json::StrictValue>(bytes)
         .map(|strict| strict.0)
         .map_err(|e| {
             BodyError::Invalid(InputError::bad(
@@ -169,7 +205,9 @@ mod tests {
             b' ';
             300
         ])));
-        let error = body(announced, 256).await.unwrap_err();
+        let error = body(announced, 256, Some("application/json"))
+            .await
+            .unwrap_err();
         assert!(
             matches!(
                 error,
@@ -189,14 +227,54 @@ mod tests {
     #[tokio::test]
     async fn a_command_body_that_is_not_an_object_is_refused_with_400() {
         for text in [r#"["ArrayName",55]"#, "55", r#""x""#, "null", "true"] {
-            let read = body(Body::from(text), 1024).await;
+            let read = body(Body::from(text), 1024, JSON).await;
             let Err(error) = read else {
                 panic!("{text} was read");
             };
             assert_eq!(error.status(), StatusCode::BAD_REQUEST, "{text}");
             assert!(error.to_string().contains("JSON object"), "{text}: {error}");
         }
-        assert!(body(Body::from(" "), 1024).await.unwrap().is_object());
-        assert!(body(Body::from(r#"{"a":1}"#), 1024).await.is_ok());
+        assert!(body(Body::from(" "), 1024, JSON).await.unwrap().is_object());
+        assert!(body(Body::from(r#"{"a":1}"#), 1024, JSON).await.is_ok());
+    }
+
+    const JSON: Option<&str> = Some("application/json");
+
+    #[tokio::test]
+    async fn a_command_body_not_sent_as_json_is_refused_with_415_and_an_empty_one_needs_no_type() {
+        for given in [
+            None,
+            Some("text/plain"),
+            Some("application/x-www-form-urlencoded"),
+            Some("multipart/form-data; boundary=x"),
+            Some("application/jsonx"),
+        ] {
+            let error = body(Body::from(r#"{"a":1}"#), 1024, given)
+                .await
+                .unwrap_err();
+            assert_eq!(
+                error.status(),
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "{given:?}"
+            );
+        }
+        for given in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/vnd.wow+json",
+        ] {
+            assert!(
+                body(Body::from(r#"{"a":1}"#), 1024, Some(given))
+                    .await
+                    .is_ok(),
+                "{given}"
+            );
+        }
+        for empty in ["", "  \n"] {
+            assert!(
+                body(Body::from(empty), 1024, None).await.is_ok(),
+                "no body, no type"
+            );
+        }
     }
 }

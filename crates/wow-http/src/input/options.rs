@@ -35,6 +35,8 @@ pub(crate) struct CommandOptions {
     pub(crate) owner_id: Option<String>,
     /// The aggregate's space (`Wow-Space-Id`).
     pub(crate) space_id: Option<String>,
+    /// `Content-Type`, as sent: a body must be JSON ([`super::body`]).
+    pub(crate) content_type: Option<String>,
 }
 
 impl CommandOptions {
@@ -59,7 +61,9 @@ impl CommandOptions {
             ],
         )?;
         let wait_tail = wait_tail(headers)?;
+        let content_type = header(headers, "Content-Type")?.map(str::to_owned);
         Ok(CommandOptions {
+            content_type,
             owner_id: owned_id(headers, headers::OWNER_ID)?,
             space_id: owned_id(headers, headers::SPACE_ID)?,
             request_id,

@@ -157,6 +157,13 @@ fn command_responses(kind: CommandKind) -> Map<String, Value> {
             false,
         ),
     );
+    responses.insert(
+        "415".to_owned(),
+        result(
+            "BadRequest: a body sent without `Content-Type: application/json` (or a `+json` type); nothing recorded. A command with no body needs no type",
+            false,
+        ),
+    );
     responses.insert("409".to_owned(), result("A conflict: DuplicateRequestId (with the original version and result.originalCommandId), RequestIdReused, EventVersionConflict, DuplicateAggregateId, DuplicateKey (a unique key another aggregate of the tenant holds; recorded, so a resend is replayed), DeadlineNotPending (a deadline's command whose schedule a later event moved or cancelled; recorded), CommandExpectVersionConflict (also replayed)", true));
     if kind != CommandKind::Void {
         responses.insert("422".to_owned(), result("A business rule of the domain, under its own code (also replayed for a resend of a rejected intent, with result.originalCommandId); IllegalState: a recover of an aggregate that is not deleted", true));
