@@ -90,7 +90,8 @@ enum Command {
     },
     /// Brings the store's schema to this build's version (what `wow serve` does on start),
     /// or with --dry-run prints the version found and each pending migration, and applies
-    /// nothing. Safe when several processes migrate one database at once.
+    /// nothing. Safe when several processes migrate one database at once. With --claim-keys
+    /// it then claims the unique keys of aggregates made before their type declared them.
     Migrate {
         /// The store: sqlite://PATH, postgres://... [default: sqlite://./data/wow.db].
         #[arg(long, env = "WOW_STORE")]

@@ -73,12 +73,20 @@ pub(crate) async fn run(
 /// unique keys are the ones `--claim-keys` folds.
 fn example_aggregates() -> Result<AggregateRegistry, ServeError> {
     let mut registry = AggregateRegistry::new();
-    let registered = registry
+    let refused =
+        |error: wow_core::aggregate::RegistrationError| ServeError::ClaimKeys(error.to_string());
+    registry
         .register::<wow_example_bank::account::Account>()
-        .and_then(|_| registry.register::<wow_example_bank::audit::Audit>())
-        .and_then(|_| registry.register::<wow_example_shop::product::Product>())
-        .and_then(|_| registry.register::<wow_example_shop::order::Order>());
-    registered.map_err(|error| ServeError::ClaimKeys(error.to_string()))?;
+        .map_err(refused)?;
+    registry
+        .register::<wow_example_bank::audit::Audit>()
+        .map_err(refused)?;
+    registry
+        .register::<wow_example_shop::product::Product>()
+        .map_err(refused)?;
+    registry
+        .register::<wow_example_shop::order::Order>()
+        .map_err(refused)?;
     Ok(registry)
 }
 

@@ -40,6 +40,7 @@ pub use key_reservations::{
     a_reservation_holds_its_key_until_its_time,
     a_sign_up_confirmed_late_loses_its_name_to_a_later_one,
     claim_keys_takes_free_keys_and_reports_held_ones,
+    claims_of_a_lapsed_reservation_have_exactly_one_winner,
 };
 pub use queries::queries_streams_as_documents;
 pub use unique_keys::{

@@ -106,6 +106,7 @@ macro_rules! __event_store_cases {
                 a_confirmed_reservation_holds_its_key_for_good,
                 claim_keys_takes_free_keys_and_reports_held_ones,
                 a_sign_up_confirmed_late_loses_its_name_to_a_later_one,
+                claims_of_a_lapsed_reservation_have_exactly_one_winner,
             ]
         );
     };

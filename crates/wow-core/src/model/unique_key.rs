@@ -204,21 +204,28 @@ mod tests {
     fn a_reservation_is_claimed_again_only_when_its_time_changes() {
         let reserved = sku("A").reserved_until(1_000);
         assert_eq!(
-            key_changes(&[], &[reserved.clone()]),
+            key_changes(&[], std::slice::from_ref(&reserved)),
             vec![KeyChange::Claim(reserved.clone())]
         );
-        assert!(key_changes(&[reserved.clone()], &[reserved.clone()]).is_empty());
+        assert!(key_changes(
+            std::slice::from_ref(&reserved),
+            std::slice::from_ref(&reserved)
+        )
+        .is_empty());
         assert_eq!(
-            key_changes(&[reserved.clone()], &[sku("A")]),
+            key_changes(std::slice::from_ref(&reserved), &[sku("A")]),
             vec![KeyChange::Claim(sku("A"))],
             "a confirmation is a claim without a time, never a release"
         );
         assert_eq!(
-            key_changes(&[reserved.clone()], &[sku("A").reserved_until(2_000)]),
+            key_changes(
+                std::slice::from_ref(&reserved),
+                &[sku("A").reserved_until(2_000)]
+            ),
             vec![KeyChange::Claim(sku("A").reserved_until(2_000))]
         );
         assert_eq!(
-            key_changes(&[reserved.clone()], &[]),
+            key_changes(std::slice::from_ref(&reserved), &[]),
             vec![KeyChange::Release(reserved.clone())]
         );
         assert_eq!(

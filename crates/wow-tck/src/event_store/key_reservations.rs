@@ -338,3 +338,55 @@ pub async fn a_sign_up_confirmed_late_loses_its_name_to_a_later_one(store: Store
         .expect("the confirmed name is held");
     assert_eq!((held.aggregate_id, held.key), (later, name(&value)));
 }
+
+/// 16 aggregates claim one key whose reservation lapsed, at once: exactly one takes it over,
+/// every other is refused `DuplicateKey` naming the winner, and the first holder's
+/// confirmation is refused too.
+pub async fn claims_of_a_lapsed_reservation_have_exactly_one_winner(store: Store) {
+    let first = aggregate();
+    let value = fresh("race");
+    append(
+        &store,
+        &first,
+        1,
+        vec![KeyChange::Claim(name(&value).reserved_until(now() - 1_000))],
+    )
+    .await
+    .unwrap();
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (store, value) = (store.clone(), value.clone());
+            tokio::spawn(async move {
+                let claimant = aggregate();
+                let outcome =
+                    append(&store, &claimant, 1, vec![KeyChange::Claim(name(&value))]).await;
+                (claimant, outcome)
+            })
+        })
+        .collect();
+    let (mut winners, mut named) = (Vec::new(), Vec::new());
+    for task in tasks {
+        match task.await.expect("the task runs") {
+            (claimant, Ok(())) => winners.push(claimant),
+            (_, Err(EventStoreError::DuplicateKey(taken))) => named.push(taken.holder.aggregate_id),
+            (_, Err(other)) => panic!("a losing claimant must get DuplicateKey, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one claimant takes the lapsed key"
+    );
+    assert!(named.iter().all(|holder| *holder == winners[0]));
+    let late = append(&store, &first, 2, vec![KeyChange::Claim(name(&value))]).await;
+    assert!(
+        matches!(late, Err(EventStoreError::DuplicateKey(_))),
+        "{late:?}"
+    );
+    assert_eq!(
+        holder(&store, &first.tenant_id, &value)
+            .await
+            .map(|held| held.aggregate_id),
+        Some(winners[0].clone())
+    );
+}
