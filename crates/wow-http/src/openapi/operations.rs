@@ -582,6 +582,7 @@ fn unique_key_holder() -> Value {
     let string = json!({"type": "string"});
     let holder = json!({"type": "object", "required": ["space", "value", "aggregateId", "version"], "properties": {
         "space": string, "value": string, "version": {"type": "integer", "minimum": 1},
+        "reservedUntil": {"type": "integer", "description": "When the holder's reservation lapses (milliseconds since the Unix epoch); absent when the key is held until released"},
         "aggregateId": {"type": "object", "required": ["contextName", "aggregateName", "aggregateId", "tenantId"], "properties": {
             "contextName": string, "aggregateName": string, "aggregateId": string, "tenantId": string}}}});
     let mut responses = Map::new();
