@@ -90,7 +90,8 @@ enum Command {
     },
     /// Brings the store's schema to this build's version (what `wow serve` does on start),
     /// or with --dry-run prints the version found and each pending migration, and applies
-    /// nothing. Safe when several processes migrate one database at once.
+    /// nothing. Safe when several processes migrate one database at once. With --claim-keys
+    /// it then claims the unique keys of aggregates made before their type declared them.
     Migrate {
         /// The store: sqlite://PATH, postgres://... [default: sqlite://./data/wow.db].
         #[arg(long, env = "WOW_STORE")]
@@ -101,6 +102,12 @@ enum Command {
         /// Says what would be applied, and applies nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Then claims the unique keys the examples' aggregates declare (SPEC DM-1), for
+        /// aggregates made before their type declared keys: folds each aggregate, claims
+        /// each key that is free, and lists each value another aggregate holds (with both
+        /// ids) instead of stopping. Running it again changes nothing.
+        #[arg(long, conflicts_with = "dry_run")]
+        claim_keys: bool,
     },
     /// Sends one command to a running service the safe way: a stable request id, and a
     /// look-up in history before any resend (SPEC TO-2). Prints the outcome as JSON.
@@ -266,7 +273,8 @@ async fn run(command: Command) -> Result<u8, String> {
             store,
             config,
             dry_run,
-        } => done(migrate::run(store, config, dry_run).await),
+            claim_keys,
+        } => done(migrate::run(store, config, dry_run, claim_keys).await),
         Command::Send {
             aggregate,
             id,

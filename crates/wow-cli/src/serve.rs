@@ -25,6 +25,8 @@ pub(crate) enum ServeError {
     Legacy(#[from] LegacyError),
     #[error(transparent)]
     Service(Box<ServiceError>),
+    #[error("cannot claim the declared keys: {0}")]
+    ClaimKeys(String),
 }
 
 /// Opens the store at `url` (`memory://`, `sqlite:...` or `postgres://...`): one value for

@@ -138,14 +138,14 @@ pub mod eventsourcing {
     //! [`SnapshotStoreDecorator`]) and states only what it changes; [`RecordingEventStore`]
     //! proves in a test that every other method reaches the store it wraps.
     pub use crate::contracts::eventsourcing::{
-        check_appendable, check_deadline_changes, check_key_changes, check_rejectable,
-        check_rename, check_time_range, check_version_range, stream_document, AggregateRenames,
-        AppendChanges, EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod,
-        FeedEntry, GatedEventStore, GlobalPosition, InMemoryEventStore, InMemoryRenames,
-        InMemorySnapshotStore, KeyTaken, ParseGlobalPositionError, PendingMigration,
-        RecordingEventStore, RecordingSnapshotStore, RejectedStream, RenameError, RenamedRows,
-        SchemaStatus, Snapshot, SnapshotStore, SnapshotStoreDecorator, SnapshotStoreError,
-        SnapshotStoreMethod,
+        check_appendable, check_claimable, check_deadline_changes, check_key_changes,
+        check_rejectable, check_rename, check_time_range, check_version_range, stream_document,
+        AggregateRenames, AppendChanges, EventStore, EventStoreDecorator, EventStoreError,
+        EventStoreMethod, FeedEntry, GatedEventStore, GlobalPosition, InMemoryEventStore,
+        InMemoryRenames, InMemorySnapshotStore, KeyTaken, ParseGlobalPositionError,
+        PendingMigration, RecordingEventStore, RecordingSnapshotStore, RejectedStream, RenameError,
+        RenamedRows, SchemaStatus, Snapshot, SnapshotStore, SnapshotStoreDecorator,
+        SnapshotStoreError, SnapshotStoreMethod,
     };
     pub use crate::model::error::BoxError;
     pub use crate::model::eventsourcing::{
@@ -207,8 +207,8 @@ pub mod unique_key {
     //! store writes both in one atomic write, its unique constraint deciding between two
     //! claimants ([`EventStore::append_with`](crate::eventsourcing::EventStore::append_with)).
     pub use crate::model::unique_key::{
-        check_unique_key, key_changes, KeyChange, KeyHolder, UniqueKey, MAX_KEY_SPACE_LEN,
-        MAX_KEY_VALUE_LEN,
+        check_unique_key, key_changes, KeyChange, KeyClaim, KeyHolder, UniqueKey,
+        MAX_KEY_SPACE_LEN, MAX_KEY_VALUE_LEN,
     };
 }
 

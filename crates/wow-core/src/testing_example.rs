@@ -433,3 +433,127 @@ impl crate::saga::Saga for AutoConfirm {
         }
     }
 }
+
+/// A sign-up that reserves a user name while the person confirms their address (SPEC DM-1,
+/// Wow's `PreparedValue.ttlAt`): starting it reserves the name (key space `username`) for
+/// `hold_ms`, and confirming it claims the name for good. A reservation nobody confirmed in
+/// time frees the name by itself; when another sign-up took it meanwhile, the confirmation is
+/// refused `DuplicateKey` and nothing is recorded but that refusal.
+#[derive(Debug)]
+pub struct SignUp;
+
+/// The sign-up's state.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignUpState {
+    /// The user name it reserved or took.
+    pub name: Option<String>,
+    /// Until when the name is reserved, while not confirmed (milliseconds since the Unix
+    /// epoch).
+    pub reserved_until: Option<i64>,
+    /// Whether it was confirmed: the name is then held for good.
+    pub confirmed: bool,
+}
+
+/// The user name to reserve, and for how long.
+#[derive(
+    Debug, Clone, PartialEq, Serialize, Deserialize, validator::Validate, schemars::JsonSchema,
+)]
+pub struct StartSignUp {
+    /// The user name.
+    #[validate(length(min = 1))]
+    pub name: String,
+    /// How long the name is held unconfirmed, in milliseconds.
+    #[validate(range(min = 1))]
+    pub hold_ms: i64,
+}
+
+/// The sign-up's commands.
+#[derive(Debug, Clone, PartialEq, Command)]
+pub enum SignUpCommand {
+    /// Starts the sign-up, reserving the name.
+    #[command(create)]
+    Start(StartSignUp),
+    /// Confirms it, taking the name for good.
+    Confirm(Nothing),
+}
+
+/// A name reserved until a time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NameReserved {
+    /// The user name.
+    pub name: String,
+    /// Until when (milliseconds since the Unix epoch).
+    pub until: i64,
+}
+
+/// The sign-up's events.
+#[derive(Debug, Clone, PartialEq, Event)]
+pub enum SignUpEvent {
+    /// The name was reserved.
+    NameReserved(NameReserved),
+    /// The sign-up was confirmed.
+    SignUpConfirmed(Nothing),
+}
+
+/// The sign-up's business rules.
+#[derive(Debug, thiserror::Error, DomainError)]
+pub enum SignUpError {
+    /// Only a sign-up that was started and not confirmed is confirmed.
+    #[error("the sign-up is not pending")]
+    NotPending,
+}
+
+impl Aggregate for SignUp {
+    const CONTEXT_NAME: &'static str = "demo";
+    const AGGREGATE_NAME: &'static str = "sign-up";
+    type State = SignUpState;
+    type Command = SignUpCommand;
+    type Event = SignUpEvent;
+    type Error = SignUpError;
+
+    fn handle(
+        state: &SignUpState,
+        command: SignUpCommand,
+        ctx: &CommandContext<'_>,
+    ) -> Result<Vec<SignUpEvent>, SignUpError> {
+        match command {
+            SignUpCommand::Start(start) => Ok(vec![SignUpEvent::NameReserved(NameReserved {
+                name: start.name,
+                until: ctx.now.saturating_add(start.hold_ms),
+            })]),
+            SignUpCommand::Confirm(_) if !state.confirmed => {
+                Ok(vec![SignUpEvent::SignUpConfirmed(Nothing {})])
+            }
+            SignUpCommand::Confirm(_) => Err(SignUpError::NotPending),
+        }
+    }
+
+    fn apply(state: &mut SignUpState, event: &SignUpEvent) {
+        match event {
+            SignUpEvent::NameReserved(reserved) => {
+                state.name = Some(reserved.name.clone());
+                state.reserved_until = Some(reserved.until);
+            }
+            SignUpEvent::SignUpConfirmed(_) => {
+                state.confirmed = true;
+                state.reserved_until = None;
+            }
+        }
+    }
+
+    fn unique_keys(state: &SignUpState) -> Option<Vec<wow_core::unique_key::UniqueKey>> {
+        Some(
+            state
+                .name
+                .iter()
+                .map(|name| {
+                    let key = wow_core::unique_key::UniqueKey::new("username", name.clone());
+                    match state.reserved_until {
+                        Some(until) => key.reserved_until(until),
+                        None => key,
+                    }
+                })
+                .collect(),
+        )
+    }
+}

@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 15;
+pub const SCHEMA_VERSION: i32 = 16;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -56,7 +56,11 @@ pub const SCHEMA_VERSION: i32 = 15;
 /// `store/deadline.rs`). The index `deadline_due` leads with the due time, so the scheduler's
 /// read of what is due is a range scan of it; the key columns after it give rows due at one
 /// time in key order, as the in-memory table does, without a sort. A new, empty table too.
-const MIGRATIONS: [&str; 15] = [
+///
+/// Key reservations (SPEC DM-1, from version 16) are the column `reserved_until` of
+/// `unique_key`: NULL for every key held before (claimed for good). Adding a nullable column
+/// with no default rewrites nothing.
+const MIGRATIONS: [&str; 16] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -275,6 +279,12 @@ const MIGRATIONS: [&str; 15] = [
     ALTER TABLE deadline ADD COLUMN owner_hash BIGINT NOT NULL DEFAULT 0;
     UPDATE deadline SET fire_at = due_at;
     CREATE INDEX deadline_fire ON deadline (tenant_id, fire_at, aggregate_name, aggregate_id, name);
+"#,
+    r#"
+    -- Key reservations (SPEC DM-1): a claim may hold its key until a time only
+    -- (reserved_until, milliseconds since the Unix epoch, judged by the database's
+    -- clock_timestamp()) and frees it after. Every key held already was claimed for good: NULL.
+    ALTER TABLE unique_key ADD COLUMN reserved_until BIGINT;
 "#,
 ];
 
@@ -646,6 +656,10 @@ mod tests {
         assert_eq!(version, SCHEMA_VERSION);
         let holder = store.find_key("t", &sku).await.unwrap().unwrap();
         assert_eq!(holder.aggregate_id, order);
+        assert_eq!(
+            holder.key, sku,
+            "a key held before reservations is held for good"
+        );
         let expiry = ScheduledCommand {
             owner: order.clone(),
             name: "expire".to_owned(),

@@ -12,7 +12,7 @@ use wow_core::eventsourcing::{
     RequestDecision,
 };
 use wow_core::query::{DocumentQuery, Filter};
-use wow_core::unique_key::{KeyHolder, UniqueKey};
+use wow_core::unique_key::{KeyClaim, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::chaos::{Chaos, FaultKind, Logged};
@@ -135,6 +135,17 @@ impl EventStoreDecorator for FaultyEventStore {
         self.latency().await;
         self.check_up()?;
         self.inner.find_key(tenant_id, key).await
+    }
+
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        self.latency().await;
+        self.check_up()?;
+        self.inner.claim_keys(aggregate_id, version, keys).await
     }
 
     async fn load(

@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 14;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 14] = [
+const MIGRATIONS: [&str; 15] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -285,6 +285,12 @@ const MIGRATIONS: [&str; 14] = [
     UPDATE deadline SET fire_at = due_at;
     CREATE INDEX deadline_fire ON deadline (tenant_id, fire_at);
 "#,
+    r#"
+    -- Key reservations (SPEC DM-1): a claim may hold its key until a time only
+    -- (`reserved_until`, milliseconds since the Unix epoch, judged by the process's clock) and
+    -- frees it after. Every key held already was claimed for good: NULL.
+    ALTER TABLE unique_key ADD COLUMN reserved_until INTEGER;
+"#,
 ];
 
 /// Where the file at `options.path` stands against this build's migrations, read without
@@ -534,7 +540,10 @@ mod tests {
         }
         Connection::open(&path)
             .unwrap()
-            .execute_batch("UPDATE wow_schema SET version = 12; DROP TABLE deadline")
+            .execute_batch(
+                "UPDATE wow_schema SET version = 12; DROP TABLE deadline;
+                 ALTER TABLE unique_key DROP COLUMN reserved_until",
+            )
             .unwrap();
 
         let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
@@ -562,6 +571,51 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.scheduled_for(&order).await.unwrap(), vec![expiry]);
+    }
+
+    /// A file of schema 14 (keys without reservations) opens under this build: each key it
+    /// held is still held, for good, and a claim with a time reserves a key from then on
+    /// (SPEC DM-1).
+    #[tokio::test]
+    async fn a_version_14_file_keeps_its_keys_for_good_and_takes_reservations() {
+        use wow_core::eventsourcing::AppendChanges;
+        use wow_core::unique_key::{KeyChange, UniqueKey};
+
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("v14.db");
+        let order = AggregateId::new("tck", "order", wow_core::id::new_id(), "t");
+        let sku = UniqueKey::new("sku", "sku-1");
+        {
+            let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
+            store
+                .append_with(
+                    &stream(&order, 1, "r-1"),
+                    &AppendChanges::keys(vec![KeyChange::Claim(sku.clone())]),
+                )
+                .await
+                .unwrap();
+        }
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "UPDATE wow_schema SET version = 14;
+                 ALTER TABLE unique_key DROP COLUMN reserved_until",
+            )
+            .unwrap();
+
+        let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
+        let holder = store.find_key("t", &sku).await.unwrap().unwrap();
+        assert_eq!((holder.aggregate_id, holder.key), (order.clone(), sku));
+        let reserved = UniqueKey::new("sku", "sku-2").reserved_until(i64::MAX);
+        store
+            .append_with(
+                &stream(&order, 2, "r-2"),
+                &AppendChanges::keys(vec![KeyChange::Claim(reserved.clone())]),
+            )
+            .await
+            .unwrap();
+        let holder = store.find_key("t", &reserved).await.unwrap().unwrap();
+        assert_eq!(holder.key, reserved);
     }
 
     #[test]

@@ -9,14 +9,14 @@ use tokio::sync::oneshot;
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::BoxError;
 use wow_core::eventsourcing::{
-    check_appendable, check_deadline_changes, check_key_changes, check_rejectable,
+    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
     check_time_range, check_version_range, AppendChanges, EventStore, EventStoreError, FeedEntry,
     GlobalPosition, RejectedStream, RejectionRecord, RequestDecision, Snapshot, SnapshotStore,
     SnapshotStoreError,
 };
 use wow_core::id::{Clock, SystemClock};
 use wow_core::query::{DocumentQuery, Filter};
-use wow_core::unique_key::{KeyHolder, UniqueKey};
+use wow_core::unique_key::{KeyClaim, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::bounded::QueryPool;
@@ -308,9 +308,40 @@ impl EventStore for SqliteStore {
     ) -> Result<Option<KeyHolder>, EventStoreError> {
         let (tenant, key) = (tenant_id.to_owned(), key.clone());
         self.reads
-            .read(move |connection| unique_key::holder(connection, &tenant, &key))
+            .read(move |connection| unique_key::live_holder(connection, &tenant, &key))
             .await
             .map_err(store_error)
+    }
+
+    /// Claims the free keys in the writer's transaction, each by one upsert (see
+    /// `unique_key.rs`).
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        check_claimable(version, keys)?;
+        let (aggregate, keys) = (aggregate_id.clone(), keys.to_vec());
+        let (answer, claims) = oneshot::channel();
+        self.submit(
+            None,
+            Box::new(move |connection| {
+                let made = unique_key::claim_free(connection, &aggregate, clamp(version), &keys)?;
+                // The receiver waits for the submission's reply first; it is not dropped.
+                let _ = answer.send(made);
+                Ok(())
+            }),
+        )
+        .await
+        .map_err(|error| match error {
+            ProcessError::Work(error) => EventStoreError::Internal(error),
+            ProcessError::Store(error) => EventStoreError::Unavailable(error),
+            other => EventStoreError::Internal(Box::new(other)),
+        })?;
+        claims
+            .await
+            .map_err(|_| EventStoreError::Unavailable(gone()))
     }
 
     async fn load(

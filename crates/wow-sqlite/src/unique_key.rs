@@ -1,21 +1,44 @@
 //! Unique keys (SPEC DM-1) in the writer's transaction: the key changes of one append, made
 //! with its stream inside one savepoint, and the look-up of a key's holder.
+//!
+//! A reservation (a claim with a time, `reserved_until`) is judged by the process's clock,
+//! read when the writer makes the change: one process writes the file. A lapsed reservation
+//! stays a row until a claim takes it over or its holder releases it; it holds nothing.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use wow_core::eventsourcing::{EventStoreError, KeyTaken, RejectedStream};
-use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use wow_core::unique_key::{KeyChange, KeyClaim, KeyHolder, UniqueKey};
 use wow_core::AggregateId;
 
-/// Takes a key for an aggregate; a key held already (by anyone) is left as it is, and the
-/// caller reads who holds it.
-const CLAIM: &str = "INSERT INTO unique_key (tenant_id, key_space, key_value, context_name, aggregate_name, aggregate_id, version)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (tenant_id, key_space, key_value) DO NOTHING";
+/// Takes a key (`?1` tenant, `?2` space, `?3` value) for an aggregate (`?4` context, `?5`
+/// name, `?6` id) at version `?7`, reserved until `?8` (NULL: for good): a free key is
+/// inserted; the aggregate's own row takes the new reservation time and keeps its version; a
+/// reservation that lapsed by `?9` (now) is taken over. Another holder's live row is left as
+/// it is (no row changed), and the caller reads who holds it.
+const CLAIM: &str = "INSERT INTO unique_key (tenant_id, key_space, key_value, context_name, aggregate_name, aggregate_id, version, reserved_until)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (tenant_id, key_space, key_value) DO UPDATE SET
+        version = CASE WHEN unique_key.context_name = excluded.context_name AND unique_key.aggregate_name = excluded.aggregate_name AND unique_key.aggregate_id = excluded.aggregate_id
+            THEN unique_key.version ELSE excluded.version END,
+        context_name = excluded.context_name, aggregate_name = excluded.aggregate_name,
+        aggregate_id = excluded.aggregate_id, reserved_until = excluded.reserved_until
+    WHERE (unique_key.context_name = excluded.context_name AND unique_key.aggregate_name = excluded.aggregate_name AND unique_key.aggregate_id = excluded.aggregate_id)
+        OR unique_key.reserved_until <= ?9";
+
+/// A backfill's claim ([`claim_free`]): as [`CLAIM`], but the aggregate's own row is left as
+/// it is too; only a free key or a lapsed reservation (by `?9`) changes.
+const CLAIM_FREE: &str = "INSERT INTO unique_key (tenant_id, key_space, key_value, context_name, aggregate_name, aggregate_id, version, reserved_until)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (tenant_id, key_space, key_value) DO UPDATE SET
+        context_name = excluded.context_name, aggregate_name = excluded.aggregate_name,
+        aggregate_id = excluded.aggregate_id, version = excluded.version,
+        reserved_until = excluded.reserved_until
+    WHERE unique_key.reserved_until <= ?9
+        AND NOT (unique_key.context_name = excluded.context_name AND unique_key.aggregate_name = excluded.aggregate_name AND unique_key.aggregate_id = excluded.aggregate_id)";
 
 /// Gives a key up, only when this aggregate holds it.
 const RELEASE: &str = "DELETE FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3 AND context_name = ?4 AND aggregate_name = ?5 AND aggregate_id = ?6";
 
-/// Who holds a key.
-pub(crate) const HOLDER: &str = "SELECT context_name, aggregate_name, aggregate_id, version FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3";
+/// Who holds a key, and until when when it is a reservation.
+pub(crate) const HOLDER: &str = "SELECT context_name, aggregate_name, aggregate_id, version, reserved_until FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3";
 
 /// Why an append's key changes were not made.
 pub(crate) enum KeysRefused {
@@ -32,8 +55,9 @@ impl From<rusqlite::Error> for KeysRefused {
 }
 
 /// Makes `keys`, the key changes of the stream `rejected` names, in order: a release deletes
-/// the aggregate's own row, a claim inserts one, and a claim the primary key turned away is
-/// refused unless the row found is this aggregate's. The caller runs this inside the
+/// the aggregate's own row, a claim inserts one (or sets the reservation time of the
+/// aggregate's own, or takes over a lapsed reservation), and a claim that changed no row is
+/// refused: another aggregate holds the key. The caller runs this inside the
 /// savepoint of the stream's insert and rolls both back on any refusal.
 pub(crate) fn change_keys(
     connection: &Connection,
@@ -41,6 +65,7 @@ pub(crate) fn change_keys(
     keys: &[KeyChange],
 ) -> Result<(), KeysRefused> {
     let aggregate = &rejected.aggregate_id;
+    let now = wow_core::id::exact_now_millis();
     for change in keys {
         match change {
             KeyChange::Release(key) => {
@@ -62,6 +87,8 @@ pub(crate) fn change_keys(
                     aggregate.aggregate_name,
                     aggregate.id,
                     i64::try_from(rejected.version).unwrap_or(i64::MAX),
+                    key.reserved_until,
+                    now,
                 ])?;
                 if taken == 1 {
                     continue;
@@ -76,8 +103,8 @@ pub(crate) fn change_keys(
                             },
                         ))));
                     }
-                    // This aggregate's already (or released meanwhile: cannot happen under
-                    // the one writer, and changes nothing either way).
+                    // Cannot happen under the one writer (the claim changed no row, so the
+                    // row is another aggregate's), and changes nothing either way.
                     _ => {}
                 }
             }
@@ -86,7 +113,44 @@ pub(crate) fn change_keys(
     Ok(())
 }
 
-/// Who holds `key` in `tenant_id`, on `connection`.
+/// Claims each of `keys` for `aggregate` at `version` when it is free or a lapsed
+/// reservation, by the process's clock, and says what it found (SPEC DM-1, the backfill of
+/// `EventStore::claim_keys`): the aggregate's own row and another holder's are left alone.
+pub(crate) fn claim_free(
+    connection: &Connection,
+    aggregate: &AggregateId,
+    version: i64,
+    keys: &[UniqueKey],
+) -> rusqlite::Result<Vec<KeyClaim>> {
+    let now = wow_core::id::exact_now_millis();
+    let mut claims = Vec::with_capacity(keys.len());
+    for key in keys {
+        let claimed = connection.prepare_cached(CLAIM_FREE)?.execute(params![
+            aggregate.tenant_id,
+            key.space,
+            key.value,
+            aggregate.context_name,
+            aggregate.aggregate_name,
+            aggregate.id,
+            version,
+            key.reserved_until,
+            now,
+        ])?;
+        claims.push(if claimed == 1 {
+            KeyClaim::Claimed
+        } else {
+            match holder(connection, &aggregate.tenant_id, key)? {
+                Some(holder) if holder.aggregate_id != *aggregate => KeyClaim::Taken(holder),
+                // The aggregate's own row (a row was there: the insert changed nothing).
+                _ => KeyClaim::Held,
+            }
+        });
+    }
+    Ok(claims)
+}
+
+/// Who holds `key` in `tenant_id`, on `connection`, whether or not a reservation lapsed (see
+/// [`live_holder`]).
 pub(crate) fn holder(
     connection: &Connection,
     tenant_id: &str,
@@ -96,8 +160,10 @@ pub(crate) fn holder(
         .prepare_cached(HOLDER)?
         .query_row(params![tenant_id, key.space, key.value], |row| {
             let version: i64 = row.get(3)?;
+            let mut key = key.confirmed();
+            key.reserved_until = row.get(4)?;
             Ok(KeyHolder {
-                key: key.clone(),
+                key,
                 aggregate_id: AggregateId::new(
                     row.get::<_, String>(0)?,
                     row.get::<_, String>(1)?,
@@ -155,4 +221,15 @@ pub(crate) async fn release_any(
         })?;
     let released = released.lock().unwrap_or_else(|p| p.into_inner()).take();
     released.ok_or_else(|| EventStoreError::Internal("the writer ran no release".into()))
+}
+
+/// Who holds `key` in `tenant_id` now, on `connection`: a reservation that lapsed by the
+/// process's clock holds nothing.
+pub(crate) fn live_holder(
+    connection: &Connection,
+    tenant_id: &str,
+    key: &UniqueKey,
+) -> rusqlite::Result<Option<KeyHolder>> {
+    let now = wow_core::id::exact_now_millis();
+    Ok(holder(connection, tenant_id, key)?.filter(|holder| !holder.key.lapsed_at(now)))
 }

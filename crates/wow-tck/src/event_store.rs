@@ -14,6 +14,7 @@ use crate::fixtures::{aggregate, stream, stream_at, AGGREGATE, CONTEXT};
 mod conflicts;
 mod decisions;
 pub(crate) mod feed;
+mod key_reservations;
 mod queries;
 mod unique_keys;
 pub use conflicts::{
@@ -32,6 +33,14 @@ pub use feed::{
     a_feed_reader_racing_appenders_skips_nothing, rejections_are_not_in_the_feed,
     the_feed_lists_appended_streams_in_append_order, the_feed_of_an_empty_store_is_empty,
     the_feed_pages_by_limit, the_feed_resumes_after_a_position, SETTLE,
+};
+pub use key_reservations::{
+    a_confirmed_reservation_holds_its_key_for_good,
+    a_lapsed_reservation_frees_its_key_and_a_late_confirmation_is_refused,
+    a_reservation_holds_its_key_until_its_time,
+    a_sign_up_confirmed_late_loses_its_name_to_a_later_one,
+    claim_keys_takes_free_keys_and_reports_held_ones,
+    claims_of_a_lapsed_reservation_have_exactly_one_winner,
 };
 pub use queries::queries_streams_as_documents;
 pub use unique_keys::{

@@ -103,6 +103,12 @@ macro_rules! __event_store_cases {
                 concurrent_claims_of_one_value_have_exactly_one_winner,
                 a_second_claimant_is_refused_and_its_resend_replays_the_refusal,
                 claims_through_two_processes_have_exactly_one_winner,
+                a_reservation_holds_its_key_until_its_time,
+                a_lapsed_reservation_frees_its_key_and_a_late_confirmation_is_refused,
+                a_confirmed_reservation_holds_its_key_for_good,
+                claim_keys_takes_free_keys_and_reports_held_ones,
+                a_sign_up_confirmed_late_loses_its_name_to_a_later_one,
+                claims_of_a_lapsed_reservation_have_exactly_one_winner,
             ]
         );
     };

@@ -655,11 +655,13 @@ fn unique_key_holder() -> Value {
     let aggregate_id = json!({"type": "object", "required": ["contextName", "aggregateName", "aggregateId", "tenantId"], "properties": {
         "contextName": string, "aggregateName": string, "aggregateId": string, "tenantId": string}});
     let version = json!({"type": "integer", "minimum": 1});
+    let reserved_until = json!({"type": "integer", "description": "When the holder's reservation lapses (milliseconds since the Unix epoch); absent when the key is held until released"});
     let taken = json!({"type": "object", "required": ["space", "value", "taken"], "properties": {
         "space": string, "value": string, "taken": {"type": "boolean", "const": true},
-        "version": version, "aggregateId": aggregate_id}});
+        "version": version, "reservedUntil": reserved_until, "aggregateId": aggregate_id}});
     let holder = json!({"type": "object", "required": ["space", "value", "aggregateId", "version"], "properties": {
-        "space": string, "value": string, "version": version, "aggregateId": aggregate_id}});
+        "space": string, "value": string, "version": version, "reservedUntil": reserved_until,
+        "aggregateId": aggregate_id}});
     let key_params = || {
         vec![
             path_param(

@@ -17,12 +17,12 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use wow_core::eventsourcing::{
-    check_appendable, check_deadline_changes, check_key_changes, check_time_range,
+    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_time_range,
     check_version_range, AppendChanges, EventStore, EventStoreError, FeedEntry, GlobalPosition,
     RejectedStream, RejectionRecord, RequestDecision,
 };
 use wow_core::query::{DocumentQuery, Filter};
-use wow_core::unique_key::{KeyHolder, UniqueKey};
+use wow_core::unique_key::{KeyClaim, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use super::stream_row::{corrupt, decode_stream, stream_columns};
@@ -242,6 +242,17 @@ impl EventStore for PostgresStore {
         key: &UniqueKey,
     ) -> Result<Option<KeyHolder>, EventStoreError> {
         unique_key::find(self, tenant_id, key).await
+    }
+
+    /// One transaction, one upsert per key (see `store/unique_key.rs`).
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        check_claimable(version, keys)?;
+        unique_key::claim_free(self, aggregate_id, version, keys).await
     }
 
     async fn load(

@@ -10,6 +10,12 @@
 //! nothing on a conflict, and the read that then named the holder could find the key
 //! released again in between.
 //!
+//! A reservation (a claim with a time, `reserved_until`) is judged by the database's clock
+//! (`clock_timestamp()`, read once per statement through the `clock` CTE, so that every
+//! column of one upsert judges by the same instant): a lapsed reservation holds nothing, a
+//! claim takes its row over in the same upsert, and `find_key` does not see it. The row stays
+//! until a claim takes it over or its holder releases it.
+//!
 //! An append's changes are made in key order (a stable sort, so that one key's release and
 //! claim keep their order): two appends that claim the same keys in different orders then
 //! wait for each other instead of deadlocking. Different keys' changes commute, so the
@@ -18,7 +24,7 @@
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 use wow_core::eventsourcing::EventStoreError;
-use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use wow_core::unique_key::{KeyChange, KeyClaim, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream};
 
 use super::stream_row::corrupt;
@@ -26,20 +32,50 @@ use super::{clamp, PostgresStore};
 use crate::error::store_error;
 
 /// Claims key (`$1` tenant, `$2` space, `$3` value) for aggregate (`$4` context, `$5` name,
-/// `$6` id) at version `$7`, and returns its holder afterwards: this aggregate when the key
-/// was free (or already its own, at the version it was claimed at), another one otherwise.
-/// The conflict's update leaves the row as it was.
-const CLAIM_KEY: &str = "INSERT INTO unique_key (tenant_id, key_space, key_value, context_name, aggregate_name, aggregate_id, version) VALUES ($1, $2, $3, $4, $5, $6, $7)
-    ON CONFLICT (tenant_id, key_space, key_value) DO UPDATE SET version = unique_key.version
-    RETURNING context_name, aggregate_name, aggregate_id, version";
+/// `$6` id) at version `$7`, reserved until `$8` (NULL: for good), and returns its holder
+/// afterwards: this aggregate when the key was free, a lapsed reservation (taken over at
+/// `$7`), or already its own (its version kept, its reservation time set to `$8`); another
+/// one otherwise, whose row the conflict's update leaves as it was.
+const CLAIM_KEY: &str = "WITH clock AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS now_ms)
+    INSERT INTO unique_key (tenant_id, key_space, key_value, context_name, aggregate_name, aggregate_id, version, reserved_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    ON CONFLICT (tenant_id, key_space, key_value) DO UPDATE SET
+        version = CASE WHEN (unique_key.context_name, unique_key.aggregate_name, unique_key.aggregate_id) IS DISTINCT FROM (EXCLUDED.context_name, EXCLUDED.aggregate_name, EXCLUDED.aggregate_id)
+                AND unique_key.reserved_until <= (SELECT now_ms FROM clock)
+            THEN EXCLUDED.version ELSE unique_key.version END,
+        context_name = CASE WHEN unique_key.reserved_until <= (SELECT now_ms FROM clock) THEN EXCLUDED.context_name ELSE unique_key.context_name END,
+        aggregate_name = CASE WHEN unique_key.reserved_until <= (SELECT now_ms FROM clock) THEN EXCLUDED.aggregate_name ELSE unique_key.aggregate_name END,
+        aggregate_id = CASE WHEN unique_key.reserved_until <= (SELECT now_ms FROM clock) THEN EXCLUDED.aggregate_id ELSE unique_key.aggregate_id END,
+        reserved_until = CASE WHEN (unique_key.context_name, unique_key.aggregate_name, unique_key.aggregate_id) = (EXCLUDED.context_name, EXCLUDED.aggregate_name, EXCLUDED.aggregate_id)
+                OR unique_key.reserved_until <= (SELECT now_ms FROM clock)
+            THEN EXCLUDED.reserved_until ELSE unique_key.reserved_until END
+    RETURNING context_name, aggregate_name, aggregate_id, version, reserved_until";
+
+/// A backfill's claim (`EventStore::claim_keys`): as [`CLAIM_KEY`], but the aggregate's own
+/// row is left as it is too, and the answer says whether the aggregate held the key before
+/// (`held_before`, column 5) as well as who holds it after.
+const CLAIM_FREE_KEY: &str = "WITH clock AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS now_ms),
+    before AS (SELECT context_name, aggregate_name, aggregate_id FROM unique_key WHERE tenant_id = $1 AND key_space = $2 AND key_value = $3),
+    claimed AS (
+        INSERT INTO unique_key (tenant_id, key_space, key_value, context_name, aggregate_name, aggregate_id, version, reserved_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        ON CONFLICT (tenant_id, key_space, key_value) DO UPDATE SET
+            version = CASE WHEN unique_key.reserved_until <= (SELECT now_ms FROM clock) THEN EXCLUDED.version ELSE unique_key.version END,
+            context_name = CASE WHEN unique_key.reserved_until <= (SELECT now_ms FROM clock) THEN EXCLUDED.context_name ELSE unique_key.context_name END,
+            aggregate_name = CASE WHEN unique_key.reserved_until <= (SELECT now_ms FROM clock) THEN EXCLUDED.aggregate_name ELSE unique_key.aggregate_name END,
+            aggregate_id = CASE WHEN unique_key.reserved_until <= (SELECT now_ms FROM clock) THEN EXCLUDED.aggregate_id ELSE unique_key.aggregate_id END,
+            reserved_until = CASE WHEN unique_key.reserved_until <= (SELECT now_ms FROM clock) THEN EXCLUDED.reserved_until ELSE unique_key.reserved_until END
+        RETURNING context_name, aggregate_name, aggregate_id, version, reserved_until)
+    SELECT c.context_name, c.aggregate_name, c.aggregate_id, c.version, c.reserved_until,
+        EXISTS (SELECT 1 FROM before b WHERE b.context_name = $4 AND b.aggregate_name = $5 AND b.aggregate_id = $6) AS held_before
+    FROM claimed c";
 
 /// Releases key (`$1` tenant, `$2` space, `$3` value) when aggregate (`$4` context, `$5`
 /// name, `$6` id) holds it; deletes nothing otherwise.
 const RELEASE_KEY: &str = "DELETE FROM unique_key WHERE tenant_id = $1 AND key_space = $2 AND key_value = $3 AND context_name = $4 AND aggregate_name = $5 AND aggregate_id = $6";
 
-/// The holder of key (`$1` tenant, `$2` space, `$3` value), if it is held: one read of
-/// `unique_key_pk`.
-const FIND_KEY: &str = "SELECT context_name, aggregate_name, aggregate_id, version FROM unique_key WHERE tenant_id = $1 AND key_space = $2 AND key_value = $3";
+/// The holder of key (`$1` tenant, `$2` space, `$3` value), if it is held (a reservation
+/// lapsed by the database's clock is not): one read of `unique_key_pk`.
+const FIND_KEY: &str = "SELECT context_name, aggregate_name, aggregate_id, version, reserved_until FROM unique_key WHERE tenant_id = $1 AND key_space = $2 AND key_value = $3
+    AND (reserved_until IS NULL OR reserved_until > (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)";
 
 /// The key a change is about.
 fn key_of(change: &KeyChange) -> &UniqueKey {
@@ -54,8 +90,9 @@ fn decode_holder(
     key: &UniqueKey,
 ) -> Result<KeyHolder, EventStoreError> {
     let version: i64 = row.try_get(3).map_err(store_error)?;
+    let mut key = key.confirmed();
+    key.reserved_until = row.try_get(4).map_err(store_error)?;
     Ok(KeyHolder {
-        key: key.clone(),
         aggregate_id: AggregateId {
             context_name: row.try_get(0).map_err(store_error)?,
             aggregate_name: row.try_get(1).map_err(store_error)?,
@@ -64,6 +101,7 @@ fn decode_holder(
         },
         version: u64::try_from(version)
             .map_err(|_| corrupt(format!("key {key} is held at version {version}")))?,
+        key,
     })
 }
 
@@ -126,11 +164,59 @@ async fn claim(
                 &aggregate.aggregate_name,
                 &aggregate.id,
                 &clamp(stream.version),
+                &key.reserved_until,
             ],
         )
         .await
         .map_err(store_error)?;
     decode_holder(&row, &aggregate.tenant_id, key)
+}
+
+/// Claims each of `keys` for `aggregate_id` at `version` when it is free or a lapsed
+/// reservation ([`CLAIM_FREE_KEY`]), in one transaction, each key on its own: what
+/// `EventStore::claim_keys` answers.
+pub(super) async fn claim_free(
+    store: &PostgresStore,
+    aggregate_id: &AggregateId,
+    version: u64,
+    keys: &[UniqueKey],
+) -> Result<Vec<KeyClaim>, EventStoreError> {
+    let mut client = store.client().await?;
+    let transaction = client.transaction().await.map_err(store_error)?;
+    let statement = transaction
+        .prepare_cached(CLAIM_FREE_KEY)
+        .await
+        .map_err(store_error)?;
+    let mut claims = Vec::with_capacity(keys.len());
+    for key in keys {
+        let row = transaction
+            .query_one(
+                &statement,
+                &[
+                    &aggregate_id.tenant_id,
+                    &key.space,
+                    &key.value,
+                    &aggregate_id.context_name,
+                    &aggregate_id.aggregate_name,
+                    &aggregate_id.id,
+                    &clamp(version),
+                    &key.reserved_until,
+                ],
+            )
+            .await
+            .map_err(store_error)?;
+        let holder = decode_holder(&row, &aggregate_id.tenant_id, key)?;
+        let held_before: bool = row.try_get(5).map_err(store_error)?;
+        claims.push(if holder.aggregate_id != *aggregate_id {
+            KeyClaim::Taken(holder)
+        } else if held_before {
+            KeyClaim::Held
+        } else {
+            KeyClaim::Claimed
+        });
+    }
+    transaction.commit().await.map_err(store_error)?;
+    Ok(claims)
 }
 
 /// Releases `key` when `stream`'s aggregate holds it ([`RELEASE_KEY`]).

@@ -85,7 +85,7 @@ use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::query::{DocumentQuery, Filter};
-use crate::model::unique_key::{KeyHolder, UniqueKey};
+use crate::model::unique_key::{KeyClaim, KeyHolder, UniqueKey};
 
 /// A wrapper that adds one concern to the [`EventStore`] it wraps: every type that implements
 /// it is an [`EventStore`] whose methods are these.
@@ -121,6 +121,16 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         key: &UniqueKey,
     ) -> Result<Option<KeyHolder>, EventStoreError> {
         self.inner().find_key(tenant_id, key).await
+    }
+
+    /// [`EventStore::claim_keys`]; by default the inner store's.
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        self.inner().claim_keys(aggregate_id, version, keys).await
     }
 
     /// [`EventStore::load`]; by default the inner store's.
@@ -256,6 +266,15 @@ impl<T: EventStoreDecorator> EventStore for T {
         key: &UniqueKey,
     ) -> Result<Option<KeyHolder>, EventStoreError> {
         EventStoreDecorator::find_key(self, tenant_id, key).await
+    }
+
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        EventStoreDecorator::claim_keys(self, aggregate_id, version, keys).await
     }
 
     async fn load(

@@ -8,7 +8,7 @@ use crate::model::deadline::{check_deadline_name, DeadlineChange};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::query::{DocumentQuery, Filter};
-use crate::model::unique_key::{check_unique_key, KeyChange, KeyHolder, UniqueKey};
+use crate::model::unique_key::{check_unique_key, KeyChange, KeyClaim, KeyHolder, UniqueKey};
 
 /// What a decision changes besides its aggregate's history, written in the same atomic write
 /// as its stream: the unique keys it claims and releases (SPEC DM-1) and the deadlines it
@@ -106,6 +106,20 @@ pub fn check_key_changes(keys: &[KeyChange]) -> Result<(), EventStoreError> {
     Ok(())
 }
 
+/// Checks the arguments every store's [`EventStore::claim_keys`] shares: a version from 1,
+/// and keys [`check_unique_key`] accepts.
+pub fn check_claimable(version: u64, keys: &[UniqueKey]) -> Result<(), EventStoreError> {
+    if version == 0 {
+        return Err(EventStoreError::IllegalArgument(
+            "a key is claimed at a version from 1".to_owned(),
+        ));
+    }
+    for key in keys {
+        check_unique_key(key).map_err(EventStoreError::IllegalArgument)?;
+    }
+    Ok(())
+}
+
 /// Checks the arguments every store's `record_rejection` shares; a backend calls it first.
 pub fn check_rejectable(request_id: &str) -> Result<(), EventStoreError> {
     if request_id.is_empty() {
@@ -172,6 +186,15 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
     /// [`check_unique_key`](crate::model::unique_key::check_unique_key) refuses is
     /// [`EventStoreError::IllegalArgument`].
     ///
+    /// **Reservations** (SPEC DM-1): a claim of a key with
+    /// [`reserved_until`](UniqueKey::reserved_until) holds it until that time, judged by the
+    /// store's clock (the process's in memory and on SQLite, the database's on PostgreSQL),
+    /// and not after: a reservation that lapsed holds nothing, another aggregate's claim
+    /// takes the key, and [`EventStore::find_key`] no longer finds it. A claim of a key the
+    /// aggregate holds sets the reservation time to the claim's, so a claim without one
+    /// confirms a reservation; once another aggregate took the lapsed key, that confirmation
+    /// is refused `DuplicateKey` like any claim of a held key.
+    ///
     /// **Deadlines** (SPEC DM-2): each schedule writes the aggregate's row of that name
     /// (replacing one there), each cancel deletes it; a row is then pending for
     /// [`DeadlineStore`](crate::deadline::DeadlineStore). A change
@@ -192,13 +215,39 @@ pub trait EventStore: Send + Sync + std::fmt::Debug {
         ))
     }
 
-    /// Who holds `key` in `tenant_id`, if an aggregate does (SPEC DM-1). One indexed read.
+    /// Who holds `key` in `tenant_id`, if an aggregate does (SPEC DM-1): the value alone is
+    /// looked up (`key`'s reservation time is ignored), a reservation that lapsed by the
+    /// store's clock is not held, and the holder's key carries its reservation time when it
+    /// has one. One indexed read.
     async fn find_key(
         &self,
         tenant_id: &str,
         key: &UniqueKey,
     ) -> Result<Option<KeyHolder>, EventStoreError> {
         let _ = (tenant_id, key);
+        Err(EventStoreError::IllegalArgument(
+            "this event store holds no unique keys".to_owned(),
+        ))
+    }
+
+    /// Claims `keys` for `aggregate_id` at `version`, outside an append: a backfill of keys an
+    /// aggregate type declared after its aggregates were made (SPEC DM-1). Each key on its
+    /// own, in order: claimed when free or a lapsed reservation ([`KeyClaim::Claimed`], held
+    /// from then on as by an append at `version`, with the key's reservation time); left
+    /// alone when the aggregate holds it already ([`KeyClaim::Held`]); reported and left alone
+    /// when another aggregate holds it ([`KeyClaim::Taken`], naming the holder). So running it
+    /// twice changes nothing the second time. The store's unique constraint decides against a
+    /// concurrent claimant, as in [`EventStore::append_with`].
+    ///
+    /// Version 0 or a key [`check_claimable`] refuses is [`EventStoreError::IllegalArgument`],
+    /// as is every call on a store that keeps no keys (the default).
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        let _ = (aggregate_id, version, keys);
         Err(EventStoreError::IllegalArgument(
             "this event store holds no unique keys".to_owned(),
         ))

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 
 use crate::contracts::deadline::{DeadlineStore, DeadlineTable};
 use crate::contracts::eventsourcing::{
-    check_appendable, check_deadline_changes, check_key_changes, check_rejectable,
+    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
     check_time_range, check_version_range, stream_document, AppendChanges, EventStore,
     EventStoreError, FeedEntry, GlobalPosition, Snapshot, SnapshotStore, SnapshotStoreError,
 };
@@ -26,22 +26,24 @@ use crate::model::eventsourcing::RequestRecord;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision};
 use crate::model::id::{Clock, SystemClock};
 use crate::model::query::{matches, order, DocumentQuery, Filter};
-use crate::model::unique_key::{check_unique_key, KeyChange, KeyHolder, UniqueKey};
+use crate::model::unique_key::{check_unique_key, KeyChange, KeyClaim, KeyHolder, UniqueKey};
 
 const SHARDS: usize = 64;
 
-/// Makes `stream`'s key changes in `held`, all or none: every claim is checked before any
-/// change is made.
+/// Makes `stream`'s key changes in `held` at `now` (the store's clock), all or none: every
+/// claim is checked before any change is made. `held` is keyed by the value alone
+/// ([`UniqueKey::confirmed`]); a holder whose reservation lapsed at `now` holds nothing.
 fn change_keys(
     held: &mut HashMap<(String, UniqueKey), KeyHolder>,
     stream: &DomainEventStream,
     keys: &[KeyChange],
+    now: i64,
 ) -> Result<(), EventStoreError> {
     let tenant = &stream.aggregate_id.tenant_id;
     for change in keys {
         if let KeyChange::Claim(key) = change {
-            if let Some(holder) = held.get(&(tenant.clone(), key.clone())) {
-                if holder.aggregate_id != stream.aggregate_id {
+            if let Some(holder) = held.get(&(tenant.clone(), key.confirmed())) {
+                if holder.aggregate_id != stream.aggregate_id && !holder.key.lapsed_at(now) {
                     return Err(EventStoreError::key_taken(stream, holder.clone()));
                 }
             }
@@ -50,7 +52,7 @@ fn change_keys(
     for change in keys {
         match change {
             KeyChange::Release(key) => {
-                let slot = (tenant.clone(), key.clone());
+                let slot = (tenant.clone(), key.confirmed());
                 if held
                     .get(&slot)
                     .is_some_and(|holder| holder.aggregate_id == stream.aggregate_id)
@@ -59,16 +61,54 @@ fn change_keys(
                 }
             }
             KeyChange::Claim(key) => {
-                held.entry((tenant.clone(), key.clone()))
+                let slot = held
+                    .entry((tenant.clone(), key.confirmed()))
                     .or_insert_with(|| KeyHolder {
                         key: key.clone(),
                         aggregate_id: stream.aggregate_id.clone(),
                         version: stream.version,
                     });
+                if slot.aggregate_id != stream.aggregate_id {
+                    // A lapsed reservation (checked above): the key is taken over.
+                    slot.aggregate_id = stream.aggregate_id.clone();
+                    slot.version = stream.version;
+                }
+                slot.key.reserved_until = key.reserved_until;
             }
         }
     }
     Ok(())
+}
+
+/// [`EventStore::claim_keys`] on `held` at `now`: each key claimed when free (or a lapsed
+/// reservation), left alone when `aggregate_id` holds it, reported when another holds it.
+fn claim_free_keys(
+    held: &mut HashMap<(String, UniqueKey), KeyHolder>,
+    aggregate_id: &AggregateId,
+    version: u64,
+    keys: &[UniqueKey],
+    now: i64,
+) -> Vec<KeyClaim> {
+    keys.iter()
+        .map(|key| {
+            let slot = (aggregate_id.tenant_id.clone(), key.confirmed());
+            match held.get(&slot) {
+                Some(holder) if holder.aggregate_id == *aggregate_id => KeyClaim::Held,
+                Some(holder) if !holder.key.lapsed_at(now) => KeyClaim::Taken(holder.clone()),
+                _ => {
+                    held.insert(
+                        slot,
+                        KeyHolder {
+                            key: key.clone(),
+                            aggregate_id: aggregate_id.clone(),
+                            version,
+                        },
+                    );
+                    KeyClaim::Claimed
+                }
+            }
+        })
+        .collect()
 }
 
 /// What one request id of an aggregate came to: one key, one decision (SPEC ID-6).
@@ -324,7 +364,7 @@ impl EventStore for InMemoryEventStore {
         }
         if !keys.is_empty() {
             // Lock order: shard, keys, deadlines, feed.
-            change_keys(&mut self.keys(), stream, keys)?;
+            change_keys(&mut self.keys(), stream, keys, self.clock.now_millis())?;
         }
         if !changes.deadlines.is_empty() {
             self.deadlines()
@@ -344,10 +384,29 @@ impl EventStore for InMemoryEventStore {
         tenant_id: &str,
         key: &UniqueKey,
     ) -> Result<Option<KeyHolder>, EventStoreError> {
+        let now = self.clock.now_millis();
         Ok(self
             .keys()
-            .get(&(tenant_id.to_owned(), key.clone()))
+            .get(&(tenant_id.to_owned(), key.confirmed()))
+            .filter(|holder| !holder.key.lapsed_at(now))
             .cloned())
+    }
+
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        check_claimable(version, keys)?;
+        let now = self.clock.now_millis();
+        Ok(claim_free_keys(
+            &mut self.keys(),
+            aggregate_id,
+            version,
+            keys,
+            now,
+        ))
     }
 
     async fn load(

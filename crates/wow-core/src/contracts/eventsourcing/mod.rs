@@ -12,7 +12,7 @@ mod snapshot;
 pub use decorator::{EventStoreDecorator, SnapshotStoreDecorator};
 pub use error::{EventStoreError, KeyTaken, RejectedStream, SnapshotStoreError};
 pub use event_store::{
-    check_appendable, check_deadline_changes, check_key_changes, check_rejectable,
+    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
     check_time_range, check_version_range, stream_document, AppendChanges, EventStore,
 };
 pub use feed::{FeedEntry, GlobalPosition, ParseGlobalPositionError};

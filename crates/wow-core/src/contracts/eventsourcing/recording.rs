@@ -18,7 +18,7 @@ use crate::model::event::{DomainEvent, DomainEventStream};
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
 use crate::model::id::{new_id, now_millis};
 use crate::model::query::{DocumentQuery, Filter};
-use crate::model::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use crate::model::unique_key::{KeyChange, KeyClaim, KeyHolder, UniqueKey};
 
 /// Declares the enum of a store trait's methods, with `ALL` listing every variant in order.
 macro_rules! methods {
@@ -69,6 +69,8 @@ methods! {
         AppendWith,
         /// [`EventStore::find_key`].
         FindKey,
+        /// [`EventStore::claim_keys`].
+        ClaimKeys,
         /// [`EventStore::load`].
         Load,
         /// [`EventStore::load_by_time`].
@@ -137,6 +139,10 @@ impl EventStoreMethod {
             }
             Self::FindKey => store
                 .find_key("tenant", &UniqueKey::new("probe", new_id()))
+                .await
+                .map(drop),
+            Self::ClaimKeys => store
+                .claim_keys(&id, 1, &[UniqueKey::new("probe", new_id())])
                 .await
                 .map(drop),
             Self::Load => store.load(&id, 1, 1).await.map(drop),
@@ -256,6 +262,16 @@ impl EventStore for RecordingEventStore {
     ) -> Result<Option<KeyHolder>, EventStoreError> {
         self.calls.push(EventStoreMethod::FindKey);
         self.store.find_key(tenant_id, key).await
+    }
+
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        self.calls.push(EventStoreMethod::ClaimKeys);
+        self.store.claim_keys(aggregate_id, version, keys).await
     }
 
     async fn load(

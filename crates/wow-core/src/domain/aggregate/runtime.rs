@@ -23,7 +23,7 @@ use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream, EventShape, Upcasters};
 use crate::model::panic::panic_message;
 use crate::model::services::Refusal;
-use crate::model::unique_key::key_changes;
+use crate::model::unique_key::{key_changes, UniqueKey};
 use futures::FutureExt;
 
 /// A command decoded and validated against its aggregate, ready to be handled.
@@ -95,6 +95,20 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
     fn overdue(&self, state: &AggregateState, now: i64) -> Vec<String> {
         let _ = (state, now);
         Vec::new()
+    }
+
+    /// Whether the aggregate declares unique keys (its [`Aggregate::unique_keys`] answers
+    /// `Some`, SPEC DM-1): the aggregates whose keys a backfill claims.
+    fn declares_keys(&self) -> bool {
+        false
+    }
+
+    /// The unique keys `state` holds ([`Aggregate::unique_keys`], SPEC DM-1), with their
+    /// reservation times: none for a deleted aggregate (SPEC DM-6) or one that declares none.
+    /// When the aggregate's `unique_keys` panics (SPEC PX-1), the panic's message.
+    fn held_keys(&self, state: &AggregateState) -> Result<Vec<UniqueKey>, String> {
+        let _ = state;
+        Ok(Vec::new())
     }
 
     /// Decodes and validates the command `name` with the JSON `body`.
@@ -515,6 +529,22 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
             .collect();
         due.sort();
         due.into_iter().map(|(_, name)| name).collect()
+    }
+
+    fn declares_keys(&self) -> bool {
+        panic::catch_unwind(|| A::unique_keys(&A::State::default()).is_some()).unwrap_or(true)
+    }
+
+    fn held_keys(&self, state: &AggregateState) -> Result<Vec<UniqueKey>, String> {
+        if state.is_deleted() {
+            return Ok(Vec::new());
+        }
+        let typed = state
+            .downcast_ref::<A::State>()
+            .ok_or_else(|| format!("the state is not a {} state", A::AGGREGATE_NAME))?;
+        panic::catch_unwind(AssertUnwindSafe(|| A::unique_keys(typed)))
+            .map(Option::unwrap_or_default)
+            .map_err(|payload| panic_message(payload.as_ref()))
     }
 
     fn decode_command(&self, name: &str, body: &Value) -> Result<DecodedCommand, AggregateError> {
