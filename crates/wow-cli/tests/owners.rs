@@ -492,6 +492,43 @@ async fn spaces_are_access_boundaries(api: &Api) {
     );
 }
 
+/// SPEC TN-1: the guards the server wraps around a query (the deletion filter of snapshot
+/// queries, the owner's and space's narrowing) count against none of the caller's limits: a
+/// bound caller's query may hold 64 conditions and nest 16 deep, as the documentation says,
+/// and one more of either is still refused.
+async fn the_callers_limits_count_the_callers_query(api: &Api) {
+    let leaf = json!({"field": "state.balance", "operator": "GTE", "value": 0});
+    let nested = |levels: usize| {
+        (1..levels).fold(
+            leaf.clone(),
+            |inner, _| json!({"operator": "AND", "children": [inner]}),
+        )
+    };
+    let or_of =
+        |children: usize| json!({"operator": "OR", "children": vec![leaf.clone(); children]});
+    for (token, space) in [("bob", None), ("alice-s1", Some("s1"))] {
+        for path in ["account/snapshot/count", "account/event/count"] {
+            for (what, condition, allowed) in [
+                ("16 levels", nested(16), true),
+                ("64 conditions", or_of(63), true),
+                ("17 levels", nested(17), false),
+                ("65 conditions", or_of(64), false),
+            ] {
+                let mut request = api.post(token, path).json(&json!({"condition": condition}));
+                if let Some(space) = space {
+                    request = request.header("Wow-Space-Id", space);
+                }
+                let (status, body) = Api::answer(request).await;
+                if allowed {
+                    assert_eq!(status, 200, "{token} {path} {what}: {body}");
+                } else {
+                    assert_eq!(status, 400, "{token} {path} {what}: {body}");
+                }
+            }
+        }
+    }
+}
+
 fn serve(store: &str) -> Served {
     Served::start(
         &["--listen", "127.0.0.1:0"],
@@ -511,6 +548,7 @@ async fn owners_and_spaces_are_access_boundaries_over_http_on_sqlite() {
     let api = Api::new(&served);
     owners_are_access_boundaries(&api).await;
     spaces_are_access_boundaries(&api).await;
+    the_callers_limits_count_the_callers_query(&api).await;
     assert!(served.stop().success());
 }
 
@@ -536,6 +574,7 @@ async fn owners_and_spaces_are_access_boundaries_over_http_on_postgres() {
     let api = Api::new(&served);
     owners_are_access_boundaries(&api).await;
     spaces_are_access_boundaries(&api).await;
+    the_callers_limits_count_the_callers_query(&api).await;
     assert!(served.stop().success());
     client
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))

@@ -248,11 +248,12 @@ fn active_only(condition: Condition) -> Condition {
     if names_deleted {
         return condition;
     }
-    let active = Condition::of(Operator::Deleted, "", "ACTIVE");
+    // Imposed: the guard counts against none of the caller's query limits.
+    let active = Condition::of(Operator::Deleted, "", "ACTIVE").imposed();
     if condition.operator == Operator::All {
         return active;
     }
-    Condition::logical(Operator::And, vec![active, condition])
+    Condition::logical(Operator::And, vec![active, condition]).imposed()
 }
 
 /// Checks each path of `projection`; an answer's shape must never change silently.

@@ -78,23 +78,25 @@ fn narrowed<T: Narrow>(mut query: T, caller: &Caller, headers: &HeaderMap) -> Re
             .owner
             .clone()
             .or(named)
-            .map(|owner| Condition::of(Operator::OwnerId, "", owner)),
+            .map(|owner| Condition::of(Operator::OwnerId, "", owner).imposed()),
         caller.space.clone().map(|space| {
             Condition::logical(
                 Operator::Or,
                 vec![
-                    Condition::of(Operator::SpaceId, "", space),
-                    Condition::of(Operator::SpaceId, "", ""),
+                    Condition::of(Operator::SpaceId, "", space).imposed(),
+                    Condition::of(Operator::SpaceId, "", "").imposed(),
                 ],
             )
+            .imposed()
         }),
     ];
+    // Imposed: the narrowing counts against none of the caller's query limits.
     for owned in narrowing.into_iter().flatten() {
         let condition = std::mem::take(query.condition_of());
         *query.condition_of() = if condition.operator == Operator::All {
             owned
         } else {
-            Condition::logical(Operator::And, vec![owned, condition])
+            Condition::logical(Operator::And, vec![owned, condition]).imposed()
         };
     }
     Ok(query)

@@ -100,6 +100,11 @@ pub struct Condition {
     /// `ignoreCase` (text operators), `zoneId` and `datePattern` (date operators).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub options: Map<String, Value>,
+    /// Whether the server imposed it (a tenant, owner, space or deletion guard around the
+    /// caller's query): it counts against none of the caller's limits. Never read from or
+    /// written to JSON, so no caller can set it.
+    #[serde(skip)]
+    pub imposed: bool,
 }
 
 fn all() -> Operator {
@@ -134,7 +139,17 @@ impl Condition {
             value: value.into(),
             children: Vec::new(),
             options: Map::new(),
+            imposed: false,
         }
+    }
+
+    /// This condition marked as imposed by the server ([`Condition::imposed`]): it and the
+    /// levels it adds count against none of the caller's limits (conditions, depth), so a
+    /// caller's query may use every limit the documentation gives whatever the server wraps
+    /// around it. Its children keep their own marks.
+    pub fn imposed(mut self) -> Self {
+        self.imposed = true;
+        self
     }
 
     /// `operator` (`AND`, `OR`, `NOR`) over `children`.
@@ -338,5 +353,46 @@ mod tests {
         }
         assert_eq!(Operator::AggregateIds.name(), "AGGREGATE_IDS");
         assert_eq!(Operator::BeforeToday.name(), "BEFORE_TODAY");
+    }
+
+    #[test]
+    fn imposed_guards_count_against_none_of_the_callers_limits_and_no_caller_can_impose() {
+        use crate::model::query::{Lowering, QueryError, Target, MAX_CONDITIONS, MAX_DEPTH};
+        let leaf = Condition::of(Operator::Eq, "state.balance", 1);
+        let nested = |levels: usize| {
+            (1..levels).fold(leaf.clone(), |inner, _| {
+                Condition::logical(Operator::And, vec![inner])
+            })
+        };
+        let guarded = |condition: Condition| {
+            let active = Condition::of(Operator::Deleted, "", "ACTIVE").imposed();
+            let owner = Condition::of(Operator::OwnerId, "", "bob").imposed();
+            Condition::logical(
+                Operator::And,
+                vec![
+                    owner,
+                    Condition::logical(Operator::And, vec![active, condition]).imposed(),
+                ],
+            )
+            .imposed()
+        };
+        let lowering = Lowering::new(Target::Snapshot, 0);
+        let widest = Condition::logical(Operator::Or, vec![leaf.clone(); MAX_CONDITIONS - 1]);
+        assert!(lowering.lower(&guarded(nested(MAX_DEPTH))).is_ok());
+        assert!(lowering.lower(&guarded(widest)).is_ok());
+        assert_eq!(
+            lowering.lower(&guarded(nested(MAX_DEPTH + 1))).unwrap_err(),
+            QueryError::TooLarge("levels of nested conditions", MAX_DEPTH)
+        );
+        let wider = Condition::logical(Operator::Or, vec![leaf.clone(); MAX_CONDITIONS]);
+        assert_eq!(
+            lowering.lower(&guarded(wider)).unwrap_err(),
+            QueryError::TooLarge("conditions", MAX_CONDITIONS)
+        );
+        // Not a field of the JSON: a caller cannot mark its own conditions imposed.
+        let forged = serde_json::from_value::<Condition>(serde_json::json!({
+            "operator": "AND", "children": [], "imposed": true
+        }));
+        assert!(forged.is_err());
     }
 }

@@ -254,10 +254,14 @@ impl Lowering {
         depth: usize,
         in_element: bool,
     ) -> Result<Filter, QueryError> {
-        budget.conditions = budget
-            .conditions
-            .checked_sub(1)
-            .ok_or(QueryError::TooLarge("conditions", MAX_CONDITIONS))?;
+        // A condition the server imposed (a guard around the caller's query) counts against
+        // none of the caller's limits, and adds no level to the depth of what it wraps.
+        if !c.imposed {
+            budget.conditions = budget
+                .conditions
+                .checked_sub(1)
+                .ok_or(QueryError::TooLarge("conditions", MAX_CONDITIONS))?;
+        }
         if depth > MAX_DEPTH {
             return Err(QueryError::TooLarge(
                 "levels of nested conditions",
@@ -305,10 +309,11 @@ impl Lowering {
         if c.children.is_empty() {
             return Err(QueryError::value(op, "at least one child condition"));
         }
+        let below = if c.imposed { depth } else { depth + 1 };
         let children = c
             .children
             .iter()
-            .map(|child| self.lower_counted(child, budget, depth + 1, in_element))
+            .map(|child| self.lower_counted(child, budget, below, in_element))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(match op {
             Operator::And => Filter::And(children),
