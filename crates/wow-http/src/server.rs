@@ -80,6 +80,7 @@
 
 mod deadline;
 mod handshakes;
+mod idle;
 mod limits;
 mod refusals;
 mod write_deadline;
@@ -100,12 +101,13 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::{GracefulConnection, GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
 pub(crate) use deadline::BodyReadTimeout;
 use deadline::ReadDeadline;
+use idle::BusyBody;
 pub use limits::{InvalidLimits, ServerLimits, MAX_READ_TIMEOUT};
 use write_deadline::WriteDeadline;
 
@@ -184,6 +186,9 @@ struct Server {
     refusal: http1::Builder,
     connections: Arc<Semaphore>,
     refusals: Arc<Semaphore>,
+    /// The served connections waiting for a request: at the limit, a new connection takes
+    /// the place of the one idle longest.
+    idle: idle::IdleConnections,
     graceful: GracefulShutdown,
     tasks: JoinSet<()>,
     refused_since_log: u64,
@@ -210,6 +215,7 @@ impl Server {
                 limits.max_connections.min(Semaphore::MAX_PERMITS),
             )),
             refusals: Arc::new(Semaphore::new(REFUSALS_AT_ONCE)),
+            idle: idle::IdleConnections::default(),
             graceful: GracefulShutdown::new(),
             tasks: JoinSet::new(),
             refused_since_log: 0,
@@ -217,48 +223,90 @@ impl Server {
         }
     }
 
-    /// Serves `stream`, or answers it 503 when the limit is reached.
+    /// Serves `stream`; at the limit, in the place of the connection that has waited longest
+    /// for a request (at least [`idle::EVICT_AFTER`]), or else answers it 503.
     fn take(&mut self, stream: TcpStream, peer: SocketAddr) {
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
         }
         match self.connections.clone().try_acquire_owned() {
-            Ok(permit) => self.serve_connection(stream, peer, permit),
+            Ok(permit) => {
+                let connection = self.connection(stream, peer);
+                self.tasks.spawn(async move {
+                    connection.await;
+                    drop(permit);
+                });
+            }
+            Err(_) if self.idle.evict_longest_idle(idle::EVICT_AFTER) => {
+                // The evicted connection's task ends at once and frees its place; another
+                // new connection may take it first, so wait no longer than a head may take.
+                tracing::debug!(%peer, "an idle connection gives its place to a new one");
+                let connections = self.connections.clone();
+                let wait = self.limits.header_read_timeout;
+                let connection = self.connection(stream, peer);
+                self.tasks.spawn(async move {
+                    match tokio::time::timeout(wait, connections.acquire_owned()).await {
+                        Ok(Ok(permit)) => {
+                            connection.await;
+                            drop(permit);
+                        }
+                        _ => tracing::debug!(%peer, "closed without an answer: no place freed"),
+                    }
+                });
+            }
             Err(_) => self.refuse(stream, peer),
         }
     }
 
-    fn serve_connection(
+    /// Serves `stream` to its end, giving its place up when it has waited longest for a
+    /// request and a new connection needs one.
+    fn connection(
         &mut self,
         stream: TcpStream,
         peer: SocketAddr,
-        permit: OwnedSemaphorePermit,
-    ) {
+    ) -> impl Future<Output = ()> + Send + 'static {
         let app = self.app.clone();
         let limits = self.limits;
+        let tracked = self.idle.track();
         let first_request = Arc::new(Notify::new());
         let taken = first_request.clone();
+        let in_use = tracked.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             taken.notify_one();
+            let busy = in_use.busy();
             let app = app.clone();
             async move {
                 if let Some(answer) =
                     refusals::header_too_long(request.headers(), limits.max_header_bytes)
                 {
-                    return Ok::<_, Infallible>(answer);
+                    return Ok::<_, Infallible>(
+                        answer.map(|body| Body::new(BusyBody::new(body, busy))),
+                    );
                 }
                 let request = request
                     .map(|body| Body::new(ReadDeadline::new(body, limits.body_read_timeout)));
-                app.oneshot(request).await
+                let answer = app.oneshot(request).await?;
+                Ok(answer.map(|body| Body::new(BusyBody::new(body, busy))))
             }
         });
         let stream = WriteDeadline::new(stream, limits.write_timeout);
         let connection = self.http.serve_connection(TokioIo::new(stream), service);
         let watcher = self.graceful.watcher();
-        self.tasks.spawn(async move {
-            run(connection, first_request, watcher, peer).await;
-            drop(permit);
-        });
+        async move {
+            let evicted = tracked.evicted();
+            let mut serving = std::pin::pin!(run(connection, first_request, watcher, peer));
+            loop {
+                tokio::select! {
+                    () = &mut serving => break,
+                    () = evicted.notified() => {
+                        if !tracked.in_request() {
+                            tracing::debug!(%peer, "closed while idle: a new connection takes its place");
+                            break;
+                        }
+                    }
+                }
+            }
+        }
     }
 
     fn refuse(&mut self, stream: TcpStream, peer: SocketAddr) {

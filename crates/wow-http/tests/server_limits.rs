@@ -466,16 +466,28 @@ mod header_bytes {
 mod connections {
     use super::*;
 
+    /// A request whose body never arrives: its connection is in a request until the body
+    /// read timeout.
+    const BODY_PENDING: &[u8] = b"POST /account/a/deposit HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n";
+
+    async fn in_a_request(server: &Running) -> TcpStream {
+        let mut stream = server.connect().await;
+        stream.write_all(BODY_PENDING).await.unwrap();
+        stream
+    }
+
     #[tokio::test]
     async fn past_the_limit_a_connection_is_answered_503_and_closed() {
         let limits = ServerLimits {
             max_connections: 2,
             header_read_timeout: PATIENCE * 2,
+            body_read_timeout: PATIENCE * 2,
             ..short_limits()
         };
         let server = Running::bank(limits, HttpConfig::default()).await;
-        // Accepted in the order they connect: these two take the limit.
-        let held = [server.connect().await, server.connect().await];
+        // Accepted in the order they connect: these two take the limit, each in a request
+        // (no idle connection to give its place).
+        let held = [in_a_request(&server).await, in_a_request(&server).await];
         let mut third = server.connect().await;
         third
             .write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
@@ -507,6 +519,48 @@ mod connections {
             served.is_ok(),
             "served again once the held connections went"
         );
+    }
+
+    /// SPEC TN-1: sockets that connect and send nothing cannot lock new clients out. At the
+    /// limit, a new connection takes the place of the connection idle longest (a second at
+    /// least), never of one in a request.
+    #[tokio::test]
+    async fn at_the_limit_a_new_connection_takes_the_place_of_the_one_idle_longest() {
+        let limits = ServerLimits {
+            max_connections: 2,
+            header_read_timeout: PATIENCE * 4,
+            body_read_timeout: PATIENCE * 4,
+            ..short_limits()
+        };
+        let server = Running::bank(limits, HttpConfig::default()).await;
+        let mut busy = in_a_request(&server).await;
+        let mut idle = server.connect().await;
+        // Refused (503) while the idle one has waited less than a second, then served.
+        let served = timeout(PATIENCE, async {
+            loop {
+                let mut stream = server.connect().await;
+                stream
+                    .write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+                    .await
+                    .unwrap();
+                let answer = read_answer(&mut stream).await.unwrap();
+                if answer.status == 200 {
+                    return;
+                }
+                assert_eq!(answer.status, 503);
+            }
+        })
+        .await;
+        assert!(served.is_ok(), "a new client is served at the limit");
+        let sent = closed_within(&mut idle).await;
+        assert!(
+            sent.is_empty(),
+            "the idle one closed without an answer: {sent:?}"
+        );
+        // The one in a request is still served: its body arrives, its answer comes.
+        busy.write_all(br#"{"amount":1}"#).await.unwrap();
+        let answer = answer_within(&mut busy).await;
+        assert_eq!(answer.status, 404, "no account `a`: answered, not cut off");
     }
 }
 

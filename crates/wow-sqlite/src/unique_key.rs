@@ -177,7 +177,7 @@ pub(crate) fn holder(
 }
 
 /// Gives a key up whoever holds it (an operator's release), and returns the row it deleted.
-const RELEASE_ANY: &str = "DELETE FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3 RETURNING context_name, aggregate_name, aggregate_id, version";
+const RELEASE_ANY: &str = "DELETE FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3 RETURNING context_name, aggregate_name, aggregate_id, version, reserved_until";
 
 /// An operator's release of `key` in `tenant_id` (`EventStore::release_key`): one `DELETE`
 /// in the writer's transaction, so that it comes wholly before or after any append's claims;
@@ -199,8 +199,10 @@ pub(crate) async fn release_any(
                 .prepare_cached(RELEASE_ANY)?
                 .query_row(params![tenant, key.space, key.value], |row| {
                     let version: i64 = row.get(3)?;
+                    let mut held = key.confirmed();
+                    held.reserved_until = row.get(4)?;
                     Ok(KeyHolder {
-                        key: key.clone(),
+                        key: held,
                         aggregate_id: AggregateId::new(
                             row.get::<_, String>(0)?,
                             row.get::<_, String>(1)?,

@@ -264,7 +264,7 @@ pub(super) async fn find(
 }
 
 /// Deletes key (`$1` tenant, `$2` space, `$3` value) whoever holds it, returning the row.
-const RELEASE_ANY_KEY: &str = "DELETE FROM unique_key WHERE tenant_id = $1 AND key_space = $2 AND key_value = $3 RETURNING context_name, aggregate_name, aggregate_id, version";
+const RELEASE_ANY_KEY: &str = "DELETE FROM unique_key WHERE tenant_id = $1 AND key_space = $2 AND key_value = $3 RETURNING context_name, aggregate_name, aggregate_id, version, reserved_until";
 
 /// An operator's release of `key` in `tenant_id` (`EventStore::release_key`): one autocommit
 /// `DELETE ... RETURNING`. A claim in flight on the row waits for it and then inserts anew
