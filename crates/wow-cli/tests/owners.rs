@@ -514,7 +514,8 @@ async fn the_callers_limits_count_the_callers_query(api: &Api) {
                 ("17 levels", nested(17), false),
                 ("65 conditions", or_of(64), false),
             ] {
-                let mut request = api.post(token, path).json(&json!({"condition": condition}));
+                // A count takes the condition itself as its body.
+                let mut request = api.post(token, path).json(&condition);
                 if let Some(space) = space {
                     request = request.header("Wow-Space-Id", space);
                 }

@@ -21,10 +21,14 @@
 //! - **Long headers**: a header name or value above `max_header_bytes` is answered 431
 //!   `BadRequest` with a body that names the header. hyper's buffer holds a whole head of 16
 //!   times that (at least 64 KiB), so a real long header gets the named answer.
-//! - **Too many connections**: past `max_connections`, a new connection gets its request
-//!   head read (within the same header timeout), a 503 `ServiceUnavailable` answer with
-//!   `Retry-After: 1`, and is closed. At most 64 such refusals run at once; a connection past
-//!   those is closed at once without an answer.
+//! - **Too many connections**: past `max_connections`, a new connection takes the place of
+//!   the connection that has waited longest for a request, if one has waited a second at
+//!   least (never one in a request): that one is closed, as its header timeout would close it
+//!   a little later, so silent sockets cannot lock new clients out (`idle`). With none idle
+//!   that long, the new connection gets its request head read (within the same header
+//!   timeout), a 503 `ServiceUnavailable` answer with `Retry-After: 1`, and is closed. At
+//!   most 64 such refusals run at once; a connection past those is closed at once without an
+//!   answer.
 //!
 //! # What hyper refuses by itself
 //!

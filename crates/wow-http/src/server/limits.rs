@@ -34,8 +34,10 @@ pub struct ServerLimits {
     /// header) may take 16 times this, at least 64 KiB; a longer head gets hyper's own 431
     /// without a body, and the connection is closed. Default 16 KiB (so a head of 256 KiB).
     pub max_header_bytes: usize,
-    /// Connections served at once. One more is answered 503 `ServiceUnavailable` (after its
-    /// request head arrives) and closed. Default 1024.
+    /// Connections served at once. One more takes the place of the connection that has
+    /// waited longest for a request (a second at least, never one in a request); with none,
+    /// it is answered 503 `ServiceUnavailable` (after its request head arrives) and closed.
+    /// Default 1024.
     pub max_connections: usize,
     /// After the shutdown signal, how long the requests in flight may take to finish; the
     /// connections still open then are dropped. Default 30 s.
