@@ -329,3 +329,138 @@ mod typed {
         assert_eq!(CounterError::kind_of(&ErrorCode::domain("Other")), None);
     }
 }
+
+/// SPEC TN-2: a saga acts for the owner and space of the aggregate whose event it reacts to,
+/// unless it declares that it acts across owners.
+mod owners {
+    use super::*;
+    use wow_core::command::{OWNER_ID_HEADER, SPACE_ID_HEADER};
+    use wow_core::CommandMessage;
+
+    /// Mirrors as [`Mirror`] does, naming `alice` and her space `s9` in the message it sends
+    /// (what a saga that tries to act for another owner would write); across owners when
+    /// `across` says so.
+    #[derive(Debug)]
+    struct Claiming {
+        across: bool,
+    }
+
+    #[async_trait]
+    impl Saga for Claiming {
+        type Aggregate = Counter;
+
+        fn name(&self) -> &str {
+            "claiming"
+        }
+
+        fn acts_across_owners(&self) -> bool {
+            self.across
+        }
+
+        async fn on_event(
+            &self,
+            event: &CounterEvent,
+            stream: &DomainEventStream,
+            ctx: &SagaContext<'_>,
+        ) -> Result<(), ConsumerError> {
+            let CounterEvent::Added(Added { by }) = event else {
+                return Ok(());
+            };
+            let mut mirror = stream.aggregate_id.clone();
+            mirror.id = "mirror".into();
+            let mut message = CommandMessage::of(mirror, CounterCommand::Add(Add { by: *by }));
+            message
+                .header
+                .insert(OWNER_ID_HEADER.to_owned(), "alice".into());
+            message
+                .header
+                .insert(SPACE_ID_HEADER.to_owned(), "s9".into());
+            ctx.send_message::<Counter>(message).await?;
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sagas_commands_name_the_owner_and_space_of_the_event_whatever_the_saga_wrote() {
+        let bob = SagaSpec::new(Mirror)
+            .with_owner("bob")
+            .with_space("s1")
+            .given([added(2)])
+            .when_all_succeed()
+            .await
+            .expect_ok();
+        let sent = bob.expect_command(0);
+        assert_eq!(
+            (sent.owner_id(), sent.space_id()),
+            (Some("bob"), Some("s1"))
+        );
+
+        // What the saga named in its message gives way to the event's owner and space.
+        let claiming = SagaSpec::new(Claiming { across: false })
+            .with_owner("bob")
+            .with_space("s1")
+            .given([added(2)])
+            .when_all_succeed()
+            .await
+            .expect_ok();
+        let sent = claiming.expect_command(0);
+        assert_eq!(
+            (sent.owner_id(), sent.space_id()),
+            (Some("bob"), Some("s1"))
+        );
+
+        // An owner with no space: the command names the owner, and keeps the space the saga
+        // narrowed it to.
+        let spaceless = SagaSpec::new(Claiming { across: false })
+            .with_owner("bob")
+            .given([added(2)])
+            .when_all_succeed()
+            .await
+            .expect_ok();
+        let sent = spaceless.expect_command(0);
+        assert_eq!(
+            (sent.owner_id(), sent.space_id()),
+            (Some("bob"), Some("s9"))
+        );
+
+        // An aggregate of no owner gives its saga none to carry.
+        let unowned = SagaSpec::new(Mirror)
+            .given([added(2)])
+            .when_all_succeed()
+            .await
+            .expect_ok();
+        let sent = unowned.expect_command(0);
+        assert_eq!((sent.owner_id(), sent.space_id()), (None, None));
+    }
+
+    #[tokio::test]
+    async fn a_saga_that_acts_across_owners_sends_what_it_wrote_and_nothing_of_the_event() {
+        let across = SagaSpec::new(Claiming { across: true })
+            .with_owner("bob")
+            .with_space("s1")
+            .given([added(2)])
+            .when_all_succeed()
+            .await
+            .expect_ok();
+        let sent = across.expect_command(0);
+        assert_eq!(
+            (sent.owner_id(), sent.space_id()),
+            (Some("alice"), Some("s9"))
+        );
+        assert!(!Mirror.acts_across_owners(), "held to the owner by default");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_of_another_owners_aggregate_fails_the_saga_with_its_code() {
+        SagaSpec::new(Mirror)
+            .with_owner("bob")
+            .given([added(2)])
+            .when_replying(|sent| {
+                assert_eq!(sent.owner_id(), Some("bob"));
+                SagaReply::Rejected(ErrorCode::IllegalAccessOwnerAggregate)
+            })
+            .await
+            .expect_failure(ErrorCode::IllegalAccessOwnerAggregate)
+            .expect_command_names(&["add"]);
+    }
+}

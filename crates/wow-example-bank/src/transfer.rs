@@ -27,6 +27,13 @@ impl Saga for TransferSaga {
         "transfer"
     }
 
+    /// A transfer credits the target account whoever owns it (SPEC TN-2): paying another
+    /// customer is what a transfer is for. The owner's own check holds on the source: only
+    /// its owner (or a caller of the whole tenant) prepares a transfer from it.
+    fn acts_across_owners(&self) -> bool {
+        true
+    }
+
     async fn on_event(
         &self,
         event: &AccountEvent,

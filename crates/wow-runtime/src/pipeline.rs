@@ -332,6 +332,7 @@ impl LocalPipelineBuilder {
     ) -> Arc<EventDispatcher> {
         let mut dispatcher = EventDispatcher::builder(notifier.clone())
             .gateway(gateway)
+            .event_store(self.store.clone())
             .metrics(gateway.metrics().clone());
         if let Some((snapshots, strategy)) = &self.snapshots {
             dispatcher = dispatcher.snapshotter(

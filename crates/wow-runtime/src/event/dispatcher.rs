@@ -11,13 +11,15 @@ use super::position_writer::PositionWriter;
 use crate::command::{
     link_headers, notify_signal, signal_wanted, CommandGateway, WaitNotifier, WeakCommandGateway,
 };
-use crate::eventsourcing::Snapshotter;
+use crate::eventsourcing::{recorded_scope, Snapshotter};
 use crate::metrics::PipelineMetrics;
+use wow_core::aggregate::AggregateScope;
 use wow_core::command::{CommandResult, CommandStage, FunctionInfo};
 use wow_core::compensation::{CompensationStore, FailedExecution, RetrySpec};
 use wow_core::deadline::DeadlineStore;
 use wow_core::event::DomainEventStream;
 use wow_core::event::{ConsumerError, ConsumerPositions, EventConsumer};
+use wow_core::eventsourcing::EventStore;
 use wow_core::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use wow_core::panic_message;
 use wow_core::saga::SentLog;
@@ -49,6 +51,7 @@ pub struct EventDispatcher {
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
     positions: Option<PositionWriter>,
     deadlines: Option<Arc<dyn DeadlineStore>>,
+    store: Option<Arc<dyn EventStore>>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
     metrics: Option<Arc<PipelineMetrics>>,
@@ -151,6 +154,16 @@ impl EventDispatcherBuilder {
         self
     }
 
+    /// Reads from `store` the owner and space a saga acts for (SPEC TN-2): those the first
+    /// stream of the aggregate whose later stream it reacts to recorded. Without it, a
+    /// later stream's own header stands for them, which names no owner when its command
+    /// named none (a caller bound to the whole tenant, a deadline): the saga then acts for
+    /// no owner. A first stream's header is its aggregate's scope either way.
+    pub fn event_store(mut self, store: Arc<dyn EventStore>) -> Self {
+        self.inner.store = Some(store);
+        self
+    }
+
     /// Names the stage signals with `ids` (UUIDv7 by default).
     pub fn id_generator(mut self, ids: Arc<dyn IdGenerator>) -> Self {
         self.inner.ids = ids;
@@ -184,6 +197,7 @@ impl EventDispatcher {
                 compensation: None,
                 positions: None,
                 deadlines: None,
+                store: None,
                 clock: Arc::new(SystemClock),
                 ids: Arc::new(UuidV7IdGenerator),
                 metrics: None,
@@ -425,11 +439,19 @@ impl EventDispatcher {
             );
             return (Vec::new(), Err(error));
         };
+        let scope = match self.scope_held_to(saga, stream).await {
+            Ok(scope) => scope,
+            Err(error) => return (Vec::new(), Err(error)),
+        };
         let log = SentLog::default();
         let link = link_headers(&stream.header, &stream.command_id);
         let delivery = SagaDelivery::new(&gateway, &log).with_link(&link);
         let delivery = match self.deadlines.as_deref() {
             Some(deadlines) => delivery.with_deadlines(deadlines),
+            None => delivery,
+        };
+        let delivery = match &scope {
+            Some(scope) => delivery.with_scope(scope),
             None => delivery,
         };
         let outcome = guarded(
@@ -439,6 +461,36 @@ impl EventDispatcher {
         )
         .await;
         (log.into_inner(), outcome)
+    }
+
+    /// The owner and space `saga` acts for on `stream` (SPEC TN-2): those its aggregate's
+    /// first stream recorded, read from the store for a later stream; `None` when the saga
+    /// acts across owners, or the stream's own header stands for them (a first stream, or
+    /// no store). A store that cannot be read fails the delivery with its code, recorded and
+    /// retried as any saga failure.
+    async fn scope_held_to(
+        &self,
+        saga: &dyn DynSaga,
+        stream: &DomainEventStream,
+    ) -> Result<Option<AggregateScope>, ConsumerError> {
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        if saga.across_owners() || stream.version <= 1 {
+            return Ok(None);
+        }
+        recorded_scope(store.as_ref(), &stream.aggregate_id)
+            .await
+            .map_err(|error| {
+                ConsumerError::new(
+                    error.error_code(),
+                    format!(
+                        "saga {}: the owner of {} cannot be read: {error}",
+                        saga.consumer_name(),
+                        stream.aggregate_id
+                    ),
+                )
+            })
     }
 
     fn signal(

@@ -10,10 +10,12 @@ use super::{saga_request_id, StepError};
 use crate::contracts::command::JsonCommand;
 use crate::contracts::deadline::DeadlineStore;
 use crate::contracts::event::ConsumerError;
-use crate::model::aggregate::{Aggregate, DecodeDomainError, DELETE_AGGREGATE, RECOVER_AGGREGATE};
+use crate::model::aggregate::{
+    Aggregate, AggregateScope, DecodeDomainError, DELETE_AGGREGATE, RECOVER_AGGREGATE,
+};
 use crate::model::aggregate_id::AggregateId;
 use crate::model::command::CommandResultError;
-use crate::model::command::{CommandBody, CommandKind};
+use crate::model::command::{CommandBody, CommandKind, OWNER_ID_HEADER, SPACE_ID_HEADER};
 use crate::model::command::{CommandMessage, CommandResult};
 use crate::model::deadline::{check_deadline_name, ScheduledCommand};
 use crate::model::error_code::ErrorCode;
@@ -65,6 +67,7 @@ pub struct SagaContext<'a> {
     link: &'a [(String, String)],
     deadlines: Option<&'a dyn DeadlineStore>,
     source: Option<(&'a AggregateId, &'a str)>,
+    held_to: Option<&'a AggregateScope>,
 }
 
 impl<'a> SagaContext<'a> {
@@ -77,7 +80,22 @@ impl<'a> SagaContext<'a> {
             link: &[],
             deadlines: None,
             source: None,
+            held_to: None,
         }
+    }
+
+    /// Every command sent names `scope`'s owner and space (SPEC TN-2); `None`: the saga acts
+    /// across owners.
+    pub(crate) fn held_to(mut self, scope: Option<&'a AggregateScope>) -> Self {
+        self.held_to = scope;
+        self
+    }
+
+    /// The owner and space every command sent is held to: those of the aggregate whose
+    /// event the saga reacts to (an empty owner or space: none). `None` when the saga acts
+    /// across owners ([`Saga::acts_across_owners`](super::Saga::acts_across_owners)).
+    pub fn held_to_scope(&self) -> Option<&AggregateScope> {
+        self.held_to
     }
 
     /// Schedules into `deadlines`, as the saga `saga` reacting to a stream of `source`.
@@ -335,6 +353,12 @@ impl<'a> SagaContext<'a> {
     /// Sends the untyped `command` with the next request id derived from the event, and waits
     /// until it is processed. Prefer [`SagaContext::send_to`], whose rejections are typed.
     ///
+    /// Unless the saga acts across owners, the command names the owner and space of the
+    /// aggregate whose event the saga reacts to, in place of any the saga put in its header
+    /// (SPEC TN-2): one for an aggregate of another owner or space is refused
+    /// (`IllegalAccessOwnerAggregate` / `IllegalAccessSpaceAggregate`). Where that aggregate
+    /// records no owner (or no space) the command keeps what the saga named, if anything.
+    ///
     /// A `DuplicateRequestId` answer means a delivery of this event before already sent it:
     /// it is returned as `Ok`, with that code and the original version, because the intent is
     /// done. Any other failure is returned as it came.
@@ -345,6 +369,16 @@ impl<'a> SagaContext<'a> {
         let index = self.next.fetch_add(1, Ordering::SeqCst);
         command.request_id = saga_request_id(self.event_id, index);
         command.header.extend(self.link.iter().cloned());
+        if let Some(scope) = self.held_to {
+            for (header, value) in [
+                (OWNER_ID_HEADER, &scope.owner_id),
+                (SPACE_ID_HEADER, &scope.space_id),
+            ] {
+                if !value.is_empty() {
+                    command.header.insert(header.to_owned(), value.clone());
+                }
+            }
+        }
         let at = self.log.push(json!({
             "aggregateName": command.aggregate_id.aggregate_name,
             "aggregateId": command.aggregate_id.id,

@@ -8,7 +8,7 @@ use super::{Saga, SagaContext, SagaSender, SentLog};
 use crate::contracts::deadline::DeadlineStore;
 use crate::contracts::event::ConsumerError;
 use crate::domain::aggregate::typed_events;
-use crate::model::aggregate::{Aggregate, LifecycleEvent};
+use crate::model::aggregate::{Aggregate, AggregateScope, LifecycleEvent};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::DomainEventStream;
 
@@ -27,6 +27,7 @@ pub struct SagaDelivery<'a> {
     log: &'a SentLog,
     link: &'a [(String, String)],
     deadlines: Option<&'a dyn DeadlineStore>,
+    scope: Option<&'a AggregateScope>,
 }
 
 impl<'a> SagaDelivery<'a> {
@@ -37,12 +38,24 @@ impl<'a> SagaDelivery<'a> {
             log,
             link: &[],
             deadlines: None,
+            scope: None,
         }
     }
 
     /// Deadlines the saga schedules go into `deadlines` (SPEC DM-2).
     pub fn with_deadlines(mut self, deadlines: &'a dyn DeadlineStore) -> Self {
         self.deadlines = Some(deadlines);
+        self
+    }
+
+    /// The owner and space of the aggregate whose stream the saga runs on, as its first
+    /// stream recorded them (SPEC TN-2): a saga that does not act across owners
+    /// ([`Saga::acts_across_owners`]) is held to them. Without it, the stream's own header
+    /// stands for them: exact for a first stream, and for a later one whose command named
+    /// the aggregate's owner (the node let it through only then), but a later stream whose
+    /// command named no owner names none; so the dispatcher gives the recorded one.
+    pub fn with_scope(mut self, scope: &'a AggregateScope) -> Self {
+        self.scope = Some(scope);
         self
     }
 
@@ -62,6 +75,10 @@ pub trait DynSaga: sealed::Sealed + Send + Sync + std::fmt::Debug {
     /// never ambiguous where both traits are in scope.
     fn consumer_name(&self) -> &str;
 
+    /// Whether the saga acts across owners and spaces ([`Saga::acts_across_owners`]); named
+    /// otherwise for the same reason as [`consumer_name`](Self::consumer_name).
+    fn across_owners(&self) -> bool;
+
     /// Runs the saga on every event of `stream`, in order, one [`SagaContext`] per event,
     /// stopping at the first failure: a delete or recover through [`Saga::on_lifecycle`],
     /// every other event through [`Saga::on_event`]. A stream of another aggregate type is skipped (`Ok`);
@@ -79,6 +96,10 @@ impl<S: Saga> DynSaga for S {
         Saga::name(self)
     }
 
+    fn across_owners(&self) -> bool {
+        Saga::acts_across_owners(self)
+    }
+
     async fn run_stream(
         &self,
         stream: &DomainEventStream,
@@ -90,6 +111,14 @@ impl<S: Saga> DynSaga for S {
         {
             return Ok(());
         }
+        // SPEC TN-2: the saga acts for the owner and space of the aggregate it reacts to,
+        // unless it declares that it acts across owners.
+        let held = (!self.acts_across_owners()).then(|| {
+            delivery
+                .scope
+                .cloned()
+                .unwrap_or_else(|| AggregateScope::of_header(&stream.header))
+        });
         if LifecycleEvent::of_stream(stream).is_some() {
             // SPEC DM-6: a delete or recover is the saga's to see, in its place in the order.
             for envelope in &stream.body {
@@ -98,7 +127,8 @@ impl<S: Saga> DynSaga for S {
                 };
                 let ctx = SagaContext::new(delivery.sender, &envelope.id, delivery.log)
                     .with_link(delivery.link)
-                    .with_deadlines(delivery.deadlines, &stream.aggregate_id, Saga::name(self));
+                    .with_deadlines(delivery.deadlines, &stream.aggregate_id, Saga::name(self))
+                    .held_to(held.as_ref());
                 self.on_lifecycle(event, stream, &ctx).await?;
             }
             return Ok(());
@@ -116,7 +146,8 @@ impl<S: Saga> DynSaga for S {
         for (envelope, event) in stream.body.iter().zip(&events) {
             let ctx = SagaContext::new(delivery.sender, &envelope.id, delivery.log)
                 .with_link(delivery.link)
-                .with_deadlines(delivery.deadlines, &stream.aggregate_id, Saga::name(self));
+                .with_deadlines(delivery.deadlines, &stream.aggregate_id, Saga::name(self))
+                .held_to(held.as_ref());
             self.on_event(event, stream, &ctx).await?;
         }
         Ok(())

@@ -7,6 +7,13 @@
 //! [`SagaContext::send_to`], whose rejections come back as the target's own error type
 //! ([`StepError`]). The dispatcher and the pipeline hold sagas as [`DynSaga`], which every
 //! [`Saga`] is: nothing compares an event or an error by its name.
+//!
+//! A saga acts for the owner and space of the aggregate whose event it reacts to (SPEC TN-2):
+//! every command it sends carries them, and the processing node refuses one whose target
+//! belongs to another owner or space (`IllegalAccessOwnerAggregate` /
+//! `IllegalAccessSpaceAggregate`), which fails the saga's step like any other failure. A
+//! saga whose business is to act on other owners' aggregates says so with
+//! [`Saga::acts_across_owners`].
 
 mod context;
 mod erased;
@@ -37,6 +44,27 @@ pub trait Saga: Send + Sync + std::fmt::Debug + 'static {
 
     /// The saga's name (a wait can name it; it is its consumer name).
     fn name(&self) -> &str;
+
+    /// Whether the saga acts across owners and spaces (SPEC TN-2). Default `false`: every
+    /// command it sends carries the owner and space of the aggregate whose event it reacts
+    /// to (the owner and space that aggregate's first stream recorded), so the processing
+    /// node refuses a command for an aggregate of another owner or space
+    /// (`IllegalAccessOwnerAggregate` / `IllegalAccessSpaceAggregate`) and the saga's step
+    /// fails with that code (a compensation record, as for any failure); an aggregate the
+    /// saga creates belongs to that owner and space. An aggregate that records no owner
+    /// gives its sagas none to carry: they reach every owner's aggregates, as a caller bound
+    /// to the whole tenant does.
+    ///
+    /// `true`: the saga's commands carry no owner and no space of the event's (only what
+    /// the saga itself puts in a message's header), so they reach the aggregates of every
+    /// owner and space of the tenant, as a caller bound to the whole tenant does. Declare it
+    /// only for a saga whose business is to act for one owner on another's aggregate (a
+    /// buyer's order holding a seller's stock, a transfer crediting another customer's
+    /// account), and keep what it can do there to what the event entitles: the target's own
+    /// rules are the only bound left.
+    fn acts_across_owners(&self) -> bool {
+        false
+    }
 
     /// Reacts to `event`, one of `stream`'s events, decoded. Failing here fails the saga's
     /// stage only; the stream is retried later (compensation).

@@ -23,6 +23,7 @@ use crate::model::aggregate::{Aggregate, DomainError};
 use crate::model::aggregate_id::{AggregateId, DEFAULT_TENANT_ID};
 use crate::model::command::{BodyDecodeError, CommandBody, CommandResultError};
 use crate::model::command::{CommandResult, CommandStage};
+use crate::model::command::{OWNER_ID_HEADER, SPACE_ID_HEADER};
 use crate::model::deadline::ScheduledCommand;
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream};
@@ -95,6 +96,7 @@ pub struct SagaSpec<S: Saga> {
     id: String,
     tenant: String,
     version: u64,
+    header: BTreeMap<String, String>,
 }
 
 impl<S: Saga> SagaSpec<S> {
@@ -107,7 +109,23 @@ impl<S: Saga> SagaSpec<S> {
             id: "spec-aggregate".to_owned(),
             tenant: DEFAULT_TENANT_ID.to_owned(),
             version: 1,
+            header: BTreeMap::new(),
         }
+    }
+
+    /// The aggregate a built stream belongs to records `owner` as its owner (SPEC TN-2):
+    /// unless the saga acts across owners, every command it sends names that owner
+    /// ([`SentCommand::owner_id`]). Default: none.
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Self {
+        self.header.insert(OWNER_ID_HEADER.to_owned(), owner.into());
+        self
+    }
+
+    /// The aggregate a built stream belongs to records `space` as its space (SPEC TN-2), as
+    /// [`SagaSpec::with_owner`] does for the owner. Default: none.
+    pub fn with_space(mut self, space: impl Into<String>) -> Self {
+        self.header.insert(SPACE_ID_HEADER.to_owned(), space.into());
+        self
     }
 
     /// Uses `id` as the id of the aggregate a built stream belongs to (default
@@ -158,7 +176,7 @@ impl<S: Saga> SagaSpec<S> {
     /// aggregate than the saga's (the saga then skips it).
     #[track_caller]
     pub fn given_of<A: Aggregate>(
-        self,
+        mut self,
         events: impl IntoIterator<Item = A::Event>,
     ) -> SagaGiven<S> {
         let version = self.version;
@@ -182,7 +200,7 @@ impl<S: Saga> SagaSpec<S> {
             version,
             create_time: 0,
             fingerprint: String::new(),
-            header: BTreeMap::new(),
+            header: std::mem::take(&mut self.header),
             body,
         };
         self.given_stream(stream)
@@ -361,9 +379,23 @@ pub struct SentCommand {
     pub body: Value,
     /// The request id the saga context derived from the event (SPEC DS-3).
     pub request_id: String,
+    /// The command's header as the gateway would receive it: the owner and space it is held
+    /// to (SPEC TN-2), and what the saga put there.
+    pub header: BTreeMap<String, String>,
 }
 
 impl SentCommand {
+    /// The owner the command names (SPEC TN-2): the one of the aggregate whose event the saga
+    /// reacted to, unless the saga acts across owners; `None` when it names none.
+    pub fn owner_id(&self) -> Option<&str> {
+        self.header.get(OWNER_ID_HEADER).map(String::as_str)
+    }
+
+    /// The space the command names (SPEC TN-2), as [`SentCommand::owner_id`] the owner.
+    pub fn space_id(&self) -> Option<&str> {
+        self.header.get(SPACE_ID_HEADER).map(String::as_str)
+    }
+
     /// The typed command, decoded from its name and body as the target aggregate would.
     pub fn decode<C: CommandBody>(&self) -> Result<C, BodyDecodeError> {
         C::from_body(&self.name, &self.body)
@@ -393,6 +425,7 @@ where
             name: command.name.clone(),
             body: command.body.clone(),
             request_id: command.request_id.clone(),
+            header: command.header.clone(),
         };
         let reply = {
             let mut replier = self.replier.lock().unwrap_or_else(|p| p.into_inner());
