@@ -85,10 +85,13 @@ fuzz() {
   local started=$SECONDS status=0
   local seed=()
   if [ -n "${WOW_SCHEMATHESIS_SEED:-}" ]; then seed=(--seed "$WOW_SCHEMATHESIS_SEED"); fi
+  # NUL (\u0000) in a string is refused with 400 on every store, as docs/http-api.md states;
+  # JSON Schema cannot say "no NUL" on every string, so the valid data generated holds none.
   log "schemathesis $ST_VERSION ($name): st run http://127.0.0.1:$PORT/openapi.json --checks all --max-examples $MAX_EXAMPLES $*"
   timeout "$RUN_TIMEOUT" "$ST" --config-file .ci/schemathesis.toml run \
     "http://127.0.0.1:$PORT/openapi.json" --checks all --max-examples "$MAX_EXAMPLES" \
-    --request-timeout 60 --generation-database none --no-color "${seed[@]}" "$@" || status=$?
+    --request-timeout 60 --generation-database none --no-color \
+    --generation-allow-x00 false "${seed[@]}" "$@" || status=$?
   log "schemathesis ($name): exit $status after $((SECONDS - started)) s"
   if [ "$status" -ne 0 ]; then
     echo "-- the server's log ($name), last 40 lines:" >&2
