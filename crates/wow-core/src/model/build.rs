@@ -47,35 +47,6 @@ pub struct CrateBuild {
     pub panic_unwinds: bool,
 }
 
-impl CrateBuild {
-    /// Measures the crate `probe` was compiled in: `probe` must compute `u8::MAX + 1` with
-    /// the plain `+` (behind [`std::hint::black_box`], so the compiler cannot fold it).
-    /// `panic_unwinds` is `cfg!(panic = "unwind")` as seen in that crate; when it is
-    /// `false` the probe is not run. What [`crate_build!`](crate::crate_build) expands to;
-    /// call that instead.
-    pub fn measure(package: &'static str, panic_unwinds: bool, probe: fn() -> u8) -> Self {
-        let overflow_checks = panic_unwinds.then(|| panics_silently(probe));
-        Self {
-            package,
-            overflow_checks,
-            panic_unwinds,
-        }
-    }
-
-    /// How wow-core itself was compiled: by the same profile as the team's crates unless a
-    /// per-package profile sets it apart. The service asks it too, as the measure of the
-    /// framework's own arithmetic and of the team's code that no derive reaches (views,
-    /// sagas, consumers).
-    pub fn of_wow_core() -> Self {
-        crate::crate_build!()
-    }
-
-    /// Whether PX-1 holds for this crate: overflows panic and panics unwind.
-    pub fn is_checked(&self) -> bool {
-        self.panic_unwinds && self.overflow_checks == Some(true)
-    }
-}
-
 /// The build of the crate this is expanded in, as a [`CrateBuild`]: its package name, and
 /// whether an arithmetic overflow there panics or wraps, measured by running one overflowing
 /// `+` compiled in that crate (see the [module](crate::build)).
@@ -103,6 +74,36 @@ macro_rules! crate_build {
         )
     };
 }
+
+impl CrateBuild {
+    /// Measures the crate `probe` was compiled in: `probe` must compute `u8::MAX + 1` with
+    /// the plain `+` (behind [`std::hint::black_box`], so the compiler cannot fold it).
+    /// `panic_unwinds` is `cfg!(panic = "unwind")` as seen in that crate; when it is
+    /// `false` the probe is not run. What [`crate_build!`](crate::crate_build) expands to;
+    /// call that instead.
+    pub fn measure(package: &'static str, panic_unwinds: bool, probe: fn() -> u8) -> Self {
+        let overflow_checks = panic_unwinds.then(|| panics_silently(probe));
+        Self {
+            package,
+            overflow_checks,
+            panic_unwinds,
+        }
+    }
+
+    /// How wow-core itself was compiled: by the same profile as the team's crates unless a
+    /// per-package profile sets it apart. The service asks it too, as the measure of the
+    /// framework's own arithmetic and of the team's code that no derive reaches (views,
+    /// sagas, consumers).
+    pub fn of_wow_core() -> Self {
+        crate_build!()
+    }
+
+    /// Whether PX-1 holds for this crate: overflows panic and panics unwind.
+    pub fn is_checked(&self) -> bool {
+        self.panic_unwinds && self.overflow_checks == Some(true)
+    }
+}
+
 
 thread_local! {
     /// Set while this thread runs a probe: the wrapping hook keeps its panic quiet.
@@ -174,7 +175,7 @@ mod tests {
         let direct =
             std::panic::catch_unwind(|| std::hint::black_box(u8::MAX) + std::hint::black_box(1_u8))
                 .is_err();
-        let build = crate::crate_build!();
+        let build = crate_build!();
         assert_eq!(build.package, "wow-core");
         assert_eq!(build.overflow_checks, Some(direct));
         // The workspace's profiles check overflows in debug and in release alike.
@@ -184,7 +185,7 @@ mod tests {
 
     #[test]
     fn the_command_derive_measures_the_crate_that_declares_the_enum() {
-        use crate::command::CommandBody;
+        use crate::model::command::CommandBody;
         use crate::testing_example::CounterCommand;
         assert_eq!(
             CounterCommand::crate_build(),
