@@ -476,6 +476,28 @@ mod connections {
         stream
     }
 
+    /// Sends `GET /health` on new connections until one is answered 200 (each other answer
+    /// being a 503), within [`PATIENCE`]: `Err` when none was.
+    async fn health_served_within_patience(
+        server: &Running,
+    ) -> Result<(), tokio::time::error::Elapsed> {
+        timeout(PATIENCE, async {
+            loop {
+                let mut stream = server.connect().await;
+                stream
+                    .write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+                    .await
+                    .unwrap();
+                let answer = read_answer(&mut stream).await.unwrap();
+                if answer.status == 200 {
+                    return;
+                }
+                assert_eq!(answer.status, 503);
+            }
+        })
+        .await
+    }
+
     #[tokio::test]
     async fn past_the_limit_a_connection_is_answered_503_and_closed() {
         let limits = ServerLimits {
@@ -500,21 +522,7 @@ mod connections {
         closed_within(&mut third).await;
         // Once one goes, a new connection is served again.
         drop(held);
-        let served = timeout(PATIENCE, async {
-            loop {
-                let mut stream = server.connect().await;
-                stream
-                    .write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
-                    .await
-                    .unwrap();
-                let answer = read_answer(&mut stream).await.unwrap();
-                if answer.status == 200 {
-                    return;
-                }
-                assert_eq!(answer.status, 503);
-            }
-        })
-        .await;
+        let served = health_served_within_patience(&server).await;
         assert!(
             served.is_ok(),
             "served again once the held connections went"
@@ -536,21 +544,7 @@ mod connections {
         let mut busy = in_a_request(&server).await;
         let mut idle = server.connect().await;
         // Refused (503) while the idle one has waited less than a second, then served.
-        let served = timeout(PATIENCE, async {
-            loop {
-                let mut stream = server.connect().await;
-                stream
-                    .write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
-                    .await
-                    .unwrap();
-                let answer = read_answer(&mut stream).await.unwrap();
-                if answer.status == 200 {
-                    return;
-                }
-                assert_eq!(answer.status, 503);
-            }
-        })
-        .await;
+        let served = health_served_within_patience(&server).await;
         assert!(served.is_ok(), "a new client is served at the limit");
         let sent = closed_within(&mut idle).await;
         assert!(

@@ -104,7 +104,6 @@ impl CrateBuild {
     }
 }
 
-
 thread_local! {
     /// Set while this thread runs a probe: the wrapping hook keeps its panic quiet.
     static PROBING: Cell<bool> = const { Cell::new(false) };
