@@ -66,6 +66,8 @@ async fn connections_that_never_read_their_answers_do_not_hold_the_server() {
         &["--listen", "127.0.0.1:0", "--store", &store],
         &[
             ("WOW_MAX_CONNECTIONS", limit.as_str()),
+            // One peer stands for many clients here.
+            ("WOW_MAX_CONNECTIONS_PER_PEER", limit.as_str()),
             ("WOW_WRITE_TIMEOUT_MS", "300"),
             // Only the write timeout may let go of them.
             ("WOW_HEADER_READ_TIMEOUT_MS", "60000"),

@@ -28,6 +28,39 @@ pub struct HttpConfig {
     /// (403). A browser carries one in the cookie that `GET /ui?token=…` sets, so each should hold only the characters of a cookie
     /// value: `A-Z a-z 0-9 - . _ ~ + / =` (the settings refuse any other).
     pub operator_tokens: HashSet<String>,
+    /// The bounds of the heavy reads: Wow's queries, history ranges and time travel.
+    pub reads: ReadLimits,
+}
+
+/// How much of the server's read work one tenant and one peer may hold, and how long each
+/// heavy read (Wow's queries, history ranges, time travel) may take (SPEC TN-1). A read past
+/// its tenant's or its peer's share waits for a place at most `wait`, then is answered 429
+/// `TooManyRequests` with `Retry-After`; a read past `budget` is stopped and answered 503
+/// `QueryTimeout`. Either way nothing was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// Heavy reads of one tenant at once. Default 2.
+    pub per_tenant: usize,
+    /// Heavy reads from one peer (one client IP address, whatever tenants it names) at once.
+    /// Default 2. Behind a reverse proxy every client is the proxy's address: raise it there
+    /// and let the proxy limit each client.
+    pub per_peer: usize,
+    /// How long a read waits for a place in its shares. Default 1 s.
+    pub wait: Duration,
+    /// How long one heavy read may take, its store calls and the shaping of its answer
+    /// together. Default 5 s.
+    pub budget: Duration,
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        Self {
+            per_tenant: 2,
+            per_peer: 2,
+            wait: Duration::from_secs(1),
+            budget: Duration::from_secs(5),
+        }
+    }
 }
 
 impl HttpConfig {
@@ -46,6 +79,7 @@ impl Default for HttpConfig {
             max_wait_timeout: Duration::from_secs(600),
             auth_tokens: HashMap::new(),
             operator_tokens: HashSet::new(),
+            reads: ReadLimits::default(),
         }
     }
 }

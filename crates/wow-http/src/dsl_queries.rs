@@ -25,6 +25,7 @@ use wow_core::DomainEventStream;
 use wow_runtime::view::snapshot_view;
 
 use crate::error::ApiError;
+use crate::reads::{Budget, ReadPlace};
 use crate::state::HttpState;
 use answer::{events_failed, illegal, ok, view_failed, Shape, Streamed};
 use read::DslQuery;
@@ -32,137 +33,175 @@ use read::DslQuery;
 /// `POST /{aggregate}/snapshot/count`: the bare condition in, a bare number out.
 pub(crate) async fn count(
     State(state): State<HttpState>,
+    read: ReadPlace,
     query: DslQuery<Condition>,
 ) -> Result<Response, ApiError> {
     let (views, view) = snapshots(&state, &query)?;
     let filter = lowering()
         .lower(&active_only(query.query))
         .map_err(illegal)?;
-    let total = views
-        .count(&view, &query.tenant, &filter)
-        .await
-        .map_err(view_failed)?;
+    let total = read
+        .within(async {
+            views
+                .count(&view, &query.tenant, &filter)
+                .await
+                .map_err(view_failed)
+        })
+        .await?;
     Ok(ok(json!(total)))
 }
 
 /// `POST /{aggregate}/snapshot/single`: the first matching document, or 404.
 pub(crate) async fn single_snapshot(
     State(state): State<HttpState>,
+    read: ReadPlace,
     query: DslQuery<SingleQuery>,
 ) -> Result<Response, ApiError> {
-    single(&state, query, Shape::Snapshot).await
+    single(&state, read, query, Shape::Snapshot).await
 }
 
 /// `POST /{aggregate}/snapshot/single/state`: its state, or 404.
 pub(crate) async fn single_state(
     State(state): State<HttpState>,
+    read: ReadPlace,
     query: DslQuery<SingleQuery>,
 ) -> Result<Response, ApiError> {
-    single(&state, query, Shape::State).await
+    single(&state, read, query, Shape::State).await
 }
 
 /// `POST /{aggregate}/snapshot/list`: up to `limit` documents.
 pub(crate) async fn list_snapshots(
     State(state): State<HttpState>,
     streamed: Streamed,
+    read: ReadPlace,
     query: DslQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
-    list(&state, streamed, query, Shape::Snapshot).await
+    list(&state, read, streamed, query, Shape::Snapshot).await
 }
 
 /// `POST /{aggregate}/snapshot/list/state`: their states.
 pub(crate) async fn list_states(
     State(state): State<HttpState>,
     streamed: Streamed,
+    read: ReadPlace,
     query: DslQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
-    list(&state, streamed, query, Shape::State).await
+    list(&state, read, streamed, query, Shape::State).await
 }
 
 /// `POST /{aggregate}/snapshot/paged`: `{total, list}` of documents.
 pub(crate) async fn paged_snapshots(
     State(state): State<HttpState>,
+    read: ReadPlace,
     query: DslQuery<PagedQuery>,
 ) -> Result<Response, ApiError> {
-    paged(&state, query, Shape::Snapshot).await
+    paged(&state, read, query, Shape::Snapshot).await
 }
 
 /// `POST /{aggregate}/snapshot/paged/state`: `{total, list}` of states.
 pub(crate) async fn paged_states(
     State(state): State<HttpState>,
+    read: ReadPlace,
     query: DslQuery<PagedQuery>,
 ) -> Result<Response, ApiError> {
-    paged(&state, query, Shape::State).await
+    paged(&state, read, query, Shape::State).await
 }
 
 /// The first document of a snapshot query, or 404.
 async fn single(
     state: &HttpState,
+    read: ReadPlace,
     mut query: DslQuery<SingleQuery>,
     shape: Shape,
 ) -> Result<Response, ApiError> {
     let (views, view) = snapshots(state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
-    let rows = views
-        .query(&view, &query.tenant, &lowered)
-        .await
-        .map_err(view_failed)?;
+    let rows = read
+        .within(async {
+            views
+                .query(&view, &query.tenant, &lowered)
+                .await
+                .map_err(view_failed)
+        })
+        .await?;
     let row = rows
         .into_iter()
         .next()
         .ok_or_else(|| ApiError::not_found("Not found resource!"))?;
-    Ok(ok(answer::document(
-        row.state,
-        &query.query.projection,
-        shape,
-    )))
+    let projection = query.query.projection;
+    let document = read
+        .shaped(move |_| Ok(answer::document(row.state, &projection, shape)))
+        .await?;
+    Ok(ok(document))
 }
 
 /// The documents of a snapshot query, as a list.
 async fn list(
     state: &HttpState,
+    read: ReadPlace,
     streamed: Streamed,
     mut query: DslQuery<ListQuery>,
     shape: Shape,
 ) -> Result<Response, ApiError> {
     let (views, view) = snapshots(state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
-    let rows = views
-        .query(&view, &query.tenant, &lowered)
-        .await
-        .map_err(view_failed)?;
-    let projection = &query.query.projection;
-    let documents = rows
-        .into_iter()
-        .map(|row| answer::document(row.state, projection, shape))
-        .collect();
+    let rows = read
+        .within(async {
+            views
+                .query(&view, &query.tenant, &lowered)
+                .await
+                .map_err(view_failed)
+        })
+        .await?;
+    let projection = query.query.projection;
+    let documents = read
+        .shaped(move |budget| documents(rows, &projection, shape, budget))
+        .await?;
     Ok(answer::list(streamed, documents))
+}
+
+/// The rows as answered, projected; stopped at the read's deadline.
+fn documents(
+    rows: Vec<wow_core::view::ViewRow>,
+    projection: &Projection,
+    shape: Shape,
+    budget: &Budget,
+) -> Result<Vec<Value>, ApiError> {
+    rows.into_iter()
+        .map(|row| {
+            budget.check()?;
+            Ok(answer::document(row.state, projection, shape))
+        })
+        .collect()
 }
 
 /// One page of a snapshot query's documents, with how many match in all.
 async fn paged(
     state: &HttpState,
+    read: ReadPlace,
     mut query: DslQuery<PagedQuery>,
     shape: Shape,
 ) -> Result<Response, ApiError> {
     let (views, view) = snapshots(state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
-    let total = views
-        .count(&view, &query.tenant, &lowered.filter)
-        .await
-        .map_err(view_failed)?;
-    let rows = views
-        .query(&view, &query.tenant, &lowered)
-        .await
-        .map_err(view_failed)?;
-    let projection = &query.query.projection;
-    let page = PagedList {
-        total,
-        list: rows
-            .into_iter()
-            .map(|row| answer::document(row.state, projection, shape))
-            .collect(),
-    };
+    let (total, rows) = read
+        .within(async {
+            let total = views
+                .count(&view, &query.tenant, &lowered.filter)
+                .await
+                .map_err(view_failed)?;
+            let rows = views
+                .query(&view, &query.tenant, &lowered)
+                .await
+                .map_err(view_failed)?;
+            Ok((total, rows))
+        })
+        .await?;
+    let projection = query.query.projection;
+    let list = read
+        .shaped(move |budget| documents(rows, &projection, shape, budget))
+        .await?;
+    let page = PagedList { total, list };
     Ok(ok(serde_json::to_value(page).unwrap_or(Value::Null)))
 }
 
@@ -170,37 +209,54 @@ async fn paged(
 pub(crate) async fn list_events(
     State(state): State<HttpState>,
     streamed: Streamed,
+    read: ReadPlace,
     mut query: DslQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     let lowered = event_lowered(&mut query.query)?;
     let named = query.runtime.named_aggregate().clone();
-    let streams = state
-        .store()
-        .query_streams(&named, &query.tenant, &lowered)
-        .await
-        .map_err(events_failed)?;
-    let list = streams_answer(query.runtime.as_ref(), streams, &query.query.projection)?;
+    let streams = read
+        .within(async {
+            state
+                .store()
+                .query_streams(&named, &query.tenant, &lowered)
+                .await
+                .map_err(events_failed)
+        })
+        .await?;
+    let (runtime, projection) = (query.runtime, query.query.projection);
+    let list = read
+        .shaped(move |budget| streams_answer(runtime.as_ref(), streams, &projection, budget))
+        .await?;
     Ok(answer::list(streamed, list))
 }
 
 /// `POST /{aggregate}/event/paged`: `{total, list}` of streams.
 pub(crate) async fn paged_events(
     State(state): State<HttpState>,
+    read: ReadPlace,
     mut query: DslQuery<PagedQuery>,
 ) -> Result<Response, ApiError> {
     let lowered = event_lowered(&mut query.query)?;
     let named = query.runtime.named_aggregate().clone();
-    let total = state
-        .store()
-        .count_streams(&named, &query.tenant, &lowered.filter)
-        .await
-        .map_err(events_failed)?;
-    let streams = state
-        .store()
-        .query_streams(&named, &query.tenant, &lowered)
-        .await
-        .map_err(events_failed)?;
-    let list = streams_answer(query.runtime.as_ref(), streams, &query.query.projection)?;
+    let (total, streams) = read
+        .within(async {
+            let total = state
+                .store()
+                .count_streams(&named, &query.tenant, &lowered.filter)
+                .await
+                .map_err(events_failed)?;
+            let streams = state
+                .store()
+                .query_streams(&named, &query.tenant, &lowered)
+                .await
+                .map_err(events_failed)?;
+            Ok((total, streams))
+        })
+        .await?;
+    let (runtime, projection) = (query.runtime, query.query.projection);
+    let list = read
+        .shaped(move |budget| streams_answer(runtime.as_ref(), streams, &projection, budget))
+        .await?;
     Ok(ok(
         serde_json::to_value(PagedList { total, list }).unwrap_or(Value::Null)
     ))
@@ -209,15 +265,20 @@ pub(crate) async fn paged_events(
 /// `POST /{aggregate}/event/count`: the bare condition in, a bare number out.
 pub(crate) async fn count_events(
     State(state): State<HttpState>,
+    read: ReadPlace,
     query: DslQuery<Condition>,
 ) -> Result<Response, ApiError> {
     let filter = event_lowering().lower(&query.query).map_err(illegal)?;
     let named = query.runtime.named_aggregate().clone();
-    let total = state
-        .store()
-        .count_streams(&named, &query.tenant, &filter)
-        .await
-        .map_err(events_failed)?;
+    let total = read
+        .within(async {
+            state
+                .store()
+                .count_streams(&named, &query.tenant, &filter)
+                .await
+                .map_err(events_failed)
+        })
+        .await?;
     Ok(ok(json!(total)))
 }
 
@@ -256,8 +317,23 @@ fn active_only(condition: Condition) -> Condition {
     Condition::logical(Operator::And, vec![active, condition]).imposed()
 }
 
-/// Checks each path of `projection`; an answer's shape must never change silently.
+/// The most field paths one projection may name in `include`, and again in `exclude`.
+pub(crate) const MAX_PROJECTION_PATHS: usize = 64;
+
+/// Checks each path of `projection`; an answer's shape must never change silently. Each list
+/// holds at most [`MAX_PROJECTION_PATHS`]: shaping an answer costs paths × documents.
 fn checked_projection(projection: &Projection) -> Result<(), ApiError> {
+    for (list, paths) in [
+        ("include", &projection.include),
+        ("exclude", &projection.exclude),
+    ] {
+        if paths.len() > MAX_PROJECTION_PATHS {
+            return Err(illegal(format!(
+                "a projection's `{list}` names at most {MAX_PROJECTION_PATHS} field paths, not {}",
+                paths.len()
+            )));
+        }
+    }
     for path in projection.include.iter().chain(&projection.exclude) {
         if path.is_empty() {
             return Err(illegal("a projection's field path is empty"));
@@ -296,10 +372,12 @@ fn streams_answer(
     runtime: &dyn AggregateRuntime,
     streams: Vec<DomainEventStream>,
     projection: &Projection,
+    budget: &Budget,
 ) -> Result<Vec<Value>, ApiError> {
     streams
         .iter()
         .map(|stream| {
+            budget.check()?;
             crate::queries::today(runtime, stream)
                 .map(|json| project(projection, json))
                 .map_err(|e| {

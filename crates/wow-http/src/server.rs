@@ -115,6 +115,8 @@ use idle::BusyBody;
 pub use limits::{InvalidLimits, ServerLimits, MAX_READ_TIMEOUT};
 use write_deadline::WriteDeadline;
 
+use crate::reads::PeerAddr;
+
 /// How many connections past the limit are being answered 503 at once.
 const REFUSALS_AT_ONCE: usize = 64;
 
@@ -227,11 +229,27 @@ impl Server {
         }
     }
 
-    /// Serves `stream`; at the limit, in the place of the connection that has waited longest
-    /// for a request (at least [`idle::EVICT_AFTER`]), or else answers it 503.
+    /// Serves `stream`; at its peer's share of the places, in the place of that peer's
+    /// connection that has waited longest for a request, and at the limit in the place of any
+    /// connection that has (at least [`idle::EVICT_AFTER`] either way), or else answers it 503.
     fn take(&mut self, stream: TcpStream, peer: SocketAddr) {
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
+        }
+        if self.idle.held_by(peer.ip()) >= self.limits.per_peer() {
+            // One client's sockets, however many, leave the other places to everyone else:
+            // past its share a peer gives up one of its own idle connections, or is refused.
+            if self
+                .idle
+                .evict_longest_idle_of(peer.ip(), idle::EVICT_AFTER)
+            {
+                tracing::debug!(%peer, "the peer's idle connection gives its place to its new one");
+                self.take_freed(stream, peer);
+            } else {
+                tracing::debug!(%peer, "refused: the peer holds its share of the connections");
+                self.refuse(stream, peer);
+            }
+            return;
         }
         match self.connections.clone().try_acquire_owned() {
             Ok(permit) => {
@@ -242,24 +260,29 @@ impl Server {
                 });
             }
             Err(_) if self.idle.evict_longest_idle(idle::EVICT_AFTER) => {
-                // The evicted connection's task ends at once and frees its place; another
-                // new connection may take it first, so wait no longer than a head may take.
                 tracing::debug!(%peer, "an idle connection gives its place to a new one");
-                let connections = self.connections.clone();
-                let wait = self.limits.header_read_timeout;
-                let connection = self.connection(stream, peer);
-                self.tasks.spawn(async move {
-                    match tokio::time::timeout(wait, connections.acquire_owned()).await {
-                        Ok(Ok(permit)) => {
-                            connection.await;
-                            drop(permit);
-                        }
-                        _ => tracing::debug!(%peer, "closed without an answer: no place freed"),
-                    }
-                });
+                self.take_freed(stream, peer);
             }
             Err(_) => self.refuse(stream, peer),
         }
+    }
+
+    /// Serves `stream` in the place an evicted connection frees: its task ends at once and
+    /// frees it, but another new connection may take it first, so wait no longer than a head
+    /// may take.
+    fn take_freed(&mut self, stream: TcpStream, peer: SocketAddr) {
+        let connections = self.connections.clone();
+        let wait = self.limits.header_read_timeout;
+        let connection = self.connection(stream, peer);
+        self.tasks.spawn(async move {
+            match tokio::time::timeout(wait, connections.acquire_owned()).await {
+                Ok(Ok(permit)) => {
+                    connection.await;
+                    drop(permit);
+                }
+                _ => tracing::debug!(%peer, "closed without an answer: no place freed"),
+            }
+        });
     }
 
     /// Serves `stream` to its end, giving its place up when it has waited longest for a
@@ -271,7 +294,7 @@ impl Server {
     ) -> impl Future<Output = ()> + Send + 'static {
         let app = self.app.clone();
         let limits = self.limits;
-        let tracked = self.idle.track();
+        let tracked = self.idle.track(peer.ip());
         let first_request = Arc::new(Notify::new());
         let taken = first_request.clone();
         let in_use = tracked.clone();
@@ -287,8 +310,9 @@ impl Server {
                         answer.map(|body| Body::new(BusyBody::new(body, busy))),
                     );
                 }
-                let request = request
+                let mut request = request
                     .map(|body| Body::new(ReadDeadline::new(body, limits.body_read_timeout)));
+                request.extensions_mut().insert(PeerAddr(peer));
                 let answer = app.oneshot(request).await?;
                 Ok(answer.map(|body| Body::new(BusyBody::new(body, busy))))
             }

@@ -15,6 +15,7 @@ use wow_runtime::pipeline::LocalPipeline;
 
 use crate::config::HttpConfig;
 use crate::metrics::HttpMetrics;
+use crate::reads::ReadGate;
 
 /// What the read routes answer from: history and request outcomes (the event store),
 /// states (with snapshots when there are some), the compensation routes (when this process
@@ -146,6 +147,7 @@ struct Inner {
     queries: QuerySide,
     config: HttpConfig,
     metrics: HttpMetrics,
+    reads: ReadGate,
 }
 
 impl HttpState {
@@ -157,6 +159,7 @@ impl HttpState {
                 registry: gateway.registry().clone(),
                 gateway,
                 queries,
+                reads: ReadGate::new(config.reads),
                 config,
                 metrics: HttpMetrics::default(),
             }),
@@ -251,6 +254,11 @@ impl HttpState {
     /// The settings.
     pub fn config(&self) -> &HttpConfig {
         &self.inner.config
+    }
+
+    /// The shares the heavy reads hold places in.
+    pub(crate) fn reads(&self) -> &ReadGate {
+        &self.inner.reads
     }
 
     /// The request counters and latency histograms.

@@ -502,6 +502,8 @@ mod connections {
     async fn past_the_limit_a_connection_is_answered_503_and_closed() {
         let limits = ServerLimits {
             max_connections: 2,
+            // One peer stands for many clients here.
+            max_connections_per_peer: Some(2),
             header_read_timeout: PATIENCE * 2,
             body_read_timeout: PATIENCE * 2,
             ..short_limits()
@@ -536,6 +538,8 @@ mod connections {
     async fn at_the_limit_a_new_connection_takes_the_place_of_the_one_idle_longest() {
         let limits = ServerLimits {
             max_connections: 2,
+            // One peer stands for many clients here.
+            max_connections_per_peer: Some(2),
             header_read_timeout: PATIENCE * 4,
             body_read_timeout: PATIENCE * 4,
             ..short_limits()
@@ -555,6 +559,47 @@ mod connections {
         busy.write_all(br#"{"amount":1}"#).await.unwrap();
         let answer = answer_within(&mut busy).await;
         assert_eq!(answer.status, 404, "no account `a`: answered, not cut off");
+    }
+
+    /// SPEC TN-1: one client's sockets, however many and however fresh, leave room for
+    /// everyone else. A peer holds half the places at most; past that its own idle connection
+    /// gives its place, or it is answered 503, while another peer is served at once.
+    #[tokio::test]
+    async fn one_peer_holds_its_share_of_the_places_and_another_peer_is_served() {
+        let limits = ServerLimits {
+            max_connections: 8,
+            header_read_timeout: PATIENCE * 4,
+            body_read_timeout: PATIENCE * 4,
+            ..short_limits()
+        };
+        let server = Running::bank(limits, HttpConfig::default()).await;
+        // Twice the limit of silent sockets from 127.0.0.1, all fresh: none has idled a second.
+        let mut hostile = Vec::new();
+        for _ in 0..16 {
+            hostile.push(server.connect().await);
+        }
+        // Another client (127.0.0.2) is served at once, on its first connection.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let mut other = socket.connect(server.address).await.unwrap();
+        other
+            .write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        let answer = answer_within(&mut other).await;
+        assert_eq!(
+            answer.status, 200,
+            "another peer is served beside 16 silent sockets"
+        );
+        // The hostile peer's sockets past its share (4) were answered 503 when they spoke.
+        let mut past_share = hostile.pop().unwrap();
+        past_share
+            .write_all(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        let answer = answer_within(&mut past_share).await;
+        assert_code(&answer, 503, "ServiceUnavailable");
+        assert_eq!(answer.header("retry-after"), Some("1"));
     }
 }
 
@@ -687,6 +732,8 @@ mod slow_readers {
         ServerLimits {
             write_timeout,
             max_connections,
+            // One peer stands for many clients here.
+            max_connections_per_peer: Some(max_connections),
             // Longer than any test: only the write timeout ends a connection here.
             header_read_timeout: PATIENCE * 2,
             ..short_limits()

@@ -9,13 +9,14 @@
 //! | `--config` | `WOW_CONFIG` | | no file |
 //! | | `WOW_WAIT_TIMEOUT_MS` | `wait_timeout_ms` | 30000 |
 //! | | `WOW_BODY_LIMIT` | `body_limit` | 1 MiB |
-//! | | `WOW_HEADER_READ_TIMEOUT_MS`, `WOW_BODY_READ_TIMEOUT_MS`, `WOW_WRITE_TIMEOUT_MS`, `WOW_MAX_HEADER_BYTES`, `WOW_MAX_CONNECTIONS`, `WOW_SHUTDOWN_GRACE_MS` | the same in snake case, without `WOW_` | [`ServerLimits`](wow_http::ServerLimits) |
+//! | | `WOW_HEADER_READ_TIMEOUT_MS`, `WOW_BODY_READ_TIMEOUT_MS`, `WOW_WRITE_TIMEOUT_MS`, `WOW_MAX_HEADER_BYTES`, `WOW_MAX_CONNECTIONS`, `WOW_MAX_CONNECTIONS_PER_PEER`, `WOW_SHUTDOWN_GRACE_MS` | the same in snake case, without `WOW_` | [`ServerLimits`](wow_http::ServerLimits) |
 //! | | `WOW_IDEMPOTENCY_TTL_MS`, `WOW_IDEMPOTENCY_EXPECTED_INSERTIONS`, `WOW_IDEMPOTENCY_ENABLED` | `[idempotency]` | [`IdempotencyConfig`] |
 //! | | `WOW_COMPENSATION_MAX_ATTEMPTS`, `..._INITIAL_BACKOFF_MS`, `..._MAX_BACKOFF_MS`, `..._INTERVAL_MS` | `[compensation]` | [`RetrySpec`], every second |
 //! | | `WOW_AUTH_TOKENS` (`token=tenant[/owner[/space]],...`) | `[auth_tokens]` (`token = "tenant[/owner[/space]]"`) | auth off |
 //! | | `WOW_OPERATOR_TOKENS` (`token,token2`) | `operator_tokens` (`["token"]`) | none: with auth on, `/metrics` and `/ui` answer no one |
 //! | | `WOW_SNAPSHOT_QUERIES` (`true`/`false`) | `snapshot_queries` | `false`: Wow's snapshot queries answer 404 |
 //! | | `WOW_OVERFLOW_CHECKS` (`require`/`warn`) | `overflow_checks` | `require`: a crate built so that overflows wrap stops the start ([`OverflowChecks`]) |
+//! | | `WOW_READS_PER_TENANT`, `WOW_READS_PER_PEER`, `WOW_READ_BUDGET_MS` | `reads_per_tenant`, `reads_per_peer`, `read_budget_ms` | 2, 2, 5000 ([`ReadLimits`]) |
 //! | `--role` | `WOW_ROLE` | `role` | `monolith` ([`Role`]) |
 //! | | `WOW_NATS_URL`, `WOW_NATS_PARTITIONS`, `WOW_NATS_REPLICAS`, `WOW_NATS_STORAGE`, `WOW_NATS_LEASE_TTL_MS`, `WOW_NATS_ACK_WAIT_MS`, `WOW_NODE_ID` | `[nats]` (`url`, `partitions`, ...) | [`DistributedSettings`] |
 //!
@@ -30,7 +31,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use wow_core::compensation::RetrySpec;
-use wow_http::{HttpConfig, ServerLimits, TokenBinding};
+use wow_http::{HttpConfig, ReadLimits, ServerLimits, TokenBinding};
 use wow_runtime::idempotency::IdempotencyConfig;
 
 use sources::{Env, FileConfig};
@@ -127,6 +128,9 @@ pub struct Settings {
     pub body_limit: usize,
     /// How the server holds its connections.
     pub server_limits: ServerLimits,
+    /// How much heavy read work (Wow's queries, history ranges, time travel) one tenant and
+    /// one client may hold, and how long each may take.
+    pub reads: ReadLimits,
     /// The Bloom filters of the request-id check.
     pub idempotency: IdempotencyConfig,
     /// How failed consumers are retried (SPEC DS-4).
@@ -165,6 +169,7 @@ impl Default for Settings {
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             body_limit: DEFAULT_BODY_LIMIT,
             server_limits: ServerLimits::default(),
+            reads: ReadLimits::default(),
             idempotency: IdempotencyConfig::default(),
             retry: RetrySpec::default(),
             retry_every: Some(DEFAULT_RETRY_EVERY),
@@ -210,6 +215,7 @@ impl Settings {
         let distributed = distributed::distributed(&file, env)?;
         let settings = Self {
             server_limits: server_limits(&file, env)?,
+            reads: reads(&file, env)?,
             idempotency: idempotency(&file, env)?,
             retry,
             retry_every,
@@ -300,9 +306,46 @@ impl Settings {
             default_wait_timeout: self.wait_timeout,
             auth_tokens: self.auth_tokens.clone(),
             operator_tokens: self.operator_tokens.clone(),
+            reads: self.reads,
             ..HttpConfig::default()
         }
     }
+}
+
+/// The heavy reads' limits: `WOW_READS_PER_TENANT`, `WOW_READS_PER_PEER` and
+/// `WOW_READ_BUDGET_MS`, else the file's keys, else the defaults; a share of 0 or a budget of
+/// 0 ms is an error (it would answer no read).
+fn reads(file: &FileConfig, env: &Env<'_>) -> Result<ReadLimits, SettingsError> {
+    let defaults = ReadLimits::default();
+    let share = |name: &'static str, from_file: Option<usize>, default: usize| {
+        let count = env.number::<usize>(name)?.or(from_file).unwrap_or(default);
+        if count == 0 {
+            return Err(SettingsError::Env {
+                name,
+                what: "a whole number of at least 1",
+                value: count.to_string(),
+            });
+        }
+        Ok(count)
+    };
+    let budget = env.millis("WOW_READ_BUDGET_MS", file.read_budget_ms, defaults.budget)?;
+    if budget.is_zero() {
+        return Err(SettingsError::Env {
+            name: "WOW_READ_BUDGET_MS",
+            what: "a whole number of milliseconds of at least 1",
+            value: "0".to_owned(),
+        });
+    }
+    Ok(ReadLimits {
+        per_tenant: share(
+            "WOW_READS_PER_TENANT",
+            file.reads_per_tenant,
+            defaults.per_tenant,
+        )?,
+        per_peer: share("WOW_READS_PER_PEER", file.reads_per_peer, defaults.per_peer)?,
+        budget,
+        ..defaults
+    })
 }
 
 /// The operator tokens as listed (`WOW_OPERATOR_TOKENS` split at commas, or the file's
@@ -375,6 +418,9 @@ fn server_limits(file: &FileConfig, env: &Env<'_>) -> Result<ServerLimits, Setti
             .number("WOW_MAX_CONNECTIONS")?
             .or(file.max_connections)
             .unwrap_or(defaults.max_connections),
+        max_connections_per_peer: env
+            .number("WOW_MAX_CONNECTIONS_PER_PEER")?
+            .or(file.max_connections_per_peer),
         shutdown_grace: env.millis(
             "WOW_SHUTDOWN_GRACE_MS",
             file.shutdown_grace_ms,

@@ -39,7 +39,7 @@ pub struct SqliteOptions {
     pub max_batch: usize,
     /// Connections that run queries (Wow's query DSL over event streams and views), apart
     /// from the read connections, so that queries never hold up the command path; a tenant
-    /// has half of them at most (at least one). Default 2.
+    /// has half of them at most (at least one). Default 4.
     pub query_connections: usize,
     /// How long one query may run before it is stopped and answered
     /// [`QueryRefusal::TimedOut`](wow_core::query::QueryRefusal::TimedOut); also how long a
@@ -55,7 +55,7 @@ impl SqliteOptions {
             synchronous: Synchronous::Full,
             read_connections: 4,
             max_batch: 1024,
-            query_connections: 2,
+            query_connections: 4,
             query_timeout: wow_core::query::DEFAULT_QUERY_TIMEOUT,
         }
     }

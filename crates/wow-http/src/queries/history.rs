@@ -5,11 +5,16 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use wow_core::ErrorCode;
 
 use super::{read_failed, whole};
 use crate::error::ApiError;
 use crate::extract::ReadTarget;
+use crate::reads::ReadPlace;
 use crate::state::HttpState;
+
+/// The most versions one history answer holds; a longer history is read a page at a time.
+pub(crate) const MAX_HISTORY_VERSIONS: u64 = 1000;
 
 /// The versions `{head}` and `{tail}` of a history route, as written.
 #[derive(Debug, Deserialize)]
@@ -21,29 +26,59 @@ pub(crate) struct Versions {
 /// `GET /{aggregate}/{id}/event/{head}/{tail}`: the streams with versions in `head..=tail`.
 /// The tenant leads the store's key: the load sees only the caller's tenant (SPEC TN-1), and
 /// an aggregate it does not hold is an empty history, as in any tenant.
+///
+/// A heavy read (its tenant's and its peer's share, the read budget); an answer holds at most
+/// [`MAX_HISTORY_VERSIONS`] versions: a range that holds more is refused 400, naming the page
+/// to ask for instead, so a client that asks for "everything" of a short history still gets it.
 pub(crate) async fn events(
     State(state): State<HttpState>,
     target: ReadTarget,
+    read: ReadPlace,
     Path(Versions { head, tail }): Path<Versions>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let rule = "head and tail are whole numbers";
-    let (head, tail) = (whole(&head, rule)?, whole(&tail, rule)?);
-    let streams = state
-        .store()
-        .load(&target.aggregate_id, head, tail)
-        .await
-        .map_err(|error| read_failed(&error))?;
-    let streams = streams
-        .iter()
-        .map(|stream| today(target.runtime.as_ref(), stream))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| {
-            ApiError::read(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                error.error_code(),
-                error.to_string(),
-            )
-        })?;
+    let (head, tail): (u64, u64) = (whole(&head, rule)?, whole(&tail, rule)?);
+    // One version past the most an answer holds tells whether the range holds more.
+    let first = head.max(1);
+    let last = tail.min(first.saturating_add(MAX_HISTORY_VERSIONS));
+    let streams = read
+        .within(async {
+            state
+                .store()
+                .load(&target.aggregate_id, head, last)
+                .await
+                .map_err(|error| read_failed(&error))
+        })
+        .await?;
+    if streams.len() as u64 > MAX_HISTORY_VERSIONS {
+        let page_end = first + MAX_HISTORY_VERSIONS - 1;
+        return Err(ApiError::read(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::IllegalArgument,
+            format!(
+                "a history answer holds at most {MAX_HISTORY_VERSIONS} versions and versions {head} to {tail} hold more: ask for /event/{first}/{page_end}, then from {}",
+                page_end + 1
+            ),
+        ));
+    }
+    let runtime = target.runtime;
+    let streams = read
+        .shaped(move |budget| {
+            streams
+                .iter()
+                .map(|stream| {
+                    budget.check()?;
+                    today(runtime.as_ref(), stream).map_err(|error| {
+                        ApiError::read(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            error.error_code(),
+                            error.to_string(),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await?;
     Ok(Json(streams))
 }
 

@@ -8,7 +8,6 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
 use wow_core::aggregate::AggregateState;
-use wow_core::eventsourcing::EventStoreError;
 use wow_core::{DomainEventStream, ErrorCode};
 use wow_runtime::eventsourcing::load_aggregate;
 
@@ -16,6 +15,7 @@ use super::{read_failed, whole};
 use crate::error::ApiError;
 use crate::extract::ReadTarget;
 use crate::prefix::WowPrefixed;
+use crate::reads::ReadPlace;
 use crate::state::HttpState;
 
 /// The version of `…/state/{version}`, as written.
@@ -58,36 +58,40 @@ pub(crate) async fn state(
 }
 
 /// `GET /{aggregate}/{id}/state/{version}`: the state at `version` (Wow's time travel); 404
-/// before the aggregate existed or past its last version.
+/// before the aggregate existed or past its last version. A heavy read: history is read and
+/// folded a page at a time within the read budget.
 pub(crate) async fn state_at_version(
     State(state): State<HttpState>,
     target: ReadTarget,
+    read: ReadPlace,
     Path(AtVersion { version }): Path<AtVersion>,
     prefixed: Option<Extension<WowPrefixed>>,
 ) -> Result<Response, ApiError> {
-    let id = target.id();
     let version: u64 = whole(&version, "the version is a whole number")?;
     if version == 0 {
         return Err(ApiError::read_not_found(format!(
-            "no aggregate `{id}` at version 0"
+            "no aggregate `{}` at version 0",
+            target.id()
         )));
     }
-    let streams = state.store().load(&target.aggregate_id, 1, version).await;
-    let loaded = folded(&target, streams)?;
+    let loaded = folded(&state, &target, &read, Until::Version(version)).await?;
     if loaded.version() != version {
         return Err(ApiError::read_not_found(format!(
-            "aggregate `{id}` has no version {version} (its last is {})",
+            "aggregate `{}` has no version {version} (its last is {})",
+            target.id(),
             loaded.version()
         )));
     }
-    state_answer(&loaded, id, prefixed.is_some())
+    state_answer(&loaded, target.id(), prefixed.is_some())
 }
 
 /// `GET /{aggregate}/{id}/state/time/{time}`: the state as of `time` (milliseconds since the
-/// Unix epoch): every stream made at or before it.
+/// Unix epoch): its history up to the first stream made after it. A heavy read, as
+/// [`state_at_version`].
 pub(crate) async fn state_at_time(
     State(state): State<HttpState>,
     target: ReadTarget,
+    read: ReadPlace,
     Path(AtTime { time }): Path<AtTime>,
     prefixed: Option<Extension<WowPrefixed>>,
 ) -> Result<Response, ApiError> {
@@ -95,11 +99,7 @@ pub(crate) async fn state_at_time(
         &time,
         "the time is a whole number of milliseconds since the Unix epoch",
     )?;
-    let streams = state
-        .store()
-        .load_by_time(&target.aggregate_id, 0, time)
-        .await;
-    let loaded = folded(&target, streams)?;
+    let loaded = folded(&state, &target, &read, Until::Time(time)).await?;
     state_answer(&loaded, target.id(), prefixed.is_some())
 }
 
@@ -127,19 +127,73 @@ fn load_failed(code: &ErrorCode, message: String) -> ApiError {
     ApiError::read(crate::status::status_for(code), code, message)
 }
 
-/// The state folded from `streams` (the first versions of the aggregate, in order).
-fn folded(
+/// How many versions time travel reads from the store at once.
+const FOLD_PAGE: u64 = 1000;
+
+/// Where time travel stops.
+#[derive(Debug, Clone, Copy)]
+enum Until {
+    /// After this version.
+    Version(u64),
+    /// Before the first stream made after this time (milliseconds since the Unix epoch).
+    Time(i64),
+}
+
+impl Until {
+    /// Whether `stream` is past the point.
+    fn passed_by(self, stream: &DomainEventStream) -> bool {
+        match self {
+            Until::Version(version) => stream.version > version,
+            Until::Time(time) => stream.create_time > time,
+        }
+    }
+}
+
+/// The aggregate's state at `until`, its history read [`FOLD_PAGE`] versions at a time and
+/// folded on the blocking pool, within the read's budget: memory does not grow with the
+/// history, and a long one is stopped at the budget.
+async fn folded(
+    state: &HttpState,
     target: &ReadTarget,
-    streams: Result<Vec<DomainEventStream>, EventStoreError>,
+    read: &ReadPlace,
+    until: Until,
 ) -> Result<AggregateState, ApiError> {
     let id = target.id();
-    let streams = streams.map_err(|error| read_failed(&error))?;
     let mut folded = target.runtime.initial_state();
-    for stream in &streams {
-        target
-            .runtime
-            .apply(&mut folded, stream)
-            .map_err(|error| load_failed(&error.error_code(), error.to_string()))?;
+    let mut from = 1u64;
+    loop {
+        let to = from.saturating_add(FOLD_PAGE - 1);
+        let page = read
+            .within(async {
+                state
+                    .store()
+                    .load(&target.aggregate_id, from, to)
+                    .await
+                    .map_err(|error| read_failed(&error))
+            })
+            .await?;
+        let whole_page = page.len() as u64 == FOLD_PAGE;
+        let runtime = target.runtime.clone();
+        let (state_now, passed) = read
+            .shaped(move |budget| {
+                let mut state_now = folded;
+                for stream in &page {
+                    budget.check()?;
+                    if until.passed_by(stream) {
+                        return Ok((state_now, true));
+                    }
+                    runtime
+                        .apply(&mut state_now, stream)
+                        .map_err(|error| load_failed(&error.error_code(), error.to_string()))?;
+                }
+                Ok((state_now, false))
+            })
+            .await?;
+        folded = state_now;
+        if passed || !whole_page {
+            break;
+        }
+        from = to + 1;
     }
     if folded.version() == 0 {
         return Err(ApiError::read_not_found(format!(

@@ -10,6 +10,7 @@
 //! timeout does to it a little later anyway.
 
 use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
@@ -36,6 +37,9 @@ struct Registry {
     waiting: BTreeSet<(Instant, u64)>,
     /// Every connection: where it stands, and how to tell it to close.
     connections: HashMap<u64, (State, Arc<Notify>)>,
+    /// Every connection's peer, and how many connections each peer holds.
+    peers: HashMap<u64, IpAddr>,
+    held: HashMap<IpAddr, usize>,
 }
 
 /// Where a connection stands.
@@ -72,11 +76,13 @@ impl IdleConnections {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A new connection, idle from now until its first request.
-    pub(crate) fn track(&self) -> Tracked {
+    /// A new connection from `peer`, idle from now until its first request.
+    pub(crate) fn track(&self, peer: IpAddr) -> Tracked {
         let mut registry = self.registry();
         let id = registry.next_id;
         registry.next_id += 1;
+        registry.peers.insert(id, peer);
+        *registry.held.entry(peer).or_default() += 1;
         let evicted = Arc::new(Notify::new());
         registry
             .connections
@@ -92,8 +98,28 @@ impl IdleConnections {
     /// Tells the connection that has waited longest for a request, at least `after`, to
     /// close: `true` when there was one (its place frees once its task ends).
     pub(crate) fn evict_longest_idle(&self, after: Duration) -> bool {
+        self.evict_first_idle(after, |_| true)
+    }
+
+    /// Tells `peer`'s connection that has waited longest for a request, at least `after`, to
+    /// close: `true` when there was one.
+    pub(crate) fn evict_longest_idle_of(&self, peer: IpAddr, after: Duration) -> bool {
+        self.evict_first_idle(after, |of| of == Some(peer))
+    }
+
+    /// How many connections `peer` holds now.
+    pub(crate) fn held_by(&self, peer: IpAddr) -> usize {
+        self.registry().held.get(&peer).copied().unwrap_or(0)
+    }
+
+    fn evict_first_idle(&self, after: Duration, of: impl Fn(Option<IpAddr>) -> bool) -> bool {
         let mut registry = self.registry();
-        let Some(&(since, id)) = registry.waiting.first() else {
+        let Some((since, id)) = registry
+            .waiting
+            .iter()
+            .copied()
+            .find(|(_, id)| of(registry.peers.get(id).copied()))
+        else {
             return false;
         };
         if since.elapsed() < after {
@@ -127,6 +153,14 @@ impl IdleConnections {
         let mut registry = self.registry();
         registry.set(id, State::Busy);
         registry.connections.remove(&id);
+        if let Some(peer) = registry.peers.remove(&id) {
+            if let Some(held) = registry.held.get_mut(&peer) {
+                *held = held.saturating_sub(1);
+                if *held == 0 {
+                    registry.held.remove(&peer);
+                }
+            }
+        }
     }
 }
 
@@ -220,13 +254,14 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[tokio::test(start_paused = true)]
     async fn the_connection_idle_longest_gives_its_place_and_one_in_a_request_never_does() {
         let connections = IdleConnections::default();
-        let first = connections.track();
+        let first = connections.track(LOCAL);
         tokio::time::advance(Duration::from_millis(10)).await;
-        let second = connections.track();
+        let second = connections.track(LOCAL);
         assert!(
             !connections.evict_longest_idle(EVICT_AFTER),
             "no connection has been idle long enough"
@@ -253,5 +288,36 @@ mod tests {
         drop(second);
         assert_eq!(connections.idle(), 0);
         assert!(connections.registry().connections.is_empty(), "forgotten");
+        assert_eq!(connections.held_by(LOCAL), 0, "forgotten");
+    }
+
+    const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    const OTHER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_gives_up_only_its_own_idle_connection() {
+        let connections = IdleConnections::default();
+        let other = connections.track(OTHER);
+        let _local = connections.track(LOCAL);
+        let _also_local = connections.track(LOCAL);
+        assert_eq!(
+            (connections.held_by(LOCAL), connections.held_by(OTHER)),
+            (2, 1)
+        );
+        tokio::time::advance(EVICT_AFTER).await;
+        assert!(connections.evict_longest_idle_of(LOCAL, EVICT_AFTER));
+        assert!(!other.in_request());
+        assert_eq!(
+            connections.idle(),
+            2,
+            "the other peer's connection still waits"
+        );
+        assert!(connections.evict_longest_idle_of(LOCAL, EVICT_AFTER));
+        assert!(
+            !connections.evict_longest_idle_of(LOCAL, EVICT_AFTER),
+            "none of its own left to give up"
+        );
+        drop(other);
+        assert_eq!(connections.held_by(OTHER), 0);
     }
 }

@@ -39,6 +39,13 @@ pub struct ServerLimits {
     /// it is answered 503 `ServiceUnavailable` (after its request head arrives) and closed.
     /// Default 1024.
     pub max_connections: usize,
+    /// Connections one peer (one client IP address) may hold at once; `None` is half of
+    /// `max_connections` (at least one), so one client's sockets, however many, leave room for
+    /// everyone else. One more from that peer takes the place of its own connection that has
+    /// waited longest for a request (a second at least, never one in a request); with none, it
+    /// is answered 503 `ServiceUnavailable` and closed. Behind a reverse proxy every client is
+    /// the proxy's address: raise it there. Default `None`.
+    pub max_connections_per_peer: Option<usize>,
     /// After the shutdown signal, how long the requests in flight may take to finish; the
     /// connections still open then are dropped. Default 30 s.
     pub shutdown_grace: Duration,
@@ -52,6 +59,7 @@ impl Default for ServerLimits {
             write_timeout: Duration::from_secs(10),
             max_header_bytes: 16 * 1024,
             max_connections: 1024,
+            max_connections_per_peer: None,
             shutdown_grace: Duration::from_secs(30),
         }
     }
@@ -95,6 +103,10 @@ impl ServerLimits {
             ("write_timeout", self.write_timeout.is_zero()),
             ("max_header_bytes", self.max_header_bytes == 0),
             ("max_connections", self.max_connections == 0),
+            (
+                "max_connections_per_peer",
+                self.max_connections_per_peer == Some(0),
+            ),
         ];
         if let Some((name, _)) = zeros.iter().find(|(_, zero)| *zero) {
             return Err(InvalidLimits::Zero(name));
@@ -111,6 +123,14 @@ impl ServerLimits {
             Some((name, _)) => Err(InvalidLimits::TooLong(name)),
             None => Ok(()),
         }
+    }
+
+    /// Connections one peer may hold at once: [`ServerLimits::max_connections_per_peer`],
+    /// else half of `max_connections` (at least one).
+    pub fn per_peer(&self) -> usize {
+        self.max_connections_per_peer
+            .unwrap_or(self.max_connections / 2)
+            .max(1)
     }
 
     /// The bound on a whole request head (request line and headers), which is also hyper's

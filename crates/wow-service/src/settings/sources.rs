@@ -24,6 +24,7 @@ pub(super) struct FileConfig {
     pub(super) write_timeout_ms: Option<u64>,
     pub(super) max_header_bytes: Option<usize>,
     pub(super) max_connections: Option<usize>,
+    pub(super) max_connections_per_peer: Option<usize>,
     pub(super) shutdown_grace_ms: Option<u64>,
     pub(super) idempotency: Option<IdempotencyConfig>,
     pub(super) compensation: Option<CompensationConfig>,
@@ -35,6 +36,9 @@ pub(super) struct FileConfig {
     pub(super) deadline_poll_ms: Option<u64>,
     pub(super) nats: Option<NatsFile>,
     pub(super) overflow_checks: Option<OverflowChecks>,
+    pub(super) reads_per_tenant: Option<usize>,
+    pub(super) reads_per_peer: Option<usize>,
+    pub(super) read_budget_ms: Option<u64>,
 }
 
 /// `[nats]` in the TOML file.

@@ -80,7 +80,7 @@ fn the_file_sets_compensation_and_zero_turns_automatic_retries_off() {
 #[test]
 fn the_file_sets_the_server_limits_and_a_zero_is_a_typed_error() {
     let settings = from_file(
-        "header_read_timeout_ms = 1500\nbody_read_timeout_ms = 2500\nwrite_timeout_ms = 3500\nmax_header_bytes = 4096\nmax_connections = 8\nshutdown_grace_ms = 0\n",
+        "header_read_timeout_ms = 1500\nbody_read_timeout_ms = 2500\nwrite_timeout_ms = 3500\nmax_header_bytes = 4096\nmax_connections = 8\nmax_connections_per_peer = 3\nshutdown_grace_ms = 0\n",
     )
     .unwrap();
     assert_eq!(
@@ -91,6 +91,7 @@ fn the_file_sets_the_server_limits_and_a_zero_is_a_typed_error() {
             write_timeout: Duration::from_millis(3500),
             max_header_bytes: 4096,
             max_connections: 8,
+            max_connections_per_peer: Some(3),
             shutdown_grace: Duration::ZERO,
         }
     );
@@ -456,4 +457,22 @@ fn overflow_checks_are_required_unless_the_file_or_the_environment_says_warn() {
         from_file("overflow_checks = \"off\"\n").unwrap_err(),
         SettingsError::Parse { .. }
     ));
+}
+
+#[test]
+fn the_heavy_reads_limits_come_from_the_file_and_a_zero_is_a_typed_error() {
+    let settings =
+        from_file("reads_per_tenant = 3\nreads_per_peer = 4\nread_budget_ms = 1500\n").unwrap();
+    assert_eq!(
+        settings.reads,
+        wow_http::ReadLimits {
+            per_tenant: 3,
+            per_peer: 4,
+            budget: Duration::from_millis(1500),
+            ..wow_http::ReadLimits::default()
+        }
+    );
+    assert_eq!(settings.http_config().reads, settings.reads);
+    assert!(from_file("reads_per_peer = 0\n").is_err());
+    assert!(from_file("read_budget_ms = 0\n").is_err());
 }
