@@ -232,6 +232,7 @@ mod cancel_from_elsewhere {
             command: "confirm".to_owned(),
             body: serde_json::json!({}),
             request_id: "earlier-event/0".to_owned(),
+            held_to: None,
         }
     }
 

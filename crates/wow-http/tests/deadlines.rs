@@ -240,6 +240,7 @@ async fn an_operator_fires_or_cancels_one_pending_deadline_with_a_bearer_token()
             command: "confirm".to_owned(),
             body: json!({}),
             request_id: "event-1/0".to_owned(),
+            held_to: None,
         })
         .await
         .unwrap();

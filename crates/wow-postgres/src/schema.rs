@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 16;
+pub const SCHEMA_VERSION: i32 = 17;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -60,7 +60,11 @@ pub const SCHEMA_VERSION: i32 = 16;
 /// Key reservations (SPEC DM-1, from version 16) are the column `reserved_until` of
 /// `unique_key`: NULL for every key held before (claimed for good). Adding a nullable column
 /// with no default rewrites nothing.
-const MIGRATIONS: [&str; 16] = [
+///
+/// Saga deadlines held to an owner (SPEC TN-2, from version 17) are the column `held_to` of
+/// `deadline`: the owner and space a saga's deadline acts for, NULL for every other row.
+/// Nullable, no default: nothing is rewritten.
+const MIGRATIONS: [&str; 17] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -285,6 +289,12 @@ const MIGRATIONS: [&str; 16] = [
     -- (reserved_until, milliseconds since the Unix epoch, judged by the database's
     -- clock_timestamp()) and frees it after. Every key held already was claimed for good: NULL.
     ALTER TABLE unique_key ADD COLUMN reserved_until BIGINT;
+"#,
+    r#"
+    -- Saga deadlines held to an owner (SPEC TN-2): the owner and space a saga's deadline acts
+    -- for when it fires ({"ownerId", "spaceId"}), those of the event the saga reacted to.
+    -- NULL for an aggregate's own deadline, a saga acting across owners, and every row there.
+    ALTER TABLE deadline ADD COLUMN held_to JSONB;
 "#,
 ];
 
@@ -668,6 +678,7 @@ mod tests {
             command: "expire".to_owned(),
             body: serde_json::json!({}),
             request_id: "deadline/expire/1".to_owned(),
+            held_to: None,
         };
         store
             .append_with(

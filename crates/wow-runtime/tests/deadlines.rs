@@ -526,3 +526,106 @@ async fn a_command_after_a_deadline_came_due_is_decided_after_the_deadlines_comm
     );
     assert_eq!(event_names(&store, &late).await, ["Placed", "Expired"]);
 }
+
+/// Confirms `other`'s hold when any other hold is placed, by a deadline due at once.
+#[derive(Debug)]
+struct ConfirmOther {
+    other: AggregateId,
+    across: bool,
+}
+
+#[async_trait::async_trait]
+impl wow_core::saga::Saga for ConfirmOther {
+    type Aggregate = wow_core::testing_example::Hold;
+
+    fn name(&self) -> &str {
+        "confirm-other"
+    }
+
+    fn acts_across_owners(&self) -> bool {
+        self.across
+    }
+
+    async fn on_event(
+        &self,
+        event: &wow_core::testing_example::HoldEvent,
+        stream: &wow_core::DomainEventStream,
+        ctx: &wow_core::saga::SagaContext<'_>,
+    ) -> Result<(), wow_core::event::ConsumerError> {
+        use wow_core::testing_example::{Hold, HoldCommand, HoldEvent, Nothing};
+        if matches!(event, HoldEvent::Placed(_)) && stream.aggregate_id != self.other {
+            ctx.schedule::<Hold>(
+                "confirm",
+                T0,
+                self.other.clone(),
+                HoldCommand::Confirm(Nothing {}),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+/// SPEC TN-2: a saga's deadline acts for the owner of the event the saga reacted to, as its
+/// commands sent at once do: fired for another owner's aggregate it is refused, unless the
+/// saga acts across owners.
+#[tokio::test]
+async fn a_sagas_deadline_is_held_to_the_owner_of_the_event_that_scheduled_it() {
+    use wow_core::command::OWNER_ID_HEADER;
+    for across in [false, true] {
+        let store = Arc::new(InMemoryEventStore::new());
+        let clock = Arc::new(ManualClock::at(T0));
+        let alices = hold_id("t1");
+        let pipeline = LocalPipeline::builder(registry(), store.clone())
+            .clock(clock.clone())
+            .saga(Arc::new(ConfirmOther {
+                other: alices.clone(),
+                across,
+            }))
+            .deadlines(store.clone())
+            .build();
+        let scheduler = pipeline.deadline_scheduler(store.clone());
+        let node = Node {
+            pipeline,
+            scheduler,
+        };
+        let as_owner = |id: &AggregateId, owner: &str| {
+            command(id, "place", json!({"minutes": 10}))
+                .with_header(OWNER_ID_HEADER, owner.to_owned())
+        };
+        send(&node, as_owner(&alices, "alice")).await;
+        let bobs = hold_id("t1");
+        node.pipeline
+            .gateway
+            .send_and_wait(
+                as_owner(&bobs, "bob"),
+                WaitPlan::new(wow_core::CommandStage::SagaHandled),
+            )
+            .await
+            .unwrap();
+        let scheduled = store.scheduled_for(&bobs).await.unwrap();
+        let saga_row = scheduled
+            .iter()
+            .find(|row| row.name == "confirm-other/confirm")
+            .expect("the saga scheduled its deadline");
+        assert_eq!(
+            saga_row
+                .held_to
+                .as_ref()
+                .map(|scope| scope.owner_id.as_str()),
+            (!across).then_some("bob"),
+            "held to bob unless the saga acts across owners"
+        );
+        node.scheduler.fire_due().await.unwrap();
+        let expected: &[&str] = if across {
+            &["Placed", "Confirmed"]
+        } else {
+            &["Placed"]
+        };
+        assert_eq!(
+            event_names(&store, &alices).await,
+            expected,
+            "across owners: {across}"
+        );
+    }
+}

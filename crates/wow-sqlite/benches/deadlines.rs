@@ -87,6 +87,7 @@ fn expiry(owner: &AggregateId, due_at: i64) -> ScheduledCommand {
         command: "ExpireOrder".to_owned(),
         body: json!({"reason": "unpaid"}),
         request_id: deadline_request_id("expire", 1),
+        held_to: None,
     }
 }
 

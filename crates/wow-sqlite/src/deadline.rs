@@ -11,14 +11,14 @@ use wow_core::deadline::{DeadlineChange, PendingDeadline, ScheduledCommand};
 use wow_core::AggregateId;
 
 /// Writes a row, replacing the owner's row of its name: due at its due time, no attempt yet.
-const SCHEDULE: &str = "INSERT INTO deadline (tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id, fire_at, attempts, owner_hash)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?6, 0, ?13)
+const SCHEDULE: &str = "INSERT INTO deadline (tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id, fire_at, attempts, owner_hash, held_to)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?6, 0, ?13, ?14)
     ON CONFLICT (tenant_id, aggregate_name, aggregate_id, name) DO UPDATE SET
         context_name = excluded.context_name, due_at = excluded.due_at,
         target_context = excluded.target_context, target_name = excluded.target_name,
         target_id = excluded.target_id, command = excluded.command, body = excluded.body,
         request_id = excluded.request_id, fire_at = excluded.fire_at, attempts = 0,
-        owner_hash = excluded.owner_hash";
+        owner_hash = excluded.owner_hash, held_to = excluded.held_to";
 
 /// Deletes the owner's row of a name.
 const CANCEL: &str =
@@ -43,7 +43,7 @@ const CANCEL_NAMED: &str = "DELETE FROM deadline WHERE tenant_id = ?1 AND name =
 /// The columns every read takes, in [`decode`]'s order.
 macro_rules! columns {
     () => {
-        "tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id, fire_at, attempts"
+        "tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id, fire_at, attempts, held_to"
     };
 }
 
@@ -123,6 +123,12 @@ pub(crate) enum DeadlineWrite {
 pub(crate) fn schedule(connection: &Connection, row: &ScheduledCommand) -> rusqlite::Result<()> {
     let body = serde_json::to_string(&row.body)
         .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
+    let held_to = row
+        .held_to
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
     connection.prepare_cached(SCHEDULE)?.execute(params![
         row.owner.tenant_id,
         row.owner.aggregate_name,
@@ -137,6 +143,7 @@ pub(crate) fn schedule(connection: &Connection, row: &ScheduledCommand) -> rusql
         body,
         row.request_id,
         wow_core::deadline::owner_hash(&row.owner) as i64,
+        held_to,
     ])?;
     Ok(())
 }
@@ -284,6 +291,17 @@ pub(crate) fn decode(row: &Row<'_>) -> rusqlite::Result<PendingDeadline> {
         command: row.get(9)?,
         body,
         request_id: row.get(11)?,
+        held_to: row
+            .get::<_, Option<String>>(14)?
+            .map(|held_to| serde_json::from_str(&held_to))
+            .transpose()
+            .map_err(|error| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    14,
+                    rusqlite::types::Type::Text,
+                    Box::new(error),
+                )
+            })?,
     };
     Ok(PendingDeadline {
         schedule,

@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 15;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 15] = [
+const MIGRATIONS: [&str; 16] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -290,6 +290,13 @@ const MIGRATIONS: [&str; 15] = [
     -- (`reserved_until`, milliseconds since the Unix epoch, judged by the process's clock) and
     -- frees it after. Every key held already was claimed for good: NULL.
     ALTER TABLE unique_key ADD COLUMN reserved_until INTEGER;
+"#,
+    r#"
+    -- Saga deadlines held to an owner (SPEC TN-2): the owner and space a saga's deadline acts
+    -- for when it fires (JSON `{"ownerId", "spaceId"}`), those of the event the saga reacted
+    -- to. NULL for an aggregate's own deadline, a saga acting across owners, and every row
+    -- already there.
+    ALTER TABLE deadline ADD COLUMN held_to TEXT;
 "#,
 ];
 
@@ -562,6 +569,7 @@ mod tests {
             command: "expire".to_owned(),
             body: serde_json::json!({}),
             request_id: "deadline/expire/2".to_owned(),
+            held_to: None,
         };
         store
             .append_with(
@@ -599,7 +607,8 @@ mod tests {
             .unwrap()
             .execute_batch(
                 "UPDATE wow_schema SET version = 14;
-                 ALTER TABLE unique_key DROP COLUMN reserved_until",
+                 ALTER TABLE unique_key DROP COLUMN reserved_until;
+                 ALTER TABLE deadline DROP COLUMN held_to",
             )
             .unwrap();
 

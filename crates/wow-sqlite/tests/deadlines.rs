@@ -23,6 +23,7 @@ fn row(owner: &AggregateId, name: &str, due_at: i64, version: u64) -> ScheduledC
         command: "expire".to_owned(),
         body: json!({"reason": "unpaid", "lines": [1, 2]}),
         request_id: deadline_request_id(name, version),
+        held_to: None,
     }
 }
 

@@ -38,6 +38,7 @@ pub fn row(owner: &AggregateId, name: &str, due_at: i64, version: u64) -> Schedu
         command: "expire".to_owned(),
         body: json!({"reason": "unpaid", "ünïcode": "✓"}),
         request_id: deadline_request_id(name, version),
+        held_to: None,
     }
 }
 
@@ -251,6 +252,31 @@ pub async fn a_schedule_on_its_own_is_idempotent(store: Store) {
         "a row never sends into another tenant: {refused:?}"
     );
     assert!(pending(&store, &order).await.is_empty());
+}
+
+/// A saga's deadline held to an owner and space (SPEC TN-2) reads back with them, from the
+/// owner's rows and from the due rows, and scheduling it again without them clears them.
+pub async fn a_sagas_deadline_keeps_the_owner_it_is_held_to(store: Store) {
+    let order = aggregate();
+    let mut held = row(&order, "reminders/remind", 500, 1);
+    held.request_id = "e-1/0".to_owned();
+    held.held_to = Some(wow_core::aggregate::AggregateScope {
+        owner_id: "bob".to_owned(),
+        space_id: "shop-1".to_owned(),
+    });
+    store.schedule(&held).await.expect("the row is written");
+    assert_eq!(pending(&store, &order).await, vec![held.clone()]);
+    assert_eq!(
+        store.due(500, 10).await.expect("due reads"),
+        vec![held.clone()]
+    );
+    let mut across = held.clone();
+    across.held_to = None;
+    store
+        .schedule(&across)
+        .await
+        .expect("the row is written again");
+    assert_eq!(pending(&store, &order).await, vec![across]);
 }
 
 /// A deadline the store cannot keep (a malformed name, another aggregate's row) is

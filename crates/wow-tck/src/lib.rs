@@ -189,6 +189,7 @@ macro_rules! __deadline_store_cases {
                 fired_deletes_only_the_schedule_that_fired,
                 deadlines_are_per_tenant,
                 a_schedule_on_its_own_is_idempotent,
+                a_sagas_deadline_keeps_the_owner_it_is_held_to,
                 a_malformed_deadline_refuses_the_whole_append,
                 one_tenants_backlog_never_delays_another_tenants_rows,
                 a_scheduler_reads_only_its_own_partitions_rows,

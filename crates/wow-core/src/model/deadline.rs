@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::model::aggregate::AggregateScope;
 use crate::model::aggregate_id::AggregateId;
 use crate::model::command::CommandBody;
 
@@ -57,6 +58,12 @@ pub struct ScheduledCommand {
     /// name and the version of the stream that scheduled it), so firing twice takes effect
     /// once and a deadline scheduled again later is a new request.
     pub request_id: String,
+    /// The owner and space the command acts for when it fires (SPEC TN-2): a saga's deadline
+    /// is held to the owner and space of the event the saga reacted to, as its commands sent
+    /// at once are, so the node refuses it for another owner's aggregate. `None` for an
+    /// aggregate's own deadline and for a saga that acts across owners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_to: Option<AggregateScope>,
 }
 
 impl ScheduledCommand {
@@ -142,6 +149,7 @@ pub fn deadline_changes<C: CommandBody>(
             command: deadline.command.command_name().to_owned(),
             body: deadline.command.to_body()?,
             request_id: deadline_request_id(&deadline.name, version),
+            held_to: None,
         })
     };
     let mut changes = Vec::new();

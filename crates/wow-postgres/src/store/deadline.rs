@@ -42,11 +42,11 @@ macro_rules! deadline_columns {
     };
 }
 
-/// What [`decode`] reads after the schedule's columns: when it may be fired next and how many
-/// firings failed.
+/// What [`decode`] reads after the schedule's columns: when it may be fired next, how many
+/// firings failed, and the owner and space a saga's deadline is held to.
 macro_rules! firing_columns {
     () => {
-        ", fire_at, attempts"
+        ", fire_at, attempts, held_to"
     };
 }
 
@@ -55,13 +55,13 @@ macro_rules! firing_columns {
 const SCHEDULE: &str = concat!(
     "INSERT INTO deadline (",
     deadline_columns!(),
-    ", fire_at, attempts, owner_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $6, 0, $13)
+    ", fire_at, attempts, owner_hash, held_to) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $6, 0, $13, $14)
     ON CONFLICT (tenant_id, aggregate_name, aggregate_id, name) DO UPDATE SET
         context_name = EXCLUDED.context_name, due_at = EXCLUDED.due_at,
         target_context = EXCLUDED.target_context, target_name = EXCLUDED.target_name,
         target_id = EXCLUDED.target_id, command = EXCLUDED.command, body = EXCLUDED.body,
         request_id = EXCLUDED.request_id, fire_at = EXCLUDED.fire_at, attempts = 0,
-        owner_hash = EXCLUDED.owner_hash"
+        owner_hash = EXCLUDED.owner_hash, held_to = EXCLUDED.held_to"
 );
 
 /// The database server's clock, in milliseconds since the Unix epoch: the one clock every
@@ -156,6 +156,12 @@ fn decode(row: &Row) -> Result<PendingDeadline, EventStoreError> {
         command: text(9)?,
         body: row.try_get(10).map_err(store_error)?,
         request_id: text(11)?,
+        held_to: row
+            .try_get::<_, Option<serde_json::Value>>(14)
+            .map_err(store_error)?
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|error| corrupt(format!("a deadline's held_to does not read: {error}")))?,
     };
     let attempts: i32 = row.try_get(13).map_err(store_error)?;
     Ok(PendingDeadline {
@@ -172,6 +178,12 @@ async fn schedule(
 ) -> Result<(), EventStoreError> {
     let statement = client.prepare_cached(SCHEDULE).await.map_err(store_error)?;
     let (owner, target) = (&row.owner, &row.target);
+    let held_to = row
+        .held_to
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|error| corrupt(format!("a deadline's held_to does not write: {error}")))?;
     client
         .execute(
             &statement,
@@ -189,6 +201,7 @@ async fn schedule(
                 &row.body,
                 &row.request_id,
                 &(wow_core::deadline::owner_hash(owner) as i64),
+                &held_to,
             ],
         )
         .await

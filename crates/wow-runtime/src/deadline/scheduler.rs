@@ -9,7 +9,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::Notify;
 use wow_core::command::JsonCommand;
-use wow_core::command::{CommandKind, CommandResultError, CommandStage};
+use wow_core::command::{
+    CommandKind, CommandResultError, CommandStage, OWNER_ID_HEADER, SPACE_ID_HEADER,
+};
 use wow_core::compensation::{CompensationStore, FailedExecution, RetrySpec};
 use wow_core::deadline::{
     backoff, DeadlineStore, DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand,
@@ -395,8 +397,12 @@ impl DeadlineScheduler {
 /// The command `schedule` fires: its target, command and body, with the request id the
 /// schedule derived and the headers naming the deadline and its owner, which the node checks
 /// against the pending row (SPEC DM-6).
+///
+/// A saga's deadline held to an owner and space ([`ScheduledCommand::held_to`]) names them, as
+/// the saga's commands sent at once do (SPEC TN-2): the node refuses it for an aggregate of
+/// another owner or space.
 pub fn fired_command(schedule: &ScheduledCommand) -> JsonCommand {
-    CommandMessage::new(
+    let mut command = CommandMessage::new(
         schedule.target.clone(),
         schedule.command.clone(),
         CommandKind::Normal,
@@ -407,7 +413,18 @@ pub fn fired_command(schedule: &ScheduledCommand) -> JsonCommand {
     .with_header(
         DEADLINE_OWNER_HEADER,
         format!("{}/{}", schedule.owner.aggregate_name, schedule.owner.id),
-    )
+    );
+    if let Some(scope) = &schedule.held_to {
+        for (header, value) in [
+            (OWNER_ID_HEADER, &scope.owner_id),
+            (SPACE_ID_HEADER, &scope.space_id),
+        ] {
+            if !value.is_empty() {
+                command = command.with_header(header, value.clone());
+            }
+        }
+    }
+    command
 }
 
 /// Whether a failed command was decided for good: its request id was decided before (the

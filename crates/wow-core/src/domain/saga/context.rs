@@ -167,6 +167,7 @@ impl<'a> SagaContext<'a> {
             command: command.command_name().to_owned(),
             body,
             request_id: saga_request_id(self.event_id, index),
+            held_to: self.held_to.cloned(),
         };
         deadlines
             .schedule(&row)

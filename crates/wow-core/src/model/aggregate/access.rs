@@ -11,7 +11,8 @@ use crate::model::event::DomainEventStream;
 /// The owner and space an aggregate belongs to (Wow's `ownerId`, `spaceId`), fixed by its
 /// first stream; empty when its create named none (an aggregate created before callers were
 /// bound to owners).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct AggregateScope {
     /// The owner, empty for none.
     pub owner_id: String,
