@@ -39,11 +39,12 @@ pub struct HttpConfig {
 /// `QueryTimeout`. Either way nothing was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadLimits {
-    /// Heavy reads of one tenant at once. Default 2.
+    /// Heavy reads of one tenant at once. Default: half the machine's cores, at least 1.
     pub per_tenant: usize,
     /// Heavy reads from one peer (one client IP address, whatever tenants it names) at once.
-    /// Default 2. Behind a reverse proxy every client is the proxy's address: raise it there
-    /// and let the proxy limit each client.
+    /// Default: half the machine's cores, at least 1, so one client's heavy reads leave the
+    /// other half to everyone else. Behind a reverse proxy every client is the proxy's
+    /// address: raise it there and let the proxy limit each client.
     pub per_peer: usize,
     /// How long a read waits for a place in its shares. Default 1 s.
     pub wait: Duration,
@@ -54,9 +55,12 @@ pub struct ReadLimits {
 
 impl Default for ReadLimits {
     fn default() -> Self {
+        let half_the_cores = std::thread::available_parallelism()
+            .map_or(1, |cores| cores.get() / 2)
+            .max(1);
         Self {
-            per_tenant: 2,
-            per_peer: 2,
+            per_tenant: half_the_cores,
+            per_peer: half_the_cores,
             wait: Duration::from_secs(1),
             budget: Duration::from_secs(5),
         }

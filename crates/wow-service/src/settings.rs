@@ -16,7 +16,7 @@
 //! | | `WOW_OPERATOR_TOKENS` (`token,token2`) | `operator_tokens` (`["token"]`) | none: with auth on, `/metrics` and `/ui` answer no one |
 //! | | `WOW_SNAPSHOT_QUERIES` (`true`/`false`) | `snapshot_queries` | `false`: Wow's snapshot queries answer 404 |
 //! | | `WOW_OVERFLOW_CHECKS` (`require`/`warn`) | `overflow_checks` | `require`: a crate built so that overflows wrap stops the start ([`OverflowChecks`]) |
-//! | | `WOW_READS_PER_TENANT`, `WOW_READS_PER_PEER`, `WOW_READ_BUDGET_MS` | `reads_per_tenant`, `reads_per_peer`, `read_budget_ms` | 2, 2, 5000 ([`ReadLimits`]) |
+//! | | `WOW_READS_PER_TENANT`, `WOW_READS_PER_PEER`, `WOW_READ_BUDGET_MS` | `reads_per_tenant`, `reads_per_peer`, `read_budget_ms` | half the cores each, 5000 ([`ReadLimits`]) |
 //! | `--role` | `WOW_ROLE` | `role` | `monolith` ([`Role`]) |
 //! | | `WOW_NATS_URL`, `WOW_NATS_PARTITIONS`, `WOW_NATS_REPLICAS`, `WOW_NATS_STORAGE`, `WOW_NATS_LEASE_TTL_MS`, `WOW_NATS_ACK_WAIT_MS`, `WOW_NODE_ID` | `[nats]` (`url`, `partitions`, ...) | [`DistributedSettings`] |
 //!
