@@ -26,8 +26,10 @@ use crate::error::ApiError;
 use crate::extract::CallerTenant;
 use crate::state::HttpState;
 
-/// The address of the client a request came from, as the server accepted it; absent when a
-/// request is served without a socket (a router called directly), which counts as one peer.
+/// The address of the client a request came from, as [`serve`](crate::serve) accepted it.
+/// Absent when the router is served otherwise (axum's own `serve`, a test calling it
+/// directly): then axum's `ConnectInfo<SocketAddr>` stands for it when the server gives one,
+/// and a request from no known address holds a place in its tenant's share only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PeerAddr(pub(crate) SocketAddr);
 
@@ -56,12 +58,15 @@ impl ReadGate {
     ///
     /// Cancel safe: a dropped wait holds no place.
     async fn enter(&self, tenant: &str, peer: Option<IpAddr>) -> Result<ReadPlace, ApiError> {
-        let peer = peer.map_or_else(|| "-".to_owned(), |ip| ip.to_string());
-        let by_peer = self
-            .peers
-            .enter(&peer)
-            .await
-            .map_err(|_| busy(format!("this client ({peer}) already runs {} heavy reads (queries, history ranges, time travel) at once; try again shortly", self.limits.per_peer)))?;
+        let by_peer = match peer {
+            Some(peer) => Some(
+                self.peers
+                    .enter(&peer.to_string())
+                    .await
+                    .map_err(|_| busy(format!("this client ({peer}) already runs {} heavy reads (queries, history ranges, time travel) at once; try again shortly", self.limits.per_peer)))?,
+            ),
+            None => None,
+        };
         let by_tenant = self
             .tenants
             .enter(tenant)
@@ -89,7 +94,7 @@ fn busy(message: String) -> ApiError {
 /// The places are given back when the read and any shaping it started have ended.
 #[derive(Debug)]
 pub(crate) struct ReadPlace {
-    held: Arc<(SharePlace, SharePlace)>,
+    held: Arc<(SharePlace, Option<SharePlace>)>,
     deadline: Instant,
     budget: Duration,
 }
@@ -102,7 +107,13 @@ impl FromRequestParts<HttpState> for ReadPlace {
         let peer = parts
             .extensions
             .get::<PeerAddr>()
-            .map(|PeerAddr(address)| address.ip());
+            .map(|PeerAddr(address)| address.ip())
+            .or_else(|| {
+                parts
+                    .extensions
+                    .get::<axum::extract::ConnectInfo<SocketAddr>>()
+                    .map(|axum::extract::ConnectInfo(address)| address.ip())
+            });
         state.reads().enter(&tenant, peer).await
     }
 }
