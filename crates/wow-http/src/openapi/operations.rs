@@ -317,6 +317,18 @@ fn read_errors(responses: &mut Map<String, Value>, not_found: &str) {
     );
 }
 
+/// What a heavy read answers past its shares or its budget: 429 and 503 `QueryTimeout`.
+pub(super) fn heavy_read_errors(responses: &mut Map<String, Value>) {
+    responses.insert(
+        "429".to_owned(),
+        error("TooManyRequests: the tenant's or the client address's share of heavy reads stayed full for the whole wait (Retry-After)"),
+    );
+    responses.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: the store cannot be read; QueryTimeout: the read ran past the read budget and was stopped"),
+    );
+}
+
 /// `GET /{aggregate}/{id}/state`.
 pub(super) fn state_path(aggregate: &str) -> Value {
     let mut responses = Map::new();
@@ -462,9 +474,10 @@ pub(super) fn events_path(aggregate: &str) -> Value {
     responses.insert(
         "400".to_owned(),
         error(
-            "IllegalArgument: head is above tail, or Command-Tenant-Id breaks the rules of an id",
+            "IllegalArgument: head is above tail, the range holds more than 1,000 versions (the message names the page to ask for), or Command-Tenant-Id breaks the rules of an id",
         ),
     );
+    heavy_read_errors(&mut responses);
     json!({"get": {
         "operationId": format!("{aggregate}.events"),
         "summary": format!("The event streams of one {aggregate}, in version order"),

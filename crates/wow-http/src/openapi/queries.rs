@@ -112,11 +112,11 @@ fn query_operation(
     responses.insert("200".to_owned(), answer);
     responses.insert(
         "400".to_owned(),
-        error("IllegalArgument: a condition, field, option, limit or page the query cannot run, or a limit on its size it is past (named: 64 conditions, 16 levels deep, 1,000 values in a list, 4,000 in all); BadRequest: the body is not a query"),
+        error("IllegalArgument: a condition, field, option, limit or page the query cannot run, or a limit on its size it is past (named: 64 conditions, 16 levels deep, 1,000 values in a list, 4,000 in all, 64 projection paths per list); BadRequest: the body is not a query"),
     );
     responses.insert(
         "429".to_owned(),
-        error("TooManyRequests: the tenant's share of the query connections stayed busy for the whole wait (Retry-After)"),
+        error("TooManyRequests: the tenant's or the client address's share of heavy reads, or the tenant's share of the query connections, stayed full for the whole wait (Retry-After)"),
     );
     responses.insert(
         "404".to_owned(),
@@ -136,7 +136,7 @@ fn query_operation(
     );
     responses.insert(
         "503".to_owned(),
-        error("ServiceUnavailable: the store cannot be read; QueryTimeout: the query ran past the store's time budget and was stopped"),
+        error("ServiceUnavailable: the store cannot be read; QueryTimeout: the query ran past the store's time budget or the read budget and was stopped"),
     );
     responses.insert(
         "500".to_owned(),
@@ -328,10 +328,7 @@ pub(super) fn time_travel_paths(
         "404".to_owned(),
         error("NotFound: the aggregate did not exist then, or has no such version"),
     );
-    responses.insert(
-        "503".to_owned(),
-        error("ServiceUnavailable: the store cannot be read"),
-    );
+    super::operations::heavy_read_errors(&mut responses);
     let tenant = json!({"name": "Command-Tenant-Id", "in": "header", "required": false,
         "description": "The tenant (not read when bearer auth is on)", "schema": super::bounds::tenant_schema()});
     paths.insert(format!("/{aggregate}/{{id}}/state/{{version}}"), json!({"get": {
