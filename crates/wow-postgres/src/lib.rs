@@ -37,6 +37,8 @@
 //! and `schema.rs`.
 
 mod bounded;
+mod call;
+mod connect;
 mod downstream;
 mod error;
 mod options;
@@ -47,6 +49,6 @@ mod store;
 mod view;
 
 pub use error::OpenError;
-pub use options::PostgresOptions;
+pub use options::{PostgresOptions, DEFAULT_CALL_TIMEOUT};
 pub use schema::SCHEMA_VERSION;
 pub use store::PostgresStore;
