@@ -13,7 +13,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::server::OwnServer;
-use wow_core::eventsourcing::{EventStore, EventStoreError, RequestDecision};
+use wow_core::eventsourcing::{EventStore, EventStoreError, RequestDecision, StoreHealth};
 use wow_core::AggregateId;
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_tck::fixtures::{aggregate, stream};
@@ -99,6 +99,12 @@ async fn a_frozen_server_is_unavailable_within_the_deadline_and_served_again_onc
         assert!(waited < deadline + SLACK, "the look-up waited {waited:?}");
     }
 
+    let started = Instant::now();
+    let check = store.check(Duration::from_millis(500)).await;
+    assert_eq!(check.status, "DOWN", "{check:?}");
+    assert!(check.lost_for_ms.is_some(), "{check:?}");
+    assert!(started.elapsed() < Duration::from_millis(500) + SLACK);
+
     server.thaw();
     // The appends sent to the frozen server may commit now: the look-up decides.
     let back = append_safely(&store, &aggregate, 2, "r-2", Duration::from_secs(10)).await;
@@ -110,6 +116,8 @@ async fn a_frozen_server_is_unavailable_within_the_deadline_and_served_again_onc
     let history = store.load(&aggregate, 1, u64::MAX).await.unwrap();
     let versions: Vec<_> = history.iter().map(|s| s.version).collect();
     assert_eq!(versions, vec![1, 2], "nothing lost, nothing doubled");
+    let check = store.check(Duration::from_millis(500)).await;
+    assert_eq!((check.status, check.lost_for_ms), ("UP", None), "{check:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,6 +153,12 @@ async fn a_server_back_as_read_only_is_unavailable_and_never_answers_no_decision
     }
     let last = last.unwrap();
     assert!(last.contains("25006"), "the SQLSTATE is said: {last}");
+    let check = store.check(Duration::from_millis(500)).await;
+    assert_eq!(
+        (check.status, check.reachable, check.writable),
+        ("READ_ONLY", true, false),
+        "{check:?}"
+    );
 
     // Writable again (a promotion): served again by itself, nothing of the refused appends.
     server
