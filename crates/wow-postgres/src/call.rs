@@ -8,11 +8,13 @@
 //!
 //! A call that timed out, or failed because the server could not be reached, refused the
 //! work as read-only (a standby, SQLSTATE 25006) or is shutting down, puts the store **in
-//! doubt**: every pooled connection made before that moment is discarded at its next
+//! doubt**: every pooled connection made before the call started is discarded at its next
 //! checkout rather than handed out (the pool's `pre_recycle` hook asks
 //! [`Watch::made_before_doubt`]). Why all of them and not only the failed one: after a
 //! failover or a freeze, every connection to the old primary is in the same state, and each
-//! would cost a caller a whole deadline to discover it. New connections walk the URL's hosts
+//! would cost a caller a whole deadline to discover it. Connections made while the call ran
+//! are kept: other calls made them on the store as it is now, and discarding them too would
+//! have concurrent failures undo each other's reconnections. New connections walk the URL's hosts
 //! again ([`crate::connect`]), so they find the new primary.
 //!
 //! The watch also logs the store's state for operators: one warning when calls start
@@ -63,7 +65,7 @@ impl Watch {
     pub(crate) fn made_before_doubt(&self, created: Instant) -> bool {
         self.lock()
             .doubted_at
-            .is_some_and(|doubted| created <= doubted)
+            .is_some_and(|doubted| created < doubted)
     }
 
     /// Since when calls fail, `None` while they are answered.
@@ -71,13 +73,15 @@ impl Watch {
         self.lock().lost_since
     }
 
-    /// A call failed for `reason` in a way that puts the store in doubt: the connections made
-    /// until now are not handed out again, and the first failure after answers is logged.
-    pub(crate) fn doubt(&self, reason: &dyn std::fmt::Display) {
+    /// A call that started at `since` failed for `reason` in a way that puts the store in
+    /// doubt: the connections made before `since` are not handed out again (those made
+    /// since, by other calls, found the store as it is now), and the first failure after
+    /// answers is logged.
+    pub(crate) fn doubt(&self, since: Instant, reason: &dyn std::fmt::Display) {
         let now = Instant::now();
         let first = {
             let mut state = self.lock();
-            state.doubted_at = Some(now);
+            state.doubted_at = Some(state.doubted_at.map_or(since, |at| at.max(since)));
             let first = state.lost_since.is_none();
             if first {
                 state.lost_since = Some(now);
@@ -180,6 +184,7 @@ impl PostgresStore {
         call: impl Future<Output = Result<T, E>>,
     ) -> Result<T, E> {
         let watch = &self.watch;
+        let started = Instant::now();
         match tokio::time::timeout(watch.deadline(), call).await {
             Ok(Ok(answer)) => {
                 watch.answered();
@@ -187,7 +192,7 @@ impl PostgresStore {
             }
             Ok(Err(error)) => {
                 if error.is_unavailable() {
-                    watch.doubt(&error);
+                    watch.doubt(started, &error);
                 } else {
                     watch.answered();
                 }
@@ -195,7 +200,7 @@ impl PostgresStore {
             }
             Err(_) => {
                 let error = E::past_deadline(watch.deadline());
-                watch.doubt(&error);
+                watch.doubt(started, &error);
                 Err(error)
             }
         }
@@ -210,12 +215,16 @@ mod tests {
     fn connections_made_before_a_doubt_are_not_handed_out() {
         let watch = Watch::new(Duration::from_secs(1));
         let before = Instant::now();
+        let call = before + Duration::from_millis(5);
+        let during = call + Duration::from_millis(5);
         assert!(!watch.made_before_doubt(before));
-        watch.doubt(&"SQLSTATE 25006");
+        watch.doubt(call, &"SQLSTATE 25006");
         assert!(watch.made_before_doubt(before));
+        assert!(!watch.made_before_doubt(during), "made while the call ran");
         assert!(watch.lost_since().is_some());
-        let after = Instant::now() + Duration::from_millis(1);
-        assert!(!watch.made_before_doubt(after));
+        // An older call's failure moves nothing back.
+        watch.doubt(before, &"SQLSTATE 57P01");
+        assert!(watch.made_before_doubt(call - Duration::from_millis(1)));
         watch.answered();
         assert!(watch.lost_since().is_none());
     }

@@ -17,6 +17,7 @@
 //!
 //! The URL's own `options` are kept: the store adds `-c search_path=<schema>` after them.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,14 +117,19 @@ pub(crate) fn command_pool(
         .map_err(|e| OpenError::Pool(e.to_string()))
 }
 
-/// Connects to the first of a URL's hosts that sets up a connection within its bound, in the
-/// URL's order (see the module docs for why not the driver's own walk).
+/// Connects to the first of a URL's hosts that sets up a connection within its bound (see
+/// the module docs for why not the driver's own walk): the host the last connection was
+/// made to first, then the others in the URL's order. Why start from the last good host:
+/// after a failover the URL's first host may be the old primary, frozen or a standby, and
+/// every new connection would pay its bound before reaching the primary.
 #[derive(Debug)]
 pub(crate) struct HostWalk {
     /// One configuration per host, each naming that host alone.
     hosts: Vec<Config>,
     /// The set-up bound of each host.
     per_host: Duration,
+    /// The host the last connection was made to.
+    last_good: AtomicUsize,
 }
 
 impl HostWalk {
@@ -137,11 +143,21 @@ impl HostWalk {
         };
         Self {
             hosts,
+            last_good: AtomicUsize::new(0),
             per_host: config
                 .get_connect_timeout()
                 .copied()
                 .unwrap_or(DEFAULT_HOST_TIMEOUT),
         }
+    }
+
+    /// The hosts' indexes in the order of the next walk: the last good one, then the others
+    /// in the URL's order.
+    fn order(&self) -> Vec<usize> {
+        let first = self.last_good.load(Ordering::Relaxed) % self.hosts.len().max(1);
+        std::iter::once(first)
+            .chain((0..self.hosts.len()).filter(|index| *index != first))
+            .collect()
     }
 
     /// The longest a whole walk takes: every host's bound.
@@ -152,7 +168,8 @@ impl HostWalk {
 }
 
 impl Connect for HostWalk {
-    /// Tries each host in turn; the first connection set up within its bound is the answer.
+    /// Tries each host in turn ([`HostWalk::order`]); the first connection set up within its
+    /// bound is the answer.
     /// When every host failed, the last host's error; when none answered at all, the future
     /// does not end and the pool's create timeout (a little past [`HostWalk::bound`]) ends
     /// it as a timeout: the driver's error type has no public timeout of its own.
@@ -162,9 +179,13 @@ impl Connect for HostWalk {
     ) -> BoxFuture<'_, Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>> {
         Box::pin(async move {
             let mut last_error = None;
-            for (index, host) in self.hosts.iter().enumerate() {
+            for index in self.order() {
+                let Some(host) = self.hosts.get(index) else {
+                    continue;
+                };
                 match tokio::time::timeout(self.per_host, host.connect(NoTls)).await {
                     Ok(Ok((client, connection))) => {
+                        self.last_good.store(index, Ordering::Relaxed);
                         let task = tokio::spawn(async move {
                             if let Err(error) = connection.await {
                                 tracing::debug!(%error, "a store connection ended");
@@ -312,6 +333,9 @@ mod tests {
             assert_eq!(host.get_keepalives_idle(), Duration::from_secs(5));
         }
         // A host without a port has the default one, as the driver reads the URL.
+        assert_eq!(walk.order(), vec![0, 1]);
+        walk.last_good.store(1, Ordering::Relaxed);
+        assert_eq!(walk.order(), vec![1, 0], "the last good host first");
         let default_port = HostWalk::of(&self::config("postgres://u@h1,h2:6000/db"));
         assert_eq!(default_port.hosts[0].get_ports(), &[5432]);
         assert_eq!(default_port.hosts[1].get_ports(), &[6000]);

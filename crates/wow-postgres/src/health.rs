@@ -32,6 +32,7 @@ impl StoreHealth for PostgresStore {
     /// the store in doubt.
     async fn check(&self, within: Duration) -> StoreCheck {
         let within = within.min(self.watch.deadline());
+        let started = std::time::Instant::now();
         let status = self.pool.status();
         let connections = ConnectionUse {
             open: status.size,
@@ -56,7 +57,7 @@ impl StoreHealth for PostgresStore {
         let found = match check {
             Ok(Ok((in_recovery, read_only))) if in_recovery || read_only => {
                 let why = ReadOnly { in_recovery };
-                self.watch.doubt(&why);
+                self.watch.doubt(started, &why);
                 StoreCheck::reachable(false).with_error(why.to_string())
             }
             Ok(Ok(_)) => {
@@ -64,7 +65,7 @@ impl StoreHealth for PostgresStore {
                 StoreCheck::reachable(true)
             }
             Ok(Err(error)) => {
-                self.watch.doubt(&error);
+                self.watch.doubt(started, &error);
                 StoreCheck::unreachable(error)
             }
             Err(_)
@@ -78,7 +79,7 @@ impl StoreHealth for PostgresStore {
             }
             Err(_) => {
                 let error = crate::call::PastDeadline(within);
-                self.watch.doubt(&error);
+                self.watch.doubt(started, &error);
                 StoreCheck::unreachable(error.to_string())
             }
         };

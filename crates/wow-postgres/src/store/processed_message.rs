@@ -47,6 +47,7 @@ impl PostgresStore {
             .await
             .map_err(|e| ProcessError::Store(Box::new(e)))?;
         let deadline = self.watch.deadline();
+        let started = std::time::Instant::now();
         let run = async move {
             let store = |error: tokio_postgres::Error| {
                 ProcessError::Store(Box::new(crate::error::DbFault::from(error)))
@@ -81,7 +82,7 @@ impl PostgresStore {
             Ok(outcome) => outcome,
             Err(_) => {
                 let error = PastDeadline(deadline);
-                self.watch.doubt(&error);
+                self.watch.doubt(started, &error);
                 Err(ProcessError::Store(Box::new(error)))
             }
         }
