@@ -78,6 +78,20 @@ pub(crate) fn driver_config(options: &PostgresOptions) -> Result<Config, OpenErr
              refuses every write (503) until it is promoted; add target_session_attrs=read-write"
         );
     }
+    let hosts = u32::try_from(config.get_hosts().len()).unwrap_or(u32::MAX);
+    let per_host = config
+        .get_connect_timeout()
+        .copied()
+        .unwrap_or(DEFAULT_HOST_TIMEOUT);
+    if hosts > 1 && per_host.saturating_mul(hosts) >= options.call_timeout {
+        tracing::warn!(
+            hosts,
+            connect_timeout_ms = u64::try_from(per_host.as_millis()).unwrap_or(u64::MAX),
+            call_timeout_ms = u64::try_from(options.call_timeout.as_millis()).unwrap_or(u64::MAX),
+            "a call's deadline may end before the walk over the store's hosts reaches the last \
+             one: lower connect_timeout or raise call_timeout_ms"
+        );
+    }
     Ok(config)
 }
 

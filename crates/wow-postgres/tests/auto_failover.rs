@@ -167,7 +167,9 @@ fn gaps(
     (longest, after)
 }
 
-/// When node `number` alone first takes writes (polled every 20 ms), within `patience`.
+/// When the node at `url` first commits a write (polled every 20 ms, each try bounded by
+/// 500 ms), within `patience`: out of recovery is not enough, since a commit there still
+/// waits for a synchronous standby until the formation stops asking for one.
 async fn writable(url: &str, patience: Duration) -> Instant {
     let deadline = Instant::now() + patience;
     loop {
@@ -176,13 +178,16 @@ async fn writable(url: &str, patience: Duration) -> Instant {
                 .await
                 .ok()?;
             let task = tokio::spawn(connection);
-            let row = client
-                .query_one("SELECT pg_is_in_recovery()", &[])
+            let committed = client
+                .batch_execute(
+                    "CREATE TABLE IF NOT EXISTS wow_probe (at BIGINT); \
+                     INSERT INTO wow_probe VALUES (1)",
+                )
                 .await
-                .ok()?;
+                .is_ok();
             drop(client);
             let _ = task.await;
-            Some(!row.get::<_, bool>(0))
+            Some(committed)
         })
         .await;
         if let Ok(Some(true)) = answer {
