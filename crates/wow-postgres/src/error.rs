@@ -13,7 +13,7 @@ pub enum OpenError {
     #[error("bad store URL: {0}")]
     BadUrl(String),
     /// PostgreSQL could not be reached or refused.
-    #[error("PostgreSQL failed: {0}")]
+    #[error("PostgreSQL failed: {}", PgFault(.0))]
     Postgres(#[from] tokio_postgres::Error),
     /// The pool could not be built or handed out no connection.
     #[error("connection pool failed: {0}")]

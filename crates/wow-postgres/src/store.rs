@@ -112,10 +112,10 @@ impl PostgresStore {
         )?;
         let watch = Arc::new(Watch::new(options.call_timeout));
         let pool = command_pool(config, options.max_connections, watch.clone())?;
-        let mut client = pool
-            .get()
-            .await
-            .map_err(|e| OpenError::Pool(e.to_string()))?;
+        let mut client = pool.get().await.map_err(|error| match error {
+            deadpool_postgres::PoolError::Backend(error) => OpenError::Postgres(error),
+            other => OpenError::Pool(other.to_string()),
+        })?;
         migrate(&mut client, &options.schema).await?;
         Ok(Self {
             pool,
