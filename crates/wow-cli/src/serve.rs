@@ -44,7 +44,7 @@ pub(crate) async fn open_store(url: &str) -> Result<Stores, ServeError> {
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let store = PostgresStore::open(url.parse::<PostgresOptions>()?).await?;
-        let stores = Stores::of(store.clone());
+        let stores = Stores::of(store.clone()).with_health(std::sync::Arc::new(store.clone()));
         legacy::upgrade(Database::Postgres(&store), &stores).await?;
         return Ok(stores);
     }

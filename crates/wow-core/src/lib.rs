@@ -140,12 +140,12 @@ pub mod eventsourcing {
     pub use crate::contracts::eventsourcing::{
         check_appendable, check_claimable, check_deadline_changes, check_key_changes,
         check_rejectable, check_rename, check_time_range, check_version_range, stream_document,
-        AggregateRenames, AppendChanges, EventStore, EventStoreDecorator, EventStoreError,
-        EventStoreMethod, FeedEntry, GatedEventStore, GlobalPosition, InMemoryEventStore,
-        InMemoryRenames, InMemorySnapshotStore, KeyTaken, ParseGlobalPositionError,
-        PendingMigration, RecordingEventStore, RecordingSnapshotStore, RejectedStream, RenameError,
-        RenamedRows, SchemaStatus, Snapshot, SnapshotStore, SnapshotStoreDecorator,
-        SnapshotStoreError, SnapshotStoreMethod,
+        AggregateRenames, AppendChanges, ConnectionUse, EventStore, EventStoreDecorator,
+        EventStoreError, EventStoreMethod, FeedEntry, GatedEventStore, GlobalPosition,
+        InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore, KeyTaken,
+        ParseGlobalPositionError, PendingMigration, RecordingEventStore, RecordingSnapshotStore,
+        RejectedStream, RenameError, RenamedRows, SchemaStatus, Snapshot, SnapshotStore,
+        SnapshotStoreDecorator, SnapshotStoreError, SnapshotStoreMethod, StoreCheck, StoreHealth,
     };
     pub use crate::model::error::BoxError;
     pub use crate::model::eventsourcing::{

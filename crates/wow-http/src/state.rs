@@ -47,6 +47,8 @@ pub struct QuerySide {
     /// operators (a crate built so that overflows wrap, SPEC PX-1): `/health` lists them in
     /// `details.warnings`, which is absent when there are none.
     pub warnings: Vec<String>,
+    /// What the store says of itself in `/health` (`details.store`); `None` leaves it out.
+    pub store_health: Option<Arc<dyn wow_core::eventsourcing::StoreHealth>>,
 }
 
 /// This node's place in a deployment, as `/health` reports it under `details.node`.
@@ -68,6 +70,7 @@ impl QuerySide {
             views: None,
             deadlines: None,
             warnings: Vec::new(),
+            store_health: None,
         }
     }
 
@@ -83,6 +86,7 @@ impl QuerySide {
             views: None,
             deadlines: None,
             warnings: Vec::new(),
+            store_health: None,
         }
     }
 
@@ -115,6 +119,15 @@ impl QuerySide {
     /// Reports `warnings` in `/health` (`details.warnings`).
     pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
         self.warnings = warnings;
+        self
+    }
+
+    /// Reports the store's check in `/health` (`details.store`).
+    pub fn with_store_health(
+        mut self,
+        health: Arc<dyn wow_core::eventsourcing::StoreHealth>,
+    ) -> Self {
+        self.store_health = Some(health);
         self
     }
 
@@ -219,6 +232,11 @@ impl HttpState {
     /// process.
     pub(crate) fn node_status(&self) -> Option<serde_json::Value> {
         self.inner.queries.node.as_ref().map(|node| node.status())
+    }
+
+    /// What `/health` asks the store of itself; `None` when it asks nothing.
+    pub(crate) fn store_health(&self) -> Option<&Arc<dyn wow_core::eventsourcing::StoreHealth>> {
+        self.inner.queries.store_health.as_ref()
     }
 
     /// What the service warns of, for `/health`.

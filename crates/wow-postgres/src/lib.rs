@@ -27,8 +27,17 @@
 //! - A lost connection is [`EventStoreError::Unavailable`](wow_core::eventsourcing::EventStoreError)
 //!   (the outcome of that append is unknown); the pool reconnects by itself.
 //!
-//! [`PostgresStore`] implements `EventStore`, `SnapshotStore` and `DeadlineStore`, and the
-//! `ViewStore` of portable views (table `view_row`), and passes the whole `wow-tck` suite.
+//! - Every call of the command path and of the background loops has a deadline
+//!   ([`PostgresOptions::call_timeout`], default 5 s): past it the call is `Unavailable`
+//!   (its outcome unknown) and the connections made before it are replaced. A multi-host
+//!   URL's hosts are walked with a bounded set-up each, so a hung host never stops the walk;
+//!   a read-only or shutting-down server is `Unavailable` too, and a decision is answered
+//!   only once a failover cannot undo it (`src/call.rs`, `src/connect.rs`,
+//!   `src/store/request_decision.rs`).
+//!
+//! [`PostgresStore`] implements `EventStore`, `SnapshotStore` and `DeadlineStore`, the
+//! `ViewStore` of portable views (table `view_row`) and `StoreHealth` (`/health`), and passes
+//! the whole `wow-tck` suite.
 //!
 //! The SQL is kept by table, each statement a named constant beside the code that runs it:
 //! `store/` (`event_stream`, its request decisions, feed and queries, `snapshot`,
@@ -37,8 +46,11 @@
 //! and `schema.rs`.
 
 mod bounded;
+mod call;
+mod connect;
 mod downstream;
 mod error;
+mod health;
 mod options;
 mod query;
 mod rename;
@@ -47,6 +59,6 @@ mod store;
 mod view;
 
 pub use error::OpenError;
-pub use options::PostgresOptions;
+pub use options::{PostgresOptions, DEFAULT_CALL_TIMEOUT};
 pub use schema::SCHEMA_VERSION;
 pub use store::PostgresStore;

@@ -22,7 +22,19 @@ pub struct PostgresOptions {
     /// [`QueryRefusal::TimedOut`](wow_core::query::QueryRefusal::TimedOut); also how long a
     /// query waits for its tenant's share. Default 5 s.
     pub query_timeout: std::time::Duration,
+    /// How long one call of the command path or of a background loop (an append, a
+    /// look-up, a load, a consumer's transaction, a deadline or position write) may take,
+    /// connection included: past it the call fails
+    /// [`Unavailable`](wow_core::eventsourcing::EventStoreError::Unavailable) (its outcome
+    /// unknown) and every connection made before it is replaced, never handed out again.
+    /// Default 5 s ([`DEFAULT_CALL_TIMEOUT`]).
+    pub call_timeout: std::time::Duration,
 }
+
+/// The default of [`PostgresOptions::call_timeout`]: 5 s, long enough for a commit that
+/// waits for a synchronous standby under load, short enough that a hung server is noticed
+/// before a caller gives up.
+pub const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl PostgresOptions {
     /// Options for `url` in `schema`, with the defaults.
@@ -33,6 +45,7 @@ impl PostgresOptions {
             max_connections: 16,
             query_connections: 4,
             query_timeout: wow_core::query::DEFAULT_QUERY_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
         }
     }
 
@@ -54,6 +67,12 @@ impl PostgresOptions {
         self
     }
 
+    /// Sets the deadline of each store call (at least a millisecond; default 5 s).
+    pub fn call_timeout(mut self, budget: std::time::Duration) -> Self {
+        self.call_timeout = budget.max(std::time::Duration::from_millis(1));
+        self
+    }
+
     /// Sets the pool size (at least 1).
     pub fn max_connections(mut self, count: usize) -> Self {
         self.max_connections = count.max(1);
@@ -65,8 +84,9 @@ impl FromStr for PostgresOptions {
     type Err = OpenError;
 
     /// Reads `postgres://…` (or `postgresql://…`), with optional `schema=NAME`,
-    /// `max_connections=N`, `query_connections=N` and `query_timeout_ms=N` parameters of our
-    /// own; the rest is handed to the driver.
+    /// `max_connections=N`, `query_connections=N`, `query_timeout_ms=N` and `call_timeout_ms=N`
+    /// parameters of our own; the rest (`target_session_attrs`, `options`, `connect_timeout`,
+    /// `keepalives_*`, several hosts `h1:p1,h2:p2`) is handed to the driver.
     fn from_str(url: &str) -> Result<Self, Self::Err> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(OpenError::BadUrl(format!(
@@ -91,6 +111,10 @@ impl FromStr for PostgresOptions {
                 Some(("query_timeout_ms", n)) => {
                     let millis = positive(url, "query_timeout_ms", n)?;
                     options = options.query_timeout(std::time::Duration::from_millis(millis));
+                }
+                Some(("call_timeout_ms", n)) => {
+                    let millis = positive(url, "call_timeout_ms", n)?;
+                    options = options.call_timeout(std::time::Duration::from_millis(millis));
                 }
                 _ => rest.push(pair),
             }
@@ -135,6 +159,19 @@ mod tests {
         assert_eq!(options.query_timeout, std::time::Duration::from_millis(250));
         assert_eq!(options.query_connections, 2);
         assert!("postgres://h/db?query_timeout_ms=0"
+            .parse::<PostgresOptions>()
+            .is_err());
+        assert_eq!(options.call_timeout, DEFAULT_CALL_TIMEOUT);
+        let options: PostgresOptions =
+            "postgres://u@h1:5432,h2:5433/db?call_timeout_ms=1500&target_session_attrs=read-write"
+                .parse()
+                .unwrap();
+        assert_eq!(options.call_timeout, std::time::Duration::from_millis(1500));
+        assert_eq!(
+            options.url,
+            "postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write"
+        );
+        assert!("postgres://h/db?call_timeout_ms=x"
             .parse::<PostgresOptions>()
             .is_err());
     }

@@ -31,12 +31,14 @@ mod unique_key;
 
 use std::sync::Arc;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use tokio_postgres::NoTls;
 use wow_core::eventsourcing::{EventStoreError, SchemaStatus};
 use wow_core::id::{Clock, SystemClock};
 
 use crate::bounded::QueryPool;
+use crate::call::Watch;
+use crate::connect::{command_pool, driver_config};
 use crate::error::pool_error;
 use crate::schema::{check_schema_name, found_version, migrate};
 use crate::{OpenError, PostgresOptions};
@@ -53,6 +55,8 @@ pub struct PostgresStore {
     consumer_slots: Arc<tokio::sync::Semaphore>,
     schema: String,
     pub(crate) clock: Arc<dyn Clock>,
+    /// The call deadline, and what the store's failures say about its connections.
+    pub(crate) watch: Arc<Watch>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -92,38 +96,26 @@ impl PostgresStore {
 
     /// Connects, creates the schema if missing and migrates it.
     ///
+    /// The URL may name several hosts (`postgres://u@h1:p1,h2:p2/db?target_session_attrs=read-write`,
+    /// what `pg_autoctl show uri` prints): each connection goes to the first host that sets
+    /// one up within its `connect_timeout` (default 2 s) and, with `read-write`, accepts writes;
+    /// a start with several hosts and without `read-write` is warned of.
+    ///
     /// Fails with [`OpenError::SchemaTooNew`] for a schema written by a newer build, and with
     /// [`OpenError::Postgres`] or [`OpenError::Pool`] when the database cannot be reached.
     pub async fn open(options: PostgresOptions) -> Result<Self, OpenError> {
-        let mut config: tokio_postgres::Config = options
-            .url
-            .parse()
-            .map_err(|e: tokio_postgres::Error| OpenError::BadUrl(e.to_string()))?;
-        config.options(format!("-c search_path={}", options.schema));
-        config.connect_timeout(std::time::Duration::from_secs(5));
+        let config = driver_config(&options)?;
         let queries = QueryPool::open(
             config.clone(),
             options.query_connections,
             options.query_timeout,
         )?;
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(options.max_connections)
-            .wait_timeout(Some(std::time::Duration::from_secs(10)))
-            .create_timeout(Some(std::time::Duration::from_secs(5)))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .build()
-            .map_err(|e| OpenError::Pool(e.to_string()))?;
-        let mut client = pool
-            .get()
-            .await
-            .map_err(|e| OpenError::Pool(e.to_string()))?;
+        let watch = Arc::new(Watch::new(options.call_timeout));
+        let pool = command_pool(config, options.max_connections, watch.clone())?;
+        let mut client = pool.get().await.map_err(|error| match error {
+            deadpool_postgres::PoolError::Backend(error) => OpenError::Postgres(error),
+            other => OpenError::Pool(other.to_string()),
+        })?;
         migrate(&mut client, &options.schema).await?;
         Ok(Self {
             pool,
@@ -133,6 +125,7 @@ impl PostgresStore {
             )),
             schema: options.schema,
             clock: Arc::new(SystemClock),
+            watch,
         })
     }
 

@@ -170,6 +170,7 @@ impl ViewStore for PostgresStore {
         message_id: &str,
         work: ViewUpdate,
     ) -> Result<Processed, ProcessError> {
+        // Bounded by the call deadline in `process_once`.
         let key = key.clone();
         let view = key.view.clone();
         self.process_once(&view, message_id, move |transaction| {
@@ -179,14 +180,17 @@ impl ViewStore for PostgresStore {
     }
 
     async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
-        let client = self.pool().get().await.map_err(pool_view_error)?;
-        let row = client
-            .query_opt(LOAD_ROW, &[&key.view, &key.tenant_id, &key.aggregate_id])
-            .await
-            .map_err(view_error)?;
-        row.map(|row| decode(&key.view, &key.tenant_id, &row))
-            .transpose()
-            .map_err(view_error)
+        self.within(async {
+            let client = self.pool().get().await.map_err(pool_view_error)?;
+            let row = client
+                .query_opt(LOAD_ROW, &[&key.view, &key.tenant_id, &key.aggregate_id])
+                .await
+                .map_err(view_error)?;
+            row.map(|row| decode(&key.view, &key.tenant_id, &row))
+                .transpose()
+                .map_err(view_error)
+        })
+        .await
     }
 
     async fn list(
@@ -197,21 +201,24 @@ impl ViewStore for PostgresStore {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        let mut params: Vec<Param> = vec![
-            Box::new(view.to_owned()),
-            Box::new(tenant_id.to_owned()),
-            Box::new(after.map(str::to_owned)),
-            Box::new(i64::try_from(limit).unwrap_or(i64::MAX)),
-        ];
-        let sql = list_rows_sql(&filter::conditions(filter, &mut params)?);
-        let client = self.pool().get().await.map_err(pool_view_error)?;
-        let rows = client
-            .query(&sql, &param_refs(&params))
-            .await
-            .map_err(view_error)?;
-        rows.iter()
-            .map(|row| decode(view, tenant_id, row).map_err(view_error))
-            .collect()
+        self.within(async {
+            let mut params: Vec<Param> = vec![
+                Box::new(view.to_owned()),
+                Box::new(tenant_id.to_owned()),
+                Box::new(after.map(str::to_owned)),
+                Box::new(i64::try_from(limit).unwrap_or(i64::MAX)),
+            ];
+            let sql = list_rows_sql(&filter::conditions(filter, &mut params)?);
+            let client = self.pool().get().await.map_err(pool_view_error)?;
+            let rows = client
+                .query(&sql, &param_refs(&params))
+                .await
+                .map_err(view_error)?;
+            rows.iter()
+                .map(|row| decode(view, tenant_id, row).map_err(view_error))
+                .collect()
+        })
+        .await
     }
 
     async fn query(
@@ -263,22 +270,25 @@ impl ViewStore for PostgresStore {
         after: Option<&ViewKey>,
         limit: usize,
     ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        let (tenant, id) = after
-            .map(|key| (key.tenant_id.clone(), key.aggregate_id.clone()))
-            .unzip();
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let client = self.pool().get().await.map_err(pool_view_error)?;
-        let rows = client
-            .query(SCAN_ROWS, &[&view, &tenant, &id, &limit])
-            .await
-            .map_err(view_error)?;
-        rows.iter()
-            .map(|row| {
-                let tenant: String = row.try_get(4)?;
-                decode(view, &tenant, row)
-            })
-            .collect::<Result<_, _>>()
-            .map_err(view_error)
+        self.within(async {
+            let (tenant, id) = after
+                .map(|key| (key.tenant_id.clone(), key.aggregate_id.clone()))
+                .unzip();
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let client = self.pool().get().await.map_err(pool_view_error)?;
+            let rows = client
+                .query(SCAN_ROWS, &[&view, &tenant, &id, &limit])
+                .await
+                .map_err(view_error)?;
+            rows.iter()
+                .map(|row| {
+                    let tenant: String = row.try_get(4)?;
+                    decode(view, &tenant, row)
+                })
+                .collect::<Result<_, _>>()
+                .map_err(view_error)
+        })
+        .await
     }
 
     async fn declare_query_index(&self, view: &str) -> Result<(), ViewStoreError> {

@@ -142,6 +142,10 @@ impl ServiceBuilder {
             Some(distribution) => queries.with_node_status(distribution.status()),
             None => queries,
         };
+        let queries = match &stores.health {
+            Some(health) => queries.with_store_health(health.clone()),
+            None => queries,
+        };
         let queries = queries.with_warnings(warnings);
         let router = self.router(&pipeline, &stores, queries, http);
         let retries = settings

@@ -40,7 +40,7 @@ pub async fn open_store(url: &str) -> Result<Stores, StoreError> {
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let store = PostgresStore::open(url.parse::<PostgresOptions>()?).await?;
-        return Ok(Stores::of(store));
+        return Ok(Stores::of(store.clone()).with_health(std::sync::Arc::new(store)));
     }
     Err(StoreError::Unsupported(url.to_owned()))
 }

@@ -10,7 +10,7 @@ use crate::contracts::event::{
 };
 use crate::contracts::eventsourcing::{
     AggregateRenames, EventStore, InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore,
-    SnapshotStore,
+    SnapshotStore, StoreHealth,
 };
 use crate::contracts::view::{InMemoryViewStore, ViewStore};
 
@@ -38,6 +38,9 @@ pub struct Stores {
     pub renames: Arc<dyn AggregateRenames>,
     /// The pending deadlines (SPEC DM-2), written with the event store's appends.
     pub deadlines: Arc<dyn DeadlineStore>,
+    /// What the backend says of itself to `/health` (reachable, writable, connections);
+    /// `None` for a backend with nothing to say (in memory, embedded).
+    pub health: Option<Arc<dyn StoreHealth>>,
 }
 
 impl Stores {
@@ -64,6 +67,7 @@ impl Stores {
             effects: Arc::new(store.clone()),
             renames: Arc::new(store.clone()),
             deadlines: Arc::new(store),
+            health: None,
         }
     }
 
@@ -84,7 +88,14 @@ impl Stores {
             effects: Arc::new(InMemoryEffectJournal::default()),
             deadlines: renames.events.clone(),
             renames: Arc::new(renames),
+            health: None,
         }
+    }
+
+    /// These stores with `health` reporting on the backend in `/health`.
+    pub fn with_health(mut self, health: Arc<dyn StoreHealth>) -> Self {
+        self.health = Some(health);
+        self
     }
 
     /// These stores with history in `events` instead (the others stay): for a fault-injecting

@@ -745,6 +745,17 @@ fn health() -> Value {
         "properties": {"contextName": {"type": "string"}, "aggregateName": {"type": "string"},
             "aggregateId": {"type": "string"}, "tenantId": {"type": "string"},
             "version": {"type": "integer"}, "message": {"type": "string"}, "since": {"type": "integer"}}});
+    let store = json!({"type": "object",
+        "description": "What the store says of itself (PostgreSQL), checked within 1 s; absent for a store with nothing to say",
+        "required": ["status", "reachable", "writable"],
+        "properties": {
+            "status": {"type": "string", "enum": ["UP", "READ_ONLY", "DOWN", "SATURATED"]},
+            "reachable": {"type": "boolean"}, "writable": {"type": "boolean"},
+            "connections": {"type": ["object", "null"], "properties": {
+                "open": {"type": "integer"}, "max": {"type": "integer"},
+                "idle": {"type": "integer"}, "waiting": {"type": "integer"}}},
+            "lostForMs": {"type": ["integer", "null"], "description": "How long store calls have been failing; null while they are answered"},
+            "error": {"type": ["string", "null"], "description": "Why it is not UP, with the SQLSTATE when the server gave one"}}});
     json!({"get": {
         "operationId": "service.health",
         "summary": "Whether the service is up (always UP while it answers); the quarantined aggregates (SPEC PX-1) in details: the count of all, the list of the caller's tenant's when it names one (a token, or Command-Tenant-Id), else of all",
@@ -756,7 +767,8 @@ fn health() -> Value {
                 "details": {"type": "object", "required": ["quarantinedCount", "quarantined"], "properties": {
                     "quarantinedCount": {"type": "integer", "minimum": 0},
                     "quarantined": {"type": "array", "items": quarantined},
-                    "warnings": {"type": "array", "items": {"type": "string"}, "description": "What the service warned of at start (a crate built so that overflows wrap, started with WOW_OVERFLOW_CHECKS=warn); absent when none"}}}}}}}}},
+                    "warnings": {"type": "array", "items": {"type": "string"}, "description": "What the service warned of at start (a crate built so that overflows wrap, started with WOW_OVERFLOW_CHECKS=warn); absent when none"},
+                    "store": store}}}}}}}},
     }})
 }
 

@@ -5,8 +5,13 @@ use axum::http::HeaderMap;
 use axum::Json;
 use serde_json::json;
 
+use wow_core::eventsourcing::StoreCheck;
+
 use crate::auth;
 use crate::state::HttpState;
+
+/// How long `/health` waits for the store's own check.
+pub(crate) const STORE_CHECK_TIME: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `GET /health`: `{"status": "UP", "details": {"quarantinedCount": n, "quarantined": [...]}}`,
 /// and `details.node` (role, partitions, NATS connection) on a node of a distributed
@@ -21,6 +26,14 @@ use crate::state::HttpState;
 /// every tenant's otherwise, as `/compensation/failures` does; none for a token bound to an
 /// owner or a space (SPEC TN-2); the count is of the listed ones (the gauge
 /// `wow_quarantined_aggregates` in `/metrics` counts every tenant's).
+///
+/// `details.store` is what the store says of itself when it can (PostgreSQL): `status`
+/// (`UP`, `READ_ONLY`, `DOWN`, `SATURATED`), `reachable`, `writable`, the command path's
+/// `connections` (open, max, idle, waiting), `lostForMs` while calls fail, and the `error`
+/// with its SQLSTATE; asked within [`STORE_CHECK_TIME`], so the probe never hangs on a hung
+/// store. The status stays `UP` whatever it says: a lost store comes back by itself (the
+/// node reconnects), and every node of a deployment shares it, so restarting or removing
+/// the node would not help; commands meanwhile answer 503 (unavailable, retry).
 ///
 /// `details.warnings` lists what the service warned of at start ([`QuerySide::warnings`](crate::QuerySide::warnings)):
 /// a crate built so that an arithmetic overflow wraps, started anyway by the setting
@@ -48,6 +61,19 @@ pub(crate) async fn health(
     let mut details = json!({"quarantinedCount": count, "quarantined": visible});
     if !state.warnings().is_empty() {
         details["warnings"] = json!(state.warnings());
+    }
+    if let Some(health) = state.store_health() {
+        // The store bounds its own check; this bound holds for a store that does not.
+        let bound = STORE_CHECK_TIME + std::time::Duration::from_millis(250);
+        let check = tokio::time::timeout(bound, health.check(STORE_CHECK_TIME))
+            .await
+            .unwrap_or_else(|_| {
+                StoreCheck::unreachable(format!(
+                    "the store's check did not end within {} ms",
+                    bound.as_millis()
+                ))
+            });
+        details["store"] = json!(check);
     }
     if let Some(node) = state.node_status() {
         details["node"] = node;

@@ -76,66 +76,78 @@ impl ConsumerPositions for PostgresStore {
         consumer: &str,
         aggregates: &[AggregateId],
     ) -> Result<HashMap<AggregateId, u64>, ConsumerStoreError> {
-        let Some(first) = aggregates.first() else {
-            return Ok(HashMap::new());
-        };
-        let ids: Vec<&str> = aggregates.iter().map(|a| a.id.as_str()).collect();
-        let tenants: Vec<&str> = aggregates.iter().map(|a| a.tenant_id.as_str()).collect();
-        let client = self.downstream_client().await?;
-        let rows = client
-            .query(
-                POSITIONS,
-                &[&consumer, &first.aggregate_name, &tenants, &ids],
-            )
-            .await
-            .map_err(db_error)?;
-        // Every aggregate of one call is of one type (the trait's contract).
-        Ok(rows
-            .iter()
-            .map(|row| {
-                let mut aggregate = first.clone();
-                aggregate.tenant_id = row.get::<_, String>(0);
-                aggregate.id = row.get::<_, String>(1);
-                (aggregate, u64::try_from(row.get::<_, i64>(2)).unwrap_or(0))
-            })
-            .collect())
+        self.within(async {
+            let Some(first) = aggregates.first() else {
+                return Ok(HashMap::new());
+            };
+            let ids: Vec<&str> = aggregates.iter().map(|a| a.id.as_str()).collect();
+            let tenants: Vec<&str> = aggregates.iter().map(|a| a.tenant_id.as_str()).collect();
+            let client = self.downstream_client().await?;
+            let rows = client
+                .query(
+                    POSITIONS,
+                    &[&consumer, &first.aggregate_name, &tenants, &ids],
+                )
+                .await
+                .map_err(db_error)?;
+            // Every aggregate of one call is of one type (the trait's contract).
+            Ok(rows
+                .iter()
+                .map(|row| {
+                    let mut aggregate = first.clone();
+                    aggregate.tenant_id = row.get::<_, String>(0);
+                    aggregate.id = row.get::<_, String>(1);
+                    (aggregate, u64::try_from(row.get::<_, i64>(2)).unwrap_or(0))
+                })
+                .collect())
+        })
+        .await
     }
 
     async fn advance_runs(&self, runs: &[PositionRun<'_>]) -> Result<(), ConsumerStoreError> {
-        let mut client = self.downstream_client().await?;
-        let transaction = client.transaction().await.map_err(db_error)?;
-        let statement = transaction
-            .prepare_cached(ADVANCE_RUN)
+        self.within(async {
+            let mut client = self.downstream_client().await?;
+            let transaction = client.transaction().await.map_err(db_error)?;
+            let statement = transaction
+                .prepare_cached(ADVANCE_RUN)
+                .await
+                .map_err(db_error)?;
+            let runs = in_key_order(runs);
+            let spans: Vec<(i64, i64)> = runs
+                .iter()
+                .map(|run| (clamp(run.from), clamp(run.to)))
+                .collect();
+            let params: Vec<[Param<'_>; 6]> = runs
+                .iter()
+                .zip(&spans)
+                .map(|(run, span)| run_params(run, span))
+                .collect();
+            // Every run is sent at once (pipelined): one round trip for the batch.
+            futures::future::try_join_all(
+                params.iter().map(|p| transaction.execute(&statement, p)),
+            )
             .await
             .map_err(db_error)?;
-        let runs = in_key_order(runs);
-        let spans: Vec<(i64, i64)> = runs
-            .iter()
-            .map(|run| (clamp(run.from), clamp(run.to)))
-            .collect();
-        let params: Vec<[Param<'_>; 6]> = runs
-            .iter()
-            .zip(&spans)
-            .map(|(run, span)| run_params(run, span))
-            .collect();
-        // Every run is sent at once (pipelined): one round trip for the batch.
-        futures::future::try_join_all(params.iter().map(|p| transaction.execute(&statement, p)))
-            .await
-            .map_err(db_error)?;
-        transaction.commit().await.map_err(db_error)
+            transaction.commit().await.map_err(db_error)
+        })
+        .await
     }
 
     async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError> {
-        let client = self.downstream_client().await?;
-        client
-            .execute(RESET, &[&consumer])
-            .await
-            .map_err(db_error)?;
-        Ok(())
+        self.within(async {
+            let client = self.downstream_client().await?;
+            client
+                .execute(RESET, &[&consumer])
+                .await
+                .map_err(db_error)?;
+            Ok(())
+        })
+        .await
     }
 
     async fn feed_cursor(&self, reader: &str) -> Result<GlobalPosition, ConsumerStoreError> {
-        feed_cursor::load(self, reader).await
+        self.within(async { feed_cursor::load(self, reader).await })
+            .await
     }
 
     async fn save_feed_cursor(
@@ -143,6 +155,7 @@ impl ConsumerPositions for PostgresStore {
         reader: &str,
         position: GlobalPosition,
     ) -> Result<(), ConsumerStoreError> {
-        feed_cursor::save(self, reader, position).await
+        self.within(async { feed_cursor::save(self, reader, position).await })
+            .await
     }
 }

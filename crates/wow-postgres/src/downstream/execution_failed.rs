@@ -165,26 +165,29 @@ impl CompensationStore for PostgresStore {
         retry: &RetrySpec,
         now: i64,
     ) -> Result<ExecutionFailed, ConsumerStoreError> {
-        let mut client = self.downstream_client().await?;
-        let transaction = client.transaction().await.map_err(db_error)?;
-        // One failure of a consumer on a stream at a time: the read and the write below are
-        // one step for concurrent reporters of the same pair.
-        let lock_key = format!("{}\n{}", failure.consumer, failure.stream_id);
-        transaction
-            .execute(LOCK_STREAM, &[&lock_key])
-            .await
-            .map_err(db_error)?;
-        let existing = select_failed(
-            &transaction,
-            SELECT_BY_STREAM,
-            &[&failure.consumer, &failure.stream_id],
-        )
-        .await?
-        .pop();
-        let record = next_record(existing, failure, retry, now);
-        save_failed(&transaction, &record).await?;
-        transaction.commit().await.map_err(db_error)?;
-        Ok(record)
+        self.within(async {
+            let mut client = self.downstream_client().await?;
+            let transaction = client.transaction().await.map_err(db_error)?;
+            // One failure of a consumer on a stream at a time: the read and the write below are
+            // one step for concurrent reporters of the same pair.
+            let lock_key = format!("{}\n{}", failure.consumer, failure.stream_id);
+            transaction
+                .execute(LOCK_STREAM, &[&lock_key])
+                .await
+                .map_err(db_error)?;
+            let existing = select_failed(
+                &transaction,
+                SELECT_BY_STREAM,
+                &[&failure.consumer, &failure.stream_id],
+            )
+            .await?
+            .pop();
+            let record = next_record(existing, failure, retry, now);
+            save_failed(&transaction, &record).await?;
+            transaction.commit().await.map_err(db_error)?;
+            Ok(record)
+        })
+        .await
     }
 
     async fn mark_succeeded(
@@ -192,40 +195,49 @@ impl CompensationStore for PostgresStore {
         id: &str,
         now: i64,
     ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
-        let mut client = self.downstream_client().await?;
-        let transaction = client.transaction().await.map_err(db_error)?;
-        let Some(record) = select_failed(&transaction, SELECT_BY_ID_FOR_UPDATE, &[&id])
-            .await?
-            .pop()
-        else {
-            return Ok(None);
-        };
-        let record = succeeded(record, now);
-        save_failed(&transaction, &record).await?;
-        transaction.commit().await.map_err(db_error)?;
-        Ok(Some(record))
+        self.within(async {
+            let mut client = self.downstream_client().await?;
+            let transaction = client.transaction().await.map_err(db_error)?;
+            let Some(record) = select_failed(&transaction, SELECT_BY_ID_FOR_UPDATE, &[&id])
+                .await?
+                .pop()
+            else {
+                return Ok(None);
+            };
+            let record = succeeded(record, now);
+            save_failed(&transaction, &record).await?;
+            transaction.commit().await.map_err(db_error)?;
+            Ok(Some(record))
+        })
+        .await
     }
 
     async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
-        let client = self.downstream_client().await?;
-        Ok(select_failed(&client, SELECT_BY_ID, &[&id]).await?.pop())
+        self.within(async {
+            let client = self.downstream_client().await?;
+            Ok(select_failed(&client, SELECT_BY_ID, &[&id]).await?.pop())
+        })
+        .await
     }
 
     async fn list(&self, query: &FailureQuery) -> Result<Vec<ExecutionFailed>, ConsumerStoreError> {
-        let client = self.downstream_client().await?;
-        let status = query.status.map(|status| status.as_str());
-        let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
-        select_failed(
-            &client,
-            LIST,
-            &[
-                &status,
-                &query.consumer,
-                &query.after_id,
-                &limit,
-                &query.tenant_id,
-            ],
-        )
+        self.within(async {
+            let client = self.downstream_client().await?;
+            let status = query.status.map(|status| status.as_str());
+            let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+            select_failed(
+                &client,
+                LIST,
+                &[
+                    &status,
+                    &query.consumer,
+                    &query.after_id,
+                    &limit,
+                    &query.tenant_id,
+                ],
+            )
+            .await
+        })
         .await
     }
 
@@ -234,8 +246,11 @@ impl CompensationStore for PostgresStore {
         now: i64,
         limit: usize,
     ) -> Result<Vec<ExecutionFailed>, ConsumerStoreError> {
-        let client = self.downstream_client().await?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        select_failed(&client, DUE, &[&now, &limit]).await
+        self.within(async {
+            let client = self.downstream_client().await?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            select_failed(&client, DUE, &[&now, &limit]).await
+        })
+        .await
     }
 }

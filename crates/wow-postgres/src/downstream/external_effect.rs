@@ -42,21 +42,27 @@ impl EffectJournal for PostgresStore {
         key: &str,
         now: i64,
     ) -> Result<EffectState, ConsumerStoreError> {
-        let client = self.downstream_client().await?;
-        let row = client
-            .query_one(START_EFFECT, &[&consumer, &key, &now])
-            .await
-            .map_err(db_error)?;
-        Ok(effect_state(&row))
+        self.within(async {
+            let client = self.downstream_client().await?;
+            let row = client
+                .query_one(START_EFFECT, &[&consumer, &key, &now])
+                .await
+                .map_err(db_error)?;
+            Ok(effect_state(&row))
+        })
+        .await
     }
 
     async fn finish(&self, consumer: &str, key: &str, now: i64) -> Result<(), ConsumerStoreError> {
-        let client = self.downstream_client().await?;
-        client
-            .execute(FINISH_EFFECT, &[&consumer, &key, &now])
-            .await
-            .map_err(db_error)?;
-        Ok(())
+        self.within(async {
+            let client = self.downstream_client().await?;
+            client
+                .execute(FINISH_EFFECT, &[&consumer, &key, &now])
+                .await
+                .map_err(db_error)?;
+            Ok(())
+        })
+        .await
     }
 
     async fn state(
@@ -64,11 +70,14 @@ impl EffectJournal for PostgresStore {
         consumer: &str,
         key: &str,
     ) -> Result<Option<EffectState>, ConsumerStoreError> {
-        let client = self.downstream_client().await?;
-        let row = client
-            .query_opt(EFFECT_STATE, &[&consumer, &key])
-            .await
-            .map_err(db_error)?;
-        Ok(row.as_ref().map(effect_state))
+        self.within(async {
+            let client = self.downstream_client().await?;
+            let row = client
+                .query_opt(EFFECT_STATE, &[&consumer, &key])
+                .await
+                .map_err(db_error)?;
+            Ok(row.as_ref().map(effect_state))
+        })
+        .await
     }
 }

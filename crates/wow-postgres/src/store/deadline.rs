@@ -310,55 +310,61 @@ pub(crate) async fn fill_owner_hashes(
 impl DeadlineStore for PostgresStore {
     /// One statement; "due" by the server's clock when the query names no time.
     async fn due_rows(&self, query: &DueQuery) -> Result<Vec<PendingDeadline>, EventStoreError> {
-        let client = self.client().await?;
-        let statement = client.prepare_cached(DUE).await.map_err(store_error)?;
-        let per_tenant = query.per_tenant.max(1);
-        let (count, owned) = match &query.partitions {
-            Some(partitions) => (
-                partitions.count.max(1),
-                partitions.owned.iter().map(|p| i64::from(*p)).collect(),
-            ),
-            None => (1, vec![0_i64]),
-        };
-        let wrap = i64::try_from((1u128 << 64) % u128::from(count)).unwrap_or(0);
-        let rows = client
-            .query(
-                &statement,
-                &[
-                    &query.at,
-                    &i64::try_from(per_tenant).unwrap_or(i64::MAX),
-                    &i64::from(count),
-                    &wrap,
-                    &owned,
-                ],
-            )
-            .await
-            .map_err(store_error)?;
-        let mut by_tenant: Vec<Vec<PendingDeadline>> = Vec::new();
-        for row in rows.iter().map(decode) {
-            let row = row?;
-            match by_tenant.last_mut() {
-                Some(rows)
-                    if rows.first().map(|first| &first.schedule.owner.tenant_id)
-                        == Some(&row.schedule.owner.tenant_id) =>
-                {
-                    rows.push(row)
+        self.within(async {
+            let client = self.client().await?;
+            let statement = client.prepare_cached(DUE).await.map_err(store_error)?;
+            let per_tenant = query.per_tenant.max(1);
+            let (count, owned) = match &query.partitions {
+                Some(partitions) => (
+                    partitions.count.max(1),
+                    partitions.owned.iter().map(|p| i64::from(*p)).collect(),
+                ),
+                None => (1, vec![0_i64]),
+            };
+            let wrap = i64::try_from((1u128 << 64) % u128::from(count)).unwrap_or(0);
+            let rows = client
+                .query(
+                    &statement,
+                    &[
+                        &query.at,
+                        &i64::try_from(per_tenant).unwrap_or(i64::MAX),
+                        &i64::from(count),
+                        &wrap,
+                        &owned,
+                    ],
+                )
+                .await
+                .map_err(store_error)?;
+            let mut by_tenant: Vec<Vec<PendingDeadline>> = Vec::new();
+            for row in rows.iter().map(decode) {
+                let row = row?;
+                match by_tenant.last_mut() {
+                    Some(rows)
+                        if rows.first().map(|first| &first.schedule.owner.tenant_id)
+                            == Some(&row.schedule.owner.tenant_id) =>
+                    {
+                        rows.push(row)
+                    }
+                    _ => by_tenant.push(vec![row]),
                 }
-                _ => by_tenant.push(vec![row]),
             }
-        }
-        Ok(share_across_tenants(by_tenant, per_tenant, query.limit))
+            Ok(share_across_tenants(by_tenant, per_tenant, query.limit))
+        })
+        .await
     }
 
     /// The database server's clock.
     async fn now(&self) -> Result<i64, EventStoreError> {
-        let client = self.client().await?;
-        let statement = client.prepare_cached(NOW).await.map_err(store_error)?;
-        let row = client
-            .query_one(&statement, &[])
-            .await
-            .map_err(store_error)?;
-        row.try_get(0).map_err(store_error)
+        self.within(async {
+            let client = self.client().await?;
+            let statement = client.prepare_cached(NOW).await.map_err(store_error)?;
+            let row = client
+                .query_one(&statement, &[])
+                .await
+                .map_err(store_error)?;
+            row.try_get(0).map_err(store_error)
+        })
+        .await
     }
 
     /// One `UPDATE` by the primary key and the request id, timed by the server's clock.
@@ -370,59 +376,68 @@ impl DeadlineStore for PostgresStore {
         after: Option<std::time::Duration>,
         from: Option<i64>,
     ) -> Result<Option<u32>, EventStoreError> {
-        let client = self.client().await?;
-        let statement = client.prepare_cached(RETRY).await.map_err(store_error)?;
-        let after: Option<i64> =
-            after.map(|after| i64::try_from(after.as_millis()).unwrap_or(i64::MAX / 2));
-        let row = client
-            .query_opt(
-                &statement,
-                &[
-                    &owner.tenant_id,
-                    &owner.aggregate_name,
-                    &owner.id,
-                    &name,
-                    &request_id,
-                    &after,
-                    &from,
-                ],
-            )
-            .await
-            .map_err(store_error)?;
-        match row {
-            Some(row) => {
-                let attempts: i32 = row.try_get(0).map_err(store_error)?;
-                Ok(Some(u32::try_from(attempts).unwrap_or(0)))
+        self.within(async {
+            let client = self.client().await?;
+            let statement = client.prepare_cached(RETRY).await.map_err(store_error)?;
+            let after: Option<i64> =
+                after.map(|after| i64::try_from(after.as_millis()).unwrap_or(i64::MAX / 2));
+            let row = client
+                .query_opt(
+                    &statement,
+                    &[
+                        &owner.tenant_id,
+                        &owner.aggregate_name,
+                        &owner.id,
+                        &name,
+                        &request_id,
+                        &after,
+                        &from,
+                    ],
+                )
+                .await
+                .map_err(store_error)?;
+            match row {
+                Some(row) => {
+                    let attempts: i32 = row.try_get(0).map_err(store_error)?;
+                    Ok(Some(u32::try_from(attempts).unwrap_or(0)))
+                }
+                None => Ok(None),
             }
-            None => Ok(None),
-        }
+        })
+        .await
     }
 
     /// One `UPDATE` by the primary key, timed by the server's clock.
     async fn fire_now(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {
-        let client = self.client().await?;
-        let statement = client.prepare_cached(FIRE_NOW).await.map_err(store_error)?;
-        let changed = client
-            .execute(
-                &statement,
-                &[&owner.tenant_id, &owner.aggregate_name, &owner.id, &name],
-            )
-            .await
-            .map_err(store_error)?;
-        Ok(changed > 0)
+        self.within(async {
+            let client = self.client().await?;
+            let statement = client.prepare_cached(FIRE_NOW).await.map_err(store_error)?;
+            let changed = client
+                .execute(
+                    &statement,
+                    &[&owner.tenant_id, &owner.aggregate_name, &owner.id, &name],
+                )
+                .await
+                .map_err(store_error)?;
+            Ok(changed > 0)
+        })
+        .await
     }
 
     /// One `DELETE` over the tenant's prefix of `deadline_pk`.
     async fn cancel_named(&self, tenant: &str, name: &str) -> Result<u64, EventStoreError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(CANCEL_NAMED)
-            .await
-            .map_err(store_error)?;
-        client
-            .execute(&statement, &[&tenant, &name])
-            .await
-            .map_err(store_error)
+        self.within(async {
+            let client = self.client().await?;
+            let statement = client
+                .prepare_cached(CANCEL_NAMED)
+                .await
+                .map_err(store_error)?;
+            client
+                .execute(&statement, &[&tenant, &name])
+                .await
+                .map_err(store_error)
+        })
+        .await
     }
 
     /// One `DELETE` by the primary key and the request id.
@@ -432,8 +447,11 @@ impl DeadlineStore for PostgresStore {
         name: &str,
         request_id: &str,
     ) -> Result<bool, EventStoreError> {
-        let client = self.client().await?;
-        delete(&client, owner, name, Some(request_id)).await
+        self.within(async {
+            let client = self.client().await?;
+            delete(&client, owner, name, Some(request_id)).await
+        })
+        .await
     }
 
     /// One read of a prefix of `deadline_pk`.
@@ -441,50 +459,62 @@ impl DeadlineStore for PostgresStore {
         &self,
         owner: &AggregateId,
     ) -> Result<Vec<PendingDeadline>, EventStoreError> {
-        let client = self.client().await?;
-        let statement = client.prepare_cached(OF_OWNER).await.map_err(store_error)?;
-        let rows = client
-            .query(
-                &statement,
-                &[&owner.tenant_id, &owner.aggregate_name, &owner.id],
-            )
-            .await
-            .map_err(store_error)?;
-        rows.iter().map(decode).collect()
+        self.within(async {
+            let client = self.client().await?;
+            let statement = client.prepare_cached(OF_OWNER).await.map_err(store_error)?;
+            let rows = client
+                .query(
+                    &statement,
+                    &[&owner.tenant_id, &owner.aggregate_name, &owner.id],
+                )
+                .await
+                .map_err(store_error)?;
+            rows.iter().map(decode).collect()
+        })
+        .await
     }
 
     /// One `INSERT ... ON CONFLICT DO UPDATE`. A malformed name, or a target in another
     /// tenant, is [`EventStoreError::IllegalArgument`] and writes nothing.
     async fn schedule(&self, row: &ScheduledCommand) -> Result<(), EventStoreError> {
-        check_deadline_name(&row.name).map_err(EventStoreError::IllegalArgument)?;
-        if row.target.tenant_id != row.owner.tenant_id {
-            return Err(EventStoreError::IllegalArgument(format!(
-                "deadline `{}` sends to another tenant",
-                row.name
-            )));
-        }
-        let client = self.client().await?;
-        schedule(&client, row).await
+        self.within(async {
+            check_deadline_name(&row.name).map_err(EventStoreError::IllegalArgument)?;
+            if row.target.tenant_id != row.owner.tenant_id {
+                return Err(EventStoreError::IllegalArgument(format!(
+                    "deadline `{}` sends to another tenant",
+                    row.name
+                )));
+            }
+            let client = self.client().await?;
+            schedule(&client, row).await
+        })
+        .await
     }
 
     /// One `DELETE` by the primary key.
     async fn cancel(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {
-        let client = self.client().await?;
-        delete(&client, owner, name, None).await
+        self.within(async {
+            let client = self.client().await?;
+            delete(&client, owner, name, None).await
+        })
+        .await
     }
 
     /// One query: a count of the table and a seek of `deadline_due`.
     async fn backlog(&self) -> Result<DeadlineBacklog, EventStoreError> {
-        let client = self.client().await?;
-        let statement = client.prepare_cached(BACKLOG).await.map_err(store_error)?;
-        let row = client
-            .query_one(&statement, &[])
-            .await
-            .map_err(store_error)?;
-        let pending: i64 = row.try_get(0).map_err(store_error)?;
-        Ok(DeadlineBacklog {
-            pending: u64::try_from(pending).unwrap_or(0),
-            next_due_at: row.try_get(1).map_err(store_error)?,
+        self.within(async {
+            let client = self.client().await?;
+            let statement = client.prepare_cached(BACKLOG).await.map_err(store_error)?;
+            let row = client
+                .query_one(&statement, &[])
+                .await
+                .map_err(store_error)?;
+            let pending: i64 = row.try_get(0).map_err(store_error)?;
+            Ok(DeadlineBacklog {
+                pending: u64::try_from(pending).unwrap_or(0),
+                next_due_at: row.try_get(1).map_err(store_error)?,
+            })
         })
+        .await
     }
 }

@@ -183,7 +183,7 @@ impl PostgresStore {
     }
 
     /// The error of an append that broke `error`'s constraint: a taken request id is a
-    /// duplicate; a taken version is a duplicate too when the aggregate already holds the
+    /// duplicate once its holder is read durably; a taken version is a duplicate too when the aggregate already holds the
     /// stream's request id (a replayed request, SPEC ES-4), else a version conflict.
     async fn append_refused(
         &self,
@@ -191,7 +191,15 @@ impl PostgresStore {
         error: tokio_postgres::Error,
     ) -> EventStoreError {
         match violated_constraint(&error) {
-            Some(REQUEST_CONSTRAINT) => EventStoreError::duplicate_request_id(stream),
+            // The holder read again, durably: a duplicate only of a decision that stays.
+            Some(REQUEST_CONSTRAINT) => match request_decision::holds_request(self, stream).await {
+                Ok(true) => EventStoreError::duplicate_request_id(stream),
+                Ok(false) => EventStoreError::Unavailable(
+                    "the request id was taken by a decision no longer there: the outcome is unknown"
+                        .into(),
+                ),
+                Err(error) => error,
+            },
             Some(VERSION_CONSTRAINT) => match request_decision::holds_request(self, stream).await {
                 Ok(true) => {
                     EventStoreError::DuplicateRequestId(Box::new(RejectedStream::of(stream)))
@@ -207,15 +215,18 @@ impl PostgresStore {
 #[async_trait]
 impl EventStore for PostgresStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        check_appendable(stream)?;
-        let encoded = Encoded::of(stream)?;
-        let client = self.client().await?;
-        let outcome = insert_stream(&client, stream, &encoded).await;
-        drop(client);
-        match outcome {
-            Ok(()) => Ok(()),
-            Err(error) => Err(self.append_refused(stream, error).await),
-        }
+        self.within(async {
+            check_appendable(stream)?;
+            let encoded = Encoded::of(stream)?;
+            let client = self.client().await?;
+            let outcome = insert_stream(&client, stream, &encoded).await;
+            drop(client);
+            match outcome {
+                Ok(()) => Ok(()),
+                Err(error) => Err(self.append_refused(stream, error).await),
+            }
+        })
+        .await
     }
 
     /// Without changes, [`append`](Self::append) itself: one autocommit `INSERT`. With
@@ -227,13 +238,16 @@ impl EventStore for PostgresStore {
         stream: &DomainEventStream,
         changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
-        check_appendable(stream)?;
-        check_key_changes(&changes.keys)?;
-        check_deadline_changes(stream, &changes.deadlines)?;
-        if changes.is_empty() {
-            return self.append(stream).await;
-        }
-        self.append_changing(stream, changes).await
+        self.within(async {
+            check_appendable(stream)?;
+            check_key_changes(&changes.keys)?;
+            check_deadline_changes(stream, &changes.deadlines)?;
+            if changes.is_empty() {
+                return self.append(stream).await;
+            }
+            self.append_changing(stream, changes).await
+        })
+        .await
     }
 
     async fn find_key(
@@ -241,7 +255,8 @@ impl EventStore for PostgresStore {
         tenant_id: &str,
         key: &UniqueKey,
     ) -> Result<Option<KeyHolder>, EventStoreError> {
-        unique_key::find(self, tenant_id, key).await
+        self.within(async { unique_key::find(self, tenant_id, key).await })
+            .await
     }
 
     /// One transaction, one upsert per key (see `store/unique_key.rs`).
@@ -251,8 +266,11 @@ impl EventStore for PostgresStore {
         version: u64,
         keys: &[UniqueKey],
     ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        check_claimable(version, keys)?;
-        unique_key::claim_free(self, aggregate_id, version, keys).await
+        self.within(async {
+            check_claimable(version, keys)?;
+            unique_key::claim_free(self, aggregate_id, version, keys).await
+        })
+        .await
     }
 
     async fn load(
@@ -261,17 +279,20 @@ impl EventStore for PostgresStore {
         head: u64,
         tail: u64,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        check_version_range(head, tail)?;
-        self.streams(
-            LOAD_VERSIONS,
-            &[
-                &aggregate_id.aggregate_name,
-                &aggregate_id.id,
-                &clamp(head),
-                &clamp(tail),
-                &aggregate_id.tenant_id,
-            ],
-        )
+        self.within(async {
+            check_version_range(head, tail)?;
+            self.streams(
+                LOAD_VERSIONS,
+                &[
+                    &aggregate_id.aggregate_name,
+                    &aggregate_id.id,
+                    &clamp(head),
+                    &clamp(tail),
+                    &aggregate_id.tenant_id,
+                ],
+            )
+            .await
+        })
         .await
     }
 
@@ -281,17 +302,20 @@ impl EventStore for PostgresStore {
         start: i64,
         end: i64,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        check_time_range(start, end)?;
-        self.streams(
-            LOAD_TIMES,
-            &[
-                &aggregate_id.aggregate_name,
-                &aggregate_id.id,
-                &start,
-                &end,
-                &aggregate_id.tenant_id,
-            ],
-        )
+        self.within(async {
+            check_time_range(start, end)?;
+            self.streams(
+                LOAD_TIMES,
+                &[
+                    &aggregate_id.aggregate_name,
+                    &aggregate_id.id,
+                    &start,
+                    &end,
+                    &aggregate_id.tenant_id,
+                ],
+            )
+            .await
+        })
         .await
     }
 
@@ -299,17 +323,20 @@ impl EventStore for PostgresStore {
         &self,
         aggregate_id: &AggregateId,
     ) -> Result<Option<DomainEventStream>, EventStoreError> {
-        Ok(self
-            .streams(
-                LOAD_LAST,
-                &[
-                    &aggregate_id.aggregate_name,
-                    &aggregate_id.id,
-                    &aggregate_id.tenant_id,
-                ],
-            )
-            .await?
-            .pop())
+        self.within(async {
+            Ok(self
+                .streams(
+                    LOAD_LAST,
+                    &[
+                        &aggregate_id.aggregate_name,
+                        &aggregate_id.id,
+                        &aggregate_id.tenant_id,
+                    ],
+                )
+                .await?
+                .pop())
+        })
+        .await
     }
 
     async fn find_decision(
@@ -317,7 +344,8 @@ impl EventStore for PostgresStore {
         aggregate_id: &AggregateId,
         request_id: &str,
     ) -> Result<Option<RequestDecision>, EventStoreError> {
-        request_decision::find(self, aggregate_id, request_id).await
+        self.within(async { request_decision::find(self, aggregate_id, request_id).await })
+            .await
     }
 
     async fn record_rejection(
@@ -326,7 +354,10 @@ impl EventStore for PostgresStore {
         request_id: &str,
         rejection: &RejectionRecord,
     ) -> Result<(), EventStoreError> {
-        request_decision::record_rejection(self, aggregate_id, request_id, rejection).await
+        self.within(async {
+            request_decision::record_rejection(self, aggregate_id, request_id, rejection).await
+        })
+        .await
     }
 
     async fn scan_aggregate_ids(
@@ -335,25 +366,28 @@ impl EventStore for PostgresStore {
         after: Option<&AggregateId>,
         limit: usize,
     ) -> Result<Vec<AggregateId>, EventStoreError> {
-        let (after_tenant, after_id) = match after {
-            Some(after) => (Some(after.tenant_id.as_str()), Some(after.id.as_str())),
-            None => (None, None),
-        };
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                SCAN_AGGREGATE_IDS,
-                &[
-                    &named.aggregate_name,
-                    &named.context_name,
-                    &after_tenant,
-                    &i64::try_from(limit).unwrap_or(i64::MAX),
-                    &after_id,
-                ],
-            )
-            .await
-            .map_err(store_error)?;
-        rows.iter().map(decode_aggregate_id).collect()
+        self.within(async {
+            let (after_tenant, after_id) = match after {
+                Some(after) => (Some(after.tenant_id.as_str()), Some(after.id.as_str())),
+                None => (None, None),
+            };
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    SCAN_AGGREGATE_IDS,
+                    &[
+                        &named.aggregate_name,
+                        &named.context_name,
+                        &after_tenant,
+                        &i64::try_from(limit).unwrap_or(i64::MAX),
+                        &after_id,
+                    ],
+                )
+                .await
+                .map_err(store_error)?;
+            rows.iter().map(decode_aggregate_id).collect()
+        })
+        .await
     }
 
     async fn query_streams(
@@ -379,7 +413,8 @@ impl EventStore for PostgresStore {
         after: GlobalPosition,
         limit: usize,
     ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        feed::read(self, after, limit).await
+        self.within(async { feed::read(self, after, limit).await })
+            .await
     }
 
     async fn release_key(
@@ -387,6 +422,7 @@ impl EventStore for PostgresStore {
         tenant_id: &str,
         key: &UniqueKey,
     ) -> Result<Option<KeyHolder>, EventStoreError> {
-        unique_key::release_any(self, tenant_id, key).await
+        self.within(async { unique_key::release_any(self, tenant_id, key).await })
+            .await
     }
 }

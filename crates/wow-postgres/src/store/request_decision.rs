@@ -7,6 +7,20 @@
 //! the measurements behind it). A rejection has minus its position as its version (so it
 //! never takes a version of history and never collides with another rejection), no stream
 //! id, no events, and its own three columns.
+//!
+//! Why the decision is read `FOR KEY SHARE`, a row lock no write of ours conflicts with: a
+//! decision answered (`APPENDED`, a replayed rejection, `DuplicateRequestId`) must be one
+//! that a failover cannot undo. A commit on the primary becomes visible there before it is
+//! on a synchronous standby when its wait for the standby is cancelled (a fast shutdown
+//! during a switchover, an operator's cancel): the primary then shows a stream the next
+//! primary never had. Locking the row makes the read a transaction that writes WAL, whose
+//! commit waits for the synchronous standby up to a point past the commit of every row it
+//! read; so when the read returns, what it read is on the standby too, and when the wait is
+//! cut short (the server going down) the read fails `Unavailable` instead of answering. The
+//! lock also refuses the read on a standby or a read-only server (SQLSTATE 25006, even when
+//! no row is found), so `None` ("no decision recorded, a resend is safe") is never read from
+//! a standby that lags behind the primary. What "durable" means with and without a
+//! synchronous standby is in docs/decisions.md.
 
 use tokio_postgres::Row;
 use wow_core::eventsourcing::{
@@ -27,12 +41,13 @@ const INSERT_REJECTION: &str = "INSERT INTO event_stream (position, aggregate_na
 
 /// The decision on request id `$3` of aggregate (`$4` tenant, `$1` name, `$2` id): the row
 /// that holds its key, an appended stream (version from 1 up) or a rejection (a negative
-/// version). One read of `event_stream_request_uq`.
-const FIND_DECISION: &str = "SELECT version, stream_id, command_id, create_time, fingerprint, error_code, error_msg, decided_on_version FROM event_stream WHERE tenant_id = $4 AND aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3";
+/// version). One read of `event_stream_request_uq`, made durable by its row lock (see the
+/// module docs).
+const FIND_DECISION: &str = "SELECT version, stream_id, command_id, create_time, fingerprint, error_code, error_msg, decided_on_version FROM event_stream WHERE tenant_id = $4 AND aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3 FOR KEY SHARE";
 
 /// A row when aggregate (`$4` tenant, `$1` name, `$2` id) holds a decision on request id
-/// `$3`, none otherwise.
-const HOLDS_REQUEST: &str = "SELECT 1 FROM event_stream WHERE tenant_id = $4 AND aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3";
+/// `$3`, none otherwise; durable as [`FIND_DECISION`] is.
+const HOLDS_REQUEST: &str = "SELECT 1 FROM event_stream WHERE tenant_id = $4 AND aggregate_name = $1 AND aggregate_id = $2 AND request_id = $3 FOR KEY SHARE";
 
 /// The decision `aggregate_id` holds on `request_id`, if any.
 pub(super) async fn find(
@@ -101,9 +116,10 @@ pub(super) async fn record_rejection(
     }
 }
 
-/// Whether `stream`'s aggregate holds a decision on its request id, a stream or a rejection
-/// (asked after a version conflict, so that a replayed request is reported as the duplicate
-/// it is, SPEC ES-4).
+/// Whether `stream`'s aggregate holds a decision on its request id, a stream or a rejection,
+/// read durably (asked after a version conflict, so that a replayed request is reported as
+/// the duplicate it is, SPEC ES-4, and after a taken request id, so that a duplicate is
+/// answered only for a decision a failover cannot undo).
 pub(super) async fn holds_request(
     store: &PostgresStore,
     stream: &DomainEventStream,

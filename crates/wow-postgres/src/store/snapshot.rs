@@ -50,57 +50,66 @@ impl SnapshotStore for PostgresStore {
         &self,
         aggregate_id: &AggregateId,
     ) -> Result<Option<Snapshot>, SnapshotStoreError> {
-        let client = self.pool.get().await.map_err(pool_snapshot_error)?;
-        let row = client
-            .query_opt(
-                LOAD_SNAPSHOT,
-                &[
-                    &aggregate_id.aggregate_name,
-                    &aggregate_id.id,
-                    &aggregate_id.tenant_id,
-                ],
-            )
-            .await
-            .map_err(snapshot_error)?;
-        row.as_ref().map(decode_snapshot).transpose()
+        self.within(async {
+            let client = self.pool.get().await.map_err(pool_snapshot_error)?;
+            let row = client
+                .query_opt(
+                    LOAD_SNAPSHOT,
+                    &[
+                        &aggregate_id.aggregate_name,
+                        &aggregate_id.id,
+                        &aggregate_id.tenant_id,
+                    ],
+                )
+                .await
+                .map_err(snapshot_error)?;
+            row.as_ref().map(decode_snapshot).transpose()
+        })
+        .await
     }
 
     async fn version(&self, aggregate_id: &AggregateId) -> Result<Option<u64>, SnapshotStoreError> {
-        let client = self.pool.get().await.map_err(pool_snapshot_error)?;
-        let row = client
-            .query_opt(
-                SNAPSHOT_VERSION,
-                &[
-                    &aggregate_id.aggregate_name,
-                    &aggregate_id.id,
-                    &aggregate_id.tenant_id,
-                ],
-            )
-            .await
-            .map_err(snapshot_error)?;
-        Ok(row
-            .and_then(|row| row.try_get::<_, i64>(0).ok())
-            .map(|v| u64::try_from(v).unwrap_or(0)))
+        self.within(async {
+            let client = self.pool.get().await.map_err(pool_snapshot_error)?;
+            let row = client
+                .query_opt(
+                    SNAPSHOT_VERSION,
+                    &[
+                        &aggregate_id.aggregate_name,
+                        &aggregate_id.id,
+                        &aggregate_id.tenant_id,
+                    ],
+                )
+                .await
+                .map_err(snapshot_error)?;
+            Ok(row
+                .and_then(|row| row.try_get::<_, i64>(0).ok())
+                .map(|v| u64::try_from(v).unwrap_or(0)))
+        })
+        .await
     }
 
     async fn save(&self, snapshot: &Snapshot) -> Result<bool, SnapshotStoreError> {
-        let client = self.pool.get().await.map_err(pool_snapshot_error)?;
-        let changed = client
-            .execute(
-                SAVE_SNAPSHOT,
-                &[
-                    &snapshot.aggregate_id.aggregate_name,
-                    &snapshot.aggregate_id.id,
-                    &snapshot.aggregate_id.context_name,
-                    &snapshot.aggregate_id.tenant_id,
-                    &clamp(snapshot.version),
-                    &snapshot.state,
-                    &snapshot.snapshot_time,
-                    &i32::try_from(snapshot.state_version).unwrap_or(i32::MAX),
-                ],
-            )
-            .await
-            .map_err(snapshot_error)?;
-        Ok(changed > 0)
+        self.within(async {
+            let client = self.pool.get().await.map_err(pool_snapshot_error)?;
+            let changed = client
+                .execute(
+                    SAVE_SNAPSHOT,
+                    &[
+                        &snapshot.aggregate_id.aggregate_name,
+                        &snapshot.aggregate_id.id,
+                        &snapshot.aggregate_id.context_name,
+                        &snapshot.aggregate_id.tenant_id,
+                        &clamp(snapshot.version),
+                        &snapshot.state,
+                        &snapshot.snapshot_time,
+                        &i32::try_from(snapshot.state_version).unwrap_or(i32::MAX),
+                    ],
+                )
+                .await
+                .map_err(snapshot_error)?;
+            Ok(changed > 0)
+        })
+        .await
     }
 }

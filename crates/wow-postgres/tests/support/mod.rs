@@ -1,6 +1,9 @@
 //! A PostgreSQL store per test, in its own schema, dropped when the test's store is dropped.
 #![allow(dead_code, unreachable_pub, clippy::expect_used)]
 
+pub mod formation;
+pub mod server;
+
 use std::sync::Arc;
 
 use wow_core::deadline::{

@@ -3,6 +3,7 @@ mod error;
 mod event_store;
 mod feed;
 mod gated;
+mod health;
 mod in_memory;
 pub(crate) mod recording;
 mod rename;
@@ -17,6 +18,7 @@ pub use event_store::{
 };
 pub use feed::{FeedEntry, GlobalPosition, ParseGlobalPositionError};
 pub use gated::GatedEventStore;
+pub use health::{ConnectionUse, StoreCheck, StoreHealth};
 pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
 pub use recording::{
     EventStoreMethod, RecordingEventStore, RecordingSnapshotStore, SnapshotStoreMethod,
