@@ -18,7 +18,9 @@ pub enum CommandStorage {
 /// `subject_prefix` and `partitions`: they decide which partition a command goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NatsConfig {
-    /// The server, e.g. `nats://127.0.0.1:4222`.
+    /// The server, e.g. `nats://127.0.0.1:4222`, or a comma-separated list of a cluster's
+    /// servers (`nats://a:4222,nats://b:4222,nats://c:4222`): the client connects to any of
+    /// them and moves to another when its server is lost.
     pub url: String,
     /// The JetStream stream that carries commands.
     pub stream: String,
@@ -28,9 +30,14 @@ pub struct NatsConfig {
     pub wait_prefix: String,
     /// How many command partitions there are: the most processors that can share the work.
     pub partitions: u32,
-    /// Copies of the command stream in a NATS cluster (1 on a single server). More copies
-    /// survive the loss of a server; each costs a round trip per command.
+    /// Copies of every stream and bucket of the deployment in a NATS cluster: the command
+    /// stream, the lease bucket, the deployment bucket (1 on a single server, 3 on a
+    /// three-node cluster). More copies survive the loss of a server; each costs a round trip
+    /// per write. Existing ones with fewer copies are raised to this on start.
     pub replicas: usize,
+    /// How often the client pings its server. Three pings unanswered (about three intervals)
+    /// and it drops the connection and moves to another server: what a hung server costs.
+    pub ping_interval: std::time::Duration,
     /// Where the command stream lives.
     pub storage: CommandStorage,
     /// How long a command may wait in the stream for a processor before JetStream drops it.
@@ -43,7 +50,7 @@ pub struct NatsConfig {
 
 impl NatsConfig {
     /// The defaults for a server at `url`: stream `WOW_COMMANDS`, subjects `wow.commands.>`,
-    /// signals on `wow.wait.*`, 16 partitions, one replica on file, a day's retention, 30 s
+    /// signals on `wow.wait.*`, 16 partitions, one replica on file, a ping a second, a day's retention, 30 s
     /// to acknowledge.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
@@ -53,6 +60,7 @@ impl NatsConfig {
             wait_prefix: "wow.wait".to_owned(),
             partitions: 16,
             replicas: 1,
+            ping_interval: Duration::from_secs(1),
             storage: CommandStorage::File,
             max_age: Duration::from_secs(24 * 60 * 60),
             ack_wait: Duration::from_secs(30),
@@ -101,8 +109,36 @@ impl NatsConfig {
         format!("{}_DEPLOYMENT", self.stream)
     }
 
+    /// The servers of [`url`](Self::url), split at commas, blanks trimmed.
+    pub fn servers(&self) -> Vec<String> {
+        self.url
+            .split(',')
+            .map(str::trim)
+            .filter(|server| !server.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The subject where the node `node` receives its wait signals.
     pub fn wait_subject(&self, node: &str) -> String {
         format!("{}.{node}", self.wait_prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_comma_separated_url_names_each_server_of_a_cluster() {
+        let config = NatsConfig::new("nats://a:4222, nats://b:4222,,nats://c:4222 ");
+        assert_eq!(
+            config.servers(),
+            ["nats://a:4222", "nats://b:4222", "nats://c:4222"]
+        );
+        assert_eq!(
+            NatsConfig::new("nats://a:4222").servers(),
+            ["nats://a:4222"]
+        );
     }
 }

@@ -13,19 +13,30 @@ use crate::error::NatsError;
 /// on trying in the background.
 const FIRST_CONNECTION: Duration = Duration::from_secs(5);
 
-/// Connects to `config.url`, waiting up to 5 s for the first connection; a server still
-/// down then is tried again in the background. The client reconnects by itself for as long
-/// as the process runs; while it is not connected, sends answer `ServiceUnavailable` (see
-/// [`NatsCommandBus`](crate::NatsCommandBus)).
+/// Connects to one of the servers of `config.url` (one URL, or a comma-separated list of a
+/// cluster's), waiting up to 5 s for the first connection; servers still down then are
+/// tried again in the background. The client reconnects by itself, to any server of the list
+/// or of the cluster, for as long as the process runs; while it is not connected, sends
+/// answer `ServiceUnavailable` (see [`NatsCommandBus`](crate::NatsCommandBus)).
+///
+/// The client pings its server every `config.ping_interval` and drops a connection whose
+/// server left three pings unanswered: a hung server (stopped, partitioned away without a
+/// reset) costs about three intervals, not the client's default of minutes.
 ///
 /// # Errors
 ///
-/// [`NatsError::Connect`] when the URL or the options are refused.
+/// [`NatsError::Connect`] when a URL or the options are refused.
 pub async fn connect(config: &NatsConfig, name: &str) -> Result<Client, NatsError> {
+    let servers = config.servers();
+    if servers.is_empty() {
+        return Err(NatsError::Config("the NATS URL names no server".into()));
+    }
     let client = ConnectOptions::new()
         .name(name)
         .retry_on_initial_connect()
         .max_reconnects(None)
+        .ping_interval(config.ping_interval)
+        .connection_timeout(config.ping_interval.max(Duration::from_secs(2)))
         .event_callback(|event| async move {
             match event {
                 async_nats::Event::Connected => tracing::info!("connected to NATS"),
@@ -33,7 +44,7 @@ pub async fn connect(config: &NatsConfig, name: &str) -> Result<Client, NatsErro
                 other => tracing::debug!(event = %other, "NATS client event"),
             }
         })
-        .connect(config.url.as_str())
+        .connect(servers)
         .await
         .map_err(|source| NatsError::Connect {
             url: config.url.clone(),
@@ -56,7 +67,9 @@ pub async fn connect(config: &NatsConfig, name: &str) -> Result<Client, NatsErro
 /// Makes the command stream if it is missing (subjects `{subject_prefix}.>`, work-queue
 /// retention: a command leaves the stream once a processor acknowledged it). A stream made
 /// by an older version (subjects `{subject_prefix}.*`) is updated in place to the new
-/// subjects, keeping its messages (SPEC RQ-14). First checks that `config.partitions` is
+/// subjects, keeping its messages (SPEC RQ-14), and one with fewer replicas than
+/// `config.replicas` is raised to them. Warns when one replica is used on a NATS cluster.
+/// First checks that `config.partitions` is
 /// the deployment's ([`check_partition_count`](crate::check_partition_count)).
 ///
 /// # Errors
@@ -72,6 +85,7 @@ pub async fn ensure_command_stream(
             "partitions must be more than zero".into(),
         ));
     }
+    crate::replicas::warn_if_single_copy(&jetstream.client(), config.replicas);
     crate::check_partition_count(jetstream, config).await?;
     let failed = |source: Box<dyn std::error::Error + Send + Sync>| NatsError::Stream {
         stream: config.stream.clone(),
@@ -88,7 +102,7 @@ pub async fn ensure_command_stream(
             subjects: subjects.clone(),
             retention: stream::RetentionPolicy::WorkQueue,
             storage,
-            num_replicas: config.replicas,
+            num_replicas: config.replicas.max(1),
             max_age: config.max_age,
             // A gateway that resends a publish after a lost acknowledgement (same command
             // id as `Nats-Msg-Id`) within this window does not enqueue it twice.
@@ -97,6 +111,19 @@ pub async fn ensure_command_stream(
         })
         .await
         .map_err(|e| failed(Box::new(e)))?;
+    if stream.cached_info().config.num_replicas < config.replicas {
+        crate::replicas::raise(
+            jetstream,
+            stream.cached_info().config.clone(),
+            config.replicas,
+        )
+        .await
+        .map_err(failed)?;
+        stream = jetstream
+            .get_stream(&config.stream)
+            .await
+            .map_err(|e| failed(Box::new(e)))?;
+    }
     if stream.cached_info().config.subjects != subjects {
         let mut updated = stream.cached_info().config.clone();
         tracing::info!(from = ?updated.subjects, to = ?subjects, "updating the command stream's subjects");

@@ -35,6 +35,7 @@ pub async fn check_partition_count(
         &bucket,
         "wow-rs deployment settings",
         Duration::ZERO,
+        config.replicas,
     )
     .await
     .map_err(&failed)?;

@@ -67,3 +67,20 @@ pub enum NatsError {
     #[error("invalid NATS settings: {0}")]
     Config(String),
 }
+
+impl NatsError {
+    /// Whether trying again later may succeed: a stream's, a bucket's or the meta leader's
+    /// server away, no leader elected yet, a cluster short of servers for the replicas asked
+    /// for. False for what only a change of settings fixes (an unparsable URL, a partition
+    /// count or lease TTL that is not the deployment's, invalid settings).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Stream { .. }
+            | Self::Consumer { .. }
+            | Self::Subscribe { .. }
+            | Self::Deployment { .. } => true,
+            Self::Lease(error) => matches!(error, crate::lease::LeaseError::Bucket { .. }),
+            Self::Connect { .. } | Self::PartitionCount { .. } | Self::Config(_) => false,
+        }
+    }
+}

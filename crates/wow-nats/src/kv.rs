@@ -1,20 +1,29 @@
-//! Opening a JetStream key-value bucket, making it first if it is missing.
+//! Opening a JetStream key-value bucket, making it first if it is missing, with as many
+//! copies as the deployment's replica setting asks for.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use wow_core::eventsourcing::BoxError;
 
-/// Opens `bucket`, making it if missing (history 1, file storage, one replica, entries kept
-/// for `max_age`, zero for ever), as `create_key_value` would.
+/// Opens `bucket`, making it if missing (history 1, file storage, `replicas` copies, entries
+/// kept for `max_age`, zero for ever), as `create_key_value` would. A bucket that exists
+/// with fewer copies than `replicas` is updated to `replicas` (JetStream copies its entries
+/// to the new replicas while it keeps serving); one with more is left as it is.
 pub(crate) async fn open_or_create(
     jetstream: &jetstream::Context,
     bucket: &str,
     description: &str,
     max_age: Duration,
+    replicas: usize,
 ) -> Result<kv::Store, BoxError> {
     if let Ok(store) = jetstream.get_key_value(bucket).await {
-        return Ok(store);
+        let info = store.stream.cached_info().config.clone();
+        if info.num_replicas >= replicas {
+            return Ok(store);
+        }
+        crate::replicas::raise(jetstream, info, replicas).await?;
+        return Ok(jetstream.get_key_value(bucket).await?);
     }
     // The bucket's stream, made as `create_key_value` would. That call first asks for the
     // account info, whose NATS 2.9 form async-nats 0.46 cannot parse.
@@ -30,7 +39,7 @@ pub(crate) async fn open_or_create(
         deny_delete: true,
         allow_direct: true,
         discard: jetstream::stream::DiscardPolicy::New,
-        num_replicas: 1,
+        num_replicas: replicas.max(1),
         ..Default::default()
     };
     if let Err(create) = jetstream.create_stream(config).await {

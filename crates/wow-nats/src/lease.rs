@@ -31,6 +31,7 @@ pub struct LeaseConfig {
     bucket: String,
     ttl: Duration,
     margin: Option<Duration>,
+    replicas: usize,
 }
 
 impl LeaseConfig {
@@ -43,6 +44,7 @@ impl LeaseConfig {
             bucket: DEFAULT_BUCKET.to_owned(),
             ttl: Duration::from_secs(10),
             margin: None,
+            replicas: 1,
         }
     }
 
@@ -66,6 +68,15 @@ impl LeaseConfig {
     /// before their deadline (rounds are `ttl / 3` apart). Default `ttl / 5`.
     pub fn margin(mut self, margin: Duration) -> Self {
         self.margin = Some(margin);
+        self
+    }
+
+    /// Copies of the bucket in a NATS cluster: use the deployment's replica setting (3 on a
+    /// three-node cluster), or losing the one server holding the bucket leaves every
+    /// partition unowned until it returns. An existing bucket with fewer copies is raised to
+    /// this many on start. Default 1.
+    pub fn replicas(mut self, replicas: usize) -> Self {
+        self.replicas = replicas;
         self
     }
 
@@ -102,7 +113,8 @@ impl LeaseConfig {
 ///
 /// # The bucket
 ///
-/// One bucket (default `wow_partitions`, file storage, history 1) whose `max_age` is the
+/// One bucket (default `wow_partitions`, file storage, history 1, [`LeaseConfig::replicas`]
+/// copies) whose `max_age` is the
 /// lease TTL: NATS 2.9 has no per-key TTL, so an entry not rewritten within the TTL disappears.
 /// Key `partition.{n}` holds the owner's node id, `node.{id}` says that node is alive.
 ///
@@ -209,7 +221,7 @@ impl PartitionLeases {
         config: LeaseConfig,
     ) -> Result<Self, LeaseError> {
         config.validate()?;
-        let store = bucket::open(jetstream, &config.bucket, config.ttl).await?;
+        let store = bucket::open(jetstream, &config.bucket, config.ttl, config.replicas).await?;
         let (keeper, owned) = keeper::Keeper::new(
             store,
             config.node_id.clone(),

@@ -28,6 +28,7 @@ mod error;
 mod kv;
 mod lease;
 mod partition;
+mod replicas;
 mod supervisor;
 mod wait;
 mod worker;

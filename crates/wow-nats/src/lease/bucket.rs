@@ -6,19 +6,22 @@ use async_nats::jetstream::{self, kv};
 
 use super::error::{BoxError, LeaseError};
 
-/// Opens the bucket, creating it if missing, and checks that it keeps entries for `ttl`.
+/// Opens the bucket, creating it if missing with `replicas` copies (raising an existing
+/// one's to `replicas`), and checks that it keeps entries for `ttl`.
 pub(crate) async fn open(
     jetstream: &jetstream::Context,
     bucket: &str,
     ttl: Duration,
+    replicas: usize,
 ) -> Result<kv::Store, LeaseError> {
     let bucket_error = |source: BoxError| LeaseError::Bucket {
         bucket: bucket.to_owned(),
         source,
     };
-    let store = crate::kv::open_or_create(jetstream, bucket, "wow-rs partition leases", ttl)
-        .await
-        .map_err(bucket_error)?;
+    let store =
+        crate::kv::open_or_create(jetstream, bucket, "wow-rs partition leases", ttl, replicas)
+            .await
+            .map_err(bucket_error)?;
     let bucket_max_age = store.stream.cached_info().config.max_age;
     if bucket_max_age != ttl {
         return Err(LeaseError::TtlMismatch {

@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::{oneshot, watch};
@@ -22,6 +23,9 @@ use super::OwnedPartitions;
 const PARTITION_PREFIX: &str = "partition.";
 const NODE_PREFIX: &str = "node.";
 
+/// The header a KV entry's operation is in (`PUT`, `DEL`, `PURGE`); absent on a plain put.
+const KV_OPERATION: &str = "KV-Operation";
+
 fn partition_key(partition: u32) -> String {
     format!("{PARTITION_PREFIX}{partition}")
 }
@@ -31,6 +35,17 @@ fn partition_key(partition: u32) -> String {
 struct Lease {
     revision: u64,
     fence: Fence,
+}
+
+/// What one renewal request came to.
+#[derive(Debug)]
+enum Renewal {
+    /// Renewed; the key's new revision.
+    Renewed(u64),
+    /// The key is not at the revision we last wrote.
+    Conflict,
+    /// No answer, or an error: the lease ends at its deadline unless a retry succeeds.
+    Failed(String),
 }
 
 /// The state of one node's keeper task.
@@ -92,13 +107,18 @@ impl Keeper {
             }
             let open_watch = changes.is_none();
             let round = async {
-                // The watch first, so it sees every change to what this round acquires.
-                let watch = if open_watch {
-                    self.watch_releases().await
-                } else {
-                    None
+                // The watch is opened beside the round, not before it: opening one makes a
+                // consumer, which waits on the JetStream meta leader, and renewals must not.
+                // A change made while it opens is missed by the watch only: the renewals'
+                // compare-and-set and the next round's listing find it, as without a watch.
+                let watch = async {
+                    if open_watch {
+                        self.watch_releases().await
+                    } else {
+                        None
+                    }
                 };
-                self.round().await;
+                let (watch, ()) = tokio::join!(watch, self.round());
                 watch
             };
             tokio::pin!(round);
@@ -167,9 +187,14 @@ impl Keeper {
     /// noticed, without waiting for the next tick. Without it (NATS refused) the keeper learns
     /// both on ticks only.
     async fn watch_releases(&self) -> Option<kv::Watch> {
-        match self.store.watch_all().await {
-            Ok(watch) => Some(watch),
-            Err(error) => {
+        // Bounded, so a round never waits longer for its watch than for its own requests.
+        match timeout(self.ttl / 3, self.store.watch_all()).await {
+            Ok(Ok(watch)) => Some(watch),
+            Err(_) => {
+                tracing::debug!(node = %self.node_id, "the bucket's watch did not open in time; rounds run on ticks");
+                None
+            }
+            Ok(Err(error)) => {
                 tracing::debug!(node = %self.node_id, %error, "cannot watch the bucket; rounds run on ticks only");
                 None
             }
@@ -235,12 +260,16 @@ impl Keeper {
     async fn round(&self) {
         // The liveness key first, so that it expires before this node's leases do: a node
         // that finds the leases gone also finds this node gone, and takes its full share.
-        if let Err(error) = self
-            .store
-            .put(self.node_key(), self.node_value.clone())
-            .await
-        {
-            tracing::warn!(node = %self.node_id, %error, "cannot refresh the node's liveness key");
+        // Bounded: a hung server must not hold the renewals behind it past their deadlines.
+        let refresh = self.store.put(self.node_key(), self.node_value.clone());
+        match timeout(self.ttl / 3, refresh).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(node = %self.node_id, %error, "cannot refresh the node's liveness key");
+            }
+            Err(_) => {
+                tracing::warn!(node = %self.node_id, "the node's liveness key was not refreshed in time");
+            }
         }
         self.renew().await;
         let (live, taken) = match self.list().await {
@@ -254,13 +283,21 @@ impl Keeper {
         let owned: BTreeSet<u32> = self.lock().keys().copied().collect();
         if owned.len() < share as usize {
             let wanted = share as usize - owned.len();
-            let free = (0..self.partitions).filter(|p| !taken.contains(p) && !owned.contains(p));
+            // Free partitions, and keys still holding this node's id that it no longer holds
+            // (its lease ended locally while a hung server kept the renewals' replies): those
+            // are taken back at once rather than left unowned until they expire.
+            let free = (0..self.partitions).filter_map(|p| match taken.get(&p) {
+                _ if owned.contains(&p) => None,
+                None => Some((p, None)),
+                Some(Some(revision)) => Some((p, Some(*revision))),
+                Some(None) => None,
+            });
             let mut acquired = 0;
-            for partition in free {
+            for (partition, ours) in free {
                 if acquired == wanted {
                     break;
                 }
-                match self.acquire(partition).await {
+                match self.acquire(partition, ours).await {
                     Ok(true) => acquired += 1,
                     Ok(false) => {}
                     Err(error) => {
@@ -280,7 +317,9 @@ impl Keeper {
         format!("{NODE_PREFIX}{}", self.node_id)
     }
 
-    /// Renews every held lease at once, each with its last revision.
+    /// Renews every held lease at once, each with its last revision, each request bounded
+    /// by a third of the TTL (a hung server must not hold the round past the leases'
+    /// deadlines).
     async fn renew(&self) {
         let held: Vec<(u32, u64)> = self
             .lock()
@@ -294,20 +333,28 @@ impl Keeper {
             async move {
                 // Taken before the request can leave: the lease counts from no later than this.
                 let sent = Instant::now();
-                (partition, revision, sent, request.await)
+                let outcome = match timeout(self.ttl / 3, request).await {
+                    Ok(Ok(new_revision)) => Renewal::Renewed(new_revision),
+                    Ok(Err(error)) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                        Renewal::Conflict
+                    }
+                    Ok(Err(error)) => Renewal::Failed(error.to_string()),
+                    Err(_) => Renewal::Failed("no answer in time".to_owned()),
+                };
+                (partition, revision, sent, outcome)
             }
         }))
         .await;
         let mut orphans = Vec::new();
         {
             let mut leases = self.lock();
-            for (partition, revision, sent, result) in results {
+            for (partition, revision, sent, outcome) in results {
                 let current = leases
                     .get(&partition)
                     .filter(|lease| lease.revision == revision)
                     .is_some();
-                match result {
-                    Ok(new_revision) if current => {
+                match outcome {
+                    Renewal::Renewed(new_revision) if current => {
                         let extended = leases.get_mut(&partition).is_some_and(|lease| {
                             lease.revision = new_revision;
                             lease.fence.extend(self.deadline(sent))
@@ -320,8 +367,11 @@ impl Keeper {
                     }
                     // The lease ended locally while the request was out; the key is ours
                     // though, so free it.
-                    Ok(new_revision) => orphans.push((partition, new_revision)),
-                    Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                    Renewal::Renewed(new_revision) => orphans.push((partition, new_revision)),
+                    // Someone wrote the key since: the lease ends at once. (A write of ours
+                    // whose reply was lost looks the same; the key still holds this node's
+                    // id then, and the next round takes it back: see `acquire`.)
+                    Renewal::Conflict => {
                         if current {
                             if let Some(lease) = leases.remove(&partition) {
                                 lease.fence.end();
@@ -333,7 +383,7 @@ impl Keeper {
                             "another writer changed the lease; partition stopped at once"
                         );
                     }
-                    Err(error) => {
+                    Renewal::Failed(error) => {
                         tracing::warn!(
                             node = %self.node_id,
                             partition,
@@ -355,35 +405,94 @@ impl Keeper {
     }
 
     /// The live node ids (this one included) and the partitions someone holds.
-    async fn list(&self) -> Result<(BTreeSet<String>, BTreeSet<u32>), BoxError> {
+    ///
+    /// Read from the bucket stream's leader alone: the keys from a stream info with a
+    /// subject filter, then each key's last entry. Listing keys through a consumer, as
+    /// `kv::Store::keys` does, makes a consumer every round, which waits on the JetStream
+    /// meta leader: losing that server (which may hold nothing of the bucket) would stall
+    /// every renewal round, and the leases with them.
+    ///
+    /// A taken partition maps to its key's revision when the key holds this node's id.
+    async fn list(&self) -> Result<(BTreeSet<String>, BTreeMap<u32, Option<u64>>), BoxError> {
         let keys = async {
-            let keys: Vec<String> = self.store.keys().await?.try_collect().await?;
-            Ok::<_, BoxError>(keys)
+            let mut subjects = self
+                .store
+                .stream
+                .info_with_subjects(format!("{}>", self.store.prefix))
+                .await?;
+            let mut keys = Vec::new();
+            while let Some((subject, _count)) = subjects.try_next().await? {
+                keys.push(subject);
+            }
+            let entries = futures::future::join_all(keys.iter().map(|subject| async move {
+                match self
+                    .store
+                    .stream
+                    .get_last_raw_message_by_subject(subject)
+                    .await
+                {
+                    Ok(message) => Ok(Some(message)),
+                    // Expired or removed since the listing: nobody's.
+                    Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => {
+                        Ok(None)
+                    }
+                    Err(error) => Err(error),
+                }
+            }))
+            .await;
+            let mut live = Vec::new();
+            for entry in entries {
+                let Some(message) = entry? else { continue };
+                let removed = message
+                    .headers
+                    .get(KV_OPERATION)
+                    .is_some_and(|operation| operation.as_str() != "PUT");
+                if !removed {
+                    if let Some(key) = message.subject.strip_prefix(self.store.prefix.as_str()) {
+                        let ours = message.payload == self.node_value;
+                        live.push((key.to_owned(), ours.then_some(message.sequence)));
+                    }
+                }
+            }
+            Ok::<_, BoxError>(live)
         };
-        let keys = timeout(self.ttl, keys).await??;
+        let keys = timeout(self.ttl / 3, keys).await??;
         let mut live = BTreeSet::from([self.node_id.clone()]);
-        let mut taken = BTreeSet::new();
-        for key in keys {
+        let mut taken = BTreeMap::new();
+        for (key, ours) in keys {
             if let Some(node) = key.strip_prefix(NODE_PREFIX) {
                 live.insert(node.to_owned());
             } else if let Some(partition) = key.strip_prefix(PARTITION_PREFIX) {
                 if let Ok(partition) = partition.parse::<u32>() {
-                    taken.insert(partition);
+                    taken.insert(partition, ours);
                 }
             }
         }
         Ok((live, taken))
     }
 
-    /// Tries to create the partition's key; `Ok(false)` when someone holds it.
-    async fn acquire(&self, partition: u32) -> Result<bool, kv::CreateError> {
+    /// Tries to create the partition's key, or, when `ours` names the revision of a key that
+    /// still holds this node's id, to rewrite it at that revision; `Ok(false)` when someone
+    /// else holds it or wrote it meanwhile. Either way the fence counts from this request.
+    async fn acquire(&self, partition: u32, ours: Option<u64>) -> Result<bool, BoxError> {
         let sent = Instant::now();
-        match self
-            .store
-            .create(partition_key(partition), self.node_value.clone())
-            .await
-        {
-            Ok(revision) => {
+        let key = partition_key(partition);
+        let written = match ours {
+            None => match self.store.create(&key, self.node_value.clone()).await {
+                Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
+                other => other.map(Some).map_err(BoxError::from),
+            },
+            Some(revision) => match self
+                .store
+                .update(&key, self.node_value.clone(), revision)
+                .await
+            {
+                Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(None),
+                other => other.map(Some).map_err(BoxError::from),
+            },
+        };
+        match written {
+            Ok(Some(revision)) => {
                 let valid_until = self.deadline(sent);
                 if Instant::now() >= valid_until {
                     // Acquired too slowly to be of any use: give it back.
@@ -397,7 +506,7 @@ impl Keeper {
                 tracing::info!(node = %self.node_id, partition, "partition acquired");
                 Ok(true)
             }
-            Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
+            Ok(None) => Ok(false),
             Err(error) => Err(error),
         }
     }

@@ -12,6 +12,7 @@
 //!   ([`ownership`]).
 
 mod ownership;
+mod retry;
 mod status;
 
 use std::collections::BTreeSet;
@@ -83,7 +84,11 @@ impl Distribution {
         // Both roles make the command stream when it is missing, so a gateway started before
         // any processor can send (its commands wait in the stream for one).
         if client.connection_state() == State::Connected {
-            ensure_command_stream(&async_nats::jetstream::new(client.clone()), &config).await?;
+            let jetstream = async_nats::jetstream::new(client.clone());
+            retry::with_backoff("setting up the command stream", || {
+                ensure_command_stream(&jetstream, &config)
+            })
+            .await?;
         }
         let waits = WaitCoordinator::new();
         let signals =
@@ -142,7 +147,10 @@ impl Distribution {
             return Ok(());
         };
         let jetstream = async_nats::jetstream::new(self.client.clone());
-        let stream = ensure_command_stream(&jetstream, &self.config).await?;
+        let stream = retry::with_backoff("setting up the command stream", || {
+            ensure_command_stream(&jetstream, &self.config)
+        })
+        .await?;
         let count = self.config.partitions;
         let cache = pipeline.aggregate_cache().clone();
         // The cache starts cold for a partition taken (back) over: another processor may
@@ -225,10 +233,14 @@ impl Distribution {
         let jetstream = async_nats::jetstream::new(self.client.clone());
         let config = LeaseConfig::new(self.node_id.clone(), self.config.partitions)
             .bucket(self.lease_bucket.clone())
-            .ttl(self.lease_ttl);
+            .ttl(self.lease_ttl)
+            .replicas(self.config.replicas);
         // The first leases are taken here, so that a bucket that cannot be used stops the
-        // start with its error.
-        let leases = PartitionLeases::start(&jetstream, config.clone()).await?;
+        // start with its error; a bucket whose servers are away is waited for.
+        let leases = retry::with_backoff("opening the lease bucket", || async {
+            Ok(PartitionLeases::start(&jetstream, config.clone()).await?)
+        })
+        .await?;
         let (owned, receiver) = watch::channel(OwnedPartitions::new());
         self.tasks.push(tokio::spawn(hold_partitions(
             jetstream,

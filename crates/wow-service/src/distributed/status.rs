@@ -8,7 +8,14 @@ use wow_http::NodeStatus;
 
 use crate::settings::Role;
 
-/// What `/health` says of a gateway or processor.
+/// What `/health` says of a gateway or processor, under `details.node`: `role`, `nodeId`,
+/// `nats` (`CONNECTED`, `DISCONNECTED`, `CONNECTING`), `ready` (whether NATS is connected:
+/// a node that is not cannot take or handle commands, which answer 503 meanwhile),
+/// `partitionCount`, and a processor's `partitions`.
+///
+/// A hung NATS server shows as `DISCONNECTED` within about three ping intervals (the client
+/// then moves to another server of the cluster); before, the connection looked fine for
+/// minutes.
 #[derive(Debug)]
 pub(super) struct Status {
     pub(super) role: Role,
@@ -20,7 +27,9 @@ pub(super) struct Status {
 
 impl NodeStatus for Status {
     fn status(&self) -> serde_json::Value {
-        let nats = match self.client.connection_state() {
+        let state = self.client.connection_state();
+        let ready = state == State::Connected;
+        let nats = match state {
             State::Connected => "CONNECTED",
             State::Disconnected => "DISCONNECTED",
             State::Pending => "CONNECTING",
@@ -29,6 +38,7 @@ impl NodeStatus for Status {
             "role": self.role.as_str(),
             "nodeId": self.node_id,
             "nats": nats,
+            "ready": ready,
             "partitionCount": self.partitions,
         });
         if self.role == Role::Processor {

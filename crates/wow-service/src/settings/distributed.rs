@@ -11,13 +11,14 @@ use super::SettingsError;
 /// How a gateway or processor reaches NATS and shares the work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DistributedSettings {
-    /// The NATS server (`WOW_NATS_URL`, `[nats] url`); required by the gateway and
-    /// processor roles.
+    /// The NATS server (`WOW_NATS_URL`, `[nats] url`), or a comma-separated list of a
+    /// cluster's servers; required by the gateway and processor roles.
     pub nats_url: Option<String>,
     /// Command partitions (`WOW_NATS_PARTITIONS`, default 16): every node of a deployment
     /// must use the same number, and it bounds how many processors share the work.
     pub partitions: u32,
-    /// Copies of the command stream in a NATS cluster (`WOW_NATS_REPLICAS`, default 1).
+    /// Copies of the command stream, the lease bucket and the deployment bucket in a NATS
+    /// cluster (`WOW_NATS_REPLICAS`, default 1; 3 on a three-node cluster).
     pub replicas: usize,
     /// Where JetStream keeps commands in transit (`WOW_NATS_STORAGE`: `file`, the default,
     /// or `memory`).

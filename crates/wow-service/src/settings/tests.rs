@@ -476,3 +476,26 @@ fn the_heavy_reads_limits_come_from_the_file_and_a_zero_is_a_typed_error() {
     assert!(from_file("reads_per_peer = 0\n").is_err());
     assert!(from_file("read_budget_ms = 0\n").is_err());
 }
+
+#[test]
+fn a_comma_separated_nats_url_gives_every_server_of_the_cluster_and_the_replicas_to_every_bucket() {
+    let settings = from_file_and_env(
+        "",
+        &[
+            ("WOW_ROLE", "processor"),
+            (
+                "WOW_NATS_URL",
+                "nats://n1:4222,nats://n2:4222,nats://n3:4222",
+            ),
+            ("WOW_NATS_REPLICAS", "3"),
+        ],
+    )
+    .unwrap();
+    let url = settings.distributed.nats_url.clone().unwrap();
+    let config = settings.distributed.nats_config(&url);
+    assert_eq!(
+        config.servers(),
+        ["nats://n1:4222", "nats://n2:4222", "nats://n3:4222"]
+    );
+    assert_eq!(config.replicas, 3);
+}
