@@ -34,8 +34,8 @@ use cluster::{eventually, Cluster};
 const PARTITIONS: u32 = 8;
 const LEASE_TTL: Duration = Duration::from_secs(3);
 const CALLERS: usize = 4;
-/// How long each fault lasts (a freeze 3 s more, to see deposits go on during it).
-const FAULT: Duration = Duration::from_secs(10);
+/// How long each fault lasts.
+const FAULT: Duration = Duration::from_secs(8);
 
 fn command(id: &AggregateId, body: AccountCommand, request: &str) -> JsonCommand {
     CommandMessage::of(id.clone(), body)

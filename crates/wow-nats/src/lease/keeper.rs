@@ -188,7 +188,7 @@ impl Keeper {
     /// both on ticks only.
     async fn watch_releases(&self) -> Option<kv::Watch> {
         // Bounded, so a round never waits longer for its watch than for its own requests.
-        match timeout(self.ttl / 3, self.store.watch_all()).await {
+        match timeout(self.bound(), self.store.watch_all()).await {
             Ok(Ok(watch)) => Some(watch),
             Err(_) => {
                 tracing::debug!(node = %self.node_id, "the bucket's watch did not open in time; rounds run on ticks");
@@ -206,6 +206,14 @@ impl Keeper {
         self.leases
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How long each request of a round may take: a third of the TTL (1 s for the default
+    /// 3 s), the rounds' interval. A round that waits on a server that does not answer must
+    /// leave time, before the leases' deadlines, for the next round, which may find the
+    /// bucket's new leader.
+    fn bound(&self) -> Duration {
+        self.ttl / 3
     }
 
     /// The local deadline of a lease whose request was sent at `sent`.
@@ -262,16 +270,23 @@ impl Keeper {
         // that finds the leases gone also finds this node gone, and takes its full share.
         // Bounded: a hung server must not hold the renewals behind it past their deadlines.
         let refresh = self.store.put(self.node_key(), self.node_value.clone());
-        match timeout(self.ttl / 3, refresh).await {
-            Ok(Ok(_)) => {}
+        let refreshed = match timeout(self.bound(), refresh).await {
+            Ok(Ok(_)) => true,
             Ok(Err(error)) => {
                 tracing::warn!(node = %self.node_id, %error, "cannot refresh the node's liveness key");
+                false
             }
             Err(_) => {
                 tracing::warn!(node = %self.node_id, "the node's liveness key was not refreshed in time");
+                false
             }
-        }
+        };
         self.renew().await;
+        if !refreshed {
+            // The bucket takes no writes (no leader, a hung server): a listing would wait
+            // as long for nothing. The next round, a third of the TTL on, tries again.
+            return;
+        }
         let (live, taken) = match self.list().await {
             Ok(listing) => listing,
             Err(error) => {
@@ -333,7 +348,7 @@ impl Keeper {
             async move {
                 // Taken before the request can leave: the lease counts from no later than this.
                 let sent = Instant::now();
-                let outcome = match timeout(self.ttl / 3, request).await {
+                let outcome = match timeout(self.bound(), request).await {
                     Ok(Ok(new_revision)) => Renewal::Renewed(new_revision),
                     Ok(Err(error)) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                         Renewal::Conflict
@@ -456,7 +471,7 @@ impl Keeper {
             }
             Ok::<_, BoxError>(live)
         };
-        let keys = timeout(self.ttl / 3, keys).await??;
+        let keys = timeout(self.bound(), keys).await??;
         let mut live = BTreeSet::from([self.node_id.clone()]);
         let mut taken = BTreeMap::new();
         for (key, ours) in keys {
