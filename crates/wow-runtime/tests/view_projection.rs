@@ -177,3 +177,43 @@ async fn a_stream_that_does_not_decode_fails_and_writes_nothing() {
         .unwrap()
         .is_none());
 }
+
+/// A stream whose projection failed (a store lost for a moment) holds no later stream of its
+/// aggregate back when the projection has the history: the gap is filled from it, in order,
+/// each stream recorded, and the failed stream's own retry finds it in.
+#[tokio::test]
+async fn with_history_a_gap_is_filled_from_it_and_the_missed_streams_retry_finds_it_in() {
+    use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
+    let history = Arc::new(InMemoryEventStore::new());
+    let store: Arc<dyn ViewStore> = Arc::new(InMemoryViewStore::new());
+    let projection = ViewProjection::<CounterTotal>::new(store.clone())
+        .with_history(history.clone() as Arc<dyn EventStore>);
+    let c = counter("c-1", "t");
+    let streams: Vec<_> = (1..=4)
+        .map(|version| stream(&c, version, &[add(version * 10)]))
+        .collect();
+    for written in &streams {
+        history.append(written).await.unwrap();
+    }
+    projection.handle(&streams[0]).await.unwrap();
+    // Versions 2 and 3 were missed (their projection failed); 4 comes.
+    projection.handle(&streams[3]).await.unwrap();
+    let expected = Some((
+        Total {
+            additions: 4,
+            sum: 100,
+        },
+        4,
+    ));
+    assert_eq!(
+        view::<CounterTotal>(&*store, "t", "c-1").await.unwrap(),
+        expected
+    );
+    // The retries of the missed streams change nothing.
+    projection.handle(&streams[1]).await.unwrap();
+    projection.handle(&streams[2]).await.unwrap();
+    assert_eq!(
+        view::<CounterTotal>(&*store, "t", "c-1").await.unwrap(),
+        expected
+    );
+}

@@ -186,7 +186,8 @@ impl ServiceBuilder {
     /// ([`ViewProjection`]), and serves one row of it at
     /// `GET /{aggregate}/{id}/view/{V::NAME}` in the caller's tenant, with its entry (the
     /// state's JSON Schema) in `/openapi.json`. The start catches it up with the history of
-    /// `V::Aggregate`.
+    /// `V::Aggregate`, and a stream that failed once never holds the later streams of its
+    /// aggregate back: they fill the gap from history.
     pub fn view<V: View>(mut self) -> Self
     where
         V::State: schemars::JsonSchema,
@@ -194,7 +195,9 @@ impl ServiceBuilder {
         self.consumed.insert(V::Aggregate::named_aggregate());
         self.note_aliases::<V::Aggregate>();
         self.projections.push(Box::new(|stores: &Stores| {
-            Arc::new(ViewProjection::<V>::new(stores.views.clone())) as Arc<dyn EventConsumer>
+            Arc::new(
+                ViewProjection::<V>::new(stores.views.clone()).with_history(stores.events.clone()),
+            ) as Arc<dyn EventConsumer>
         }));
         self.openapi.extend(view_openapi::<V>());
         self.routes.push(Box::new(|cx: &ServiceContext| {

@@ -10,7 +10,7 @@ use wow_core::aggregate::typed_events;
 use wow_core::aggregate::{Aggregate, LifecycleEvent};
 use wow_core::event::DomainEventStream;
 use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
-use wow_core::eventsourcing::BoxError;
+use wow_core::eventsourcing::{BoxError, EventStore};
 use wow_core::id::{Clock, SystemClock};
 use wow_core::view::{View, ViewKey, ViewRow};
 use wow_core::view::{ViewStore, ViewUpdate};
@@ -38,14 +38,21 @@ pub struct ViewOutOfOrder {
 /// recovers the aggregate is folded through [`View::on_lifecycle`] (SPEC DM-6).
 ///
 /// Version order per aggregate: a stream at or below the row's version is already in (the
-/// stream is recorded, the row unchanged); the next version is folded; a later one is a gap,
-/// which fails with [`ViewOutOfOrder`] and is retried later. Streams of other aggregates are
-/// ignored.
+/// stream is recorded, the row unchanged); the next version is folded; a later one is a gap.
+/// With the aggregate's history at hand ([`with_history`](Self::with_history)) the gap is
+/// filled from it, each missing stream folded and recorded in order, and then the stream
+/// that came: a stream that failed once (a store lost for a moment) holds no later stream of
+/// its aggregate back, and its own retry finds it in. Without history the gap fails with
+/// [`ViewOutOfOrder`] and is retried later. Streams of other aggregates are ignored.
 pub struct ViewProjection<V: View> {
     store: Arc<dyn ViewStore>,
     clock: Arc<dyn Clock>,
+    history: Option<Arc<dyn EventStore>>,
     view: PhantomData<fn() -> V>,
 }
+
+/// The most streams one gap is filled with at once from history.
+const GAP_PAGE: u64 = 1000;
 
 impl<V: View> fmt::Debug for ViewProjection<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -62,8 +69,16 @@ impl<V: View> ViewProjection<V> {
         Self {
             store,
             clock: Arc::new(SystemClock),
+            history: None,
             view: PhantomData,
         }
+    }
+
+    /// Fills a gap in an aggregate's versions from `history` (its event store) instead of
+    /// failing the stream after it.
+    pub fn with_history(mut self, history: Arc<dyn EventStore>) -> Self {
+        self.history = Some(history);
+        self
     }
 
     /// Stamps rows' `updated_at` with `clock` instead.
@@ -162,17 +177,104 @@ impl<V: View> EventConsumer for ViewProjection<V> {
         {
             return Ok(());
         }
+        match self.fold_one(stream).await {
+            Err(Failure::Gap { at, message }) => {
+                let Some(history) = &self.history else {
+                    return Err(Failure::Gap { at, message }.into_consumer_error());
+                };
+                self.fill_gap(history.as_ref(), stream, at).await?;
+                self.fold_one(stream)
+                    .await
+                    .map_err(|failure| failure.into_consumer_error())
+            }
+            other => other.map_err(Failure::into_consumer_error),
+        }
+    }
+}
+
+/// Why one stream was not folded.
+enum Failure {
+    /// The row is at version `at`, short of the stream's version by more than one; `message`
+    /// says so ([`ViewOutOfOrder`]).
+    Gap { at: u64, message: String },
+    /// Anything else, as the consumer reports it.
+    Other(ConsumerError),
+}
+
+impl Failure {
+    fn into_consumer_error(self) -> ConsumerError {
+        match self {
+            Failure::Gap { message, .. } => ConsumerError::new(
+                ErrorCode::IllegalState,
+                format!("the consumer's work failed: {message}"),
+            ),
+            Failure::Other(error) => error,
+        }
+    }
+}
+
+impl From<ConsumerError> for Failure {
+    fn from(error: ConsumerError) -> Self {
+        Failure::Other(error)
+    }
+}
+
+impl<V: View> ViewProjection<V> {
+    /// Folds `stream` into its row, with its processed-message record.
+    async fn fold_one(&self, stream: &DomainEventStream) -> Result<(), Failure> {
         let (key, work) = self.update(stream)?;
         match self.store.update(&key, &stream.id, work).await {
             Ok(_) => Ok(()),
-            Err(error @ ProcessError::Store(_)) => Err(ConsumerError::new(
+            Err(ProcessError::Work(error)) => match error.downcast_ref::<ViewOutOfOrder>() {
+                Some(gap) => Err(Failure::Gap {
+                    at: gap.at,
+                    message: gap.to_string(),
+                }),
+                None => Err(Failure::Other(ConsumerError::new(
+                    ErrorCode::IllegalState,
+                    ProcessError::Work(error).to_string(),
+                ))),
+            },
+            Err(error @ ProcessError::Store(_)) => Err(Failure::Other(ConsumerError::new(
                 ErrorCode::ServiceUnavailable,
                 error.to_string(),
-            )),
-            Err(error) => Err(ConsumerError::new(
+            ))),
+            Err(error) => Err(Failure::Other(ConsumerError::new(
                 ErrorCode::IllegalState,
                 error.to_string(),
-            )),
+            ))),
         }
+    }
+
+    /// Folds the streams of `stream`'s aggregate after version `at` and before its own, read
+    /// from `history` a page at a time, each with its record, in version order.
+    async fn fill_gap(
+        &self,
+        history: &dyn EventStore,
+        stream: &DomainEventStream,
+        at: u64,
+    ) -> Result<(), ConsumerError> {
+        let mut from = at + 1;
+        while from < stream.version {
+            let to = (stream.version - 1).min(from.saturating_add(GAP_PAGE - 1));
+            let missing = history
+                .load(&stream.aggregate_id, from, to)
+                .await
+                .map_err(|error| {
+                    ConsumerError::new(ErrorCode::ServiceUnavailable, error.to_string())
+                })?;
+            if missing.is_empty() {
+                break;
+            }
+            for earlier in &missing {
+                match self.fold_one(earlier).await {
+                    Ok(()) => {}
+                    Err(failure) => return Err(failure.into_consumer_error()),
+                }
+            }
+            from = to + 1;
+        }
+        tracing::debug!(view = V::NAME, aggregate = %stream.aggregate_id, from = at + 1, to = stream.version - 1, "a view's gap filled from history");
+        Ok(())
     }
 }
