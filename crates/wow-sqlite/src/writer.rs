@@ -185,7 +185,8 @@ enum Outcome {
     /// A deadline write outside an append: what [`deadline::write`] answered.
     Deadline(u64),
     Worked(Processed),
-    WorkFailed(String),
+    /// The work failed: its error as it came, so that the consumer can tell what it was.
+    WorkFailed(BoxError),
     Failed(rusqlite::Error),
 }
 
@@ -235,7 +236,7 @@ fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
     match job {
         WriteJob::Work { record, work, .. } => match work.take() {
             Some(work) => run_work(connection, record.as_ref(), work.0),
-            None => Outcome::WorkFailed("the work ran already".to_owned()),
+            None => Outcome::WorkFailed("the work ran already".into()),
         },
         WriteJob::Append {
             row,
@@ -355,8 +356,8 @@ fn run_work(
             Ok(()) => Outcome::Worked(Processed::Applied),
             Err(error) => Outcome::Failed(error),
         },
-        Ok(Err(error)) => undo(Outcome::WorkFailed(error.to_string())),
-        Err(_) => undo(Outcome::WorkFailed("the work panicked".to_owned())),
+        Ok(Err(error)) => undo(Outcome::WorkFailed(error)),
+        Err(_) => undo(Outcome::WorkFailed("the work panicked".into())),
     }
 }
 
@@ -514,8 +515,8 @@ fn reply(job: WriteJob, outcome: Outcome) {
         (WriteJob::Work { reply, .. }, Outcome::Worked(processed)) => {
             let _ = reply.send(Ok(processed));
         }
-        (WriteJob::Work { reply, .. }, Outcome::WorkFailed(message)) => {
-            let _ = reply.send(Err(ProcessError::Work(message.into())));
+        (WriteJob::Work { reply, .. }, Outcome::WorkFailed(error)) => {
+            let _ = reply.send(Err(ProcessError::Work(error)));
         }
         (WriteJob::Work { reply, .. }, Outcome::Failed(error)) => {
             let _ = reply.send(Err(ProcessError::Store(Box::new(error))));
