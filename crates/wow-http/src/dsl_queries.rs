@@ -17,11 +17,11 @@ use serde_json::{json, Value};
 use wow_core::aggregate::AggregateRuntime;
 use wow_core::id::{Clock, SystemClock};
 use wow_core::query::{
-    project, Condition, DocumentQuery, ListQuery, Lowering, Operator, PagedList, PagedQuery,
-    Projection, QueryBody, SingleQuery, Target,
+    project, Condition, DocumentQuery, Filter, ListQuery, Lowering, Operator, PagedList,
+    PagedQuery, Projection, QueryBody, SingleQuery, Target,
 };
 use wow_core::view::ViewStore;
-use wow_core::DomainEventStream;
+use wow_core::{DomainEventStream, NamedAggregate};
 use wow_runtime::view::snapshot_view;
 
 use crate::error::ApiError;
@@ -41,12 +41,12 @@ pub(crate) async fn count(
         .lower(&active_only(query.query))
         .map_err(illegal)?;
     let total = read
-        .within(async {
-            views
-                .count(&view, &query.tenant, &filter)
-                .await
-                .map_err(view_failed)
-        })
+        .within(snapshot_count(
+            views.as_ref(),
+            &view,
+            &query.tenant,
+            &filter,
+        ))
         .await?;
     Ok(ok(json!(total)))
 }
@@ -117,12 +117,12 @@ async fn single(
     let (views, view) = snapshots(state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
     let rows = read
-        .within(async {
-            views
-                .query(&view, &query.tenant, &lowered)
-                .await
-                .map_err(view_failed)
-        })
+        .within(snapshot_rows(
+            views.as_ref(),
+            &view,
+            &query.tenant,
+            &lowered,
+        ))
         .await?;
     let row = rows
         .into_iter()
@@ -146,12 +146,12 @@ async fn list(
     let (views, view) = snapshots(state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
     let rows = read
-        .within(async {
-            views
-                .query(&view, &query.tenant, &lowered)
-                .await
-                .map_err(view_failed)
-        })
+        .within(snapshot_rows(
+            views.as_ref(),
+            &view,
+            &query.tenant,
+            &lowered,
+        ))
         .await?;
     let projection = query.query.projection;
     let documents = read
@@ -186,15 +186,12 @@ async fn paged(
     let lowered = snapshot_lowered(&mut query.query)?;
     let (total, rows) = read
         .within(async {
-            let total = views
-                .count(&view, &query.tenant, &lowered.filter)
-                .await
-                .map_err(view_failed)?;
-            let rows = views
-                .query(&view, &query.tenant, &lowered)
-                .await
-                .map_err(view_failed)?;
-            Ok((total, rows))
+            let total =
+                snapshot_count(views.as_ref(), &view, &query.tenant, &lowered.filter).await?;
+            Ok((
+                total,
+                snapshot_rows(views.as_ref(), &view, &query.tenant, &lowered).await?,
+            ))
         })
         .await?;
     let projection = query.query.projection;
@@ -215,13 +212,7 @@ pub(crate) async fn list_events(
     let lowered = event_lowered(&mut query.query)?;
     let named = query.runtime.named_aggregate().clone();
     let streams = read
-        .within(async {
-            state
-                .store()
-                .query_streams(&named, &query.tenant, &lowered)
-                .await
-                .map_err(events_failed)
-        })
+        .within(event_streams(&state, &named, &query.tenant, &lowered))
         .await?;
     let (runtime, projection) = (query.runtime, query.query.projection);
     let list = read
@@ -240,17 +231,11 @@ pub(crate) async fn paged_events(
     let named = query.runtime.named_aggregate().clone();
     let (total, streams) = read
         .within(async {
-            let total = state
-                .store()
-                .count_streams(&named, &query.tenant, &lowered.filter)
-                .await
-                .map_err(events_failed)?;
-            let streams = state
-                .store()
-                .query_streams(&named, &query.tenant, &lowered)
-                .await
-                .map_err(events_failed)?;
-            Ok((total, streams))
+            let total = stream_count(&state, &named, &query.tenant, &lowered.filter).await?;
+            Ok((
+                total,
+                event_streams(&state, &named, &query.tenant, &lowered).await?,
+            ))
         })
         .await?;
     let (runtime, projection) = (query.runtime, query.query.projection);
@@ -271,15 +256,57 @@ pub(crate) async fn count_events(
     let filter = event_lowering().lower(&query.query).map_err(illegal)?;
     let named = query.runtime.named_aggregate().clone();
     let total = read
-        .within(async {
-            state
-                .store()
-                .count_streams(&named, &query.tenant, &filter)
-                .await
-                .map_err(events_failed)
-        })
+        .within(stream_count(&state, &named, &query.tenant, &filter))
         .await?;
     Ok(ok(json!(total)))
+}
+
+/// The snapshot documents of `view` in `tenant` that `query` selects.
+async fn snapshot_rows(
+    views: &dyn ViewStore,
+    view: &str,
+    tenant: &str,
+    query: &DocumentQuery,
+) -> Result<Vec<wow_core::view::ViewRow>, ApiError> {
+    views.query(view, tenant, query).await.map_err(view_failed)
+}
+
+/// How many snapshot documents of `view` in `tenant` match `filter`.
+async fn snapshot_count(
+    views: &dyn ViewStore,
+    view: &str,
+    tenant: &str,
+    filter: &Filter,
+) -> Result<u64, ApiError> {
+    views.count(view, tenant, filter).await.map_err(view_failed)
+}
+
+/// The event streams of `named` in `tenant` that `query` selects.
+async fn event_streams(
+    state: &HttpState,
+    named: &NamedAggregate,
+    tenant: &str,
+    query: &DocumentQuery,
+) -> Result<Vec<DomainEventStream>, ApiError> {
+    state
+        .store()
+        .query_streams(named, tenant, query)
+        .await
+        .map_err(events_failed)
+}
+
+/// How many event streams of `named` in `tenant` match `filter`.
+async fn stream_count(
+    state: &HttpState,
+    named: &NamedAggregate,
+    tenant: &str,
+    filter: &Filter,
+) -> Result<u64, ApiError> {
+    state
+        .store()
+        .count_streams(named, tenant, filter)
+        .await
+        .map_err(events_failed)
 }
 
 /// The store of the materialized snapshots and the view of `query`'s aggregate; 404 when

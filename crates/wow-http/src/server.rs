@@ -115,7 +115,7 @@ use idle::BusyBody;
 pub use limits::{InvalidLimits, ServerLimits, MAX_READ_TIMEOUT};
 use write_deadline::WriteDeadline;
 
-use crate::reads::PeerAddr;
+use crate::reads::gate::PeerAddr;
 
 /// How many connections past the limit are being answered 503 at once.
 const REFUSALS_AT_ONCE: usize = 64;

@@ -15,7 +15,7 @@ use wow_runtime::pipeline::LocalPipeline;
 
 use crate::config::HttpConfig;
 use crate::metrics::HttpMetrics;
-use crate::reads::ReadGate;
+use crate::reads::gate::ReadGate;
 
 /// What the read routes answer from: history and request outcomes (the event store),
 /// states (with snapshots when there are some), the compensation routes (when this process
