@@ -281,6 +281,12 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
     let (_, health) = api.get("health").await;
     assert_eq!(health["details"]["node"]["role"], "gateway");
     assert_eq!(health["details"]["node"]["nats"], "CONNECTED");
+    assert_eq!(health["details"]["node"]["ready"], true);
+    // A processor is ready when every partition it owns is consumed: none stalled.
+    let (_, health) = Api::new(&processor).get("health").await;
+    assert_eq!(health["details"]["node"]["role"], "processor");
+    assert_eq!(health["details"]["node"]["ready"], true, "{health}");
+    assert_eq!(health["details"]["node"]["stalled"], json!([]), "{health}");
     let store = deployment.events().await;
     let id = AggregateId::new("bank", "account", "acc-1", wow_core::DEFAULT_TENANT_ID);
     assert_eq!(store.load(&id, 1, u64::MAX).await.unwrap().len(), 1);

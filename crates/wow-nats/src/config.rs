@@ -38,6 +38,10 @@ pub struct NatsConfig {
     /// How often the client pings its server. Three pings unanswered (about three intervals)
     /// and it drops the connection and moves to another server: what a hung server costs.
     pub ping_interval: std::time::Duration,
+    /// How often the server tells an idle partition consumer it is still there. A consumer
+    /// that misses two, twice in a row, counts as stalled (its server or leader lost): it is
+    /// asked again, then made afresh, and the node is not ready meanwhile.
+    pub heartbeat: std::time::Duration,
     /// Where the command stream lives.
     pub storage: CommandStorage,
     /// How long a command may wait in the stream for a processor before JetStream drops it.
@@ -50,8 +54,8 @@ pub struct NatsConfig {
 
 impl NatsConfig {
     /// The defaults for a server at `url`: stream `WOW_COMMANDS`, subjects `wow.commands.>`,
-    /// signals on `wow.wait.*`, 16 partitions, one replica on file, a ping a second, a day's retention, 30 s
-    /// to acknowledge.
+    /// signals on `wow.wait.*`, 16 partitions, one replica on file, a ping and a consumer
+    /// heartbeat a second, a day's retention, 30 s to acknowledge.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
@@ -61,6 +65,7 @@ impl NatsConfig {
             partitions: 16,
             replicas: 1,
             ping_interval: Duration::from_secs(1),
+            heartbeat: Duration::from_secs(1),
             storage: CommandStorage::File,
             max_age: Duration::from_secs(24 * 60 * 60),
             ack_wait: Duration::from_secs(30),

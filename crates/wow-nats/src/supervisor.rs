@@ -69,6 +69,7 @@ pub async fn supervise(
                         }
                     }
                 }
+                consumer.stalled().clear(partition);
                 tracing::info!(partition, "stopped consuming the partition");
             });
         }

@@ -13,6 +13,8 @@ use wow_core::group_by_aggregate;
 
 use crate::config::NatsConfig;
 use crate::error::NatsError;
+use crate::pump::{pump, Pumped};
+use crate::stalled::StalledPartitions;
 use crate::wait::NatsWaitNotifier;
 
 /// Commands read and handled together: their aggregates run side by side, each in order.
@@ -20,6 +22,12 @@ const BATCH: usize = 256;
 
 /// Commands delivered to a partition's owner and not yet acknowledged, at most.
 const MAX_ACK_PENDING: i64 = 1024;
+
+/// Commands asked for per pull request.
+const PULL_BATCH: usize = 200;
+
+/// How long a pull request lasts, in heartbeats (the server wants at least two).
+const PULL_EXPIRES_IN_HEARTBEATS: u32 = 5;
 
 /// What a node forgets of a partition when it starts or stops consuming it.
 #[derive(Clone)]
@@ -39,6 +47,7 @@ pub struct PartitionConsumer {
     handler: Arc<dyn CommandHandler>,
     notifier: Arc<NatsWaitNotifier>,
     forget: Option<Forget>,
+    stalled: StalledPartitions,
 }
 
 impl PartitionConsumer {
@@ -55,7 +64,22 @@ impl PartitionConsumer {
             handler,
             notifier,
             forget: None,
+            stalled: StalledPartitions::default(),
         }
+    }
+
+    /// Keeps the stalled partitions in `stalled` (one made before the consumer, e.g. for a
+    /// health check) instead of a set of its own.
+    pub fn reporting_stalls_to(mut self, stalled: StalledPartitions) -> Self {
+        self.stalled = stalled;
+        self
+    }
+
+    /// The partitions this consumer owns and does not consume right now: its JetStream
+    /// consumer stalled (no heartbeat from its server for two intervals, twice) or failed
+    /// and is being made again. Shared with every clone.
+    pub fn stalled(&self) -> StalledPartitions {
+        self.stalled.clone()
     }
 
     /// Calls `forget(partition)` before consuming a partition (a takeover, or a restart of
@@ -87,14 +111,25 @@ impl PartitionConsumer {
     ///
     /// Before consuming and once stopped, calls what [`forgetting`](Self::forgetting) gave.
     ///
+    /// A consumer that stops hearing from its server (the server sends a heartbeat every
+    /// `config.heartbeat` while there is no work; two intervals without one, twice in a row,
+    /// is a stall, e.g. its leader lost with the pull request in hand) is asked again at
+    /// once; if it stalls again before delivering anything, this returns an error so that
+    /// the caller makes it afresh. Meanwhile the partition is in [`stalled`](Self::stalled).
+    ///
     /// # Errors
     ///
-    /// [`NatsError::Consumer`] when the consumer cannot be made or its messages read; the
-    /// caller retries after a pause.
+    /// [`NatsError::Consumer`] when the consumer cannot be made or its messages read, or
+    /// stalled twice; the caller retries after a pause.
     pub async fn run(&self, partition: u32, stop: CancellationToken) -> Result<(), NatsError> {
         self.forget(partition);
         let ended = self.consume(partition, stop).await;
         self.forget(partition);
+        match &ended {
+            // Owned and not consumed until the supervisor's next attempt succeeds.
+            Err(_) => self.stalled.mark(partition),
+            Ok(()) => self.stalled.clear(partition),
+        }
         ended
     }
 
@@ -119,33 +154,59 @@ impl PartitionConsumer {
             )
             .await
             .map_err(&failed)?;
-        let current = current.messages().await.map_err(|e| failed(Box::new(e)))?;
-        let legacy = legacy.messages().await.map_err(|e| failed(Box::new(e)))?;
-        let messages = futures::stream::select(current, legacy);
-        let mut batches = messages.ready_chunks(BATCH);
         tracing::info!(partition, "consuming the partition");
+        let mut asked_again = false;
         loop {
-            let batch = tokio::select! {
-                biased;
-                () = stop.cancelled() => return Ok(()),
-                batch = batches.next() => batch,
-            };
-            let Some(batch) = batch else {
-                return Err(failed("the message stream ended".into()));
-            };
-            let mut received = Vec::with_capacity(batch.len());
-            for message in batch {
-                match message {
-                    Ok(message) => received.push(message),
-                    Err(error) => tracing::warn!(%error, partition, "reading commands failed"),
+            let current = self.messages(&current).await.map_err(&failed)?;
+            let legacy = self.messages(&legacy).await.map_err(&failed)?;
+            let messages = futures::stream::select(current, legacy);
+            let pumped = pump(
+                partition,
+                messages.ready_chunks(BATCH),
+                self.config.heartbeat,
+                &self.stalled,
+                &stop,
+                |batch| self.handle_batch(batch),
+            )
+            .await;
+            match pumped {
+                Pumped::Stopped => return Ok(()),
+                Pumped::Ended => return Err(failed("the message stream ended".into())),
+                Pumped::Stalled { delivered } => {
+                    self.stalled.mark(partition);
+                    // A pull request that a lost consumer leader took with it is answered by
+                    // none: asking again reaches the new leader without waiting on the meta
+                    // leader. If that does not help either, the consumer is made afresh.
+                    if asked_again && !delivered {
+                        return Err(failed(
+                            "the consumer's server stopped sending heartbeats".into(),
+                        ));
+                    }
+                    tracing::warn!(
+                        partition,
+                        "the partition's consumer stopped hearing from its server; asking again"
+                    );
+                    asked_again = true;
                 }
             }
-            tokio::select! {
-                biased;
-                () = stop.cancelled() => return Ok(()),
-                () = self.handle_batch(received) => {}
-            }
         }
+    }
+
+    /// The messages of `consumer`, with the server's idle heartbeat every
+    /// `config.heartbeat`: a consumer whose heartbeats stop (its leader lost, its pull
+    /// request gone with it) yields a missed-heartbeat error every two intervals.
+    async fn messages(
+        &self,
+        consumer: &jetstream::consumer::Consumer<pull::Config>,
+    ) -> Result<pull::Stream, Box<dyn std::error::Error + Send + Sync>> {
+        let heartbeat = self.config.heartbeat;
+        Ok(consumer
+            .stream()
+            .max_messages_per_batch(PULL_BATCH)
+            .heartbeat(heartbeat)
+            .expires(heartbeat.saturating_mul(PULL_EXPIRES_IN_HEARTBEATS))
+            .messages()
+            .await?)
     }
 
     /// The durable consumer `name` of `filter`, made afresh: whatever it had delivered and

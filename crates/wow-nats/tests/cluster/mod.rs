@@ -14,6 +14,7 @@ pub(crate) struct Server {
     pub(crate) name: String,
     pub(crate) port: u16,
     route: u16,
+    monitor: u16,
     store: PathBuf,
     child: Option<Child>,
 }
@@ -76,6 +77,7 @@ impl Cluster {
                 name: format!("n{n}"),
                 port: free_port(),
                 route: free_port(),
+                monitor: free_port(),
                 store: dir.join(format!("n{n}")),
                 child: None,
             })
@@ -111,6 +113,7 @@ impl Cluster {
         let server = &mut self.servers[n];
         let child = Command::new("nats-server")
             .args(["-a", "127.0.0.1", "-p", &server.port.to_string()])
+            .args(["-m", &server.monitor.to_string()])
             .args(["-n", &server.name, "--cluster_name", "wowtest"])
             .args(["--cluster", &format!("nats://127.0.0.1:{}", server.route)])
             .args(["--routes", &routes])
@@ -141,6 +144,19 @@ impl Cluster {
         }
     }
 
+    /// The name of the JetStream meta leader, as the first server that answers its
+    /// monitoring endpoint within a second says; `None` when none does or there is none.
+    pub(crate) fn meta_leader(&self) -> Option<String> {
+        self.servers
+            .iter()
+            .filter(|server| server.child.is_some())
+            .find_map(|server| {
+                let jsz = http_get(server.monitor, "/jsz")?;
+                let jsz: serde_json::Value = serde_json::from_str(&jsz).ok()?;
+                jsz["meta_cluster"]["leader"].as_str().map(str::to_owned)
+            })
+    }
+
     /// Which server (index) has the name `name`.
     pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
         self.servers.iter().position(|s| s.name == name)
@@ -154,6 +170,27 @@ impl Drop for Cluster {
             self.kill(n);
         }
     }
+}
+
+/// The body of `GET path` on the local port `port`, or `None` when it does not answer
+/// within a second (a frozen server).
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let timeout = Duration::from_secs(1);
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = std::net::TcpStream::connect_timeout(&address, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
 }
 
 /// Polls `probe` every 50 ms until it is `Some`, for at most `within`.

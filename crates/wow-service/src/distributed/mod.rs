@@ -35,7 +35,8 @@ use status::Status;
 use wow_core::deadline::PartitionFilter;
 use wow_nats::{
     ensure_command_stream, partition_of, LeaseConfig, NatsCommandBus, NatsConfig, NatsError,
-    NatsWaitNotifier, OwnedPartitions, PartitionConsumer, PartitionLeases, WaitSignals,
+    NatsWaitNotifier, OwnedPartitions, PartitionConsumer, PartitionLeases, StalledPartitions,
+    WaitSignals,
 };
 use wow_runtime::deadline::DeadlinePartitions;
 
@@ -53,6 +54,7 @@ pub(crate) struct Distribution {
     notifier: Option<Arc<NatsWaitNotifier>>,
     _signals: WaitSignals,
     owned: Arc<Mutex<Vec<u32>>>,
+    stalled: StalledPartitions,
     lease_bucket: String,
     namespace: String,
     feed_wake: FeedWake,
@@ -107,6 +109,7 @@ impl Distribution {
             notifier,
             _signals: signals,
             owned: Arc::default(),
+            stalled: StalledPartitions::default(),
             lease_bucket: format!("{}_partitions", settings.distributed.namespace),
             namespace: settings.distributed.namespace.clone(),
             feed_wake: FeedWake::new(),
@@ -157,6 +160,7 @@ impl Distribution {
         // have moved its aggregates on meanwhile.
         let consumer =
             PartitionConsumer::new(stream, self.config.clone(), pipeline.node(), notifier)
+                .reporting_stalls_to(self.stalled.clone())
                 .forgetting(move |partition| {
                     let evicted = cache.evict_where(|tenant, name, id| {
                         partition_of(tenant, name, id, count) == partition
@@ -260,6 +264,7 @@ impl Distribution {
             node_id: self.node_id.clone(),
             client: self.client.clone(),
             owned: self.owned.clone(),
+            stalled: self.stalled.clone(),
             partitions: self.config.partitions,
         })
     }

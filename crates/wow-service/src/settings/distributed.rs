@@ -29,6 +29,14 @@ pub struct DistributedSettings {
     /// How long a processor may hold a command unacknowledged before JetStream delivers it
     /// again (`WOW_NATS_ACK_WAIT_MS`, default 30 s).
     pub ack_wait: Duration,
+    /// How often the node pings its NATS server (`WOW_NATS_PING_INTERVAL_MS`, default 1 s):
+    /// three unanswered and it moves to another server, so a hung server costs about three
+    /// intervals.
+    pub ping_interval: Duration,
+    /// How often an idle partition consumer hears from its server (`WOW_NATS_HEARTBEAT_MS`,
+    /// default 1 s): four intervals without one and the consumer is asked again, then made
+    /// afresh.
+    pub heartbeat: Duration,
     /// This node's name in leases and signal subjects (`WOW_NODE_ID`); default: made from
     /// the host name, the process id and a random part, so a restart is a new node.
     pub node_id: Option<String>,
@@ -49,6 +57,8 @@ impl Default for DistributedSettings {
             storage: CommandStorage::File,
             lease_ttl: Duration::from_secs(3),
             ack_wait: Duration::from_secs(30),
+            ping_interval: Duration::from_secs(1),
+            heartbeat: Duration::from_secs(1),
             node_id: None,
             namespace: "wow".to_owned(),
         }
@@ -63,6 +73,8 @@ impl DistributedSettings {
         config.replicas = self.replicas;
         config.storage = self.storage;
         config.ack_wait = self.ack_wait;
+        config.ping_interval = self.ping_interval;
+        config.heartbeat = self.heartbeat;
         config.stream = format!("{}_COMMANDS", self.namespace.to_uppercase());
         config.subject_prefix = format!("{}.commands", self.namespace);
         config.wait_prefix = format!("{}.wait", self.namespace);
@@ -112,6 +124,16 @@ pub(super) fn distributed(
             "WOW_NATS_ACK_WAIT_MS",
             nats.and_then(|n| n.ack_wait_ms),
             defaults.ack_wait,
+        )?,
+        ping_interval: env.millis(
+            "WOW_NATS_PING_INTERVAL_MS",
+            nats.and_then(|n| n.ping_interval_ms),
+            defaults.ping_interval,
+        )?,
+        heartbeat: env.millis(
+            "WOW_NATS_HEARTBEAT_MS",
+            nats.and_then(|n| n.heartbeat_ms),
+            defaults.heartbeat,
         )?,
         node_id: env
             .var("WOW_NODE_ID")
@@ -176,6 +198,13 @@ fn checked(settings: &DistributedSettings) -> Result<(), SettingsError> {
     if settings.lease_ttl < Duration::from_millis(500) {
         return Err(SettingsError::Distributed(
             "the lease TTL must be at least 500 ms".into(),
+        ));
+    }
+    if settings.ping_interval < Duration::from_millis(100)
+        || settings.heartbeat < Duration::from_millis(100)
+    {
+        return Err(SettingsError::Distributed(
+            "the NATS ping interval and heartbeat must be at least 100 ms".into(),
         ));
     }
     Ok(())

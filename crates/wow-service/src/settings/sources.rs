@@ -51,6 +51,8 @@ pub(super) struct NatsFile {
     pub(super) storage: Option<String>,
     pub(super) lease_ttl_ms: Option<u64>,
     pub(super) ack_wait_ms: Option<u64>,
+    pub(super) ping_interval_ms: Option<u64>,
+    pub(super) heartbeat_ms: Option<u64>,
     pub(super) node_id: Option<String>,
     pub(super) namespace: Option<String>,
 }

@@ -499,3 +499,16 @@ fn a_comma_separated_nats_url_gives_every_server_of_the_cluster_and_the_replicas
     );
     assert_eq!(config.replicas, 3);
 }
+
+#[test]
+fn the_nats_ping_interval_and_heartbeat_come_from_the_file_or_the_environment() {
+    let settings = from_file("[nats]\nping_interval_ms = 2500\nheartbeat_ms = 700\n").unwrap();
+    let config = settings.distributed.nats_config("nats://x");
+    assert_eq!(config.ping_interval, Duration::from_millis(2500));
+    assert_eq!(config.heartbeat, Duration::from_millis(700));
+    let defaults = DistributedSettings::default().nats_config("nats://x");
+    assert_eq!(defaults.ping_interval, Duration::from_secs(1));
+    assert_eq!(defaults.heartbeat, Duration::from_secs(1));
+    let error = from_file("[nats]\nheartbeat_ms = 0\n").unwrap_err();
+    assert!(error.to_string().contains("heartbeat"), "{error}");
+}
