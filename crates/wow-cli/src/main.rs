@@ -18,14 +18,12 @@
 //! same request id is safe) and 4 when the outcome stays unknown (escalate; never resend
 //! under a new request id).
 
-mod bank;
 mod bench;
 mod legacy;
 mod migrate;
 mod output;
 mod remote;
 mod serve;
-mod shop;
 mod tend;
 
 use std::path::PathBuf;

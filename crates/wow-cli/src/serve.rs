@@ -62,8 +62,8 @@ pub(crate) enum Example {
 
 /// Runs `example` until SIGINT or SIGTERM: the settings from the flags, `WOW_*` and the TOML
 /// file, the store opened (and upgraded from an earlier build), then the example's service as
-/// [`crate::bank::service`] (or [`crate::shop::service`]) assembles it on the library's
-/// builder.
+/// `wow_example_bank::service` (or `wow_example_shop::service`) assembles it on the
+/// library's builder.
 pub(crate) async fn run(
     listen: Option<String>,
     store: Option<String>,
@@ -77,10 +77,11 @@ pub(crate) async fn run(
     }
     let stores = open_store(settings.store_url(None)).await?;
     let service = match example {
-        Example::Bank => crate::bank::service(stores),
-        Example::Shop => crate::shop::service(stores),
+        Example::Bank => wow_example_bank::service::service(),
+        Example::Shop => wow_example_shop::service::service(),
     };
     service
+        .stores(stores)
         .settings(settings)
         .serve()
         .await

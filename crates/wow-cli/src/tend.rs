@@ -75,7 +75,8 @@ pub(crate) async fn catch_up(
     };
     let mut settings = settings;
     settings.retry_every = None;
-    let bank = crate::bank::service(stores)
+    let bank = wow_example_bank::service::service()
+        .stores(stores)
         .settings(settings)
         .on_catch_up(progress)
         .build()

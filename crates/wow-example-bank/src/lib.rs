@@ -4,9 +4,10 @@
 //! aggregate, the `transfer` saga, the `account_balance` projection, the `notifications`
 //! outbox, and the void `audit` `note` command.
 //!
-//! A plain domain library, written against `wow-core` alone, as a team writes one: it
-//! assembles nothing. A service registers its parts on the `wow-service` builder
-//! (`wow serve` does, in `wow-cli/src/bank.rs`; the tests do, in `tests/support`).
+//! A plain domain library, written against `wow-core` alone, as a team writes one. The
+//! service that registers its parts on the `wow-service` builder is behind the `service`
+//! feature (`service::service`, the `wow-bank` binary, what `wow serve --example bank`
+//! runs); the tests assemble their own in `tests/support`.
 //!
 //! Read `account.rs` first: it is what a team writes for an aggregate.
 
@@ -14,6 +15,8 @@ pub mod account;
 pub mod audit;
 pub mod notifications;
 pub mod projection;
+#[cfg(feature = "service")]
+pub mod service;
 pub mod transfer;
 
 use wow_core::aggregate::{AggregateRegistry, RegistrationError};

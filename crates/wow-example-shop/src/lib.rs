@@ -6,12 +6,14 @@
 //! deadline when it is not paid in time (SPEC DM-2); and the `stock` saga, which holds a
 //! placed order's units and gives an expired order's back.
 //!
-//! A plain domain library on `wow-core` alone; `wow serve --example shop` serves it (its
-//! assembly is `wow-cli/src/shop.rs`), and `docs/real-domains.md` walks through it with
-//! `curl`.
+//! A plain domain library on `wow-core` alone; its service is behind the `service` feature
+//! (`service::service`, the `wow-shop` binary, what `wow serve --example shop` runs), and
+//! `docs/real-domains.md` walks through it with `curl`.
 
 pub mod order;
 pub mod product;
+#[cfg(feature = "service")]
+pub mod service;
 pub mod stock;
 
 /// The context every shop aggregate belongs to.

@@ -84,27 +84,41 @@ impl Acks {
     }
 }
 
-/// Sends `make(attempt)` until it is processed or found already applied: the safe retry.
+/// Sends `make()` until it is processed or found already applied: the safe retry. `Err`
+/// with the last answers when `give_up` comes first.
 async fn until_acknowledged(
     gateway: &CommandGateway,
     make: impl Fn() -> JsonCommand,
     give_up: Instant,
-) -> bool {
+) -> Result<(), String> {
+    let mut last = Vec::new();
     while Instant::now() < give_up {
         let mut command = make();
         command.id = uuid::Uuid::now_v7().to_string();
         let plan = WaitPlan::processed().with_timeout(Duration::from_secs(3));
         match gateway.send_and_wait(command, plan).await {
-            Ok(result) if result.succeeded => return true,
+            Ok(result) if result.succeeded => return Ok(()),
             Err(CommandResultError::Failed(result))
                 if result.error_code == ErrorCode::DuplicateRequestId =>
             {
-                return true
+                return Ok(())
             }
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => {
+                last.push(match other {
+                    Err(CommandResultError::Failed(result)) => format!(
+                        "{:?} at {:?}: {}",
+                        result.error_code, result.stage, result.error_msg
+                    ),
+                    other => format!("{other:?}").chars().take(300).collect(),
+                });
+                if last.len() > 3 {
+                    last.remove(0);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
     }
-    false
+    Err(last.join("\n"))
 }
 
 /// One caller: opens its account, then deposits 1 again and again until `stop`.
@@ -121,7 +135,14 @@ async fn caller(
         balance: 0,
     });
     let give_up = Instant::now() + patience;
-    assert!(until_acknowledged(&gateway, || command(&id, open.clone(), "open"), give_up).await);
+    if let Err(last) =
+        until_acknowledged(&gateway, || command(&id, open.clone(), "open"), give_up).await
+    {
+        panic!(
+            "the open of {} never acknowledged; last answers:\n{last}",
+            id.id
+        );
+    }
     let mut n = 0u32;
     while !stop.load(Ordering::SeqCst) {
         let request = format!("deposit-{n}");
@@ -132,7 +153,14 @@ async fn caller(
             Instant::now() + patience,
         )
         .await;
-        assert!(done, "{request} of {} never acknowledged", id.id);
+        if let Err(last) = done {
+            let partition =
+                wow_nats::partition_of(&id.tenant_id, &id.aggregate_name, &id.id, PARTITIONS);
+            panic!(
+                "{request} of {} (partition {partition}) never acknowledged; last answers:\n{last}",
+                id.id
+            );
+        }
         acks.at.lock().unwrap().push(Instant::now());
         acks.requests
             .lock()
@@ -665,6 +693,10 @@ enum Target {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "a soak of several minutes, run by hand: see its doc"]
 async fn soak_losing_one_server_of_three_round_after_round() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let rounds: usize = match std::env::var("WOW_NATS_SOAK_ROUNDS") {
         Ok(rounds) => rounds.parse().unwrap(),
         Err(_) => {

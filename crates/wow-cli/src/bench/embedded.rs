@@ -1,5 +1,5 @@
 //! `--embedded STORE`: the bank served in this process on a loopback port, started as
-//! `wow serve` starts it (settings, store, [`crate::bank::service`]), so the load crosses
+//! `wow serve` starts it (settings, store, `wow_example_bank::service`), so the load crosses
 //! real HTTP.
 
 use tokio::net::TcpListener;
@@ -26,7 +26,8 @@ pub(crate) async fn start(store: &str) -> Result<Embedded, BenchError> {
     let settings =
         Settings::resolve(None, Some(store.to_owned()), None).map_err(|e| boxed(e.into()))?;
     let stores = open_store(settings.store_url(None)).await.map_err(boxed)?;
-    let running = crate::bank::service(stores)
+    let running = wow_example_bank::service::service()
+        .stores(stores)
         .settings(settings)
         .build()
         .await

@@ -1,14 +1,15 @@
-//! The shop as a service (`wow serve --example shop`): its product, whose SKU is a unique key
+//! The shop as a service (feature `service`; `wow serve --example shop` and the `wow-shop`
+//! binary): its product, whose SKU is a unique key
 //! (SPEC DM-1), its order, priced by a price list when it is placed (SPEC DM-3) and expired
 //! by a deadline when it is not paid in time (SPEC DM-2), and the `stock` saga between them.
 
 use std::sync::Arc;
 
-use wow_core::Stores;
-use wow_example_shop::order::{Order, OrderPolicy, PriceList, Prices};
-use wow_example_shop::product::Product;
-use wow_example_shop::stock::StockSaga;
 use wow_service::{Service, ServiceBuilder};
+
+use crate::order::{Order, OrderPolicy, PriceList, Prices};
+use crate::product::Product;
+use crate::stock::StockSaga;
 
 /// How long an order waits for its payment, in milliseconds (default fifteen minutes).
 const EXPIRY_VARIABLE: &str = "WOW_SHOP_ORDER_EXPIRY_MS";
@@ -17,8 +18,9 @@ const EXPIRY_VARIABLE: &str = "WOW_SHOP_ORDER_EXPIRY_MS";
 /// service quotes 1,200 for everything.
 const DEFAULT_PRICE: u64 = 1_200;
 
-/// The shop on `stores`.
-pub(crate) fn service(stores: Stores) -> ServiceBuilder {
+/// The shop: `product`, `order`, the `stock` saga, the price list and the order policy
+/// (`WOW_SHOP_ORDER_EXPIRY_MS`). Give it a store (`.store(url)` or `.stores(..)`) and run it.
+pub fn service() -> ServiceBuilder {
     let policy = std::env::var(EXPIRY_VARIABLE)
         .ok()
         .and_then(|ms| ms.trim().parse::<i64>().ok())
@@ -36,5 +38,4 @@ pub(crate) fn service(stores: Stores) -> ServiceBuilder {
         .saga(StockSaga)
         .service(Prices(Arc::new(prices)))
         .service(policy)
-        .stores(stores)
 }

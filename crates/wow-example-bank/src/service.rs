@@ -1,21 +1,21 @@
-//! The bank as a service: its aggregates, view, outbox processor and saga registered on the
-//! library's builder, plus its own read route `GET /account/{id}/view` (docs/http-api.md),
-//! documented from the view's type. This is all `wow serve` adds to what any team's service
-//! gets.
+//! The bank as a service (feature `service`): its aggregates, view, outbox processor and saga
+//! registered on the library's builder, plus its own read route `GET /account/{id}/view`
+//! (docs/http-api.md), documented from the view's type. This is all `wow serve --example bank`
+//! and the `wow-bank` binary add to what any team's service gets.
 
 use wow_core::aggregate::Aggregate;
-use wow_core::Stores;
-use wow_example_bank::account::Account;
-use wow_example_bank::audit::Audit;
-use wow_example_bank::notifications::NotificationOutbox;
-use wow_example_bank::projection::{account_view, AccountBalance};
-use wow_example_bank::transfer::TransferSaga;
 use wow_service::{ReadRequest, Service, ServiceBuilder};
 
-/// The bank on `stores`: `account` and `audit`, the `account_balance` view (also served at
+use crate::account::Account;
+use crate::audit::Audit;
+use crate::notifications::NotificationOutbox;
+use crate::projection::{account_view, AccountBalance};
+use crate::transfer::TransferSaga;
+
+/// The bank: `account` and `audit`, the `account_balance` view (also served at
 /// `/account/{id}/view/account_balance`), the `notifications` outbox, the `transfer` saga and
-/// the bank's own read route.
-pub(crate) fn service(stores: Stores) -> ServiceBuilder {
+/// the bank's own read route. Give it a store (`.store(url)` or `.stores(..)`) and run it.
+pub fn service() -> ServiceBuilder {
     Service::builder()
         .aggregate::<Account>()
         .aggregate::<Audit>()
@@ -31,5 +31,4 @@ pub(crate) fn service(stores: Stores) -> ServiceBuilder {
                 account_view(request.stores.views.as_ref(), &account).await
             },
         )
-        .stores(stores)
 }
