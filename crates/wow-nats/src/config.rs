@@ -40,15 +40,17 @@ pub struct NatsConfig {
     pub ping_interval: std::time::Duration,
     /// How often the server tells an idle partition consumer it is still there. A consumer
     /// that misses two, twice in a row, counts as stalled (its server or leader lost): it is
-    /// asked again, then made afresh, and the node is not ready meanwhile.
+    /// asked again, then started again, and the node is not ready meanwhile.
     pub heartbeat: std::time::Duration,
     /// Where the command stream lives.
     pub storage: CommandStorage,
     /// How long a command may wait in the stream for a processor before JetStream drops it.
     pub max_age: Duration,
     /// How long a processor may hold a command without acknowledging it before JetStream
-    /// delivers it again. A new owner of a partition gets its unacknowledged commands at
-    /// once, whatever this says.
+    /// delivers it again. What a crashed processor held waits this long for the next owner
+    /// only while a replica of the partition's consumer is away (a NATS server lost);
+    /// otherwise, and whenever a processor gives a partition up, the next owner gets it at
+    /// once.
     pub ack_wait: Duration,
 }
 

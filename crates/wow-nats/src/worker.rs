@@ -2,11 +2,14 @@
 //! JetStream in order and handed to the processing node, for as long as the node owns the
 //! partition.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
 use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wow_core::command::{CommandHandler, JsonCommand};
 use wow_core::group_by_aggregate;
@@ -29,6 +32,12 @@ const PULL_BATCH: usize = 200;
 /// How long a pull request lasts, in heartbeats (the server wants at least two).
 const PULL_EXPIRES_IN_HEARTBEATS: u32 = 5;
 
+/// How often, at most, a partition's consumers are asked to change leaders.
+const STEP_DOWN_EVERY: Duration = Duration::from_secs(5);
+
+/// How long a request to change a consumer's leader may take.
+const STEP_DOWN_WITHIN: Duration = Duration::from_secs(1);
+
 /// What a node forgets of a partition when it starts or stops consuming it.
 #[derive(Clone)]
 struct Forget(Arc<dyn Fn(u32) + Send + Sync>);
@@ -42,29 +51,35 @@ impl std::fmt::Debug for Forget {
 /// Hands the commands of owned partitions to a processing node.
 #[derive(Debug, Clone)]
 pub struct PartitionConsumer {
+    jetstream: jetstream::Context,
     stream: jetstream::stream::Stream,
     config: Arc<NatsConfig>,
     handler: Arc<dyn CommandHandler>,
     notifier: Arc<NatsWaitNotifier>,
     forget: Option<Forget>,
     stalled: StalledPartitions,
+    stepped_down: Arc<Mutex<BTreeMap<u32, Instant>>>,
 }
 
 impl PartitionConsumer {
-    /// Consumes from `stream` into `handler`, routing signals through `notifier`.
+    /// Consumes from `stream` into `handler`, routing signals through `notifier`; asks
+    /// `jetstream` to move a failing consumer's leadership.
     pub fn new(
+        jetstream: jetstream::Context,
         stream: jetstream::stream::Stream,
         config: Arc<NatsConfig>,
         handler: Arc<dyn CommandHandler>,
         notifier: Arc<NatsWaitNotifier>,
     ) -> Self {
         Self {
+            jetstream,
             stream,
             config,
             handler,
             notifier,
             forget: None,
             stalled: StalledPartitions::default(),
+            stepped_down: Arc::default(),
         }
     }
 
@@ -100,14 +115,16 @@ impl PartitionConsumer {
     /// Handles `partition`'s commands until `stop` is cancelled (the node lost, or gave up,
     /// the partition) or the subscription fails.
     ///
-    /// Taking a partition over makes its JetStream consumer afresh: every command the
-    /// previous owner did not acknowledge is delivered again, in stream order, at once (the
-    /// stream keeps a command until it is acknowledged). A command handled but not
-    /// acknowledged before a crash is handled again: its request id makes that a duplicate,
-    /// answered from the recorded decision (SPEC RQ-4, ID-6).
+    /// Every owner of a partition reads the same durable JetStream consumer, which keeps a
+    /// command until it is acknowledged: a command the previous owner handed back comes
+    /// again at once; one it held when it crashed comes at once too when every replica of
+    /// the consumer is current, otherwise once `config.ack_wait` passes. A command
+    /// handled but not acknowledged before a crash is handled again: its request id makes
+    /// that a duplicate, answered from the recorded decision (SPEC RQ-4, ID-6).
     ///
-    /// On `stop`, the batch in hand is abandoned unacknowledged, mid-command if need be: an
-    /// append is atomic, so the next owner finds it done or not done, never half.
+    /// On `stop`, the batch in hand is abandoned, mid-command if need be, and handed back
+    /// (a negative acknowledgement): an append is atomic, so the next owner finds it done
+    /// or not done, never half.
     ///
     /// Before consuming and once stopped, calls what [`forgetting`](Self::forgetting) gave.
     ///
@@ -115,7 +132,11 @@ impl PartitionConsumer {
     /// `config.heartbeat` while there is no work; two intervals without one, twice in a row,
     /// is a stall, e.g. its leader lost with the pull request in hand) is asked again at
     /// once; if it stalls again before delivering anything, this returns an error so that
-    /// the caller makes it afresh. Meanwhile the partition is in [`stalled`](Self::stalled).
+    /// the caller starts it again. Meanwhile the partition is in [`stalled`](Self::stalled).
+    ///
+    /// A consumer that fails (cannot be read, stalled twice) has its leader asked to step
+    /// down, at most every few seconds: a leader whose replica of the stream is behind
+    /// delivers nothing until another replica leads.
     ///
     /// # Errors
     ///
@@ -127,10 +148,55 @@ impl PartitionConsumer {
         self.forget(partition);
         match &ended {
             // Owned and not consumed until the supervisor's next attempt succeeds.
-            Err(_) => self.stalled.mark(partition),
+            Err(_) => {
+                self.stalled.mark(partition);
+                self.step_down(partition).await;
+            }
             Ok(()) => self.stalled.clear(partition),
         }
         ended
+    }
+
+    /// Asks the leaders of `partition`'s consumers to step down, at most every
+    /// [`STEP_DOWN_EVERY`]: a consumer led by a server whose replica of the stream is behind
+    /// (one that was away and is catching up) hears pull requests and delivers nothing,
+    /// or answers nothing at all, until another replica leads it.
+    async fn step_down(&self, partition: u32) {
+        {
+            let mut stepped_down = self.stepped_down.lock().unwrap_or_else(|p| p.into_inner());
+            if stepped_down
+                .get(&partition)
+                .is_some_and(|at| at.elapsed() < STEP_DOWN_EVERY)
+            {
+                return;
+            }
+            stepped_down.insert(partition, Instant::now());
+        }
+        let empty = serde_json::json!({});
+        for consumer in [
+            self.config.partition_consumer(partition),
+            self.config.legacy_partition_consumer(partition),
+        ] {
+            let subject = format!("CONSUMER.LEADER.STEPDOWN.{}.{consumer}", self.config.stream);
+            let asked = self
+                .jetstream
+                .request::<_, _, serde_json::Value>(subject, &empty);
+            match tokio::time::timeout(STEP_DOWN_WITHIN, asked).await {
+                Ok(Ok(answer)) => {
+                    tracing::info!(partition, consumer, %answer, "asked the consumer's leader to step down");
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(partition, consumer, %error, "the consumer's leader was not asked to step down");
+                }
+                Err(_) => {
+                    tracing::debug!(
+                        partition,
+                        consumer,
+                        "no answer to a leader step-down in time"
+                    );
+                }
+            }
+        }
     }
 
     async fn consume(&self, partition: u32, stop: CancellationToken) -> Result<(), NatsError> {
@@ -176,7 +242,7 @@ impl PartitionConsumer {
                     self.stalled.mark(partition);
                     // A pull request that a lost consumer leader took with it is answered by
                     // none: asking again reaches the new leader without waiting on the meta
-                    // leader. If that does not help either, the consumer is made afresh.
+                    // leader. If that does not help either, the caller starts it again.
                     if asked_again && !delivered {
                         return Err(failed(
                             "the consumer's server stopped sending heartbeats".into(),
@@ -209,38 +275,83 @@ impl PartitionConsumer {
             .await?)
     }
 
-    /// The durable consumer `name` of `filter`, made afresh: whatever it had delivered and
-    /// not seen acknowledged is delivered again at once.
+    /// The durable consumer `name` of `filter`: the one JetStream has, or a new one.
+    ///
+    /// Owners come and go and the consumer stays: taking a partition over asks the
+    /// consumer's own leader and, on a cluster missing a server, nothing else. Making or
+    /// deleting a consumer waits on the JetStream meta leader, which a lost server can take
+    /// seconds to replace, and a consumer deleted and made again while a server is away
+    /// leaves that server's replica of the stream holding commands the others removed
+    /// (NATS 2.9), replayed once it leads the stream.
+    ///
+    /// What a previous owner held unacknowledged would come again only once `ack_wait`
+    /// passes. When every replica of the consumer is current (a single server, or a whole
+    /// cluster), the consumer is made afresh instead, so those commands come at once, in
+    /// stream order; with a replica away they wait for `ack_wait`. A consumer whose
+    /// settings differ from these (the filter or acknowledgement settings changed by
+    /// configuration) is made again too.
     async fn consumer(
         &self,
         name: String,
         filter: String,
     ) -> Result<jetstream::consumer::Consumer<pull::Config>, Box<dyn std::error::Error + Send + Sync>>
     {
-        match self.stream.delete_consumer(&name).await {
-            Ok(_) => {}
-            Err(error) => tracing::debug!(%error, consumer = name, "no consumer to replace"),
-        }
-        let consumer = self
+        let wanted = pull::Config {
+            durable_name: Some(name.clone()),
+            filter_subject: filter,
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: self.config.ack_wait,
+            max_ack_pending: MAX_ACK_PENDING,
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        };
+        let found = self
             .stream
-            .create_consumer(pull::Config {
-                durable_name: Some(name),
-                filter_subject: filter,
-                ack_policy: AckPolicy::Explicit,
-                ack_wait: self.config.ack_wait,
-                max_ack_pending: MAX_ACK_PENDING,
-                deliver_policy: DeliverPolicy::All,
-                ..Default::default()
-            })
+            .get_or_create_consumer(&name, wanted.clone())
             .await?;
-        Ok(consumer)
+        let info = found.cached_info();
+        let have = &info.config;
+        let same = have.filter_subject == wanted.filter_subject
+            && have.ack_wait == wanted.ack_wait
+            && have.max_ack_pending == wanted.max_ack_pending
+            && have.ack_policy == wanted.ack_policy;
+        let held = info.num_ack_pending > 0;
+        let whole = info.cluster.as_ref().is_none_or(|cluster| {
+            cluster.leader.is_some()
+                && cluster
+                    .replicas
+                    .iter()
+                    .all(|replica| replica.current && !replica.offline)
+        });
+        if same && !(held && whole) {
+            return Ok(found);
+        }
+        if same {
+            tracing::debug!(
+                consumer = name,
+                held = info.num_ack_pending,
+                "commands held by a previous owner; making the consumer afresh"
+            );
+        } else {
+            tracing::info!(
+                consumer = name,
+                "the partition's consumer has other settings; making it again"
+            );
+        }
+        self.stream.delete_consumer(&name).await?;
+        Ok(self.stream.create_consumer(wanted).await?)
     }
 
     /// Handles `messages`, aggregates side by side and each in order, then acknowledges
     /// them in order.
+    ///
+    /// A batch abandoned before it is acknowledged (the partition given up, the node
+    /// stopping) is handed back: JetStream delivers it again at once to whoever consumes
+    /// the partition next, instead of after `ack_wait`.
     async fn handle_batch(&self, messages: Vec<jetstream::Message>) {
-        let mut commands = Vec::with_capacity(messages.len());
-        for message in &messages {
+        let mut in_hand = InHand(messages);
+        let mut commands = Vec::with_capacity(in_hand.0.len());
+        for message in &in_hand.0 {
             match serde_json::from_slice::<JsonCommand>(&message.payload) {
                 Ok(command) => {
                     self.notifier.route(&command);
@@ -258,11 +369,36 @@ impl PartitionConsumer {
             }
         }))
         .await;
-        for message in &messages {
+        for message in std::mem::take(&mut in_hand.0) {
             // A lost acknowledgement only means a redelivery, which the request id answers.
             if let Err(error) = message.ack_with(AckKind::Ack).await {
                 tracing::debug!(%error, "an acknowledgement was not sent");
             }
         }
+    }
+}
+
+/// Messages in hand and not yet acknowledged. Dropped with messages left (the batch
+/// abandoned), it hands them back to JetStream with a negative acknowledgement, from a
+/// task of its own.
+struct InHand(Vec<jetstream::Message>);
+
+impl Drop for InHand {
+    fn drop(&mut self) {
+        let messages = std::mem::take(&mut self.0);
+        if messages.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            for message in messages {
+                // Unsent, it comes again after `ack_wait` all the same.
+                if let Err(error) = message.ack_with(AckKind::Nak(None)).await {
+                    tracing::debug!(%error, "a command was not handed back");
+                }
+            }
+        });
     }
 }

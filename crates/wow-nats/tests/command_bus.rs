@@ -93,7 +93,8 @@ async fn consume_all(
 ) -> (CancellationToken, Vec<tokio::task::JoinHandle<()>>) {
     let jetstream = async_nats::jetstream::new(client.clone());
     let stream = ensure_command_stream(&jetstream, config).await.unwrap();
-    let consumer = PartitionConsumer::new(stream, config.clone(), handler, notifier);
+    let consumer =
+        PartitionConsumer::new(jetstream.clone(), stream, config.clone(), handler, notifier);
     let stop = CancellationToken::new();
     let tasks = (0..config.partitions)
         .map(|partition| {

@@ -157,6 +157,26 @@ impl Cluster {
             })
     }
 
+    /// Each running server's own view of `stream` and of its consumer `consumer` (its local
+    /// replica: messages, last sequence; the consumer's delivered and acknowledged
+    /// sequences, pending counts, leader), one line per server, from its monitoring endpoint.
+    pub(crate) fn local_views(&self, stream: &str, consumer: &str) -> String {
+        self.monitors()
+            .into_iter()
+            .map(|(name, port)| format!("{name}: {}", local_view(port, stream, consumer)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Each server's name and monitoring port.
+    pub(crate) fn monitors(&self) -> Vec<(String, u16)> {
+        self.servers
+            .iter()
+            .filter(|server| server.child.is_some())
+            .map(|server| (server.name.clone(), server.monitor))
+            .collect()
+    }
+
     /// Which server (index) has the name `name`.
     pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
         self.servers.iter().position(|s| s.name == name)
@@ -170,6 +190,48 @@ impl Drop for Cluster {
             self.kill(n);
         }
     }
+}
+
+/// One server's view of `stream` and its consumer `consumer`, as its `/jsz` says.
+pub(crate) fn local_view(port: u16, stream: &str, consumer: &str) -> String {
+    let Some(jsz) = http_get(port, "/jsz?accounts=true&streams=true&consumers=true") else {
+        return "no answer".into();
+    };
+    let Ok(jsz) = serde_json::from_str::<serde_json::Value>(&jsz) else {
+        return "no JSON".into();
+    };
+    let streams = jsz["account_details"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|account| account["stream_detail"].as_array().into_iter().flatten());
+    for detail in streams {
+        if detail["name"] != stream {
+            continue;
+        }
+        let state = &detail["state"];
+        let mut line = format!(
+            "stream messages {} seq {}..{} leader {}",
+            state["messages"], state["first_seq"], state["last_seq"], detail["cluster"]["leader"]
+        );
+        for c in detail["consumer_detail"].as_array().into_iter().flatten() {
+            if c["name"] == consumer {
+                line.push_str(&format!(
+                    "; consumer delivered {} ack floor {} pending {} ack pending {} \
+                     redelivered {} waiting {} leader {}",
+                    c["delivered"]["stream_seq"],
+                    c["ack_floor"]["stream_seq"],
+                    c["num_pending"],
+                    c["num_ack_pending"],
+                    c["num_redelivered"],
+                    c["num_waiting"],
+                    c["cluster"]["leader"],
+                ));
+            }
+        }
+        return line;
+    }
+    "no such stream".into()
 }
 
 /// The body of `GET path` on the local port `port`, or `None` when it does not answer

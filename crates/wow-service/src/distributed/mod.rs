@@ -158,15 +158,19 @@ impl Distribution {
         let cache = pipeline.aggregate_cache().clone();
         // The cache starts cold for a partition taken (back) over: another processor may
         // have moved its aggregates on meanwhile.
-        let consumer =
-            PartitionConsumer::new(stream, self.config.clone(), pipeline.node(), notifier)
-                .reporting_stalls_to(self.stalled.clone())
-                .forgetting(move |partition| {
-                    let evicted = cache.evict_where(|tenant, name, id| {
-                        partition_of(tenant, name, id, count) == partition
-                    });
-                    tracing::debug!(partition, evicted, "forgot the partition's cached states");
-                });
+        let consumer = PartitionConsumer::new(
+            jetstream.clone(),
+            stream,
+            self.config.clone(),
+            pipeline.node(),
+            notifier,
+        )
+        .reporting_stalls_to(self.stalled.clone())
+        .forgetting(move |partition| {
+            let evicted = cache
+                .evict_where(|tenant, name, id| partition_of(tenant, name, id, count) == partition);
+            tracing::debug!(partition, evicted, "forgot the partition's cached states");
+        });
         let owned = self.ownership(stores.events.clone()).await?;
         let reported = self.owned.clone();
         let mut watched = owned.clone();
