@@ -33,7 +33,7 @@ const PULL_BATCH: usize = 200;
 const PULL_EXPIRES_IN_HEARTBEATS: u32 = 5;
 
 /// How often, at most, a partition's consumers are asked to change leaders.
-const STEP_DOWN_EVERY: Duration = Duration::from_secs(5);
+const STEP_DOWN_EVERY: Duration = Duration::from_secs(10);
 
 /// How long a request to change a consumer's leader may take.
 const STEP_DOWN_WITHIN: Duration = Duration::from_secs(1);
@@ -134,9 +134,9 @@ impl PartitionConsumer {
     /// once; if it stalls again before delivering anything, this returns an error so that
     /// the caller starts it again. Meanwhile the partition is in [`stalled`](Self::stalled).
     ///
-    /// A consumer that fails (cannot be read, stalled twice) has its leader asked to step
-    /// down, at most every few seconds: a leader whose replica of the stream is behind
-    /// delivers nothing until another replica leads.
+    /// A consumer that stalls twice has its leader asked to step down, at most every ten
+    /// seconds: a leader whose replica of the stream is behind (its server was away and is
+    /// catching up) delivers nothing until another replica leads.
     ///
     /// # Errors
     ///
@@ -148,10 +148,7 @@ impl PartitionConsumer {
         self.forget(partition);
         match &ended {
             // Owned and not consumed until the supervisor's next attempt succeeds.
-            Err(_) => {
-                self.stalled.mark(partition);
-                self.step_down(partition).await;
-            }
+            Err(_) => self.stalled.mark(partition),
             Ok(()) => self.stalled.clear(partition),
         }
         ended
@@ -242,8 +239,11 @@ impl PartitionConsumer {
                     self.stalled.mark(partition);
                     // A pull request that a lost consumer leader took with it is answered by
                     // none: asking again reaches the new leader without waiting on the meta
-                    // leader. If that does not help either, the caller starts it again.
+                    // leader. If that does not help either, its leader is asked to step down
+                    // (one whose replica of the stream is behind hears the request and has
+                    // nothing to deliver) and the caller starts it again.
                     if asked_again && !delivered {
+                        self.step_down(partition).await;
                         return Err(failed(
                             "the consumer's server stopped sending heartbeats".into(),
                         ));

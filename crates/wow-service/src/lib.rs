@@ -3,8 +3,7 @@
 //! A team's own wow-rs service in one page: name the aggregates, views, sagas and consumers
 //! it runs, and [`ServiceBuilder::run`] does the rest that every service needs:
 //!
-//! - **settings** from flags (`--listen`, `--store`, `--config`), `WOW_*` variables and a
-//!   TOML file, the keys of `wow serve` ([`Settings`]);
+//! - **settings** from flags, `WOW_*` variables and a TOML file, as `wow serve` ([`Settings`]);
 //! - **logging** through `tracing` to standard error, filtered by `RUST_LOG`;
 //! - **one store** by URL (`memory://`, `sqlite://PATH`, `postgres://...`) serving every
 //!   contract: events, snapshots, consumer positions, compensation records, views, effects;
@@ -26,34 +25,22 @@
 //! }
 //! ```
 //!
-//! For tests, [`ServiceBuilder::build`] starts the same service without a socket and hands
-//! back its router and pipeline ([`RunningService`]).
+//! For tests, [`ServiceBuilder::build`] starts it without a socket ([`RunningService`]).
 //!
 //! # What a team's crate depends on
 //!
-//! This crate re-exports what a service's code names: [`wow_core`] (the model, the test
-//! kits), [`wow_http`], [`axum`], [`serde`], [`serde_json`], [`schemars`], [`validator`],
-//! [`tokio`], [`async_trait`] and [`clap`], at the versions it is built with. Two derives
-//! need more, because their expansions name crates by absolute path: `Command`, `Event` and
-//! `DomainError` expand to `::wow_core::...`, so depend on `wow-core` too; serde's derives
-//! need `serde` (or `#[serde(crate = "wow_service::serde")]`), validator's `validator` (or
-//! `#[validate(crate = "wow_service::validator")]`). schemars' derive works through
-//! `use wow_core::schemars;`, which is what a domain crate writes: a domain crate needs
-//! `wow-core` (with its re-exports) and nothing of the server; its `main` assembles the
-//! service through this crate.
+//! This crate re-exports what a service's code names ([`wow_core`], [`wow_http`], [`axum`],
+//! [`serde`], [`serde_json`], [`schemars`], [`validator`], [`tokio`], [`async_trait`],
+//! [`clap`]) at the versions it is built with. The derives name crates by absolute path:
+//! depend on `wow-core` for `Command`, `Event` and `DomainError`, on `serde` (or write
+//! `#[serde(crate = "wow_service::serde")]`) and `validator` (or its `crate = ...`) for theirs.
+//! A domain crate needs `wow-core` only; its `main` assembles the service through this crate.
 //!
-//! # What a team's workspace puts in its `Cargo.toml`
-//!
-//! ```toml
-//! [profile.release]
-//! overflow-checks = true
-//! ```
-//!
-//! at its root. Cargo's release profile wraps an arithmetic overflow silently, and a wrapped
-//! total would be stored as if it were true (SPEC PX-1 needs it to panic and fail that one
-//! command). The start measures how each registered aggregate's crate and wow-core were built
-//! and refuses with [`ServiceError::UncheckedBuild`] where overflows wrap, unless the settings
-//! say [`OverflowChecks::Warn`] (`WOW_OVERFLOW_CHECKS=warn`).
+//! A team's workspace sets `overflow-checks = true` in `[profile.release]`: Cargo's release
+//! profile wraps an overflow silently, and a wrapped total would be stored as if true (SPEC
+//! PX-1). The start refuses a build whose aggregates' crates wrap
+//! ([`ServiceError::UncheckedBuild`]) unless told [`OverflowChecks::Warn`]
+//! (`WOW_OVERFLOW_CHECKS=warn`).
 
 mod args;
 mod build_check;

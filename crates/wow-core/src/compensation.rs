@@ -1,0 +1,9 @@
+//! Event compensation (SPEC DS-4): a consumer's failure on an appended stream is recorded
+//! durably (which consumer, which stream and events, the error, the attempts) and
+//! retried later, by `wow-runtime`'s scheduler with exponential backoff or by hand,
+//! without touching history. An aggregate a processing node quarantined (SPEC PX-1) is recorded the same
+//! way, under the consumer [`AGGREGATE_PROCESSOR`].
+pub use crate::contracts::compensation::{
+    due_order, next_record, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
+    FailedExecution, FailureQuery, InMemoryCompensationStore, RetrySpec, AGGREGATE_PROCESSOR,
+};
