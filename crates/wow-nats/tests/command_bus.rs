@@ -272,68 +272,6 @@ async fn a_new_owner_gets_every_unacknowledged_command_of_the_partition_in_order
     setup::remove_stream(&client, &config).await;
 }
 
-/// A processor that gives a partition up (its lease lost or released) mid-batch hands the
-/// batch back: nothing stays held for it until the acknowledgement wait (30 s here) passes,
-/// and the next owner gets it at once from the same consumer, kept.
-#[tokio::test]
-async fn a_partition_given_up_mid_batch_hands_its_commands_back_at_once() {
-    let Some((client, config)) = setup::server().await else {
-        return;
-    };
-    let jetstream = async_nats::jetstream::new(client.clone());
-    ensure_command_stream(&jetstream, &config).await.unwrap();
-    let gateway = gateway(&client, &config, "gateway-3").await;
-    let id = account("handed-back");
-    for n in 0..10 {
-        let command = withdraw(&id, 1).with_request_id(format!("h-{n}"));
-        gateway.gateway.send(command).await.unwrap();
-    }
-    let owner = Arc::new(Recorder {
-        hang_on: Some("h-03".into()),
-        ..Recorder::default()
-    });
-    let notifier = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
-    let (token, tasks) = consume_all(&client, &config, owner.clone(), notifier).await;
-    until("the owner to reach h-03", || {
-        owner.seen.lock().unwrap().contains(&"h-03".to_owned())
-    })
-    .await;
-    let partition =
-        wow_nats::partition_of(&id.tenant_id, &id.aggregate_name, &id.id, config.partitions);
-    let name = config.partition_consumer(partition);
-    let stream = jetstream.get_stream(&config.stream).await.unwrap();
-    let before = stream.consumer_info(&name).await.unwrap();
-    assert!(before.num_ack_pending > 0, "the owner holds its batch");
-    stop(token, tasks).await;
-
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let info = stream.consumer_info(&name).await.unwrap();
-        if info.num_ack_pending == 0 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still held after the owner stopped: {info:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-
-    // The next owner reads the same consumer and gets them well within the 30 s wait.
-    let next = Arc::new(Recorder::default());
-    let notifier = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
-    let (token, tasks) = consume_all(&client, &config, next.clone(), notifier).await;
-    until("the next owner to get h-03..h-09", || {
-        let seen = next.seen.lock().unwrap();
-        (3..10).all(|n| seen.contains(&format!("h-{n}")))
-    })
-    .await;
-    let after = stream.consumer_info(&name).await.unwrap();
-    assert_eq!(after.created, before.created, "the same consumer, kept");
-    stop(token, tasks).await;
-    setup::remove_stream(&client, &config).await;
-}
-
 /// Drops every signal: a processor that decides and dies before anyone hears of it.
 #[derive(Debug)]
 struct Silent;
