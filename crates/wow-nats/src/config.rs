@@ -49,8 +49,7 @@ pub struct NatsConfig {
     /// How long a processor may hold a command without acknowledging it before JetStream
     /// delivers it again. What a crashed processor held waits this long for the next owner
     /// only while a replica of the partition's consumer is away (a NATS server lost);
-    /// otherwise, and whenever a processor gives a partition up, the next owner gets it at
-    /// once.
+    /// otherwise the next owner gets it at once.
     pub ack_wait: Duration,
 }
 

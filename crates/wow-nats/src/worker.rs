@@ -116,9 +116,9 @@ impl PartitionConsumer {
     /// the partition) or the subscription fails.
     ///
     /// Every owner of a partition reads the same durable JetStream consumer, which keeps a
-    /// command until it is acknowledged: a command the previous owner handed back comes
-    /// again at once; one it held when it crashed comes at once too when every replica of
-    /// the consumer is current, otherwise once `config.ack_wait` passes. A command
+    /// command until it is acknowledged: what the previous owner held comes again at once
+    /// when every replica of the consumer is current, otherwise once `config.ack_wait`
+    /// passes. A command
     /// handled but not acknowledged before a crash is handled again: its request id makes
     /// that a duplicate, answered from the recorded decision (SPEC RQ-4, ID-6).
     ///
@@ -346,8 +346,8 @@ impl PartitionConsumer {
     /// them in order.
     ///
     /// A batch abandoned before it is acknowledged (the partition given up, the node
-    /// stopping) is handed back: JetStream delivers it again at once to whoever consumes
-    /// the partition next, instead of after `ack_wait`.
+    /// stopping) is handed back with a negative acknowledgement (JetStream may still
+    /// redeliver it to this owner's pull request until that expires).
     async fn handle_batch(&self, messages: Vec<jetstream::Message>) {
         let mut in_hand = InHand(messages);
         let mut commands = Vec::with_capacity(in_hand.0.len());
