@@ -97,7 +97,7 @@ macro_rules! snapshot_store_tck {
 
 /// Runs every lifecycle case (SPEC DM-6: delete and recover keep keys and deadlines whole)
 /// against stores from `$factory`, an async function or closure with no arguments returning
-/// a [`lifecycle::Store`] (or, with `optional:`, an `Option` of it).
+/// a [`crate::lifecycle::Store`] (or, with `optional:`, an `Option` of it).
 #[macro_export]
 macro_rules! lifecycle_tck {
     (optional: $factory:expr) => {
@@ -130,7 +130,7 @@ macro_rules! __lifecycle_cases {
 }
 
 /// Runs every deadline case against stores from `$factory`, each keeping history and
-/// deadlines (see [`deadline::Store`]); `optional:` as for the other suites.
+/// deadlines (see [`crate::deadline::Store`]); `optional:` as for the other suites.
 #[macro_export]
 macro_rules! deadline_store_tck {
     (optional: $factory:expr) => {
@@ -191,7 +191,7 @@ macro_rules! __snapshot_store_cases {
 }
 
 /// Runs every processed-message case against ledgers from `$factory` (see
-/// [`processed_message::Ledger`]); `optional:` as for the other suites.
+/// [`crate::processed_message::Ledger`]); `optional:` as for the other suites.
 #[macro_export]
 macro_rules! processed_message_tck {
     (optional: $factory:expr) => {
@@ -222,7 +222,7 @@ macro_rules! __processed_message_cases {
 }
 
 /// Runs every downstream case (positions, effect journal, compensation records) against
-/// [`downstream::Stores`] from `$factory`; `optional:` as for the other suites.
+/// [`crate::downstream::Stores`] from `$factory`; `optional:` as for the other suites.
 #[macro_export]
 macro_rules! downstream_tck {
     (optional: $factory:expr) => {
@@ -305,7 +305,7 @@ macro_rules! __view_store_cases {
 }
 
 /// Runs every rename case against stores from `$factory`, an async function or closure with
-/// no arguments returning a [`rename::Store`] (or, with `optional:`, an `Option` of it).
+/// no arguments returning a [`crate::rename::Store`] (or, with `optional:`, an `Option` of it).
 #[macro_export]
 macro_rules! rename_tck {
     (optional: $factory:expr) => {
