@@ -118,9 +118,9 @@ impl PartitionConsumer {
     /// Every owner of a partition reads the same durable JetStream consumer, which keeps a
     /// command until it is acknowledged: what the previous owner held comes again at once
     /// when every replica of the consumer is current, otherwise once `config.ack_wait`
-    /// passes. A command
-    /// handled but not acknowledged before a crash is handled again: its request id makes
-    /// that a duplicate, answered from the recorded decision (SPEC RQ-4, ID-6).
+    /// passes. A command handled but not acknowledged before a crash is handled again: its
+    /// request id makes that a duplicate, answered from the recorded decision (SPEC RQ-4,
+    /// ID-6).
     ///
     /// On `stop`, the batch in hand is abandoned, mid-command if need be, and handed back
     /// (a negative acknowledgement): an append is atomic, so the next owner finds it done
@@ -179,8 +179,11 @@ impl PartitionConsumer {
                 .jetstream
                 .request::<_, _, serde_json::Value>(subject, &empty);
             match tokio::time::timeout(STEP_DOWN_WITHIN, asked).await {
+                Ok(Ok(answer)) if answer["success"] == true => {
+                    tracing::info!(partition, consumer, "the consumer's leader stepped down");
+                }
                 Ok(Ok(answer)) => {
-                    tracing::info!(partition, consumer, %answer, "asked the consumer's leader to step down");
+                    tracing::debug!(partition, consumer, %answer, "the consumer's leader did not step down");
                 }
                 Ok(Err(error)) => {
                     tracing::debug!(partition, consumer, %error, "the consumer's leader was not asked to step down");

@@ -157,17 +157,6 @@ impl Cluster {
             })
     }
 
-    /// Each running server's own view of `stream` and of its consumer `consumer` (its local
-    /// replica: messages, last sequence; the consumer's delivered and acknowledged
-    /// sequences, pending counts, leader), one line per server, from its monitoring endpoint.
-    pub(crate) fn local_views(&self, stream: &str, consumer: &str) -> String {
-        self.monitors()
-            .into_iter()
-            .map(|(name, port)| format!("{name}: {}", local_view(port, stream, consumer)))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
     /// Each server's name and monitoring port.
     pub(crate) fn monitors(&self) -> Vec<(String, u16)> {
         self.servers
