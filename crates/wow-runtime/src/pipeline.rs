@@ -258,39 +258,7 @@ impl LocalPipelineBuilder {
         let event_bus = Arc::new(event_bus);
         let command_bus = Arc::new(InMemoryCommandBus::new(self.partitions, 1024));
         let in_flight = Arc::new(InFlightRequests::new());
-        let gateway_checker = if self.transport.gateway_without_store {
-            bloom_only_checker(&self.idempotency, &metrics, &self.time)
-        } else {
-            checker(&self.idempotency, &self.store, &metrics, &self.time)
-        };
-        let gateway_bus: Arc<dyn CommandBus> = match self.transport.command_bus.take() {
-            Some(bus) => bus,
-            None => command_bus.clone(),
-        };
-        let mut gateway = CommandGateway::builder(self.registry.clone(), gateway_bus);
-        if self.transport.command_bus.is_none() && !self.transport.gateway_without_store {
-            gateway = gateway.in_flight(in_flight.clone());
-        }
-        let mut consumers = std::mem::take(&mut self.remote_consumers);
-        for projection in &self.projections {
-            consumers = consumers.with(CommandStage::Projected, projection.name());
-        }
-        for processor in &self.processors {
-            consumers = consumers.with(CommandStage::EventHandled, processor.name());
-        }
-        for saga in &self.sagas {
-            consumers = consumers.with(CommandStage::SagaHandled, saga.consumer_name());
-        }
-        let gateway = gateway
-            .wait_functions(consumers)
-            .request_id_checker(gateway_checker)
-            .idempotency(self.idempotency.clone())
-            .clock(self.time.clock.clone())
-            .id_generator(self.time.ids())
-            .wait_coordinator(waits.clone())
-            .send_timeout(self.send_timeout)
-            .metrics(metrics.clone())
-            .build();
+        let gateway = self.gateway(&waits, &metrics, &command_bus, &in_flight);
         let deadlines = self.deadlines.clone();
         let dispatcher = self.dispatcher(&notifier, &gateway);
         let node_events: Arc<dyn DomainEventBus> = match self.transport.node_events.take() {
@@ -324,6 +292,50 @@ impl LocalPipelineBuilder {
         pipeline.restart_node();
         pipeline
     }
+    /// The gateway: its request-id checker, the bus it sends on (this pipeline's own unless
+    /// a distributed one was given), and the consumers a caller may wait for.
+    fn gateway(
+        &mut self,
+        waits: &Arc<WaitCoordinator>,
+        metrics: &Arc<PipelineMetrics>,
+        command_bus: &Arc<InMemoryCommandBus>,
+        in_flight: &Arc<InFlightRequests>,
+    ) -> CommandGateway {
+        let gateway_checker = if self.transport.gateway_without_store {
+            bloom_only_checker(&self.idempotency, metrics, &self.time)
+        } else {
+            checker(&self.idempotency, &self.store, metrics, &self.time)
+        };
+        let gateway_bus: Arc<dyn CommandBus> = match self.transport.command_bus.take() {
+            Some(bus) => bus,
+            None => command_bus.clone(),
+        };
+        let mut gateway = CommandGateway::builder(self.registry.clone(), gateway_bus);
+        if self.transport.command_bus.is_none() && !self.transport.gateway_without_store {
+            gateway = gateway.in_flight(in_flight.clone());
+        }
+        let mut consumers = std::mem::take(&mut self.remote_consumers);
+        for projection in &self.projections {
+            consumers = consumers.with(CommandStage::Projected, projection.name());
+        }
+        for processor in &self.processors {
+            consumers = consumers.with(CommandStage::EventHandled, processor.name());
+        }
+        for saga in &self.sagas {
+            consumers = consumers.with(CommandStage::SagaHandled, saga.consumer_name());
+        }
+        gateway
+            .wait_functions(consumers)
+            .request_id_checker(gateway_checker)
+            .idempotency(self.idempotency.clone())
+            .clock(self.time.clock.clone())
+            .id_generator(self.time.ids())
+            .wait_coordinator(waits.clone())
+            .send_timeout(self.send_timeout)
+            .metrics(metrics.clone())
+            .build()
+    }
+
     /// The dispatcher of the registered consumers, its sagas sending through `gateway`.
     fn dispatcher(
         &mut self,

@@ -14,6 +14,7 @@ use wow_core::CommandStage;
 use wow_core::Stores;
 use wow_http::{HttpConfig, HttpState, QuerySide};
 use wow_runtime::command::WaitFunctions;
+use wow_runtime::compensation::CompensationScheduler;
 use wow_runtime::event::CatchUpProgress;
 use wow_runtime::pipeline::LocalPipeline;
 use wow_runtime::view::{snapshot_view, MaterializedSnapshots};
@@ -69,22 +70,9 @@ impl ServiceBuilder {
     /// [`ServiceError::Rename`], [`ServiceError::CatchUp`], [`ServiceError::Compensation`];
     /// nothing keeps running then.
     pub async fn build(mut self) -> Result<RunningService, ServiceError> {
-        if let Some(duplicate) = self.duplicate.take() {
-            return Err(duplicate.into());
-        }
-        if let Some((aggregate, need)) = self
-            .needs
-            .iter()
-            .find(|(_, need)| !self.services.provides(need))
-        {
-            return Err(ServiceError::MissingService {
-                aggregate,
-                service: need.name(),
-            });
-        }
+        self.check_declarations()?;
         let warnings = self.check_builds()?;
         let stores = self.open_stores().await?;
-        let aggregates = self.consumed_aggregates();
         let settings = self.settings.clone();
         if settings.snapshot_queries {
             self.materialize_snapshots(&stores).await?;
@@ -100,25 +88,10 @@ impl ServiceBuilder {
         };
         let pipeline = self.pipeline(&stores, distribution.as_ref(), remote);
         let caught_up = if runs_consumers {
-            let mut progress = self.catch_up_progress.take();
-            let mut report = |consumer: &str, step: &CatchUpProgress| {
-                if let Some(progress) = progress.as_mut() {
-                    progress(consumer, step);
-                }
-            };
-            pipeline.catch_up(&aggregates, &mut report).await?
+            self.catch_up(&pipeline).await?
         } else {
             Vec::new()
         };
-        for (consumer, done) in &caught_up {
-            tracing::info!(
-                consumer,
-                streams = done.streams_handled,
-                aggregates = done.aggregates_done,
-                failed = done.aggregates_failed,
-                "caught up"
-            );
-        }
         let compensation = pipeline
             .compensation()?
             .with_deadlines(stores.deadlines.clone());
@@ -128,25 +101,12 @@ impl ServiceBuilder {
                 "auth is on and no operator token is set (WOW_OPERATOR_TOKENS): /metrics, /metrics.json and the operations page answer 401 to every request"
             );
         }
-        let queries = QuerySide::new(stores.events.clone())
-            .with_snapshots(Some(stores.snapshots.clone()))
-            .with_compensation(compensation.clone())
-            .with_quarantine(pipeline.quarantine.clone())
-            .with_deadlines(stores.deadlines.clone());
-        let queries = if settings.snapshot_queries {
-            queries.with_views(stores.views.clone())
-        } else {
-            queries
-        };
+        let queries =
+            query_side(&settings, &pipeline, &stores, &compensation).with_warnings(warnings);
         let queries = match &distribution {
             Some(distribution) => queries.with_node_status(distribution.status()),
             None => queries,
         };
-        let queries = match &stores.health {
-            Some(health) => queries.with_store_health(health.clone()),
-            None => queries,
-        };
-        let queries = queries.with_warnings(warnings);
         let router = self.router(&pipeline, &stores, queries, http);
         let retries = settings
             .retry_every
@@ -160,18 +120,7 @@ impl ServiceBuilder {
             Some(owns) => deadlines.owning(owns),
             None => deadlines,
         };
-        // SPEC DM-2: whoever runs the consumers fires the deadlines (in distributed mode each
-        // processor those of its partitions); the first pass fires what came due while down.
-        let firing = settings
-            .deadline_poll_every
-            .filter(|_| runs_consumers)
-            .map(|every| {
-                let scheduler = deadlines.clone().with_config(SchedulerConfig {
-                    poll_every: every,
-                    ..SchedulerConfig::default()
-                });
-                tokio::spawn(scheduler.run(std::future::pending()))
-            });
+        let firing = fire_deadlines(&settings, &deadlines, runs_consumers);
         Ok(RunningService {
             pipeline,
             stores,
@@ -183,6 +132,51 @@ impl ServiceBuilder {
             firing,
             distribution,
         })
+    }
+
+    /// What the builder was given must hold together: no aggregate type twice, and every
+    /// service an aggregate needs provided.
+    fn check_declarations(&mut self) -> Result<(), ServiceError> {
+        if let Some(duplicate) = self.duplicate.take() {
+            return Err(duplicate.into());
+        }
+        match self
+            .needs
+            .iter()
+            .find(|(_, need)| !self.services.provides(need))
+        {
+            Some((aggregate, need)) => Err(ServiceError::MissingService {
+                aggregate,
+                service: need.name(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs every consumer over the history it has not handled yet (SPEC DS-1), reporting
+    /// each step to the progress callback given with the builder, and logs what each did.
+    async fn catch_up(
+        &mut self,
+        pipeline: &LocalPipeline,
+    ) -> Result<Vec<(String, CatchUpProgress)>, ServiceError> {
+        let aggregates = self.consumed_aggregates();
+        let mut progress = self.catch_up_progress.take();
+        let mut report = |consumer: &str, step: &CatchUpProgress| {
+            if let Some(progress) = progress.as_mut() {
+                progress(consumer, step);
+            }
+        };
+        let caught_up = pipeline.catch_up(&aggregates, &mut report).await?;
+        for (consumer, done) in &caught_up {
+            tracing::info!(
+                consumer,
+                streams = done.streams_handled,
+                aggregates = done.aggregates_done,
+                failed = done.aggregates_failed,
+                "caught up"
+            );
+        }
+        Ok(caught_up)
     }
 
     /// SPEC PX-1: every crate the service runs code of must have been compiled so that an
@@ -408,4 +402,48 @@ impl Drop for RunningService {
             firing.abort();
         }
     }
+}
+
+/// The read side the router serves: history, snapshots, failures, quarantine, deadlines,
+/// the views when snapshot queries are on, and the store's health.
+fn query_side(
+    settings: &Settings,
+    pipeline: &LocalPipeline,
+    stores: &Stores,
+    compensation: &CompensationScheduler,
+) -> QuerySide {
+    let queries = QuerySide::new(stores.events.clone())
+        .with_snapshots(Some(stores.snapshots.clone()))
+        .with_compensation(compensation.clone())
+        .with_quarantine(pipeline.quarantine.clone())
+        .with_deadlines(stores.deadlines.clone());
+    let queries = if settings.snapshot_queries {
+        queries.with_views(stores.views.clone())
+    } else {
+        queries
+    };
+    match &stores.health {
+        Some(health) => queries.with_store_health(health.clone()),
+        None => queries,
+    }
+}
+
+/// SPEC DM-2: whoever runs the consumers fires the deadlines (in distributed mode each
+/// processor those of its partitions), every `settings.deadline_poll_every`; the first pass
+/// fires what came due while the service was down.
+fn fire_deadlines(
+    settings: &Settings,
+    deadlines: &DeadlineScheduler,
+    runs_consumers: bool,
+) -> Option<JoinHandle<()>> {
+    settings
+        .deadline_poll_every
+        .filter(|_| runs_consumers)
+        .map(|every| {
+            let scheduler = deadlines.clone().with_config(SchedulerConfig {
+                poll_every: every,
+                ..SchedulerConfig::default()
+            });
+            tokio::spawn(scheduler.run(std::future::pending()))
+        })
 }

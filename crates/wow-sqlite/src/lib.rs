@@ -27,9 +27,6 @@
 //! ```
 
 mod bounded;
-mod codec;
-mod deadline;
-mod deadline_store;
 mod downstream;
 mod error;
 mod options;
@@ -38,7 +35,6 @@ mod reader;
 mod rename;
 mod schema;
 mod store;
-mod unique_key;
 mod view;
 mod writer;
 

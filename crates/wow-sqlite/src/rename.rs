@@ -4,8 +4,15 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 use wow_core::eventsourcing::{check_rename, AggregateRenames, RenameError, RenamedRows};
 
-use crate::deadline;
+use crate::store::deadline;
 use crate::SqliteStore;
+
+/// The name former name `?1` was renamed to, if it was.
+const FIND_RENAME: &str = "SELECT to_name FROM aggregate_rename WHERE from_name = ?1";
+
+/// Records that former name `?1` was renamed to `?2` at `?3`.
+const RECORD_RENAME: &str =
+    "INSERT INTO aggregate_rename (from_name, to_name, renamed_at) VALUES (?1, ?2, ?3)";
 
 /// The first (tenant, id) with rows under both names, in any keyed table.
 const CONFLICT: &str = "
@@ -30,12 +37,32 @@ const CONFLICT: &str = "
 const RENAME_KEY_HOLDERS: &str =
     "UPDATE unique_key SET aggregate_name = ?2 WHERE aggregate_name = ?1";
 
+/// A keyed table's two statements: how many rows name `?1`, and re-keying them to `?2`.
+struct KeyedTable {
+    /// Counts the rows of aggregate name `?1`.
+    count: &'static str,
+    /// Renames the rows of aggregate name `?1` to `?2`.
+    rekey: &'static str,
+}
+
 /// The keyed tables, in the order their rows are counted in [`RenamedRows`].
-const TABLES: [&str; 4] = [
-    "event_stream",
-    "snapshot",
-    "consumer_position",
-    "execution_failed",
+const TABLES: [KeyedTable; 4] = [
+    KeyedTable {
+        count: "SELECT COUNT(*) FROM event_stream WHERE aggregate_name = ?1",
+        rekey: "UPDATE event_stream SET aggregate_name = ?2 WHERE aggregate_name = ?1",
+    },
+    KeyedTable {
+        count: "SELECT COUNT(*) FROM snapshot WHERE aggregate_name = ?1",
+        rekey: "UPDATE snapshot SET aggregate_name = ?2 WHERE aggregate_name = ?1",
+    },
+    KeyedTable {
+        count: "SELECT COUNT(*) FROM consumer_position WHERE aggregate_name = ?1",
+        rekey: "UPDATE consumer_position SET aggregate_name = ?2 WHERE aggregate_name = ?1",
+    },
+    KeyedTable {
+        count: "SELECT COUNT(*) FROM execution_failed WHERE aggregate_name = ?1",
+        rekey: "UPDATE execution_failed SET aggregate_name = ?2 WHERE aggregate_name = ?1",
+    },
 ];
 
 /// The rename in the writer's transaction: `Ok(None)` when it was recorded as done before.
@@ -47,11 +74,7 @@ fn rename(
     now: i64,
 ) -> rusqlite::Result<Result<RenamedRows, RenameError>> {
     let done: Option<String> = connection
-        .query_row(
-            "SELECT to_name FROM aggregate_rename WHERE from_name = ?1",
-            [from],
-            |row| row.get(0),
-        )
+        .query_row(FIND_RENAME, [from], |row| row.get(0))
         .optional()?;
     if done.is_some() {
         return Ok(Ok(RenamedRows::default()));
@@ -70,18 +93,11 @@ fn rename(
         }));
     }
     let mut counts = [0u64; 4];
-    for (count, table) in counts.iter_mut().zip(TABLES) {
+    for (count, table) in counts.iter_mut().zip(&TABLES) {
         let rows = if dry_run {
-            connection.query_row(
-                &format!("SELECT COUNT(*) FROM {table} WHERE aggregate_name = ?1"),
-                [from],
-                |row| row.get::<_, i64>(0),
-            )?
+            connection.query_row(table.count, [from], |row| row.get::<_, i64>(0))?
         } else {
-            let changed = connection.execute(
-                &format!("UPDATE {table} SET aggregate_name = ?2 WHERE aggregate_name = ?1"),
-                params![from, to],
-            )?;
+            let changed = connection.execute(table.rekey, params![from, to])?;
             i64::try_from(changed).unwrap_or(i64::MAX)
         };
         *count = u64::try_from(rows).unwrap_or(0);
@@ -95,10 +111,7 @@ fn rename(
         connection.execute(deadline::RENAME_TARGETS, params![from, to])?;
         // A moved owner hashes to another partition (SPEC DM-6).
         deadline::fill_owner_hashes(connection, Some(to))?;
-        connection.execute(
-            "INSERT INTO aggregate_rename (from_name, to_name, renamed_at) VALUES (?1, ?2, ?3)",
-            params![from, to, now],
-        )?;
+        connection.execute(RECORD_RENAME, params![from, to, now])?;
     }
     let [streams, snapshots, positions, failures] = counts;
     Ok(Ok(RenamedRows::new(

@@ -300,6 +300,23 @@ const MIGRATIONS: [&str; 16] = [
 "#,
 ];
 
+/// Whether the file has the table of its schema version, `wow_schema`.
+const HAS_VERSION_TABLE: &str =
+    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'wow_schema')";
+
+/// Creates the table of the schema version, `wow_schema`, when the file has none.
+const CREATE_VERSION_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS wow_schema (version INTEGER NOT NULL)";
+
+/// The file's schema version: 0 when none is recorded.
+const FOUND_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM wow_schema";
+
+/// Forgets the recorded schema version, before [`RECORD_VERSION`] records the next.
+const CLEAR_VERSION: &str = "DELETE FROM wow_schema";
+
+/// Records schema version `?1`.
+const RECORD_VERSION: &str = "INSERT INTO wow_schema (version) VALUES (?1)";
+
 /// Where the file at `options.path` stands against this build's migrations, read without
 /// changing anything (a missing file is version 0, and is not made).
 pub(crate) fn status(options: &SqliteOptions) -> Result<SchemaStatus, OpenError> {
@@ -307,17 +324,9 @@ pub(crate) fn status(options: &SqliteOptions) -> Result<SchemaStatus, OpenError>
         return Ok(SchemaStatus::of(0, &MIGRATIONS));
     }
     let connection = connect(options, true)?;
-    let has_table: bool = connection.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'wow_schema')",
-        [],
-        |row| row.get(0),
-    )?;
+    let has_table: bool = connection.query_row(HAS_VERSION_TABLE, [], |row| row.get(0))?;
     let found: i64 = if has_table {
-        connection.query_row(
-            "SELECT COALESCE(MAX(version), 0) FROM wow_schema",
-            [],
-            |row| row.get(0),
-        )?
+        connection.query_row(FOUND_VERSION, [], |row| row.get(0))?
     } else {
         0
     };
@@ -365,13 +374,8 @@ pub(crate) fn migrate(connection: &mut Connection) -> Result<(), OpenError> {
 fn migrate_to(connection: &mut Connection, target: i64) -> Result<(), OpenError> {
     let transaction =
         connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    transaction
-        .execute_batch("CREATE TABLE IF NOT EXISTS wow_schema (version INTEGER NOT NULL)")?;
-    let found: i64 = transaction.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM wow_schema",
-        [],
-        |row| row.get(0),
-    )?;
+    transaction.execute_batch(CREATE_VERSION_TABLE)?;
+    let found: i64 = transaction.query_row(FOUND_VERSION, [], |row| row.get(0))?;
     if found > SCHEMA_VERSION {
         return Err(OpenError::SchemaTooNew {
             found,
@@ -388,10 +392,10 @@ fn migrate_to(connection: &mut Connection, target: i64) -> Result<(), OpenError>
         let version = i64::try_from(index + 1).unwrap_or(i64::MAX);
         if version == 14 {
             // Each existing row's owner hash, which SQL cannot compute.
-            crate::deadline::fill_owner_hashes(&transaction, None)?;
+            crate::store::deadline::fill_owner_hashes(&transaction, None)?;
         }
-        transaction.execute("DELETE FROM wow_schema", [])?;
-        transaction.execute("INSERT INTO wow_schema (version) VALUES (?1)", [version])?;
+        transaction.execute(CLEAR_VERSION, [])?;
+        transaction.execute(RECORD_VERSION, [version])?;
         tracing::info!(version, "applied schema migration");
     }
     transaction.commit()?;

@@ -1,34 +1,50 @@
-//! The store: event streams and snapshots over one SQLite file.
+//! The store's handle: one SQLite file, its one writer and its read pools.
+//!
+//! Why one handle for every table: history, snapshots, processed-message records, views and
+//! the downstream tables live in one file and go through one writer thread, so that a
+//! consumer's writes and the record that it ran them are one transaction (SPEC DS-2), and
+//! one path opens everything a node needs. Writes reach the writer as jobs (see `writer.rs`);
+//! reads run on the read pool, queries on connections of their own. The store traits it
+//! implements are each in the module of the table they keep:
+//!
+//! - [`event_stream`]: `EventStore`, appending a stream and reading an aggregate's history;
+//! - [`request_decision`]: the one decision per request id (appended streams and recorded
+//!   rejections, rows of `event_stream` too);
+//! - [`feed`]: the global feed over `event_stream`, in commit order;
+//! - [`stream_query`]: Wow's event stream queries, on the query connections;
+//! - [`stream_row`]: a row of `event_stream` as a stream, shared by the modules above;
+//! - [`snapshot`]: `SnapshotStore`, table `snapshot`;
+//! - [`processed_message`]: the record that a consumer ran a message, table
+//!   `processed_message`, written by the writer before the consumer's work;
+//! - [`unique_key`]: the keys aggregates hold (SPEC DM-1), table `unique_key`, changed in
+//!   the savepoint of the stream that changes them;
+//! - [`deadline`]: `DeadlineStore`, the pending scheduled commands (SPEC DM-2), table
+//!   `deadline`, written in the savepoint of the stream that schedules them.
+
+pub(crate) mod deadline;
+pub(crate) mod event_stream;
+mod feed;
+pub(crate) mod processed_message;
+pub(crate) mod request_decision;
+pub(crate) mod snapshot;
+mod stream_query;
+pub(crate) mod stream_row;
+pub(crate) mod unique_key;
 
 use std::sync::Arc;
-use wow_core::eventsourcing::SchemaStatus;
 
-use async_trait::async_trait;
-use rusqlite::{params, params_from_iter, OptionalExtension};
+use rusqlite::{params, OptionalExtension, Row};
 use tokio::sync::oneshot;
 use wow_core::event::{ProcessError, Processed};
-use wow_core::eventsourcing::BoxError;
-use wow_core::eventsourcing::{
-    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
-    check_time_range, check_version_range, AppendChanges, EventStore, EventStoreError, FeedEntry,
-    GlobalPosition, RejectedStream, RejectionRecord, RequestDecision, Snapshot, SnapshotStore,
-    SnapshotStoreError,
-};
+use wow_core::eventsourcing::{BoxError, SchemaStatus};
 use wow_core::id::{Clock, SystemClock};
-use wow_core::query::{DocumentQuery, Filter};
-use wow_core::unique_key::{KeyClaim, KeyHolder, UniqueKey};
-use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+use wow_core::AggregateId;
 
 use crate::bounded::QueryPool;
-use crate::codec::{
-    decode_decision, decode_snapshot, decode_stream, StreamRow, DECISION_COLUMNS, STREAM_COLUMNS,
-};
-use crate::error::{gone, snapshot_error, store_error};
-use crate::query::Translation;
+use crate::error::gone;
 use crate::reader::ReadPool;
 use crate::schema::{connect, migrate};
-use crate::unique_key;
-use crate::writer::{self, Rejection, Work, WorkFn, WriteJob, WriterHandle, WriterStats};
+use crate::writer::{self, Work, WorkFn, WriteJob, WriterHandle, WriterStats};
 use crate::{OpenError, SqliteOptions};
 
 /// Event streams and snapshots in one SQLite file. Cloning is cheap; clones share the writer
@@ -47,6 +63,15 @@ pub struct SqliteStore {
 /// `value` as a database integer, saturating.
 pub(crate) fn clamp(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The (name, id, tenant) of `aggregate_id`, owned, for a read that runs on another thread.
+pub(crate) fn owned_key(aggregate_id: &AggregateId) -> (String, String, String) {
+    (
+        aggregate_id.aggregate_name.clone(),
+        aggregate_id.id.clone(),
+        aggregate_id.tenant_id.clone(),
+    )
 }
 
 impl SqliteStore {
@@ -183,6 +208,25 @@ impl SqliteStore {
             .map_err(|e| Box::new(e) as BoxError)
     }
 
+    /// The row `sql` reads of aggregate (`?3` tenant, `?1` name, `?2` id), decoded by
+    /// `decode`, if there is one, on the read pool.
+    pub(crate) async fn read_aggregate_row<T: Send + 'static>(
+        &self,
+        sql: &'static str,
+        aggregate_id: &AggregateId,
+        decode: fn(&Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<Option<T>> {
+        let (name, id, tenant) = owned_key(aggregate_id);
+        self.reads
+            .read(move |connection| {
+                connection
+                    .prepare_cached(sql)?
+                    .query_row(params![name, id, tenant], decode)
+                    .optional()
+            })
+            .await
+    }
+
     /// The tenants' share of the query connections: how many queries of a tenant run now.
     pub fn query_share(&self) -> &wow_core::query::TenantShare {
         self.queries.share()
@@ -191,430 +235,5 @@ impl SqliteStore {
     /// The options the store was opened with.
     pub fn options(&self) -> &SqliteOptions {
         &self.options
-    }
-
-    async fn streams(
-        &self,
-        sql: &'static str,
-        aggregate_id: &AggregateId,
-        from: i64,
-        to: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        let (name, id, tenant) = (
-            aggregate_id.aggregate_name.clone(),
-            aggregate_id.id.clone(),
-            aggregate_id.tenant_id.clone(),
-        );
-        self.reads
-            .read(move |connection| {
-                let mut statement = connection.prepare_cached(sql)?;
-                let rows =
-                    statement.query_map(params![name, id, from, to, tenant], decode_stream)?;
-                rows.collect()
-            })
-            .await
-            .map_err(store_error)
-    }
-}
-
-impl SqliteStore {
-    /// Appends `stream` with `changes`, or alone when there are none; the caller has checked
-    /// both.
-    async fn append_changing(
-        &self,
-        stream: &DomainEventStream,
-        changes: Option<Box<AppendChanges>>,
-    ) -> Result<(), EventStoreError> {
-        let row = StreamRow::encode(stream).map_err(|e| EventStoreError::Internal(Box::new(e)))?;
-        let (reply, answer) = oneshot::channel();
-        let job = WriteJob::Append {
-            row: Box::new(row),
-            rejected: Box::new(RejectedStream::of(stream)),
-            changes,
-            reply,
-        };
-        self.write_history(job, answer).await
-    }
-
-    /// Hands `job` (an append or a rejection) to the writer and waits for its answer; a
-    /// writer that has stopped is [`EventStoreError::Unavailable`].
-    async fn write_history(
-        &self,
-        job: WriteJob,
-        answer: oneshot::Receiver<Result<(), EventStoreError>>,
-    ) -> Result<(), EventStoreError> {
-        self.writer
-            .send(job)
-            .await
-            .map_err(|_| EventStoreError::Unavailable(gone()))?;
-        answer
-            .await
-            .map_err(|_| EventStoreError::Unavailable(gone()))?
-    }
-}
-
-/// The appended streams of one aggregate type in one tenant (`?1`, `?2`), each with `doc`: the
-/// JSON document Wow's event stream queries filter (see `EventStore::query_streams`).
-const STREAM_DOCUMENTS: &str = "SELECT *, json_object('id', stream_id, 'requestId', request_id, 'commandId', command_id, 'contextName', context_name, 'aggregateName', aggregate_name, 'aggregateId', aggregate_id, 'tenantId', tenant_id, 'ownerId', COALESCE(json_extract(header, '$.owner_id'), ''), 'spaceId', COALESCE(json_extract(header, '$.space_id'), ''), 'version', version, 'createTime', create_time, 'header', json(header), 'body', json(body)) AS doc FROM event_stream WHERE tenant_id = ?1 AND aggregate_name = ?2 AND version > 0";
-
-/// The values of [`STREAM_DOCUMENTS`]'s scope.
-fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<rusqlite::types::Value> {
-    vec![
-        rusqlite::types::Value::Text(tenant_id.to_owned()),
-        rusqlite::types::Value::Text(named.aggregate_name.clone()),
-    ]
-}
-
-const LOAD: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE tenant_id = ?5 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version BETWEEN ?3 AND ?4 ORDER BY version";
-const LOAD_BY_TIME: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body FROM event_stream WHERE tenant_id = ?5 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 AND create_time BETWEEN ?3 AND ?4 ORDER BY version";
-
-/// The global feed: appended streams (versions from 1 up; a rejection row's is negative) after
-/// a position, along the primary key. `position` is the rowid, chosen as `MAX + 1` under
-/// SQLite's one write lock and committed before the next writer takes that lock, so position
-/// order is commit order: a reader's snapshot never lacks a lower position that commits later.
-/// (Positions taken by a transaction that rolled back are taken again by the next one; they
-/// were never visible. No row of `event_stream` is ever deleted, so a committed position is
-/// never reused.) The position is the feed's sequence; the transaction part is always 0.
-const READ_FEED: &str = "SELECT aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, position FROM event_stream WHERE position > ?1 AND version > 0 ORDER BY position LIMIT ?2";
-
-#[async_trait]
-impl EventStore for SqliteStore {
-    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        check_appendable(stream)?;
-        self.append_changing(stream, None).await
-    }
-
-    /// Writes the stream's key and deadline changes in the savepoint of its insert, inside
-    /// the writer's group commit (see `writer.rs`); with no changes it is [`Self::append`].
-    async fn append_with(
-        &self,
-        stream: &DomainEventStream,
-        changes: &AppendChanges,
-    ) -> Result<(), EventStoreError> {
-        if changes.is_empty() {
-            return self.append(stream).await;
-        }
-        check_appendable(stream)?;
-        check_key_changes(&changes.keys)?;
-        check_deadline_changes(stream, &changes.deadlines)?;
-        self.append_changing(stream, Some(Box::new(changes.clone())))
-            .await
-    }
-
-    async fn find_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        let (tenant, key) = (tenant_id.to_owned(), key.clone());
-        self.reads
-            .read(move |connection| unique_key::live_holder(connection, &tenant, &key))
-            .await
-            .map_err(store_error)
-    }
-
-    /// Claims the free keys in the writer's transaction, each by one upsert (see
-    /// `unique_key.rs`).
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        check_claimable(version, keys)?;
-        let (aggregate, keys) = (aggregate_id.clone(), keys.to_vec());
-        let (answer, claims) = oneshot::channel();
-        self.submit(
-            None,
-            Box::new(move |connection| {
-                let made = unique_key::claim_free(connection, &aggregate, clamp(version), &keys)?;
-                // The receiver waits for the submission's reply first; it is not dropped.
-                let _ = answer.send(made);
-                Ok(())
-            }),
-        )
-        .await
-        .map_err(|error| match error {
-            ProcessError::Work(error) => EventStoreError::Internal(error),
-            ProcessError::Store(error) => EventStoreError::Unavailable(error),
-            other => EventStoreError::Internal(Box::new(other)),
-        })?;
-        claims
-            .await
-            .map_err(|_| EventStoreError::Unavailable(gone()))
-    }
-
-    async fn load(
-        &self,
-        aggregate_id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        check_version_range(head, tail)?;
-        self.streams(LOAD, aggregate_id, clamp(head), clamp(tail))
-            .await
-    }
-
-    async fn load_by_time(
-        &self,
-        aggregate_id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        check_time_range(start, end)?;
-        self.streams(LOAD_BY_TIME, aggregate_id, start, end).await
-    }
-
-    async fn last(
-        &self,
-        aggregate_id: &AggregateId,
-    ) -> Result<Option<DomainEventStream>, EventStoreError> {
-        let (name, id, tenant) = (
-            aggregate_id.aggregate_name.clone(),
-            aggregate_id.id.clone(),
-            aggregate_id.tenant_id.clone(),
-        );
-        self.reads
-            .read(move |connection| {
-                let sql = format!("SELECT {STREAM_COLUMNS} FROM event_stream WHERE tenant_id = ?3 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0 ORDER BY version DESC LIMIT 1");
-                connection
-                    .prepare_cached(&sql)?
-                    .query_row(params![name, id, tenant], decode_stream)
-                    .optional()
-            })
-            .await
-            .map_err(store_error)
-    }
-
-    async fn find_decision(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        let (name, id, request, tenant) = (
-            aggregate_id.aggregate_name.clone(),
-            aggregate_id.id.clone(),
-            request_id.to_owned(),
-            aggregate_id.tenant_id.clone(),
-        );
-        self.reads
-            .read(move |connection| {
-                // The tenant leads the key: another tenant's decision is another key (SPEC TN-1).
-                let sql = format!("SELECT {DECISION_COLUMNS} FROM event_stream WHERE tenant_id = ?4 AND aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3");
-                connection
-                    .prepare_cached(&sql)?
-                    .query_row(params![name, id, request, tenant], decode_decision)
-                    .optional()
-            })
-            .await
-            .map_err(store_error)
-    }
-
-    async fn record_rejection(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        check_rejectable(request_id)?;
-        let (reply, answer) = oneshot::channel();
-        let job = WriteJob::Reject {
-            rejection: Box::new(Rejection {
-                aggregate_id: aggregate_id.clone(),
-                request_id: request_id.to_owned(),
-                record: rejection.clone(),
-            }),
-            reply,
-        };
-        self.write_history(job, answer).await
-    }
-
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        let (context, name) = (named.context_name.clone(), named.aggregate_name.clone());
-        let after = after.map(|a| (a.tenant_id.clone(), a.id.clone()));
-        let (after_tenant, after_id) = match after {
-            Some((tenant, id)) => (Some(tenant), Some(id)),
-            None => (None, None),
-        };
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.reads
-            .read(move |connection| {
-                // Version 1 is the aggregate's first stream: one row per aggregate.
-                let mut statement = connection.prepare_cached(
-                    "SELECT context_name, aggregate_name, aggregate_id, tenant_id FROM event_stream
-                     WHERE aggregate_name = ?1 AND context_name = ?2 AND version = 1
-                       AND (?3 IS NULL OR (tenant_id, aggregate_id) > (?3, ?5))
-                     ORDER BY tenant_id, aggregate_id LIMIT ?4",
-                )?;
-                let rows = statement.query_map(
-                    params![name, context, after_tenant, limit, after_id],
-                    |row| {
-                        Ok(AggregateId {
-                            context_name: row.get(0)?,
-                            aggregate_name: row.get(1)?,
-                            id: row.get(2)?,
-                            tenant_id: row.get(3)?,
-                        })
-                    },
-                )?;
-                rows.collect()
-            })
-            .await
-            .map_err(store_error)
-    }
-
-    async fn query_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        query: &DocumentQuery,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
-        let condition = sql.condition(&query.filter);
-        let mut order = sql.order(&query.sort);
-        order.push("aggregate_id, version".to_owned());
-        let limit = sql.bind_integer(query.limit);
-        let offset = sql.bind_integer(query.offset);
-        let text = format!(
-            "SELECT {STREAM_COLUMNS} FROM ({STREAM_DOCUMENTS}) WHERE {condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
-            order.join(", ")
-        );
-        let values = sql.values;
-        Ok(self
-            .queries
-            .read(tenant_id, move |connection| {
-                let mut statement = connection.prepare(&text)?;
-                let rows = statement.query_map(params_from_iter(values), decode_stream)?;
-                rows.collect()
-            })
-            .await?)
-    }
-
-    async fn count_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        filter: &Filter,
-    ) -> Result<u64, EventStoreError> {
-        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
-        let condition = sql.condition(filter);
-        let text = format!("SELECT COUNT(*) FROM ({STREAM_DOCUMENTS}) WHERE {condition}");
-        let values = sql.values;
-        let count: i64 = self
-            .queries
-            .read(tenant_id, move |connection| {
-                connection
-                    .prepare(&text)?
-                    .query_row(params_from_iter(values), |row| row.get(0))
-            })
-            .await?;
-        Ok(u64::try_from(count).unwrap_or(0))
-    }
-
-    async fn read_feed(
-        &self,
-        after: GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        // Every position here is (0, rowid): nothing comes after a later transaction's.
-        if after.transaction > 0 || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let (after, limit) = (
-            clamp(after.sequence),
-            i64::try_from(limit).unwrap_or(i64::MAX),
-        );
-        self.reads
-            .read(move |connection| {
-                let mut statement = connection.prepare_cached(READ_FEED)?;
-                let rows = statement.query_map(params![after, limit], |row| {
-                    let position = u64::try_from(row.get::<_, i64>(12)?).map_err(|e| {
-                        rusqlite::Error::FromSqlConversionFailure(
-                            12,
-                            rusqlite::types::Type::Integer,
-                            Box::new(e),
-                        )
-                    })?;
-                    Ok(FeedEntry {
-                        position: GlobalPosition::new(0, position),
-                        stream: decode_stream(row)?,
-                    })
-                })?;
-                rows.collect()
-            })
-            .await
-            .map_err(store_error)
-    }
-
-    async fn release_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        unique_key::release_any(self, tenant_id, key).await
-    }
-}
-
-#[async_trait]
-impl SnapshotStore for SqliteStore {
-    async fn load(
-        &self,
-        aggregate_id: &AggregateId,
-    ) -> Result<Option<Snapshot>, SnapshotStoreError> {
-        let (name, id, tenant) = (
-            aggregate_id.aggregate_name.clone(),
-            aggregate_id.id.clone(),
-            aggregate_id.tenant_id.clone(),
-        );
-        self.reads
-            .read(move |connection| {
-                connection
-                    .prepare_cached("SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time, state_version FROM snapshot WHERE tenant_id = ?3 AND aggregate_name = ?1 AND aggregate_id = ?2")?
-                    .query_row(params![name, id, tenant], decode_snapshot)
-                    .optional()
-            })
-            .await
-            .map_err(snapshot_error)
-    }
-
-    async fn version(&self, aggregate_id: &AggregateId) -> Result<Option<u64>, SnapshotStoreError> {
-        let (name, id, tenant) = (
-            aggregate_id.aggregate_name.clone(),
-            aggregate_id.id.clone(),
-            aggregate_id.tenant_id.clone(),
-        );
-        self.reads
-            .read(move |connection| {
-                connection
-                    .prepare_cached("SELECT version FROM snapshot WHERE tenant_id = ?3 AND aggregate_name = ?1 AND aggregate_id = ?2")?
-                    .query_row(params![name, id, tenant], |row| row.get::<_, i64>(0))
-                    .optional()
-            })
-            .await
-            .map(|version| version.map(|v| u64::try_from(v).unwrap_or(0)))
-            .map_err(snapshot_error)
-    }
-
-    async fn save(&self, snapshot: &Snapshot) -> Result<bool, SnapshotStoreError> {
-        let state = serde_json::to_string(&snapshot.state)
-            .map_err(|e| SnapshotStoreError::Internal(Box::new(e)))?;
-        let (reply, answer) = oneshot::channel();
-        let job = WriteJob::SaveSnapshot {
-            snapshot: snapshot.clone(),
-            state,
-            reply,
-        };
-        self.writer
-            .send(job)
-            .await
-            .map_err(|_| SnapshotStoreError::Unavailable(gone()))?;
-        answer
-            .await
-            .map_err(|_| SnapshotStoreError::Unavailable(gone()))?
     }
 }

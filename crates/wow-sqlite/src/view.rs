@@ -20,13 +20,67 @@ use wow_core::view::{
 
 use crate::query::Translation;
 use crate::store::clamp;
+use crate::store::processed_message::FORGET_CONSUMER;
 use crate::SqliteStore;
+
+/// The columns [`decode`] reads, from `view_row`: a macro, so that the statements below can
+/// be built from it at compile time.
+macro_rules! select_rows {
+    () => {
+        "SELECT aggregate_id, version, state, updated_at FROM view_row"
+    };
+}
+
+/// The row of key (`?1` view, `?2` tenant, `?3` aggregate id), if it has one.
+const LOAD_ROW: &str = concat!(
+    select_rows!(),
+    " WHERE view = ?1 AND tenant_id = ?2 AND aggregate_id = ?3"
+);
+
+/// Writes the row of key (`?1` view, `?2` tenant, `?3` aggregate id): version `?4`, state
+/// `?5`, updated at `?6`.
+const SAVE_ROW: &str = "INSERT INTO view_row (view, tenant_id, aggregate_id, version, state, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    ON CONFLICT (view, tenant_id, aggregate_id) DO UPDATE SET version = excluded.version, state = excluded.state, updated_at = excluded.updated_at";
+
+/// Every tenant's rows of view `?1` after (`?2` tenant, `?3` aggregate id) when `?2` is not
+/// NULL, in key order, at most `?4`: the columns of [`select_rows`], then the tenant.
+const SCAN_ROWS: &str = "SELECT aggregate_id, version, state, updated_at, tenant_id FROM view_row
+    WHERE view = ?1 AND (?2 IS NULL OR (tenant_id, aggregate_id) > (?2, ?3))
+    ORDER BY tenant_id, aggregate_id LIMIT ?4";
+
+/// Drops every row of view `?1`.
+const CLEAR_ROWS: &str = "DELETE FROM view_row WHERE view = ?1";
+
+/// The rows of view `?1` in tenant `?2` after aggregate id `?3` (when not NULL) that
+/// `conditions` (each `AND (...)`, see [`conditions`]) select, in id order, at most `?4`.
+fn list_rows_sql(conditions: &str) -> String {
+    format!(
+        "{} WHERE view = ?1 AND tenant_id = ?2 AND (?3 IS NULL OR aggregate_id > ?3){conditions} ORDER BY aggregate_id LIMIT ?4",
+        select_rows!()
+    )
+}
+
+/// The rows of view `?1` in tenant `?2` where `condition` holds, in `order`, from the
+/// placeholders `limit` and `offset`.
+fn query_rows_sql(condition: &str, order: &[String], limit: &str, offset: &str) -> String {
+    format!(
+        "{} WHERE view = ?1 AND tenant_id = ?2 AND {condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
+        select_rows!(),
+        order.join(", ")
+    )
+}
+
+/// How many rows of view `?1` in tenant `?2` `condition` holds for.
+fn count_rows_sql(condition: &str) -> String {
+    format!("SELECT COUNT(*) FROM view_row WHERE view = ?1 AND tenant_id = ?2 AND {condition}")
+}
 
 fn bad_state(error: serde_json::Error) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(error))
 }
 
-/// Decodes `aggregate_id, version, state, updated_at` into a row of `view` in `tenant_id`.
+/// Decodes the columns of [`select_rows`] (`aggregate_id, version, state, updated_at`) into a
+/// row of `view` in `tenant_id`.
 fn decode(view: &str, tenant_id: &str, row: &Row<'_>) -> rusqlite::Result<ViewRow> {
     let state: String = row.get(2)?;
     Ok(ViewRow {
@@ -37,31 +91,26 @@ fn decode(view: &str, tenant_id: &str, row: &Row<'_>) -> rusqlite::Result<ViewRo
     })
 }
 
+/// The row of `key` ([`LOAD_ROW`]), if it has one.
 fn load_row(connection: &Connection, key: &ViewKey) -> rusqlite::Result<Option<ViewRow>> {
     connection
-        .prepare_cached(
-            "SELECT aggregate_id, version, state, updated_at FROM view_row WHERE view = ?1 AND tenant_id = ?2 AND aggregate_id = ?3",
-        )?
+        .prepare_cached(LOAD_ROW)?
         .query_row(params![key.view, key.tenant_id, key.aggregate_id], |row| {
             decode(&key.view, &key.tenant_id, row)
         })
         .optional()
 }
 
+/// Writes `row` ([`SAVE_ROW`]).
 fn save_row(connection: &Connection, row: &ViewRow) -> Result<(), BoxError> {
-    connection
-        .prepare_cached(
-            "INSERT INTO view_row (view, tenant_id, aggregate_id, version, state, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (view, tenant_id, aggregate_id) DO UPDATE SET version = excluded.version, state = excluded.state, updated_at = excluded.updated_at",
-        )?
-        .execute(params![
-            row.key.view,
-            row.key.tenant_id,
-            row.key.aggregate_id,
-            clamp(row.version),
-            serde_json::to_string(&row.state)?,
-            row.updated_at,
-        ])?;
+    connection.prepare_cached(SAVE_ROW)?.execute(params![
+        row.key.view,
+        row.key.tenant_id,
+        row.key.aggregate_id,
+        clamp(row.version),
+        serde_json::to_string(&row.state)?,
+        row.updated_at,
+    ])?;
     Ok(())
 }
 
@@ -160,12 +209,7 @@ impl ViewStore for SqliteStore {
             after.map_or(SqlValue::Null, |after| SqlValue::Text(after.to_owned())),
             SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)),
         ];
-        let sql = format!(
-            "SELECT aggregate_id, version, state, updated_at FROM view_row
-             WHERE view = ?1 AND tenant_id = ?2 AND (?3 IS NULL OR aggregate_id > ?3){}
-             ORDER BY aggregate_id LIMIT ?4",
-            conditions(filter, &mut values)?
-        );
+        let sql = list_rows_sql(&conditions(filter, &mut values)?);
         let (view, tenant_id) = (view.to_owned(), tenant_id.to_owned());
         self.read(move |connection| {
             let mut statement = connection.prepare_cached(&sql)?;
@@ -196,12 +240,7 @@ impl ViewStore for SqliteStore {
         order.push("aggregate_id".to_owned());
         let limit = sql.bind_integer(query.limit);
         let offset = sql.bind_integer(query.offset);
-        let text = format!(
-            "SELECT aggregate_id, version, state, updated_at FROM view_row
-             WHERE view = ?1 AND tenant_id = ?2 AND {condition}
-             ORDER BY {} LIMIT {limit} OFFSET {offset}",
-            order.join(", ")
-        );
+        let text = query_rows_sql(&condition, &order, &limit, &offset);
         let (view, tenant, values) = (view.to_owned(), tenant_id.to_owned(), sql.values);
         Ok(self
             .queries
@@ -228,9 +267,7 @@ impl ViewStore for SqliteStore {
             ],
         );
         let condition = sql.condition(filter);
-        let text = format!(
-            "SELECT COUNT(*) FROM view_row WHERE view = ?1 AND tenant_id = ?2 AND {condition}"
-        );
+        let text = count_rows_sql(&condition);
         let values = sql.values;
         let count: i64 = self
             .queries
@@ -253,11 +290,7 @@ impl ViewStore for SqliteStore {
         let after = after.map(|key| (key.tenant_id.clone(), key.aggregate_id.clone()));
         self.read(move |connection| {
             let (tenant, id) = after.unzip();
-            let mut statement = connection.prepare_cached(
-                "SELECT aggregate_id, version, state, updated_at, tenant_id FROM view_row
-                 WHERE view = ?1 AND (?2 IS NULL OR (tenant_id, aggregate_id) > (?2, ?3))
-                 ORDER BY tenant_id, aggregate_id LIMIT ?4",
-            )?;
+            let mut statement = connection.prepare_cached(SCAN_ROWS)?;
             let rows = statement.query_map(params![view, tenant, id, limit], |row| {
                 decode(&view, &row.get::<_, String>(4)?, row)
             })?;
@@ -270,8 +303,8 @@ impl ViewStore for SqliteStore {
     async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
         let view = view.to_owned();
         self.transact(move |connection| {
-            connection.execute("DELETE FROM view_row WHERE view = ?1", [&view])?;
-            connection.execute("DELETE FROM processed_message WHERE consumer = ?1", [&view])?;
+            connection.execute(CLEAR_ROWS, [&view])?;
+            connection.execute(FORGET_CONSUMER, [&view])?;
             Ok(())
         })
         .await

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::AppendChanges;
@@ -29,10 +29,14 @@ use wow_core::eventsourcing::{
 };
 use wow_core::AggregateId;
 
-use crate::codec::StreamRow;
-use crate::deadline::{self, DeadlineWrite};
 use crate::error::{snapshot_error, store_error};
-use crate::unique_key::{change_keys, KeysRefused};
+use crate::store::deadline::{self, DeadlineWrite};
+use crate::store::event_stream::insert_stream;
+use crate::store::processed_message;
+use crate::store::request_decision::{holds_request, insert_rejection};
+use crate::store::snapshot::save_snapshot;
+use crate::store::stream_row::StreamRow;
+use crate::store::unique_key::{change_keys, KeysRefused};
 
 /// Work for the writer, with where to send its outcome.
 #[derive(Debug)]
@@ -100,21 +104,32 @@ pub(crate) struct WriterStats {
     pub(crate) writes: AtomicU64,
 }
 
-const INSERT_STREAM: &str = "INSERT INTO event_stream (aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+/// Opens a batch's transaction, taking the write lock at once.
+const BEGIN: &str = "BEGIN IMMEDIATE";
 
-/// A rejection takes minus its own position as its version (see `schema.rs`); the one writer
-/// makes `MAX(position) + 1` the position no other row has.
-const INSERT_REJECTION: &str = "INSERT INTO event_stream (position, aggregate_name, aggregate_id, version, context_name, tenant_id, stream_id, request_id, command_id, fingerprint, create_time, header, body, error_code, error_msg, decided_on_version)
-    SELECT p, ?1, ?2, -p, ?3, ?4, '', ?5, ?6, ?7, ?8, '{}', '[]', ?9, ?10, ?11 FROM (SELECT COALESCE(MAX(position), 0) + 1 AS p FROM event_stream)";
+/// Commits a batch's transaction.
+const COMMIT: &str = "COMMIT";
 
-const REQUEST_EXISTS: &str = "SELECT 1 FROM event_stream WHERE tenant_id = ?4 AND aggregate_name = ?1 AND aggregate_id = ?2 AND request_id = ?3";
+/// Rolls back a batch's transaction whose commit failed.
+const ROLLBACK: &str = "ROLLBACK";
 
-const SAVE_SNAPSHOT: &str = "INSERT INTO snapshot (aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time, state_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-    ON CONFLICT (tenant_id, aggregate_name, aggregate_id) DO UPDATE SET
-        context_name = excluded.context_name, version = excluded.version,
-        state = excluded.state, snapshot_time = excluded.snapshot_time,
-        state_version = excluded.state_version
-    WHERE excluded.version >= snapshot.version";
+/// Opens the savepoint of an append with changes.
+const SAVEPOINT_CHANGES: &str = "SAVEPOINT wow_changes";
+
+/// Backs an append with changes out to its savepoint.
+const UNDO_CHANGES: &str = "ROLLBACK TO wow_changes";
+
+/// Ends the savepoint of an append with changes, keeping what it wrote.
+const RELEASE_CHANGES: &str = "RELEASE wow_changes";
+
+/// Opens the savepoint of a consumer's work.
+const SAVEPOINT_WORK: &str = "SAVEPOINT wow_work";
+
+/// Backs a consumer's work and its record out, and ends its savepoint.
+const UNDO_WORK: &str = "ROLLBACK TO wow_work; RELEASE wow_work";
+
+/// Ends the savepoint of a consumer's work, keeping its writes and its record.
+const RELEASE_WORK: &str = "RELEASE wow_work";
 
 /// Starts the writer thread on `connection`; it commits up to `max_batch` jobs at a time.
 pub(crate) fn spawn(
@@ -191,7 +206,7 @@ enum Outcome {
 }
 
 fn commit(connection: &Connection, batch: &mut Vec<WriteJob>) {
-    if let Err(error) = connection.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(error) = connection.execute_batch(BEGIN) {
         let message = error.to_string();
         for job in batch.drain(..) {
             reply_failed(job, &message, &error);
@@ -215,7 +230,7 @@ fn commit(connection: &Connection, batch: &mut Vec<WriteJob>) {
         }
         outcomes.push(outcome);
     }
-    match connection.execute_batch("COMMIT") {
+    match connection.execute_batch(COMMIT) {
         Ok(()) => {
             for (job, outcome) in batch.drain(..).zip(outcomes) {
                 reply(job, outcome);
@@ -223,7 +238,7 @@ fn commit(connection: &Connection, batch: &mut Vec<WriteJob>) {
         }
         Err(error) => {
             tracing::error!(%error, "group commit failed; every write of the batch fails");
-            let _ = connection.execute_batch("ROLLBACK");
+            let _ = connection.execute_batch(ROLLBACK);
             let message = error.to_string();
             for job in batch.drain(..) {
                 reply_failed(job, &message, &error);
@@ -244,7 +259,7 @@ fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
             changes: Some(changes),
             ..
         } => append_with(connection, row, rejected, changes),
-        WriteJob::Append { row, rejected, .. } => match insert(connection, row) {
+        WriteJob::Append { row, rejected, .. } => match insert_stream(connection, row) {
             Ok(()) => Outcome::Appended,
             Err(error) => match classify(connection, row, rejected, &error) {
                 Some(conflict) => Outcome::Conflict(conflict),
@@ -291,16 +306,14 @@ fn append_with(
             .prepare_cached(sql)
             .and_then(|mut s| s.execute([]))
     };
-    if let Err(error) = run("SAVEPOINT wow_changes") {
+    if let Err(error) = run(SAVEPOINT_CHANGES) {
         return Outcome::Failed(error);
     }
-    let undo = |outcome: Outcome| match run("ROLLBACK TO wow_changes")
-        .and_then(|_| run("RELEASE wow_changes"))
-    {
+    let undo = |outcome: Outcome| match run(UNDO_CHANGES).and_then(|_| run(RELEASE_CHANGES)) {
         Ok(_) => outcome,
         Err(error) => Outcome::Failed(error),
     };
-    if let Err(error) = insert(connection, row) {
+    if let Err(error) = insert_stream(connection, row) {
         return undo(match classify(connection, row, rejected, &error) {
             Some(conflict) => Outcome::Conflict(conflict),
             None => Outcome::Failed(error),
@@ -314,7 +327,7 @@ fn append_with(
     if let Err(error) = deadline::change(connection, &rejected.aggregate_id, &changes.deadlines) {
         return undo(Outcome::Failed(error));
     }
-    match run("RELEASE wow_changes") {
+    match run(RELEASE_CHANGES) {
         Ok(_) => Outcome::Appended,
         Err(error) => Outcome::Failed(error),
     }
@@ -328,19 +341,15 @@ fn run_work(
     record: Option<&(String, String, i64)>,
     work: Work,
 ) -> Outcome {
-    if let Err(error) = connection.execute_batch("SAVEPOINT wow_work") {
+    if let Err(error) = connection.execute_batch(SAVEPOINT_WORK) {
         return Outcome::Failed(error);
     }
-    let undo = |outcome: Outcome| match connection
-        .execute_batch("ROLLBACK TO wow_work; RELEASE wow_work")
-    {
+    let undo = |outcome: Outcome| match connection.execute_batch(UNDO_WORK) {
         Ok(()) => outcome,
         Err(error) => Outcome::Failed(error),
     };
     if let Some((consumer, message_id, processed_time)) = record {
-        let recorded = connection
-            .prepare_cached("INSERT INTO processed_message (consumer, message_id, processed_time) VALUES (?1, ?2, ?3)")
-            .and_then(|mut statement| statement.execute(params![consumer, message_id, processed_time]));
+        let recorded = processed_message::record(connection, consumer, message_id, *processed_time);
         match recorded {
             Ok(_) => {}
             Err(rusqlite::Error::SqliteFailure(failure, _))
@@ -352,69 +361,13 @@ fn run_work(
         }
     }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(connection))) {
-        Ok(Ok(())) => match connection.execute_batch("RELEASE wow_work") {
+        Ok(Ok(())) => match connection.execute_batch(RELEASE_WORK) {
             Ok(()) => Outcome::Worked(Processed::Applied),
             Err(error) => Outcome::Failed(error),
         },
         Ok(Err(error)) => undo(Outcome::WorkFailed(error)),
         Err(_) => undo(Outcome::WorkFailed("the work panicked".into())),
     }
-}
-
-fn insert(connection: &Connection, row: &StreamRow) -> rusqlite::Result<()> {
-    connection.prepare_cached(INSERT_STREAM)?.execute(params![
-        row.aggregate_name,
-        row.aggregate_id,
-        row.version,
-        row.context_name,
-        row.tenant_id,
-        row.stream_id,
-        row.request_id,
-        row.command_id,
-        row.fingerprint,
-        row.create_time,
-        row.header,
-        row.body,
-    ])?;
-    Ok(())
-}
-
-fn insert_rejection(connection: &Connection, rejection: &Rejection) -> rusqlite::Result<()> {
-    let (aggregate, record) = (&rejection.aggregate_id, &rejection.record);
-    connection
-        .prepare_cached(INSERT_REJECTION)?
-        .execute(params![
-            aggregate.aggregate_name,
-            aggregate.id,
-            aggregate.context_name,
-            aggregate.tenant_id,
-            rejection.request_id,
-            record.command_id,
-            record.fingerprint,
-            record.create_time,
-            record.error_code.as_str(),
-            record.error_msg,
-            i64::try_from(record.version).unwrap_or(i64::MAX),
-        ])?;
-    Ok(())
-}
-
-fn save_snapshot(
-    connection: &Connection,
-    snapshot: &Snapshot,
-    state: &str,
-) -> rusqlite::Result<bool> {
-    let changed = connection.prepare_cached(SAVE_SNAPSHOT)?.execute(params![
-        snapshot.aggregate_id.aggregate_name,
-        snapshot.aggregate_id.id,
-        snapshot.aggregate_id.context_name,
-        snapshot.aggregate_id.tenant_id,
-        i64::try_from(snapshot.version).unwrap_or(i64::MAX),
-        state,
-        snapshot.snapshot_time,
-        snapshot.state_version,
-    ])?;
-    Ok(changed > 0)
 }
 
 /// Which unique constraint a failed insert broke, by the column list SQLite names (SQLite
@@ -425,6 +378,7 @@ pub(crate) enum Violated {
     RequestId,
 }
 
+/// Which unique index of `event_stream` `error` broke, if it broke one.
 pub(crate) fn violated(error: &rusqlite::Error) -> Option<Violated> {
     let rusqlite::Error::SqliteFailure(failure, Some(message)) = error else {
         return None;
@@ -456,26 +410,13 @@ fn classify(
     let boxed = || Box::new(rejected.clone());
     match violated(error)? {
         Violated::RequestId => Some(EventStoreError::DuplicateRequestId(boxed())),
-        Violated::Version => {
-            let holds_request = connection
-                .prepare_cached(REQUEST_EXISTS)
-                .and_then(|mut statement| {
-                    statement.exists(params![
-                        row.aggregate_name,
-                        row.aggregate_id,
-                        row.request_id,
-                        row.tenant_id
-                    ])
-                })
-                .unwrap_or(false);
-            Some(if holds_request {
-                EventStoreError::DuplicateRequestId(boxed())
-            } else if row.version == 1 {
-                EventStoreError::DuplicateAggregateId(boxed())
-            } else {
-                EventStoreError::EventVersionConflict(boxed())
-            })
-        }
+        Violated::Version => Some(if holds_request(connection, row).unwrap_or(false) {
+            EventStoreError::DuplicateRequestId(boxed())
+        } else if row.version == 1 {
+            EventStoreError::DuplicateAggregateId(boxed())
+        } else {
+            EventStoreError::EventVersionConflict(boxed())
+        }),
     }
 }
 
@@ -567,6 +508,8 @@ fn history_failed(unavailable: bool, message: &str) -> EventStoreError {
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::params;
+
     use super::*;
 
     fn insert_row(

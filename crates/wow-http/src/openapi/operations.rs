@@ -108,6 +108,32 @@ pub(super) fn error(description: &str) -> Value {
     )
 }
 
+/// An error answer of command routes: its status, its description, whether it is replayed,
+/// and which kinds of command meet it.
+type CommandError = (&'static str, &'static str, bool, fn(CommandKind) -> bool);
+
+/// The error answers of a command route, in the document's order: status, description,
+/// whether a resend with the request id replays it (`Wow-Replayed`), and the kinds of
+/// command that can meet it.
+const COMMAND_ERRORS: [CommandError; 11] = [
+    ("400", "Invalid input, nothing recorded: CommandValidation (bindingErrors name the fields), IllegalArgument (a header or the id breaks its rule), BadRequest (the body is not JSON, repeats a key, or has not the payload's shape)", false, every_kind),
+    ("404", "NotFound: the aggregate does not exist (or is another tenant's); also a replayed NotFound", true, |kind| !matches!(kind, CommandKind::Create | CommandKind::AllowCreate | CommandKind::Void)),
+    ("403", "IllegalAccessOwnerAggregate / IllegalAccessSpaceAggregate: the aggregate exists and is of another owner or space than the caller's (its token's, or the Command-Owner-Id / Wow-Space-Id it names); nothing recorded, nothing of the aggregate in the answer", false, every_kind),
+    ("408", "RequestTimeout: the wait expired, the outcome is unknown: look it up by request id. Or BadRequest: the body did not arrive within the server's body read timeout (the command was not sent)", false, every_kind),
+    ("413", "BadRequest: the body is longer than the body limit (refused before it is read when Content-Length announces it); nothing recorded", false, every_kind),
+    ("415", "BadRequest: a body sent without `Content-Type: application/json` (or a `+json` type); nothing recorded. A command with no body needs no type", false, every_kind),
+    ("409", "A conflict: DuplicateRequestId (with the original version and result.originalCommandId), RequestIdReused, EventVersionConflict, DuplicateAggregateId, DuplicateKey (a unique key another aggregate of the tenant holds; recorded, so a resend is replayed), DeadlineNotPending (a deadline's command whose schedule a later event moved or cancelled; recorded), CommandExpectVersionConflict (also replayed)", true, every_kind),
+    ("422", "A business rule of the domain, under its own code (also replayed for a resend of a rejected intent, with result.originalCommandId); IllegalState: a recover of an aggregate that is not deleted", true, |kind| kind != CommandKind::Void),
+    ("410", "IllegalAccessDeletedAggregate: the aggregate is deleted (soft delete); only recover reaches it (also replayed)", true, |kind| !matches!(kind, CommandKind::Create | CommandKind::Void)),
+    ("500", "InternalServerError: a fault in the service; the outcome is unknown: look it up", false, every_kind),
+    ("503", "ServiceUnavailable: bus or store unreachable; the outcome is unknown: look it up. ServiceFailed: a service the handler consulted (a price, say) failed or ran past the command's deadline; nothing was recorded: resend with the same request id", false, every_kind),
+];
+
+/// Every kind of command.
+fn every_kind(_: CommandKind) -> bool {
+    true
+}
+
 /// The answers of a command route of `kind`.
 fn command_responses(kind: CommandKind) -> Map<String, Value> {
     let mut ok = result(
@@ -123,74 +149,11 @@ fn command_responses(kind: CommandKind) -> Map<String, Value> {
     }
     let mut responses = Map::new();
     responses.insert("200".to_owned(), ok);
-    responses.insert("400".to_owned(), result("Invalid input, nothing recorded: CommandValidation (bindingErrors name the fields), IllegalArgument (a header or the id breaks its rule), BadRequest (the body is not JSON, repeats a key, or has not the payload's shape)", false));
-    if !matches!(
-        kind,
-        CommandKind::Create | CommandKind::AllowCreate | CommandKind::Void
-    ) {
-        responses.insert(
-            "404".to_owned(),
-            result(
-                "NotFound: the aggregate does not exist (or is another tenant's); also a replayed NotFound",
-                true,
-            ),
-        );
+    for (status, description, replayable, meets) in COMMAND_ERRORS {
+        if meets(kind) {
+            responses.insert(status.to_owned(), result(description, replayable));
+        }
     }
-    responses.insert(
-        "403".to_owned(),
-        result(
-            "IllegalAccessOwnerAggregate / IllegalAccessSpaceAggregate: the aggregate exists and is of another owner or space than the caller's (its token's, or the Command-Owner-Id / Wow-Space-Id it names); nothing recorded, nothing of the aggregate in the answer",
-            false,
-        ),
-    );
-    responses.insert(
-        "408".to_owned(),
-        result(
-            "RequestTimeout: the wait expired, the outcome is unknown: look it up by request id. Or BadRequest: the body did not arrive within the server's body read timeout (the command was not sent)",
-            false,
-        ),
-    );
-    responses.insert(
-        "413".to_owned(),
-        result(
-            "BadRequest: the body is longer than the body limit (refused before it is read when Content-Length announces it); nothing recorded",
-            false,
-        ),
-    );
-    responses.insert(
-        "415".to_owned(),
-        result(
-            "BadRequest: a body sent without `Content-Type: application/json` (or a `+json` type); nothing recorded. A command with no body needs no type",
-            false,
-        ),
-    );
-    responses.insert("409".to_owned(), result("A conflict: DuplicateRequestId (with the original version and result.originalCommandId), RequestIdReused, EventVersionConflict, DuplicateAggregateId, DuplicateKey (a unique key another aggregate of the tenant holds; recorded, so a resend is replayed), DeadlineNotPending (a deadline's command whose schedule a later event moved or cancelled; recorded), CommandExpectVersionConflict (also replayed)", true));
-    if kind != CommandKind::Void {
-        responses.insert("422".to_owned(), result("A business rule of the domain, under its own code (also replayed for a resend of a rejected intent, with result.originalCommandId); IllegalState: a recover of an aggregate that is not deleted", true));
-    }
-    if !matches!(kind, CommandKind::Create | CommandKind::Void) {
-        responses.insert(
-            "410".to_owned(),
-            result(
-                "IllegalAccessDeletedAggregate: the aggregate is deleted (soft delete); only recover reaches it (also replayed)",
-                true,
-            ),
-        );
-    }
-    responses.insert(
-        "500".to_owned(),
-        result(
-            "InternalServerError: a fault in the service; the outcome is unknown: look it up",
-            false,
-        ),
-    );
-    responses.insert(
-        "503".to_owned(),
-        result(
-            "ServiceUnavailable: bus or store unreachable; the outcome is unknown: look it up. ServiceFailed: a service the handler consulted (a price, say) failed or ran past the command's deadline; nothing was recorded: resend with the same request id",
-            false,
-        ),
-    );
     responses
 }
 
@@ -580,51 +543,8 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
             json!({"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}),
         ),
     );
-    let count = json!({"type": "integer", "minimum": 0});
-    let counted = |fields: &[&str]| {
-        let mut properties: Map<String, Value> = fields
-            .iter()
-            .map(|field| ((*field).to_owned(), json!({"type": "string"})))
-            .collect();
-        properties.insert("count".to_owned(), count.clone());
-        let mut required: Vec<&str> = fields.to_vec();
-        required.push("count");
-        json!({"type": "array", "items": {"type": "object", "required": required, "properties": properties}})
-    };
-    paths.insert(
-        "/metrics.json".to_owned(),
-        operator_get(
-            "service.metrics_json",
-            "The counters of /metrics as JSON (the operations page draws them): commands by stage and code, the latency histogram (cumulative buckets, seconds), each consumer's signals, the backlog",
-            json!({"description": "The counters, since the service started", "content": {"application/json": {"schema": {
-                "type": "object",
-                "required": ["commands", "latency", "consumerSignals", "eventBacklog", "quarantined"],
-                "properties": {
-                    "commands": counted(&["stage", "errorCode"]),
-                    "latency": {"type": "object", "required": ["buckets", "count", "sum"], "properties": {
-                        "buckets": {"type": "array", "items": {"type": "object", "required": ["le", "count"],
-                            "properties": {"le": {"type": "number"}, "count": count}}},
-                        "count": count, "sum": {"type": "number", "minimum": 0}}},
-                    "consumerSignals": counted(&["stage", "consumer", "errorCode"]),
-                    "duplicates": {"type": "object"},
-                    "bloomHits": count, "handlerRuns": count, "eventBacklog": count, "quarantined": count}}}}}),
-        ),
-    );
-    for (path, id, summary, media) in [
-        ("/ui", "ui.page", "The operations page: failures and their retry, quarantined aggregates, the outcome look-up, live counters", "text/html"),
-        ("/ui/app.js", "ui.script", "The operations page's script", "text/javascript"),
-        ("/ui/app.css", "ui.style", "The operations page's style sheet", "text/css"),
-    ] {
-        paths.insert(
-            path.to_owned(),
-            operator_get(id, summary, json!({"description": "The file", "content": {media: {"schema": {"type": "string"}}}})),
-        );
-    }
-    // The page's sign-in: `?token=` an operator token sets the cookie the page then loads with.
-    let page = &mut paths["/ui"]["get"];
-    page["parameters"] = json!([{"name": "token", "in": "query", "required": false,
-        "description": "An operator token, given once by a browser (auth on): answered 303 to `ui` with the cookie `wow-operator` set (HttpOnly, SameSite=Strict); a token that is not an operator's is refused as a bearer token would be. Ignored when no token is configured.",
-        "schema": {"type": "string"}}]);
+    paths.insert("/metrics.json".to_owned(), metrics_json());
+    operations_page(paths);
     paths.insert(
         "/unique-key/{space}/{value}".to_owned(),
         unique_key_holder(),
@@ -647,6 +567,56 @@ pub(super) fn service_paths(paths: &mut Map<String, Value>) {
         "/compensation/failures/{id}/retry".to_owned(),
         compensation_retry(),
     );
+}
+
+/// `GET /metrics.json`: the counters of `/metrics` as JSON.
+fn metrics_json() -> Value {
+    let count = json!({"type": "integer", "minimum": 0});
+    let counted = |fields: &[&str]| {
+        let mut properties: Map<String, Value> = fields
+            .iter()
+            .map(|field| ((*field).to_owned(), json!({"type": "string"})))
+            .collect();
+        properties.insert("count".to_owned(), count.clone());
+        let mut required: Vec<&str> = fields.to_vec();
+        required.push("count");
+        json!({"type": "array", "items": {"type": "object", "required": required, "properties": properties}})
+    };
+    operator_get(
+        "service.metrics_json",
+        "The counters of /metrics as JSON (the operations page draws them): commands by stage and code, the latency histogram (cumulative buckets, seconds), each consumer's signals, the backlog",
+        json!({"description": "The counters, since the service started", "content": {"application/json": {"schema": {
+            "type": "object",
+            "required": ["commands", "latency", "consumerSignals", "eventBacklog", "quarantined"],
+            "properties": {
+                "commands": counted(&["stage", "errorCode"]),
+                "latency": {"type": "object", "required": ["buckets", "count", "sum"], "properties": {
+                    "buckets": {"type": "array", "items": {"type": "object", "required": ["le", "count"],
+                        "properties": {"le": {"type": "number"}, "count": count}}},
+                    "count": count, "sum": {"type": "number", "minimum": 0}}},
+                "consumerSignals": counted(&["stage", "consumer", "errorCode"]),
+                "duplicates": {"type": "object"},
+                "bloomHits": count, "handlerRuns": count, "eventBacklog": count, "quarantined": count}}}}}),
+    )
+}
+
+/// The operations page and its files, and its sign-in by `?token=`.
+fn operations_page(paths: &mut Map<String, Value>) {
+    for (path, id, summary, media) in [
+        ("/ui", "ui.page", "The operations page: failures and their retry, quarantined aggregates, the outcome look-up, live counters", "text/html"),
+        ("/ui/app.js", "ui.script", "The operations page's script", "text/javascript"),
+        ("/ui/app.css", "ui.style", "The operations page's style sheet", "text/css"),
+    ] {
+        paths.insert(
+            path.to_owned(),
+            operator_get(id, summary, json!({"description": "The file", "content": {media: {"schema": {"type": "string"}}}})),
+        );
+    }
+    // The page's sign-in: `?token=` an operator token sets the cookie the page then loads with.
+    let page = &mut paths["/ui"]["get"];
+    page["parameters"] = json!([{"name": "token", "in": "query", "required": false,
+        "description": "An operator token, given once by a browser (auth on): answered 303 to `ui` with the cookie `wow-operator` set (HttpOnly, SameSite=Strict); a token that is not an operator's is refused as a bearer token would be. Ignored when no token is configured.",
+        "schema": {"type": "string"}}]);
 }
 
 /// A `GET` of the operator's that answers only `ok` (the auth answers are added by

@@ -37,6 +37,10 @@ struct Lease {
     fence: Fence,
 }
 
+/// A renewal's partition, the revision it was sent with, when it was sent and what it came
+/// to.
+type RenewalAnswer = (u32, u64, Instant, Renewal);
+
 /// What one renewal request came to.
 #[derive(Debug)]
 enum Renewal {
@@ -336,12 +340,26 @@ impl Keeper {
     /// by a third of the TTL (a hung server must not hold the round past the leases'
     /// deadlines).
     async fn renew(&self) {
+        let results = self.send_renewals().await;
+        let orphans = self.apply_renewals(results);
+        if !orphans.is_empty() {
+            // Their fences ended at the latest now: the margin's head start still holds.
+            sleep(self.margin).await;
+        }
+        for (partition, revision) in orphans {
+            self.delete(partition, revision).await;
+        }
+    }
+
+    /// One update of each held lease's key, all at once: each answer with the partition,
+    /// the revision it was sent with and when it was sent.
+    async fn send_renewals(&self) -> Vec<RenewalAnswer> {
         let held: Vec<(u32, u64)> = self
             .lock()
             .iter()
             .map(|(partition, lease)| (*partition, lease.revision))
             .collect();
-        let results = futures::future::join_all(held.into_iter().map(|(partition, revision)| {
+        futures::future::join_all(held.into_iter().map(|(partition, revision)| {
             let request =
                 self.store
                     .update(partition_key(partition), self.node_value.clone(), revision);
@@ -359,7 +377,13 @@ impl Keeper {
                 (partition, revision, sent, outcome)
             }
         }))
-        .await;
+        .await
+    }
+
+    /// Extends each lease its renewal reached in time and ends each another writer took;
+    /// answers the keys renewed for a lease that had already ended here (the orphans, to
+    /// free).
+    fn apply_renewals(&self, results: Vec<RenewalAnswer>) -> Vec<(u32, u64)> {
         let mut orphans = Vec::new();
         {
             let mut leases = self.lock();
@@ -410,13 +434,7 @@ impl Keeper {
             }
             self.publish(&leases);
         }
-        if !orphans.is_empty() {
-            // Their fences ended at the latest now: the margin's head start still holds.
-            sleep(self.margin).await;
-        }
-        for (partition, revision) in orphans {
-            self.delete(partition, revision).await;
-        }
+        orphans
     }
 
     /// The live node ids (this one included) and the partitions someone holds.

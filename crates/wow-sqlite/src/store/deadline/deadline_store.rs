@@ -1,5 +1,6 @@
 //! The [`DeadlineStore`] of [`SqliteStore`] (SPEC DM-2): reads on the read pool, writes through
-//! the writer as a [`WriteJob::Deadline`] (the table and its statements are in `deadline.rs`).
+//! the writer as a [`WriteJob::Deadline`] (the table and its statements are in
+//! [`super`]).
 
 use async_trait::async_trait;
 use tokio::sync::oneshot;
@@ -12,7 +13,7 @@ use wow_core::AggregateId;
 
 use rusqlite::params;
 
-use crate::deadline::{decode, DeadlineWrite, BACKLOG, DUE, OF_OWNER, TENANTS};
+use super::{decode, DeadlineWrite, BACKLOG, DUE, OF_OWNER, TENANTS};
 use crate::error::{gone, store_error};
 use crate::writer::WriteJob;
 use crate::SqliteStore;

@@ -1,14 +1,22 @@
-//! Unique keys (SPEC DM-1) in the writer's transaction: the key changes of one append, made
-//! with its stream inside one savepoint, and the look-up of a key's holder.
+//! Table `unique_key`: the keys aggregates hold (SPEC DM-1), changed in the writer's
+//! transaction: the key changes of one append, made with its stream inside one savepoint, a
+//! backfill's claims and an operator's release; and the look-up of a key's holder.
 //!
 //! A reservation (a claim with a time, `reserved_until`) is judged by the process's clock,
 //! read when the writer makes the change: one process writes the file. A lapsed reservation
 //! stays a row until a claim takes it over or its holder releases it; it holds nothing.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use tokio::sync::oneshot;
+use wow_core::event::ProcessError;
 use wow_core::eventsourcing::{EventStoreError, KeyTaken, RejectedStream};
 use wow_core::unique_key::{KeyChange, KeyClaim, KeyHolder, UniqueKey};
 use wow_core::AggregateId;
+
+use super::{clamp, SqliteStore};
+use crate::error::{gone, store_error};
 
 /// Takes a key (`?1` tenant, `?2` space, `?3` value) for an aggregate (`?4` context, `?5`
 /// name, `?6` id) at version `?7`, reserved until `?8` (NULL: for good): a free key is
@@ -37,8 +45,11 @@ const CLAIM_FREE: &str = "INSERT INTO unique_key (tenant_id, key_space, key_valu
 /// Gives a key up, only when this aggregate holds it.
 const RELEASE: &str = "DELETE FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3 AND context_name = ?4 AND aggregate_name = ?5 AND aggregate_id = ?6";
 
+/// Gives a key up whoever holds it (an operator's release), and returns the row it deleted.
+const RELEASE_ANY: &str = "DELETE FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3 RETURNING context_name, aggregate_name, aggregate_id, version, reserved_until";
+
 /// Who holds a key, and until when when it is a reservation.
-pub(crate) const HOLDER: &str = "SELECT context_name, aggregate_name, aggregate_id, version, reserved_until FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3";
+const HOLDER: &str = "SELECT context_name, aggregate_name, aggregate_id, version, reserved_until FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3";
 
 /// Why an append's key changes were not made.
 pub(crate) enum KeysRefused {
@@ -116,7 +127,7 @@ pub(crate) fn change_keys(
 /// Claims each of `keys` for `aggregate` at `version` when it is free or a lapsed
 /// reservation, by the process's clock, and says what it found (SPEC DM-1, the backfill of
 /// `EventStore::claim_keys`): the aggregate's own row and another holder's are left alone.
-pub(crate) fn claim_free(
+fn claim_free(
     connection: &Connection,
     aggregate: &AggregateId,
     version: i64,
@@ -149,9 +160,26 @@ pub(crate) fn claim_free(
     Ok(claims)
 }
 
+/// Decodes a row of [`HOLDER`] or [`RELEASE_ANY`]: the holder of `key` in `tenant_id`.
+fn decode_holder(row: &Row<'_>, tenant_id: &str, key: &UniqueKey) -> rusqlite::Result<KeyHolder> {
+    let version: i64 = row.get(3)?;
+    let mut key = key.confirmed();
+    key.reserved_until = row.get(4)?;
+    Ok(KeyHolder {
+        key,
+        aggregate_id: AggregateId::new(
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, String>(2)?,
+            tenant_id,
+        ),
+        version: u64::try_from(version).unwrap_or(0),
+    })
+}
+
 /// Who holds `key` in `tenant_id`, on `connection`, whether or not a reservation lapsed (see
 /// [`live_holder`]).
-pub(crate) fn holder(
+fn holder(
     connection: &Connection,
     tenant_id: &str,
     key: &UniqueKey,
@@ -159,36 +187,19 @@ pub(crate) fn holder(
     connection
         .prepare_cached(HOLDER)?
         .query_row(params![tenant_id, key.space, key.value], |row| {
-            let version: i64 = row.get(3)?;
-            let mut key = key.confirmed();
-            key.reserved_until = row.get(4)?;
-            Ok(KeyHolder {
-                key,
-                aggregate_id: AggregateId::new(
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    tenant_id,
-                ),
-                version: u64::try_from(version).unwrap_or(0),
-            })
+            decode_holder(row, tenant_id, key)
         })
         .optional()
 }
 
-/// Gives a key up whoever holds it (an operator's release), and returns the row it deleted.
-const RELEASE_ANY: &str = "DELETE FROM unique_key WHERE tenant_id = ?1 AND key_space = ?2 AND key_value = ?3 RETURNING context_name, aggregate_name, aggregate_id, version, reserved_until";
-
 /// An operator's release of `key` in `tenant_id` (`EventStore::release_key`): one `DELETE`
 /// in the writer's transaction, so that it comes wholly before or after any append's claims;
 /// the holder it had, if any.
-pub(crate) async fn release_any(
-    store: &crate::SqliteStore,
+pub(super) async fn release_any(
+    store: &SqliteStore,
     tenant_id: &str,
     key: &UniqueKey,
 ) -> Result<Option<KeyHolder>, EventStoreError> {
-    use std::sync::{Arc, Mutex};
-    use wow_core::event::ProcessError;
     wow_core::unique_key::check_unique_key(key).map_err(EventStoreError::IllegalArgument)?;
     let released = Arc::new(Mutex::new(None));
     let slot = released.clone();
@@ -198,19 +209,7 @@ pub(crate) async fn release_any(
             let holder = connection
                 .prepare_cached(RELEASE_ANY)?
                 .query_row(params![tenant, key.space, key.value], |row| {
-                    let version: i64 = row.get(3)?;
-                    let mut held = key.confirmed();
-                    held.reserved_until = row.get(4)?;
-                    Ok(KeyHolder {
-                        key: held,
-                        aggregate_id: AggregateId::new(
-                            row.get::<_, String>(0)?,
-                            row.get::<_, String>(1)?,
-                            row.get::<_, String>(2)?,
-                            &tenant,
-                        ),
-                        version: u64::try_from(version).unwrap_or(0),
-                    })
+                    decode_holder(row, &tenant, &key)
                 })
                 .optional()?;
             *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(holder);
@@ -227,11 +226,56 @@ pub(crate) async fn release_any(
 
 /// Who holds `key` in `tenant_id` now, on `connection`: a reservation that lapsed by the
 /// process's clock holds nothing.
-pub(crate) fn live_holder(
+fn live_holder(
     connection: &Connection,
     tenant_id: &str,
     key: &UniqueKey,
 ) -> rusqlite::Result<Option<KeyHolder>> {
     let now = wow_core::id::exact_now_millis();
     Ok(holder(connection, tenant_id, key)?.filter(|holder| !holder.key.lapsed_at(now)))
+}
+
+/// Who holds `key` in `tenant_id` now (`EventStore::find_key`), read on the read pool.
+pub(super) async fn find(
+    store: &SqliteStore,
+    tenant_id: &str,
+    key: &UniqueKey,
+) -> Result<Option<KeyHolder>, EventStoreError> {
+    let (tenant, key) = (tenant_id.to_owned(), key.clone());
+    store
+        .reads
+        .read(move |connection| live_holder(connection, &tenant, &key))
+        .await
+        .map_err(store_error)
+}
+
+/// The backfill of `EventStore::claim_keys` ([`claim_free`]) in the writer's transaction,
+/// each key by one upsert; the caller has checked `version` and `keys`.
+pub(super) async fn claim_keys(
+    store: &SqliteStore,
+    aggregate_id: &AggregateId,
+    version: u64,
+    keys: &[UniqueKey],
+) -> Result<Vec<KeyClaim>, EventStoreError> {
+    let (aggregate, keys) = (aggregate_id.clone(), keys.to_vec());
+    let (answer, claims) = oneshot::channel();
+    store
+        .submit(
+            None,
+            Box::new(move |connection| {
+                let made = claim_free(connection, &aggregate, clamp(version), &keys)?;
+                // The receiver waits for the submission's reply first; it is not dropped.
+                let _ = answer.send(made);
+                Ok(())
+            }),
+        )
+        .await
+        .map_err(|error| match error {
+            ProcessError::Work(error) => EventStoreError::Internal(error),
+            ProcessError::Store(error) => EventStoreError::Unavailable(error),
+            other => EventStoreError::Internal(Box::new(other)),
+        })?;
+    claims
+        .await
+        .map_err(|_| EventStoreError::Unavailable(gone()))
 }

@@ -1,10 +1,14 @@
-//! Deadlines (SPEC DM-2): the table `deadline`, one row per (owner aggregate, name).
+//! Table `deadline`: the pending scheduled commands (SPEC DM-2), one row per (owner
+//! aggregate, name), and the writes the writer makes to it. The `DeadlineStore`
+//! implementation is in [`deadline_store`].
 //!
 //! Rows are written on the writer's connection only: an append's changes inside the savepoint
 //! of its stream's insert (so a refused append leaves no row), a saga's schedule, a cancel and
 //! a fired row's delete each as one statement of a group commit. Reads run on the read pool.
 //! The target's tenant is the owner's (an append that sends elsewhere is refused before it
 //! reaches the writer), so the row keeps the target's context, name and id only.
+
+mod deadline_store;
 
 use rusqlite::{params, Connection, Row};
 use wow_core::deadline::{DeadlineChange, PendingDeadline, ScheduledCommand};
@@ -49,7 +53,7 @@ macro_rules! columns {
 
 /// The tenants with rows: a skip scan of the primary key (one seek per tenant), so a due
 /// read costs the number of tenants, not of rows.
-pub(crate) const TENANTS: &str = "WITH RECURSIVE tenants(tenant) AS (
+const TENANTS: &str = "WITH RECURSIVE tenants(tenant) AS (
         SELECT MIN(tenant_id) FROM deadline
         UNION ALL
         SELECT (SELECT MIN(tenant_id) FROM deadline WHERE tenant_id > tenants.tenant)
@@ -60,7 +64,7 @@ pub(crate) const TENANTS: &str = "WITH RECURSIVE tenants(tenant) AS (
 /// `deadline_fire`; only those whose owner's partition among `?4` (with `?5` = 2^64 mod `?4`,
 /// which turns the stored signed hash back into its unsigned value's remainder) is one of the
 /// JSON array `?6`.
-pub(crate) const DUE: &str = concat!(
+const DUE: &str = concat!(
     "SELECT ",
     columns!(),
     " FROM deadline WHERE tenant_id = ?1 AND fire_at <= ?2
@@ -70,7 +74,7 @@ pub(crate) const DUE: &str = concat!(
 );
 
 /// One owner's rows, along the primary key.
-pub(crate) const OF_OWNER: &str = concat!(
+const OF_OWNER: &str = concat!(
     "SELECT ",
     columns!(),
     " FROM deadline WHERE tenant_id = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3 ORDER BY name"
@@ -78,8 +82,7 @@ pub(crate) const OF_OWNER: &str = concat!(
 
 /// The count on its own (SQLite counts a b-tree without decoding rows), the earliest due
 /// time by one seek of `deadline_due`.
-pub(crate) const BACKLOG: &str =
-    "SELECT (SELECT COUNT(*) FROM deadline), (SELECT MIN(due_at) FROM deadline)";
+const BACKLOG: &str = "SELECT (SELECT COUNT(*) FROM deadline), (SELECT MIN(due_at) FROM deadline)";
 
 /// Moves the rows owned by an aggregate named `?1` to the name `?2`. A row the new name
 /// already has under that key is replaced by the moved one, as the in-memory table does.
@@ -89,6 +92,14 @@ pub(crate) const RENAME_OWNERS: &str =
 /// Re-addresses the rows sent to an aggregate named `?1` to the name `?2`.
 pub(crate) const RENAME_TARGETS: &str =
     "UPDATE deadline SET target_name = ?2 WHERE target_name = ?1";
+
+/// The owners (tenant, name, id) with rows, of every name when `?1` is NULL, else of name
+/// `?1` only.
+const OWNERS: &str = "SELECT DISTINCT tenant_id, aggregate_name, aggregate_id FROM deadline WHERE ?1 IS NULL OR aggregate_name = ?1";
+
+/// Sets the owner hash (SPEC DM-6) of the rows of owner (`?1` tenant, `?2` name, `?3` id) to
+/// `?4`.
+const SET_OWNER_HASH: &str = "UPDATE deadline SET owner_hash = ?4 WHERE tenant_id = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3";
 
 /// A deadline write outside an append, for the writer.
 #[derive(Debug)]
@@ -120,7 +131,7 @@ pub(crate) enum DeadlineWrite {
 }
 
 /// Writes `row` on `connection` (the writer's).
-pub(crate) fn schedule(connection: &Connection, row: &ScheduledCommand) -> rusqlite::Result<()> {
+fn schedule(connection: &Connection, row: &ScheduledCommand) -> rusqlite::Result<()> {
     let body = serde_json::to_string(&row.body)
         .map_err(|error| rusqlite::Error::ToSqlConversionFailure(Box::new(error)))?;
     let held_to = row
@@ -249,16 +260,12 @@ pub(crate) fn fill_owner_hashes(
     aggregate_name: Option<&str>,
 ) -> rusqlite::Result<()> {
     let owners: Vec<(String, String, String)> = connection
-        .prepare(
-            "SELECT DISTINCT tenant_id, aggregate_name, aggregate_id FROM deadline WHERE ?1 IS NULL OR aggregate_name = ?1",
-        )?
+        .prepare(OWNERS)?
         .query_map(params![aggregate_name], |row| {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    let mut update = connection.prepare(
-        "UPDATE deadline SET owner_hash = ?4 WHERE tenant_id = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3",
-    )?;
+    let mut update = connection.prepare(SET_OWNER_HASH)?;
     for (tenant, name, id) in owners {
         let hash = wow_core::deadline::aggregate_hash(&tenant, &name, &id) as i64;
         update.execute(params![tenant, name, id, hash])?;
@@ -267,7 +274,7 @@ pub(crate) fn fill_owner_hashes(
 }
 
 /// A row read by [`DUE`] or [`OF_OWNER`] (the table's columns, in order) as the portable row.
-pub(crate) fn decode(row: &Row<'_>) -> rusqlite::Result<PendingDeadline> {
+fn decode(row: &Row<'_>) -> rusqlite::Result<PendingDeadline> {
     let tenant_id: String = row.get(0)?;
     let body: String = row.get(10)?;
     let body = serde_json::from_str(&body).map_err(|error| {

@@ -1,0 +1,219 @@
+//! Table `execution_failed`: compensation records (`CompensationStore`), one per failing
+//! (consumer, stream), with its attempts and when it is due for a retry.
+//!
+//! A report reads the existing record and writes the next one in the writer's transaction:
+//! the one writer makes the two one step for concurrent reporters of the same pair.
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, Row};
+use wow_core::compensation::{
+    next_record, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
+    FailedExecution, FailureQuery, RetrySpec,
+};
+use wow_core::event::ConsumerStoreError;
+use wow_core::eventsourcing::BoxError;
+use wow_core::{AggregateId, CommandStage, ErrorCode};
+
+use crate::store::clamp;
+use crate::SqliteStore;
+
+/// The columns of a record, in the order [`decode_failed`] reads them: a macro, so that the
+/// statements below can be built from it at compile time.
+macro_rules! failed_columns {
+    () => {
+        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at"
+    };
+}
+
+/// The record of consumer `?1` on stream `?2`, if it has one.
+const SELECT_BY_STREAM: &str = concat!(
+    "SELECT ",
+    failed_columns!(),
+    " FROM execution_failed WHERE consumer = ?1 AND stream_id = ?2"
+);
+
+/// The record `?1`, if there is one.
+const SELECT_BY_ID: &str = concat!(
+    "SELECT ",
+    failed_columns!(),
+    " FROM execution_failed WHERE id = ?1"
+);
+
+/// The records with status `?1`, of consumer `?2`, in tenant `?5` (each when not NULL), with
+/// ids after `?3` (when not NULL), in id order, at most `?4`.
+const LIST: &str = concat!(
+    "SELECT ",
+    failed_columns!(),
+    " FROM execution_failed WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR id > ?3) AND (?5 IS NULL OR tenant_id = ?5) ORDER BY id LIMIT ?4"
+);
+
+/// The failed records due for a retry at `?1`, in history order, at most `?2`.
+const DUE: &str = concat!(
+    "SELECT ",
+    failed_columns!(),
+    " FROM execution_failed WHERE status = 'FAILED' AND next_retry_at <= ?1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT ?2"
+);
+
+/// Writes a record, `?1` to `?17` in the order of [`failed_columns`], replacing the one of
+/// its id.
+const SAVE: &str = concat!(
+    "INSERT OR REPLACE INTO execution_failed (",
+    failed_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+);
+
+/// Column `index` could not be read: `error` says why.
+fn bad_column(index: usize, error: impl Into<BoxError>) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, error.into())
+}
+
+/// Decodes the columns of [`failed_columns`].
+fn decode_failed(row: &Row<'_>) -> rusqlite::Result<ExecutionFailed> {
+    let stage: String = row.get(2)?;
+    let event_ids: String = row.get(9)?;
+    let error_code: String = row.get(10)?;
+    let status: String = row.get(13)?;
+    Ok(ExecutionFailed {
+        id: row.get(0)?,
+        consumer: row.get(1)?,
+        stage: stage
+            .parse::<CommandStage>()
+            .map_err(|e| bad_column(2, e.to_string()))?,
+        aggregate_id: AggregateId {
+            context_name: row.get(3)?,
+            aggregate_name: row.get(4)?,
+            id: row.get(5)?,
+            tenant_id: row.get(6)?,
+        },
+        version: u64::try_from(row.get::<_, i64>(7)?).unwrap_or(0),
+        stream_id: row.get(8)?,
+        event_ids: serde_json::from_str(&event_ids).map_err(|e| bad_column(9, e))?,
+        error_code: error_code
+            .parse::<ErrorCode>()
+            .map_err(|e| bad_column(10, e.to_string()))?,
+        error_message: row.get(11)?,
+        attempts: u32::try_from(row.get::<_, i64>(12)?).unwrap_or(u32::MAX),
+        status: ExecutionFailedStatus::parse(&status)
+            .ok_or_else(|| bad_column(13, format!("unknown status `{status}`")))?,
+        next_retry_at: row.get(14)?,
+        created_at: row.get(15)?,
+        updated_at: row.get(16)?,
+    })
+}
+
+/// Writes `record` (see [`SAVE`]).
+fn save_failed(connection: &Connection, record: &ExecutionFailed) -> Result<(), BoxError> {
+    connection.execute(
+        SAVE,
+        params![
+            record.id,
+            record.consumer,
+            record.stage.as_str(),
+            record.aggregate_id.context_name,
+            record.aggregate_id.aggregate_name,
+            record.aggregate_id.id,
+            record.aggregate_id.tenant_id,
+            clamp(record.version),
+            record.stream_id,
+            serde_json::to_string(&record.event_ids)?,
+            record.error_code.as_str(),
+            record.error_message,
+            record.attempts,
+            record.status.as_str(),
+            record.next_retry_at,
+            record.created_at,
+            record.updated_at,
+        ],
+    )?;
+    Ok(())
+}
+
+/// The records `sql` (one of the `SELECT`s above) reads with `values`.
+fn select_failed(
+    connection: &Connection,
+    sql: &str,
+    values: &[&dyn rusqlite::ToSql],
+) -> rusqlite::Result<Vec<ExecutionFailed>> {
+    let mut statement = connection.prepare_cached(sql)?;
+    let rows = statement.query_map(values, decode_failed)?;
+    rows.collect()
+}
+
+#[async_trait]
+impl CompensationStore for SqliteStore {
+    async fn record_failure(
+        &self,
+        failure: &FailedExecution,
+        retry: &RetrySpec,
+        now: i64,
+    ) -> Result<ExecutionFailed, ConsumerStoreError> {
+        let (failure, retry) = (failure.clone(), *retry);
+        self.write(move |connection| {
+            let existing = select_failed(
+                connection,
+                SELECT_BY_STREAM,
+                &[&failure.consumer, &failure.stream_id],
+            )?
+            .pop();
+            let record = next_record(existing, &failure, &retry, now);
+            save_failed(connection, &record)?;
+            Ok(record)
+        })
+        .await
+    }
+
+    async fn mark_succeeded(
+        &self,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let id = id.to_owned();
+        self.write(move |connection| {
+            let Some(record) = select_failed(connection, SELECT_BY_ID, &[&id])?.pop() else {
+                return Ok(None);
+            };
+            let record = succeeded(record, now);
+            save_failed(connection, &record)?;
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let id = id.to_owned();
+        self.read_rows(move |connection| Ok(select_failed(connection, SELECT_BY_ID, &[&id])?.pop()))
+            .await
+    }
+
+    async fn list(&self, query: &FailureQuery) -> Result<Vec<ExecutionFailed>, ConsumerStoreError> {
+        let query = query.clone();
+        self.read_rows(move |connection| {
+            let status = query.status.map(|status| status.as_str());
+            let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+            select_failed(
+                connection,
+                LIST,
+                &[
+                    &status,
+                    &query.consumer,
+                    &query.after_id,
+                    &limit,
+                    &query.tenant_id,
+                ],
+            )
+        })
+        .await
+    }
+
+    async fn due(
+        &self,
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<ExecutionFailed>, ConsumerStoreError> {
+        self.read_rows(move |connection| {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            select_failed(connection, DUE, &[&now, &limit])
+        })
+        .await
+    }
+}

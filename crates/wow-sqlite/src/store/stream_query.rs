@@ -1,0 +1,95 @@
+//! Wow's event stream queries (`EventStore::query_streams`, `count_streams`): a query DSL
+//! filter over each appended stream as a JSON document, on the query connections.
+//!
+//! Why on the query connections and not the read pool: a query's cost is the caller's to
+//! choose, so it runs within its tenant's share and its time budget ([`crate::bounded`]) and
+//! never takes a connection from the reads of history. The filter's SQL is built at run time
+//! by [`Translation`]; the statement around it is fixed here.
+
+use rusqlite::params_from_iter;
+use wow_core::eventsourcing::EventStoreError;
+use wow_core::query::{DocumentQuery, Filter};
+use wow_core::{DomainEventStream, NamedAggregate};
+
+use super::stream_row::{decode_stream, stream_columns};
+use super::SqliteStore;
+use crate::query::Translation;
+
+/// The columns [`decode_stream`] reads, in its order.
+const STREAM_COLUMNS: &str = stream_columns!();
+
+/// The appended streams of one aggregate type in one tenant (`?1`, `?2`), each with `doc`: the
+/// JSON document Wow's event stream queries filter (see `EventStore::query_streams`).
+const STREAM_DOCUMENTS: &str = "SELECT *, json_object('id', stream_id, 'requestId', request_id, 'commandId', command_id, 'contextName', context_name, 'aggregateName', aggregate_name, 'aggregateId', aggregate_id, 'tenantId', tenant_id, 'ownerId', COALESCE(json_extract(header, '$.owner_id'), ''), 'spaceId', COALESCE(json_extract(header, '$.space_id'), ''), 'version', version, 'createTime', create_time, 'header', json(header), 'body', json(body)) AS doc FROM event_stream WHERE tenant_id = ?1 AND aggregate_name = ?2 AND version > 0";
+
+/// The last `ORDER BY` term of a query: streams in a stable order whatever the sort.
+const TIE_BREAK: &str = "aggregate_id, version";
+
+/// The streams of [`STREAM_DOCUMENTS`] where `condition` holds, in `order`, from the
+/// placeholders `limit` and `offset`.
+fn query_sql(condition: &str, order: &[String], limit: &str, offset: &str) -> String {
+    format!(
+        "SELECT {STREAM_COLUMNS} FROM ({STREAM_DOCUMENTS}) WHERE {condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
+        order.join(", ")
+    )
+}
+
+/// How many streams of [`STREAM_DOCUMENTS`] `condition` holds for.
+fn count_sql(condition: &str) -> String {
+    format!("SELECT COUNT(*) FROM ({STREAM_DOCUMENTS}) WHERE {condition}")
+}
+
+/// The values of [`STREAM_DOCUMENTS`]'s scope.
+fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<rusqlite::types::Value> {
+    vec![
+        rusqlite::types::Value::Text(tenant_id.to_owned()),
+        rusqlite::types::Value::Text(named.aggregate_name.clone()),
+    ]
+}
+
+/// The streams of `named` in `tenant_id` that `query` selects, in its order and page.
+pub(super) async fn query(
+    store: &SqliteStore,
+    named: &NamedAggregate,
+    tenant_id: &str,
+    query: &DocumentQuery,
+) -> Result<Vec<DomainEventStream>, EventStoreError> {
+    let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+    let condition = sql.condition(&query.filter);
+    let mut order = sql.order(&query.sort);
+    order.push(TIE_BREAK.to_owned());
+    let limit = sql.bind_integer(query.limit);
+    let offset = sql.bind_integer(query.offset);
+    let text = query_sql(&condition, &order, &limit, &offset);
+    let values = sql.values;
+    Ok(store
+        .queries
+        .read(tenant_id, move |connection| {
+            let mut statement = connection.prepare(&text)?;
+            let rows = statement.query_map(params_from_iter(values), decode_stream)?;
+            rows.collect()
+        })
+        .await?)
+}
+
+/// How many streams of `named` in `tenant_id` `filter` selects.
+pub(super) async fn count(
+    store: &SqliteStore,
+    named: &NamedAggregate,
+    tenant_id: &str,
+    filter: &Filter,
+) -> Result<u64, EventStoreError> {
+    let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+    let condition = sql.condition(filter);
+    let text = count_sql(&condition);
+    let values = sql.values;
+    let count: i64 = store
+        .queries
+        .read(tenant_id, move |connection| {
+            connection
+                .prepare(&text)?
+                .query_row(params_from_iter(values), |row| row.get(0))
+        })
+        .await?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
