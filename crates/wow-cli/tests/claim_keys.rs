@@ -8,7 +8,7 @@ mod support;
 
 use support::wow;
 use wow_core::aggregate::Aggregate;
-use wow_core::eventsourcing::EventStore;
+use wow_core::eventsourcing::{History, KeyIndex};
 use wow_core::unique_key::UniqueKey;
 use wow_core::{AggregateId, DomainEvent, DomainEventStream};
 use wow_example_shop::product::{Product, ProductCreated, ProductEvent};

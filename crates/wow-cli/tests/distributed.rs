@@ -11,12 +11,12 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use wow_core::eventsourcing::{History, KeyIndex, RequestLog};
 
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 use support::nats::OwnNats;
 use support::Served;
-use wow_core::eventsourcing::EventStore;
 use wow_core::AggregateId;
 use wow_postgres::{PostgresOptions, PostgresStore};
 

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use wow_core::eventsourcing::{EventStore, GatedEventStore, History, InMemoryEventStore};
 
 use async_trait::async_trait;
 use serde_json::json;
 use wow_client::{CommandRequest, Lookup, Outcome, RetryPolicy, WowClient};
 use wow_core::event::{ConsumerError, EventConsumer};
-use wow_core::eventsourcing::{EventStore, GatedEventStore, InMemoryEventStore};
 use wow_core::{AggregateId, CommandStage, DomainEventStream};
 use wow_http::{router, HttpConfig, HttpState};
 use wow_runtime::pipeline::LocalPipeline;

@@ -2,7 +2,7 @@
 //! its state holds ([`Aggregate::deadlines`](crate::aggregate::Aggregate::deadlines)); the
 //! node hands the difference a decision makes ([`deadline_changes`]) to the store with the
 //! stream, which writes the rows in the same atomic write
-//! ([`EventStore::append_with`](crate::eventsourcing::EventStore::append_with)). A
+//! ([`History::append_with`](crate::eventsourcing::History::append_with)). A
 //! scheduler fires due rows ([`DeadlineStore::due`]) through the gateway with the request
 //! id derived from the schedule, so firing twice takes effect once.
 pub use crate::contracts::deadline::{DeadlineStore, DeadlineTable};

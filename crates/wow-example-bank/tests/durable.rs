@@ -6,7 +6,7 @@ mod support;
 
 use support::bank::Bank;
 use support::{cmd, send_ok};
-use wow_core::eventsourcing::EventStore;
+use wow_core::eventsourcing::History;
 use wow_core::Stores;
 use wow_core::{id, AggregateId, CommandStage};
 use wow_example_bank::account::*;

@@ -6,12 +6,12 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use wow_core::eventsourcing::{History, InMemoryEventStore, RequestLog};
 
 use serde_json::json;
 use wow_core::aggregate::{AggregateRegistry, AggregateSpec, Services};
 use wow_core::command::CommandKind;
 use wow_core::deadline::DeadlineStore;
-use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_core::id::ManualClock;
 use wow_core::{AggregateId, CommandMessage, CommandResult, ErrorCode};
 use wow_example_shop::order::*;

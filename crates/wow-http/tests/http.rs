@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{json, Value};
-use wow_core::eventsourcing::{EventStore, GatedEventStore, InMemoryEventStore};
+use wow_core::eventsourcing::{
+    EventFeed, EventStore, GatedEventStore, History, InMemoryEventStore, KeyIndex, RequestLog,
+    StreamQueries,
+};
 use wow_core::AggregateId;
 use wow_http::{router, HttpConfig, HttpState};
 use wow_runtime::pipeline::LocalPipeline;
@@ -714,13 +717,14 @@ fn unreachable() -> wow_core::eventsourcing::EventStoreError {
 }
 
 #[async_trait::async_trait]
-impl EventStore for UnreachableStore {
+impl History for UnreachableStore {
     async fn append(
         &self,
         _: &wow_core::DomainEventStream,
     ) -> Result<(), wow_core::eventsourcing::EventStoreError> {
         Err(unreachable())
     }
+
     async fn load(
         &self,
         _: &AggregateId,
@@ -729,6 +733,7 @@ impl EventStore for UnreachableStore {
     ) -> Result<Vec<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
         Err(unreachable())
     }
+
     async fn load_by_time(
         &self,
         _: &AggregateId,
@@ -737,12 +742,26 @@ impl EventStore for UnreachableStore {
     ) -> Result<Vec<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
         Err(unreachable())
     }
+
     async fn last(
         &self,
         _: &AggregateId,
     ) -> Result<Option<wow_core::DomainEventStream>, wow_core::eventsourcing::EventStoreError> {
         Err(unreachable())
     }
+
+    async fn scan_aggregate_ids(
+        &self,
+        _: &wow_core::NamedAggregate,
+        _: Option<&AggregateId>,
+        _: usize,
+    ) -> Result<Vec<AggregateId>, wow_core::eventsourcing::EventStoreError> {
+        Err(unreachable())
+    }
+}
+
+#[async_trait::async_trait]
+impl RequestLog for UnreachableStore {
     async fn find_decision(
         &self,
         _: &AggregateId,
@@ -753,6 +772,7 @@ impl EventStore for UnreachableStore {
     > {
         Err(unreachable())
     }
+
     async fn record_rejection(
         &self,
         _: &AggregateId,
@@ -761,15 +781,10 @@ impl EventStore for UnreachableStore {
     ) -> Result<(), wow_core::eventsourcing::EventStoreError> {
         Err(unreachable())
     }
-    async fn scan_aggregate_ids(
-        &self,
-        _: &wow_core::NamedAggregate,
-        _: Option<&AggregateId>,
-        _: usize,
-    ) -> Result<Vec<AggregateId>, wow_core::eventsourcing::EventStoreError> {
-        Err(unreachable())
-    }
+}
 
+#[async_trait::async_trait]
+impl EventFeed for UnreachableStore {
     async fn read_feed(
         &self,
         _: wow_core::eventsourcing::GlobalPosition,
@@ -779,6 +794,10 @@ impl EventStore for UnreachableStore {
         Err(unreachable())
     }
 }
+
+impl StreamQueries for UnreachableStore {}
+
+impl KeyIndex for UnreachableStore {}
 
 #[tokio::test]
 async fn an_unreachable_store_is_503_and_the_look_up_says_unknown() {

@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use wow_core::eventsourcing::History;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use wow_core::eventsourcing::EventStore;
 use wow_core::{id, AggregateId, DomainEvent, DomainEventStream};
 use wow_postgres::{PostgresOptions, PostgresStore};
 

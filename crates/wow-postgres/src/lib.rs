@@ -19,7 +19,7 @@
 //!   append's schedules and cancels are made in its transaction after its key changes, so a
 //!   refused append leaves no row; the scheduler reads what is due by a range scan of the
 //!   index on the due time.
-//! - The global feed (`EventStore::read_feed`) orders appended streams by (appending
+//! - The global feed (`EventFeed::read_feed`) orders appended streams by (appending
 //!   transaction id, position) and reads only below the oldest transaction in flight, so it
 //!   never skips a stream that commits late; a long transaction anywhere in the cluster holds
 //!   it back (see the docs of `src/store/feed.rs` for why, and how to find it).

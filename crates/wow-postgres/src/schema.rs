@@ -419,7 +419,7 @@ async fn migrate_to(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use wow_core::eventsourcing::{EventStore, EventStoreError};
+    use wow_core::eventsourcing::{EventStoreError, History, KeyIndex, RequestLog};
     use wow_core::{AggregateId, DomainEvent, DomainEventStream};
 
     use super::*;

@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use wow_core::eventsourcing::{EventStoreError, History, RequestDecision, RequestLog};
 
 use support::formation::Formation;
-use wow_core::eventsourcing::{EventStore, EventStoreError, RequestDecision};
 use wow_core::AggregateId;
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_tck::fixtures::{aggregate, stream};

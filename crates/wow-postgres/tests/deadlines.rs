@@ -8,12 +8,12 @@
 mod support;
 
 use std::time::{Duration, Instant};
+use wow_core::eventsourcing::{AppendChanges, EventStoreError, History};
 
 use serde_json::json;
 use wow_core::deadline::{
     deadline_request_id, DeadlineBacklog, DeadlineChange, DeadlineStore, ScheduledCommand,
 };
-use wow_core::eventsourcing::{AppendChanges, EventStore, EventStoreError};
 use wow_core::{AggregateId, Stores};
 use wow_tck::fixtures::{aggregate, stream};
 

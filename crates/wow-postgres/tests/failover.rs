@@ -11,9 +11,9 @@
 mod support;
 
 use std::time::{Duration, Instant};
+use wow_core::eventsourcing::{EventStoreError, History, RequestDecision, RequestLog, StoreHealth};
 
 use support::server::OwnServer;
-use wow_core::eventsourcing::{EventStore, EventStoreError, RequestDecision, StoreHealth};
 use wow_core::AggregateId;
 use wow_postgres::{PostgresOptions, PostgresStore};
 use wow_tck::fixtures::{aggregate, stream};

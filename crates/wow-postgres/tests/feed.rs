@@ -10,8 +10,10 @@
 mod support;
 
 use std::time::Duration;
+use wow_core::eventsourcing::{
+    EventFeed, EventStore, EventStoreError, FeedEntry, GlobalPosition, History,
+};
 
-use wow_core::eventsourcing::{EventStore, EventStoreError, FeedEntry, GlobalPosition};
 use wow_core::DomainEventStream;
 use wow_tck::fixtures::{aggregate, stream};
 

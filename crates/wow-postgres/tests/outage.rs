@@ -10,8 +10,8 @@ mod support;
 
 use std::process::Command;
 use std::time::Duration;
+use wow_core::eventsourcing::{EventStoreError, History, RequestLog};
 
-use wow_core::eventsourcing::{EventStore, EventStoreError};
 use wow_core::{id, AggregateId, DomainEvent, DomainEventStream};
 
 fn cluster(action: &str) {

@@ -7,10 +7,10 @@ mod support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use wow_core::eventsourcing::History;
 
 use tokio::sync::Semaphore;
 use wow_core::event::Processed;
-use wow_core::eventsourcing::EventStore;
 use wow_tck::fixtures::{aggregate, stream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

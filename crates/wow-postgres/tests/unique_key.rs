@@ -7,8 +7,10 @@
 mod support;
 
 use std::time::Duration;
+use wow_core::eventsourcing::{
+    AppendChanges, EventStore, EventStoreError, InMemoryEventStore, KeyIndex,
+};
 
-use wow_core::eventsourcing::{AppendChanges, EventStore, EventStoreError, InMemoryEventStore};
 use wow_core::unique_key::{KeyChange, UniqueKey};
 use wow_core::AggregateId;
 use wow_tck::fixtures::{aggregate, stream};

@@ -5,12 +5,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use wow_core::eventsourcing::{History, InMemoryEventStore, RequestLog};
 
 use serde_json::json;
 use wow_core::aggregate::AggregateRegistry;
 use wow_core::command::{CommandKind, JsonCommand};
 use wow_core::deadline::DeadlineStore;
-use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_core::id::{self, Clock, ManualClock};
 use wow_core::{AggregateId, CommandMessage};
 use wow_runtime::command::WaitPlan;

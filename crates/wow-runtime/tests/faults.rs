@@ -5,13 +5,13 @@
 mod support;
 
 use std::sync::Arc;
+use wow_core::eventsourcing::{GatedEventStore, RequestLog};
 
 use async_trait::async_trait;
 use serde_json::json;
 use support::*;
 use wow_core::command::InMemoryCommandBus;
 use wow_core::event::{ConsumerError, DomainEventBus, EventBusError, EventConsumer};
-use wow_core::eventsourcing::{EventStore, GatedEventStore};
 use wow_core::{CommandStage, DomainEventStream, ErrorCode};
 use wow_runtime::command::{CommandGateway, DefaultCommandHandler, WaitCoordinator, WaitPlan};
 use wow_runtime::pipeline::LocalPipeline;

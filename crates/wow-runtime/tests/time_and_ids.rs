@@ -10,9 +10,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use support::*;
-use wow_core::eventsourcing::{
-    EventStore, InMemoryEventStore, InMemorySnapshotStore, SnapshotStore,
-};
+use wow_core::eventsourcing::{History, InMemoryEventStore, InMemorySnapshotStore, SnapshotStore};
 use wow_core::id::{IdGenerator, ManualClock};
 use wow_core::CommandStage;
 use wow_runtime::command::WaitPlan;

@@ -5,6 +5,7 @@ mod support;
 
 use serde::{Deserialize, Serialize};
 use support::{add, counter, stream};
+use wow_core::eventsourcing::History;
 
 use std::sync::Arc;
 

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use wow_core::eventsourcing::{InMemoryEventStore, RequestDecision, RequestLog};
 
-use wow_core::eventsourcing::{EventStore, InMemoryEventStore, RequestDecision};
 use wow_core::{AggregateId, ErrorCode};
 
 use crate::chaos::{Chaos, FaultKind, SimClock};

@@ -6,15 +6,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
+use wow_core::eventsourcing::{
+    EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod, InMemoryEventStore,
+    RecordingEventStore, RequestDecision, RequestLog,
+};
 
 use async_trait::async_trait;
 use wow_core::aggregate::AggregateRegistry;
 use wow_core::command::{CommandBus, CommandBusError, CommandHandler, JsonCommand};
 use wow_core::event::NoopDomainEventBus;
-use wow_core::eventsourcing::{
-    EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod, InMemoryEventStore,
-    RecordingEventStore, RequestDecision,
-};
 use wow_core::{AggregateId, CommandMessage, ErrorCode};
 use wow_runtime::command::{
     look_up_request, CommandGateway, DefaultCommandHandler, InFlightRequests, WaitCoordinator,

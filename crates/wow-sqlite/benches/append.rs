@@ -14,11 +14,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wow_core::eventsourcing::AppendChanges;
+use wow_core::eventsourcing::{AppendChanges, History};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rusqlite::{params, Connection};
-use wow_core::eventsourcing::EventStore;
 use wow_core::unique_key::{KeyChange, UniqueKey};
 use wow_core::{id, AggregateId, DomainEvent, DomainEventStream};
 use wow_sqlite::{SqliteOptions, SqliteStore};

@@ -26,12 +26,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use wow_core::eventsourcing::{AppendChanges, History};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rusqlite::{params, Connection};
 use serde_json::json;
 use wow_core::deadline::{deadline_request_id, DeadlineChange, DeadlineStore, ScheduledCommand};
-use wow_core::eventsourcing::{AppendChanges, EventStore};
 use wow_core::{id, AggregateId, DomainEvent, DomainEventStream};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 

@@ -8,11 +8,11 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use wow_core::eventsourcing::History;
 
 use async_trait::async_trait;
 use wow_core::compensation::RetrySpec;
 use wow_core::event::{ConsumerError, EventConsumer};
-use wow_core::eventsourcing::EventStore;
 use wow_core::id::ManualClock;
 use wow_core::{AggregateId, DomainEventStream, ErrorCode, NamedAggregate};
 use wow_runtime::command::WaitCoordinator;

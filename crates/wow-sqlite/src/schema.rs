@@ -404,7 +404,7 @@ fn migrate_to(connection: &mut Connection, target: i64) -> Result<(), OpenError>
 
 #[cfg(test)]
 mod tests {
-    use wow_core::eventsourcing::{EventStore, EventStoreError};
+    use wow_core::eventsourcing::{EventStoreError, History, KeyIndex, RequestLog};
     use wow_core::{AggregateId, DomainEvent, DomainEventStream};
 
     use super::*;

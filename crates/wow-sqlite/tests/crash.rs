@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use wow_core::eventsourcing::RequestLog;
 
-use wow_core::eventsourcing::EventStore;
 use wow_core::AggregateId;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 

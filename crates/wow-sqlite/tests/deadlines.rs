@@ -4,12 +4,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use wow_core::eventsourcing::{AggregateRenames, AppendChanges, EventStoreError, History};
 
 use serde_json::json;
 use wow_core::deadline::{
     deadline_request_id, DeadlineBacklog, DeadlineChange, DeadlineStore, ScheduledCommand,
 };
-use wow_core::eventsourcing::{AggregateRenames, AppendChanges, EventStore, EventStoreError};
 use wow_core::AggregateId;
 use wow_sqlite::{SqliteOptions, SqliteStore};
 use wow_tck::fixtures::{aggregate, stream};

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use wow_core::eventsourcing::{EventStoreError, History};
 
-use wow_core::eventsourcing::{EventStore, EventStoreError};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 use wow_tck::fixtures::{aggregate, stream};
 

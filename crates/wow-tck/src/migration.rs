@@ -4,7 +4,8 @@
 
 use wow_core::event::ConsumerPositions;
 use wow_core::eventsourcing::{
-    EventStore, EventStoreError, GlobalPosition, RejectionRecord, RequestDecision, SnapshotStore,
+    EventStore, EventStoreError, GlobalPosition, History, RejectionRecord, RequestDecision,
+    SnapshotStore,
 };
 use wow_core::{AggregateId, DomainEventStream, ErrorCode};
 
@@ -25,7 +26,7 @@ pub async fn a_migrated_store_keeps_what_it_held<S>(
 ) where
     S: EventStore + SnapshotStore + ConsumerPositions,
 {
-    assert_eq!(EventStore::load(store, order, 1, 10).await.unwrap(), old);
+    assert_eq!(History::load(store, order, 1, 10).await.unwrap(), old);
     // Positions and snapshots keep their aggregate, now under its tenant (version 5).
     let positions = ConsumerPositions::positions(store, "view", std::slice::from_ref(order))
         .await
@@ -35,10 +36,7 @@ pub async fn a_migrated_store_keeps_what_it_held<S>(
     // Another tenant holds nothing under the same id, and may take `r-1` for itself.
     let mut twin = order.clone();
     twin.tenant_id = "t-other".to_owned();
-    assert!(EventStore::load(store, &twin, 1, 10)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(History::load(store, &twin, 1, 10).await.unwrap().is_empty());
     let twins_first = stream(&twin, 1, "r-1");
     store.append(&twins_first).await.unwrap();
     match store.find_decision(order, "r-1").await.unwrap() {
@@ -80,10 +78,7 @@ pub async fn a_migrated_store_keeps_what_it_held<S>(
         store.find_decision(order, "r-4").await.unwrap(),
         Some(RequestDecision::Rejected(rejection))
     );
-    assert_eq!(
-        EventStore::load(store, order, 1, 10).await.unwrap().len(),
-        3
-    );
+    assert_eq!(History::load(store, order, 1, 10).await.unwrap().len(), 3);
     let feed = read_settled(store, GlobalPosition::START, 4).await;
     let streams: Vec<_> = feed.into_iter().map(|entry| entry.stream).collect();
     assert_eq!(

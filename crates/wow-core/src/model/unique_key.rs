@@ -166,7 +166,7 @@ pub struct KeyHolder {
     pub version: u64,
 }
 
-/// What [`EventStore::claim_keys`](crate::eventsourcing::EventStore::claim_keys) did with
+/// What [`KeyIndex::claim_keys`](crate::eventsourcing::KeyIndex::claim_keys) did with
 /// one key: claimed it, found it the aggregate's already, or found another holder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", content = "holder", rename_all = "camelCase")]

@@ -17,16 +17,13 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use wow_core::eventsourcing::{
-    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_time_range,
-    check_version_range, AppendChanges, EventStore, EventStoreError, FeedEntry, GlobalPosition,
-    RejectedStream, RejectionRecord, RequestDecision,
+    check_appendable, check_deadline_changes, check_key_changes, check_time_range,
+    check_version_range, AppendChanges, EventStoreError, History, RejectedStream,
 };
-use wow_core::query::{DocumentQuery, Filter};
-use wow_core::unique_key::{KeyClaim, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use super::stream_row::{corrupt, decode_stream, stream_columns};
-use super::{clamp, deadline, feed, request_decision, stream_query, unique_key, PostgresStore};
+use super::{clamp, deadline, request_decision, unique_key, PostgresStore};
 use crate::error::{store_error, violated_constraint, REQUEST_CONSTRAINT, VERSION_CONSTRAINT};
 
 /// Appends one stream, `$1` to `$12` in the order of [`stream_columns`]. A taken version
@@ -213,7 +210,7 @@ impl PostgresStore {
 }
 
 #[async_trait]
-impl EventStore for PostgresStore {
+impl History for PostgresStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         self.within(async {
             check_appendable(stream)?;
@@ -246,29 +243,6 @@ impl EventStore for PostgresStore {
                 return self.append(stream).await;
             }
             self.append_changing(stream, changes).await
-        })
-        .await
-    }
-
-    async fn find_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        self.within(async { unique_key::find(self, tenant_id, key).await })
-            .await
-    }
-
-    /// One transaction, one upsert per key (see `store/unique_key.rs`).
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        self.within(async {
-            check_claimable(version, keys)?;
-            unique_key::claim_free(self, aggregate_id, version, keys).await
         })
         .await
     }
@@ -339,27 +313,6 @@ impl EventStore for PostgresStore {
         .await
     }
 
-    async fn find_decision(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        self.within(async { request_decision::find(self, aggregate_id, request_id).await })
-            .await
-    }
-
-    async fn record_rejection(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        self.within(async {
-            request_decision::record_rejection(self, aggregate_id, request_id, rejection).await
-        })
-        .await
-    }
-
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
@@ -388,41 +341,5 @@ impl EventStore for PostgresStore {
             rows.iter().map(decode_aggregate_id).collect()
         })
         .await
-    }
-
-    async fn query_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        query: &DocumentQuery,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        stream_query::query(self, named, tenant_id, query).await
-    }
-
-    async fn count_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        filter: &Filter,
-    ) -> Result<u64, EventStoreError> {
-        stream_query::count(self, named, tenant_id, filter).await
-    }
-
-    async fn read_feed(
-        &self,
-        after: GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        self.within(async { feed::read(self, after, limit).await })
-            .await
-    }
-
-    async fn release_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        self.within(async { unique_key::release_any(self, tenant_id, key).await })
-            .await
     }
 }

@@ -1,7 +1,7 @@
 //! The global feed over `event_stream`: every appended stream, in an order that never skips
 //! one that commits late.
 //!
-//! [`EventStore::read_feed`](wow_core::eventsourcing::EventStore::read_feed) lists appended streams in `(txid, position)` order: the
+//! [`EventFeed::read_feed`](wow_core::eventsourcing::EventFeed::read_feed) lists appended streams in `(txid, position)` order: the
 //! appending transaction's id (`xid8`, column `txid`), then the `BIGSERIAL` position its row
 //! took. A position alone is not a safe resume point: sequence values are handed out at
 //! insert time and never rolled back, so a transaction that took position 10 may commit after
@@ -33,8 +33,9 @@
 //! xid and hold nothing back. Recorded rejections (negative versions) are not streams and are
 //! not in the feed, nor in its index `event_stream_feed`.
 
+use async_trait::async_trait;
 use tokio_postgres::Row;
-use wow_core::eventsourcing::{EventStoreError, FeedEntry, GlobalPosition};
+use wow_core::eventsourcing::{EventFeed, EventStoreError, FeedEntry, GlobalPosition};
 
 use super::stream_row::{corrupt, decode_stream, stream_columns};
 use super::{clamp, PostgresStore};
@@ -97,4 +98,15 @@ fn decode_feed_entry(row: &Row) -> Result<FeedEntry, EventStoreError> {
         position: GlobalPosition::new(transaction, sequence),
         stream: decode_stream(row)?,
     })
+}
+
+#[async_trait]
+impl EventFeed for PostgresStore {
+    async fn read_feed(
+        &self,
+        after: GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<FeedEntry>, EventStoreError> {
+        self.within(async { read(self, after, limit).await }).await
+    }
 }

@@ -22,9 +22,10 @@
 //! a standby that lags behind the primary. What "durable" means with and without a
 //! synchronous standby is in docs/decisions.md.
 
+use async_trait::async_trait;
 use tokio_postgres::Row;
 use wow_core::eventsourcing::{
-    check_rejectable, EventStoreError, RejectionRecord, RequestDecision, RequestRecord,
+    check_rejectable, EventStoreError, RejectionRecord, RequestDecision, RequestLog, RequestRecord,
 };
 use wow_core::{AggregateId, DomainEventStream, ErrorCode};
 
@@ -193,5 +194,27 @@ fn decode_decision(row: &Row) -> Result<RequestDecision, EventStoreError> {
                 create_time,
             }))
         }
+    }
+}
+
+#[async_trait]
+impl RequestLog for PostgresStore {
+    async fn find_decision(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
+        self.within(async { find(self, aggregate_id, request_id).await })
+            .await
+    }
+
+    async fn record_rejection(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        self.within(async { record_rejection(self, aggregate_id, request_id, rejection).await })
+            .await
     }
 }

@@ -1,4 +1,4 @@
-//! Wow's event stream queries (`EventStore::query_streams`, `count_streams`): a query DSL
+//! Wow's event stream queries (`StreamQueries::query_streams`, `count_streams`): a query DSL
 //! filter over each appended stream as a JSONB document, on the query connections.
 //!
 //! Why on the query connections and not the pool: a query's cost is the caller's to choose,
@@ -6,7 +6,8 @@
 //! takes a connection from the command path. The filter's SQL is built at run time by
 //! [`Translation`]; the statement around it is fixed here.
 
-use wow_core::eventsourcing::EventStoreError;
+use async_trait::async_trait;
+use wow_core::eventsourcing::{EventStoreError, StreamQueries};
 use wow_core::query::{DocumentQuery, Filter};
 use wow_core::{DomainEventStream, NamedAggregate};
 
@@ -18,7 +19,7 @@ use crate::query::{Param, Translation};
 const STREAM_COLUMNS: &str = stream_columns!();
 
 /// The appended streams of one aggregate type in one tenant (`$1`, `$2`), each with `doc`: the
-/// JSONB document Wow's event stream queries filter (see `EventStore::query_streams`).
+/// JSONB document Wow's event stream queries filter (see `StreamQueries::query_streams`).
 const STREAM_DOCUMENTS: &str = "SELECT *, jsonb_build_object('id', stream_id, 'requestId', request_id, 'commandId', command_id, 'contextName', context_name, 'aggregateName', aggregate_name, 'aggregateId', aggregate_id, 'tenantId', tenant_id, 'ownerId', COALESCE(header->>'owner_id', ''), 'spaceId', COALESCE(header->>'space_id', ''), 'version', version, 'createTime', create_time, 'header', header, 'body', body) AS doc FROM event_stream WHERE tenant_id = $1 AND aggregate_name = $2 AND version > 0";
 
 /// The last `ORDER BY` term of a query: streams in a stable order whatever the sort.
@@ -47,7 +48,7 @@ fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<Param> {
 }
 
 /// The streams of `named` in `tenant_id` that `query` selects, in its order and page.
-pub(super) async fn query(
+async fn run_query(
     store: &PostgresStore,
     named: &NamedAggregate,
     tenant_id: &str,
@@ -70,7 +71,7 @@ pub(super) async fn query(
 }
 
 /// How many streams of `named` in `tenant_id` `filter` selects.
-pub(super) async fn count(
+async fn run_count(
     store: &PostgresStore,
     named: &NamedAggregate,
     tenant_id: &str,
@@ -87,4 +88,25 @@ pub(super) async fn count(
         .map_err(|e| store.queries.failed(e))?
         .get(0);
     Ok(u64::try_from(count).unwrap_or(0))
+}
+
+#[async_trait]
+impl StreamQueries for PostgresStore {
+    async fn query_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        run_query(self, named, tenant_id, query).await
+    }
+
+    async fn count_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, EventStoreError> {
+        run_count(self, named, tenant_id, filter).await
+    }
 }

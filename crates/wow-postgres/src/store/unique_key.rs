@@ -21,9 +21,10 @@
 //! wait for each other instead of deadlocking. Different keys' changes commute, so the
 //! outcome is the one the changes make in the order given.
 
+use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
-use wow_core::eventsourcing::EventStoreError;
+use wow_core::eventsourcing::{check_claimable, EventStoreError, KeyIndex};
 use wow_core::unique_key::{KeyChange, KeyClaim, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream};
 
@@ -50,7 +51,7 @@ const CLAIM_KEY: &str = "WITH clock AS (SELECT (extract(epoch FROM clock_timesta
             THEN EXCLUDED.reserved_until ELSE unique_key.reserved_until END
     RETURNING context_name, aggregate_name, aggregate_id, version, reserved_until";
 
-/// A backfill's claim (`EventStore::claim_keys`): as [`CLAIM_KEY`], but the aggregate's own
+/// A backfill's claim (`KeyIndex::claim_keys`): as [`CLAIM_KEY`], but the aggregate's own
 /// row is left as it is too, and the answer says whether the aggregate held the key before
 /// (`held_before`, column 5) as well as who holds it after.
 const CLAIM_FREE_KEY: &str = "WITH clock AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT AS now_ms),
@@ -174,7 +175,7 @@ async fn claim(
 
 /// Claims each of `keys` for `aggregate_id` at `version` when it is free or a lapsed
 /// reservation ([`CLAIM_FREE_KEY`]), in one transaction, each key on its own: what
-/// `EventStore::claim_keys` answers.
+/// `KeyIndex::claim_keys` answers.
 pub(super) async fn claim_free(
     store: &PostgresStore,
     aggregate_id: &AggregateId,
@@ -266,7 +267,7 @@ pub(super) async fn find(
 /// Deletes key (`$1` tenant, `$2` space, `$3` value) whoever holds it, returning the row.
 const RELEASE_ANY_KEY: &str = "DELETE FROM unique_key WHERE tenant_id = $1 AND key_space = $2 AND key_value = $3 RETURNING context_name, aggregate_name, aggregate_id, version, reserved_until";
 
-/// An operator's release of `key` in `tenant_id` (`EventStore::release_key`): one autocommit
+/// An operator's release of `key` in `tenant_id` (`KeyIndex::release_key`): one autocommit
 /// `DELETE ... RETURNING`. A claim in flight on the row waits for it and then inserts anew
 /// (or the release waits for the claim's transaction and deletes what it wrote); the holder
 /// it had, if any.
@@ -287,4 +288,39 @@ pub(super) async fn release_any(
         .map_err(store_error)?;
     row.map(|row| decode_holder(&row, tenant_id, key))
         .transpose()
+}
+
+#[async_trait]
+impl KeyIndex for PostgresStore {
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        self.within(async { find(self, tenant_id, key).await })
+            .await
+    }
+
+    /// One transaction, one upsert per key (see `store/unique_key.rs`).
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        self.within(async {
+            check_claimable(version, keys)?;
+            claim_free(self, aggregate_id, version, keys).await
+        })
+        .await
+    }
+
+    async fn release_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        self.within(async { release_any(self, tenant_id, key).await })
+            .await
+    }
 }

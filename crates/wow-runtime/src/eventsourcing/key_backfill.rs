@@ -2,7 +2,7 @@
 //! ([`Aggregate::unique_keys`](wow_core::aggregate::Aggregate::unique_keys)) while it has
 //! aggregates leaves their values unclaimed, since only decisions claim keys.
 //! [`claim_declared_keys`] folds each of those aggregates and claims the keys its state holds
-//! ([`EventStore::claim_keys`]), where they are free or already its own, and reports the values
+//! ([`KeyIndex::claim_keys`]), where they are free or already its own, and reports the values
 //! another aggregate holds instead of stopping.
 
 use wow_core::aggregate::AggregateRuntime;
@@ -83,7 +83,7 @@ pub enum KeyBackfillError {
 /// Claims the keys every aggregate of the types in `runtimes` that declare keys
 /// ([`AggregateRuntime::declares_keys`]) holds today: each aggregate of every tenant is folded
 /// (from its snapshot in `snapshots`, when usable, then its events) and its keys claimed at its
-/// version with [`EventStore::claim_keys`], reservation times included. A deleted aggregate
+/// version with [`KeyIndex::claim_keys`](wow_core::eventsourcing::KeyIndex::claim_keys), reservation times included. A deleted aggregate
 /// holds none. A key free (or a lapsed reservation) is claimed, one the aggregate holds is left
 /// alone, and one another aggregate holds is reported in [`KeyBackfill::conflicts`] and left
 /// alone: resolve it in the domain (rename one value) and run again. Running it twice claims
@@ -198,6 +198,7 @@ async fn claim_one(
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
+    use wow_core::eventsourcing::History;
 
     use wow_core::aggregate::{Aggregate, AggregateRegistry};
     use wow_core::eventsourcing::InMemoryEventStore;

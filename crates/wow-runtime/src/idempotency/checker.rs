@@ -127,13 +127,14 @@ fn filter_key(aggregate_id: &AggregateId, request_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use wow_core::eventsourcing::History;
 
     use super::*;
     use crate::idempotency::{
         BloomIdempotencyCheckerProvider, EventStoreRequestIdExistenceChecker, IdempotencyConfig,
     };
     use wow_core::event::{DomainEvent, DomainEventStream};
-    use wow_core::eventsourcing::{EventStore, EventStoreError, InMemoryEventStore};
+    use wow_core::eventsourcing::{EventStoreError, InMemoryEventStore};
 
     /// Counts how often persisted history is asked.
     #[derive(Debug)]

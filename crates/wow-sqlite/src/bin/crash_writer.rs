@@ -8,8 +8,8 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
+use wow_core::eventsourcing::History;
 
-use wow_core::eventsourcing::EventStore;
 use wow_core::{id, AggregateId, DomainEvent, DomainEventStream};
 use wow_sqlite::{SqliteOptions, SqliteStore};
 

@@ -15,16 +15,13 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, Row};
 use tokio::sync::oneshot;
 use wow_core::eventsourcing::{
-    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_time_range,
-    check_version_range, AppendChanges, EventStore, EventStoreError, FeedEntry, GlobalPosition,
-    RejectedStream, RejectionRecord, RequestDecision,
+    check_appendable, check_deadline_changes, check_key_changes, check_time_range,
+    check_version_range, AppendChanges, EventStoreError, History, RejectedStream,
 };
-use wow_core::query::{DocumentQuery, Filter};
-use wow_core::unique_key::{KeyClaim, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use super::stream_row::{decode_stream, stream_columns, StreamRow};
-use super::{clamp, feed, owned_key, request_decision, stream_query, unique_key, SqliteStore};
+use super::{clamp, owned_key, SqliteStore};
 use crate::error::{gone, store_error};
 use crate::writer::WriteJob;
 
@@ -157,7 +154,7 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl EventStore for SqliteStore {
+impl History for SqliteStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         check_appendable(stream)?;
         self.append_changing(stream, None).await
@@ -178,26 +175,6 @@ impl EventStore for SqliteStore {
         check_deadline_changes(stream, &changes.deadlines)?;
         self.append_changing(stream, Some(Box::new(changes.clone())))
             .await
-    }
-
-    async fn find_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        unique_key::find(self, tenant_id, key).await
-    }
-
-    /// Claims the free keys in the writer's transaction, each by one upsert (see
-    /// `store/unique_key.rs`).
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        check_claimable(version, keys)?;
-        unique_key::claim_keys(self, aggregate_id, version, keys).await
     }
 
     async fn load(
@@ -230,23 +207,6 @@ impl EventStore for SqliteStore {
             .map_err(store_error)
     }
 
-    async fn find_decision(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        request_decision::find(self, aggregate_id, request_id).await
-    }
-
-    async fn record_rejection(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        request_decision::record_rejection(self, aggregate_id, request_id, rejection).await
-    }
-
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
@@ -271,39 +231,5 @@ impl EventStore for SqliteStore {
             })
             .await
             .map_err(store_error)
-    }
-
-    async fn query_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        query: &DocumentQuery,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        stream_query::query(self, named, tenant_id, query).await
-    }
-
-    async fn count_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        filter: &Filter,
-    ) -> Result<u64, EventStoreError> {
-        stream_query::count(self, named, tenant_id, filter).await
-    }
-
-    async fn read_feed(
-        &self,
-        after: GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        feed::read(self, after, limit).await
-    }
-
-    async fn release_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        unique_key::release_any(self, tenant_id, key).await
     }
 }

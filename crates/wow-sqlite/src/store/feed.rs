@@ -8,8 +8,9 @@
 //! were never visible. No row of `event_stream` is ever deleted, so a committed position is
 //! never reused.) The position is the feed's sequence; the transaction part is always 0.
 
+use async_trait::async_trait;
 use rusqlite::{params, Row};
-use wow_core::eventsourcing::{EventStoreError, FeedEntry, GlobalPosition};
+use wow_core::eventsourcing::{EventFeed, EventStoreError, FeedEntry, GlobalPosition};
 
 use super::stream_row::{decode_stream, stream_columns};
 use super::{clamp, SqliteStore};
@@ -58,4 +59,15 @@ fn decode_feed_entry(row: &Row<'_>) -> rusqlite::Result<FeedEntry> {
         position: GlobalPosition::new(0, position),
         stream: decode_stream(row)?,
     })
+}
+
+#[async_trait]
+impl EventFeed for SqliteStore {
+    async fn read_feed(
+        &self,
+        after: GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<FeedEntry>, EventStoreError> {
+        read(self, after, limit).await
+    }
 }

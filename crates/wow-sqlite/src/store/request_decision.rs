@@ -10,10 +10,11 @@
 //! it never takes a version of history and never collides with another rejection), no
 //! stream id, no events, and its own three columns.
 
+use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 use wow_core::eventsourcing::{
-    check_rejectable, EventStoreError, RejectionRecord, RequestDecision, RequestRecord,
+    check_rejectable, EventStoreError, RejectionRecord, RequestDecision, RequestLog, RequestRecord,
 };
 use wow_core::{AggregateId, ErrorCode};
 
@@ -174,5 +175,25 @@ fn decode_decision(row: &Row<'_>) -> rusqlite::Result<RequestDecision> {
                 create_time,
             }))
         }
+    }
+}
+
+#[async_trait]
+impl RequestLog for SqliteStore {
+    async fn find_decision(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
+        find(self, aggregate_id, request_id).await
+    }
+
+    async fn record_rejection(
+        &self,
+        aggregate_id: &AggregateId,
+        request_id: &str,
+        rejection: &RejectionRecord,
+    ) -> Result<(), EventStoreError> {
+        record_rejection(self, aggregate_id, request_id, rejection).await
     }
 }

@@ -1,4 +1,4 @@
-//! Wow's event stream queries (`EventStore::query_streams`, `count_streams`): a query DSL
+//! Wow's event stream queries (`StreamQueries::query_streams`, `count_streams`): a query DSL
 //! filter over each appended stream as a JSON document, on the query connections.
 //!
 //! Why on the query connections and not the read pool: a query's cost is the caller's to
@@ -6,8 +6,9 @@
 //! never takes a connection from the reads of history. The filter's SQL is built at run time
 //! by [`Translation`]; the statement around it is fixed here.
 
+use async_trait::async_trait;
 use rusqlite::params_from_iter;
-use wow_core::eventsourcing::EventStoreError;
+use wow_core::eventsourcing::{EventStoreError, StreamQueries};
 use wow_core::query::{DocumentQuery, Filter};
 use wow_core::{DomainEventStream, NamedAggregate};
 
@@ -19,7 +20,7 @@ use crate::query::Translation;
 const STREAM_COLUMNS: &str = stream_columns!();
 
 /// The appended streams of one aggregate type in one tenant (`?1`, `?2`), each with `doc`: the
-/// JSON document Wow's event stream queries filter (see `EventStore::query_streams`).
+/// JSON document Wow's event stream queries filter (see `StreamQueries::query_streams`).
 const STREAM_DOCUMENTS: &str = "SELECT *, json_object('id', stream_id, 'requestId', request_id, 'commandId', command_id, 'contextName', context_name, 'aggregateName', aggregate_name, 'aggregateId', aggregate_id, 'tenantId', tenant_id, 'ownerId', COALESCE(json_extract(header, '$.owner_id'), ''), 'spaceId', COALESCE(json_extract(header, '$.space_id'), ''), 'version', version, 'createTime', create_time, 'header', json(header), 'body', json(body)) AS doc FROM event_stream WHERE tenant_id = ?1 AND aggregate_name = ?2 AND version > 0";
 
 /// The last `ORDER BY` term of a query: streams in a stable order whatever the sort.
@@ -48,7 +49,7 @@ fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<rusqlite::types:
 }
 
 /// The streams of `named` in `tenant_id` that `query` selects, in its order and page.
-pub(super) async fn query(
+async fn run_query(
     store: &SqliteStore,
     named: &NamedAggregate,
     tenant_id: &str,
@@ -73,7 +74,7 @@ pub(super) async fn query(
 }
 
 /// How many streams of `named` in `tenant_id` `filter` selects.
-pub(super) async fn count(
+async fn run_count(
     store: &SqliteStore,
     named: &NamedAggregate,
     tenant_id: &str,
@@ -92,4 +93,25 @@ pub(super) async fn count(
         })
         .await?;
     Ok(u64::try_from(count).unwrap_or(0))
+}
+
+#[async_trait]
+impl StreamQueries for SqliteStore {
+    async fn query_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        run_query(self, named, tenant_id, query).await
+    }
+
+    async fn count_streams(
+        &self,
+        named: &NamedAggregate,
+        tenant_id: &str,
+        filter: &Filter,
+    ) -> Result<u64, EventStoreError> {
+        run_count(self, named, tenant_id, filter).await
+    }
 }

@@ -6,12 +6,15 @@
 //! read when the writer makes the change: one process writes the file. A lapsed reservation
 //! stays a row until a claim takes it over or its holder releases it; it holds nothing.
 
+use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
+use wow_core::eventsourcing::{
+    check_claimable, EventStoreError, KeyIndex, KeyTaken, RejectedStream,
+};
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 use wow_core::event::ProcessError;
-use wow_core::eventsourcing::{EventStoreError, KeyTaken, RejectedStream};
 use wow_core::unique_key::{KeyChange, KeyClaim, KeyHolder, UniqueKey};
 use wow_core::AggregateId;
 
@@ -126,7 +129,7 @@ pub(crate) fn change_keys(
 
 /// Claims each of `keys` for `aggregate` at `version` when it is free or a lapsed
 /// reservation, by the process's clock, and says what it found (SPEC DM-1, the backfill of
-/// `EventStore::claim_keys`): the aggregate's own row and another holder's are left alone.
+/// `KeyIndex::claim_keys`): the aggregate's own row and another holder's are left alone.
 fn claim_free(
     connection: &Connection,
     aggregate: &AggregateId,
@@ -192,7 +195,7 @@ fn holder(
         .optional()
 }
 
-/// An operator's release of `key` in `tenant_id` (`EventStore::release_key`): one `DELETE`
+/// An operator's release of `key` in `tenant_id` (`KeyIndex::release_key`): one `DELETE`
 /// in the writer's transaction, so that it comes wholly before or after any append's claims;
 /// the holder it had, if any.
 pub(super) async fn release_any(
@@ -235,7 +238,7 @@ fn live_holder(
     Ok(holder(connection, tenant_id, key)?.filter(|holder| !holder.key.lapsed_at(now)))
 }
 
-/// Who holds `key` in `tenant_id` now (`EventStore::find_key`), read on the read pool.
+/// Who holds `key` in `tenant_id` now (`KeyIndex::find_key`), read on the read pool.
 pub(super) async fn find(
     store: &SqliteStore,
     tenant_id: &str,
@@ -249,7 +252,7 @@ pub(super) async fn find(
         .map_err(store_error)
 }
 
-/// The backfill of `EventStore::claim_keys` ([`claim_free`]) in the writer's transaction,
+/// The backfill of `KeyIndex::claim_keys` ([`claim_free`]) in the writer's transaction,
 /// each key by one upsert; the caller has checked `version` and `keys`.
 pub(super) async fn claim_keys(
     store: &SqliteStore,
@@ -278,4 +281,35 @@ pub(super) async fn claim_keys(
     claims
         .await
         .map_err(|_| EventStoreError::Unavailable(gone()))
+}
+
+#[async_trait]
+impl KeyIndex for SqliteStore {
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        find(self, tenant_id, key).await
+    }
+
+    /// Claims the free keys in the writer's transaction, each by one upsert (see
+    /// `store/unique_key.rs`).
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        check_claimable(version, keys)?;
+        claim_keys(self, aggregate_id, version, keys).await
+    }
+
+    async fn release_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        release_any(self, tenant_id, key).await
+    }
 }

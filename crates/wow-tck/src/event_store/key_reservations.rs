@@ -1,13 +1,12 @@
 //! Key reservations and the backfill of keys (SPEC DM-1): a claim with a time holds its key
 //! until then and frees it after, judged by the store's clock; a confirmation (a claim without
 //! a time) keeps it for good, unless another aggregate took the lapsed key first; and
-//! `EventStore::claim_keys` claims keys outside an append, only where they are free or
+//! `KeyIndex::claim_keys` claims keys outside an append, only where they are free or
 //! already the aggregate's.
 
 use std::time::Duration;
 
-use wow_core::eventsourcing::AppendChanges;
-use wow_core::eventsourcing::EventStoreError;
+use wow_core::eventsourcing::{AppendChanges, EventStoreError};
 use wow_core::unique_key::{KeyChange, KeyClaim, KeyHolder, UniqueKey};
 use wow_core::AggregateId;
 

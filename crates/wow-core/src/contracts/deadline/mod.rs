@@ -1,6 +1,6 @@
 //! The DeadlineStore contract (SPEC DM-2): the pending scheduled commands, as the scheduler
 //! and the operators read them. Rows are written with the stream that schedules them
-//! ([`EventStore::append_with`](crate::eventsourcing::EventStore::append_with)), or by a saga
+//! ([`History::append_with`](crate::eventsourcing::History::append_with)), or by a saga
 //! through [`DeadlineStore::schedule`].
 
 mod table;

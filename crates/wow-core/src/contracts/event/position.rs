@@ -82,7 +82,7 @@ pub trait ConsumerPositions: Send + Sync + std::fmt::Debug {
     async fn reset(&self, consumer: &str) -> Result<(), ConsumerStoreError>;
 
     /// The position in the event store's global feed
-    /// ([`EventStore::read_feed`](crate::contracts::eventsourcing::EventStore::read_feed))
+    /// ([`EventFeed::read_feed`](crate::contracts::eventsourcing::EventFeed::read_feed))
     /// that the feed reader `reader` saved; [`GlobalPosition::START`] when it saved none.
     async fn feed_cursor(&self, reader: &str) -> Result<GlobalPosition, ConsumerStoreError>;
 

@@ -62,7 +62,7 @@
 //!   state the queries it does not run, and hidden the forwarding from rustdoc and from the
 //!   compiler's help.
 //!
-//! [`EventStore::find_request`] is derived from `find_decision` by the store trait itself;
+//! [`RequestLog::find_request`] is derived from `find_decision` by the store trait itself;
 //! a decorator derives it the same way, from its own
 //! [`find_decision`](EventStoreDecorator::find_decision), so a wrapper that changes the
 //! decision look-up (makes it fail, say) changes `find_request` with it. Through a decorator
@@ -70,8 +70,13 @@
 //!
 //! A method called on a concrete decorator with both its decorator trait and its store trait
 //! in scope is ambiguous; call it through the store trait
-//! (`EventStore::append(&*wrapper, ..)`) or through an `Arc<dyn EventStore>`.
+//! (`History::append(&*wrapper, ..)`) or through an `Arc<dyn EventStore>`.
 
+use crate::contracts::eventsourcing::EventFeed;
+use crate::contracts::eventsourcing::History;
+use crate::contracts::eventsourcing::KeyIndex;
+use crate::contracts::eventsourcing::RequestLog;
+use crate::contracts::eventsourcing::StreamQueries;
 use async_trait::async_trait;
 
 use crate::contracts::eventsourcing::AppendChanges;
@@ -92,7 +97,7 @@ use crate::model::unique_key::{KeyClaim, KeyHolder, UniqueKey};
 ///
 /// Each method forwards to [`inner`](Self::inner) unless the wrapper states it, and then does
 /// what the wrapper says; [`find_request`](Self::find_request) is derived from
-/// [`find_decision`](Self::find_decision) as [`EventStore::find_request`] is. Each method's
+/// [`find_decision`](Self::find_decision) as [`RequestLog::find_request`] is. Each method's
 /// contract is that of the [`EventStore`] method of its name.
 #[async_trait]
 pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
@@ -100,12 +105,12 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
     /// store's.
     fn inner(&self) -> &dyn EventStore;
 
-    /// [`EventStore::append`]; by default the inner store's.
+    /// [`History::append`]; by default the inner store's.
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         self.inner().append(stream).await
     }
 
-    /// [`EventStore::append_with`]; by default the inner store's.
+    /// [`History::append_with`]; by default the inner store's.
     async fn append_with(
         &self,
         stream: &DomainEventStream,
@@ -114,7 +119,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().append_with(stream, changes).await
     }
 
-    /// [`EventStore::find_key`]; by default the inner store's.
+    /// [`KeyIndex::find_key`]; by default the inner store's.
     async fn find_key(
         &self,
         tenant_id: &str,
@@ -123,7 +128,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().find_key(tenant_id, key).await
     }
 
-    /// [`EventStore::claim_keys`]; by default the inner store's.
+    /// [`KeyIndex::claim_keys`]; by default the inner store's.
     async fn claim_keys(
         &self,
         aggregate_id: &AggregateId,
@@ -133,7 +138,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().claim_keys(aggregate_id, version, keys).await
     }
 
-    /// [`EventStore::load`]; by default the inner store's.
+    /// [`History::load`]; by default the inner store's.
     async fn load(
         &self,
         aggregate_id: &AggregateId,
@@ -143,7 +148,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().load(aggregate_id, head, tail).await
     }
 
-    /// [`EventStore::load_by_time`]; by default the inner store's.
+    /// [`History::load_by_time`]; by default the inner store's.
     async fn load_by_time(
         &self,
         aggregate_id: &AggregateId,
@@ -153,7 +158,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().load_by_time(aggregate_id, start, end).await
     }
 
-    /// [`EventStore::last`]; by default the inner store's.
+    /// [`History::last`]; by default the inner store's.
     async fn last(
         &self,
         aggregate_id: &AggregateId,
@@ -161,7 +166,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().last(aggregate_id).await
     }
 
-    /// [`EventStore::find_request`]; by default derived from this wrapper's
+    /// [`RequestLog::find_request`]; by default derived from this wrapper's
     /// [`find_decision`](Self::find_decision), as the store trait derives it.
     async fn find_request(
         &self,
@@ -174,7 +179,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
             .and_then(RequestDecision::appended))
     }
 
-    /// [`EventStore::find_decision`]; by default the inner store's.
+    /// [`RequestLog::find_decision`]; by default the inner store's.
     async fn find_decision(
         &self,
         aggregate_id: &AggregateId,
@@ -183,7 +188,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().find_decision(aggregate_id, request_id).await
     }
 
-    /// [`EventStore::record_rejection`]; by default the inner store's.
+    /// [`RequestLog::record_rejection`]; by default the inner store's.
     async fn record_rejection(
         &self,
         aggregate_id: &AggregateId,
@@ -195,7 +200,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
             .await
     }
 
-    /// [`EventStore::scan_aggregate_ids`]; by default the inner store's.
+    /// [`History::scan_aggregate_ids`]; by default the inner store's.
     async fn scan_aggregate_ids(
         &self,
         named: &NamedAggregate,
@@ -205,7 +210,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().scan_aggregate_ids(named, after, limit).await
     }
 
-    /// [`EventStore::read_feed`]; by default the inner store's.
+    /// [`EventFeed::read_feed`]; by default the inner store's.
     async fn read_feed(
         &self,
         after: GlobalPosition,
@@ -214,7 +219,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().read_feed(after, limit).await
     }
 
-    /// [`EventStore::query_streams`]; by default the inner store's.
+    /// [`StreamQueries::query_streams`]; by default the inner store's.
     async fn query_streams(
         &self,
         named: &NamedAggregate,
@@ -224,7 +229,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().query_streams(named, tenant_id, query).await
     }
 
-    /// [`EventStore::count_streams`]; by default the inner store's.
+    /// [`StreamQueries::count_streams`]; by default the inner store's.
     async fn count_streams(
         &self,
         named: &NamedAggregate,
@@ -234,7 +239,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
         self.inner().count_streams(named, tenant_id, filter).await
     }
 
-    /// [`EventStore::release_key`]; by default the inner store's.
+    /// [`KeyIndex::release_key`]; by default the inner store's.
     async fn release_key(
         &self,
         tenant_id: &str,
@@ -247,7 +252,7 @@ pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
 /// Every decorator is an event store: each method is the decorator's own.
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
-impl<T: EventStoreDecorator> EventStore for T {
+impl<T: EventStoreDecorator> History for T {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         EventStoreDecorator::append(self, stream).await
     }
@@ -258,23 +263,6 @@ impl<T: EventStoreDecorator> EventStore for T {
         changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
         EventStoreDecorator::append_with(self, stream, changes).await
-    }
-
-    async fn find_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        EventStoreDecorator::find_key(self, tenant_id, key).await
-    }
-
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        EventStoreDecorator::claim_keys(self, aggregate_id, version, keys).await
     }
 
     async fn load(
@@ -302,6 +290,19 @@ impl<T: EventStoreDecorator> EventStore for T {
         EventStoreDecorator::last(self, aggregate_id).await
     }
 
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&AggregateId>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        EventStoreDecorator::scan_aggregate_ids(self, named, after, limit).await
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<T: EventStoreDecorator> RequestLog for T {
     async fn find_request(
         &self,
         aggregate_id: &AggregateId,
@@ -326,16 +327,11 @@ impl<T: EventStoreDecorator> EventStore for T {
     ) -> Result<(), EventStoreError> {
         EventStoreDecorator::record_rejection(self, aggregate_id, request_id, rejection).await
     }
+}
 
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        EventStoreDecorator::scan_aggregate_ids(self, named, after, limit).await
-    }
-
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<T: EventStoreDecorator> EventFeed for T {
     async fn read_feed(
         &self,
         after: GlobalPosition,
@@ -343,7 +339,11 @@ impl<T: EventStoreDecorator> EventStore for T {
     ) -> Result<Vec<FeedEntry>, EventStoreError> {
         EventStoreDecorator::read_feed(self, after, limit).await
     }
+}
 
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<T: EventStoreDecorator> StreamQueries for T {
     async fn query_streams(
         &self,
         named: &NamedAggregate,
@@ -360,6 +360,27 @@ impl<T: EventStoreDecorator> EventStore for T {
         filter: &Filter,
     ) -> Result<u64, EventStoreError> {
         EventStoreDecorator::count_streams(self, named, tenant_id, filter).await
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<T: EventStoreDecorator> KeyIndex for T {
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        EventStoreDecorator::find_key(self, tenant_id, key).await
+    }
+
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        EventStoreDecorator::claim_keys(self, aggregate_id, version, keys).await
     }
 
     async fn release_key(
@@ -422,6 +443,8 @@ impl<T: SnapshotStoreDecorator> SnapshotStore for T {
 
 #[cfg(test)]
 mod tests {
+    use crate::contracts::eventsourcing::RequestLog;
+    use crate::contracts::eventsourcing::StreamQueries;
     use std::sync::Arc;
 
     use super::*;
@@ -505,7 +528,7 @@ mod tests {
         expected.insert(EventStoreMethod::FindRequest, Vec::new());
         assert_eq!(down.0.trace(&down).await, expected);
         let id = AggregateId::new("recording", "probe", "p-1", "tenant");
-        assert!(EventStore::find_request(&down, &id, "r-1").await.is_err());
+        assert!(RequestLog::find_request(&down, &id, "r-1").await.is_err());
     }
 
     #[tokio::test]
@@ -517,11 +540,11 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let named = NamedAggregate::new("recording", "probe");
         let query = DocumentQuery::new(Filter::All, 10);
-        let streams = EventStore::query_streams(&plain, &named, "tenant", &query)
+        let streams = StreamQueries::query_streams(&plain, &named, "tenant", &query)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(streams.len(), 1);
-        let counted = EventStore::count_streams(&plain, &named, "tenant", &Filter::All)
+        let counted = StreamQueries::count_streams(&plain, &named, "tenant", &Filter::All)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(counted, 1);

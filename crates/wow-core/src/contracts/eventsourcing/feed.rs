@@ -1,7 +1,7 @@
 //! The global feed: every appended stream in the order of its store (docs/distributed.md).
 //!
 //! Each appended [`DomainEventStream`] has a [`GlobalPosition`] in its store, and
-//! [`EventStore::read_feed`](crate::contracts::eventsourcing::EventStore::read_feed) lists
+//! [`EventFeed::read_feed`] lists
 //! streams of every tenant and aggregate in that order, after a position the reader kept. The
 //! promise that makes a kept position safe to resume from: once a read returned a position,
 //! no stream with a lower position ever appears (no gap is filled in later). A backend whose
@@ -11,9 +11,41 @@
 use std::fmt;
 use std::str::FromStr;
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::contracts::eventsourcing::EventStoreError;
 use crate::model::event::DomainEventStream;
+
+/// The store's global feed: every appended stream of every tenant and aggregate, in the
+/// store's order, read page by page from a position a reader kept.
+#[async_trait]
+pub trait EventFeed: Send + Sync + std::fmt::Debug {
+    /// Up to `limit` appended streams of every tenant and aggregate whose positions come
+    /// after `after`, in [`GlobalPosition`] order: the store's global feed (docs/distributed.md).
+    /// Pass the last entry's position to get the next page; [`GlobalPosition::START`] reads
+    /// from the first stream. `limit` 0 reads nothing.
+    ///
+    /// The promise a reader resumes on: **no gap is filled in later.** When a read after `a`
+    /// returns entries up to position `p`, they are all the streams the store will ever hold
+    /// between `a` and `p`: no stream with a lower position appears after a reader has moved
+    /// past it, so a reader that resumes after the last position it handled skips nothing.
+    /// To keep it, a store whose positions can commit out of order (PostgreSQL) holds back
+    /// streams behind a transaction still in flight: an acknowledged append appears once
+    /// every transaction with an older transaction id, anywhere in that database server,
+    /// has ended, so not always at once. Recorded rejections (SPEC
+    /// ID-6) are decisions, not streams, and never appear. Each stream appears once, whole,
+    /// as [`History::load`](crate::eventsourcing::History::load) returns it.
+    ///
+    /// Fails with [`EventStoreError::Unavailable`] when the store cannot be reached and
+    /// [`EventStoreError::Internal`] when a stored row cannot be read; nothing is consumed
+    /// either way, so the same read may be retried.
+    async fn read_feed(
+        &self,
+        after: GlobalPosition,
+        limit: usize,
+    ) -> Result<Vec<FeedEntry>, EventStoreError>;
+}
 
 /// Where a stream stands in its store's global order: `(transaction, sequence)`, compared
 /// lexicographically.

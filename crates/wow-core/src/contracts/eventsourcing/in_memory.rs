@@ -4,6 +4,11 @@
 //! exist for tests, examples and the `memory://` store. Each check and its write happen under
 //! one lock, with no await in between, so they are honest about concurrency.
 
+use crate::contracts::eventsourcing::EventFeed;
+use crate::contracts::eventsourcing::History;
+use crate::contracts::eventsourcing::KeyIndex;
+use crate::contracts::eventsourcing::RequestLog;
+use crate::contracts::eventsourcing::StreamQueries;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
@@ -16,8 +21,8 @@ use async_trait::async_trait;
 use crate::contracts::deadline::{DeadlineStore, DeadlineTable};
 use crate::contracts::eventsourcing::{
     check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
-    check_time_range, check_version_range, stream_document, AppendChanges, EventStore,
-    EventStoreError, FeedEntry, GlobalPosition, Snapshot, SnapshotStore, SnapshotStoreError,
+    check_time_range, check_version_range, stream_document, AppendChanges, EventStoreError,
+    FeedEntry, GlobalPosition, Snapshot, SnapshotStore, SnapshotStoreError,
 };
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::deadline::{DeadlineBacklog, DueQuery, PendingDeadline, ScheduledCommand, HELD};
@@ -80,7 +85,7 @@ fn change_keys(
     Ok(())
 }
 
-/// [`EventStore::claim_keys`] on `held` at `now`: each key claimed when free (or a lapsed
+/// [`KeyIndex::claim_keys`] on `held` at `now`: each key claimed when free (or a lapsed
 /// reservation), left alone when `aggregate_id` holds it, reported when another holds it.
 fn claim_free_keys(
     held: &mut HashMap<(String, UniqueKey), KeyHolder>,
@@ -126,7 +131,7 @@ enum Decided {
 /// Streams of one aggregate, keyed by version, with its request-id index (streams and
 /// rejections share it).
 #[derive(Debug, Default)]
-struct History {
+struct AggregateHistory {
     streams: BTreeMap<u64, Arc<DomainEventStream>>,
     requests: HashMap<String, Decided>,
 }
@@ -143,7 +148,7 @@ fn key(aggregate_id: &AggregateId) -> Key {
     )
 }
 
-/// An [`EventStore`] in memory, sharded by aggregate so that different aggregates append in
+/// An [`EventStore`](crate::eventsourcing::EventStore) in memory, sharded by aggregate so that different aggregates append in
 /// parallel.
 ///
 /// The global feed is one list of the appended streams, in append order: the stream at index
@@ -152,7 +157,7 @@ fn key(aggregate_id: &AggregateId) -> Key {
 /// it is in its aggregate's history, and no position is taken before its stream is readable.
 #[derive(Debug)]
 pub struct InMemoryEventStore {
-    shards: Vec<Mutex<HashMap<Key, History>>>,
+    shards: Vec<Mutex<HashMap<Key, AggregateHistory>>>,
     feed: Mutex<Vec<Arc<DomainEventStream>>>,
     keys: Mutex<HashMap<(String, UniqueKey), KeyHolder>>,
     deadlines: Mutex<DeadlineTable>,
@@ -188,7 +193,7 @@ impl InMemoryEventStore {
         self
     }
 
-    fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, History>> {
+    fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, AggregateHistory>> {
         let index = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
         // A poisoned shard only means a panic elsewhere mid-read; every write below completes
         // its check and insert without panicking, so the data stays consistent.
@@ -300,7 +305,7 @@ impl InMemoryEventStore {
             }
             deadlines.rename(from, to);
         }
-        let moved: Vec<(Key, History)> = shards
+        let moved: Vec<(Key, AggregateHistory)> = shards
             .iter_mut()
             .flat_map(|shard| {
                 let keys: Vec<Key> = shard.keys().filter(|k| k.1 == from).cloned().collect();
@@ -339,7 +344,7 @@ impl InMemoryEventStore {
 }
 
 #[async_trait]
-impl EventStore for InMemoryEventStore {
+impl History for InMemoryEventStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         self.append_with(stream, &AppendChanges::default()).await
     }
@@ -379,36 +384,6 @@ impl EventStore for InMemoryEventStore {
         Ok(())
     }
 
-    async fn find_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        let now = self.clock.now_millis();
-        Ok(self
-            .keys()
-            .get(&(tenant_id.to_owned(), key.confirmed()))
-            .filter(|holder| !holder.key.lapsed_at(now))
-            .cloned())
-    }
-
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        check_claimable(version, keys)?;
-        let now = self.clock.now_millis();
-        Ok(claim_free_keys(
-            &mut self.keys(),
-            aggregate_id,
-            version,
-            keys,
-            now,
-        ))
-    }
-
     async fn load(
         &self,
         aggregate_id: &AggregateId,
@@ -441,6 +416,40 @@ impl EventStore for InMemoryEventStore {
             .map(|s| DomainEventStream::clone(s)))
     }
 
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&AggregateId>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        let mut found: Vec<AggregateId> = Vec::new();
+        let after = after.map(|a| (a.tenant_id.as_str(), a.id.as_str()));
+        for shard in &self.shards {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            for ((tenant, name, id), history) in shard.iter() {
+                if name != &named.aggregate_name
+                    || after.is_some_and(|after| (tenant.as_str(), id.as_str()) <= after)
+                {
+                    continue;
+                }
+                let Some(first) = history.streams.values().next() else {
+                    continue;
+                };
+                if first.aggregate_id.context_name == named.context_name {
+                    found.push(first.aggregate_id.clone());
+                }
+            }
+        }
+        found.sort_by(|a, b| (&a.tenant_id, &a.id).cmp(&(&b.tenant_id, &b.id)));
+        found.truncate(limit);
+        Ok(found)
+    }
+}
+
+#[async_trait]
+impl RequestLog for InMemoryEventStore {
     async fn find_decision(
         &self,
         aggregate_id: &AggregateId,
@@ -499,38 +508,37 @@ impl EventStore for InMemoryEventStore {
         );
         Ok(())
     }
+}
 
-    async fn scan_aggregate_ids(
+#[async_trait]
+impl EventFeed for InMemoryEventStore {
+    async fn read_feed(
         &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
+        after: GlobalPosition,
         limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        let mut found: Vec<AggregateId> = Vec::new();
-        let after = after.map(|a| (a.tenant_id.as_str(), a.id.as_str()));
-        for shard in &self.shards {
-            let shard = shard
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            for ((tenant, name, id), history) in shard.iter() {
-                if name != &named.aggregate_name
-                    || after.is_some_and(|after| (tenant.as_str(), id.as_str()) <= after)
-                {
-                    continue;
-                }
-                let Some(first) = history.streams.values().next() else {
-                    continue;
-                };
-                if first.aggregate_id.context_name == named.context_name {
-                    found.push(first.aggregate_id.clone());
-                }
-            }
+    ) -> Result<Vec<FeedEntry>, EventStoreError> {
+        // Every position here is (0, index + 1): after (0, n) comes index n; after any
+        // position of a later transaction comes nothing.
+        if after.transaction > 0 {
+            return Ok(Vec::new());
         }
-        found.sort_by(|a, b| (&a.tenant_id, &a.id).cmp(&(&b.tenant_id, &b.id)));
-        found.truncate(limit);
-        Ok(found)
+        let feed = self.feed();
+        let first = usize::try_from(after.sequence).unwrap_or(usize::MAX);
+        let rest = feed.get(first..).unwrap_or_default();
+        Ok(rest
+            .iter()
+            .take(limit)
+            .zip(after.sequence.saturating_add(1)..)
+            .map(|(stream, sequence)| FeedEntry {
+                position: GlobalPosition::new(0, sequence),
+                stream: DomainEventStream::clone(stream),
+            })
+            .collect())
     }
+}
 
+#[async_trait]
+impl StreamQueries for InMemoryEventStore {
     async fn query_streams(
         &self,
         named: &NamedAggregate,
@@ -575,29 +583,38 @@ impl EventStore for InMemoryEventStore {
             .filter(|stream| matches(filter, &stream_document(stream)))
             .count() as u64)
     }
+}
 
-    async fn read_feed(
+#[async_trait]
+impl KeyIndex for InMemoryEventStore {
+    async fn find_key(
         &self,
-        after: GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        // Every position here is (0, index + 1): after (0, n) comes index n; after any
-        // position of a later transaction comes nothing.
-        if after.transaction > 0 {
-            return Ok(Vec::new());
-        }
-        let feed = self.feed();
-        let first = usize::try_from(after.sequence).unwrap_or(usize::MAX);
-        let rest = feed.get(first..).unwrap_or_default();
-        Ok(rest
-            .iter()
-            .take(limit)
-            .zip(after.sequence.saturating_add(1)..)
-            .map(|(stream, sequence)| FeedEntry {
-                position: GlobalPosition::new(0, sequence),
-                stream: DomainEventStream::clone(stream),
-            })
-            .collect())
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        let now = self.clock.now_millis();
+        Ok(self
+            .keys()
+            .get(&(tenant_id.to_owned(), key.confirmed()))
+            .filter(|holder| !holder.key.lapsed_at(now))
+            .cloned())
+    }
+
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        check_claimable(version, keys)?;
+        let now = self.clock.now_millis();
+        Ok(claim_free_keys(
+            &mut self.keys(),
+            aggregate_id,
+            version,
+            keys,
+            now,
+        ))
     }
 
     /// Removes the key's entry under the keys' lock alone: an append holds it from its

@@ -2,6 +2,11 @@
 //! tests, which prove that a decorator lets every method, queries included, reach the store it
 //! wraps (see [`EventStoreDecorator`](crate::eventsourcing::EventStoreDecorator)).
 
+use crate::contracts::eventsourcing::EventFeed;
+use crate::contracts::eventsourcing::History;
+use crate::contracts::eventsourcing::KeyIndex;
+use crate::contracts::eventsourcing::RequestLog;
+use crate::contracts::eventsourcing::StreamQueries;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -63,42 +68,42 @@ impl<M> Calls<M> {
 methods! {
     /// A method of [`EventStore`], by name: what a [`RecordingEventStore`] records.
     EventStoreMethod {
-        /// [`EventStore::append`].
+        /// [`History::append`].
         Append,
-        /// [`EventStore::append_with`].
+        /// [`History::append_with`].
         AppendWith,
-        /// [`EventStore::find_key`].
+        /// [`KeyIndex::find_key`].
         FindKey,
-        /// [`EventStore::claim_keys`].
+        /// [`KeyIndex::claim_keys`].
         ClaimKeys,
-        /// [`EventStore::load`].
+        /// [`History::load`].
         Load,
-        /// [`EventStore::load_by_time`].
+        /// [`History::load_by_time`].
         LoadByTime,
-        /// [`EventStore::last`].
+        /// [`History::last`].
         Last,
-        /// [`EventStore::find_request`].
+        /// [`RequestLog::find_request`].
         FindRequest,
-        /// [`EventStore::find_decision`].
+        /// [`RequestLog::find_decision`].
         FindDecision,
-        /// [`EventStore::record_rejection`].
+        /// [`RequestLog::record_rejection`].
         RecordRejection,
-        /// [`EventStore::scan_aggregate_ids`].
+        /// [`History::scan_aggregate_ids`].
         ScanAggregateIds,
-        /// [`EventStore::read_feed`].
+        /// [`EventFeed::read_feed`].
         ReadFeed,
-        /// [`EventStore::query_streams`].
+        /// [`StreamQueries::query_streams`].
         QueryStreams,
-        /// [`EventStore::count_streams`].
+        /// [`StreamQueries::count_streams`].
         CountStreams,
-        /// [`EventStore::release_key`].
+        /// [`KeyIndex::release_key`].
         ReleaseKey,
     }
 }
 
 impl EventStoreMethod {
     /// The method of the inner store that a call of this one reaches through a decorator
-    /// that does not state it: itself, except [`EventStore::find_request`], which a decorator
+    /// that does not state it: itself, except [`RequestLog::find_request`], which a decorator
     /// derives from its `find_decision` and so reaches the inner store as
     /// [`EventStoreMethod::FindDecision`].
     pub fn forwarded_as(self) -> Self {
@@ -240,7 +245,7 @@ impl RecordingEventStore {
 
 #[deny(clippy::missing_trait_methods)]
 #[async_trait]
-impl EventStore for RecordingEventStore {
+impl History for RecordingEventStore {
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         self.calls.push(EventStoreMethod::Append);
         self.store.append(stream).await
@@ -253,25 +258,6 @@ impl EventStore for RecordingEventStore {
     ) -> Result<(), EventStoreError> {
         self.calls.push(EventStoreMethod::AppendWith);
         self.store.append_with(stream, changes).await
-    }
-
-    async fn find_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        self.calls.push(EventStoreMethod::FindKey);
-        self.store.find_key(tenant_id, key).await
-    }
-
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        self.calls.push(EventStoreMethod::ClaimKeys);
-        self.store.claim_keys(aggregate_id, version, keys).await
     }
 
     async fn load(
@@ -302,6 +288,20 @@ impl EventStore for RecordingEventStore {
         self.store.last(aggregate_id).await
     }
 
+    async fn scan_aggregate_ids(
+        &self,
+        named: &NamedAggregate,
+        after: Option<&AggregateId>,
+        limit: usize,
+    ) -> Result<Vec<AggregateId>, EventStoreError> {
+        self.calls.push(EventStoreMethod::ScanAggregateIds);
+        self.store.scan_aggregate_ids(named, after, limit).await
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl RequestLog for RecordingEventStore {
     async fn find_request(
         &self,
         aggregate_id: &AggregateId,
@@ -331,17 +331,11 @@ impl EventStore for RecordingEventStore {
             .record_rejection(aggregate_id, request_id, rejection)
             .await
     }
+}
 
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.calls.push(EventStoreMethod::ScanAggregateIds);
-        self.store.scan_aggregate_ids(named, after, limit).await
-    }
-
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl EventFeed for RecordingEventStore {
     async fn read_feed(
         &self,
         after: GlobalPosition,
@@ -350,7 +344,11 @@ impl EventStore for RecordingEventStore {
         self.calls.push(EventStoreMethod::ReadFeed);
         self.store.read_feed(after, limit).await
     }
+}
 
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl StreamQueries for RecordingEventStore {
     async fn query_streams(
         &self,
         named: &NamedAggregate,
@@ -369,6 +367,29 @@ impl EventStore for RecordingEventStore {
     ) -> Result<u64, EventStoreError> {
         self.calls.push(EventStoreMethod::CountStreams);
         self.store.count_streams(named, tenant_id, filter).await
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl KeyIndex for RecordingEventStore {
+    async fn find_key(
+        &self,
+        tenant_id: &str,
+        key: &UniqueKey,
+    ) -> Result<Option<KeyHolder>, EventStoreError> {
+        self.calls.push(EventStoreMethod::FindKey);
+        self.store.find_key(tenant_id, key).await
+    }
+
+    async fn claim_keys(
+        &self,
+        aggregate_id: &AggregateId,
+        version: u64,
+        keys: &[UniqueKey],
+    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+        self.calls.push(EventStoreMethod::ClaimKeys);
+        self.store.claim_keys(aggregate_id, version, keys).await
     }
 
     async fn release_key(

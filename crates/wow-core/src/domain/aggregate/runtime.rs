@@ -176,7 +176,7 @@ pub struct Decided {
     pub events: Vec<DomainEvent>,
     /// The claims and releases of unique keys (SPEC DM-1) and the deadlines scheduled and
     /// cancelled (SPEC DM-2) the events make, for
-    /// [`EventStore::append_with`](crate::contracts::eventsourcing::EventStore::append_with).
+    /// [`History::append_with`](crate::contracts::eventsourcing::History::append_with).
     pub changes: AppendChanges,
 }
 
