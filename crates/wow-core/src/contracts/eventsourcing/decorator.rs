@@ -47,20 +47,20 @@
 //!   [`ViewStore::declare_query_index`](crate::view::ViewStore::declare_query_index)) still
 //!   compiles: it answers the trait's default instead of the inner store's. Here forwarding
 //!   is written once, in the blanket impls, and a wrapper only ever adds to it.
-//! - **A new method cannot slip past.** A method added to a store trait without a default
-//!   body stops the blanket impl from building until it forwards the method. One added with
-//!   a default body is refused by `#[deny(clippy::missing_trait_methods)]` on the blanket
-//!   impls, which rejects an impl that leaves a provided method to the trait's default (the
-//!   workspace's clippy runs with `-D warnings`). Forwarding it means declaring it in the
-//!   decorator trait too, with a default that forwards. The recording stores carry the same
-//!   lint, so they must record the new method under a new [`EventStoreMethod`] variant, and
-//!   from then on [`RecordingEventStore::trace`] calls it through every wrapper under test.
-//! - **The store traits stay as they are.** Backends (and stores outside this workspace) keep
-//!   implementing [`EventStore`] directly, with its defaults. Splitting it into narrower
-//!   traits would have changed every backend's impl for the same guarantee. Removing the
-//!   defaults and adding a `forward_event_store!` macro would have made every leaf store
-//!   state the queries it does not run, and hidden the forwarding from rustdoc and from the
-//!   compiler's help.
+//! - **One table.** The event store's methods are listed once, by narrow trait, in
+//!   `event_store_methods!` (`methods.rs`): the decorator trait, its blanket impl of each
+//!   narrow trait and the recording store's impls are all written from it. A method added to
+//!   a narrow trait is one line there.
+//! - **A new method cannot slip past.** A method added to a narrow trait and not to the table
+//!   stops the blanket impl from building (a required method) or is refused by
+//!   `#[deny(clippy::missing_trait_methods)]` on the blanket impls (a provided one: the
+//!   workspace's clippy runs with `-D warnings`). The recording store carries the same lint,
+//!   so the new method gets an [`EventStoreMethod`] variant, and from then on
+//!   [`RecordingEventStore::trace`] calls it through every wrapper under test.
+//! - **Leaf stores are written out.** Backends (and stores outside this workspace) implement
+//!   the narrow traits directly, each in the module of its table, with the traits' defaults
+//!   (a store that runs no queries states none). Only the forwarding is generated, where
+//!   every method has the same body.
 //!
 //! [`RequestLog::find_request`] is derived from `find_decision` by the store trait itself;
 //! a decorator derives it the same way, from its own
@@ -72,18 +72,12 @@
 //! in scope is ambiguous; call it through the store trait
 //! (`History::append(&*wrapper, ..)`) or through an `Arc<dyn EventStore>`.
 
-use crate::contracts::eventsourcing::EventFeed;
-use crate::contracts::eventsourcing::History;
-use crate::contracts::eventsourcing::KeyIndex;
-use crate::contracts::eventsourcing::RequestLog;
-use crate::contracts::eventsourcing::StreamQueries;
+use crate::contracts::eventsourcing::{
+    AppendChanges, EventFeed, EventStore, EventStoreError, FeedEntry, GlobalPosition, History,
+    KeyIndex, RequestLog, Snapshot, SnapshotStore, SnapshotStoreError, StreamQueries,
+};
 use async_trait::async_trait;
 
-use crate::contracts::eventsourcing::AppendChanges;
-use crate::contracts::eventsourcing::{
-    EventStore, EventStoreError, FeedEntry, GlobalPosition, Snapshot, SnapshotStore,
-    SnapshotStoreError,
-};
 #[cfg(doc)]
 use crate::contracts::eventsourcing::{EventStoreMethod, RecordingEventStore};
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
@@ -92,305 +86,64 @@ use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecor
 use crate::model::query::{DocumentQuery, Filter};
 use crate::model::unique_key::{KeyClaim, KeyHolder, UniqueKey};
 
-/// A wrapper that adds one concern to the [`EventStore`] it wraps: every type that implements
-/// it is an [`EventStore`] whose methods are these.
-///
-/// Each method forwards to [`inner`](Self::inner) unless the wrapper states it, and then does
-/// what the wrapper says; [`find_request`](Self::find_request) is derived from
-/// [`find_decision`](Self::find_decision) as [`RequestLog::find_request`] is. Each method's
-/// contract is that of the [`EventStore`] method of its name.
-#[async_trait]
-pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
-    /// The store this wrapper adds its concern to: every method it does not state is this
-    /// store's.
-    fn inner(&self) -> &dyn EventStore;
+/// Writes the forwarding base from the table of [`event_store_methods!`]: the decorator trait,
+/// each method forwarding to `inner` by default, and one blanket impl per narrow trait that
+/// makes every decorator that store.
+macro_rules! forwarding_base {
+    ($($trait:ident { $($name:ident($($arg:ident: $ty:ty),*) -> $ok:ty => $variant:ident;)* })*) => {
+        /// A wrapper that adds one concern to the [`EventStore`] it wraps: every type that
+        /// implements it is an [`EventStore`] whose methods are these.
+        ///
+        /// Each method forwards to [`inner`](Self::inner) unless the wrapper states it, and
+        /// then does what the wrapper says; [`find_request`](Self::find_request) is derived
+        /// from [`find_decision`](Self::find_decision) as [`RequestLog::find_request`] is.
+        /// Each method's contract is that of the narrow trait's method of its name.
+        #[async_trait]
+        pub trait EventStoreDecorator: Send + Sync + std::fmt::Debug {
+            /// The store this wrapper adds its concern to: every method it does not state is
+            /// this store's.
+            fn inner(&self) -> &dyn EventStore;
 
-    /// [`History::append`]; by default the inner store's.
-    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        self.inner().append(stream).await
-    }
+            $($(
+                #[doc = concat!("[`", stringify!($trait), "::", stringify!($name), "`]; by default the inner store's.")]
+                async fn $name(&self, $($arg: $ty),*) -> Result<$ok, EventStoreError> {
+                    let this = self;
+                    forwarded!(this, $name($($arg),*))
+                }
+            )*)*
+        }
 
-    /// [`History::append_with`]; by default the inner store's.
-    async fn append_with(
-        &self,
-        stream: &DomainEventStream,
-        changes: &AppendChanges,
-    ) -> Result<(), EventStoreError> {
-        self.inner().append_with(stream, changes).await
-    }
+        $(
+            #[doc = concat!("Every decorator is a [`", stringify!($trait), "`]: each method is the decorator's own.")]
+            #[deny(clippy::missing_trait_methods)]
+            #[async_trait]
+            impl<T: EventStoreDecorator> $trait for T {
+                $(
+                    async fn $name(&self, $($arg: $ty),*) -> Result<$ok, EventStoreError> {
+                        EventStoreDecorator::$name(self, $($arg),*).await
+                    }
+                )*
+            }
+        )*
+    };
+}
 
-    /// [`KeyIndex::find_key`]; by default the inner store's.
-    async fn find_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        self.inner().find_key(tenant_id, key).await
-    }
-
-    /// [`KeyIndex::claim_keys`]; by default the inner store's.
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        self.inner().claim_keys(aggregate_id, version, keys).await
-    }
-
-    /// [`History::load`]; by default the inner store's.
-    async fn load(
-        &self,
-        aggregate_id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner().load(aggregate_id, head, tail).await
-    }
-
-    /// [`History::load_by_time`]; by default the inner store's.
-    async fn load_by_time(
-        &self,
-        aggregate_id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner().load_by_time(aggregate_id, start, end).await
-    }
-
-    /// [`History::last`]; by default the inner store's.
-    async fn last(
-        &self,
-        aggregate_id: &AggregateId,
-    ) -> Result<Option<DomainEventStream>, EventStoreError> {
-        self.inner().last(aggregate_id).await
-    }
-
-    /// [`RequestLog::find_request`]; by default derived from this wrapper's
-    /// [`find_decision`](Self::find_decision), as the store trait derives it.
-    async fn find_request(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
-        Ok(self
-            .find_decision(aggregate_id, request_id)
+/// What a decorator's method does unless the wrapper states it: `find_request` is derived
+/// from the wrapper's own `find_decision` (so a wrapper that changes the decision look-up
+/// changes it too); every other method is the inner store's.
+macro_rules! forwarded {
+    ($this:ident, find_request($($arg:ident),*)) => {
+        Ok($this
+            .find_decision($($arg),*)
             .await?
             .and_then(RequestDecision::appended))
-    }
-
-    /// [`RequestLog::find_decision`]; by default the inner store's.
-    async fn find_decision(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        self.inner().find_decision(aggregate_id, request_id).await
-    }
-
-    /// [`RequestLog::record_rejection`]; by default the inner store's.
-    async fn record_rejection(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        self.inner()
-            .record_rejection(aggregate_id, request_id, rejection)
-            .await
-    }
-
-    /// [`History::scan_aggregate_ids`]; by default the inner store's.
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.inner().scan_aggregate_ids(named, after, limit).await
-    }
-
-    /// [`EventFeed::read_feed`]; by default the inner store's.
-    async fn read_feed(
-        &self,
-        after: GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        self.inner().read_feed(after, limit).await
-    }
-
-    /// [`StreamQueries::query_streams`]; by default the inner store's.
-    async fn query_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        query: &DocumentQuery,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.inner().query_streams(named, tenant_id, query).await
-    }
-
-    /// [`StreamQueries::count_streams`]; by default the inner store's.
-    async fn count_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        filter: &Filter,
-    ) -> Result<u64, EventStoreError> {
-        self.inner().count_streams(named, tenant_id, filter).await
-    }
-
-    /// [`KeyIndex::release_key`]; by default the inner store's.
-    async fn release_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        self.inner().release_key(tenant_id, key).await
-    }
+    };
+    ($this:ident, $name:ident($($arg:ident),*)) => {
+        $this.inner().$name($($arg),*).await
+    };
 }
 
-/// Every decorator is an event store: each method is the decorator's own.
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl<T: EventStoreDecorator> History for T {
-    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        EventStoreDecorator::append(self, stream).await
-    }
-
-    async fn append_with(
-        &self,
-        stream: &DomainEventStream,
-        changes: &AppendChanges,
-    ) -> Result<(), EventStoreError> {
-        EventStoreDecorator::append_with(self, stream, changes).await
-    }
-
-    async fn load(
-        &self,
-        aggregate_id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        EventStoreDecorator::load(self, aggregate_id, head, tail).await
-    }
-
-    async fn load_by_time(
-        &self,
-        aggregate_id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        EventStoreDecorator::load_by_time(self, aggregate_id, start, end).await
-    }
-
-    async fn last(
-        &self,
-        aggregate_id: &AggregateId,
-    ) -> Result<Option<DomainEventStream>, EventStoreError> {
-        EventStoreDecorator::last(self, aggregate_id).await
-    }
-
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        EventStoreDecorator::scan_aggregate_ids(self, named, after, limit).await
-    }
-}
-
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl<T: EventStoreDecorator> RequestLog for T {
-    async fn find_request(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
-        EventStoreDecorator::find_request(self, aggregate_id, request_id).await
-    }
-
-    async fn find_decision(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        EventStoreDecorator::find_decision(self, aggregate_id, request_id).await
-    }
-
-    async fn record_rejection(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        EventStoreDecorator::record_rejection(self, aggregate_id, request_id, rejection).await
-    }
-}
-
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl<T: EventStoreDecorator> EventFeed for T {
-    async fn read_feed(
-        &self,
-        after: GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        EventStoreDecorator::read_feed(self, after, limit).await
-    }
-}
-
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl<T: EventStoreDecorator> StreamQueries for T {
-    async fn query_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        query: &DocumentQuery,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        EventStoreDecorator::query_streams(self, named, tenant_id, query).await
-    }
-
-    async fn count_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        filter: &Filter,
-    ) -> Result<u64, EventStoreError> {
-        EventStoreDecorator::count_streams(self, named, tenant_id, filter).await
-    }
-}
-
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl<T: EventStoreDecorator> KeyIndex for T {
-    async fn find_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        EventStoreDecorator::find_key(self, tenant_id, key).await
-    }
-
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        EventStoreDecorator::claim_keys(self, aggregate_id, version, keys).await
-    }
-
-    async fn release_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        EventStoreDecorator::release_key(self, tenant_id, key).await
-    }
-}
+event_store_methods!(forwarding_base);
 
 /// A wrapper that adds one concern to the [`SnapshotStore`] it wraps: every type that
 /// implements it is a [`SnapshotStore`] whose methods are these, each forwarding to

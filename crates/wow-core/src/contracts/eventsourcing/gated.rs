@@ -6,8 +6,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
-use crate::contracts::eventsourcing::AppendChanges;
-use crate::contracts::eventsourcing::{EventStore, EventStoreDecorator, EventStoreError};
+use crate::contracts::eventsourcing::{
+    AppendChanges, EventStore, EventStoreDecorator, EventStoreError,
+};
 use crate::model::event::DomainEventStream;
 
 /// Wraps a store; every append waits for a permit from [`GatedEventStore::release`] before it

@@ -4,11 +4,12 @@
 //! exist for tests, examples and the `memory://` store. Each check and its write happen under
 //! one lock, with no await in between, so they are honest about concurrency.
 
-use crate::contracts::eventsourcing::EventFeed;
-use crate::contracts::eventsourcing::History;
-use crate::contracts::eventsourcing::KeyIndex;
-use crate::contracts::eventsourcing::RequestLog;
-use crate::contracts::eventsourcing::StreamQueries;
+use crate::contracts::eventsourcing::{
+    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
+    check_time_range, check_version_range, stream_document, AppendChanges, EventFeed,
+    EventStoreError, FeedEntry, GlobalPosition, History, KeyIndex, RequestLog, Snapshot,
+    SnapshotStore, SnapshotStoreError, StreamQueries,
+};
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
@@ -19,11 +20,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use crate::contracts::deadline::{DeadlineStore, DeadlineTable};
-use crate::contracts::eventsourcing::{
-    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
-    check_time_range, check_version_range, stream_document, AppendChanges, EventStoreError,
-    FeedEntry, GlobalPosition, Snapshot, SnapshotStore, SnapshotStoreError,
-};
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::deadline::{DeadlineBacklog, DueQuery, PendingDeadline, ScheduledCommand, HELD};
 use crate::model::event::DomainEventStream;

@@ -1,3 +1,6 @@
+#[macro_use]
+mod methods;
+
 mod decorator;
 mod error;
 mod event_store;

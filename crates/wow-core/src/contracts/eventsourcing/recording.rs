@@ -2,21 +2,16 @@
 //! tests, which prove that a decorator lets every method, queries included, reach the store it
 //! wraps (see [`EventStoreDecorator`](crate::eventsourcing::EventStoreDecorator)).
 
-use crate::contracts::eventsourcing::EventFeed;
-use crate::contracts::eventsourcing::History;
-use crate::contracts::eventsourcing::KeyIndex;
-use crate::contracts::eventsourcing::RequestLog;
-use crate::contracts::eventsourcing::StreamQueries;
+use crate::contracts::eventsourcing::{
+    AppendChanges, EventFeed, EventStore, EventStoreError, FeedEntry, GlobalPosition, History,
+    InMemoryEventStore, InMemorySnapshotStore, KeyIndex, RequestLog, Snapshot, SnapshotStore,
+    SnapshotStoreError, StreamQueries,
+};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use crate::contracts::eventsourcing::AppendChanges;
-use crate::contracts::eventsourcing::{
-    EventStore, EventStoreError, FeedEntry, GlobalPosition, InMemoryEventStore,
-    InMemorySnapshotStore, Snapshot, SnapshotStore, SnapshotStoreError,
-};
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::error_code::ErrorCode;
 use crate::model::event::{DomainEvent, DomainEventStream};
@@ -243,164 +238,27 @@ impl RecordingEventStore {
     }
 }
 
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl History for RecordingEventStore {
-    async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        self.calls.push(EventStoreMethod::Append);
-        self.store.append(stream).await
-    }
-
-    async fn append_with(
-        &self,
-        stream: &DomainEventStream,
-        changes: &AppendChanges,
-    ) -> Result<(), EventStoreError> {
-        self.calls.push(EventStoreMethod::AppendWith);
-        self.store.append_with(stream, changes).await
-    }
-
-    async fn load(
-        &self,
-        aggregate_id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.calls.push(EventStoreMethod::Load);
-        self.store.load(aggregate_id, head, tail).await
-    }
-
-    async fn load_by_time(
-        &self,
-        aggregate_id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.calls.push(EventStoreMethod::LoadByTime);
-        self.store.load_by_time(aggregate_id, start, end).await
-    }
-
-    async fn last(
-        &self,
-        aggregate_id: &AggregateId,
-    ) -> Result<Option<DomainEventStream>, EventStoreError> {
-        self.calls.push(EventStoreMethod::Last);
-        self.store.last(aggregate_id).await
-    }
-
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.calls.push(EventStoreMethod::ScanAggregateIds);
-        self.store.scan_aggregate_ids(named, after, limit).await
-    }
+/// Writes the recording store's impl of each narrow trait from the table of
+/// [`event_store_methods!`]: each method records its [`EventStoreMethod`], then asks the
+/// in-memory store.
+macro_rules! recording_impls {
+    ($($trait:ident { $($name:ident($($arg:ident: $ty:ty),*) -> $ok:ty => $variant:ident;)* })*) => {
+        $(
+            #[deny(clippy::missing_trait_methods)]
+            #[async_trait]
+            impl $trait for RecordingEventStore {
+                $(
+                    async fn $name(&self, $($arg: $ty),*) -> Result<$ok, EventStoreError> {
+                        self.calls.push(EventStoreMethod::$variant);
+                        self.store.$name($($arg),*).await
+                    }
+                )*
+            }
+        )*
+    };
 }
 
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl RequestLog for RecordingEventStore {
-    async fn find_request(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestRecord>, EventStoreError> {
-        self.calls.push(EventStoreMethod::FindRequest);
-        self.store.find_request(aggregate_id, request_id).await
-    }
-
-    async fn find_decision(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        self.calls.push(EventStoreMethod::FindDecision);
-        self.store.find_decision(aggregate_id, request_id).await
-    }
-
-    async fn record_rejection(
-        &self,
-        aggregate_id: &AggregateId,
-        request_id: &str,
-        rejection: &RejectionRecord,
-    ) -> Result<(), EventStoreError> {
-        self.calls.push(EventStoreMethod::RecordRejection);
-        self.store
-            .record_rejection(aggregate_id, request_id, rejection)
-            .await
-    }
-}
-
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl EventFeed for RecordingEventStore {
-    async fn read_feed(
-        &self,
-        after: GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        self.calls.push(EventStoreMethod::ReadFeed);
-        self.store.read_feed(after, limit).await
-    }
-}
-
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl StreamQueries for RecordingEventStore {
-    async fn query_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        query: &DocumentQuery,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.calls.push(EventStoreMethod::QueryStreams);
-        self.store.query_streams(named, tenant_id, query).await
-    }
-
-    async fn count_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        filter: &Filter,
-    ) -> Result<u64, EventStoreError> {
-        self.calls.push(EventStoreMethod::CountStreams);
-        self.store.count_streams(named, tenant_id, filter).await
-    }
-}
-
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl KeyIndex for RecordingEventStore {
-    async fn find_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        self.calls.push(EventStoreMethod::FindKey);
-        self.store.find_key(tenant_id, key).await
-    }
-
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        self.calls.push(EventStoreMethod::ClaimKeys);
-        self.store.claim_keys(aggregate_id, version, keys).await
-    }
-
-    async fn release_key(
-        &self,
-        tenant_id: &str,
-        key: &UniqueKey,
-    ) -> Result<Option<KeyHolder>, EventStoreError> {
-        self.calls.push(EventStoreMethod::ReleaseKey);
-        self.store.release_key(tenant_id, key).await
-    }
-}
+event_store_methods!(recording_impls);
 
 methods! {
     /// A method of [`SnapshotStore`], by name: what a [`RecordingSnapshotStore`] records.

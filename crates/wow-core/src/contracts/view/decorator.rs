@@ -11,149 +11,43 @@ use crate::contracts::view::{ViewFilter, ViewStore, ViewStoreError, ViewUpdate};
 use crate::model::query::{DocumentQuery, Filter};
 use crate::model::view::{ViewKey, ViewRow};
 
-/// A wrapper that adds one concern to the [`ViewStore`] it wraps: every type that implements
-/// it is a [`ViewStore`] whose methods are these, each forwarding to [`inner`](Self::inner)
-/// unless the wrapper states it. Each method's contract is that of the [`ViewStore`] method of
-/// its name.
-#[async_trait]
-pub trait ViewStoreDecorator: Send + Sync + std::fmt::Debug {
-    /// The store this wrapper adds its concern to: every method it does not state is this
-    /// store's.
-    fn inner(&self) -> &dyn ViewStore;
+/// Writes the forwarding base from the table of [`view_store_methods!`]: the decorator trait,
+/// each method forwarding to `inner` by default, and the blanket impl that makes every
+/// decorator a view store.
+macro_rules! forwarding_base {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $variant:ident;)*) => {
+        /// A wrapper that adds one concern to the [`ViewStore`] it wraps: every type that
+        /// implements it is a [`ViewStore`] whose methods are these, each forwarding to
+        /// [`inner`](Self::inner) unless the wrapper states it. Each method's contract is that
+        /// of the [`ViewStore`] method of its name.
+        #[async_trait]
+        pub trait ViewStoreDecorator: Send + Sync + std::fmt::Debug {
+            /// The store this wrapper adds its concern to: every method it does not state is
+            /// this store's.
+            fn inner(&self) -> &dyn ViewStore;
 
-    /// [`ViewStore::update`]; by default the inner store's.
-    async fn update(
-        &self,
-        key: &ViewKey,
-        message_id: &str,
-        work: ViewUpdate,
-    ) -> Result<Processed, ProcessError> {
-        self.inner().update(key, message_id, work).await
-    }
+            $(
+                #[doc = concat!("[`ViewStore::", stringify!($name), "`]; by default the inner store's.")]
+                async fn $name(&self, $($arg: $ty),*) -> $ret {
+                    self.inner().$name($($arg),*).await
+                }
+            )*
+        }
 
-    /// [`ViewStore::load`]; by default the inner store's.
-    async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
-        self.inner().load(key).await
-    }
-
-    /// [`ViewStore::list`]; by default the inner store's.
-    async fn list(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        filter: &ViewFilter,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        self.inner()
-            .list(view, tenant_id, filter, after, limit)
-            .await
-    }
-
-    /// [`ViewStore::query`]; by default the inner store's.
-    async fn query(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        query: &DocumentQuery,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        self.inner().query(view, tenant_id, query).await
-    }
-
-    /// [`ViewStore::count`]; by default the inner store's.
-    async fn count(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        filter: &Filter,
-    ) -> Result<u64, ViewStoreError> {
-        self.inner().count(view, tenant_id, filter).await
-    }
-
-    /// [`ViewStore::scan`]; by default the inner store's.
-    async fn scan(
-        &self,
-        view: &str,
-        after: Option<&ViewKey>,
-        limit: usize,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        self.inner().scan(view, after, limit).await
-    }
-
-    /// [`ViewStore::clear`]; by default the inner store's.
-    async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
-        self.inner().clear(view).await
-    }
-
-    /// [`ViewStore::declare_query_index`]; by default the inner store's.
-    async fn declare_query_index(&self, view: &str) -> Result<(), ViewStoreError> {
-        self.inner().declare_query_index(view).await
-    }
+        /// Every view store decorator is a view store: each method is the decorator's own.
+        #[deny(clippy::missing_trait_methods)]
+        #[async_trait]
+        impl<T: ViewStoreDecorator> ViewStore for T {
+            $(
+                async fn $name(&self, $($arg: $ty),*) -> $ret {
+                    ViewStoreDecorator::$name(self, $($arg),*).await
+                }
+            )*
+        }
+    };
 }
 
-/// Every view decorator is a view store: each method is the decorator's own.
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl<T: ViewStoreDecorator> ViewStore for T {
-    async fn update(
-        &self,
-        key: &ViewKey,
-        message_id: &str,
-        work: ViewUpdate,
-    ) -> Result<Processed, ProcessError> {
-        ViewStoreDecorator::update(self, key, message_id, work).await
-    }
-
-    async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
-        ViewStoreDecorator::load(self, key).await
-    }
-
-    async fn list(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        filter: &ViewFilter,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        ViewStoreDecorator::list(self, view, tenant_id, filter, after, limit).await
-    }
-
-    async fn query(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        query: &DocumentQuery,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        ViewStoreDecorator::query(self, view, tenant_id, query).await
-    }
-
-    async fn count(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        filter: &Filter,
-    ) -> Result<u64, ViewStoreError> {
-        ViewStoreDecorator::count(self, view, tenant_id, filter).await
-    }
-
-    async fn scan(
-        &self,
-        view: &str,
-        after: Option<&ViewKey>,
-        limit: usize,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        ViewStoreDecorator::scan(self, view, after, limit).await
-    }
-
-    async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
-        ViewStoreDecorator::clear(self, view).await
-    }
-
-    async fn declare_query_index(&self, view: &str) -> Result<(), ViewStoreError> {
-        ViewStoreDecorator::declare_query_index(self, view).await
-    }
-}
+view_store_methods!(forwarding_base);
 
 #[cfg(test)]
 mod tests {

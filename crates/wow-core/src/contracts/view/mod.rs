@@ -1,3 +1,6 @@
+#[macro_use]
+mod methods;
+
 mod decorator;
 mod filter;
 mod in_memory;

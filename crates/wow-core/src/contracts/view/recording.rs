@@ -116,73 +116,21 @@ impl RecordingViewStore {
     }
 }
 
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl ViewStore for RecordingViewStore {
-    async fn update(
-        &self,
-        key: &ViewKey,
-        message_id: &str,
-        work: ViewUpdate,
-    ) -> Result<Processed, ProcessError> {
-        self.calls.push(ViewStoreMethod::Update);
-        self.store.update(key, message_id, work).await
-    }
-
-    async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
-        self.calls.push(ViewStoreMethod::Load);
-        self.store.load(key).await
-    }
-
-    async fn list(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        filter: &ViewFilter,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        self.calls.push(ViewStoreMethod::List);
-        self.store.list(view, tenant_id, filter, after, limit).await
-    }
-
-    async fn query(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        query: &DocumentQuery,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        self.calls.push(ViewStoreMethod::Query);
-        self.store.query(view, tenant_id, query).await
-    }
-
-    async fn count(
-        &self,
-        view: &str,
-        tenant_id: &str,
-        filter: &Filter,
-    ) -> Result<u64, ViewStoreError> {
-        self.calls.push(ViewStoreMethod::Count);
-        self.store.count(view, tenant_id, filter).await
-    }
-
-    async fn scan(
-        &self,
-        view: &str,
-        after: Option<&ViewKey>,
-        limit: usize,
-    ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        self.calls.push(ViewStoreMethod::Scan);
-        self.store.scan(view, after, limit).await
-    }
-
-    async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {
-        self.calls.push(ViewStoreMethod::Clear);
-        self.store.clear(view).await
-    }
-
-    async fn declare_query_index(&self, view: &str) -> Result<(), ViewStoreError> {
-        self.calls.push(ViewStoreMethod::DeclareQueryIndex);
-        self.store.declare_query_index(view).await
-    }
+/// Writes the recording view store's impl from the table of [`view_store_methods!`]: each
+/// method records its [`ViewStoreMethod`], then asks the in-memory store.
+macro_rules! recording_impl {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $variant:ident;)*) => {
+        #[deny(clippy::missing_trait_methods)]
+        #[async_trait]
+        impl ViewStore for RecordingViewStore {
+            $(
+                async fn $name(&self, $($arg: $ty),*) -> $ret {
+                    self.calls.push(ViewStoreMethod::$variant);
+                    self.store.$name($($arg),*).await
+                }
+            )*
+        }
+    };
 }
+
+view_store_methods!(recording_impl);
