@@ -5,8 +5,9 @@
 //! ([`command::DefaultCommandHandler`]), loading, caching and snapshotting aggregates
 //! ([`eventsourcing`]), the dispatch of appended streams to their consumers with catch-up
 //! ([`event`]), views as projections ([`view`]), outbox processing and delivery ([`outbox`]),
-//! the [`compensation::CompensationScheduler`], the pipeline's counters ([`metrics`]), and
-//! [`pipeline::LocalPipeline`], which wires all of them in one process.
+//! the [`compensation::CompensationScheduler`], the pipeline's counters ([`metrics`]),
+//! [`pipeline::LocalPipeline`], which wires all of them in one process, and the
+//! [`background::Background`] work every started pipeline runs beside it (retries, deadlines).
 //!
 //! A domain crate does not depend on this crate: it writes its aggregates, views, sagas and
 //! outboxes against `wow-core` alone, and a service's `main` (through `wow-service`) or a
@@ -16,6 +17,7 @@
 //! Rule: ownership runs one way (gateway → bus → node → event bus → dispatcher), with no
 //! object loop closed by a setter.
 
+pub mod background;
 pub mod command;
 pub mod compensation;
 pub mod deadline;

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 use wow_core::event::EventConsumer;
 use wow_core::CommandStage;
 use wow_core::Stores;
@@ -25,7 +24,8 @@ use crate::distributed::Distribution;
 use crate::settings::Settings;
 use crate::store::open_store;
 use crate::ServiceError;
-use wow_runtime::deadline::{DeadlineScheduler, SchedulerConfig};
+use wow_runtime::background::Background;
+use wow_runtime::deadline::DeadlineScheduler;
 
 /// A started service: its pipeline runs and its consumers are caught up; nothing listens
 /// until [`serve_on`](Self::serve_on). Serve its [`router`](Self::router) yourself, or send
@@ -39,9 +39,8 @@ pub struct RunningService {
     router: Router,
     settings: Settings,
     caught_up: Vec<(String, CatchUpProgress)>,
-    retries: Option<JoinHandle<()>>,
     deadlines: DeadlineScheduler,
-    firing: Option<JoinHandle<()>>,
+    background: Background,
     distribution: Option<Distribution>,
 }
 
@@ -108,10 +107,6 @@ impl ServiceBuilder {
             None => queries,
         };
         let router = self.router(&pipeline, &stores, queries, http);
-        let retries = settings
-            .retry_every
-            .filter(|_| runs_consumers)
-            .map(|every| compensation.spawn(every));
         if let Some(distribution) = distribution.as_mut() {
             distribution.start(&pipeline, &stores).await?;
         }
@@ -120,16 +115,21 @@ impl ServiceBuilder {
             Some(owns) => deadlines.owning(owns),
             None => deadlines,
         };
-        let firing = fire_deadlines(&settings, &deadlines, runs_consumers);
+        // Whoever runs the consumers retries them and fires the deadlines (SPEC DS-4, DM-2):
+        // in the distributed mode each processor those of its partitions.
+        let background = if runs_consumers {
+            Background::start(settings.background(), &compensation, Some(&deadlines))
+        } else {
+            Background::default()
+        };
         Ok(RunningService {
             pipeline,
             stores,
             router,
             settings,
             caught_up,
-            retries,
             deadlines,
-            firing,
+            background,
             distribution,
         })
     }
@@ -378,29 +378,13 @@ impl RunningService {
     /// Stops: writes every consumer position recorded so far, then stops the compensation
     /// scheduler, the deadline scheduler and the pipeline.
     pub async fn stop(mut self) {
-        if let Some(firing) = self.firing.take() {
-            firing.abort();
-        }
+        self.background.stop_deadlines();
         if let Some(distribution) = self.distribution.take() {
             distribution.stop().await;
         }
         self.pipeline.dispatcher.flush_positions().await;
-        if let Some(retries) = self.retries.take() {
-            retries.abort();
-        }
+        self.background.stop();
         tracing::info!("stopped");
-    }
-}
-
-impl Drop for RunningService {
-    /// Stops the compensation and deadline schedulers.
-    fn drop(&mut self) {
-        if let Some(retries) = self.retries.take() {
-            retries.abort();
-        }
-        if let Some(firing) = self.firing.take() {
-            firing.abort();
-        }
     }
 }
 
@@ -426,24 +410,4 @@ fn query_side(
         Some(health) => queries.with_store_health(health.clone()),
         None => queries,
     }
-}
-
-/// SPEC DM-2: whoever runs the consumers fires the deadlines (in distributed mode each
-/// processor those of its partitions), every `settings.deadline_poll_every`; the first pass
-/// fires what came due while the service was down.
-fn fire_deadlines(
-    settings: &Settings,
-    deadlines: &DeadlineScheduler,
-    runs_consumers: bool,
-) -> Option<JoinHandle<()>> {
-    settings
-        .deadline_poll_every
-        .filter(|_| runs_consumers)
-        .map(|every| {
-            let scheduler = deadlines.clone().with_config(SchedulerConfig {
-                poll_every: every,
-                ..SchedulerConfig::default()
-            });
-            tokio::spawn(scheduler.run(std::future::pending()))
-        })
 }

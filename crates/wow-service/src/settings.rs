@@ -299,6 +299,15 @@ impl Settings {
         self.store.as_deref().or(fallback).unwrap_or(DEFAULT_STORE)
     }
 
+    /// How often the pipeline's background work runs: the compensation retries
+    /// (`retry_every`) and the deadline firing (`deadline_poll_every`).
+    pub fn background(&self) -> wow_runtime::background::BackgroundConfig {
+        wow_runtime::background::BackgroundConfig {
+            retry_every: self.retry_every,
+            deadline_poll_every: self.deadline_poll_every,
+        }
+    }
+
     /// The HTTP settings these make: body limit, default wait, auth and operator tokens.
     pub fn http_config(&self) -> HttpConfig {
         HttpConfig {
