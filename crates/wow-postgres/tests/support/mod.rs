@@ -6,14 +6,11 @@ pub mod server;
 
 use std::sync::Arc;
 
-use wow_core::deadline::{
-    DeadlineBacklog, DeadlineStore, DueQuery, PendingDeadline, ScheduledCommand,
-};
+use wow_core::deadline::{DeadlineStore, DeadlineStoreDecorator};
 use wow_core::eventsourcing::{
-    EventStore, EventStoreDecorator, EventStoreError, SnapshotStore, SnapshotStoreDecorator,
+    EventStore, EventStoreDecorator, SnapshotStore, SnapshotStoreDecorator,
 };
 use wow_core::view::{ViewStore, ViewStoreDecorator};
-use wow_core::AggregateId;
 use wow_postgres::{PostgresOptions, PostgresStore};
 
 /// The server the tests use: `WOW_TEST_POSTGRES_URL`, or the local one.
@@ -121,64 +118,10 @@ impl EventStoreDecorator for TestStore {
     }
 }
 
-/// Every method reaches `store` as it is (`wow-core` has no forwarding base for this trait).
-#[async_trait::async_trait]
-impl DeadlineStore for TestStore {
-    async fn due_rows(&self, query: &DueQuery) -> Result<Vec<PendingDeadline>, EventStoreError> {
-        self.store.due_rows(query).await
-    }
-
-    async fn now(&self) -> Result<i64, EventStoreError> {
-        self.store.now().await
-    }
-
-    async fn retry_later(
-        &self,
-        owner: &AggregateId,
-        name: &str,
-        request_id: &str,
-        after: Option<std::time::Duration>,
-        from: Option<i64>,
-    ) -> Result<Option<u32>, EventStoreError> {
-        self.store
-            .retry_later(owner, name, request_id, after, from)
-            .await
-    }
-
-    async fn fire_now(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {
-        self.store.fire_now(owner, name).await
-    }
-
-    async fn cancel_named(&self, tenant: &str, name: &str) -> Result<u64, EventStoreError> {
-        self.store.cancel_named(tenant, name).await
-    }
-
-    async fn fired(
-        &self,
-        owner: &AggregateId,
-        name: &str,
-        request_id: &str,
-    ) -> Result<bool, EventStoreError> {
-        self.store.fired(owner, name, request_id).await
-    }
-
-    async fn pending_for(
-        &self,
-        owner: &AggregateId,
-    ) -> Result<Vec<PendingDeadline>, EventStoreError> {
-        self.store.pending_for(owner).await
-    }
-
-    async fn schedule(&self, row: &ScheduledCommand) -> Result<(), EventStoreError> {
-        self.store.schedule(row).await
-    }
-
-    async fn cancel(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {
-        self.store.cancel(owner, name).await
-    }
-
-    async fn backlog(&self) -> Result<DeadlineBacklog, EventStoreError> {
-        self.store.backlog().await
+/// Every method reaches `store` as it is.
+impl DeadlineStoreDecorator for TestStore {
+    fn inner(&self) -> &dyn DeadlineStore {
+        &self.store
     }
 }
 

@@ -3,6 +3,7 @@
 //! ([`History::append_with`](crate::eventsourcing::History::append_with)), or by a saga
 //! through [`DeadlineStore::schedule`].
 
+mod decorator;
 mod table;
 
 use async_trait::async_trait;
@@ -11,6 +12,7 @@ use crate::contracts::eventsourcing::EventStoreError;
 use crate::model::aggregate_id::AggregateId;
 use crate::model::deadline::{DeadlineBacklog, DueQuery, PendingDeadline, ScheduledCommand};
 
+pub use decorator::DeadlineStoreDecorator;
 pub use table::DeadlineTable;
 
 /// The pending deadlines of a store, each a row keyed by its owner aggregate and its name.
