@@ -36,6 +36,7 @@ mod rename;
 mod schema;
 mod store;
 mod view;
+mod write_job;
 mod writer;
 
 pub use error::OpenError;

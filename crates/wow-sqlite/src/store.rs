@@ -44,7 +44,8 @@ use crate::bounded::QueryPool;
 use crate::error::gone;
 use crate::reader::ReadPool;
 use crate::schema::{connect, migrate};
-use crate::writer::{self, Work, WorkFn, WriteJob, WriterHandle, WriterStats};
+use crate::write_job::{Work, WorkFn, WriteJob, WriterHandle};
+use crate::writer::{self, WriterStats};
 use crate::{OpenError, SqliteOptions};
 
 /// Event streams and snapshots in one SQLite file. Cloning is cheap; clones share the writer

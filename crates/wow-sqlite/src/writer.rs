@@ -21,81 +21,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::AppendChanges;
-use wow_core::eventsourcing::{
-    BoxError, EventStoreError, RejectedStream, RejectionRecord, Snapshot, SnapshotStoreError,
-};
-use wow_core::AggregateId;
+use wow_core::eventsourcing::{BoxError, EventStoreError, RejectedStream, SnapshotStoreError};
 
 use crate::error::{snapshot_error, store_error};
-use crate::store::deadline::{self, DeadlineWrite};
+use crate::store::deadline;
 use crate::store::event_stream::insert_stream;
 use crate::store::processed_message;
 use crate::store::request_decision::{holds_request, insert_rejection};
 use crate::store::snapshot::save_snapshot;
 use crate::store::stream_row::StreamRow;
 use crate::store::unique_key::{change_keys, KeysRefused};
-
-/// Work for the writer, with where to send its outcome.
-#[derive(Debug)]
-pub(crate) enum WriteJob {
-    Append {
-        row: Box<StreamRow>,
-        rejected: Box<RejectedStream>,
-        /// The aggregate's key changes (SPEC DM-1) and deadline changes (SPEC DM-2), made
-        /// with the stream or not at all; `None` for a plain append, which then takes the
-        /// path without a savepoint.
-        changes: Option<Box<AppendChanges>>,
-        reply: oneshot::Sender<Result<(), EventStoreError>>,
-    },
-    /// A rejection of `request_id` to record (SPEC ID-6).
-    Reject {
-        rejection: Box<Rejection>,
-        reply: oneshot::Sender<Result<(), EventStoreError>>,
-    },
-    /// A deadline row written, changed or deleted outside an append (SPEC DM-2): what
-    /// [`deadline::write`] answers.
-    Deadline {
-        write: DeadlineWrite,
-        reply: oneshot::Sender<Result<u64, EventStoreError>>,
-    },
-    SaveSnapshot {
-        snapshot: Snapshot,
-        state: String,
-        reply: oneshot::Sender<Result<bool, SnapshotStoreError>>,
-    },
-    /// A consumer's work, with its processed-message record when it has one.
-    Work {
-        record: Option<(String, String, i64)>,
-        work: Option<WorkFn>,
-        reply: oneshot::Sender<Result<Processed, ProcessError>>,
-    },
-}
-
-/// A rejection of a request id on an aggregate.
-#[derive(Debug)]
-pub(crate) struct Rejection {
-    pub(crate) aggregate_id: AggregateId,
-    pub(crate) request_id: String,
-    pub(crate) record: RejectionRecord,
-}
-
-/// A consumer's writes, run on the writer's connection inside its transaction.
-pub(crate) type Work = Box<dyn FnOnce(&Connection) -> Result<(), BoxError> + Send>;
-
-/// A [`Work`] that can be printed (as a placeholder).
-pub(crate) struct WorkFn(pub(crate) Work);
-
-impl std::fmt::Debug for WorkFn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WorkFn(..)")
-    }
-}
-
-/// Sends jobs to the writer thread.
-pub(crate) type WriterHandle = mpsc::Sender<WriteJob>;
+use crate::write_job::{Work, WriteJob, WriterHandle};
 
 /// Counts of the writer's work, for monitoring and benchmarks.
 #[derive(Debug, Default)]

@@ -14,6 +14,8 @@ use rusqlite::{params, Connection, Row};
 use wow_core::deadline::{DeadlineChange, PendingDeadline, ScheduledCommand};
 use wow_core::AggregateId;
 
+use crate::write_job::DeadlineWrite;
+
 /// Writes a row, replacing the owner's row of its name: due at its due time, no attempt yet.
 const SCHEDULE: &str = "INSERT INTO deadline (tenant_id, aggregate_name, aggregate_id, name, context_name, due_at, target_context, target_name, target_id, command, body, request_id, fire_at, attempts, owner_hash, held_to)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?6, 0, ?13, ?14)
@@ -100,35 +102,6 @@ const OWNERS: &str = "SELECT DISTINCT tenant_id, aggregate_name, aggregate_id FR
 /// Sets the owner hash (SPEC DM-6) of the rows of owner (`?1` tenant, `?2` name, `?3` id) to
 /// `?4`.
 const SET_OWNER_HASH: &str = "UPDATE deadline SET owner_hash = ?4 WHERE tenant_id = ?1 AND aggregate_name = ?2 AND aggregate_id = ?3";
-
-/// A deadline write outside an append, for the writer.
-#[derive(Debug)]
-pub(crate) enum DeadlineWrite {
-    /// A saga's row, replacing the owner's row of its name.
-    Schedule(Box<ScheduledCommand>),
-    /// Deletes the owner's row `name`, only while it carries `request_id` when one is given.
-    Delete {
-        owner: AggregateId,
-        name: String,
-        request_id: Option<String>,
-    },
-    /// One failed firing more of the owner's row `name` carrying `request_id`, due again at
-    /// `fire_at`.
-    Retry {
-        owner: AggregateId,
-        name: String,
-        request_id: String,
-        fire_at: i64,
-    },
-    /// Makes the owner's row `name` due at `fire_at`.
-    FireAt {
-        owner: AggregateId,
-        name: String,
-        fire_at: i64,
-    },
-    /// Deletes every row named `name` in `tenant`.
-    DeleteNamed { tenant: String, name: String },
-}
 
 /// Writes `row` on `connection` (the writer's).
 fn schedule(connection: &Connection, row: &ScheduledCommand) -> rusqlite::Result<()> {

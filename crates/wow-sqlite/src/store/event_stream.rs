@@ -23,7 +23,7 @@ use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 use super::stream_row::{decode_stream, stream_columns, StreamRow};
 use super::{clamp, owned_key, SqliteStore};
 use crate::error::{gone, store_error};
-use crate::writer::WriteJob;
+use crate::write_job::WriteJob;
 
 /// Appends one stream, `?1` to `?12` in the order of [`stream_columns`]. A taken version
 /// breaks the unique index on (tenant, name, id, version), a taken request id the one on

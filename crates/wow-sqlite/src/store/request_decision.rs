@@ -21,7 +21,7 @@ use wow_core::{AggregateId, ErrorCode};
 use super::stream_row::{text_error, StreamRow};
 use super::{owned_key, SqliteStore};
 use crate::error::store_error;
-use crate::writer::{Rejection, WriteJob};
+use crate::write_job::{Rejection, WriteJob};
 
 /// Records a rejection: `?1` aggregate name, `?2` id, `?3` context, `?4` tenant, `?5` request
 /// id, `?6` command id, `?7` fingerprint, `?8` time, `?9` error code, `?10` message, `?11`

@@ -14,7 +14,7 @@ use wow_core::AggregateId;
 use super::stream_row::text_error;
 use super::SqliteStore;
 use crate::error::{gone, snapshot_error};
-use crate::writer::WriteJob;
+use crate::write_job::WriteJob;
 
 /// The snapshot of aggregate (`?3` tenant, `?1` name, `?2` id), if it has one.
 const LOAD_SNAPSHOT: &str = "SELECT aggregate_name, aggregate_id, context_name, tenant_id, version, state, snapshot_time, state_version FROM snapshot WHERE tenant_id = ?3 AND aggregate_name = ?1 AND aggregate_id = ?2";

@@ -13,9 +13,10 @@ use wow_core::AggregateId;
 
 use rusqlite::params;
 
-use super::{decode, DeadlineWrite, BACKLOG, DUE, OF_OWNER, TENANTS};
+use super::{decode, BACKLOG, DUE, OF_OWNER, TENANTS};
 use crate::error::{gone, store_error};
-use crate::writer::WriteJob;
+use crate::write_job::DeadlineWrite;
+use crate::write_job::WriteJob;
 use crate::SqliteStore;
 
 impl SqliteStore {
