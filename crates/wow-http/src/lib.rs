@@ -46,6 +46,7 @@ mod queries;
 mod reads;
 mod routes;
 mod server;
+mod service_routes;
 mod state;
 mod status;
 mod strict_json;

@@ -20,12 +20,10 @@
 
 mod bounds;
 mod completion;
-mod operations;
+pub(crate) mod operations;
 mod queries;
 mod wow_client;
 
-use axum::extract::State;
-use axum::Json;
 use serde_json::{json, Map, Value};
 use wow_core::aggregate::AggregateRuntime;
 use wow_core::command::CommandKind;
@@ -34,7 +32,7 @@ use wow_core::{AggregateId, CommandResult, CommandStage, ErrorCode};
 use crate::config::HttpConfig;
 use crate::state::HttpState;
 use completion::{complete, link_creates};
-use operations::{command_operation, events_path, look_up_path, service_paths, state_path};
+use operations::{command_operation, events_path, look_up_path, state_path};
 
 /// The component schemas: the bodies every answer refers to.
 fn schemas() -> Value {
@@ -117,8 +115,9 @@ fn stream_schema() -> Value {
                         "storedName": string, "storedRevision": string}}}}})
 }
 
-/// The whole document for `state`: the registry's routes, the service's, the domain's.
-pub(crate) fn build(state: &HttpState) -> Value {
+/// The whole document for `state`: the registry's routes, the service's (`service`, its
+/// path items), the domain's.
+pub(crate) fn build(state: &HttpState, service: Map<String, Value>) -> Value {
     let config = state.config();
     let tags: Vec<Value> = state
         .registry()
@@ -133,19 +132,19 @@ pub(crate) fn build(state: &HttpState) -> Value {
         "info": {"title": "wow-rs", "version": env!("CARGO_PKG_VERSION"),
             "description": "Every route also answers under Wow's prefix /tenant/{tenantId}/, in that tenant (the state routes then answer the bare state)."},
         "tags": tags,
-        "paths": paths(state),
+        "paths": paths(state, service),
         "components": components(state, !config.auth_tokens.is_empty(), config.operator_gated()),
     })
 }
 
 /// Every path: each aggregate's, the service's and the domain's, each operation completed.
-fn paths(state: &HttpState) -> Map<String, Value> {
+fn paths(state: &HttpState, service: Map<String, Value>) -> Map<String, Value> {
     let config = state.config();
     let mut paths = Map::new();
     for runtime in state.registry().iter() {
         aggregate_paths(runtime.as_ref(), config, &mut paths);
     }
-    service_paths(&mut paths);
+    paths.extend(service);
     for (path, item) in state.openapi_paths() {
         paths.insert(path.clone(), item.clone());
     }
@@ -254,9 +253,4 @@ fn security_schemes(auth: bool, operator: bool) -> Map<String, Value> {
         );
     }
     schemes
-}
-
-/// `GET /openapi.json`.
-pub(crate) async fn document(State(state): State<HttpState>) -> Json<Value> {
-    Json(build(&state))
 }

@@ -2,16 +2,12 @@
 //! routes behind their token, the access gate and the error fallbacks, and Wow's prefixes
 //! over all of them.
 
-use axum::extract::State;
-use axum::response::IntoResponse;
-use axum::routing::{any, delete, get, post};
+use axum::routing::{any, get, post};
 use axum::Router;
 
+use crate::service_routes::{self, Caller};
 use crate::state::HttpState;
-use crate::{
-    access, commands, compensation, dsl_queries, fallback, metrics, openapi, operator,
-    operator_deadlines, prefix, queries, ui,
-};
+use crate::{access, commands, dsl_queries, fallback, operator, prefix, queries};
 
 /// The router of docs/http-api.md over `state`. With any token configured, `/metrics`,
 /// `/metrics.json` and the operations page (`/ui`) answer only an operator token
@@ -25,7 +21,7 @@ pub fn router(state: HttpState) -> Router {
     let routes = Router::new()
         .merge(operator_routes(&state))
         .merge(operator_actions(&state))
-        .merge(service_routes())
+        .merge(service_routes::router(Caller::Anyone))
         .merge(query_routes())
         .merge(aggregate_routes())
         .with_state(state.clone());
@@ -33,67 +29,21 @@ pub fn router(state: HttpState) -> Router {
     prefix::nest(routes, &state)
 }
 
-/// The operator's routes: every tenant's counters, and the page that draws them.
+/// The operator's routes: every tenant's counters, the pending deadlines, and the page that
+/// draws them.
 fn operator_routes(state: &HttpState) -> Router<HttpState> {
-    Router::new()
-        .route("/metrics", get(metrics_text))
-        .route("/metrics.json", get(metrics_json))
-        .route("/deadlines", get(queries::pending_deadlines))
-        .route("/ui", get(ui::page))
-        .route("/ui/app.js", get(ui::script))
-        .route("/ui/app.css", get(ui::style))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            operator::require,
-        ))
+    service_routes::router(Caller::Operator).route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        operator::require,
+    ))
 }
 
 /// The operator's actions on the service's state: fire or cancel one pending deadline. They
 /// take an operator's bearer token, never the page's cookie.
 fn operator_actions(state: &HttpState) -> Router<HttpState> {
-    Router::new()
-        .route(
-            "/deadlines/{tenant}/{aggregate}/{id}/{name}",
-            delete(operator_deadlines::cancel),
-        )
-        .route(
-            "/deadlines/{tenant}/{aggregate}/{id}/{name}/fire",
-            post(operator_deadlines::fire),
-        )
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            operator::require_bearer,
-        ))
-}
-
-/// `GET /metrics`: the HTTP counters, the pipeline's and the quarantine's size.
-async fn metrics_text(State(state): State<HttpState>) -> impl IntoResponse {
-    let pipeline = state.gateway().metrics().snapshot();
-    metrics::render(state.metrics(), &pipeline, state.quarantine().len())
-}
-
-/// `GET /metrics.json`: the counters of `/metrics`, read at the same moment, as JSON.
-async fn metrics_json(State(state): State<HttpState>) -> impl IntoResponse {
-    let pipeline = state.gateway().metrics().snapshot();
-    metrics::render_json(state.metrics(), &pipeline, state.quarantine().len())
-}
-
-/// Health, this API's document, and the compensation routes.
-fn service_routes() -> Router<HttpState> {
-    Router::new()
-        .route("/health", get(queries::health))
-        .route("/openapi.json", get(openapi::document))
-        // The release is an operator's: its handler checks the operator token.
-        .route(
-            "/unique-key/{space}/{value}",
-            get(queries::unique_key_holder).delete(queries::release_unique_key),
-        )
-        .route("/compensation/failures", get(compensation::list))
-        .route("/compensation/failures/{id}", get(compensation::detail))
-        .route(
-            "/compensation/failures/{id}/retry",
-            post(compensation::retry),
-        )
+    service_routes::router(Caller::OperatorBearer).route_layer(
+        axum::middleware::from_fn_with_state(state.clone(), operator::require_bearer),
+    )
 }
 
 /// Wow's query DSL over the materialized snapshots and over history.

@@ -344,7 +344,7 @@ pub(super) fn deadlines_path(aggregate: &str) -> Value {
 }
 
 /// `GET /deadlines` (operators, SPEC DM-2).
-fn pending_deadlines() -> Value {
+pub(crate) fn pending_deadlines() -> Value {
     let mut operation = operator_get(
         "service.deadlines",
         "Every tenant's pending deadlines: how many, the earliest due time, and the earliest rows",
@@ -524,53 +524,36 @@ pub(super) fn look_up_path(aggregate: &str) -> Value {
     }})
 }
 
-/// The routes of the service itself: health, metrics, this document, compensation.
-pub(super) fn service_paths(paths: &mut Map<String, Value>) {
-    paths.insert("/health".to_owned(), health());
-    paths.insert(
-        "/metrics".to_owned(),
-        operator_get(
-            "service.metrics",
-            "Prometheus text: commands by stage and code, latency, duplicates",
-            json!({"description": "The Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}),
-        ),
-    );
-    paths.insert(
-        "/openapi.json".to_owned(),
-        public_get(
-            "service.openapi",
-            "This document",
-            json!({"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}),
-        ),
-    );
-    paths.insert("/metrics.json".to_owned(), metrics_json());
-    operations_page(paths);
-    paths.insert(
-        "/unique-key/{space}/{value}".to_owned(),
-        unique_key_holder(),
-    );
-    paths.insert("/deadlines".to_owned(), pending_deadlines());
-    paths.insert(
-        "/deadlines/{tenant}/{aggregate}/{id}/{name}".to_owned(),
-        deadline_actions("delete"),
-    );
-    paths.insert(
-        "/deadlines/{tenant}/{aggregate}/{id}/{name}/fire".to_owned(),
-        deadline_actions("post"),
-    );
-    paths.insert("/compensation/failures".to_owned(), compensation_failures());
-    paths.insert(
-        "/compensation/failures/{id}".to_owned(),
-        compensation_detail(),
-    );
-    paths.insert(
-        "/compensation/failures/{id}/retry".to_owned(),
-        compensation_retry(),
-    );
+/// `GET /metrics`: the Prometheus text, an operator's.
+pub(crate) fn metrics_text() -> Value {
+    operator_get(
+        "service.metrics",
+        "Prometheus text: commands by stage and code, latency, duplicates",
+        json!({"description": "The Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}),
+    )
+}
+
+/// `GET /openapi.json`: this document, anyone's.
+pub(crate) fn openapi_document() -> Value {
+    public_get(
+        "service.openapi",
+        "This document",
+        json!({"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}),
+    )
+}
+
+/// `DELETE /deadlines/{tenant}/{aggregate}/{id}/{name}`: an operator's cancel.
+pub(crate) fn cancel_deadline() -> Value {
+    deadline_actions("delete")
+}
+
+/// `POST /deadlines/{tenant}/{aggregate}/{id}/{name}/fire`: an operator's re-fire.
+pub(crate) fn fire_deadline() -> Value {
+    deadline_actions("post")
 }
 
 /// `GET /metrics.json`: the counters of `/metrics` as JSON.
-fn metrics_json() -> Value {
+pub(crate) fn metrics_json() -> Value {
     let count = json!({"type": "integer", "minimum": 0});
     let counted = |fields: &[&str]| {
         let mut properties: Map<String, Value> = fields
@@ -600,23 +583,37 @@ fn metrics_json() -> Value {
     )
 }
 
-/// The operations page and its files, and its sign-in by `?token=`.
-fn operations_page(paths: &mut Map<String, Value>) {
-    for (path, id, summary, media) in [
-        ("/ui", "ui.page", "The operations page: failures and their retry, quarantined aggregates, the outcome look-up, live counters", "text/html"),
-        ("/ui/app.js", "ui.script", "The operations page's script", "text/javascript"),
-        ("/ui/app.css", "ui.style", "The operations page's style sheet", "text/css"),
-    ] {
-        paths.insert(
-            path.to_owned(),
-            operator_get(id, summary, json!({"description": "The file", "content": {media: {"schema": {"type": "string"}}}})),
-        );
-    }
-    // The page's sign-in: `?token=` an operator token sets the cookie the page then loads with.
-    let page = &mut paths["/ui"]["get"];
-    page["parameters"] = json!([{"name": "token", "in": "query", "required": false,
+/// An operations page file, an operator's.
+fn page_file(operation_id: &str, summary: &str, media: &str) -> Value {
+    operator_get(
+        operation_id,
+        summary,
+        json!({"description": "The file", "content": {media: {"schema": {"type": "string"}}}}),
+    )
+}
+
+/// `GET /ui`: the operations page, and its sign-in by `?token=` (an operator token sets the
+/// cookie the page then loads with).
+pub(crate) fn ui_page() -> Value {
+    let mut page = page_file("ui.page", "The operations page: failures and their retry, quarantined aggregates, the outcome look-up, live counters", "text/html");
+    page["get"]["parameters"] = json!([{"name": "token", "in": "query", "required": false,
         "description": "An operator token, given once by a browser (auth on): answered 303 to `ui` with the cookie `wow-operator` set (HttpOnly, SameSite=Strict); a token that is not an operator's is refused as a bearer token would be. Ignored when no token is configured.",
         "schema": {"type": "string"}}]);
+    page
+}
+
+/// `GET /ui/app.js`.
+pub(crate) fn ui_script() -> Value {
+    page_file(
+        "ui.script",
+        "The operations page's script",
+        "text/javascript",
+    )
+}
+
+/// `GET /ui/app.css`.
+pub(crate) fn ui_style() -> Value {
+    page_file("ui.style", "The operations page's style sheet", "text/css")
 }
 
 /// A `GET` of the operator's that answers only `ok` (the auth answers are added by
@@ -633,7 +630,7 @@ fn public_get(operation_id: &str, summary: &str, ok: Value) -> Value {
 /// `GET /unique-key/{space}/{value}` (SPEC DM-1): whether a unique key is taken, and by whom
 /// when the caller may see it (SPEC TN-2); `DELETE`, the operator's release
 /// ([`OPERATOR_COMMAND`]).
-fn unique_key_holder() -> Value {
+pub(crate) fn unique_key_holder() -> Value {
     let string = json!({"type": "string"});
     let aggregate_id = json!({"type": "object", "required": ["contextName", "aggregateName", "aggregateId", "tenantId"], "properties": {
         "contextName": string, "aggregateName": string, "aggregateId": string, "tenantId": string}});
@@ -709,7 +706,7 @@ fn unique_key_holder() -> Value {
 }
 
 /// `GET /health`: up, with the quarantined aggregates.
-fn health() -> Value {
+pub(crate) fn health() -> Value {
     let quarantined = json!({"type": "object",
         "required": ["contextName", "aggregateName", "aggregateId", "tenantId", "version", "message", "since"],
         "properties": {"contextName": {"type": "string"}, "aggregateName": {"type": "string"},
@@ -747,7 +744,7 @@ const NO_COMPENSATION: &str =
     "NotFound: no such record, or this service records no consumer failures";
 
 /// `GET /compensation/failures`: the recorded consumer failures.
-fn compensation_failures() -> Value {
+pub(crate) fn compensation_failures() -> Value {
     let mut list = Map::new();
     list.insert("200".to_owned(), json!({"description": "ExecutionFailed records, in the order first recorded", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ExecutionFailed"}}}}}));
     list.insert(
@@ -774,7 +771,7 @@ fn compensation_failures() -> Value {
 }
 
 /// `GET /compensation/failures/{id}`: one recorded failure with its events.
-fn compensation_detail() -> Value {
+pub(crate) fn compensation_detail() -> Value {
     let mut detail = Map::new();
     detail.insert("200".to_owned(), json!({"description": "The record and the stream it failed on, its events in today's shape", "content": {"application/json": {"schema": {
         "type": "object", "required": ["failure", "events"], "properties": {
@@ -798,7 +795,7 @@ fn compensation_detail() -> Value {
 }
 
 /// `POST /compensation/failures/{id}/retry`: one recorded failure run again.
-fn compensation_retry() -> Value {
+pub(crate) fn compensation_retry() -> Value {
     let mut retry = Map::new();
     retry.insert("200".to_owned(), json!({"description": "The record after the retry: SUCCEEDED, or one attempt more", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionFailed"}}}}));
     retry.insert(
