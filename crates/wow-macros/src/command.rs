@@ -8,7 +8,7 @@ use syn::{DeriveInput, Ident};
 pub(crate) fn expand_command(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let items = parse_items(input, "Command", "command")?;
     let enum_ident = &input.ident;
-    let (names, to_body, from_body) = name_and_body_arms(&items);
+    let (names, body_methods) = name_and_body_arms(&items);
     let infos = items.iter().map(|item| {
         let name = &item.name;
         let kind = Ident::new(item.kind, Span::call_site());
@@ -53,19 +53,7 @@ pub(crate) fn expand_command(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 }
             }
 
-            fn to_body(&self) -> ::std::result::Result<::wow_core::__private::serde_json::Value, ::wow_core::__private::serde_json::Error> {
-                match self { #(#to_body)* }
-            }
-
-            fn from_body(
-                name: &str,
-                body: &::wow_core::__private::serde_json::Value,
-            ) -> ::std::result::Result<Self, ::wow_core::command::BodyDecodeError> {
-                match name {
-                    #(#from_body)*
-                    other => ::std::result::Result::Err(::wow_core::command::BodyDecodeError::UnknownName(other.to_owned())),
-                }
-            }
+            #body_methods
 
             // SPEC PX-1: measured here, in the domain's crate, with its own overflow checks.
             fn crate_build() -> ::std::option::Option<::wow_core::build::CrateBuild> {

@@ -25,7 +25,7 @@ pub(crate) fn expand_event(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
         });
     }
-    let (names, to_body, from_body) = name_and_body_arms(&items);
+    let (names, body_methods) = name_and_body_arms(&items);
     let all_names = items.iter().map(|item| &item.name);
     let revisions = items.iter().map(|item| {
         let pat = pattern(item);
@@ -46,19 +46,7 @@ pub(crate) fn expand_event(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 match self { #(#revisions)* }
             }
 
-            fn to_body(&self) -> ::std::result::Result<::wow_core::__private::serde_json::Value, ::wow_core::__private::serde_json::Error> {
-                match self { #(#to_body)* }
-            }
-
-            fn from_body(
-                name: &str,
-                body: &::wow_core::__private::serde_json::Value,
-            ) -> ::std::result::Result<Self, ::wow_core::command::BodyDecodeError> {
-                match name {
-                    #(#from_body)*
-                    other => ::std::result::Result::Err(::wow_core::command::BodyDecodeError::UnknownName(other.to_owned())),
-                }
-            }
+            #body_methods
         }
     })
 }

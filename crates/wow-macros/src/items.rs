@@ -133,9 +133,9 @@ pub(crate) fn pattern(item: &Item<'_>) -> TokenStream2 {
     }
 }
 
-pub(crate) fn name_and_body_arms(
-    items: &[Item<'_>],
-) -> (Vec<TokenStream2>, Vec<TokenStream2>, Vec<TokenStream2>) {
+/// The match arms of each item's name, and the `to_body` and `from_body` methods, which a
+/// command enum and an event enum implement alike.
+pub(crate) fn name_and_body_arms(items: &[Item<'_>]) -> (Vec<TokenStream2>, TokenStream2) {
     let mut names = Vec::new();
     let mut to_body = Vec::new();
     let mut from_body = Vec::new();
@@ -154,5 +154,20 @@ pub(crate) fn name_and_body_arms(
             from_body.push(quote!(#name => ::wow_core::__private::decode_unit(name, body).map(|()| Self::#ident),));
         }
     }
-    (names, to_body, from_body)
+    let body_methods = quote! {
+        fn to_body(&self) -> ::std::result::Result<::wow_core::__private::serde_json::Value, ::wow_core::__private::serde_json::Error> {
+            match self { #(#to_body)* }
+        }
+
+        fn from_body(
+            name: &str,
+            body: &::wow_core::__private::serde_json::Value,
+        ) -> ::std::result::Result<Self, ::wow_core::command::BodyDecodeError> {
+            match name {
+                #(#from_body)*
+                other => ::std::result::Result::Err(::wow_core::command::BodyDecodeError::UnknownName(other.to_owned())),
+            }
+        }
+    };
+    (names, body_methods)
 }
