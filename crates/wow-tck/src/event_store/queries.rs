@@ -53,6 +53,16 @@ fn ids(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
 /// header and the events in `body`; another tenant's, another type's and rejections are
 /// never among them; sort and page as the reference does.
 pub async fn queries_streams_as_documents(store: Store) {
+    let (o1, tagged) = seed_documents(&store).await;
+    filters_by_field(&store, &tagged).await;
+    filters_through_body(&store).await;
+    sorts_and_pages(&store, &o1).await;
+}
+
+/// Two orders of `tenant-a` (o1 at versions 1 and 2, o2 at 1 and 2, its second tagged with a
+/// header and one event), a rejection, another tenant's order and another type's aggregate:
+/// o1 and the tagged stream.
+async fn seed_documents(store: &Store) -> (AggregateId, wow_core::DomainEventStream) {
     let (o1, o2) = (order("o1", "tenant-a"), order("o2", "tenant-a"));
     store.append(&stream_at(&o1, 1, "r1", 1_000)).await.unwrap();
     store.append(&stream_at(&o1, 2, "r2", 2_000)).await.unwrap();
@@ -90,8 +100,11 @@ pub async fn queries_streams_as_documents(store: Store) {
         ))
         .await
         .unwrap();
+    (o1, tagged)
+}
 
-    let s = &store;
+/// Conditions on the stream's own fields and header.
+async fn filters_by_field(s: &Store, tagged: &wow_core::DomainEventStream) {
     assert_eq!(
         matching(s, json!({"operator": "ALL"}), Vec::new()).await,
         ids(&[("o1", 1), ("o1", 2), ("o2", 1), ("o2", 2)])
@@ -136,6 +149,19 @@ pub async fn queries_streams_as_documents(store: Store) {
         .await,
         ids(&[("o2", 2)])
     );
+    assert_eq!(
+        matching(
+            s,
+            json!({"operator": "TENANT_ID", "value": "tenant-b"}),
+            Vec::new()
+        )
+        .await,
+        ids(&[])
+    );
+}
+
+/// Conditions on the events in `body`.
+async fn filters_through_body(s: &Store) {
     assert_eq!(
         matching(
             s,
@@ -189,15 +215,11 @@ pub async fn queries_streams_as_documents(store: Store) {
             "{condition}"
         );
     }
-    assert_eq!(
-        matching(
-            s,
-            json!({"operator": "TENANT_ID", "value": "tenant-b"}),
-            Vec::new()
-        )
-        .await,
-        ids(&[])
-    );
+}
+
+/// Sorting and paging as the reference does; a queried stream is the stream as loaded.
+async fn sorts_and_pages(store: &Store, o1: &AggregateId) {
+    let s = store;
     let newest_first = vec![SortKey {
         path: FieldPath::parse("createTime").unwrap(),
         direction: Direction::Desc,
@@ -229,6 +251,6 @@ pub async fn queries_streams_as_documents(store: Store) {
         )
         .await
         .unwrap();
-    let loaded = store.load(&o1, 1, 1).await.unwrap();
+    let loaded = store.load(o1, 1, 1).await.unwrap();
     assert_eq!(whole, loaded, "a queried stream is the stream as loaded");
 }
