@@ -148,84 +148,35 @@ macro_rules! check {
     };
 }
 
+/// [`check!`] for each `condition => [ids]`, in order: one line per case.
+macro_rules! check_each {
+    ($store:expr, $($condition:tt => [$($id:expr),*],)*) => {
+        $(check!($store, json!($condition), [$($id),*]);)*
+    };
+}
+
 /// Logical operators and the shorthands for ids, tenant, owner, space and deletion.
 pub async fn query_logic_and_shorthands(store: Store) {
     filled(&store).await;
     let s = &store;
-    check!(
-        s,
-        json!({"operator": "ALL"}),
-        ["a1", "a2", "a3", "a4", "a5"]
-    );
-    check!(s, json!({}), ["a1", "a2", "a3", "a4", "a5"]);
-    check!(s, json!({"operator": "ID", "value": "a2"}), ["a2"]);
-    check!(
-        s,
-        json!({"operator": "IDS", "value": ["a2", "a3", "zz"]}),
-        ["a2", "a3"]
-    );
-    check!(
-        s,
-        json!({"operator": "AGGREGATE_ID", "value": "a1"}),
-        ["a1"]
-    );
-    check!(
-        s,
-        json!({"operator": "AGGREGATE_IDS", "value": ["a1", "a5"]}),
-        ["a1", "a5"]
-    );
-    check!(
-        s,
-        json!({"operator": "TENANT_ID", "value": "tenant-a"}),
-        ["a1", "a2", "a3", "a4", "a5"]
-    );
-    check!(s, json!({"operator": "TENANT_ID", "value": "tenant-b"}), []);
-    check!(
-        s,
-        json!({"operator": "OWNER_ID", "value": "owner-a4"}),
-        ["a4"]
-    );
-    check!(
-        s,
-        json!({"operator": "SPACE_ID", "value": ""}),
-        ["a1", "a2", "a3", "a4", "a5"]
-    );
-    check!(
-        s,
-        json!({"operator": "DELETED", "value": "ACTIVE"}),
-        ["a1", "a2", "a4", "a5"]
-    );
-    check!(
-        s,
-        json!({"operator": "DELETED", "value": "deleted"}),
-        ["a3"]
-    );
-    check!(s, json!({"operator": "DELETED", "value": true}), ["a3"]);
-    check!(
-        s,
-        json!({"operator": "DELETED", "value": "ALL"}),
-        ["a1", "a2", "a3", "a4", "a5"]
-    );
-    check!(
-        s,
-        json!({"operator": "AND", "children": [
-        {"field": "state.frozen", "operator": "FALSE"},
-        {"field": "state.balance", "operator": "GT", "value": 1}]}),
-        ["a1"]
-    );
-    check!(
-        s,
-        json!({"operator": "OR", "children": [
-        {"operator": "ID", "value": "a2"},
-        {"field": "state.name", "operator": "EQ", "value": "dan"}]}),
-        ["a2", "a4"]
-    );
-    check!(
-        s,
-        json!({"operator": "NOR", "children": [
-        {"operator": "ID", "value": "a2"},
-        {"field": "state.name", "operator": "EQ", "value": "dan"}]}),
-        ["a1", "a3", "a5"]
+    check_each!(s,
+        {"operator": "ALL"} => ["a1", "a2", "a3", "a4", "a5"],
+        {} => ["a1", "a2", "a3", "a4", "a5"],
+        {"operator": "ID", "value": "a2"} => ["a2"],
+        {"operator": "IDS", "value": ["a2", "a3", "zz"]} => ["a2", "a3"],
+        {"operator": "AGGREGATE_ID", "value": "a1"} => ["a1"],
+        {"operator": "AGGREGATE_IDS", "value": ["a1", "a5"]} => ["a1", "a5"],
+        {"operator": "TENANT_ID", "value": "tenant-a"} => ["a1", "a2", "a3", "a4", "a5"],
+        {"operator": "TENANT_ID", "value": "tenant-b"} => [],
+        {"operator": "OWNER_ID", "value": "owner-a4"} => ["a4"],
+        {"operator": "SPACE_ID", "value": ""} => ["a1", "a2", "a3", "a4", "a5"],
+        {"operator": "DELETED", "value": "ACTIVE"} => ["a1", "a2", "a4", "a5"],
+        {"operator": "DELETED", "value": "deleted"} => ["a3"],
+        {"operator": "DELETED", "value": true} => ["a3"],
+        {"operator": "DELETED", "value": "ALL"} => ["a1", "a2", "a3", "a4", "a5"],
+        {"operator": "AND", "children": [ {"field": "state.frozen", "operator": "FALSE"}, {"field": "state.balance", "operator": "GT", "value": 1}]} => ["a1"],
+        {"operator": "OR", "children": [ {"operator": "ID", "value": "a2"}, {"field": "state.name", "operator": "EQ", "value": "dan"}]} => ["a2", "a4"],
+        {"operator": "NOR", "children": [ {"operator": "ID", "value": "a2"}, {"field": "state.name", "operator": "EQ", "value": "dan"}]} => ["a1", "a3", "a5"],
     );
     assert!(matches!(
         refused(json!({"operator": "AND"})),
@@ -238,95 +189,25 @@ pub async fn query_logic_and_shorthands(store: Store) {
 pub async fn query_comparisons(store: Store) {
     filled(&store).await;
     let s = &store;
-    check!(
-        s,
-        json!({"field": "state.balance", "operator": "EQ", "value": 100}),
-        ["a1", "a5"]
-    );
-    check!(
-        s,
-        json!({"field": "state.balance", "operator": "EQ", "value": "100"}),
-        ["a4"]
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "EQ", "value": "Ann"}),
-        ["a1"]
-    );
-    check!(
-        s,
-        json!({"field": "state.owner.city", "operator": "EQ", "value": "Paris"}),
-        ["a1"]
-    );
-    check!(
-        s,
-        json!({"field": "state.balance", "operator": "NE", "value": 100}),
-        ["a2", "a3", "a4"]
-    );
-    check!(
-        s,
-        json!({"field": "state.rate", "operator": "NE", "value": 2}),
-        ["a1", "a2", "a4", "a5"]
-    );
-    check!(
-        s,
-        json!({"field": "state.balance", "operator": "GT", "value": 5}),
-        ["a1", "a5"]
-    );
-    check!(
-        s,
-        json!({"field": "state.balance", "operator": "GTE", "value": 5}),
-        ["a1", "a2", "a5"]
-    );
-    check!(
-        s,
-        json!({"field": "state.balance", "operator": "LT", "value": 5}),
-        ["a3"]
-    );
-    check!(
-        s,
-        json!({"field": "state.balance", "operator": "LTE", "value": 5}),
-        ["a2", "a3"]
-    );
-    check!(
-        s,
-        json!({"field": "state.rate", "operator": "GT", "value": 1.75}),
-        ["a3"]
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "GT", "value": "Z"}),
-        ["a2", "a4"]
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "LT", "value": "C"}),
-        ["a1"]
-    );
-    check!(
-        s,
-        json!({"field": "state.balance", "operator": "BETWEEN", "value": [1, 100]}),
-        ["a1", "a2", "a5"]
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "BETWEEN", "value": ["B", "Cz"]}),
-        ["a3"]
-    );
-    check!(
-        s,
-        json!({"field": "state.balance", "operator": "IN", "value": [0, 5, "100"]}),
-        ["a2", "a3", "a4"]
-    );
-    check!(
-        s,
-        json!({"field": "state.balance", "operator": "NOT_IN", "value": [0, 5]}),
-        ["a1", "a4", "a5"]
-    );
-    check!(
-        s,
-        json!({"field": "state.missing", "operator": "NOT_IN", "value": [1]}),
-        ["a1", "a2", "a3", "a4", "a5"]
+    check_each!(s,
+        {"field": "state.balance", "operator": "EQ", "value": 100} => ["a1", "a5"],
+        {"field": "state.balance", "operator": "EQ", "value": "100"} => ["a4"],
+        {"field": "state.name", "operator": "EQ", "value": "Ann"} => ["a1"],
+        {"field": "state.owner.city", "operator": "EQ", "value": "Paris"} => ["a1"],
+        {"field": "state.balance", "operator": "NE", "value": 100} => ["a2", "a3", "a4"],
+        {"field": "state.rate", "operator": "NE", "value": 2} => ["a1", "a2", "a4", "a5"],
+        {"field": "state.balance", "operator": "GT", "value": 5} => ["a1", "a5"],
+        {"field": "state.balance", "operator": "GTE", "value": 5} => ["a1", "a2", "a5"],
+        {"field": "state.balance", "operator": "LT", "value": 5} => ["a3"],
+        {"field": "state.balance", "operator": "LTE", "value": 5} => ["a2", "a3"],
+        {"field": "state.rate", "operator": "GT", "value": 1.75} => ["a3"],
+        {"field": "state.name", "operator": "GT", "value": "Z"} => ["a2", "a4"],
+        {"field": "state.name", "operator": "LT", "value": "C"} => ["a1"],
+        {"field": "state.balance", "operator": "BETWEEN", "value": [1, 100]} => ["a1", "a2", "a5"],
+        {"field": "state.name", "operator": "BETWEEN", "value": ["B", "Cz"]} => ["a3"],
+        {"field": "state.balance", "operator": "IN", "value": [0, 5, "100"]} => ["a2", "a3", "a4"],
+        {"field": "state.balance", "operator": "NOT_IN", "value": [0, 5]} => ["a1", "a4", "a5"],
+        {"field": "state.missing", "operator": "NOT_IN", "value": [1]} => ["a1", "a2", "a3", "a4", "a5"],
     );
     assert!(matches!(
         refused(json!({"field": "state.balance", "operator": "BETWEEN", "value": [1]})),
@@ -361,40 +242,14 @@ pub async fn query_long_and_mixed_lists(store: Store) {
     );
     let mut names = filler(MAX_VALUES - 2);
     names.extend([json!("bob"), json!("dan")]);
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "NOT_IN", "value": names}),
-        ["a1", "a3", "a5"]
-    );
-    check!(
-        s,
-        json!({"field": "state.frozen", "operator": "IN", "value": [true, "no", 7]}),
-        ["a2", "a4"]
-    );
-    check!(
-        s,
-        json!({"field": "state.frozen", "operator": "IN", "value": [false]}),
-        ["a1", "a3"]
-    );
-    check!(
-        s,
-        json!({"field": "state.tags", "operator": "ALL_IN", "value": []}),
-        ["a1", "a2", "a3"]
-    );
-    check!(
-        s,
-        json!({"field": "state.tags", "operator": "ALL_IN", "value": ["eu", "eu", "vip"]}),
-        ["a1"]
-    );
-    check!(
-        s,
-        json!({"field": "state.tags", "operator": "ALL_IN", "value": ["eu", "nowhere"]}),
-        []
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "ALL_IN", "value": ["Ann"]}),
-        []
+    check_each!(s,
+        {"field": "state.name", "operator": "NOT_IN", "value": names} => ["a1", "a3", "a5"],
+        {"field": "state.frozen", "operator": "IN", "value": [true, "no", 7]} => ["a2", "a4"],
+        {"field": "state.frozen", "operator": "IN", "value": [false]} => ["a1", "a3"],
+        {"field": "state.tags", "operator": "ALL_IN", "value": []} => ["a1", "a2", "a3"],
+        {"field": "state.tags", "operator": "ALL_IN", "value": ["eu", "eu", "vip"]} => ["a1"],
+        {"field": "state.tags", "operator": "ALL_IN", "value": ["eu", "nowhere"]} => [],
+        {"field": "state.name", "operator": "ALL_IN", "value": ["Ann"]} => [],
     );
     let mut wanted = vec![json!("eu")];
     wanted.extend(std::iter::repeat_n(json!("vip"), MAX_VALUES - 1));
@@ -446,110 +301,27 @@ pub async fn query_long_and_mixed_lists(store: Store) {
 pub async fn query_text_arrays_and_presence(store: Store) {
     filled(&store).await;
     let s = &store;
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "CONTAINS", "value": "n"}),
-        ["a1", "a4"]
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "CONTAINS", "value": "LU", "options": {"ignoreCase": true}}),
-        ["a5"]
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "CONTAINS", "value": "LU"}),
-        []
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "STARTS_WITH", "value": "b"}),
-        ["a2"]
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "STARTS_WITH", "value": "B", "options": {"ignoreCase": true}}),
-        ["a2"]
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "ENDS_WITH", "value": "eo"}),
-        ["a3"]
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "ENDS_WITH", "value": "%"}),
-        []
-    );
-    check!(
-        s,
-        json!({"field": "state.name", "operator": "CONTAINS", "value": "_"}),
-        []
-    );
-    check!(
-        s,
-        json!({"field": "state.tags", "operator": "ALL_IN", "value": ["eu"]}),
-        ["a1", "a2"]
-    );
-    check!(
-        s,
-        json!({"field": "state.tags", "operator": "ALL_IN", "value": ["eu", "vip"]}),
-        ["a1"]
-    );
-    check!(
-        s,
-        json!({"field": "state.items", "operator": "ELEM_MATCH", "children": [
-        {"field": "qty", "operator": "GTE", "value": 5}]}),
-        ["a1"]
-    );
-    check!(
-        s,
-        json!({"field": "state.items", "operator": "ELEM_MATCH", "children": [
-        {"operator": "AND", "children": [
-            {"field": "sku", "operator": "EQ", "value": "x"},
-            {"field": "qty", "operator": "LT", "value": 2}]}]}),
-        ["a2"]
-    );
-    check!(
-        s,
-        json!({"field": "state.tags", "operator": "ELEM_MATCH", "children": [
-        {"operator": "EQ", "field": "", "value": "vip"}]}),
-        ["a1"]
-    );
-    check!(
-        s,
-        json!({"field": "state.note", "operator": "NULL"}),
-        ["a1", "a2", "a3", "a4"]
-    );
-    check!(
-        s,
-        json!({"field": "state.note", "operator": "NOT_NULL"}),
-        ["a5"]
-    );
-    check!(
-        s,
-        json!({"field": "state.frozen", "operator": "TRUE"}),
-        ["a2"]
-    );
-    check!(
-        s,
-        json!({"field": "state.frozen", "operator": "FALSE"}),
-        ["a1", "a3"]
-    );
-    check!(
-        s,
-        json!({"field": "state.note", "operator": "EXISTS"}),
-        ["a1", "a5"]
-    );
-    check!(
-        s,
-        json!({"field": "state.note", "operator": "EXISTS", "value": false}),
-        ["a2", "a3", "a4"]
-    );
-    check!(
-        s,
-        json!({"field": "state.rate", "operator": "EXISTS", "value": true}),
-        ["a1", "a3"]
+    check_each!(s,
+        {"field": "state.name", "operator": "CONTAINS", "value": "n"} => ["a1", "a4"],
+        {"field": "state.name", "operator": "CONTAINS", "value": "LU", "options": {"ignoreCase": true}} => ["a5"],
+        {"field": "state.name", "operator": "CONTAINS", "value": "LU"} => [],
+        {"field": "state.name", "operator": "STARTS_WITH", "value": "b"} => ["a2"],
+        {"field": "state.name", "operator": "STARTS_WITH", "value": "B", "options": {"ignoreCase": true}} => ["a2"],
+        {"field": "state.name", "operator": "ENDS_WITH", "value": "eo"} => ["a3"],
+        {"field": "state.name", "operator": "ENDS_WITH", "value": "%"} => [],
+        {"field": "state.name", "operator": "CONTAINS", "value": "_"} => [],
+        {"field": "state.tags", "operator": "ALL_IN", "value": ["eu"]} => ["a1", "a2"],
+        {"field": "state.tags", "operator": "ALL_IN", "value": ["eu", "vip"]} => ["a1"],
+        {"field": "state.items", "operator": "ELEM_MATCH", "children": [ {"field": "qty", "operator": "GTE", "value": 5}]} => ["a1"],
+        {"field": "state.items", "operator": "ELEM_MATCH", "children": [ {"operator": "AND", "children": [ {"field": "sku", "operator": "EQ", "value": "x"}, {"field": "qty", "operator": "LT", "value": 2}]}]} => ["a2"],
+        {"field": "state.tags", "operator": "ELEM_MATCH", "children": [ {"operator": "EQ", "field": "", "value": "vip"}]} => ["a1"],
+        {"field": "state.note", "operator": "NULL"} => ["a1", "a2", "a3", "a4"],
+        {"field": "state.note", "operator": "NOT_NULL"} => ["a5"],
+        {"field": "state.frozen", "operator": "TRUE"} => ["a2"],
+        {"field": "state.frozen", "operator": "FALSE"} => ["a1", "a3"],
+        {"field": "state.note", "operator": "EXISTS"} => ["a1", "a5"],
+        {"field": "state.note", "operator": "EXISTS", "value": false} => ["a2", "a3", "a4"],
+        {"field": "state.rate", "operator": "EXISTS", "value": true} => ["a1", "a3"],
     );
 }
 
@@ -566,46 +338,18 @@ pub async fn query_dates(store: Store) {
     check!(s, on("LAST_WEEK"), ["a3"]);
     check!(s, on("THIS_MONTH"), ["a1", "a2", "a4", "a5"]);
     check!(s, on("LAST_MONTH"), ["a3"]);
-    check!(
-        s,
-        json!({"field": "opened", "operator": "RECENT_DAYS", "value": 1}),
-        ["a1"]
-    );
-    check!(
-        s,
-        json!({"field": "opened", "operator": "RECENT_DAYS", "value": 2}),
-        ["a1", "a2"]
-    );
-    check!(
-        s,
-        json!({"field": "opened", "operator": "RECENT_DAYS", "value": 11}),
-        ["a1", "a2", "a3"]
-    );
-    check!(
-        s,
-        json!({"field": "opened", "operator": "EARLIER_DAYS", "value": 2}),
-        ["a3"]
-    );
-    check!(
-        s,
-        json!({"field": "opened", "operator": "BEFORE_TODAY", "value": "10:00"}),
-        ["a1", "a2", "a3"]
-    );
-    check!(
-        s,
-        json!({"field": "opened", "operator": "BEFORE_TODAY", "value": 7200}),
-        ["a2", "a3"]
+    check_each!(s,
+        {"field": "opened", "operator": "RECENT_DAYS", "value": 1} => ["a1"],
+        {"field": "opened", "operator": "RECENT_DAYS", "value": 2} => ["a1", "a2"],
+        {"field": "opened", "operator": "RECENT_DAYS", "value": 11} => ["a1", "a2", "a3"],
+        {"field": "opened", "operator": "EARLIER_DAYS", "value": 2} => ["a3"],
+        {"field": "opened", "operator": "BEFORE_TODAY", "value": "10:00"} => ["a1", "a2", "a3"],
+        {"field": "opened", "operator": "BEFORE_TODAY", "value": 7200} => ["a2", "a3"],
     );
     // 20:00 in Shanghai: its today began at 16:00 UTC the day before.
-    check!(
-        s,
-        json!({"field": "opened", "operator": "TODAY", "options": {"zoneId": "Asia/Shanghai"}}),
-        ["a1", "a2"]
-    );
-    check!(
-        s,
-        json!({"field": "opened", "operator": "TODAY", "options": {"zoneId": "America/New_York"}}),
-        ["a1"]
+    check_each!(s,
+        {"field": "opened", "operator": "TODAY", "options": {"zoneId": "Asia/Shanghai"}} => ["a1", "a2"],
+        {"field": "opened", "operator": "TODAY", "options": {"zoneId": "America/New_York"}} => ["a1"],
     );
     for operator in ["MATCH", "RAW"] {
         let error = refused(json!({"field": "state.name", "operator": operator, "value": "x"}));
