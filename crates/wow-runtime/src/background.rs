@@ -28,16 +28,17 @@ pub struct Background {
 
 impl Background {
     /// Starts, as `config` says, the retries of `compensation` and the firing of `deadlines`
-    /// (give `deadlines` only where this process owns them: in the distributed mode, a
-    /// processor). Must be called inside a tokio runtime.
+    /// (each where given: a pipeline without a compensation store retries nothing). Must be
+    /// called inside a tokio runtime.
     pub fn start(
         config: BackgroundConfig,
-        compensation: &CompensationScheduler,
+        compensation: Option<&CompensationScheduler>,
         deadlines: Option<&DeadlineScheduler>,
     ) -> Self {
         let retries = config
             .retry_every
-            .map(|every| compensation.clone().spawn(every));
+            .zip(compensation)
+            .map(|(every, compensation)| compensation.clone().spawn(every));
         let firing = config
             .deadline_poll_every
             .zip(deadlines)
@@ -70,21 +71,5 @@ impl Background {
 impl Drop for Background {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nothing_runs_by_default() {
-        assert_eq!(
-            BackgroundConfig::default(),
-            BackgroundConfig {
-                retry_every: None,
-                deadline_poll_every: None
-            }
-        );
     }
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use std::time::Duration;
 use wow_core::eventsourcing::{History, InMemoryEventStore, RequestLog};
 
 use serde_json::json;
@@ -13,6 +14,7 @@ use wow_core::command::{CommandKind, JsonCommand};
 use wow_core::deadline::DeadlineStore;
 use wow_core::id::{self, Clock, ManualClock};
 use wow_core::{AggregateId, CommandMessage};
+use wow_runtime::background::{Background, BackgroundConfig};
 use wow_runtime::command::WaitPlan;
 use wow_runtime::deadline::{DeadlineScheduler, FirePass};
 use wow_runtime::pipeline::LocalPipeline;
@@ -98,6 +100,36 @@ async fn a_due_deadline_fires_its_command_once_and_its_row_goes() {
         node.scheduler.fire_due().await.unwrap(),
         FirePass::default()
     );
+}
+
+/// What runs beside a started pipeline fires a due deadline by itself: nobody calls
+/// `fire_due`.
+#[tokio::test]
+async fn the_background_work_fires_due_deadlines_by_itself() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let node = node(&store, &clock);
+    let holds = [hold_id("t1"), hold_id("t2")];
+    for hold in &holds {
+        send(&node, command(hold, "place", json!({"minutes": 1}))).await;
+    }
+    clock.advance(MINUTE);
+    let config = BackgroundConfig {
+        retry_every: None,
+        deadline_poll_every: Some(Duration::from_millis(10)),
+    };
+    let _background = Background::start(config, None, Some(&node.scheduler));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for hold in &holds {
+        while event_names(&store, hold).await != ["Placed", "Expired"] {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{hold} not expired by the background work"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(store.scheduled_for(hold).await.unwrap().is_empty());
+    }
 }
 
 #[tokio::test]

@@ -118,7 +118,7 @@ impl ServiceBuilder {
         // Whoever runs the consumers retries them and fires the deadlines (SPEC DS-4, DM-2):
         // in the distributed mode each processor those of its partitions.
         let background = if runs_consumers {
-            Background::start(settings.background(), &compensation, Some(&deadlines))
+            Background::start(settings.background(), Some(&compensation), Some(&deadlines))
         } else {
             Background::default()
         };

@@ -83,6 +83,24 @@ impl QueryPool {
             _ => QueryFailure::Sqlite(error),
         })
     }
+
+    /// The count a `SELECT COUNT(*)` statement `text` answers with `values`, as a query of
+    /// `tenant_id` (within its share and budget, as [`read`](Self::read)).
+    pub(crate) async fn count(
+        &self,
+        tenant_id: &str,
+        text: String,
+        values: Vec<rusqlite::types::Value>,
+    ) -> Result<u64, QueryFailure> {
+        let count: i64 = self
+            .read(tenant_id, move |connection| {
+                connection
+                    .prepare(&text)?
+                    .query_row(rusqlite::params_from_iter(values), |row| row.get(0))
+            })
+            .await?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
 }
 
 impl From<QueryFailure> for EventStoreError {

@@ -268,16 +268,7 @@ impl ViewStore for SqliteStore {
         );
         let condition = sql.condition(filter);
         let text = count_rows_sql(&condition);
-        let values = sql.values;
-        let count: i64 = self
-            .queries
-            .read(tenant_id, move |connection| {
-                connection
-                    .prepare(&text)?
-                    .query_row(params_from_iter(values), |row| row.get(0))
-            })
-            .await?;
-        Ok(u64::try_from(count).unwrap_or(0))
+        Ok(self.queries.count(tenant_id, text, sql.values).await?)
     }
 
     async fn scan(

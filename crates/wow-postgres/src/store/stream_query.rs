@@ -47,49 +47,6 @@ fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<Param> {
     ]
 }
 
-/// The streams of `named` in `tenant_id` that `query` selects, in its order and page.
-async fn run_query(
-    store: &PostgresStore,
-    named: &NamedAggregate,
-    tenant_id: &str,
-    query: &DocumentQuery,
-) -> Result<Vec<DomainEventStream>, EventStoreError> {
-    let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
-    let condition = sql.condition(&query.filter);
-    let mut order = sql.order(&query.sort);
-    order.push(TIE_BREAK.to_owned());
-    let limit = sql.bind(Box::new(clamp(query.limit)));
-    let offset = sql.bind(Box::new(clamp(query.offset)));
-    let text = query_sql(&condition, &order, &limit, &offset);
-    let bounded = store.queries.client(tenant_id).await?;
-    let rows = bounded
-        .client
-        .query(&text, &sql.param_refs())
-        .await
-        .map_err(|e| store.queries.failed(e))?;
-    rows.iter().map(decode_stream).collect()
-}
-
-/// How many streams of `named` in `tenant_id` `filter` selects.
-async fn run_count(
-    store: &PostgresStore,
-    named: &NamedAggregate,
-    tenant_id: &str,
-    filter: &Filter,
-) -> Result<u64, EventStoreError> {
-    let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
-    let condition = sql.condition(filter);
-    let text = count_sql(&condition);
-    let bounded = store.queries.client(tenant_id).await?;
-    let count: i64 = bounded
-        .client
-        .query_one(&text, &sql.param_refs())
-        .await
-        .map_err(|e| store.queries.failed(e))?
-        .get(0);
-    Ok(u64::try_from(count).unwrap_or(0))
-}
-
 #[async_trait]
 impl StreamQueries for PostgresStore {
     async fn query_streams(
@@ -98,7 +55,20 @@ impl StreamQueries for PostgresStore {
         tenant_id: &str,
         query: &DocumentQuery,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        run_query(self, named, tenant_id, query).await
+        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let condition = sql.condition(&query.filter);
+        let mut order = sql.order(&query.sort);
+        order.push(TIE_BREAK.to_owned());
+        let limit = sql.bind(Box::new(clamp(query.limit)));
+        let offset = sql.bind(Box::new(clamp(query.offset)));
+        let text = query_sql(&condition, &order, &limit, &offset);
+        let bounded = self.queries.client(tenant_id).await?;
+        let rows = bounded
+            .client
+            .query(&text, &sql.param_refs())
+            .await
+            .map_err(|e| self.queries.failed(e))?;
+        rows.iter().map(decode_stream).collect()
     }
 
     async fn count_streams(
@@ -107,6 +77,16 @@ impl StreamQueries for PostgresStore {
         tenant_id: &str,
         filter: &Filter,
     ) -> Result<u64, EventStoreError> {
-        run_count(self, named, tenant_id, filter).await
+        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let condition = sql.condition(filter);
+        let text = count_sql(&condition);
+        let bounded = self.queries.client(tenant_id).await?;
+        let count: i64 = bounded
+            .client
+            .query_one(&text, &sql.param_refs())
+            .await
+            .map_err(|e| self.queries.failed(e))?
+            .get(0);
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 }

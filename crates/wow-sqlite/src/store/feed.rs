@@ -24,32 +24,6 @@ const READ_FEED: &str = concat!(
     ", position FROM event_stream WHERE position > ?1 AND version > 0 ORDER BY position LIMIT ?2"
 );
 
-/// At most `limit` appended streams after `after`, in feed order, on the read pool; none for a
-/// `limit` of 0.
-pub(super) async fn read(
-    store: &SqliteStore,
-    after: GlobalPosition,
-    limit: usize,
-) -> Result<Vec<FeedEntry>, EventStoreError> {
-    // Every position here is (0, rowid): nothing comes after a later transaction's.
-    if after.transaction > 0 || limit == 0 {
-        return Ok(Vec::new());
-    }
-    let (after, limit) = (
-        clamp(after.sequence),
-        i64::try_from(limit).unwrap_or(i64::MAX),
-    );
-    store
-        .reads
-        .read(move |connection| {
-            let mut statement = connection.prepare_cached(READ_FEED)?;
-            let rows = statement.query_map(params![after, limit], decode_feed_entry)?;
-            rows.collect()
-        })
-        .await
-        .map_err(store_error)
-}
-
 /// Decodes a row of [`READ_FEED`].
 fn decode_feed_entry(row: &Row<'_>) -> rusqlite::Result<FeedEntry> {
     let position = u64::try_from(row.get::<_, i64>(12)?).map_err(|e| {
@@ -68,6 +42,21 @@ impl EventFeed for SqliteStore {
         after: GlobalPosition,
         limit: usize,
     ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        read(self, after, limit).await
+        // Every position here is (0, rowid): nothing comes after a later transaction's.
+        if after.transaction > 0 || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (after, limit) = (
+            clamp(after.sequence),
+            i64::try_from(limit).unwrap_or(i64::MAX),
+        );
+        self.reads
+            .read(move |connection| {
+                let mut statement = connection.prepare_cached(READ_FEED)?;
+                let rows = statement.query_map(params![after, limit], decode_feed_entry)?;
+                rows.collect()
+            })
+            .await
+            .map_err(store_error)
     }
 }

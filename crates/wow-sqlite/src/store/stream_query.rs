@@ -48,53 +48,6 @@ fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<rusqlite::types:
     ]
 }
 
-/// The streams of `named` in `tenant_id` that `query` selects, in its order and page.
-async fn run_query(
-    store: &SqliteStore,
-    named: &NamedAggregate,
-    tenant_id: &str,
-    query: &DocumentQuery,
-) -> Result<Vec<DomainEventStream>, EventStoreError> {
-    let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
-    let condition = sql.condition(&query.filter);
-    let mut order = sql.order(&query.sort);
-    order.push(TIE_BREAK.to_owned());
-    let limit = sql.bind_integer(query.limit);
-    let offset = sql.bind_integer(query.offset);
-    let text = query_sql(&condition, &order, &limit, &offset);
-    let values = sql.values;
-    Ok(store
-        .queries
-        .read(tenant_id, move |connection| {
-            let mut statement = connection.prepare(&text)?;
-            let rows = statement.query_map(params_from_iter(values), decode_stream)?;
-            rows.collect()
-        })
-        .await?)
-}
-
-/// How many streams of `named` in `tenant_id` `filter` selects.
-async fn run_count(
-    store: &SqliteStore,
-    named: &NamedAggregate,
-    tenant_id: &str,
-    filter: &Filter,
-) -> Result<u64, EventStoreError> {
-    let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
-    let condition = sql.condition(filter);
-    let text = count_sql(&condition);
-    let values = sql.values;
-    let count: i64 = store
-        .queries
-        .read(tenant_id, move |connection| {
-            connection
-                .prepare(&text)?
-                .query_row(params_from_iter(values), |row| row.get(0))
-        })
-        .await?;
-    Ok(u64::try_from(count).unwrap_or(0))
-}
-
 #[async_trait]
 impl StreamQueries for SqliteStore {
     async fn query_streams(
@@ -103,7 +56,22 @@ impl StreamQueries for SqliteStore {
         tenant_id: &str,
         query: &DocumentQuery,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        run_query(self, named, tenant_id, query).await
+        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let condition = sql.condition(&query.filter);
+        let mut order = sql.order(&query.sort);
+        order.push(TIE_BREAK.to_owned());
+        let limit = sql.bind_integer(query.limit);
+        let offset = sql.bind_integer(query.offset);
+        let text = query_sql(&condition, &order, &limit, &offset);
+        let values = sql.values;
+        Ok(self
+            .queries
+            .read(tenant_id, move |connection| {
+                let mut statement = connection.prepare(&text)?;
+                let rows = statement.query_map(params_from_iter(values), decode_stream)?;
+                rows.collect()
+            })
+            .await?)
     }
 
     async fn count_streams(
@@ -112,6 +80,9 @@ impl StreamQueries for SqliteStore {
         tenant_id: &str,
         filter: &Filter,
     ) -> Result<u64, EventStoreError> {
-        run_count(self, named, tenant_id, filter).await
+        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let condition = sql.condition(filter);
+        let text = count_sql(&condition);
+        Ok(self.queries.count(tenant_id, text, sql.values).await?)
     }
 }
