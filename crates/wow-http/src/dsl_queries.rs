@@ -28,6 +28,7 @@ use crate::error::ApiError;
 use crate::reads::{Budget, ReadPlace};
 use crate::state::HttpState;
 use answer::{events_failed, illegal, ok, view_failed, Shape, Streamed};
+pub(crate) use answer::{Answer, Documents, States};
 use read::DslQuery;
 
 /// `POST /{aggregate}/snapshot/count`: the bare condition in, a bare number out.
@@ -51,70 +52,15 @@ pub(crate) async fn count(
     Ok(ok(json!(total)))
 }
 
-/// `POST /{aggregate}/snapshot/single`: the first matching document, or 404.
-pub(crate) async fn single_snapshot(
+/// `POST /{aggregate}/snapshot/single` (and `/state`): the first matching document (or its
+/// state), or 404.
+pub(crate) async fn single<A: Answer>(
     State(state): State<HttpState>,
-    read: ReadPlace,
-    query: DslQuery<SingleQuery>,
-) -> Result<Response, ApiError> {
-    single(&state, read, query, Shape::Snapshot).await
-}
-
-/// `POST /{aggregate}/snapshot/single/state`: its state, or 404.
-pub(crate) async fn single_state(
-    State(state): State<HttpState>,
-    read: ReadPlace,
-    query: DslQuery<SingleQuery>,
-) -> Result<Response, ApiError> {
-    single(&state, read, query, Shape::State).await
-}
-
-/// `POST /{aggregate}/snapshot/list`: up to `limit` documents.
-pub(crate) async fn list_snapshots(
-    State(state): State<HttpState>,
-    streamed: Streamed,
-    read: ReadPlace,
-    query: DslQuery<ListQuery>,
-) -> Result<Response, ApiError> {
-    list(&state, read, streamed, query, Shape::Snapshot).await
-}
-
-/// `POST /{aggregate}/snapshot/list/state`: their states.
-pub(crate) async fn list_states(
-    State(state): State<HttpState>,
-    streamed: Streamed,
-    read: ReadPlace,
-    query: DslQuery<ListQuery>,
-) -> Result<Response, ApiError> {
-    list(&state, read, streamed, query, Shape::State).await
-}
-
-/// `POST /{aggregate}/snapshot/paged`: `{total, list}` of documents.
-pub(crate) async fn paged_snapshots(
-    State(state): State<HttpState>,
-    read: ReadPlace,
-    query: DslQuery<PagedQuery>,
-) -> Result<Response, ApiError> {
-    paged(&state, read, query, Shape::Snapshot).await
-}
-
-/// `POST /{aggregate}/snapshot/paged/state`: `{total, list}` of states.
-pub(crate) async fn paged_states(
-    State(state): State<HttpState>,
-    read: ReadPlace,
-    query: DslQuery<PagedQuery>,
-) -> Result<Response, ApiError> {
-    paged(&state, read, query, Shape::State).await
-}
-
-/// The first document of a snapshot query, or 404.
-async fn single(
-    state: &HttpState,
     read: ReadPlace,
     mut query: DslQuery<SingleQuery>,
-    shape: Shape,
 ) -> Result<Response, ApiError> {
-    let (views, view) = snapshots(state, &query)?;
+    let shape = A::SHAPE;
+    let (views, view) = snapshots(&state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
     let rows = read
         .within(snapshot_rows(
@@ -135,15 +81,16 @@ async fn single(
     Ok(ok(document))
 }
 
-/// The documents of a snapshot query, as a list.
-async fn list(
-    state: &HttpState,
-    read: ReadPlace,
+/// `POST /{aggregate}/snapshot/list` (and `/state`): up to `limit` documents (or their
+/// states).
+pub(crate) async fn list<A: Answer>(
+    State(state): State<HttpState>,
     streamed: Streamed,
+    read: ReadPlace,
     mut query: DslQuery<ListQuery>,
-    shape: Shape,
 ) -> Result<Response, ApiError> {
-    let (views, view) = snapshots(state, &query)?;
+    let shape = A::SHAPE;
+    let (views, view) = snapshots(&state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
     let rows = read
         .within(snapshot_rows(
@@ -175,14 +122,15 @@ fn documents(
         .collect()
 }
 
-/// One page of a snapshot query's documents, with how many match in all.
-async fn paged(
-    state: &HttpState,
+/// `POST /{aggregate}/snapshot/paged` (and `/state`): `{total, list}` of documents (or of
+/// their states).
+pub(crate) async fn paged<A: Answer>(
+    State(state): State<HttpState>,
     read: ReadPlace,
     mut query: DslQuery<PagedQuery>,
-    shape: Shape,
 ) -> Result<Response, ApiError> {
-    let (views, view) = snapshots(state, &query)?;
+    let shape = A::SHAPE;
+    let (views, view) = snapshots(&state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
     let (total, rows) = read
         .within(async {

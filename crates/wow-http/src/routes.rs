@@ -52,27 +52,27 @@ fn query_routes() -> Router<HttpState> {
         .route("/{aggregate}/snapshot/count", post(dsl_queries::count))
         .route(
             "/{aggregate}/snapshot/single",
-            post(dsl_queries::single_snapshot),
+            post(dsl_queries::single::<dsl_queries::Documents>),
         )
         .route(
             "/{aggregate}/snapshot/single/state",
-            post(dsl_queries::single_state),
+            post(dsl_queries::single::<dsl_queries::States>),
         )
         .route(
             "/{aggregate}/snapshot/list",
-            post(dsl_queries::list_snapshots),
+            post(dsl_queries::list::<dsl_queries::Documents>),
         )
         .route(
             "/{aggregate}/snapshot/list/state",
-            post(dsl_queries::list_states),
+            post(dsl_queries::list::<dsl_queries::States>),
         )
         .route(
             "/{aggregate}/snapshot/paged",
-            post(dsl_queries::paged_snapshots),
+            post(dsl_queries::paged::<dsl_queries::Documents>),
         )
         .route(
             "/{aggregate}/snapshot/paged/state",
-            post(dsl_queries::paged_states),
+            post(dsl_queries::paged::<dsl_queries::States>),
         )
         .route("/{aggregate}/event/count", post(dsl_queries::count_events))
         .route("/{aggregate}/event/list", post(dsl_queries::list_events))

@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::NoTls;
+use tokio_postgres::{NoTls, Row};
 use wow_core::eventsourcing::EventStoreError;
 use wow_core::query::{QueryRefusal, SharePlace, TenantShare};
 use wow_core::view::ViewStoreError;
 
 use crate::error::{pool_error, pool_view_error, store_error, view_error};
+use crate::query::{param_refs, Param};
 use crate::OpenError;
 
 /// The query connections, the tenants' share of them and the time budget of each query.
@@ -89,6 +90,39 @@ impl QueryPool {
             client,
             _place: place,
         })
+    }
+
+    /// The rows `text` answers with `params`, run for `tenant_id` within its share.
+    pub(crate) async fn rows(
+        &self,
+        tenant_id: &str,
+        text: &str,
+        params: &[Param],
+    ) -> Result<Vec<Row>, QueryFailure> {
+        let bounded = self.client(tenant_id).await?;
+        bounded
+            .client
+            .query(text, &param_refs(params))
+            .await
+            .map_err(|e| self.failed(e))
+    }
+
+    /// The count `text` answers with `params` (the first column of its one row), run for
+    /// `tenant_id` within its share.
+    pub(crate) async fn count(
+        &self,
+        tenant_id: &str,
+        text: &str,
+        params: &[Param],
+    ) -> Result<u64, QueryFailure> {
+        let bounded = self.client(tenant_id).await?;
+        let count: i64 = bounded
+            .client
+            .query_one(text, &param_refs(params))
+            .await
+            .map_err(|e| self.failed(e))?
+            .get(0);
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     /// `error` of a query, as a refusal when the server stopped it at the budget.

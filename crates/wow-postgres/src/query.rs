@@ -5,7 +5,9 @@
 //! by bytes (`COLLATE "C"`) and `ignoreCase` folds ASCII letters only, as the reference does.
 
 use tokio_postgres::types::ToSql;
-use wow_core::query::{Direction, FieldPath, Filter, Range, Scalar, SortKey, TextMatch};
+use wow_core::query::{
+    Direction, DocumentQuery, FieldPath, Filter, Range, Scalar, SortKey, TextMatch,
+};
 
 /// A bound parameter.
 pub(crate) type Param = Box<dyn ToSql + Sync + Send>;
@@ -16,6 +18,12 @@ pub(crate) fn param_refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
         .iter()
         .map(|param| param.as_ref() as &(dyn ToSql + Sync))
         .collect()
+}
+
+/// `value` as a bound `BIGINT` (a version, a position, a limit): the largest one where it
+/// does not fit.
+pub(crate) fn clamp(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// The longest list tested value by value (each test can use the GIN index); a longer one is
@@ -44,6 +52,34 @@ impl<'a> Translation<'a> {
             elements: 0,
             containment: false,
         }
+    }
+
+    /// The page `query` asks for of the documents `select` reads (a `SELECT .. FROM ..`, no
+    /// `WHERE`) within `scope` (`AND`-terminated conditions, or nothing), ordered by its sort
+    /// and then `tie_break` so that pages are stable.
+    pub(crate) fn page_sql(
+        &mut self,
+        select: &str,
+        scope: &str,
+        query: &DocumentQuery,
+        tie_break: &str,
+    ) -> String {
+        let condition = self.condition(&query.filter);
+        let mut order = self.order(&query.sort);
+        order.push(tie_break.to_owned());
+        let limit = self.bind(Box::new(clamp(query.limit)));
+        let offset = self.bind(Box::new(clamp(query.offset)));
+        format!(
+            "{select} WHERE {scope}{condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
+            order.join(", ")
+        )
+    }
+
+    /// How many documents of `source` (a table or a subquery) within `scope` (as
+    /// [`page_sql`](Self::page_sql)'s) `filter` selects.
+    pub(crate) fn count_sql(&mut self, source: &str, scope: &str, filter: &Filter) -> String {
+        let condition = self.condition(filter);
+        format!("SELECT COUNT(*) FROM {source} WHERE {scope}{condition}")
     }
 
     /// Each equality test on the document's own fields also says `document @> {...}`, which
@@ -83,11 +119,6 @@ impl<'a> Translation<'a> {
             Some(contained) => format!("({contained} AND {exact})"),
             None => exact,
         }
-    }
-
-    /// The bound parameters, as the driver takes them.
-    pub(crate) fn param_refs(&self) -> Vec<&(dyn ToSql + Sync)> {
-        param_refs(&self.params)
     }
 
     /// Binds `value`; its placeholder.

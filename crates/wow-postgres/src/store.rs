@@ -67,10 +67,7 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// `value` as a database integer, saturating.
-pub(crate) fn clamp(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
+pub(crate) use crate::query::clamp;
 
 impl PostgresStore {
     /// Where the schema `options` names stands against this build's migrations (what

@@ -76,19 +76,8 @@ fn list_rows_sql(conditions: &str) -> String {
     )
 }
 
-/// The rows of view `$1` in tenant `$2` where `condition` holds, in `order`, from the
-/// placeholders `limit` and `offset`.
-fn query_rows_sql(condition: &str, order: &[String], limit: &str, offset: &str) -> String {
-    format!(
-        "{SELECT} WHERE view = $1 AND tenant_id = $2 AND {condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
-        order.join(", ")
-    )
-}
-
-/// How many rows of view `$1` in tenant `$2` `condition` holds for.
-fn count_rows_sql(condition: &str) -> String {
-    format!("SELECT COUNT(*) FROM view_row WHERE view = $1 AND tenant_id = $2 AND {condition}")
-}
+/// The scope of a query of view `$1` in tenant `$2`, before its own conditions.
+const QUERY_SCOPE: &str = "view = $1 AND tenant_id = $2 AND ";
 
 /// Decodes `aggregate_id, version, state, updated_at` into a row of `view` in `tenant_id`.
 fn decode(view: &str, tenant_id: &str, row: &Row) -> Result<ViewRow, tokio_postgres::Error> {
@@ -228,18 +217,8 @@ impl ViewStore for PostgresStore {
         query: &DocumentQuery,
     ) -> Result<Vec<ViewRow>, ViewStoreError> {
         let mut sql = translation(view, tenant_id);
-        let condition = sql.condition(&query.filter);
-        let mut order = sql.order(&query.sort);
-        order.push("aggregate_id".to_owned());
-        let limit = sql.bind(Box::new(i64::try_from(query.limit).unwrap_or(i64::MAX)));
-        let offset = sql.bind(Box::new(i64::try_from(query.offset).unwrap_or(i64::MAX)));
-        let text = query_rows_sql(&condition, &order, &limit, &offset);
-        let bounded = self.queries.client(tenant_id).await?;
-        let rows = bounded
-            .client
-            .query(&text, &sql.param_refs())
-            .await
-            .map_err(|e| self.queries.failed(e))?;
+        let text = sql.page_sql(SELECT, QUERY_SCOPE, query, "aggregate_id");
+        let rows = self.queries.rows(tenant_id, &text, &sql.params).await?;
         rows.iter()
             .map(|row| decode(view, tenant_id, row).map_err(view_error))
             .collect()
@@ -252,16 +231,8 @@ impl ViewStore for PostgresStore {
         filter: &Filter,
     ) -> Result<u64, ViewStoreError> {
         let mut sql = translation(view, tenant_id);
-        let condition = sql.condition(filter);
-        let text = count_rows_sql(&condition);
-        let bounded = self.queries.client(tenant_id).await?;
-        let count: i64 = bounded
-            .client
-            .query_one(&text, &sql.param_refs())
-            .await
-            .map_err(|e| self.queries.failed(e))?
-            .get(0);
-        Ok(u64::try_from(count).unwrap_or(0))
+        let text = sql.count_sql("view_row", QUERY_SCOPE, filter);
+        Ok(self.queries.count(tenant_id, &text, &sql.params).await?)
     }
 
     async fn scan(

@@ -74,51 +74,61 @@ impl Redelivery {
 
     /// Delivers `stream` again to every consumer, 10..500 ms of virtual time from now.
     pub(crate) fn schedule(&self, stream: &DomainEventStream, why: &str) {
-        let Some(dispatcher) = self.dispatcher.get().cloned() else {
-            return;
-        };
-        if !self.reserve(stream.id.clone()) {
-            return;
-        }
-        let delay = self.chaos.range(10, 500);
-        self.chaos.note(format!(
-            "  redeliver {}@v{} in {delay}ms ({why})",
-            stream.aggregate_id.id, stream.version
-        ));
+        let shown = format!("{}@v{}", stream.aggregate_id.id, stream.version);
         let stream = stream.clone();
-        let chaos = self.chaos.clone();
-        let scheduled = self.scheduled.clone();
-        chaos.begin_pending();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-            scheduled
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&stream.id);
-            if let Some(dispatcher) = dispatcher.upgrade() {
-                dispatcher.dispatch(&stream).await;
-            }
-            chaos.end_pending();
-        });
+        self.later(
+            stream.id.clone(),
+            (10, 500),
+            |delay| format!("  redeliver {shown} in {delay}ms ({why})"),
+            move |dispatcher, _| async move { dispatcher.dispatch(&stream).await },
+        );
     }
 
     /// Runs the saga `saga` again on `stream`, 200..3000 ms of virtual time from now, through
     /// the dispatcher's `run_consumer` (as a compensation retry or a catch-up does).
     pub(crate) fn rerun_saga(&self, stream: &DomainEventStream, saga: &str) {
+        let on = format!(
+            "saga {saga} on {}@v{}",
+            stream.aggregate_id.id, stream.version
+        );
+        let again = format!(
+            "saga {saga} runs again on {}@v{}",
+            stream.aggregate_id.id, stream.version
+        );
+        let (stream, saga) = (stream.clone(), saga.to_owned());
+        self.later(
+            format!("rerun {saga} {}", stream.id),
+            (200, 3000),
+            |delay| format!("  re-run {on} in {delay}ms"),
+            move |dispatcher, chaos| async move {
+                if let Some(consumer) = dispatcher.consumer(&saga) {
+                    chaos.note(again);
+                    let _ = dispatcher.run_consumer(&consumer, &stream).await;
+                }
+            },
+        );
+    }
+
+    /// Runs `work` once on the dispatcher after a delay drawn from `range` (ms of virtual
+    /// time), unless one is pending under `key` already; `note` says what was scheduled.
+    fn later<Work, Done>(
+        &self,
+        key: String,
+        (low, high): (u64, u64),
+        note: impl FnOnce(u64) -> String,
+        work: Work,
+    ) where
+        Work: FnOnce(Arc<EventDispatcher>, Arc<Chaos>) -> Done + Send + 'static,
+        Done: std::future::Future<Output = ()> + Send,
+    {
         let Some(dispatcher) = self.dispatcher.get().cloned() else {
             return;
         };
-        let key = format!("rerun {saga} {}", stream.id);
         if !self.reserve(key.clone()) {
             return;
         }
-        let delay = self.chaos.range(200, 3000);
-        self.chaos.note(format!(
-            "  re-run saga {saga} on {}@v{} in {delay}ms",
-            stream.aggregate_id.id, stream.version
-        ));
-        let stream = stream.clone();
-        let saga = saga.to_owned();
+        let delay = self.chaos.range(low, high);
+        self.chaos.note(note(delay));
         let chaos = self.chaos.clone();
         let scheduled = self.scheduled.clone();
         chaos.begin_pending();
@@ -129,13 +139,7 @@ impl Redelivery {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&key);
             if let Some(dispatcher) = dispatcher.upgrade() {
-                if let Some(consumer) = dispatcher.consumer(&saga) {
-                    chaos.note(format!(
-                        "saga {saga} runs again on {}@v{}",
-                        stream.aggregate_id.id, stream.version
-                    ));
-                    let _ = dispatcher.run_consumer(&consumer, &stream).await;
-                }
+                work(dispatcher, chaos.clone()).await;
             }
             chaos.end_pending();
         });

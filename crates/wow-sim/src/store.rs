@@ -8,12 +8,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use wow_core::eventsourcing::AppendChanges;
 use wow_core::eventsourcing::{
-    EventStore, EventStoreDecorator, EventStoreError, FeedEntry, GlobalPosition, RejectionRecord,
-    RequestDecision,
+    EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod, RejectionRecord,
 };
-use wow_core::query::{DocumentQuery, Filter};
 use wow_core::unique_key::{KeyClaim, KeyHolder, UniqueKey};
-use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
+use wow_core::{AggregateId, DomainEventStream};
 
 use crate::chaos::{Chaos, FaultKind, Logged};
 
@@ -51,10 +49,10 @@ impl FaultyEventStore {
         Ok(())
     }
 
-    fn read_fault(&self, what: &str) -> Result<(), EventStoreError> {
+    fn read_fault(&self, what: EventStoreMethod) -> Result<(), EventStoreError> {
         self.check_up()?;
         if self.chaos.inject(FaultKind::StoreReadFailed, || {
-            format!("store {what} failed")
+            format!("store {what:?} failed")
         }) {
             return Err(Self::unavailable("read failed"));
         }
@@ -115,6 +113,12 @@ impl EventStoreDecorator for FaultyEventStore {
         &*self.inner
     }
 
+    /// Every read this wrapper does not state: the loads, the decision look-up, the scan,
+    /// the feed and the queries.
+    fn before(&self, method: EventStoreMethod) -> Result<(), EventStoreError> {
+        self.read_fault(method)
+    }
+
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
         self.faulty_append(stream, &AppendChanges::default()).await
     }
@@ -148,40 +152,6 @@ impl EventStoreDecorator for FaultyEventStore {
         self.inner.claim_keys(aggregate_id, version, keys).await
     }
 
-    async fn load(
-        &self,
-        id: &AggregateId,
-        head: u64,
-        tail: u64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.read_fault("load")?;
-        self.inner.load(id, head, tail).await
-    }
-
-    async fn load_by_time(
-        &self,
-        id: &AggregateId,
-        start: i64,
-        end: i64,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.read_fault("load_by_time")?;
-        self.inner.load_by_time(id, start, end).await
-    }
-
-    async fn last(&self, id: &AggregateId) -> Result<Option<DomainEventStream>, EventStoreError> {
-        self.read_fault("last")?;
-        self.inner.last(id).await
-    }
-
-    async fn find_decision(
-        &self,
-        id: &AggregateId,
-        request_id: &str,
-    ) -> Result<Option<RequestDecision>, EventStoreError> {
-        self.read_fault("find_decision")?;
-        self.inner.find_decision(id, request_id).await
-    }
-
     async fn record_rejection(
         &self,
         id: &AggregateId,
@@ -212,45 +182,6 @@ impl EventStoreDecorator for FaultyEventStore {
             return Err(Self::unavailable("rejection recorded, answer lost"));
         }
         Ok(())
-    }
-
-    async fn scan_aggregate_ids(
-        &self,
-        named: &NamedAggregate,
-        after: Option<&AggregateId>,
-        limit: usize,
-    ) -> Result<Vec<AggregateId>, EventStoreError> {
-        self.read_fault("scan")?;
-        self.inner.scan_aggregate_ids(named, after, limit).await
-    }
-
-    async fn read_feed(
-        &self,
-        after: GlobalPosition,
-        limit: usize,
-    ) -> Result<Vec<FeedEntry>, EventStoreError> {
-        self.read_fault("feed")?;
-        self.inner.read_feed(after, limit).await
-    }
-
-    async fn query_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        query: &DocumentQuery,
-    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        self.read_fault("query_streams")?;
-        self.inner.query_streams(named, tenant_id, query).await
-    }
-
-    async fn count_streams(
-        &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
-        filter: &Filter,
-    ) -> Result<u64, EventStoreError> {
-        self.read_fault("count_streams")?;
-        self.inner.count_streams(named, tenant_id, filter).await
     }
 
     async fn release_key(

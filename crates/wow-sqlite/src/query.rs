@@ -4,7 +4,7 @@
 //! 1 (never NULL), so `NOT` and `NOR` negate exactly, as the reference does.
 
 use rusqlite::types::Value as SqlValue;
-use wow_core::query::{FieldPath, Filter, Range, Scalar, SortKey, TextMatch};
+use wow_core::query::{DocumentQuery, FieldPath, Filter, Range, Scalar, SortKey, TextMatch};
 
 /// Builds SQL over the JSON column `document`, collecting the bound values.
 pub(crate) struct Translation<'a> {
@@ -55,6 +55,34 @@ impl<'a> Translation<'a> {
                 format!("({alias}.fullkey || {suffix})")
             }
         }
+    }
+
+    /// The page `query` asks for of the documents `select` reads (a `SELECT .. FROM ..`, no
+    /// `WHERE`) within `scope` (`AND`-terminated conditions, or nothing), ordered by its sort
+    /// and then `tie_break` so that pages are stable.
+    pub(crate) fn page_sql(
+        &mut self,
+        select: &str,
+        scope: &str,
+        query: &DocumentQuery,
+        tie_break: &str,
+    ) -> String {
+        let condition = self.condition(&query.filter);
+        let mut order = self.order(&query.sort);
+        order.push(tie_break.to_owned());
+        let limit = self.bind_integer(query.limit);
+        let offset = self.bind_integer(query.offset);
+        format!(
+            "{select} WHERE {scope}{condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
+            order.join(", ")
+        )
+    }
+
+    /// How many documents of `source` (a table or a subquery) within `scope` (as
+    /// [`page_sql`](Self::page_sql)'s) `filter` selects.
+    pub(crate) fn count_sql(&mut self, source: &str, scope: &str, filter: &Filter) -> String {
+        let condition = self.condition(filter);
+        format!("SELECT COUNT(*) FROM {source} WHERE {scope}{condition}")
     }
 
     /// `filter` as a condition that is 0 or 1.

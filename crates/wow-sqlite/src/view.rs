@@ -60,19 +60,18 @@ fn list_rows_sql(conditions: &str) -> String {
     )
 }
 
-/// The rows of view `?1` in tenant `?2` where `condition` holds, in `order`, from the
-/// placeholders `limit` and `offset`.
-fn query_rows_sql(condition: &str, order: &[String], limit: &str, offset: &str) -> String {
-    format!(
-        "{} WHERE view = ?1 AND tenant_id = ?2 AND {condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
-        select_rows!(),
-        order.join(", ")
-    )
-}
+/// The scope of a query of view `?1` in tenant `?2`, before its own conditions.
+const QUERY_SCOPE: &str = "view = ?1 AND tenant_id = ?2 AND ";
 
-/// How many rows of view `?1` in tenant `?2` `condition` holds for.
-fn count_rows_sql(condition: &str) -> String {
-    format!("SELECT COUNT(*) FROM view_row WHERE view = ?1 AND tenant_id = ?2 AND {condition}")
+/// A query over the `state` of view `view`'s rows in `tenant_id` (`?1`, `?2`).
+fn translation<'a>(view: &str, tenant_id: &str) -> Translation<'a> {
+    Translation::new(
+        "state",
+        vec![
+            SqlValue::Text(view.to_owned()),
+            SqlValue::Text(tenant_id.to_owned()),
+        ],
+    )
 }
 
 fn bad_state(error: serde_json::Error) -> rusqlite::Error {
@@ -228,19 +227,8 @@ impl ViewStore for SqliteStore {
         tenant_id: &str,
         query: &DocumentQuery,
     ) -> Result<Vec<ViewRow>, ViewStoreError> {
-        let mut sql = Translation::new(
-            "state",
-            vec![
-                SqlValue::Text(view.to_owned()),
-                SqlValue::Text(tenant_id.to_owned()),
-            ],
-        );
-        let condition = sql.condition(&query.filter);
-        let mut order = sql.order(&query.sort);
-        order.push("aggregate_id".to_owned());
-        let limit = sql.bind_integer(query.limit);
-        let offset = sql.bind_integer(query.offset);
-        let text = query_rows_sql(&condition, &order, &limit, &offset);
+        let mut sql = translation(view, tenant_id);
+        let text = sql.page_sql(select_rows!(), QUERY_SCOPE, query, "aggregate_id");
         let (view, tenant, values) = (view.to_owned(), tenant_id.to_owned(), sql.values);
         Ok(self
             .queries
@@ -259,15 +247,8 @@ impl ViewStore for SqliteStore {
         tenant_id: &str,
         filter: &Filter,
     ) -> Result<u64, ViewStoreError> {
-        let mut sql = Translation::new(
-            "state",
-            vec![
-                SqlValue::Text(view.to_owned()),
-                SqlValue::Text(tenant_id.to_owned()),
-            ],
-        );
-        let condition = sql.condition(filter);
-        let text = count_rows_sql(&condition);
+        let mut sql = translation(view, tenant_id);
+        let text = sql.count_sql("view_row", QUERY_SCOPE, filter);
         Ok(self.queries.count(tenant_id, text, sql.values).await?)
     }
 

@@ -324,40 +324,31 @@ pub async fn runs_past_a_gap_survive_a_restart(stores: Store) {
 /// back: an earlier position saved later (a slower instance) changes nothing.
 pub async fn feed_cursors_are_per_reader_and_never_move_back(stores: Store) {
     let positions = stores.positions.as_ref();
-    assert_eq!(
-        positions.feed_cursor("feed:a").await.unwrap(),
-        GlobalPosition::START
-    );
-    positions
-        .save_feed_cursor("feed:a", GlobalPosition::new(7, 40))
-        .await
-        .unwrap();
-    positions
-        .save_feed_cursor("feed:b", GlobalPosition::new(0, 3))
-        .await
-        .unwrap();
-    assert_eq!(
-        positions.feed_cursor("feed:a").await.unwrap(),
-        GlobalPosition::new(7, 40)
-    );
+    let cursor = |reader: &'static str| async move {
+        positions
+            .feed_cursor(reader)
+            .await
+            .expect("a cursor is read")
+    };
+    let save = |reader: &'static str, (transaction, sequence): (u64, u64)| async move {
+        positions
+            .save_feed_cursor(reader, GlobalPosition::new(transaction, sequence))
+            .await
+            .expect("a cursor is saved")
+    };
+    assert_eq!(cursor("feed:a").await, GlobalPosition::START);
+    save("feed:a", (7, 40)).await;
+    save("feed:b", (0, 3)).await;
+    assert_eq!(cursor("feed:a").await, GlobalPosition::new(7, 40));
     // (7, 40) < (8, 2): the transaction orders first.
-    positions
-        .save_feed_cursor("feed:a", GlobalPosition::new(8, 2))
-        .await
-        .unwrap();
-    positions
-        .save_feed_cursor("feed:a", GlobalPosition::new(7, 99))
-        .await
-        .unwrap();
+    save("feed:a", (8, 2)).await;
+    save("feed:a", (7, 99)).await;
     assert_eq!(
-        positions.feed_cursor("feed:a").await.unwrap(),
+        cursor("feed:a").await,
         GlobalPosition::new(8, 2),
         "never back"
     );
-    assert_eq!(
-        positions.feed_cursor("feed:b").await.unwrap(),
-        GlobalPosition::new(0, 3)
-    );
+    assert_eq!(cursor("feed:b").await, GlobalPosition::new(0, 3));
 }
 
 /// A reset forgets one consumer's positions and keeps the others'.

@@ -15,6 +15,7 @@ mod conflicts;
 mod decisions;
 pub(crate) mod feed;
 mod key_reservations;
+mod keys;
 mod queries;
 mod unique_keys;
 pub use conflicts::{

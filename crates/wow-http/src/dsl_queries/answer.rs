@@ -26,6 +26,27 @@ pub(crate) enum Shape {
     State,
 }
 
+/// The answer a query route gives, chosen where the route is declared
+/// (`single::<Documents>`, `single::<States>`).
+pub(crate) trait Answer: Send + Sync + 'static {
+    /// The shape of each document answered.
+    const SHAPE: Shape;
+}
+
+/// Whole documents (`/snapshot/single`, `/list`, `/paged`).
+pub(crate) struct Documents;
+
+impl Answer for Documents {
+    const SHAPE: Shape = Shape::Snapshot;
+}
+
+/// Only each document's `state` (the `/state` routes).
+pub(crate) struct States;
+
+impl Answer for States {
+    const SHAPE: Shape = Shape::State;
+}
+
 /// Whether the caller accepts `text/event-stream` (Wow's clients' `listStream`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Streamed(pub(crate) bool);

@@ -12,7 +12,7 @@ use wow_core::query::{DocumentQuery, Filter};
 use wow_core::{DomainEventStream, NamedAggregate};
 
 use super::stream_row::{decode_stream, stream_columns};
-use super::{clamp, PostgresStore};
+use super::PostgresStore;
 use crate::query::{Param, Translation};
 
 /// The columns [`decode_stream`] reads, in its order.
@@ -24,20 +24,6 @@ const STREAM_DOCUMENTS: &str = "SELECT *, jsonb_build_object('id', stream_id, 'r
 
 /// The last `ORDER BY` term of a query: streams in a stable order whatever the sort.
 const TIE_BREAK: &str = "aggregate_id COLLATE \"C\", version";
-
-/// The streams of [`STREAM_DOCUMENTS`] where `condition` holds, in `order`, from the
-/// placeholders `limit` and `offset`.
-fn query_sql(condition: &str, order: &[String], limit: &str, offset: &str) -> String {
-    format!(
-        "SELECT {STREAM_COLUMNS} FROM ({STREAM_DOCUMENTS}) AS s WHERE {condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
-        order.join(", ")
-    )
-}
-
-/// How many streams of [`STREAM_DOCUMENTS`] `condition` holds for.
-fn count_sql(condition: &str) -> String {
-    format!("SELECT COUNT(*) FROM ({STREAM_DOCUMENTS}) AS s WHERE {condition}")
-}
 
 /// The parameters of [`STREAM_DOCUMENTS`]'s scope.
 fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<Param> {
@@ -56,18 +42,9 @@ impl StreamQueries for PostgresStore {
         query: &DocumentQuery,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
         let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
-        let condition = sql.condition(&query.filter);
-        let mut order = sql.order(&query.sort);
-        order.push(TIE_BREAK.to_owned());
-        let limit = sql.bind(Box::new(clamp(query.limit)));
-        let offset = sql.bind(Box::new(clamp(query.offset)));
-        let text = query_sql(&condition, &order, &limit, &offset);
-        let bounded = self.queries.client(tenant_id).await?;
-        let rows = bounded
-            .client
-            .query(&text, &sql.param_refs())
-            .await
-            .map_err(|e| self.queries.failed(e))?;
+        let select = format!("SELECT {STREAM_COLUMNS} FROM ({STREAM_DOCUMENTS}) AS s");
+        let text = sql.page_sql(&select, "", query, TIE_BREAK);
+        let rows = self.queries.rows(tenant_id, &text, &sql.params).await?;
         rows.iter().map(decode_stream).collect()
     }
 
@@ -78,15 +55,7 @@ impl StreamQueries for PostgresStore {
         filter: &Filter,
     ) -> Result<u64, EventStoreError> {
         let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
-        let condition = sql.condition(filter);
-        let text = count_sql(&condition);
-        let bounded = self.queries.client(tenant_id).await?;
-        let count: i64 = bounded
-            .client
-            .query_one(&text, &sql.param_refs())
-            .await
-            .map_err(|e| self.queries.failed(e))?
-            .get(0);
-        Ok(u64::try_from(count).unwrap_or(0))
+        let text = sql.count_sql(&format!("({STREAM_DOCUMENTS}) AS s"), "", filter);
+        Ok(self.queries.count(tenant_id, &text, &sql.params).await?)
     }
 }

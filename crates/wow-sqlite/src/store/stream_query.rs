@@ -26,20 +26,6 @@ const STREAM_DOCUMENTS: &str = "SELECT *, json_object('id', stream_id, 'requestI
 /// The last `ORDER BY` term of a query: streams in a stable order whatever the sort.
 const TIE_BREAK: &str = "aggregate_id, version";
 
-/// The streams of [`STREAM_DOCUMENTS`] where `condition` holds, in `order`, from the
-/// placeholders `limit` and `offset`.
-fn query_sql(condition: &str, order: &[String], limit: &str, offset: &str) -> String {
-    format!(
-        "SELECT {STREAM_COLUMNS} FROM ({STREAM_DOCUMENTS}) WHERE {condition} ORDER BY {} LIMIT {limit} OFFSET {offset}",
-        order.join(", ")
-    )
-}
-
-/// How many streams of [`STREAM_DOCUMENTS`] `condition` holds for.
-fn count_sql(condition: &str) -> String {
-    format!("SELECT COUNT(*) FROM ({STREAM_DOCUMENTS}) WHERE {condition}")
-}
-
 /// The values of [`STREAM_DOCUMENTS`]'s scope.
 fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<rusqlite::types::Value> {
     vec![
@@ -57,12 +43,8 @@ impl StreamQueries for SqliteStore {
         query: &DocumentQuery,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
         let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
-        let condition = sql.condition(&query.filter);
-        let mut order = sql.order(&query.sort);
-        order.push(TIE_BREAK.to_owned());
-        let limit = sql.bind_integer(query.limit);
-        let offset = sql.bind_integer(query.offset);
-        let text = query_sql(&condition, &order, &limit, &offset);
+        let select = format!("SELECT {STREAM_COLUMNS} FROM ({STREAM_DOCUMENTS})");
+        let text = sql.page_sql(&select, "", query, TIE_BREAK);
         let values = sql.values;
         Ok(self
             .queries
@@ -81,8 +63,7 @@ impl StreamQueries for SqliteStore {
         filter: &Filter,
     ) -> Result<u64, EventStoreError> {
         let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
-        let condition = sql.condition(filter);
-        let text = count_sql(&condition);
+        let text = sql.count_sql(&format!("({STREAM_DOCUMENTS})"), "", filter);
         Ok(self.queries.count(tenant_id, text, sql.values).await?)
     }
 }

@@ -6,56 +6,28 @@
 
 use std::time::Duration;
 
-use wow_core::eventsourcing::{AppendChanges, EventStoreError};
-use wow_core::unique_key::{KeyChange, KeyClaim, KeyHolder, UniqueKey};
+use wow_core::eventsourcing::EventStoreError;
+use wow_core::unique_key::{KeyChange, KeyClaim, UniqueKey};
 use wow_core::AggregateId;
 
+use super::keys::{append_keys, fresh, KeySpace};
 use super::{load_all, Store};
-use crate::fixtures::{aggregate, stream};
+use crate::fixtures::aggregate;
 
 /// How long a case waits at most for a reservation to lapse by the store's clock.
 const LAPSE_WAIT: Duration = Duration::from_secs(10);
 
-fn name(value: &str) -> UniqueKey {
-    UniqueKey::new("username", value)
-}
-
-/// A value no other case uses, so cases may share a store's key table.
-fn fresh(label: &str) -> String {
-    format!("{label}-{}", wow_core::id::new_id())
-}
+const NAME: KeySpace = KeySpace("username");
 
 /// The process's clock, in milliseconds since the Unix epoch.
 fn now() -> i64 {
     wow_core::id::exact_now_millis()
 }
 
-async fn holder(store: &Store, tenant: &str, value: &str) -> Option<KeyHolder> {
-    store
-        .find_key(tenant, &name(value))
-        .await
-        .expect("a key can be looked up")
-}
-
-async fn append(
-    store: &Store,
-    aggregate: &AggregateId,
-    version: u64,
-    keys: Vec<KeyChange>,
-) -> Result<(), EventStoreError> {
-    let request_id = format!("r-{version}-{}", wow_core::id::new_id());
-    store
-        .append_with(
-            &stream(aggregate, version, &request_id),
-            &AppendChanges::keys(keys),
-        )
-        .await
-}
-
 /// Waits until `value` is free in `tenant` by the store's clock, up to [`LAPSE_WAIT`].
 async fn until_free(store: &Store, tenant: &str, value: &str) {
     let deadline = tokio::time::Instant::now() + LAPSE_WAIT;
-    while holder(store, tenant, value).await.is_some() {
+    while NAME.holder(store, tenant, value).await.is_some() {
         assert!(
             tokio::time::Instant::now() < deadline,
             "a lapsed reservation of {value} must free it"
@@ -69,18 +41,19 @@ async fn until_free(store: &Store, tenant: &str, value: &str) {
 pub async fn a_reservation_holds_its_key_until_its_time(store: Store) {
     let (first, second) = (aggregate(), aggregate());
     let value = fresh("ann");
-    let reserved = name(&value).reserved_until(now() + 600_000);
-    append(&store, &first, 1, vec![KeyChange::Claim(reserved.clone())])
+    let reserved = NAME.key(&value).reserved_until(now() + 600_000);
+    append_keys(&store, &first, 1, vec![KeyChange::Claim(reserved.clone())])
         .await
         .expect("a free key is reserved");
-    let held = holder(&store, &first.tenant_id, &value)
+    let held = NAME
+        .holder(&store, &first.tenant_id, &value)
         .await
         .expect("a reserved key is held");
     assert_eq!(
         (held.aggregate_id, held.key, held.version),
         (first.clone(), reserved, 1)
     );
-    match append(&store, &second, 1, vec![KeyChange::Claim(name(&value))]).await {
+    match append_keys(&store, &second, 1, vec![KeyChange::Claim(NAME.key(&value))]).await {
         Err(EventStoreError::DuplicateKey(taken)) => {
             assert_eq!(taken.holder.aggregate_id, first);
         }
@@ -95,24 +68,24 @@ pub async fn a_reservation_holds_its_key_until_its_time(store: Store) {
 pub async fn a_lapsed_reservation_frees_its_key_and_a_late_confirmation_is_refused(store: Store) {
     let (first, second) = (aggregate(), aggregate());
     let value = fresh("bob");
-    let reserved = name(&value).reserved_until(now() + 300);
-    append(&store, &first, 1, vec![KeyChange::Claim(reserved)])
+    let reserved = NAME.key(&value).reserved_until(now() + 300);
+    append_keys(&store, &first, 1, vec![KeyChange::Claim(reserved)])
         .await
         .expect("a free key is reserved");
     until_free(&store, &first.tenant_id, &value).await;
-    append(&store, &second, 1, vec![KeyChange::Claim(name(&value))])
+    append_keys(&store, &second, 1, vec![KeyChange::Claim(NAME.key(&value))])
         .await
         .expect("a lapsed reservation holds nothing: another aggregate takes the key");
-    match append(&store, &first, 2, vec![KeyChange::Claim(name(&value))]).await {
+    match append_keys(&store, &first, 2, vec![KeyChange::Claim(NAME.key(&value))]).await {
         Err(EventStoreError::DuplicateKey(taken)) => {
             assert_eq!(taken.holder.aggregate_id, second);
-            assert_eq!(taken.holder.key, name(&value));
+            assert_eq!(taken.holder.key, NAME.key(&value));
         }
         other => panic!("a late confirmation must be refused DuplicateKey, got {other:?}"),
     }
     assert_eq!(load_all(&store, &first).await.len(), 1, "nothing appended");
     assert_eq!(
-        holder(&store, &first.tenant_id, &value)
+        NAME.holder(&store, &first.tenant_id, &value)
             .await
             .map(|held| (held.aggregate_id, held.version)),
         Some((second, 1))
@@ -125,65 +98,74 @@ pub async fn a_lapsed_reservation_frees_its_key_and_a_late_confirmation_is_refus
 pub async fn a_confirmed_reservation_holds_its_key_for_good(store: Store) {
     let (first, second) = (aggregate(), aggregate());
     let (value, late) = (fresh("cy"), fresh("dee"));
-    append(
+    append_keys(
         &store,
         &first,
         1,
         vec![
-            KeyChange::Claim(name(&value).reserved_until(now() + 600_000)),
-            KeyChange::Claim(name(&late).reserved_until(now() - 1_000)),
+            KeyChange::Claim(NAME.key(&value).reserved_until(now() + 600_000)),
+            KeyChange::Claim(NAME.key(&late).reserved_until(now() - 1_000)),
         ],
     )
     .await
     .expect("free keys are reserved");
     assert!(
-        holder(&store, &first.tenant_id, &late).await.is_none(),
+        NAME.holder(&store, &first.tenant_id, &late).await.is_none(),
         "a reservation whose time is past holds nothing"
     );
-    let moved = name(&value).reserved_until(now() + 900_000);
-    append(&store, &first, 2, vec![KeyChange::Claim(moved.clone())])
+    let moved = NAME.key(&value).reserved_until(now() + 900_000);
+    append_keys(&store, &first, 2, vec![KeyChange::Claim(moved.clone())])
         .await
         .expect("the holder moves its reservation's time");
     assert_eq!(
-        holder(&store, &first.tenant_id, &value)
+        NAME.holder(&store, &first.tenant_id, &value)
             .await
             .map(|held| held.key),
         Some(moved)
     );
-    append(
+    append_keys(
         &store,
         &first,
         3,
         vec![
-            KeyChange::Claim(name(&value)),
-            KeyChange::Claim(name(&late)),
+            KeyChange::Claim(NAME.key(&value)),
+            KeyChange::Claim(NAME.key(&late)),
         ],
     )
     .await
     .expect("the holder confirms its reservations");
     for confirmed in [&value, &late] {
-        let held = holder(&store, &first.tenant_id, confirmed)
+        let held = NAME
+            .holder(&store, &first.tenant_id, confirmed)
             .await
             .expect("a confirmed key is held");
         assert_eq!(held.aggregate_id, first);
-        assert_eq!(held.key, name(confirmed), "held for good");
+        assert_eq!(held.key, NAME.key(confirmed), "held for good");
     }
     assert_eq!(
-        holder(&store, &first.tenant_id, &value)
+        NAME.holder(&store, &first.tenant_id, &value)
             .await
             .map(|held| held.version),
         Some(1),
         "the key keeps the version that claimed it"
     );
-    let refused = append(&store, &second, 1, vec![KeyChange::Claim(name(&value))]).await;
+    let refused = append_keys(&store, &second, 1, vec![KeyChange::Claim(NAME.key(&value))]).await;
     assert!(
         matches!(refused, Err(EventStoreError::DuplicateKey(_))),
         "{refused:?}"
     );
-    append(&store, &first, 4, vec![KeyChange::Release(name(&value))])
+    append_keys(
+        &store,
+        &first,
+        4,
+        vec![KeyChange::Release(NAME.key(&value))],
+    )
+    .await
+    .expect("a confirmed key is released like any");
+    assert!(NAME
+        .holder(&store, &first.tenant_id, &value)
         .await
-        .expect("a confirmed key is released like any");
-    assert!(holder(&store, &first.tenant_id, &value).await.is_none());
+        .is_none());
 }
 
 /// `claim_keys` claims the keys that are free (a lapsed reservation included) at the version
@@ -192,18 +174,18 @@ pub async fn a_confirmed_reservation_holds_its_key_for_good(store: Store) {
 pub async fn claim_keys_takes_free_keys_and_reports_held_ones(store: Store) {
     let (holder_of_taken, backfilled) = (aggregate(), aggregate());
     let (taken, free, lapsed) = (fresh("taken"), fresh("free"), fresh("lapsed"));
-    append(
+    append_keys(
         &store,
         &holder_of_taken,
         1,
         vec![
-            KeyChange::Claim(name(&taken)),
-            KeyChange::Claim(name(&lapsed).reserved_until(now() - 1_000)),
+            KeyChange::Claim(NAME.key(&taken)),
+            KeyChange::Claim(NAME.key(&lapsed).reserved_until(now() - 1_000)),
         ],
     )
     .await
     .unwrap();
-    let keys = [name(&taken), name(&free), name(&lapsed)];
+    let keys = [NAME.key(&taken), NAME.key(&free), NAME.key(&lapsed)];
     let first = store
         .claim_keys(&backfilled, 7, &keys)
         .await
@@ -215,7 +197,7 @@ pub async fn claim_keys_takes_free_keys_and_reports_held_ones(store: Store) {
     assert_eq!(&first[1..], &[KeyClaim::Claimed, KeyClaim::Claimed]);
     for value in [&free, &lapsed] {
         assert_eq!(
-            holder(&store, &backfilled.tenant_id, value)
+            NAME.holder(&store, &backfilled.tenant_id, value)
                 .await
                 .map(|held| (held.aggregate_id, held.version)),
             Some((backfilled.clone(), 7))
@@ -228,19 +210,18 @@ pub async fn claim_keys_takes_free_keys_and_reports_held_ones(store: Store) {
     assert!(matches!(second[0], KeyClaim::Taken(_)), "{second:?}");
     assert_eq!(&second[1..], &[KeyClaim::Held, KeyClaim::Held]);
     assert_eq!(
-        holder(&store, &backfilled.tenant_id, &free)
+        NAME.holder(&store, &backfilled.tenant_id, &free)
             .await
             .map(|held| held.version),
         Some(7),
         "a second run changes nothing"
     );
     assert_eq!(
-        holder(&store, &holder_of_taken.tenant_id, &taken)
-            .await
-            .map(|held| held.aggregate_id),
+        NAME.holder_id(&store, &holder_of_taken.tenant_id, &taken)
+            .await,
         Some(holder_of_taken)
     );
-    let reserved = name(&fresh("later")).reserved_until(now() + 600_000);
+    let reserved = NAME.key(&fresh("later")).reserved_until(now() + 600_000);
     assert_eq!(
         store
             .claim_keys(&backfilled, 8, std::slice::from_ref(&reserved))
@@ -257,7 +238,7 @@ pub async fn claim_keys_takes_free_keys_and_reports_held_ones(store: Store) {
         Some(reserved),
         "a backfilled key keeps its reservation time"
     );
-    for (version, key) in [(0, name("x")), (1, UniqueKey::new("Bad Space", "x"))] {
+    for (version, key) in [(0, NAME.key("x")), (1, UniqueKey::new("Bad Space", "x"))] {
         let refused = store.claim_keys(&backfilled, version, &[key]).await;
         assert!(
             matches!(refused, Err(EventStoreError::IllegalArgument(_))),
@@ -332,10 +313,11 @@ pub async fn a_sign_up_confirmed_late_loses_its_name_to_a_later_one(store: Store
             .await
             .succeeded
     );
-    let held = holder(&store, "tck", &value)
+    let held = NAME
+        .holder(&store, "tck", &value)
         .await
         .expect("the confirmed name is held");
-    assert_eq!((held.aggregate_id, held.key), (later, name(&value)));
+    assert_eq!((held.aggregate_id, held.key), (later, NAME.key(&value)));
 }
 
 /// 16 aggregates claim one key whose reservation lapsed, at once: exactly one takes it over,
@@ -344,11 +326,13 @@ pub async fn a_sign_up_confirmed_late_loses_its_name_to_a_later_one(store: Store
 pub async fn claims_of_a_lapsed_reservation_have_exactly_one_winner(store: Store) {
     let first = aggregate();
     let value = fresh("race");
-    append(
+    append_keys(
         &store,
         &first,
         1,
-        vec![KeyChange::Claim(name(&value).reserved_until(now() - 1_000))],
+        vec![KeyChange::Claim(
+            NAME.key(&value).reserved_until(now() - 1_000),
+        )],
     )
     .await
     .unwrap();
@@ -357,8 +341,13 @@ pub async fn claims_of_a_lapsed_reservation_have_exactly_one_winner(store: Store
             let (store, value) = (store.clone(), value.clone());
             tokio::spawn(async move {
                 let claimant = aggregate();
-                let outcome =
-                    append(&store, &claimant, 1, vec![KeyChange::Claim(name(&value))]).await;
+                let outcome = append_keys(
+                    &store,
+                    &claimant,
+                    1,
+                    vec![KeyChange::Claim(NAME.key(&value))],
+                )
+                .await;
                 (claimant, outcome)
             })
         })
@@ -377,15 +366,13 @@ pub async fn claims_of_a_lapsed_reservation_have_exactly_one_winner(store: Store
         "exactly one claimant takes the lapsed key"
     );
     assert!(named.iter().all(|holder| *holder == winners[0]));
-    let late = append(&store, &first, 2, vec![KeyChange::Claim(name(&value))]).await;
+    let late = append_keys(&store, &first, 2, vec![KeyChange::Claim(NAME.key(&value))]).await;
     assert!(
         matches!(late, Err(EventStoreError::DuplicateKey(_))),
         "{late:?}"
     );
     assert_eq!(
-        holder(&store, &first.tenant_id, &value)
-            .await
-            .map(|held| held.aggregate_id),
+        NAME.holder_id(&store, &first.tenant_id, &value).await,
         Some(winners[0].clone())
     );
 }

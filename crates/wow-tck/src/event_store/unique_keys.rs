@@ -4,49 +4,21 @@
 
 use wow_core::eventsourcing::AppendChanges;
 use wow_core::eventsourcing::EventStoreError;
-use wow_core::unique_key::{KeyChange, KeyHolder, UniqueKey};
+use wow_core::unique_key::{KeyChange, UniqueKey};
 use wow_core::AggregateId;
 
+use super::keys::{append_keys, fresh, KeySpace};
 use super::{load_all, Store};
 use crate::fixtures::{aggregate, stream};
 
-fn sku(value: &str) -> UniqueKey {
-    UniqueKey::new("sku", value)
-}
+const SKU: KeySpace = KeySpace("sku");
 
 fn claim(value: &str) -> KeyChange {
-    KeyChange::Claim(sku(value))
+    KeyChange::Claim(SKU.key(value))
 }
 
 fn release(value: &str) -> KeyChange {
-    KeyChange::Release(sku(value))
-}
-
-/// A value no other case uses, so cases may share a store's key table.
-fn fresh(name: &str) -> String {
-    format!("{name}-{}", wow_core::id::new_id())
-}
-
-async fn holder(store: &Store, tenant: &str, value: &str) -> Option<KeyHolder> {
-    store
-        .find_key(tenant, &sku(value))
-        .await
-        .expect("a key can be looked up")
-}
-
-async fn append(
-    store: &Store,
-    aggregate: &AggregateId,
-    version: u64,
-    keys: &[KeyChange],
-) -> Result<(), EventStoreError> {
-    let request_id = format!("r-{version}-{}", wow_core::id::new_id());
-    store
-        .append_with(
-            &stream(aggregate, version, &request_id),
-            &AppendChanges::keys(keys.to_vec()),
-        )
-        .await
+    KeyChange::Release(SKU.key(value))
 }
 
 /// A claim is written with its stream: the key is held by the aggregate at the version of the
@@ -54,16 +26,17 @@ async fn append(
 pub async fn a_claim_is_written_with_its_stream(store: Store) {
     let product = aggregate();
     let value = fresh("a");
-    append(&store, &product, 1, &[claim(&value)])
+    append_keys(&store, &product, 1, vec![claim(&value)])
         .await
         .expect("a free key is claimed");
-    let held = holder(&store, &product.tenant_id, &value)
+    let held = SKU
+        .holder(&store, &product.tenant_id, &value)
         .await
         .expect("the key is held");
     assert_eq!(held.aggregate_id, product);
-    assert_eq!((held.key, held.version), (sku(&value), 1));
+    assert_eq!((held.key, held.version), (SKU.key(&value), 1));
     assert_eq!(load_all(&store, &product).await.len(), 1);
-    assert!(holder(&store, "another-tenant", &value).await.is_none());
+    assert!(SKU.holder(&store, "another-tenant", &value).await.is_none());
 }
 
 /// A claim of a key another aggregate holds refuses the whole append: `DuplicateKey` names
@@ -71,12 +44,14 @@ pub async fn a_claim_is_written_with_its_stream(store: Store) {
 pub async fn a_key_another_aggregate_holds_refuses_the_whole_append(store: Store) {
     let (first, second) = (aggregate(), aggregate());
     let (taken, free) = (fresh("taken"), fresh("free"));
-    append(&store, &first, 1, &[claim(&taken)]).await.unwrap();
-    let refused = append(&store, &second, 1, &[claim(&free), claim(&taken)]).await;
+    append_keys(&store, &first, 1, vec![claim(&taken)])
+        .await
+        .unwrap();
+    let refused = append_keys(&store, &second, 1, vec![claim(&free), claim(&taken)]).await;
     match refused {
         Err(EventStoreError::DuplicateKey(key_taken)) => {
             assert_eq!(key_taken.holder.aggregate_id, first);
-            assert_eq!(key_taken.holder.key, sku(&taken));
+            assert_eq!(key_taken.holder.key, SKU.key(&taken));
             assert_eq!(key_taken.stream.aggregate_id, second);
         }
         other => panic!("a held key must refuse the append with DuplicateKey, got {other:?}"),
@@ -86,13 +61,11 @@ pub async fn a_key_another_aggregate_holds_refuses_the_whole_append(store: Store
         "nothing appended"
     );
     assert!(
-        holder(&store, &second.tenant_id, &free).await.is_none(),
+        SKU.holder(&store, &second.tenant_id, &free).await.is_none(),
         "all or nothing: the free key of the refused append is not taken"
     );
     assert_eq!(
-        holder(&store, &first.tenant_id, &taken)
-            .await
-            .map(|held| held.aggregate_id),
+        SKU.holder_id(&store, &first.tenant_id, &taken).await,
         Some(first)
     );
 }
@@ -102,20 +75,20 @@ pub async fn a_key_another_aggregate_holds_refuses_the_whole_append(store: Store
 pub async fn a_release_frees_a_key_and_a_move_takes_the_new_one(store: Store) {
     let (first, second) = (aggregate(), aggregate());
     let (old, new) = (fresh("old"), fresh("new"));
-    append(&store, &first, 1, &[claim(&old)]).await.unwrap();
-    append(&store, &first, 2, &[release(&old), claim(&new)])
+    append_keys(&store, &first, 1, vec![claim(&old)])
+        .await
+        .unwrap();
+    append_keys(&store, &first, 2, vec![release(&old), claim(&new)])
         .await
         .expect("a move is appended");
-    assert!(holder(&store, &first.tenant_id, &old).await.is_none());
-    let held = holder(&store, &first.tenant_id, &new).await.unwrap();
+    assert!(SKU.holder(&store, &first.tenant_id, &old).await.is_none());
+    let held = SKU.holder(&store, &first.tenant_id, &new).await.unwrap();
     assert_eq!((held.aggregate_id, held.version), (first.clone(), 2));
-    append(&store, &second, 1, &[claim(&old)])
+    append_keys(&store, &second, 1, vec![claim(&old)])
         .await
         .expect("a released key is free for another aggregate");
     assert_eq!(
-        holder(&store, &second.tenant_id, &old)
-            .await
-            .map(|held| held.aggregate_id),
+        SKU.holder_id(&store, &second.tenant_id, &old).await,
         Some(second)
     );
 }
@@ -125,14 +98,16 @@ pub async fn a_release_frees_a_key_and_a_move_takes_the_new_one(store: Store) {
 pub async fn claiming_a_key_held_and_releasing_one_not_held_change_nothing(store: Store) {
     let (first, second) = (aggregate(), aggregate());
     let value = fresh("kept");
-    append(&store, &first, 1, &[claim(&value)]).await.unwrap();
-    append(&store, &first, 2, &[claim(&value)])
+    append_keys(&store, &first, 1, vec![claim(&value)])
+        .await
+        .unwrap();
+    append_keys(&store, &first, 2, vec![claim(&value)])
         .await
         .expect("the holder may claim its key again");
-    append(&store, &second, 1, &[release(&value)])
+    append_keys(&store, &second, 1, vec![release(&value)])
         .await
         .expect("releasing a key one does not hold appends the stream");
-    let held = holder(&store, &first.tenant_id, &value).await.unwrap();
+    let held = SKU.holder(&store, &first.tenant_id, &value).await.unwrap();
     assert_eq!((held.aggregate_id, held.version), (first, 1));
     assert_eq!(load_all(&store, &second).await.len(), 1);
 }
@@ -145,8 +120,10 @@ pub async fn keys_are_per_tenant_and_per_space(store: Store) {
     elsewhere.tenant_id = "tenant-b".to_owned();
     let other_space = aggregate();
     let value = fresh("shared");
-    append(&store, &here, 1, &[claim(&value)]).await.unwrap();
-    append(&store, &elsewhere, 1, &[claim(&value)])
+    append_keys(&store, &here, 1, vec![claim(&value)])
+        .await
+        .unwrap();
+    append_keys(&store, &elsewhere, 1, vec![claim(&value)])
         .await
         .expect("another tenant holds its own keys");
     store
@@ -160,15 +137,11 @@ pub async fn keys_are_per_tenant_and_per_space(store: Store) {
         .await
         .expect("another key space holds its own values");
     assert_eq!(
-        holder(&store, "tenant-b", &value)
-            .await
-            .map(|held| held.aggregate_id),
+        SKU.holder_id(&store, "tenant-b", &value).await,
         Some(elsewhere)
     );
     assert_eq!(
-        holder(&store, &here.tenant_id, &value)
-            .await
-            .map(|held| held.aggregate_id),
+        SKU.holder_id(&store, &here.tenant_id, &value).await,
         Some(here.clone())
     );
     let email = store
@@ -188,47 +161,45 @@ pub async fn an_operator_release_frees_a_key_whoever_holds_it(store: Store) {
     let mut elsewhere = aggregate();
     elsewhere.tenant_id = "tenant-b".to_owned();
     let value = fresh("released");
-    append(&store, &first, 1, &[claim(&value)]).await.unwrap();
-    append(&store, &elsewhere, 1, &[claim(&value)])
+    append_keys(&store, &first, 1, vec![claim(&value)])
+        .await
+        .unwrap();
+    append_keys(&store, &elsewhere, 1, vec![claim(&value)])
         .await
         .unwrap();
 
     let released = store
-        .release_key(&first.tenant_id, &sku(&value))
+        .release_key(&first.tenant_id, &SKU.key(&value))
         .await
         .expect("a held key is released");
     let released = released.expect("the release names the holder it had");
     assert_eq!(
         (released.aggregate_id, released.key, released.version),
-        (first.clone(), sku(&value), 1)
+        (first.clone(), SKU.key(&value), 1)
     );
-    assert!(holder(&store, &first.tenant_id, &value).await.is_none());
+    assert!(SKU.holder(&store, &first.tenant_id, &value).await.is_none());
     assert_eq!(
-        holder(&store, "tenant-b", &value)
-            .await
-            .map(|held| held.aggregate_id),
+        SKU.holder_id(&store, "tenant-b", &value).await,
         Some(elsewhere),
         "another tenant's holder of the value is not released"
     );
     assert_eq!(
         store
-            .release_key(&first.tenant_id, &sku(&value))
+            .release_key(&first.tenant_id, &SKU.key(&value))
             .await
             .expect("a free key can be released"),
         None,
         "a free key: nothing released"
     );
 
-    append(&store, &second, 1, &[claim(&value)])
+    append_keys(&store, &second, 1, vec![claim(&value)])
         .await
         .expect("a released key is free for another aggregate");
-    append(&store, &first, 2, &[release(&value)])
+    append_keys(&store, &first, 2, vec![release(&value)])
         .await
         .expect("the former holder's release appends");
     assert_eq!(
-        holder(&store, &second.tenant_id, &value)
-            .await
-            .map(|held| held.aggregate_id),
+        SKU.holder_id(&store, &second.tenant_id, &value).await,
         Some(second),
         "the former holder's release leaves the new holder alone"
     );
@@ -247,19 +218,21 @@ pub async fn an_operator_release_frees_a_key_whoever_holds_it(store: Store) {
 pub async fn a_release_racing_claims_frees_the_key_once(store: Store) {
     let first = aggregate();
     let value = fresh("contended");
-    append(&store, &first, 1, &[claim(&value)]).await.unwrap();
+    append_keys(&store, &first, 1, vec![claim(&value)])
+        .await
+        .unwrap();
     let claims: Vec<_> = (0..16)
         .map(|_| {
             let (store, value) = (store.clone(), value.clone());
             tokio::spawn(async move {
                 let product = aggregate();
-                let outcome = append(&store, &product, 1, &[claim(&value)]).await;
+                let outcome = append_keys(&store, &product, 1, vec![claim(&value)]).await;
                 (product, outcome)
             })
         })
         .collect();
     let released = store
-        .release_key(&first.tenant_id, &sku(&value))
+        .release_key(&first.tenant_id, &SKU.key(&value))
         .await
         .expect("the release is answered");
     assert_eq!(
@@ -283,9 +256,7 @@ pub async fn a_release_racing_claims_frees_the_key_once(store: Store) {
         );
     }
     assert_eq!(
-        holder(&store, &first.tenant_id, &value)
-            .await
-            .map(|held| held.aggregate_id),
+        SKU.holder_id(&store, &first.tenant_id, &value).await,
         winners.first().cloned()
     );
 }
@@ -302,7 +273,7 @@ pub async fn a_refused_append_changes_no_key(store: Store) {
         )
         .await
         .unwrap();
-    let conflict = append(&store, &product, 1, &[claim(&by_conflict)]).await;
+    let conflict = append_keys(&store, &product, 1, vec![claim(&by_conflict)]).await;
     assert!(
         matches!(
             conflict,
@@ -321,7 +292,10 @@ pub async fn a_refused_append_changes_no_key(store: Store) {
         "a held request id is its duplicate: {duplicate:?}"
     );
     for value in [&by_conflict, &by_duplicate] {
-        assert!(holder(&store, &product.tenant_id, value).await.is_none());
+        assert!(SKU
+            .holder(&store, &product.tenant_id, value)
+            .await
+            .is_none());
     }
     for bad in [UniqueKey::new("Bad Space", "x"), UniqueKey::new("sku", "")] {
         let refused = store
@@ -351,7 +325,7 @@ pub async fn concurrent_claims_of_one_value_have_exactly_one_winner(store: Store
             let (store, value) = (store.clone(), value.clone());
             tokio::spawn(async move {
                 let product = aggregate();
-                let outcome = append(&store, &product, 1, &[claim(&value)]).await;
+                let outcome = append_keys(&store, &product, 1, vec![claim(&value)]).await;
                 (product, outcome)
             })
         })
@@ -373,9 +347,7 @@ pub async fn concurrent_claims_of_one_value_have_exactly_one_winner(store: Store
         assert!(load_all(&store, loser).await.is_empty());
     }
     assert_eq!(
-        holder(&store, &winner.tenant_id, &value)
-            .await
-            .map(|held| held.aggregate_id),
+        SKU.holder_id(&store, &winner.tenant_id, &value).await,
         Some(winner.clone())
     );
 }

@@ -78,8 +78,9 @@ use crate::contracts::eventsourcing::{
 };
 use async_trait::async_trait;
 
+use crate::contracts::eventsourcing::EventStoreMethod;
 #[cfg(doc)]
-use crate::contracts::eventsourcing::{EventStoreMethod, RecordingEventStore};
+use crate::contracts::eventsourcing::RecordingEventStore;
 use crate::model::aggregate_id::{AggregateId, NamedAggregate};
 use crate::model::event::DomainEventStream;
 use crate::model::eventsourcing::{RejectionRecord, RequestDecision, RequestRecord};
@@ -104,11 +105,20 @@ macro_rules! forwarding_base {
             /// this store's.
             fn inner(&self) -> &dyn EventStore;
 
+            /// Runs before every method this wrapper does not state reaches the inner store,
+            /// with the method called: an `Err` is that call's answer and the inner store is
+            /// not reached. By default every call goes on. A wrapper that adds one check to
+            /// many methods (a fault, a gate) states it here once.
+            fn before(&self, method: EventStoreMethod) -> Result<(), EventStoreError> {
+                let _ = method;
+                Ok(())
+            }
+
             $($(
                 #[doc = concat!("[`", stringify!($trait), "::", stringify!($name), "`]; by default the inner store's.")]
                 async fn $name(&self, $($arg: $ty),*) -> Result<$ok, EventStoreError> {
                     let this = self;
-                    forwarded!(this, $name($($arg),*))
+                    forwarded!(this, $variant, $name($($arg),*))
                 }
             )*)*
         }
@@ -130,17 +140,18 @@ macro_rules! forwarding_base {
 
 /// What a decorator's method does unless the wrapper states it: `find_request` is derived
 /// from the wrapper's own `find_decision` (so a wrapper that changes the decision look-up
-/// changes it too); every other method is the inner store's.
+/// changes it too); every other method is the inner store's, after the wrapper's `before`.
 macro_rules! forwarded {
-    ($this:ident, find_request($($arg:ident),*)) => {
+    ($this:ident, $variant:ident, find_request($($arg:ident),*)) => {
         Ok($this
             .find_decision($($arg),*)
             .await?
             .and_then(RequestDecision::appended))
     };
-    ($this:ident, $name:ident($($arg:ident),*)) => {
+    ($this:ident, $variant:ident, $name:ident($($arg:ident),*)) => {{
+        $this.before(EventStoreMethod::$variant)?;
         $this.inner().$name($($arg),*).await
-    };
+    }};
 }
 
 event_store_methods!(forwarding_base);
