@@ -1,9 +1,9 @@
 //! Commands: the message, its kind and stages, results, and the bus that carries them to
 //! a processing node. The gateway, waiting and the node itself are `wow-runtime`'s.
-pub use crate::contracts::command::{
+pub use wow_contracts::command::{
     CommandBus, CommandBusError, CommandHandler, InMemoryCommandBus, InTransit, JsonCommand,
 };
-pub use crate::model::command::{
+pub use wow_model::command::{
     decided_result, duplicate_result, headers, request_fingerprint, BindingError, BodyDecodeError,
     CommandBody, CommandInfo, CommandKind, CommandMessage, CommandResult, CommandResultError,
     CommandStage, EventBody, FunctionInfo, FunctionKind, UnknownStage, WaitFunction,

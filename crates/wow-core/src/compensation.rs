@@ -3,7 +3,7 @@
 //! retried later, by `wow-runtime`'s scheduler with exponential backoff or by hand,
 //! without touching history. An aggregate a processing node quarantined (SPEC PX-1) is recorded the same
 //! way, under the consumer [`AGGREGATE_PROCESSOR`].
-pub use crate::contracts::compensation::{
+pub use wow_contracts::compensation::{
     due_order, next_record, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
     FailedExecution, FailureQuery, InMemoryCompensationStore, RetrySpec, AGGREGATE_PROCESSOR,
 };

@@ -5,8 +5,8 @@
 //! ([`History::append_with`](crate::eventsourcing::History::append_with)). A
 //! scheduler fires due rows ([`DeadlineStore::due`]) through the gateway with the request
 //! id derived from the schedule, so firing twice takes effect once.
-pub use crate::contracts::deadline::{DeadlineStore, DeadlineStoreDecorator, DeadlineTable};
-pub use crate::model::deadline::{
+pub use wow_contracts::deadline::{DeadlineStore, DeadlineStoreDecorator, DeadlineTable};
+pub use wow_model::deadline::{
     aggregate_hash, backoff, check_deadline_name, deadline_changes, deadline_request_id,
     owner_hash, partition_of, share_across_tenants, Deadline, DeadlineBacklog, DeadlineChange,
     DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand, HELD, MAX_DEADLINE_NAME_LEN,

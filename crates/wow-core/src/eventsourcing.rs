@@ -6,7 +6,7 @@
 //! one concern to a store implements [`EventStoreDecorator`] (or
 //! [`SnapshotStoreDecorator`]) and states only what it changes; [`RecordingEventStore`]
 //! proves in a test that every other method reaches the store it wraps.
-pub use crate::contracts::eventsourcing::{
+pub use wow_contracts::eventsourcing::{
     check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
     check_rename, check_time_range, check_version_range, stream_document, AggregateRenames,
     AppendChanges, ConnectionUse, EventFeed, EventStore, EventStoreDecorator, EventStoreError,
@@ -16,7 +16,7 @@ pub use crate::contracts::eventsourcing::{
     RenamedRows, RequestLog, SchemaStatus, Snapshot, SnapshotStore, SnapshotStoreDecorator,
     SnapshotStoreError, SnapshotStoreMethod, StoreCheck, StoreHealth, StreamQueries,
 };
-pub use crate::model::error::BoxError;
-pub use crate::model::eventsourcing::{
+pub use wow_model::error::BoxError;
+pub use wow_model::eventsourcing::{
     is_recorded_rejection, RejectionRecord, RequestDecision, RequestRecord,
 };

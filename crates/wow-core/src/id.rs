@@ -1,6 +1,6 @@
 //! Identifiers and time, taken through traits so that tests and the simulation can fix
 //! them.
-pub use crate::model::id::{
+pub use wow_model::id::{
     exact_now_millis, new_id, now_millis, Clock, IdGenerator, ManualClock, SystemClock,
     UuidV7IdGenerator,
 };

@@ -4,20 +4,19 @@
 //! is safe to retry. Backends implement its contracts and prove it with the `wow-tck`
 //! conformance suite; `wow-http` serves it; the example domains use nothing else.
 //!
-//! ## Three layers
+//! ## Three crates
 //!
-//! The source is in three layers, each importing only those below it: **model**
-//! (`src/model/`: plain data and the traits a team implements, such as [`AggregateId`],
-//! [`CommandMessage`], [`aggregate::Aggregate`], [`view::View`]; no I/O), **contracts**
-//! (`src/contracts/`: what a backend or transport implements, each with its in-memory
-//! reference, such as [`eventsourcing::EventStore`] and [`command::CommandBus`], bundled by
-//! [`Stores`]), and **domain** (`src/domain/`: the programming model run from JSON, such as
-//! [`aggregate::AggregateRegistry`], and the given → when → expect kits). What runs a service
-//! over these contracts is the `wow-runtime` crate; a domain crate needs this crate only.
-//!
-//! Each public module below is one file (`src/query.rs`, `src/aggregate.rs`, ...) that
-//! gathers one concept's items from whichever layers hold them, under the names of Wow,
-//! the framework wow-rs follows (CommandGateway, EventStore, RequestIdChecker, ...).
+//! wow-rs's core is three crates, one layer each, each importing only those below it:
+//! **`wow-model`** (plain data and the traits a team implements, such as [`AggregateId`],
+//! [`CommandMessage`], [`aggregate::Aggregate`], [`view::View`]; no I/O), **`wow-contracts`**
+//! (what a backend or transport implements, each with its in-memory reference, such as
+//! [`eventsourcing::EventStore`] and [`command::CommandBus`], bundled by [`Stores`]), and this
+//! crate: the programming model run from JSON ([`aggregate::AggregateRegistry`], the saga
+//! context) and the given → when → expect kits. Each public module here holds its concept's
+//! code (`src/aggregate/`, `src/saga/`, ...) and re-exports the model's and the contracts'
+//! items of that concept by name, under the names of Wow, the framework wow-rs follows
+//! (CommandGateway, EventStore, RequestIdChecker, ...). What runs a service over these
+//! contracts is the `wow-runtime` crate; a domain crate needs this crate only.
 
 extern crate self as wow_core;
 
@@ -25,9 +24,6 @@ extern crate self as wow_core;
 #[path = "private.rs"]
 pub mod __private;
 
-mod contracts;
-mod domain;
-mod model;
 #[doc(hidden)]
 pub mod testing_example;
 
@@ -45,18 +41,19 @@ pub mod saga;
 pub mod unique_key;
 pub mod view;
 
-pub use contracts::stores::Stores;
-pub use model::aggregate::DomainError;
-pub use model::aggregate_id::{
+pub use wow_contracts::stores::Stores;
+pub use wow_macros::{Command, Event};
+pub use wow_model::aggregate::DomainError;
+pub use wow_model::aggregate_id::{
     check_aggregate_id, check_request_id, group_by_aggregate, AggregateId, NamedAggregate,
     AGGREGATE_ID_PATTERN, DEFAULT_TENANT_ID, MAX_AGGREGATE_ID_BYTES,
 };
-pub use model::command::{CommandMessage, CommandResult, CommandStage};
-pub use model::error::BoxError;
-pub use model::error_code::ErrorCode;
-pub use model::event::{DomainEvent, DomainEventStream};
-pub use model::panic::panic_message;
-pub use wow_macros::{Command, Event};
+pub use wow_model::command::{CommandMessage, CommandResult, CommandStage};
+pub use wow_model::crate_build;
+pub use wow_model::error::BoxError;
+pub use wow_model::error_code::ErrorCode;
+pub use wow_model::event::{DomainEvent, DomainEventStream};
+pub use wow_model::panic::panic_message;
 
 /// See [`schemars`]: `#[wow_core::async_trait]` on a saga's (or a consumer's) `impl`.
 pub use async_trait::async_trait;

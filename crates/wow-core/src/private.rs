@@ -5,8 +5,8 @@ pub use serde_json;
 use serde::de::{DeserializeOwned, Error as _};
 use serde_json::{Map, Value};
 
-use crate::model::command::{BindingError, BodyDecodeError};
-use crate::model::error_code::ErrorCode;
+use wow_model::command::{BindingError, BodyDecodeError};
+use wow_model::error_code::ErrorCode;
 
 /// Runs `validator` rules and turns failures into binding errors.
 pub fn validate<T: validator::Validate>(payload: &T) -> Result<(), Vec<BindingError>> {

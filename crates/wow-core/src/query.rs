@@ -1,7 +1,7 @@
 //! Wow's query DSL over documents (materialized snapshots, event streams, view rows): the
 //! conditions and query bodies Wow's clients send, checked and lowered into what every
 //! store runs the same way.
-pub use crate::model::query::{
+pub use wow_model::query::{
     matches, order, project, Condition, Direction, DocumentQuery, FieldPath, Filter, ListQuery,
     Lowering, Operator, PagedList, PagedQuery, Pagination, Projection, QueryBody, QueryError,
     QueryRefusal, Range, Scalar, SharePlace, SingleQuery, Sort, SortKey, Target, TenantShare,

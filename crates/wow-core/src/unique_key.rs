@@ -4,7 +4,7 @@
 //! the difference a decision makes ([`key_changes`]) to the store with the stream, and the
 //! store writes both in one atomic write, its unique constraint deciding between two
 //! claimants ([`History::append_with`](crate::eventsourcing::History::append_with)).
-pub use crate::model::unique_key::{
+pub use wow_model::unique_key::{
     check_unique_key, key_changes, KeyChange, KeyClaim, KeyHolder, UniqueKey, MAX_KEY_SPACE_LEN,
     MAX_KEY_VALUE_LEN,
 };

@@ -42,8 +42,31 @@ pub(crate) async fn open_or_create(
         num_replicas: replicas.max(1),
         ..Default::default()
     };
-    if let Err(create) = jetstream.create_stream(config).await {
-        // Another node may have created it meanwhile; if not, the open below says why.
+    // A busy server can fail a create it would take a moment later: a few tries, 50 ms
+    // apart and doubling, before the open's error is the answer.
+    let mut pause = Duration::from_millis(50);
+    for _ in 1..CREATE_ATTEMPTS {
+        if let Ok(store) = create_and_open(jetstream, bucket, &config).await {
+            return Ok(store);
+        }
+        tokio::time::sleep(pause).await;
+        pause *= 2;
+    }
+    create_and_open(jetstream, bucket, &config).await
+}
+
+/// How many times [`open_or_create`] tries to create a missing bucket.
+const CREATE_ATTEMPTS: u32 = 4;
+
+/// Creates the bucket's stream as `config` says (another node may have created it
+/// meanwhile) and opens the bucket.
+async fn create_and_open(
+    jetstream: &jetstream::Context,
+    bucket: &str,
+    config: &jetstream::stream::Config,
+) -> Result<kv::Store, BoxError> {
+    if let Err(create) = jetstream.create_stream(config.clone()).await {
+        // If no one created it, the open below says why.
         tracing::debug!(bucket, %create, "cannot create the bucket");
     }
     Ok(jetstream.get_key_value(bucket).await?)

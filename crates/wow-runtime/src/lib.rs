@@ -30,3 +30,13 @@ pub mod pipeline;
 pub mod view;
 
 mod saga_sender;
+
+// The entry points by name; every other item is in its module.
+pub use background::{Background, BackgroundConfig};
+pub use command::{CommandGateway, CommandGatewayBuilder, DefaultCommandHandler};
+pub use compensation::CompensationScheduler;
+pub use deadline::DeadlineScheduler;
+pub use event::{EventDispatcher, EventDispatcherBuilder};
+pub use idempotency::{DefaultRequestIdChecker, RequestIdChecker};
+pub use pipeline::{LocalPipeline, LocalPipelineBuilder};
+pub use view::ViewProjection;

@@ -112,7 +112,7 @@ pub(crate) fn unchecked_crates(
             }),
         }
     }
-    let framework = CrateBuild::of_wow_core();
+    let framework = wow_core::build::of_wow_core();
     if !crates.iter().any(|known| known.build == framework) {
         crates.push(UncheckedCrate {
             build: framework,

@@ -1,0 +1,12 @@
+//! Event compensation (SPEC DS-4): a consumer's failure on an appended stream recorded
+//! durably (which consumer, which stream, the error, the attempts) for a later retry.
+
+mod record;
+mod retry;
+mod store;
+
+pub use record::{ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR};
+pub use retry::RetrySpec;
+pub use store::{
+    due_order, next_record, succeeded, CompensationStore, FailureQuery, InMemoryCompensationStore,
+};

@@ -1,0 +1,259 @@
+//! Where failed executions are kept.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use crate::compensation::RetrySpec;
+use crate::compensation::{ExecutionFailed, ExecutionFailedStatus, FailedExecution};
+use crate::event::ConsumerStoreError;
+
+/// Which records [`CompensationStore::list`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureQuery {
+    /// Only records with this status.
+    pub status: Option<ExecutionFailedStatus>,
+    /// Only records of this consumer.
+    pub consumer: Option<String>,
+    /// Only records of aggregates of this tenant.
+    pub tenant_id: Option<String>,
+    /// Only records whose id sorts after this one (the last id of the previous page).
+    pub after_id: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+impl Default for FailureQuery {
+    fn default() -> Self {
+        Self {
+            status: None,
+            consumer: None,
+            tenant_id: None,
+            after_id: None,
+            limit: 100,
+        }
+    }
+}
+
+impl FailureQuery {
+    /// Whether `record` matches the filters (not the page).
+    pub fn matches(&self, record: &ExecutionFailed) -> bool {
+        self.status.is_none_or(|status| record.status == status)
+            && self
+                .consumer
+                .as_deref()
+                .is_none_or(|consumer| record.consumer == consumer)
+            && self
+                .tenant_id
+                .as_deref()
+                .is_none_or(|tenant| record.aggregate_id.tenant_id == tenant)
+            && self
+                .after_id
+                .as_deref()
+                .is_none_or(|after| record.id.as_str() > after)
+    }
+}
+
+/// The durable records of failed consumer executions (SPEC DS-4): event compensation.
+///
+/// One record per (consumer, stream): a failure of the same consumer on the same stream
+/// again adds an attempt to it. Every backend passes the `compensation` suite of `wow-tck`.
+#[async_trait]
+pub trait CompensationStore: Send + Sync + std::fmt::Debug {
+    /// Records `failure` at `now`, and returns the record: a new one with one attempt, or the
+    /// existing one of the same consumer and stream with one attempt more and the new error.
+    /// Its status and next retry time follow `retry` ([`RetrySpec::after_failure`]).
+    async fn record_failure(
+        &self,
+        failure: &FailedExecution,
+        retry: &RetrySpec,
+        now: i64,
+    ) -> Result<ExecutionFailed, ConsumerStoreError>;
+
+    /// Marks record `id` `SUCCEEDED` at `now` and returns it; `None` when there is no such
+    /// record.
+    async fn mark_succeeded(
+        &self,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
+
+    /// Record `id`, if it exists.
+    async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
+
+    /// The records `query` selects, in id order (the order they were first recorded).
+    async fn list(&self, query: &FailureQuery) -> Result<Vec<ExecutionFailed>, ConsumerStoreError>;
+
+    /// Up to `limit` `FAILED` records whose retry time is at or before `now`, in aggregate
+    /// and version order (so one aggregate's failures retry in history order).
+    async fn due(&self, now: i64, limit: usize)
+        -> Result<Vec<ExecutionFailed>, ConsumerStoreError>;
+}
+
+/// The new record of a first failure, or `existing` with one more failed attempt.
+pub fn next_record(
+    existing: Option<ExecutionFailed>,
+    failure: &FailedExecution,
+    retry: &RetrySpec,
+    now: i64,
+) -> ExecutionFailed {
+    let attempts = existing.as_ref().map_or(0, |record| record.attempts) + 1;
+    let (status, next_retry_at) = retry.after_failure(attempts, now);
+    match existing {
+        Some(record) => ExecutionFailed {
+            error_code: failure.error.code.clone(),
+            error_message: failure.error.message.clone(),
+            attempts,
+            status,
+            next_retry_at,
+            updated_at: now,
+            ..record
+        },
+        None => ExecutionFailed {
+            id: wow_model::id::new_id(),
+            consumer: failure.consumer.clone(),
+            stage: failure.stage,
+            aggregate_id: failure.aggregate_id.clone(),
+            version: failure.version,
+            stream_id: failure.stream_id.clone(),
+            event_ids: failure.event_ids.clone(),
+            error_code: failure.error.code.clone(),
+            error_message: failure.error.message.clone(),
+            attempts,
+            status,
+            next_retry_at,
+            created_at: now,
+            updated_at: now,
+        },
+    }
+}
+
+/// `record` marked succeeded at `now`.
+pub fn succeeded(record: ExecutionFailed, now: i64) -> ExecutionFailed {
+    ExecutionFailed {
+        status: ExecutionFailedStatus::Succeeded,
+        next_retry_at: None,
+        updated_at: now,
+        ..record
+    }
+}
+
+/// Compensation records in memory: the reference for the durable versions.
+#[derive(Debug, Default)]
+pub struct InMemoryCompensationStore {
+    records: Mutex<BTreeMap<String, ExecutionFailed>>,
+}
+
+impl InMemoryCompensationStore {
+    /// No records.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl InMemoryCompensationStore {
+    /// Re-keys the records of the aggregate named `from` to `to`; how many.
+    pub(crate) fn rename(&self, from: &str, to: &str, dry_run: bool) -> u64 {
+        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rows = 0;
+        for record in records.values_mut() {
+            if record.aggregate_id.aggregate_name == from {
+                rows += 1;
+                if !dry_run {
+                    record.aggregate_id.aggregate_name = to.to_owned();
+                }
+            }
+        }
+        rows
+    }
+}
+
+#[async_trait]
+impl CompensationStore for InMemoryCompensationStore {
+    async fn record_failure(
+        &self,
+        failure: &FailedExecution,
+        retry: &RetrySpec,
+        now: i64,
+    ) -> Result<ExecutionFailed, ConsumerStoreError> {
+        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let existing = records
+            .values()
+            .find(|record| {
+                record.consumer == failure.consumer && record.stream_id == failure.stream_id
+            })
+            .cloned();
+        let record = next_record(existing, failure, retry, now);
+        records.insert(record.id.clone(), record.clone());
+        Ok(record)
+    }
+
+    async fn mark_succeeded(
+        &self,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(record) = records.remove(id) else {
+            return Ok(None);
+        };
+        let record = succeeded(record, now);
+        records.insert(record.id.clone(), record.clone());
+        Ok(Some(record))
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        Ok(self
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned())
+    }
+
+    async fn list(&self, query: &FailureQuery) -> Result<Vec<ExecutionFailed>, ConsumerStoreError> {
+        Ok(self
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|record| query.matches(record))
+            .take(query.limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn due(
+        &self,
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<ExecutionFailed>, ConsumerStoreError> {
+        let records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let mut due: Vec<_> = records
+            .values()
+            .filter(|record| {
+                record.status == ExecutionFailedStatus::Failed
+                    && record.next_retry_at.is_some_and(|at| at <= now)
+            })
+            .cloned()
+            .collect();
+        due.sort_by(due_order);
+        due.truncate(limit);
+        Ok(due)
+    }
+}
+
+/// The order [`CompensationStore::due`] returns records in: by aggregate, then version,
+/// then consumer.
+pub fn due_order(a: &ExecutionFailed, b: &ExecutionFailed) -> std::cmp::Ordering {
+    let key = |r: &ExecutionFailed| {
+        (
+            r.aggregate_id.aggregate_name.clone(),
+            r.aggregate_id.id.clone(),
+            r.version,
+            r.consumer.clone(),
+        )
+    };
+    key(a).cmp(&key(b))
+}

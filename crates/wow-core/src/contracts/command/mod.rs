@@ -1,5 +1,0 @@
-mod bus;
-
-pub use bus::{
-    CommandBus, CommandBusError, CommandHandler, InMemoryCommandBus, InTransit, JsonCommand,
-};

@@ -1,5 +1,0 @@
-mod model;
-mod sender;
-
-pub use model::{row_id, EventMeta, Outbox, OutboxEntry};
-pub use sender::OutboxSender;

@@ -1,5 +1,0 @@
-mod model;
-mod row;
-
-pub use model::View;
-pub use row::{ViewKey, ViewRow};
