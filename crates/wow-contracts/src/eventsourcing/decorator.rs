@@ -49,14 +49,15 @@
 //!   is written once, in the blanket impls, and a wrapper only ever adds to it.
 //! - **One table.** The event store's methods are listed once, by narrow trait, in
 //!   `event_store_methods!` (`methods.rs`): the decorator trait, its blanket impl of each
-//!   narrow trait and the recording store's impls are all written from it. A method added to
-//!   a narrow trait is one line there.
+//!   narrow trait, the recording store's impls and [`EventStoreMethod`] are all written from
+//!   it. A method added to a narrow trait is one line there, and one probe call in
+//!   [`EventStoreMethod::call`] (its `match` does not build without it).
 //! - **A new method cannot slip past.** A method added to a narrow trait and not to the table
 //!   stops the blanket impl from building (a required method) or is refused by
 //!   `#[deny(clippy::missing_trait_methods)]` on the blanket impls (a provided one: the
 //!   workspace's clippy runs with `-D warnings`). The recording store carries the same lint,
-//!   so the new method gets an [`EventStoreMethod`] variant, and from then on
-//!   [`RecordingEventStore::trace`] calls it through every wrapper under test.
+//!   and from the table's line on [`RecordingEventStore::trace`] calls the new method through
+//!   every wrapper under test.
 //! - **Leaf stores are written out.** Backends (and stores outside this workspace) implement
 //!   the narrow traits directly, each in the module of its table, with the traits' defaults
 //!   (a store that runs no queries states none). Only the forwarding is generated, where

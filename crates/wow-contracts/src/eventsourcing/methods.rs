@@ -1,7 +1,8 @@
 //! The one table of the event store's methods, by narrow trait: the forwarding base
-//! ([`EventStoreDecorator`](super::EventStoreDecorator)) and the recording store
-//! ([`RecordingEventStore`](super::RecordingEventStore)) are both written from it, so a method
-//! added to a narrow trait is added to them by one line here.
+//! ([`EventStoreDecorator`](super::EventStoreDecorator)), the recording store
+//! ([`RecordingEventStore`](super::RecordingEventStore)) and the enum of the methods
+//! ([`EventStoreMethod`](super::EventStoreMethod)) are written from it, so a method added to
+//! a narrow trait is added to all of them by one line here.
 
 /// Calls `$then!` with every method of the narrow event-store traits, grouped by trait: each
 /// method's name, its parameters, what it answers on success and its

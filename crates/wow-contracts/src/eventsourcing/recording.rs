@@ -35,7 +35,6 @@ macro_rules! methods {
         }
     };
 }
-pub(crate) use methods;
 
 /// The calls recorded since they were last taken.
 #[derive(Debug)]
@@ -60,41 +59,27 @@ impl<M> Calls<M> {
     }
 }
 
-methods! {
-    /// A method of [`EventStore`], by name: what a [`RecordingEventStore`] records.
-    EventStoreMethod {
-        /// [`History::append`].
-        Append,
-        /// [`History::append_with`].
-        AppendWith,
-        /// [`KeyIndex::find_key`].
-        FindKey,
-        /// [`KeyIndex::claim_keys`].
-        ClaimKeys,
-        /// [`History::load`].
-        Load,
-        /// [`History::load_by_time`].
-        LoadByTime,
-        /// [`History::last`].
-        Last,
-        /// [`RequestLog::find_request`].
-        FindRequest,
-        /// [`RequestLog::find_decision`].
-        FindDecision,
-        /// [`RequestLog::record_rejection`].
-        RecordRejection,
-        /// [`History::scan_aggregate_ids`].
-        ScanAggregateIds,
-        /// [`EventFeed::read_feed`].
-        ReadFeed,
-        /// [`StreamQueries::query_streams`].
-        QueryStreams,
-        /// [`StreamQueries::count_streams`].
-        CountStreams,
-        /// [`KeyIndex::release_key`].
-        ReleaseKey,
-    }
+/// Declares [`EventStoreMethod`] from the table of [`event_store_methods!`]: one variant per
+/// method of the narrow traits, in the table's order.
+macro_rules! method_enum {
+    ($($trait:ident { $($name:ident($($arg:ident: $ty:ty),*) -> $ok:ty => $variant:ident;)* })*) => {
+        /// A method of [`EventStore`], by name: what a [`RecordingEventStore`] records.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum EventStoreMethod {
+            $($(
+                #[doc = concat!("[`", stringify!($trait), "::", stringify!($name), "`].")]
+                $variant,
+            )*)*
+        }
+
+        impl EventStoreMethod {
+            /// Every method of the narrow traits, in the order of their table.
+            pub const ALL: &'static [EventStoreMethod] = &[$($(EventStoreMethod::$variant,)*)*];
+        }
+    };
 }
+
+event_store_methods!(method_enum);
 
 impl EventStoreMethod {
     /// The method of the inner store that a call of this one reaches through a decorator

@@ -1,6 +1,7 @@
 //! The one table of the view store's methods: the forwarding base
-//! ([`ViewStoreDecorator`](super::ViewStoreDecorator)) and the recording store
-//! ([`RecordingViewStore`](super::RecordingViewStore)) are both written from it.
+//! ([`ViewStoreDecorator`](super::ViewStoreDecorator)), the recording store
+//! ([`RecordingViewStore`](super::RecordingViewStore)) and the enum of the methods
+//! ([`ViewStoreMethod`](super::ViewStoreMethod)) are written from it.
 
 /// Calls `$then!` with every method of [`ViewStore`](super::ViewStore): its name, its
 /// parameters, its answer and its [`ViewStoreMethod`](super::ViewStoreMethod) variant. The

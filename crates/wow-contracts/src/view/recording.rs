@@ -7,33 +7,33 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use crate::event::{ProcessError, Processed};
-use crate::eventsourcing::recording::{methods, Calls};
+use crate::eventsourcing::recording::Calls;
 use crate::view::{InMemoryViewStore, ViewFilter, ViewStore, ViewStoreError, ViewUpdate};
 use wow_model::id::new_id;
 use wow_model::query::{DocumentQuery, Filter};
 use wow_model::view::{ViewKey, ViewRow};
 
-methods! {
-    /// A method of [`ViewStore`], by name: what a [`RecordingViewStore`] records.
-    ViewStoreMethod {
-        /// [`ViewStore::update`].
-        Update,
-        /// [`ViewStore::load`].
-        Load,
-        /// [`ViewStore::list`].
-        List,
-        /// [`ViewStore::query`].
-        Query,
-        /// [`ViewStore::count`].
-        Count,
-        /// [`ViewStore::scan`].
-        Scan,
-        /// [`ViewStore::clear`].
-        Clear,
-        /// [`ViewStore::declare_query_index`].
-        DeclareQueryIndex,
-    }
+/// Declares [`ViewStoreMethod`] from the table of [`view_store_methods!`]: one variant per
+/// method of [`ViewStore`], in the table's order.
+macro_rules! method_enum {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $answer:ty => $variant:ident;)*) => {
+        /// A method of [`ViewStore`], by name: what a [`RecordingViewStore`] records.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum ViewStoreMethod {
+            $(
+                #[doc = concat!("[`ViewStore::", stringify!($name), "`].")]
+                $variant,
+            )*
+        }
+
+        impl ViewStoreMethod {
+            /// Every method of [`ViewStore`], in the order of its table.
+            pub const ALL: &'static [ViewStoreMethod] = &[$(ViewStoreMethod::$variant,)*];
+        }
+    };
 }
+
+view_store_methods!(method_enum);
 
 impl ViewStoreMethod {
     /// What [`RecordingViewStore::trace`] answers through a decorator that changes nothing:
