@@ -218,15 +218,27 @@ impl CompensationScheduler {
             .await
             .is_ok()
         {
-            let now = self.dispatcher.clock().now_millis();
-            if let Some(after) = self.failures.mark_succeeded(&record.id, now).await? {
-                return Ok(after);
-            }
+            return self.succeeded(record.id).await;
         }
+        self.current(record.id).await
+    }
+
+    /// Marks record `id` succeeded now: the record after it, or as it stands where another
+    /// pass changed it first.
+    async fn succeeded(&self, id: String) -> Result<ExecutionFailed, CompensationError> {
+        let now = self.dispatcher.clock().now_millis();
+        match self.failures.mark_succeeded(&id, now).await? {
+            Some(after) => Ok(after),
+            None => self.current(id).await,
+        }
+    }
+
+    /// Record `id` as it stands.
+    async fn current(&self, id: String) -> Result<ExecutionFailed, CompensationError> {
         self.failures
-            .get(&record.id)
+            .get(&id)
             .await?
-            .ok_or(CompensationError::NotFound(record.id))
+            .ok_or(CompensationError::NotFound(id))
     }
 
     /// Retries a held deadline (SPEC DM-6): its row, if it is still there, is due again now
@@ -246,14 +258,7 @@ impl CompensationScheduler {
             deadlines.fire_now(&record.aggregate_id, &name).await?;
         }
         tracing::info!(id = record.id, owner = %record.aggregate_id, deadline = name, pending, "retrying a held deadline: due again now");
-        let now = self.dispatcher.clock().now_millis();
-        if let Some(after) = self.failures.mark_succeeded(&record.id, now).await? {
-            return Ok(after);
-        }
-        self.failures
-            .get(&record.id)
-            .await?
-            .ok_or(CompensationError::NotFound(record.id))
+        self.succeeded(record.id).await
     }
 
     /// Retries a quarantine (SPEC PX-1): loads the aggregate again; a success lifts the
@@ -279,14 +284,7 @@ impl CompensationScheduler {
             Ok(_) => {
                 aggregates.quarantine.lift(&record.aggregate_id);
                 tracing::info!(aggregate_id = %record.aggregate_id, "quarantine lifted: the aggregate loads again");
-                if let Some(after) = self.failures.mark_succeeded(&record.id, now).await? {
-                    return Ok(after);
-                }
-                return self
-                    .failures
-                    .get(&record.id)
-                    .await?
-                    .ok_or(CompensationError::NotFound(record.id));
+                return self.succeeded(record.id).await;
             }
             Err(LoadError::Store(error)) => return Err(CompensationError::EventStore(error)),
             Err(LoadError::Aggregate(error)) => error,
