@@ -2,7 +2,9 @@
 //! joined by in-memory buses. What `wow serve` and tests start from.
 
 use std::sync::Arc;
+
 use std::time::Duration;
+use tokio::sync::Notify;
 
 use crate::command::{
     CommandGateway, DefaultCommandHandler, InFlightRequests, WaitCoordinator, WaitFunctions,
@@ -288,6 +290,7 @@ impl LocalPipelineBuilder {
             services: self.services,
             decision_budget: self.decision_budget,
             deadlines,
+            deadlines_scheduled: Arc::new(Notify::new()),
         };
         pipeline.restart_node();
         pipeline
@@ -498,6 +501,9 @@ pub struct LocalPipeline {
     services: Services,
     decision_budget: Duration,
     deadlines: Option<Arc<dyn DeadlineStore>>,
+    /// Told by the node each time a decision schedules a deadline; wakes the schedulers of
+    /// [`deadline_scheduler`](Self::deadline_scheduler) for a look at the store.
+    deadlines_scheduled: Arc<Notify>,
 }
 
 impl LocalPipeline {
@@ -565,6 +571,7 @@ impl LocalPipeline {
         if let Some(deadlines) = &self.deadlines {
             node = node.deadlines(deadlines.clone());
         }
+        node = node.deadlines_scheduled(self.deadlines_scheduled.clone());
         if let Some((failures, retry)) = self.dispatcher.compensation() {
             node = node.compensation(failures.clone(), *retry);
         }
@@ -625,10 +632,13 @@ impl LocalPipeline {
     /// [`DeadlineScheduler::fire_due`].
     ///
     /// A row that fails as often as the scheduler allows is recorded in the pipeline's
-    /// compensation store, when it has one (SPEC DM-6).
+    /// compensation store, when it has one (SPEC DM-6). A running scheduler is woken each time
+    /// this pipeline's node schedules a deadline, so a row due sooner than the scheduler's
+    /// next look is fired on time.
     pub fn deadline_scheduler(&self, deadlines: Arc<dyn DeadlineStore>) -> DeadlineScheduler {
         let scheduler =
-            DeadlineScheduler::new(deadlines, self.gateway.clone(), self.time.clock.clone());
+            DeadlineScheduler::new(deadlines, self.gateway.clone(), self.time.clock.clone())
+                .woken_by(self.deadlines_scheduled.clone());
         match self.dispatcher.compensation() {
             Some((failures, _)) => scheduler.with_compensation(failures.clone()),
             None => scheduler,

@@ -661,3 +661,56 @@ async fn a_sagas_deadline_is_held_to_the_owner_of_the_event_that_scheduled_it() 
         );
     }
 }
+
+/// Time as tokio's clock tells it, from `T0`: under `start_paused` the test's own virtual
+/// time, which runs ahead whenever every task waits.
+#[derive(Debug)]
+struct TokioClock(tokio::time::Instant);
+
+impl Clock for TokioClock {
+    fn now_millis(&self) -> i64 {
+        T0 + i64::try_from(self.0.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// A running scheduler sleeps until the next row comes due, not until its next poll (SPEC
+/// DM-2): with a poll of an hour, a deadline placed a minute ahead fires a minute after it
+/// was placed, on tokio's virtual clock. The node wakes the scheduler when it schedules the
+/// row; the store tells it when the row comes due.
+#[tokio::test(start_paused = true)]
+async fn a_running_scheduler_sleeps_until_the_next_row_comes_due_not_until_its_poll() {
+    use wow_runtime::deadline::SchedulerConfig;
+
+    let store = Arc::new(InMemoryEventStore::new());
+    let clock = Arc::new(TokioClock(tokio::time::Instant::now()));
+    let pipeline = LocalPipeline::builder(registry(), store.clone())
+        .clock(clock.clone())
+        .deadlines(store.clone())
+        .build();
+    let scheduler = pipeline
+        .deadline_scheduler(store.clone())
+        .with_config(SchedulerConfig {
+            poll_every: Duration::from_secs(3_600),
+            ..SchedulerConfig::default()
+        });
+    let node = Node {
+        pipeline,
+        scheduler,
+    };
+    let running = tokio::spawn(node.scheduler.clone().run(std::future::pending()));
+    // The scheduler's first look finds nothing: it sleeps for its poll.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let placed_at = tokio::time::Instant::now();
+    let hold = hold_id("t1");
+    send(&node, command(&hold, "place", json!({"minutes": 1}))).await;
+    while event_names(&store, &hold).await != ["Placed", "Expired"] {
+        assert!(
+            placed_at.elapsed() < Duration::from_secs(1_800),
+            "the deadline waited for the scheduler's poll"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let waited = placed_at.elapsed();
+    assert!(waited >= Duration::from_secs(60), "fired early: {waited:?}");
+    running.abort();
+}

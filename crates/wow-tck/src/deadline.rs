@@ -410,6 +410,68 @@ pub async fn a_scheduler_reads_only_its_own_partitions_rows(store: Store) {
     assert_eq!(seen, owners.len());
 }
 
+/// SPEC DM-2: the next firing time a scheduler sleeps until is the earliest `fire_at` of the
+/// partitions it asks for, across tenants, held rows not counted; `None` with no row waiting.
+pub async fn the_next_firing_time_is_the_earliest_waiting_row_of_the_partitions_asked(
+    store: Store,
+) {
+    let next = |partitions: Option<PartitionFilter>| {
+        let store = store.clone();
+        async move {
+            store
+                .next_fire_at(partitions.as_ref())
+                .await
+                .expect("the next firing time reads")
+        }
+    };
+    assert_eq!(next(None).await, None, "no row waits");
+    let count = 4;
+    let mut rows = Vec::new();
+    for i in 0..16_i64 {
+        let mut owner = aggregate();
+        owner.tenant_id = format!("tenant-{}", i % 3);
+        let due_at = 10_000 - 100 * ((i * 7) % 16);
+        append(
+            &store,
+            &owner,
+            1,
+            &schedule(row(&owner, "expire", due_at, 1)),
+        )
+        .await;
+        rows.push((owner, due_at));
+    }
+    for partition in 0..count {
+        let earliest = rows
+            .iter()
+            .filter(|(owner, _)| partition_of(owner, count) == partition)
+            .map(|(_, due_at)| *due_at)
+            .min();
+        let filter = PartitionFilter {
+            count,
+            owned: vec![partition],
+        };
+        assert_eq!(next(Some(filter)).await, earliest, "partition {partition}");
+    }
+    rows.sort_by_key(|(_, due_at)| *due_at);
+    assert_eq!(next(None).await, Some(rows[0].1), "every partition");
+    let (first, _) = &rows[0];
+    store
+        .retry_later(
+            first,
+            "expire",
+            &deadline_request_id("expire", 1),
+            None,
+            None,
+        )
+        .await
+        .expect("retry_later answers");
+    assert_eq!(
+        next(None).await,
+        Some(rows[1].1),
+        "a held row is not waiting"
+    );
+}
+
 /// SPEC DM-6: a failed firing counts an attempt and waits (`fire_at`, by the store's clock)
 /// without standing before the rows behind it; only the schedule that fired is touched.
 pub async fn a_failed_firing_waits_without_holding_up_later_rows(store: Store) {

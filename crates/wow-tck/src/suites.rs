@@ -161,6 +161,7 @@ macro_rules! __deadline_store_cases {
                 a_malformed_deadline_refuses_the_whole_append,
                 one_tenants_backlog_never_delays_another_tenants_rows,
                 a_scheduler_reads_only_its_own_partitions_rows,
+                the_next_firing_time_is_the_earliest_waiting_row_of_the_partitions_asked,
                 a_failed_firing_waits_without_holding_up_later_rows,
                 a_held_row_waits_for_a_re_fire,
                 scheduling_again_starts_the_attempts_again,

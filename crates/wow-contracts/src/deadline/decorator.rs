@@ -10,7 +10,9 @@ use async_trait::async_trait;
 use crate::deadline::DeadlineStore;
 use crate::eventsourcing::EventStoreError;
 use wow_model::aggregate_id::AggregateId;
-use wow_model::deadline::{DeadlineBacklog, DueQuery, PendingDeadline, ScheduledCommand};
+use wow_model::deadline::{
+    DeadlineBacklog, DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand,
+};
 
 /// Writes the decorator trait and its blanket impl from one table of the deadline store's
 /// methods.
@@ -70,6 +72,7 @@ macro_rules! forwarded {
 
 forwarding_base! {
     due_rows(query: &DueQuery) -> Vec<PendingDeadline>;
+    next_fire_at(partitions: Option<&PartitionFilter>) -> Option<i64>;
     due(now: i64, limit: usize) -> Vec<ScheduledCommand>;
     now() -> i64;
     retry_later(owner: &AggregateId, name: &str, request_id: &str, after: Option<Duration>, from: Option<i64>) -> Option<u32>;

@@ -10,7 +10,9 @@ use async_trait::async_trait;
 
 use crate::eventsourcing::EventStoreError;
 use wow_model::aggregate_id::AggregateId;
-use wow_model::deadline::{DeadlineBacklog, DueQuery, PendingDeadline, ScheduledCommand};
+use wow_model::deadline::{
+    DeadlineBacklog, DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand,
+};
 
 pub use decorator::DeadlineStoreDecorator;
 pub use table::DeadlineTable;
@@ -29,6 +31,21 @@ pub trait DeadlineStore: Send + Sync + std::fmt::Debug {
     /// number of tenants with rows, never what is pending: a tenant's or partition's backlog
     /// and a row waiting out its retry delay nothing behind them.
     async fn due_rows(&self, query: &DueQuery) -> Result<Vec<PendingDeadline>, EventStoreError>;
+
+    /// When the next row a scheduler of `partitions` (every partition where `None`) may fire
+    /// comes due: the earliest `fire_at` of their rows, in milliseconds since the Unix epoch
+    /// by the store's clock, held rows not counted; `None` when no row waits. A scheduler
+    /// sleeps until then rather than until its next poll, so a deadline fires when it is due,
+    /// not up to a poll late. Its cost follows the number of tenants with rows, never what is
+    /// pending. The default answers `None`: a store that cannot tell leaves the scheduler to
+    /// its poll.
+    async fn next_fire_at(
+        &self,
+        partitions: Option<&PartitionFilter>,
+    ) -> Result<Option<i64>, EventStoreError> {
+        let _ = partitions;
+        Ok(None)
+    }
 
     /// The schedules of up to `limit` rows due at `now`, of every tenant and partition,
     /// earliest first ([`due_rows`](Self::due_rows) with [`DueQuery::at`]).

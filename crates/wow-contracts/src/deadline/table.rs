@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use wow_model::aggregate_id::AggregateId;
 use wow_model::deadline::{
-    owner_hash, share_across_tenants, DeadlineBacklog, DeadlineChange, DueQuery, PendingDeadline,
-    ScheduledCommand,
+    owner_hash, share_across_tenants, DeadlineBacklog, DeadlineChange, DueQuery, PartitionFilter,
+    PendingDeadline, ScheduledCommand, HELD,
 };
 
 /// Tenant, aggregate name, aggregate id, deadline name.
@@ -167,6 +167,26 @@ impl DeadlineTable {
             self.put(row);
         }
         moved.len() as u64
+    }
+
+    /// The earliest `fire_at` of the rows of `partitions` (every partition where `None`),
+    /// held rows not counted: what [`DeadlineStore::next_fire_at`](crate::deadline::DeadlineStore::next_fire_at) answers.
+    pub fn next_fire_at(&self, partitions: Option<&PartitionFilter>) -> Option<i64> {
+        self.by_fire
+            .values()
+            .filter_map(|index| {
+                index
+                    .iter()
+                    .take_while(|(fire_at, _)| *fire_at < HELD)
+                    .filter_map(|(_, key)| self.rows.get(key))
+                    .find(|row| {
+                        partitions.is_none_or(|partitions| {
+                            partitions.contains_hash(owner_hash(&row.schedule.owner))
+                        })
+                    })
+                    .map(|row| row.fire_at)
+            })
+            .min()
     }
 
     /// How many rows are pending, and the earliest due time.

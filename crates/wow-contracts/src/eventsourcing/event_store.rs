@@ -20,6 +20,13 @@ pub struct AppendChanges {
 }
 
 impl AppendChanges {
+    /// Whether it schedules a deadline (a cancel alone schedules none).
+    pub fn schedules_a_deadline(&self) -> bool {
+        self.deadlines
+            .iter()
+            .any(|change| matches!(change, DeadlineChange::Schedule(_)))
+    }
+
     /// Key changes only.
     pub fn keys(keys: Vec<KeyChange>) -> Self {
         Self {

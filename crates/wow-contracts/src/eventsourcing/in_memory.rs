@@ -21,7 +21,9 @@ use async_trait::async_trait;
 
 use crate::deadline::{DeadlineStore, DeadlineTable};
 use wow_model::aggregate_id::{AggregateId, NamedAggregate};
-use wow_model::deadline::{DeadlineBacklog, DueQuery, PendingDeadline, ScheduledCommand, HELD};
+use wow_model::deadline::{
+    DeadlineBacklog, DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand, HELD,
+};
 use wow_model::event::DomainEventStream;
 use wow_model::eventsourcing::RequestRecord;
 use wow_model::eventsourcing::{RejectionRecord, RequestDecision};
@@ -708,6 +710,13 @@ impl DeadlineStore for InMemoryEventStore {
 
     async fn now(&self) -> Result<i64, EventStoreError> {
         Ok(self.clock.now_millis())
+    }
+
+    async fn next_fire_at(
+        &self,
+        partitions: Option<&PartitionFilter>,
+    ) -> Result<Option<i64>, EventStoreError> {
+        Ok(self.deadlines().next_fire_at(partitions))
     }
 
     async fn fired(

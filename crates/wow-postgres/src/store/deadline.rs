@@ -24,7 +24,7 @@ use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 use wow_core::deadline::{
     check_deadline_name, share_across_tenants, DeadlineBacklog, DeadlineChange, DeadlineStore,
-    DueQuery, PendingDeadline, ScheduledCommand,
+    DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand, HELD,
 };
 use wow_core::eventsourcing::EventStoreError;
 use wow_core::{AggregateId, DomainEventStream};
@@ -91,25 +91,70 @@ const CANCEL: &str = "DELETE FROM deadline WHERE tenant_id = $1 AND aggregate_na
 /// Deletes the row of owner (`$1`, `$2`, `$3`) named `$4` while it carries request id `$5`.
 const FIRED: &str = "DELETE FROM deadline WHERE tenant_id = $1 AND aggregate_name = $2 AND aggregate_id = $3 AND name = $4 AND request_id = $5";
 
+/// A recursive skip scan of the tenants with rows (one seek of `deadline_pk` each), as the
+/// CTE `tenants(tenant)`, ending with a NULL tenant.
+macro_rules! tenants_with_rows {
+    () => {
+        "WITH RECURSIVE tenants(tenant) AS (
+        (SELECT tenant_id FROM deadline ORDER BY tenant_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT tenant_id FROM deadline WHERE tenant_id > tenants.tenant ORDER BY tenant_id LIMIT 1)
+        FROM tenants WHERE tenants.tenant IS NOT NULL
+    )"
+    };
+}
+
+/// Whether a row's owner is in one of the partitions `$owned` (a `BIGINT[]`) of `$count`,
+/// with `$wrap` = 2^64 mod `$count`, which turns the stored signed hash back into its
+/// unsigned value's remainder.
+macro_rules! in_partitions {
+    ($count:literal, $wrap:literal, $owned:literal) => {
+        concat!(
+            "((owner_hash % ",
+            $count,
+            "::BIGINT + ",
+            $count,
+            "::BIGINT) % ",
+            $count,
+            "::BIGINT + CASE WHEN owner_hash < 0 THEN ",
+            $wrap,
+            "::BIGINT ELSE 0 END) % ",
+            $count,
+            "::BIGINT = ANY(",
+            $owned,
+            "::BIGINT[])"
+        )
+    };
+}
+
+/// The earliest `fire_at` below `$1` (the held mark) over each tenant's rows along
+/// `deadline_fire` whose owner is in the partitions `$4` of `$2` (`$3` their wrap): one seek
+/// per tenant.
+const NEXT_FIRE: &str = concat!(
+    tenants_with_rows!(),
+    " SELECT MIN(d.fire_at) FROM tenants CROSS JOIN LATERAL (
+        SELECT fire_at FROM deadline WHERE tenant_id = tenants.tenant AND fire_at < $1 AND ",
+    in_partitions!("$2", "$3", "$4"),
+    " ORDER BY fire_at LIMIT 1
+    ) d WHERE tenants.tenant IS NOT NULL"
+);
+
 /// The rows to fire at `$1` (the server's clock when NULL): a skip scan of the tenants (one
 /// seek of `deadline_pk` each, so it costs the number of tenants, not of rows), then for each
 /// tenant its earliest `$2` rows along `deadline_fire` whose owner's partition among `$3` is
 /// in `$5` (`$4` is 2^64 mod `$3`, which turns the stored signed hash back into its unsigned
 /// value's remainder). The rounds across tenants and `limit` are applied by the caller.
 pub(crate) const DUE: &str = concat!(
-    "WITH RECURSIVE tenants(tenant) AS (
-        (SELECT tenant_id FROM deadline ORDER BY tenant_id LIMIT 1)
-        UNION ALL
-        SELECT (SELECT tenant_id FROM deadline WHERE tenant_id > tenants.tenant ORDER BY tenant_id LIMIT 1)
-        FROM tenants WHERE tenants.tenant IS NOT NULL
-    ), at AS (SELECT COALESCE($1::BIGINT, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT) AS now)
+    tenants_with_rows!(),
+    ", at AS (SELECT COALESCE($1::BIGINT, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT) AS now)
     SELECT d.* FROM tenants CROSS JOIN at CROSS JOIN LATERAL (
         SELECT ",
     deadline_columns!(),
     firing_columns!(),
     " FROM deadline
-        WHERE tenant_id = tenants.tenant AND fire_at <= at.now
-          AND ((owner_hash % $3::BIGINT + $3::BIGINT) % $3::BIGINT + CASE WHEN owner_hash < 0 THEN $4::BIGINT ELSE 0 END) % $3::BIGINT = ANY($5::BIGINT[])
+        WHERE tenant_id = tenants.tenant AND fire_at <= at.now AND ",
+    in_partitions!("$3", "$4", "$5"),
+    "
         ORDER BY fire_at, aggregate_name, aggregate_id, name LIMIT $2::BIGINT
     ) d WHERE tenants.tenant IS NOT NULL
     ORDER BY d.tenant_id, d.fire_at, d.aggregate_name, d.aggregate_id, d.name"
@@ -306,6 +351,20 @@ pub(crate) async fn fill_owner_hashes(
 ///
 /// The reads are cancel safe. A write dropped before it completes may or may not have been
 /// made; read the owner's rows with [`DeadlineStore::scheduled_for`] to tell.
+/// The partition parameters of [`DUE`] and [`NEXT_FIRE`]: the count, its wrap (2^64 mod the
+/// count) and the owned partitions; every partition where `None`.
+fn partition_params(partitions: Option<&PartitionFilter>) -> (i64, i64, Vec<i64>) {
+    let (count, owned) = match partitions {
+        Some(partitions) => (
+            partitions.count.max(1),
+            partitions.owned.iter().map(|p| i64::from(*p)).collect(),
+        ),
+        None => (1, vec![0_i64]),
+    };
+    let wrap = i64::try_from((1u128 << 64) % u128::from(count)).unwrap_or(0);
+    (i64::from(count), wrap, owned)
+}
+
 #[async_trait]
 impl DeadlineStore for PostgresStore {
     /// One statement; "due" by the server's clock when the query names no time.
@@ -314,21 +373,14 @@ impl DeadlineStore for PostgresStore {
             let client = self.client().await?;
             let statement = client.prepare_cached(DUE).await.map_err(store_error)?;
             let per_tenant = query.per_tenant.max(1);
-            let (count, owned) = match &query.partitions {
-                Some(partitions) => (
-                    partitions.count.max(1),
-                    partitions.owned.iter().map(|p| i64::from(*p)).collect(),
-                ),
-                None => (1, vec![0_i64]),
-            };
-            let wrap = i64::try_from((1u128 << 64) % u128::from(count)).unwrap_or(0);
+            let (count, wrap, owned) = partition_params(query.partitions.as_ref());
             let rows = client
                 .query(
                     &statement,
                     &[
                         &query.at,
                         &i64::try_from(per_tenant).unwrap_or(i64::MAX),
-                        &i64::from(count),
+                        &count,
                         &wrap,
                         &owned,
                     ],
@@ -349,6 +401,27 @@ impl DeadlineStore for PostgresStore {
                 }
             }
             Ok(share_across_tenants(by_tenant, per_tenant, query.limit))
+        })
+        .await
+    }
+
+    /// One statement: a seek of `deadline_fire` per tenant with rows.
+    async fn next_fire_at(
+        &self,
+        partitions: Option<&PartitionFilter>,
+    ) -> Result<Option<i64>, EventStoreError> {
+        let (count, wrap, owned) = partition_params(partitions);
+        self.within(async {
+            let client = self.client().await?;
+            let statement = client
+                .prepare_cached(NEXT_FIRE)
+                .await
+                .map_err(store_error)?;
+            let row = client
+                .query_one(&statement, &[&HELD, &count, &wrap, &owned])
+                .await
+                .map_err(store_error)?;
+            row.try_get(0).map_err(store_error)
         })
         .await
     }

@@ -41,11 +41,16 @@ pub const DEADLINE_OWNER_HEADER: &str = "wow-deadline-owner";
 /// deadline again.
 pub const DEADLINE_SCHEDULER: &str = "wow.deadline_scheduler";
 
+/// The shortest pause between two passes when no row is due yet: rows due and not fired never
+/// keep a scheduler busy.
+const MIN_PAUSE: Duration = Duration::from_millis(10);
+
 /// How the scheduler paces itself.
 #[derive(Debug, Clone, Copy)]
 pub struct SchedulerConfig {
-    /// The longest it sleeps between two looks at the store, when nothing woke it sooner.
-    /// Default 1 s.
+    /// The longest it sleeps between two looks at the store, when nothing woke it sooner: it
+    /// sleeps until the next row comes due when the store can tell that, and is woken when
+    /// its pipeline's node schedules a deadline. Default 1 s.
     pub poll_every: Duration,
     /// The most rows one pass fires. Default 256.
     pub batch: usize,
@@ -194,6 +199,13 @@ impl DeadlineScheduler {
         &self.deadlines
     }
 
+    /// Wakes on `signal` too (a pipeline's node tells it when a decision schedules a
+    /// deadline), as [`wake`](Self::wake) does.
+    pub fn woken_by(mut self, signal: Arc<Notify>) -> Self {
+        self.wake = signal;
+        self
+    }
+
     /// Wakes a running scheduler for a pass now (say, after a clock moved in a test).
     pub fn wake(&self) {
         self.wake.notify_one();
@@ -274,10 +286,32 @@ impl DeadlineScheduler {
                     tracing::warn!(%error, "the due deadlines cannot be read; trying again later")
                 }
             }
+            let pause = self.pause().await;
             tokio::select! {
                 () = &mut stop => return,
                 () = self.wake.notified() => {}
-                () = tokio::time::sleep(self.config.poll_every) => {}
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// How long to sleep before the next pass when nothing wakes it: until the next row of
+    /// its partitions comes due, as the store tells, and no longer than
+    /// [`poll_every`](SchedulerConfig::poll_every); 10 ms at least, so that rows due
+    /// and not fired (their partition moved away) never keep it busy.
+    async fn pause(&self) -> Duration {
+        let poll = self.config.poll_every;
+        let partitions = (self.owned)();
+        match self.deadlines.next_fire_at(partitions.as_ref()).await {
+            Ok(Some(next)) => {
+                let until = next.saturating_sub(self.clock.now_millis());
+                Duration::from_millis(u64::try_from(until).unwrap_or(0))
+                    .clamp(MIN_PAUSE, poll.max(MIN_PAUSE))
+            }
+            Ok(None) => poll,
+            Err(error) => {
+                tracing::debug!(%error, "the next firing time cannot be read; polling");
+                poll
             }
         }
     }

@@ -75,6 +75,14 @@ const DUE: &str = concat!(
       ORDER BY fire_at, aggregate_name, aggregate_id, name LIMIT ?3"
 );
 
+/// One tenant's (`?1`) earliest `fire_at` below `?2` (the held mark), along
+/// `deadline_fire`, of the rows whose owner's partition is one of `?5` (as in [`DUE`], with
+/// `?3` the partition count and `?4` its wrap).
+const NEXT_FIRE: &str = "SELECT fire_at FROM deadline WHERE tenant_id = ?1 AND fire_at < ?2
+      AND ((owner_hash % ?3 + ?3) % ?3 + CASE WHEN owner_hash < 0 THEN ?4 ELSE 0 END) % ?3
+          IN (SELECT value FROM json_each(?5))
+      ORDER BY fire_at LIMIT 1";
+
 /// One owner's rows, along the primary key.
 const OF_OWNER: &str = concat!(
     "SELECT ",

@@ -103,6 +103,7 @@ pub struct DefaultCommandHandler {
     services: Services,
     decision_budget: Duration,
     deadlines: Option<Arc<dyn DeadlineStore>>,
+    deadlines_scheduled: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// How long a decision may take by default, service calls included (SPEC DM-3).
@@ -213,6 +214,13 @@ impl DefaultCommandHandlerBuilder {
         self
     }
 
+    /// Tells `signal` each time an appended decision schedules a deadline, so a deadline
+    /// scheduler woken by it looks at the store then. Default: no one is told.
+    pub fn deadlines_scheduled(mut self, signal: Arc<tokio::sync::Notify>) -> Self {
+        self.inner.deadlines_scheduled = Some(signal);
+        self
+    }
+
     /// The handler.
     pub fn build(self) -> DefaultCommandHandler {
         self.inner
@@ -260,6 +268,7 @@ impl DefaultCommandHandler {
                 services: Services::new(),
                 decision_budget: DEFAULT_DECISION_BUDGET,
                 deadlines: None,
+                deadlines_scheduled: None,
             },
         }
     }

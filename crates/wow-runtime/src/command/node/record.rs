@@ -72,7 +72,14 @@ impl DefaultCommandHandler {
             self.store.append_with(stream, changes).await
         };
         match appended {
-            Ok(()) => None,
+            Ok(()) => {
+                if changes.schedules_a_deadline() {
+                    if let Some(signal) = &self.deadlines_scheduled {
+                        signal.notify_one();
+                    }
+                }
+                None
+            }
             // SPEC DM-1: another aggregate holds a key the decision claims. Checked after
             // the version, so the state was current: the refusal is the decision. Its
             // message names the key, never the holder: it is recorded and answered to every

@@ -6,18 +6,30 @@ use async_trait::async_trait;
 use tokio::sync::oneshot;
 use wow_core::deadline::{
     check_deadline_name, share_across_tenants, DeadlineBacklog, DeadlineStore, DueQuery,
-    PendingDeadline, ScheduledCommand, HELD,
+    PartitionFilter, PendingDeadline, ScheduledCommand, HELD,
 };
 use wow_core::eventsourcing::EventStoreError;
 use wow_core::AggregateId;
 
 use rusqlite::params;
 
-use super::{decode, BACKLOG, DUE, OF_OWNER, TENANTS};
+use super::{decode, BACKLOG, DUE, NEXT_FIRE, OF_OWNER, TENANTS};
 use crate::error::{gone, store_error};
 use crate::write_job::DeadlineWrite;
 use crate::write_job::WriteJob;
 use crate::SqliteStore;
+
+/// The partition parameters of [`DUE`] and [`NEXT_FIRE`]: the count, its wrap (2^64 mod the
+/// count) and the owned partitions as a JSON array; every partition where `None`.
+fn partition_params(partitions: Option<&PartitionFilter>) -> (i64, i64, String) {
+    let (count, owned) = match partitions {
+        Some(partitions) => (partitions.count.max(1), partitions.owned.clone()),
+        None => (1, vec![0]),
+    };
+    let wrap = i64::try_from((1u128 << 64) % u128::from(count)).unwrap_or(0);
+    let owned = serde_json::to_string(&owned).unwrap_or_else(|_| "[]".to_owned());
+    (i64::from(count), wrap, owned)
+}
 
 impl SqliteStore {
     /// Hands a deadline write to the writer and waits for its answer.
@@ -50,12 +62,7 @@ impl DeadlineStore for SqliteStore {
         let at = query.at.unwrap_or_else(wow_core::id::now_millis);
         let per_tenant = query.per_tenant.max(1);
         let limit = i64::try_from(per_tenant).unwrap_or(i64::MAX);
-        let (count, owned) = match &query.partitions {
-            Some(partitions) => (partitions.count.max(1), partitions.owned.clone()),
-            None => (1, vec![0]),
-        };
-        let wrap = i64::try_from((1u128 << 64) % u128::from(count)).unwrap_or(0);
-        let owned = serde_json::to_string(&owned).unwrap_or_else(|_| "[]".to_owned());
+        let (count, wrap, owned) = partition_params(query.partitions.as_ref());
         let total = query.limit;
         self.reads
             .read(move |connection| {
@@ -67,16 +74,41 @@ impl DeadlineStore for SqliteStore {
                 let mut candidates = Vec::with_capacity(tenants.len());
                 for tenant in tenants {
                     let rows = statement
-                        .query_map(
-                            params![tenant, at, limit, i64::from(count), wrap, owned],
-                            decode,
-                        )?
+                        .query_map(params![tenant, at, limit, count, wrap, owned], decode)?
                         .collect::<rusqlite::Result<Vec<_>>>()?;
                     if !rows.is_empty() {
                         candidates.push(rows);
                     }
                 }
                 Ok(share_across_tenants(candidates, per_tenant, total))
+            })
+            .await
+            .map_err(store_error)
+    }
+
+    /// One read: the tenants, then each tenant's earliest row along `deadline_fire`. Fails as
+    /// [`due_rows`](Self::due_rows) does.
+    async fn next_fire_at(
+        &self,
+        partitions: Option<&PartitionFilter>,
+    ) -> Result<Option<i64>, EventStoreError> {
+        let (count, wrap, owned) = partition_params(partitions);
+        self.reads
+            .read(move |connection| {
+                let tenants: Vec<String> = connection
+                    .prepare_cached(TENANTS)?
+                    .query_map([], |row| row.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                let mut statement = connection.prepare_cached(NEXT_FIRE)?;
+                let mut earliest: Option<i64> = None;
+                for tenant in tenants {
+                    let first: Option<i64> = statement
+                        .query_map(params![tenant, HELD, count, wrap, owned], |row| row.get(0))?
+                        .next()
+                        .transpose()?;
+                    earliest = earliest.into_iter().chain(first).min();
+                }
+                Ok(earliest)
             })
             .await
             .map_err(store_error)
