@@ -40,6 +40,6 @@ mod write_job;
 mod writer;
 
 pub use error::OpenError;
-pub use options::{SqliteOptions, Synchronous};
+pub use options::{SqliteOptions, Synchronous, DEFAULT_COMMIT_DELAY};
 pub use schema::SCHEMA_VERSION;
 pub use store::SqliteStore;

@@ -45,7 +45,15 @@ pub struct SqliteOptions {
     /// [`QueryRefusal::TimedOut`](wow_core::query::QueryRefusal::TimedOut); also how long a
     /// query waits for its tenant's share. Default 5 s.
     pub query_timeout: std::time::Duration,
+    /// How long the writer waits, at most, for more appends to join a group commit when
+    /// fewer are queued than recent commits held (like PostgreSQL's `commit_delay`): a
+    /// fraction of one fsync, so that one fsync serves them all. A lone writer never waits;
+    /// zero never waits. Default 300 µs ([`DEFAULT_COMMIT_DELAY`]).
+    pub commit_delay: std::time::Duration,
 }
+
+/// The default of [`SqliteOptions::commit_delay`].
+pub const DEFAULT_COMMIT_DELAY: std::time::Duration = std::time::Duration::from_micros(300);
 
 impl SqliteOptions {
     /// Options for the file at `path`, with the defaults.
@@ -57,6 +65,7 @@ impl SqliteOptions {
             max_batch: 1024,
             query_connections: 4,
             query_timeout: wow_core::query::DEFAULT_QUERY_TIMEOUT,
+            commit_delay: DEFAULT_COMMIT_DELAY,
         }
     }
 
@@ -84,6 +93,12 @@ impl SqliteOptions {
         self
     }
 
+    /// Sets the longest wait for more appends to join a group commit (zero: never wait).
+    pub fn commit_delay(mut self, delay: std::time::Duration) -> Self {
+        self.commit_delay = delay;
+        self
+    }
+
     /// Sets the largest group commit (at least 1).
     pub fn max_batch(mut self, count: usize) -> Self {
         self.max_batch = count.max(1);
@@ -95,7 +110,7 @@ impl FromStr for SqliteOptions {
     type Err = OpenError;
 
     /// Reads `sqlite://PATH` (`sqlite:PATH` too), with optional `synchronous=normal`,
-    /// `query_timeout_ms=N` and `query_connections=N` (`?…&…`).
+    /// `query_timeout_ms=N`, `query_connections=N` and `commit_delay_us=N` (`?…&…`).
     fn from_str(url: &str) -> Result<Self, Self::Err> {
         let rest = url
             .strip_prefix("sqlite://")
@@ -117,6 +132,14 @@ impl FromStr for SqliteOptions {
                 Some(("query_timeout_ms", value)) => {
                     let millis = positive(url, pair, value)?;
                     options = options.query_timeout(std::time::Duration::from_millis(millis));
+                }
+                Some(("commit_delay_us", value)) => {
+                    let micros = value.parse::<u64>().map_err(|_| {
+                        OpenError::BadUrl(format!(
+                            "`{pair}` in `{url}`: commit_delay_us takes a whole number of microseconds"
+                        ))
+                    })?;
+                    options = options.commit_delay(std::time::Duration::from_micros(micros));
                 }
                 Some(("query_connections", value)) => {
                     let count = positive(url, pair, value)?;
@@ -167,6 +190,19 @@ mod tests {
             .parse::<SqliteOptions>()
             .is_err());
         assert!("sqlite://x.db?query_connections=many"
+            .parse::<SqliteOptions>()
+            .is_err());
+    }
+
+    #[test]
+    fn reads_the_commit_delay_in_microseconds() {
+        let default: SqliteOptions = "sqlite://x.db".parse().unwrap();
+        assert_eq!(default.commit_delay, DEFAULT_COMMIT_DELAY);
+        let none: SqliteOptions = "sqlite://x.db?commit_delay_us=0".parse().unwrap();
+        assert_eq!(none.commit_delay, std::time::Duration::ZERO);
+        let long: SqliteOptions = "sqlite://x.db?commit_delay_us=1500".parse().unwrap();
+        assert_eq!(long.commit_delay, std::time::Duration::from_micros(1500));
+        assert!("sqlite://x.db?commit_delay_us=soon"
             .parse::<SqliteOptions>()
             .is_err());
     }

@@ -115,7 +115,13 @@ impl SqliteStore {
         let mut connection = connect(&options, false)?;
         migrate(&mut connection)?;
         let stats = Arc::new(WriterStats::default());
-        let writer = writer::spawn(connection, options.max_batch, stats.clone()).map_err(io)?;
+        let writer = writer::spawn(
+            connection,
+            options.max_batch,
+            options.commit_delay,
+            stats.clone(),
+        )
+        .map_err(io)?;
         let reads = ReadPool::open(&options, options.read_connections)?;
         let queries = Arc::new(QueryPool::new(
             ReadPool::open(&options, options.query_connections)?,

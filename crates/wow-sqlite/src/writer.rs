@@ -74,23 +74,24 @@ const RELEASE_WORK: &str = "RELEASE wow_work";
 pub(crate) fn spawn(
     connection: Connection,
     max_batch: usize,
+    commit_delay: Duration,
     stats: Arc<WriterStats>,
 ) -> std::io::Result<WriterHandle> {
     let (sender, receiver) = mpsc::channel(max_batch.saturating_mul(4).max(64));
     std::thread::Builder::new()
         .name("wow-sqlite-writer".to_owned())
-        .spawn(move || run(connection, receiver, max_batch, &stats))?;
+        .spawn(move || run(connection, receiver, max_batch, commit_delay, &stats))?;
     Ok(sender)
 }
 
-/// How long the writer waits for stragglers when a batch is smaller than recent ones.
-const COMMIT_DELAY: Duration = Duration::from_micros(300);
+/// How often the writer looks for stragglers while it waits out its commit delay.
 const COMMIT_DELAY_STEP: Duration = Duration::from_micros(30);
 
 fn run(
     connection: Connection,
     mut receiver: mpsc::Receiver<WriteJob>,
     max_batch: usize,
+    commit_delay: Duration,
     stats: &WriterStats,
 ) {
     let mut batch = Vec::with_capacity(max_batch);
@@ -105,7 +106,7 @@ fn run(
         // one fsync for them fills the batch, and one fsync then serves them all. A lone
         // writer never waits.
         let expected = recent.iter().copied().max().unwrap_or(0).min(max_batch);
-        let deadline = Instant::now() + COMMIT_DELAY;
+        let deadline = Instant::now() + commit_delay;
         while batch.len() < expected && Instant::now() < deadline {
             std::thread::sleep(COMMIT_DELAY_STEP);
             drain(&mut receiver, &mut batch, max_batch);
