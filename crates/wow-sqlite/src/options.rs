@@ -48,12 +48,14 @@ pub struct SqliteOptions {
     /// How long the writer waits, at most, for more appends to join a group commit when
     /// fewer are queued than recent commits held (like PostgreSQL's `commit_delay`): a
     /// fraction of one fsync, so that one fsync serves them all. A lone writer never waits;
-    /// zero never waits. Default 300 µs ([`DEFAULT_COMMIT_DELAY`]).
+    /// zero never waits. Default zero ([`DEFAULT_COMMIT_DELAY`]): measured on this project's
+    /// machines, every wait cost throughput at every load (docs/benchmarks.md), since the
+    /// appends that arrive during one commit already make the next one's batch.
     pub commit_delay: std::time::Duration,
 }
 
 /// The default of [`SqliteOptions::commit_delay`].
-pub const DEFAULT_COMMIT_DELAY: std::time::Duration = std::time::Duration::from_micros(300);
+pub const DEFAULT_COMMIT_DELAY: std::time::Duration = std::time::Duration::ZERO;
 
 impl SqliteOptions {
     /// Options for the file at `path`, with the defaults.
