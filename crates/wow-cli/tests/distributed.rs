@@ -1433,3 +1433,106 @@ async fn deadlines_of_a_killed_processor_fire_on_the_next_owner_once() {
     second.stop();
     deployment.clean().await;
 }
+
+/// How many failures are recorded for `consumer` in the deployment's store.
+async fn failures_of(deployment: &Deployment, consumer: &str) -> i64 {
+    let (postgres, schema) = deployment.store.split_once("?schema=").unwrap();
+    let (client, connection) = tokio_postgres::connect(postgres, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .query_one(
+            &format!("SELECT COUNT(*) FROM {schema}.execution_failed WHERE consumer = $1"),
+            &[&consumer],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// A processor that starts with saga work pending in its history (a transfer whose saga never
+/// ran: the processor that appended it was killed) catches its consumers up once it serves its
+/// partitions. The saga's command from the catch-up is then taken by a partition owner and
+/// decided the first time: it never waits out its timeout for an owner that the start had not
+/// taken yet (which records a failure of the saga), and the transfer completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_processor_catches_its_sagas_up_once_it_serves_its_partitions() {
+    let Some(deployment) = Deployment::new(1000).await else {
+        return;
+    };
+    let first = deployment.start("processor");
+    let gateway = deployment.start("gateway");
+    let (api, first_api) = (Api::new(&gateway), Api::new(&first));
+    until_partitions_owned(&[&first_api], 8).await;
+    for (account, balance) in [
+        ("model-src", 100),
+        ("model-dst", 0),
+        ("pending-src", 100),
+        ("pending-dst", 0),
+    ] {
+        let (status, body) = api
+            .command(
+                &format!("account/{account}/open"),
+                &format!("open-{account}"),
+                json!({"name": "Ann", "balance": balance}),
+                "PROCESSED",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    // A transfer through the saga, whose appended stream is the model of the pending one.
+    let (status, body) = api
+        .command(
+            "account/model-src/transfer",
+            "model-transfer",
+            json!({"to": "model-dst", "amount": 10}),
+            "SAGA_HANDLED",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    first.kill();
+
+    // The pending transfer: appended, as a killed processor leaves it, its saga never run.
+    let store = deployment.events().await;
+    let account = |id: &str| AggregateId::new("bank", "account", id, wow_core::DEFAULT_TENANT_ID);
+    let mut pending = store
+        .load(&account("model-src"), 2, 2)
+        .await
+        .unwrap()
+        .remove(0);
+    pending.id = wow_core::id::new_id();
+    pending.request_id = "pending-transfer".to_owned();
+    pending.command_id = wow_core::id::new_id();
+    pending.aggregate_id = account("pending-src");
+    for event in &mut pending.body {
+        event.id = wow_core::id::new_id();
+        event.body["account"] = json!("pending-dst");
+    }
+    store.append(&pending).await.unwrap();
+
+    let second = deployment.start("processor");
+    let second_api = Api::new(&second);
+    until_partitions_owned(&[&second_api], 8).await;
+    let started = Instant::now();
+    while store
+        .load(&account("pending-dst"), 2, 2)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the pending transfer never reached its target"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        failures_of(&deployment, "transfer").await,
+        0,
+        "the catch-up's saga command waited for a partition owner and failed"
+    );
+    gateway.stop();
+    second.stop();
+    deployment.clean().await;
+}

@@ -86,7 +86,10 @@ impl ServiceBuilder {
             self.hand_consumers_to_processors(&stores)
         };
         let pipeline = self.pipeline(&stores, distribution.as_ref(), remote);
-        let caught_up = if runs_consumers {
+        // A monolith catches up before it serves. A processor catches up once it serves its
+        // partitions (below): a command a saga sends from the catch-up then finds an owner,
+        // this processor or another, instead of waiting for one that cannot exist yet.
+        let mut caught_up = if runs_consumers && distribution.is_none() {
             self.catch_up(&pipeline).await?
         } else {
             Vec::new()
@@ -109,6 +112,9 @@ impl ServiceBuilder {
         let router = self.router(&pipeline, &stores, queries, http);
         if let Some(distribution) = distribution.as_mut() {
             distribution.start(&pipeline, &stores).await?;
+            if runs_consumers {
+                caught_up = self.catch_up(&pipeline).await?;
+            }
         }
         let deadlines = pipeline.deadline_scheduler(stores.deadlines.clone());
         let deadlines = match distribution.as_ref().and_then(Distribution::deadline_owner) {
