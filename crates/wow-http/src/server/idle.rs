@@ -9,7 +9,9 @@
 //! such a connection holds no request but a silent client's. Closing it is what the header
 //! timeout does to it a little later anyway.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};

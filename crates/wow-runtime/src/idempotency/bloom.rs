@@ -6,7 +6,7 @@
 //! and a fresh one starts, so a rotation forgets only ids older than two TTLs, never all at
 //! once.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use std::hash::BuildHasher;
@@ -96,7 +96,7 @@ impl BloomIdempotencyChecker {
                         current: new_filter(config.fpp, per_shard),
                         previous: None,
                         generation_start: now,
-                        released: HashSet::new(),
+                        released: HashSet::default(),
                     })
                 })
                 .collect(),
@@ -187,7 +187,7 @@ impl BloomIdempotencyCheckerProvider {
         Self {
             config,
             clock,
-            checkers: Mutex::new(HashMap::new()),
+            checkers: Mutex::new(HashMap::default()),
         }
     }
 }
