@@ -714,3 +714,115 @@ async fn a_running_scheduler_sleeps_until_the_next_row_comes_due_not_until_its_p
     assert!(waited >= Duration::from_secs(60), "fired early: {waited:?}");
     running.abort();
 }
+
+/// The deadline store under test, counting its due reads and, when told, failing every read
+/// of the next firing time.
+#[derive(Debug)]
+struct Watched {
+    inner: Arc<InMemoryEventStore>,
+    due_reads: std::sync::atomic::AtomicUsize,
+    next_fails: bool,
+}
+
+#[wow_core::async_trait]
+impl wow_core::deadline::DeadlineStoreDecorator for Watched {
+    fn inner(&self) -> &dyn DeadlineStore {
+        &*self.inner
+    }
+
+    async fn due_rows(
+        &self,
+        query: &wow_core::deadline::DueQuery,
+    ) -> Result<Vec<wow_core::deadline::PendingDeadline>, wow_core::eventsourcing::EventStoreError>
+    {
+        self.due_reads
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.due_rows(query).await
+    }
+
+    async fn next_fire_at(
+        &self,
+        partitions: Option<&wow_core::deadline::PartitionFilter>,
+    ) -> Result<Option<i64>, wow_core::eventsourcing::EventStoreError> {
+        if self.next_fails {
+            return Err(wow_core::eventsourcing::EventStoreError::Unavailable(
+                "the next firing time is unreadable".into(),
+            ));
+        }
+        self.inner.next_fire_at(partitions).await
+    }
+}
+
+/// A pipeline on tokio's virtual clock whose scheduler reads `watched`, polling every `poll`.
+fn watched_node(store: &Arc<InMemoryEventStore>, watched: &Arc<Watched>, poll: Duration) -> Node {
+    use wow_runtime::deadline::SchedulerConfig;
+
+    let clock = Arc::new(TokioClock(tokio::time::Instant::now()));
+    let pipeline = LocalPipeline::builder(registry(), store.clone())
+        .clock(clock)
+        .deadlines(store.clone())
+        .build();
+    let scheduler = pipeline
+        .deadline_scheduler(watched.clone())
+        .with_config(SchedulerConfig {
+            poll_every: poll,
+            ..SchedulerConfig::default()
+        });
+    Node {
+        pipeline,
+        scheduler,
+    }
+}
+
+/// A flood of wakes (decisions that schedule deadlines, one after another) does not make a
+/// pass each: the wakes of 50 ms make one, so a thousand wakes over a second of virtual time
+/// read the due rows a few dozen times at most, not a thousand.
+#[tokio::test(start_paused = true)]
+async fn a_flood_of_wakes_makes_one_pass_per_burst() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let watched = Arc::new(Watched {
+        inner: store.clone(),
+        due_reads: std::sync::atomic::AtomicUsize::new(0),
+        next_fails: false,
+    });
+    let node = watched_node(&store, &watched, Duration::from_secs(3_600));
+    let running = tokio::spawn(node.scheduler.clone().run(std::future::pending()));
+    for _ in 0..1_000 {
+        node.scheduler.wake();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let reads = watched.due_reads.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(reads >= 2, "woken, it made no pass: {reads}");
+    assert!(reads <= 30, "{reads} passes for a second of wakes");
+    running.abort();
+}
+
+/// A store that cannot tell when its next row comes due leaves the scheduler to its poll: the
+/// deadline fires at the first poll after it came due, not never.
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_next_firing_time_leaves_the_scheduler_to_its_poll() {
+    let store = Arc::new(InMemoryEventStore::new());
+    let watched = Arc::new(Watched {
+        inner: store.clone(),
+        due_reads: std::sync::atomic::AtomicUsize::new(0),
+        next_fails: true,
+    });
+    let node = watched_node(&store, &watched, Duration::from_secs(10));
+    let running = tokio::spawn(node.scheduler.clone().run(std::future::pending()));
+    let placed_at = tokio::time::Instant::now();
+    let hold = hold_id("t1");
+    send(&node, command(&hold, "place", json!({"minutes": 1}))).await;
+    while event_names(&store, &hold).await != ["Placed", "Expired"] {
+        assert!(
+            placed_at.elapsed() < Duration::from_secs(600),
+            "the deadline never fired"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let waited = placed_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(60) && waited <= Duration::from_secs(71),
+        "fired {waited:?} after it was placed, not at the first poll after it came due"
+    );
+    running.abort();
+}

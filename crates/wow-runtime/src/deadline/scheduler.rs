@@ -45,6 +45,10 @@ pub const DEADLINE_SCHEDULER: &str = "wow.deadline_scheduler";
 /// keep a scheduler busy.
 const MIN_PAUSE: Duration = Duration::from_millis(10);
 
+/// How long a woken scheduler gathers further wakes before its pass: at most one pass per
+/// this much time however many decisions schedule deadlines.
+const WAKE_COALESCE: Duration = Duration::from_millis(50);
+
 /// How the scheduler paces itself.
 #[derive(Debug, Clone, Copy)]
 pub struct SchedulerConfig {
@@ -264,7 +268,8 @@ impl DeadlineScheduler {
     }
 
     /// Runs passes until `stop` completes: at once (what came due while the process was
-    /// down), then whenever woken or `poll_every` passed.
+    /// down), then when the next row comes due, when `poll_every` passed, or 50 ms after it
+    /// was woken (the wakes of those 50 ms make one pass).
     pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
         let mut stop = std::pin::pin!(stop);
         loop {
@@ -289,7 +294,13 @@ impl DeadlineScheduler {
             let pause = self.pause().await;
             tokio::select! {
                 () = &mut stop => return,
-                () = self.wake.notified() => {}
+                () = self.wake.notified() => {
+                    // The wakes of a burst (a flood of decisions that schedule) make one pass.
+                    tokio::select! {
+                        () = &mut stop => return,
+                        () = tokio::time::sleep(WAKE_COALESCE) => {}
+                    }
+                }
                 () = tokio::time::sleep(pause) => {}
             }
         }
