@@ -696,6 +696,8 @@ mod tests {
     /// generic plan a prepared statement may settle on).
     #[tokio::test]
     async fn due_reads_each_tenants_earliest_rows_off_the_fire_index() {
+        use wow_core::deadline::DeadlineStore;
+
         let schema = format!("wow_test_{}", uuid::Uuid::now_v7().simple());
         if connect_or_skip().await.is_none() {
             return;
@@ -750,6 +752,43 @@ mod tests {
                 "{mode}: due reads every due row:\n{plan}"
             );
         }
+        // The scheduler's look at when its next row comes due (`next_fire_at`) over the same
+        // backlog: one seek of deadline_fire per tenant, never a scan of every row.
+        let explain = format!("EXPLAIN {}", crate::store::deadline::NEXT_FIRE);
+        for mode in ["force_custom_plan", "force_generic_plan"] {
+            client
+                .batch_execute(&format!("SET plan_cache_mode = {mode}"))
+                .await
+                .unwrap();
+            let plan: Vec<String> = client
+                .query(&explain, &[&i64::MAX, &4_i64, &0_i64, &vec![1_i64, 2]])
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            let plan = plan.join("\n");
+            assert!(
+                plan.contains("Index Scan using deadline_fire"),
+                "{mode}: next_fire_at is not a seek of deadline_fire:\n{plan}"
+            );
+            assert!(
+                !plan.contains("Seq Scan")
+                    && !plan.contains("Bitmap Heap Scan")
+                    && !plan.contains("Sort"),
+                "{mode}: next_fire_at reads every row:\n{plan}"
+            );
+        }
+        let started = std::time::Instant::now();
+        let next = store
+            .next_fire_at(Some(&wow_core::deadline::PartitionFilter {
+                count: 4,
+                owned: vec![3],
+            }))
+            .await
+            .unwrap();
+        assert!(next.is_some_and(|at| at >= 1_000), "{next:?}");
+        eprintln!("next_fire_at over 200,000 rows: {:?}", started.elapsed());
         client.batch_execute("RESET plan_cache_mode").await.unwrap();
     }
 }

@@ -130,7 +130,7 @@ macro_rules! in_partitions {
 /// The earliest `fire_at` below `$1` (the held mark) over each tenant's rows along
 /// `deadline_fire` whose owner is in the partitions `$4` of `$2` (`$3` their wrap): one seek
 /// per tenant.
-const NEXT_FIRE: &str = concat!(
+pub(crate) const NEXT_FIRE: &str = concat!(
     tenants_with_rows!(),
     " SELECT MIN(d.fire_at) FROM tenants CROSS JOIN LATERAL (
         SELECT fire_at FROM deadline WHERE tenant_id = tenants.tenant AND fire_at < $1 AND ",
