@@ -175,6 +175,28 @@ mod tests {
     }
 
     #[test]
+    fn builds_read_as_one_hold_px_1_only_where_each_does() {
+        let checked = CrateBuild::measure("checked", true, || {
+            std::hint::black_box(u8::MAX)
+                .checked_add(1)
+                .unwrap_or_else(|| panic!("overflow"))
+        });
+        let wrapping = CrateBuild::measure("wrapping", true, || {
+            std::hint::black_box(u8::MAX).wrapping_add(1)
+        });
+        let aborting = CrateBuild::measure("aborting", false, || unreachable!("never run"));
+        let both = CrateBuild::all_of("framework", &[checked, checked]);
+        assert!(both.is_checked());
+        assert_eq!(both.package, "framework");
+        let one_wraps = CrateBuild::all_of("framework", &[checked, wrapping]);
+        assert_eq!(one_wraps.overflow_checks, Some(false));
+        assert!(!one_wraps.is_checked());
+        let one_aborts = CrateBuild::all_of("framework", &[checked, aborting]);
+        assert!(!one_aborts.panic_unwinds);
+        assert!(!one_aborts.is_checked());
+    }
+
+    #[test]
     fn a_build_whose_panics_abort_is_not_probed_and_not_checked() {
         let build = CrateBuild::measure("aborting", false, || unreachable!("never run"));
         assert_eq!(build.overflow_checks, None);

@@ -225,6 +225,13 @@ pub struct PartitionFilter {
 }
 
 impl PartitionFilter {
+    /// 2^64 mod `count` (at least 1): what a store that keeps [`owner_hash`] as a signed
+    /// 64-bit integer adds to a negative hash's remainder to get the unsigned hash's, so that
+    /// its SQL places a row in the partition [`contains_hash`](Self::contains_hash) does.
+    pub fn signed_hash_wrap(count: u32) -> i64 {
+        i64::try_from((1u128 << 64) % u128::from(count.max(1))).unwrap_or(0)
+    }
+
     /// Whether `owner`'s rows are in one of the owned partitions.
     pub fn contains(&self, owner: &AggregateId) -> bool {
         self.owned.contains(&partition_of(owner, self.count))

@@ -361,7 +361,7 @@ fn partition_params(partitions: Option<&PartitionFilter>) -> (i64, i64, Vec<i64>
         ),
         None => (1, vec![0_i64]),
     };
-    let wrap = i64::try_from((1u128 << 64) % u128::from(count)).unwrap_or(0);
+    let wrap = PartitionFilter::signed_hash_wrap(count);
     (i64::from(count), wrap, owned)
 }
 

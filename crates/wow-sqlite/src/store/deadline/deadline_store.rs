@@ -26,7 +26,7 @@ fn partition_params(partitions: Option<&PartitionFilter>) -> (i64, i64, String) 
         Some(partitions) => (partitions.count.max(1), partitions.owned.clone()),
         None => (1, vec![0]),
     };
-    let wrap = i64::try_from((1u128 << 64) % u128::from(count)).unwrap_or(0);
+    let wrap = PartitionFilter::signed_hash_wrap(count);
     let owned = serde_json::to_string(&owned).unwrap_or_else(|_| "[]".to_owned());
     (i64::from(count), wrap, owned)
 }
