@@ -42,6 +42,15 @@ fn is_unavailable(error: &rusqlite::Error) -> bool {
     )
 }
 
+/// Whether another connection holds the file (busy or locked): worth waiting out.
+pub(crate) fn is_locked(error: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode as C;
+    matches!(
+        error.sqlite_error_code(),
+        Some(C::DatabaseBusy | C::DatabaseLocked)
+    )
+}
+
 pub(crate) fn store_error(error: rusqlite::Error) -> EventStoreError {
     if is_unavailable(&error) {
         EventStoreError::Unavailable(Box::new(error))

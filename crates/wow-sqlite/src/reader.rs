@@ -18,7 +18,7 @@ pub(crate) struct ReadPool {
 impl ReadPool {
     pub(crate) fn open(options: &SqliteOptions, size: usize) -> Result<Arc<Self>, OpenError> {
         let connections = (0..size.max(1))
-            .map(|_| connect(options, true))
+            .map(|_| crate::schema::patiently(|| connect(options, true)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Arc::new(Self {
             available: Arc::new(Semaphore::new(connections.len())),

@@ -323,7 +323,7 @@ pub(crate) fn status(options: &SqliteOptions) -> Result<SchemaStatus, OpenError>
     if !options.path.exists() {
         return Ok(SchemaStatus::of(0, &MIGRATIONS));
     }
-    let connection = connect(options, true)?;
+    let connection = patiently(|| connect(options, true))?;
     let has_table: bool = connection.query_row(HAS_VERSION_TABLE, [], |row| row.get(0))?;
     let found: i64 = if has_table {
         connection.query_row(FOUND_VERSION, [], |row| row.get(0))?
@@ -334,6 +334,30 @@ pub(crate) fn status(options: &SqliteOptions) -> Result<SchemaStatus, OpenError>
         u32::try_from(found).unwrap_or(0),
         &MIGRATIONS,
     ))
+}
+
+/// How long opening a file waits out another process's lock in all (SQLite's busy handler
+/// is not consulted for every step of an open: turning a new file to WAL, or reading a
+/// header another process is writing, can answer "locked" at once).
+const OPEN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs `open` again while it fails because another connection holds the file, for at most
+/// [`OPEN_PATIENCE`], backing off from 5 ms to 200 ms; any other failure returns at once.
+pub(crate) fn patiently<T>(mut open: impl FnMut() -> Result<T, OpenError>) -> Result<T, OpenError> {
+    let deadline = std::time::Instant::now() + OPEN_PATIENCE;
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match open() {
+            Err(OpenError::Sqlite(error))
+                if crate::error::is_locked(&error) && std::time::Instant::now() < deadline =>
+            {
+                tracing::debug!(%error, ?pause, "the SQLite file is held by another connection");
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(200));
+            }
+            outcome => return outcome,
+        }
+    }
 }
 
 /// Opens a connection with the store's settings.

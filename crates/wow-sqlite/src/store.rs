@@ -112,8 +112,11 @@ impl SqliteStore {
         if let Some(folder) = options.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(folder).map_err(io)?;
         }
-        let mut connection = connect(&options, false)?;
-        migrate(&mut connection)?;
+        let connection = crate::schema::patiently(|| {
+            let mut connection = connect(&options, false)?;
+            migrate(&mut connection)?;
+            Ok(connection)
+        })?;
         let stats = Arc::new(WriterStats::default());
         let writer = writer::spawn(
             connection,
