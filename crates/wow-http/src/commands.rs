@@ -23,15 +23,6 @@ use crate::status::respond;
 use address::{Create, Delete, Recover, ToAggregate};
 use request::{Command, CommandTo, Sendable};
 
-/// `POST /{aggregate}/{id}/{command}`.
-async fn send(
-    State(state): State<HttpState>,
-    command: CommandTo<ToAggregate>,
-    body: Body,
-) -> Result<Response, ApiError> {
-    run(state, command.into_command(), body).await
-}
-
 /// `POST /{aggregate}/{command}`: a create (its id from `Command-Aggregate-Id`, derived from
 /// `Command-Request-Id`, or made by the server).
 async fn create(
@@ -163,11 +154,22 @@ pub(crate) async fn three_segments(
     method: Method,
     request: Request,
 ) -> Result<Response, ApiError> {
+    if method == Method::POST {
+        // The path is read already: the command is read from it, not from the path again.
+        let started = std::time::Instant::now();
+        let (parts, body) = request.into_parts();
+        let command = CommandTo::<ToAggregate>::of_path(
+            (aggregate, id, segment),
+            &parts.headers,
+            &state,
+            started,
+        )?;
+        return run(state, command.into_command(), body).await;
+    }
     let path = || format!("/{aggregate}/{id}/{segment}");
     let known = state.registry().get(&aggregate).is_some();
     let recovers = segment == "recover";
     match method {
-        Method::POST => Ok(send.call(request, state).await),
         _ if !known => Err(ApiError::no_route(&method, &path())),
         Method::PUT if recovers && disabled(&state, &aggregate) => {
             Err(lifecycle_disabled(&method, &path(), &aggregate, "POST"))

@@ -43,7 +43,7 @@ const MAX_ERROR_BODY: u64 = 64 * 1024;
 /// Sets `Wow-Error-Code` on an error answer that lacks it, from the `errorCode` of its JSON
 /// body. Answers that are not errors, already carry the header, are not JSON, or whose body
 /// is not known in full up to [`MAX_ERROR_BODY`] bytes (a stream) pass unchanged.
-async fn error_code_header(response: Response) -> Response {
+pub(crate) async fn error_code_header(response: Response) -> Response {
     let status = response.status();
     let json = response
         .headers()
@@ -83,10 +83,16 @@ async fn error_code_header(response: Response) -> Response {
 /// Adds the 404 and 405 answers to `router`, after every route is in it (call it again after
 /// merging routes of your own), and `Wow-Error-Code` to every error answer of its routes
 /// that names an `errorCode` without it. A path whose first segment names no aggregate of
-/// `registry` and no route of the service is 404 whatever the method. A path parameter that
-/// is not UTF-8 once percent-decoded is 400 `IllegalArgument` with a JSON body, before the
-/// route runs, on the routes merged in too.
+/// `registry` and no route of the service is 404 whatever the method. A path with a segment
+/// that is not UTF-8 once percent-decoded, or holds NUL, is 400 `IllegalArgument` with a JSON
+/// body, before any route runs, on the routes merged in too.
 pub fn error_fallbacks(router: Router, registry: &AggregateRegistry) -> Router {
+    with_fallbacks(router, registry).layer(crate::paths::ApiRules)
+}
+
+/// `router` with the 404 and 405 answers of [`error_fallbacks`], without its rules over every
+/// answer (which the finished router applies once, over everything).
+pub(crate) fn with_fallbacks(router: Router, registry: &AggregateRegistry) -> Router {
     let known: Arc<HashSet<String>> = Arc::new(
         registry
             .iter()
@@ -94,7 +100,7 @@ pub fn error_fallbacks(router: Router, registry: &AggregateRegistry) -> Router {
             .chain(FIXED.iter().map(|fixed| (*fixed).to_owned()))
             .collect(),
     );
-    let router = router
+    router
         .method_not_allowed_fallback(move |method: Method, uri: Uri| {
             let known = known.clone();
             async move {
@@ -105,8 +111,5 @@ pub fn error_fallbacks(router: Router, registry: &AggregateRegistry) -> Router {
                 ApiError::method_not_allowed(&method, uri.path())
             }
         })
-        .fallback(
-            |method: Method, uri: Uri| async move { ApiError::no_route(&method, uri.path()) },
-        );
-    crate::paths::checked(router).layer(axum::middleware::map_response(error_code_header))
+        .fallback(|method: Method, uri: Uri| async move { ApiError::no_route(&method, uri.path()) })
 }

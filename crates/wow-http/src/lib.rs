@@ -60,7 +60,7 @@ pub use create_id::derived_aggregate_id;
 pub use fallback::error_fallbacks;
 pub use metrics::HttpMetrics;
 pub use operator::check_operator_token;
-pub use routes::router;
+pub use routes::{router, routes};
 pub use server::{serve, InvalidLimits, ServerLimits, MAX_READ_TIMEOUT};
 pub use state::{HttpState, NodeStatus, QuerySide};
 pub use status::{status_for, ERROR_CODE_HEADER, REPLAYED_HEADER};

@@ -22,7 +22,7 @@ use crate::config::HttpConfig;
 use crate::error::ApiError;
 use crate::ids::{Id, TenantId};
 use crate::state::HttpState;
-use crate::{auth, fallback, paths};
+use crate::{auth, fallback};
 
 /// Marks a request that came in under `/tenant/{tenantId}/` or `/{context}/`: answers take
 /// Wow's shapes.
@@ -55,7 +55,7 @@ pub(crate) fn nest(routes: Router, state: &HttpState) -> Router {
             any(context_prefixed).with_state(tenanted.clone()),
         );
     }
-    paths::checked(full)
+    full
 }
 
 /// The bounded contexts of the registry's aggregates that can be a prefix: a context named

@@ -13,19 +13,30 @@ use crate::{access, commands, dsl_queries, fallback, operator, prefix, queries};
 /// `/metrics.json` and the operations page (`/ui`) answer only an operator token
 /// ([`HttpConfig::operator_tokens`](crate::HttpConfig::operator_tokens); a browser signs in
 /// once by `/ui?token=…`, which sets a cookie); `/health` and `/openapi.json` answer anyone.
-/// Merge a domain's own read routes into it through [`gated`](crate::gated) (so that a route
-/// naming an aggregate and an id is an owner's and space's access boundary, SPEC TN-2), then
-/// call [`error_fallbacks`](crate::error_fallbacks) again so that they answer 405 with a code
-/// too.
+/// To add a domain's own read routes, start from [`routes`] instead.
 pub fn router(state: HttpState) -> Router {
-    let routes = Router::new()
+    let registry = state.registry().clone();
+    crate::error_fallbacks(routes(state), &registry)
+}
+
+/// The routes of [`router`], before the rules it keeps over every answer. Merge a domain's
+/// own read routes into them through [`gated`](crate::gated) (so that a route naming an
+/// aggregate and an id is an owner's and space's access boundary, SPEC TN-2), then finish
+/// with [`error_fallbacks`](crate::error_fallbacks), once, so that every route answers 404
+/// and 405 with a code, refuses a path that is not text, and names every error's code in
+/// `Wow-Error-Code`.
+pub fn routes(state: HttpState) -> Router {
+    let gated = Router::new()
         .merge(operator_routes(&state))
         .merge(operator_actions(&state))
         .merge(service_routes::router(Caller::Anyone))
         .merge(query_routes())
         .merge(aggregate_routes())
         .with_state(state.clone());
-    let routes = fallback::error_fallbacks(access::gated(routes, &state), state.registry());
+    // The command routes name no aggregate's id for the access gate to check (the node
+    // checks the owner and space), so they go without its layer.
+    let routes = access::gated(gated, &state).merge(command_routes().with_state(state.clone()));
+    let routes = fallback::with_fallbacks(routes, state.registry());
     prefix::nest(routes, &state)
 }
 
@@ -79,13 +90,18 @@ fn query_routes() -> Router<HttpState> {
         .route("/{aggregate}/event/paged", post(dsl_queries::paged_events))
 }
 
-/// One aggregate's routes: its commands, state, time travel, history and request look-up.
-fn aggregate_routes() -> Router<HttpState> {
+/// One aggregate's commands: its creates, its commands, Wow's delete and recover.
+fn command_routes() -> Router<HttpState> {
     Router::new()
         // `{command}` of a create (POST); the aggregate's id for Wow's soft delete (DELETE).
         .route("/{aggregate}/{command}", any(commands::two_segments))
         // A command (POST); Wow's recover (PUT `/{aggregate}/{id}/recover`).
         .route("/{aggregate}/{id}/{command}", any(commands::three_segments))
+}
+
+/// One aggregate's reads: its state, time travel, history, deadlines and request look-up.
+fn aggregate_routes() -> Router<HttpState> {
+    Router::new()
         .route("/{aggregate}/{id}/state", get(queries::state))
         .route(
             "/{aggregate}/{id}/deadlines",

@@ -87,19 +87,15 @@ impl From<CommandResult> for Answer {
     }
 }
 
-/// `result` as an answer's JSON: every field, and `function` always, as Wow's clients read
-/// it (a result of a stage as a whole carries the framework's function,
-/// [`FunctionInfo::of_stage`](wow_core::command::FunctionInfo::of_stage)).
-pub(crate) fn wire(result: &CommandResult) -> serde_json::Value {
-    let mut json = serde_json::to_value(result).unwrap_or_default();
+/// `result` as an answer carries it: every field, and `function` always, as Wow's clients
+/// read it (a result of a stage as a whole carries the framework's function,
+/// [`FunctionInfo::of_stage`](wow_core::command::FunctionInfo::of_stage)). Serialized
+/// straight to the body, with no JSON tree in between.
+pub(crate) fn wire(mut result: CommandResult) -> CommandResult {
     if result.function.is_none() {
-        if let Ok(function) =
-            serde_json::to_value(wow_core::command::FunctionInfo::of_stage(result.stage))
-        {
-            json["function"] = function;
-        }
+        result.function = Some(wow_core::command::FunctionInfo::of_stage(result.stage));
     }
-    json
+    result
 }
 
 /// `answer`'s result as the response body, with its status, `Wow-Error-Code`, and
@@ -109,7 +105,7 @@ pub(crate) fn respond(answer: impl Into<Answer>) -> Response {
     let code = HeaderValue::from_str(result.error_code.as_str())
         .unwrap_or(HeaderValue::from_static("InternalServerError"));
     let replayed = is_replayed(&result);
-    let mut response = (status, Json(wire(&result))).into_response();
+    let mut response = (status, Json(wire(result))).into_response();
     response.headers_mut().insert(ERROR_CODE_HEADER, code);
     if replayed {
         response

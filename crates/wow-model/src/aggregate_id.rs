@@ -147,18 +147,37 @@ impl fmt::Display for AggregateId {
 }
 
 /// `items` grouped by the aggregate `of` names (its type and id, as the buses partition), each
-/// group in arrival order: the groups can run side by side, each one in order.
-pub fn group_by_aggregate<T>(items: Vec<T>, of: impl Fn(&T) -> &AggregateId) -> Vec<Vec<T>> {
-    let mut groups: Vec<Vec<T>> = Vec::new();
-    let mut index: std::collections::HashMap<(String, String), usize> =
-        std::collections::HashMap::new();
+/// group in arrival order: the groups can run side by side, each one in order. Takes any
+/// iterator (a batch's `drain(..)` keeps the batch's buffer) and copies no id.
+pub fn group_by_aggregate<T>(
+    items: impl IntoIterator<Item = T>,
+    of: impl Fn(&T) -> &AggregateId,
+) -> Vec<Vec<T>> {
+    use std::hash::BuildHasher;
+
+    let items = items.into_iter();
+    let hasher = foldhash::fast::FixedState::default();
+    let mut groups: Vec<Vec<T>> = Vec::with_capacity(items.size_hint().0);
+    // Each group's index by the hash of its aggregate's type and id; two aggregates whose
+    // hashes meet are told apart by their first items.
+    let mut index: std::collections::HashMap<u64, usize, foldhash::fast::FixedState> =
+        std::collections::HashMap::with_capacity_and_hasher(groups.capacity(), hasher.clone());
+    let same =
+        |a: &AggregateId, b: &AggregateId| a.id == b.id && a.aggregate_name == b.aggregate_name;
     for item in items {
         let aggregate = of(&item);
-        let key = (aggregate.aggregate_name.clone(), aggregate.id.clone());
-        match index.get(&key) {
-            Some(&at) => groups[at].push(item),
+        let hash = hasher.hash_one((&aggregate.aggregate_name, &aggregate.id));
+        let found = match index.get(&hash) {
+            Some(&at) if same(of(&groups[at][0]), aggregate) => Some(at),
+            Some(_) => groups
+                .iter()
+                .position(|group| same(of(&group[0]), aggregate)),
+            None => None,
+        };
+        match found {
+            Some(at) => groups[at].push(item),
             None => {
-                index.insert(key, groups.len());
+                index.entry(hash).or_insert(groups.len());
                 groups.push(vec![item]);
             }
         }

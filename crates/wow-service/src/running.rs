@@ -287,7 +287,7 @@ impl ServiceBuilder {
         let router = self
             .routes
             .drain(..)
-            .fold(wow_http::router(state), |router, make| {
+            .fold(wow_http::routes(state), |router, make| {
                 // SPEC TN-2: a domain's route naming an aggregate and an id is gated too.
                 router.merge(wow_http::gated(make(&context), &gate))
             });

@@ -177,8 +177,8 @@ async fn run_partition(mut receiver: mpsc::Receiver<JsonCommand>, subscriber: Su
             }
             continue;
         };
-        let groups =
-            group_by_aggregate(std::mem::take(&mut batch), |command| &command.aggregate_id);
+        // Drained, so the batch keeps its buffer for the next round.
+        let groups = group_by_aggregate(batch.drain(..), |command| &command.aggregate_id);
         futures::future::join_all(groups.into_iter().map(|commands| {
             let handler = handler.clone();
             async move {
@@ -188,7 +188,6 @@ async fn run_partition(mut receiver: mpsc::Receiver<JsonCommand>, subscriber: Su
             }
         }))
         .await;
-        batch.reserve(BATCH);
     }
 }
 

@@ -52,8 +52,21 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &HttpState) -> Result<Self, ApiError> {
         let started = Instant::now();
         let Path(path) = Path::<A::Path>::from_request_parts(parts, state).await?;
-        let address = A::address(path, &parts.headers)?;
-        let command = Command::read(address, &parts.headers, state, started)?;
+        Self::of_path(path, &parts.headers, state, started)
+    }
+}
+
+impl<A: Addressing> CommandTo<A> {
+    /// The command of a request whose path parameters were read already (`path`), taken up
+    /// at `started`.
+    pub(crate) fn of_path(
+        path: A::Path,
+        headers: &HeaderMap,
+        state: &HttpState,
+        started: Instant,
+    ) -> Result<Self, ApiError> {
+        let address = A::address(path, headers)?;
+        let command = Command::read(address, headers, state, started)?;
         Ok(Self {
             command,
             route: PhantomData,

@@ -47,7 +47,7 @@ pub(crate) fn stages(
                 .event(result.stage.as_str());
             Ok::<_, Infallible>(
                 event
-                    .json_data(crate::status::wire(&result))
+                    .json_data(crate::status::wire(result))
                     .unwrap_or_else(|_| Event::default().data("{}")),
             )
         });

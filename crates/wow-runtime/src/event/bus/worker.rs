@@ -49,8 +49,7 @@ impl PartitionWorker {
                 () = self.overflow.noted() => true,
             };
             if !batch.is_empty() {
-                self.deliver(std::mem::take(&mut batch)).await;
-                batch.reserve(BATCH);
+                self.deliver(&mut batch).await;
             }
             if queue.is_empty() && self.overflow.is_pending() {
                 self.read_back(&queue).await;
@@ -61,11 +60,12 @@ impl PartitionWorker {
         }
     }
 
-    /// Dispatches `streams`: one aggregate's in order, different aggregates side by side.
-    async fn deliver(&self, streams: Vec<Arc<DomainEventStream>>) {
+    /// Dispatches `streams` (leaving it empty, its buffer kept): one aggregate's in order,
+    /// different aggregates side by side.
+    async fn deliver(&self, streams: &mut Vec<Arc<DomainEventStream>>) {
         let count = streams.len() as u64;
         join_all(
-            group_by_aggregate(streams, |stream| &stream.aggregate_id)
+            group_by_aggregate(streams.drain(..), |stream| &stream.aggregate_id)
                 .into_iter()
                 .map(|streams| async move {
                     for stream in streams {
