@@ -28,9 +28,11 @@ fn refused_path(path: &str) -> Option<ApiError> {
             continue;
         }
         match percent_encoding::percent_decode_str(segment).decode_utf8() {
-            Err(_) => return Some(ApiError::illegal_argument(format!(
+            Err(_) => {
+                return Some(ApiError::illegal_argument(format!(
                 "the path segment `{segment}`: a path segment must be UTF-8 once percent-decoded"
-            ))),
+            )))
+            }
             Ok(text) if text.contains('\0') => {
                 return Some(ApiError::illegal_argument(format!(
                     "the path segment `{segment}`: a path segment must not hold NUL (%00)"

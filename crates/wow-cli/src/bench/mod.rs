@@ -75,6 +75,12 @@ pub(crate) struct BenchArgs {
     /// (a tenant's token does not reach `/metrics`; without one the backlog is not reported).
     #[arg(long, env = "WOW_OPERATOR_TOKEN")]
     operator_token: Option<String>,
+    /// Sends this many requests per second in all, spread over the connections, instead of
+    /// each connection sending as soon as its answer came: an open schedule whose latencies
+    /// count from when each request was due (so a stall is not hidden by the requests it
+    /// delayed). For the latency at a given load, e.g. half the peak rate.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    rate: Option<u64>,
     /// Prints the report as one JSON object, and no progress bar.
     #[arg(long)]
     json: bool,
@@ -152,7 +158,10 @@ async fn load(
         target,
     )?;
     let progress = progress::Progress::new(args.operation.as_str(), limit, visible);
-    let outcome = runner::run(target, workload, connections, limit, progress).await?;
+    let pace = args
+        .rate
+        .map(|rate| Duration::from_secs_f64(1.0 / rate as f64));
+    let outcome = runner::run(target, workload, connections, limit, pace, progress).await?;
     let operator = match &args.operator_token {
         Some(token) => target.with_token(token)?,
         None => target.clone(),
@@ -195,7 +204,7 @@ async fn setup(
     )?;
     let connections = connections.min(usize::try_from(aggregates).unwrap_or(usize::MAX));
     let progress = progress::Progress::new("setup", limit, visible);
-    let outcome = runner::run(target, workload, connections, limit, progress).await?;
+    let outcome = runner::run(target, workload, connections, limit, None, progress).await?;
     let refused: Vec<String> = outcome
         .tally
         .errors

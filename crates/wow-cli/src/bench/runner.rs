@@ -30,6 +30,9 @@ struct Plan {
     count: Option<u64>,
     deadline: Option<Instant>,
     issued: AtomicU64,
+    /// With a rate: ticket `n` is due `n` paces after the start.
+    pace: Option<Duration>,
+    start: Instant,
 }
 
 impl Plan {
@@ -42,7 +45,21 @@ impl Plan {
             count,
             deadline,
             issued: AtomicU64::new(0),
+            pace: None,
+            start,
         }
+    }
+
+    /// This plan, handing out one ticket per `pace` (an open schedule) when given one.
+    fn paced(self, pace: Option<Duration>) -> Self {
+        Self { pace, ..self }
+    }
+
+    /// When `ticket` is due: at once without a pace.
+    fn due(&self, ticket: u64) -> Option<Instant> {
+        let pace = self.pace?;
+        let offset = pace.checked_mul(u32::try_from(ticket).unwrap_or(u32::MAX))?;
+        Some(self.start + offset)
     }
 
     /// The next ticket, or `None` when the phase is over.
@@ -78,6 +95,7 @@ pub(crate) async fn run(
     workload: Workload,
     connections: usize,
     limit: Limit,
+    pace: Option<Duration>,
     progress: Progress,
 ) -> Result<Outcome, BenchError> {
     let mut opened = Vec::with_capacity(connections);
@@ -94,7 +112,7 @@ pub(crate) async fn run(
     let shared = Arc::new(Shared {
         workload,
         target: target.clone(),
-        plan: Plan::new(limit, start),
+        plan: Plan::new(limit, start).paced(pace),
         start,
         completed: Arc::new(AtomicU64::new(0)),
     });
@@ -137,7 +155,14 @@ async fn work(shared: Arc<Shared>, connection: Connection<Body>) -> Result<Tally
             tokio::time::sleep(RECONNECT_PAUSE).await;
             continue;
         };
-        let sent = Instant::now();
+        // On a schedule, latency counts from when the request was due.
+        let sent = match shared.plan.due(ticket) {
+            Some(due) => {
+                tokio::time::sleep_until(due.into()).await;
+                due
+            }
+            None => Instant::now(),
+        };
         let answer = live.send(request).await;
         let done = Instant::now();
         let since_start = done.duration_since(shared.start);
@@ -168,6 +193,15 @@ mod tests {
         let tickets: Vec<_> = std::iter::from_fn(|| plan.next()).collect();
         assert_eq!(tickets, vec![0, 1, 2]);
         assert_eq!(plan.next(), None);
+    }
+
+    #[test]
+    fn a_paced_plan_spaces_its_tickets_by_the_pace() {
+        let start = Instant::now();
+        let plan = Plan::new(Limit::Count(3), start).paced(Some(Duration::from_millis(10)));
+        assert_eq!(plan.due(0), Some(start));
+        assert_eq!(plan.due(2), Some(start + Duration::from_millis(20)));
+        assert_eq!(Plan::new(Limit::Count(3), start).due(2), None);
     }
 
     #[test]

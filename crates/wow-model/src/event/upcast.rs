@@ -58,13 +58,18 @@ const MAX_STEPS: usize = 64;
 /// or rename fields (at a new revision), split one event into several, or drop it.
 #[derive(Clone, Default)]
 pub struct Upcasters {
-    exact: HashMap<(String, String), Step>,
+    /// By name, then by revision: looked up with borrowed names, no copy per event.
+    exact: HashMap<String, HashMap<String, Step>>,
     any_revision: HashMap<String, Step>,
 }
 
 impl fmt::Debug for Upcasters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut exact: Vec<_> = self.exact.keys().collect();
+        let mut exact: Vec<_> = self
+            .exact
+            .iter()
+            .flat_map(|(name, revisions)| revisions.keys().map(move |revision| (name, revision)))
+            .collect();
         exact.sort();
         let mut any: Vec<_> = self.any_revision.keys().collect();
         any.sort();
@@ -90,8 +95,8 @@ impl Upcasters {
         revision: impl Into<String>,
         step: impl Fn(Value) -> Result<Vec<EventShape>, UpcastError> + Send + Sync + 'static,
     ) -> Self {
-        self.exact.insert(
-            (name.into(), revision.into()),
+        self.exact.entry(name.into()).or_default().insert(
+            revision.into(),
             Arc::new(move |shape: EventShape| step(shape.body)),
         );
         self
@@ -128,7 +133,8 @@ impl Upcasters {
 
     fn step_for(&self, shape: &EventShape) -> Option<&Step> {
         self.exact
-            .get(&(shape.name.clone(), shape.revision.clone()))
+            .get(&shape.name)
+            .and_then(|revisions| revisions.get(&shape.revision))
             .or_else(|| self.any_revision.get(&shape.name))
     }
 
@@ -137,7 +143,8 @@ impl Upcasters {
         self.any_revision.contains_key(name)
             || self
                 .exact
-                .contains_key(&(name.to_owned(), revision.to_owned()))
+                .get(name)
+                .is_some_and(|revisions| revisions.contains_key(revision))
     }
 
     /// Today's shape of the event stored as `shape`: every matching step in turn, until none

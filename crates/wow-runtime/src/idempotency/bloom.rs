@@ -16,7 +16,7 @@ use foldhash::fast::FixedState;
 
 use crate::idempotency::IdempotencyConfig;
 use wow_core::id::{Clock, SystemClock};
-use wow_core::NamedAggregate;
+use wow_core::{AggregateId, NamedAggregate};
 
 /// The fast request-id check of one aggregate type (SPEC RQ-1).
 pub trait IdempotencyChecker: Send + Sync + std::fmt::Debug {
@@ -165,6 +165,13 @@ impl IdempotencyChecker for BloomIdempotencyChecker {
 pub trait IdempotencyCheckerProvider: Send + Sync + std::fmt::Debug {
     /// The checker of the aggregate type `named`; the same one on every call.
     fn checker(&self, named: &NamedAggregate) -> Arc<dyn IdempotencyChecker>;
+
+    /// The checker of `aggregate_id`'s type: [`checker`](Self::checker) of its
+    /// [`NamedAggregate`]. A provider may answer it without making that name (the gateway and
+    /// each node ask once per command).
+    fn checker_of(&self, aggregate_id: &AggregateId) -> Arc<dyn IdempotencyChecker> {
+        self.checker(&aggregate_id.named_aggregate())
+    }
 }
 
 /// The default provider: one [`BloomIdempotencyChecker`] per aggregate type, made on first
@@ -193,11 +200,28 @@ impl BloomIdempotencyCheckerProvider {
 }
 
 impl IdempotencyCheckerProvider for BloomIdempotencyCheckerProvider {
+    fn checker_of(&self, aggregate_id: &AggregateId) -> Arc<dyn IdempotencyChecker> {
+        let found = self
+            .checkers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .find(|(named, _)| {
+                named.aggregate_name == aggregate_id.aggregate_name
+                    && named.context_name == aggregate_id.context_name
+            })
+            .map(|(_, checker)| checker.clone());
+        found.unwrap_or_else(|| self.checker(&aggregate_id.named_aggregate()))
+    }
+
     fn checker(&self, named: &NamedAggregate) -> Arc<dyn IdempotencyChecker> {
         let mut checkers = self
             .checkers
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(checker) = checkers.get(named) {
+            return checker.clone();
+        }
         checkers
             .entry(named.clone())
             .or_insert_with(|| {

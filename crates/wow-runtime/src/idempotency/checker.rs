@@ -77,7 +77,7 @@ impl DefaultRequestIdChecker {
 #[async_trait]
 impl RequestIdChecker for DefaultRequestIdChecker {
     async fn check(&self, aggregate_id: &AggregateId, request_id: &str) -> RequestIdCheck {
-        let checker = self.idempotency.checker(&aggregate_id.named_aggregate());
+        let checker = self.idempotency.checker_of(aggregate_id);
         if checker.check_and_insert(&filter_key(aggregate_id, request_id)) {
             return RequestIdCheck::Fresh;
         }
@@ -98,7 +98,7 @@ impl RequestIdChecker for DefaultRequestIdChecker {
 
     fn release(&self, aggregate_id: &AggregateId, request_id: &str) {
         self.idempotency
-            .checker(&aggregate_id.named_aggregate())
+            .checker_of(aggregate_id)
             .release(&filter_key(aggregate_id, request_id));
     }
 
