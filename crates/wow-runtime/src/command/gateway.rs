@@ -292,10 +292,17 @@ impl CommandGateway {
         plan: WaitPlan,
     ) -> Result<CommandResult, CommandResultError> {
         let deadline = Instant::now() + plan.timeout;
-        let (mut handle, mut last) = match self.start(command, plan).await {
+        let (mut handle, sent) = match self.start(command, plan).await {
             Ok(started) => started,
             Err(failure) => return Err(self.finish_failed(failure)),
         };
+        // The gateway's own SENT is taken as the first result, with no copy held for `next`.
+        handle.take_local(&sent);
+        if handle.is_finished() {
+            self.inner.metrics.record_result(&sent);
+            return Ok(sent);
+        }
+        let mut last = sent;
         loop {
             match tokio::time::timeout_at(deadline, handle.next()).await {
                 Ok(Some(result)) if handle.is_finished() => {
@@ -335,7 +342,10 @@ impl CommandGateway {
                     State::Start(command, plan) => {
                         let deadline = Instant::now() + plan.timeout;
                         match gateway.start(command, plan).await {
-                            Ok((handle, sent)) => (handle, deadline, sent),
+                            Ok((mut handle, sent)) => {
+                                handle.push(sent.clone());
+                                (handle, deadline, sent)
+                            }
                             Err(failure) => {
                                 gateway.inner.metrics.record_result(&failure);
                                 return Some((failure, State::Done));
@@ -402,8 +412,9 @@ impl CommandGateway {
         }
     }
 
-    /// Validates, checks, registers and sends; the handle holds the `SENT` result, which is
-    /// also returned as the last stage reached so far.
+    /// Validates, checks, registers and sends: the registered handle, and the `SENT` result,
+    /// the last stage reached so far, for the caller to take (`WaitHandle::take_local`) or to
+    /// hand to the handle (`WaitHandle::push`) before reading any signal.
     async fn start(
         &self,
         command: JsonCommand,
@@ -427,14 +438,13 @@ impl CommandGateway {
         if let Some(in_flight) = &self.inner.in_flight {
             in_flight.enter(&command.aggregate_id, &command.request_id);
         }
-        let mut handle = self.inner.waits.register(&command.id, plan);
+        let handle = self.inner.waits.register(&command.id, plan);
         let sent = self
             .stamp(CommandResult::success(&command, CommandStage::Sent).with_result(SENT, true));
         if let Some((failure, unsure)) = self.send_on_bus(&command).await {
             self.send_failed(&command, unsure);
             return Err(self.stamp(failure));
         }
-        handle.push(sent.clone());
         Ok((handle, sent))
     }
 

@@ -405,6 +405,12 @@ impl WaitHandle {
         self.held.push(result);
     }
 
+    /// Takes `result` (the gateway's own `SENT`, before any signal is read) as if
+    /// [`next`](Self::next) had yielded it: the caller keeps it, and no copy is held.
+    pub(crate) fn take_local(&mut self, result: &CommandResult) {
+        self.finished = self.take_final(result);
+    }
+
     /// Takes `result`, about to be yielded: whether it is the last.
     fn take_final(&mut self, result: &CommandResult) -> bool {
         let own = result.command_id == self.command_id;
