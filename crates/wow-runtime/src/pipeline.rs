@@ -317,6 +317,13 @@ impl LocalPipelineBuilder {
         if self.transport.command_bus.is_none() && !self.transport.gateway_without_store {
             gateway = gateway.in_flight(in_flight.clone());
         }
+        if self.transport.command_bus.is_some() && !self.transport.gateway_without_store {
+            // Signals cross the network: one lost with a processor or a NATS restart is
+            // found in the store instead of waited out.
+            gateway = gateway.look_up_lost_signals(Arc::new(
+                EventStoreRequestIdExistenceChecker::new(self.store.clone()),
+            ));
+        }
         let mut consumers = std::mem::take(&mut self.remote_consumers);
         for projection in &self.projections {
             consumers = consumers.with(CommandStage::Projected, projection.name());

@@ -6,6 +6,9 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
+use crate::command::lost_signals::{
+    LostSignals, LOST_SIGNAL_LOOK_UP_AFTER, LOST_SIGNAL_LOOK_UP_EVERY,
+};
 use crate::command::void_requests::VoidRequests;
 use crate::command::{
     InFlightRequests, WaitCoordinator, WaitHandle, WaitPlan, WaitTail, PROTOCOL_HEADER,
@@ -13,7 +16,7 @@ use crate::command::{
 };
 use crate::idempotency::{
     BloomIdempotencyCheckerProvider, DefaultRequestIdChecker, IdempotencyConfig,
-    NoopRequestIdExistenceChecker, RequestIdCheck, RequestIdChecker,
+    NoopRequestIdExistenceChecker, RequestIdCheck, RequestIdChecker, RequestIdExistenceChecker,
 };
 use crate::metrics::PipelineMetrics;
 use wow_core::aggregate::AggregateRegistry;
@@ -78,6 +81,9 @@ struct Inner {
     /// `None` where void resends are never dropped: no history behind the checker, or the
     /// filters are off.
     void_requests: Option<VoidRequests>,
+    /// Where a late `PROCESSED` signal's command is looked up; `None` where signals cannot
+    /// be lost (one process).
+    lost_signals: Option<LostSignals>,
 }
 
 /// Builds a [`CommandGateway`].
@@ -95,9 +101,21 @@ pub struct CommandGatewayBuilder {
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
     void_record_capacity: usize,
+    lost_signals: Option<LostSignals>,
 }
 
 impl CommandGatewayBuilder {
+    /// Answers a caller waiting for `PROCESSED` from `existence` (the store's request log)
+    /// when its signal is late: after 2 s with no `PROCESSED`, and every second after that,
+    /// the gateway looks the command up, and a decision made on that very command (appended,
+    /// or a recorded rejection) is the answer. For a gateway whose signals cross a network,
+    /// where a processor or the NATS server can be lost with a signal in flight. Default:
+    /// none (in one process no signal is lost).
+    pub fn look_up_lost_signals(mut self, existence: Arc<dyn RequestIdExistenceChecker>) -> Self {
+        self.lost_signals = Some(LostSignals::new(existence));
+        self
+    }
+
     /// Stamps the results this gateway makes with `clock`'s time. Default: the system clock.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -201,6 +219,7 @@ impl CommandGatewayBuilder {
                 in_flight: self.in_flight,
                 wait_functions: self.wait_functions,
                 clock: self.clock,
+                lost_signals: self.lost_signals,
                 ids: self.ids,
                 void_requests,
             }),
@@ -231,6 +250,7 @@ impl CommandGateway {
             clock: Arc::new(SystemClock),
             ids: Arc::new(UuidV7IdGenerator),
             void_record_capacity: DEFAULT_VOID_RECORD_CAPACITY,
+            lost_signals: None,
         }
     }
 
@@ -303,19 +323,44 @@ impl CommandGateway {
             return Ok(sent);
         }
         let mut last = sent;
+        // A wait for PROCESSED alone may be answered from the store when its signal is late.
+        let lost_signals = self.inner.lost_signals.as_ref().filter(|_| {
+            handle.plan().stage == CommandStage::Processed && handle.plan().tail.is_none()
+        });
+        let mut look_up_at = lost_signals.map(|_| Instant::now() + LOST_SIGNAL_LOOK_UP_AFTER);
         loop {
-            match tokio::time::timeout_at(deadline, handle.next()).await {
-                Ok(Some(result)) if handle.is_finished() => {
-                    self.inner.metrics.record_result(&result);
-                    return if result.succeeded {
-                        Ok(result)
-                    } else {
-                        Err(CommandResultError::Failed(Box::new(result)))
-                    };
+            let wake = look_up_at.map_or(deadline, |at| at.min(deadline));
+            let result = match tokio::time::timeout_at(wake, handle.next()).await {
+                Ok(Some(result)) if handle.is_finished() => result,
+                Ok(Some(result)) => {
+                    last = result;
+                    continue;
                 }
-                Ok(Some(result)) => last = result,
-                Ok(None) | Err(_) => return Err(self.timeout(&handle, last)),
-            }
+                Ok(None) => return Err(self.timeout(&handle, last)),
+                Err(_) if Instant::now() >= deadline => return Err(self.timeout(&handle, last)),
+                Err(_) => {
+                    let found = match lost_signals {
+                        Some(lost) => {
+                            lost.decided(&last, self.inner.clock.as_ref(), self.inner.ids.as_ref())
+                                .await
+                        }
+                        None => None,
+                    };
+                    match found {
+                        Some(result) => result,
+                        None => {
+                            look_up_at = Some(Instant::now() + LOST_SIGNAL_LOOK_UP_EVERY);
+                            continue;
+                        }
+                    }
+                }
+            };
+            self.inner.metrics.record_result(&result);
+            return if result.succeeded {
+                Ok(result)
+            } else {
+                Err(CommandResultError::Failed(Box::new(result)))
+            };
         }
     }
 

@@ -6,6 +6,7 @@
 mod chain;
 mod gateway;
 mod in_flight;
+mod lost_signals;
 mod node;
 mod outcome;
 mod void_requests;

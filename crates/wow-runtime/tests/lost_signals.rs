@@ -1,0 +1,107 @@
+//! A gateway whose signals cross a network answers a caller waiting for `PROCESSED` from the
+//! store when the signal never comes (SPEC TO-1): the node below decides and records, and its
+//! signals go to a coordinator no gateway listens to, as when a processor is killed after its
+//! append or NATS restarts with the signal in flight.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::*;
+use wow_core::command::{CommandBus, InMemoryCommandBus};
+use wow_core::event::NoopDomainEventBus;
+use wow_core::eventsourcing::EventStore;
+use wow_core::{CommandStage, ErrorCode};
+use wow_runtime::command::{
+    CommandGateway, CommandGatewayBuilder, DefaultCommandHandler, WaitCoordinator, WaitPlan,
+    RECORDED,
+};
+use wow_runtime::idempotency::EventStoreRequestIdExistenceChecker;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A gateway (`configure`d) and a node on one store; the node's signals are lost.
+fn deployment(
+    configure: impl FnOnce(CommandGatewayBuilder, Arc<dyn EventStore>) -> CommandGatewayBuilder,
+) -> CommandGateway {
+    let store = memory_store();
+    let bus = Arc::new(InMemoryCommandBus::new(4, 64));
+    let node = DefaultCommandHandler::builder(
+        registry(),
+        store.clone(),
+        Arc::new(NoopDomainEventBus),
+        // Signals go here, and no caller waits on it.
+        WaitCoordinator::new(),
+    );
+    bus.subscribe(Arc::new(node.build()));
+    let bus: Arc<dyn CommandBus> = bus;
+    configure(CommandGateway::builder(registry(), bus), store).build()
+}
+
+fn looking_up(builder: CommandGatewayBuilder, store: Arc<dyn EventStore>) -> CommandGatewayBuilder {
+    builder.look_up_lost_signals(Arc::new(EventStoreRequestIdExistenceChecker::new(store)))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_processed_signal_is_answered_from_the_store_before_the_wait_runs_out() {
+    let gateway = deployment(looking_up);
+    let id = account_id();
+    let started = tokio::time::Instant::now();
+    let opened = gateway
+        .send_and_wait(open(&id, 5), WaitPlan::processed().with_timeout(WAIT))
+        .await
+        .unwrap();
+    assert!(opened.succeeded);
+    assert_eq!(opened.stage, CommandStage::Processed);
+    assert_eq!(opened.aggregate_version, Some(1));
+    assert_eq!(opened.result.get(RECORDED), Some(&serde_json::json!(true)));
+    assert!(started.elapsed() < WAIT, "answered after {:?}", started.elapsed());
+
+    let deposited = gateway
+        .send_and_wait(deposit(&id, 3), WaitPlan::processed().with_timeout(WAIT))
+        .await
+        .unwrap();
+    assert_eq!(deposited.aggregate_version, Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recorded_rejection_of_the_command_is_its_answer() {
+    let gateway = deployment(looking_up);
+    let id = account_id();
+    gateway
+        .send_and_wait(open(&id, 5), WaitPlan::processed().with_timeout(WAIT))
+        .await
+        .unwrap();
+    // Opening it again is refused, and the refusal is recorded (SPEC ID-6).
+    let refused = gateway
+        .send_and_wait(open(&id, 9), WaitPlan::processed().with_timeout(WAIT))
+        .await
+        .unwrap_err();
+    assert!(!refused.is_timeout(), "{:?}", refused.result());
+    assert_eq!(refused.result().stage, CommandStage::Processed);
+    assert_eq!(refused.result().error_code, ErrorCode::DuplicateAggregateId);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_look_ups_or_past_processed_the_wait_runs_out() {
+    let gateway = deployment(|builder, _| builder);
+    let id = account_id();
+    let error = gateway
+        .send_and_wait(open(&id, 5), WaitPlan::processed().with_timeout(WAIT))
+        .await
+        .unwrap_err();
+    assert!(error.is_timeout(), "{:?}", error.result());
+
+    // The store says only that the command was decided, not that a view projected it.
+    let gateway = deployment(looking_up);
+    let error = gateway
+        .send_and_wait(
+            open(&account_id(), 5),
+            WaitPlan::new(CommandStage::Projected).with_timeout(WAIT),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.is_timeout(), "{:?}", error.result());
+}
