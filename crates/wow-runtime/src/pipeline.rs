@@ -309,17 +309,19 @@ impl LocalPipelineBuilder {
         } else {
             checker(&self.idempotency, &self.store, metrics, &self.time)
         };
+        let distributed = self.transport.command_bus.is_some();
         let gateway_bus: Arc<dyn CommandBus> = match self.transport.command_bus.take() {
             Some(bus) => bus,
             None => command_bus.clone(),
         };
         let mut gateway = CommandGateway::builder(self.registry.clone(), gateway_bus);
-        if self.transport.command_bus.is_none() && !self.transport.gateway_without_store {
+        if !distributed && !self.transport.gateway_without_store {
             gateway = gateway.in_flight(in_flight.clone());
         }
-        if self.transport.command_bus.is_some() && !self.transport.gateway_without_store {
+        if distributed {
             // Signals cross the network: one lost with a processor or a NATS restart is
-            // found in the store instead of waited out.
+            // found in the store instead of waited out (a gateway that checks request ids by
+            // its filters alone still reads the store for look-ups).
             gateway = gateway.look_up_lost_signals(Arc::new(
                 EventStoreRequestIdExistenceChecker::new(self.store.clone()),
             ));

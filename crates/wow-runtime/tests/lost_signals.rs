@@ -57,7 +57,11 @@ async fn a_lost_processed_signal_is_answered_from_the_store_before_the_wait_runs
     assert_eq!(opened.stage, CommandStage::Processed);
     assert_eq!(opened.aggregate_version, Some(1));
     assert_eq!(opened.result.get(RECORDED), Some(&serde_json::json!(true)));
-    assert!(started.elapsed() < WAIT, "answered after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < WAIT,
+        "answered after {:?}",
+        started.elapsed()
+    );
 
     let deposited = gateway
         .send_and_wait(deposit(&id, 3), WaitPlan::processed().with_timeout(WAIT))
@@ -104,4 +108,32 @@ async fn without_look_ups_or_past_processed_the_wait_runs_out() {
         .await
         .unwrap_err();
     assert!(error.is_timeout(), "{:?}", error.result());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pipeline_on_a_distributed_bus_looks_its_late_signals_up() {
+    let store = memory_store();
+    let bus = Arc::new(InMemoryCommandBus::new(4, 64));
+    let node = DefaultCommandHandler::builder(
+        registry(),
+        store.clone(),
+        Arc::new(NoopDomainEventBus),
+        WaitCoordinator::new(),
+    );
+    bus.subscribe(Arc::new(node.build()));
+    // A gateway role: commands go on the (here: lossy) distributed bus, request ids are
+    // checked by the filters alone, look-ups read the store.
+    let pipeline = wow_runtime::pipeline::LocalPipeline::builder(registry(), store)
+        .command_bus(bus)
+        .gateway_without_store()
+        .build();
+    let opened = pipeline
+        .gateway
+        .send_and_wait(
+            open(&account_id(), 5),
+            WaitPlan::processed().with_timeout(WAIT),
+        )
+        .await
+        .unwrap();
+    assert_eq!(opened.aggregate_version, Some(1));
 }

@@ -16,7 +16,7 @@
 //! Settings: `WOW_CHAOS_SECS` (load time, default 60), `WOW_CHAOS_SEED` (the kill schedule
 //! and the callers' draws; default from the clock, printed), `WOW_CHAOS_CALLERS` (6),
 //! `WOW_CHAOS_ACCOUNTS` (4), `WOW_CHAOS_QUIET_SECS` (how long to wait for quiet, 60),
-//! `WOW_CHAOS_LEASE_TTL_MS` (the processors' lease TTL, default 3000 as in production).
+//! `WOW_CHAOS_LEASE_TTL_MS` (the processors' lease TTL, default 1000 as in production).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -84,7 +84,7 @@ async fn chaos() {
         .collect();
     let logs = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-{seed}"));
     println!("chaos: WOW_CHAOS_SEED={seed} WOW_CHAOS_SECS={secs}, {callers} callers, {} accounts; logs in {}", accounts.len(), logs.display());
-    let lease_ttl_ms = setting("WOW_CHAOS_LEASE_TTL_MS", 3_000);
+    let lease_ttl_ms = setting("WOW_CHAOS_LEASE_TTL_MS", 1_000);
     let mut cluster = match Cluster::start(logs.clone(), lease_ttl_ms).await {
         Ok(cluster) => cluster,
         Err(error) => panic!("the deployment did not start: {error}"),

@@ -138,7 +138,9 @@ impl Formation {
             nodes: Vec::new(),
         };
         let monitor_url = formation.monitor_url();
-        let client = connect_within(&monitor_url, Duration::from_secs(30)).await;
+        // The monitor's `initdb` and start share two cores with the rest of the suite: a
+        // minute, not half of one (it once took longer than 30 s under the whole suite).
+        let client = connect_within(&monitor_url, Duration::from_secs(60)).await;
         for setting in FAST_MONITOR {
             client
                 .batch_execute(setting)

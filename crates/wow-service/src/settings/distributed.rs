@@ -23,7 +23,7 @@ pub struct DistributedSettings {
     /// Where JetStream keeps commands in transit (`WOW_NATS_STORAGE`: `file`, the default,
     /// or `memory`).
     pub storage: CommandStorage,
-    /// How long a partition lease lasts unrenewed (`WOW_NATS_LEASE_TTL_MS`, default 3 s):
+    /// How long a partition lease lasts unrenewed (`WOW_NATS_LEASE_TTL_MS`, default 1 s):
     /// how long a dead processor's partitions wait before another takes them.
     pub lease_ttl: Duration,
     /// How long a processor may hold a command unacknowledged before JetStream delivers it
@@ -55,7 +55,7 @@ impl Default for DistributedSettings {
             partitions: 16,
             replicas: 1,
             storage: CommandStorage::File,
-            lease_ttl: Duration::from_secs(3),
+            lease_ttl: Duration::from_secs(1),
             ack_wait: Duration::from_secs(30),
             ping_interval: Duration::from_secs(1),
             heartbeat: Duration::from_secs(1),
