@@ -28,6 +28,17 @@ fn migrate_twice_at_once(url: &str) {
     }
 }
 
+/// Asserts that the store at `url` is at this build's schema version, nothing pending.
+fn assert_at_latest(url: &str) {
+    let (code, said) = wow(&["migrate", "--store", url, "--dry-run"]);
+    assert_eq!(code, 0);
+    assert!(
+        said.contains(&format!("schema version {}", latest(&said))),
+        "{said}"
+    );
+    assert!(!said.contains("pending"), "{said}");
+}
+
 fn latest(said: &str) -> String {
     said.lines()
         .next()
@@ -61,13 +72,7 @@ fn two_processes_migrating_one_sqlite_file_at_once_both_succeed() {
             folder.path().join(format!("shared-{round}.db")).display()
         );
         migrate_twice_at_once(&url);
-        let (code, said) = wow(&["migrate", "--store", &url, "--dry-run"]);
-        assert_eq!(code, 0);
-        assert!(
-            said.contains(&format!("schema version {}", latest(&said))),
-            "{said}"
-        );
-        assert!(!said.contains("pending"), "{said}");
+        assert_at_latest(&url);
     }
 }
 
@@ -78,12 +83,6 @@ fn two_processes_migrating_one_postgres_schema_at_once_both_succeed() {
     };
     let url = format!("{base}?schema={schema}");
     migrate_twice_at_once(&url);
-    let (code, said) = wow(&["migrate", "--store", &url, "--dry-run"]);
-    assert_eq!(code, 0);
-    assert!(
-        said.contains(&format!("schema version {}", latest(&said))),
-        "{said}"
-    );
-    assert!(!said.contains("pending"), "{said}");
+    assert_at_latest(&url);
     support::drop_schema(&base, &schema);
 }

@@ -112,7 +112,7 @@ impl FromRequestParts<HttpState> for ReadTarget {
 }
 
 /// A path whose parameters do not read as the route's. A segment that is not UTF-8 is refused
-/// before any route runs (the `paths` layer), so what is left is a route that names
+/// before any route runs (the `rules` layer), so what is left is a route that names
 /// parameters it does not have: 500.
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {

@@ -694,6 +694,32 @@ mod tests {
     /// earliest rows off `deadline_fire` in order, over a backlog of many due rows, never
     /// reading all of them: with the values bound (a custom plan) and without them (the
     /// generic plan a prepared statement may settle on).
+    /// PostgreSQL's plan for `sql` with `params`, as the custom and as the generic plan:
+    /// `(plan_cache_mode, the plan's lines)`.
+    async fn plans(
+        client: &tokio_postgres::Client,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Vec<(&'static str, String)> {
+        let explain = format!("EXPLAIN {sql}");
+        let mut plans = Vec::new();
+        for mode in ["force_custom_plan", "force_generic_plan"] {
+            client
+                .batch_execute(&format!("SET plan_cache_mode = {mode}"))
+                .await
+                .unwrap();
+            let lines: Vec<String> = client
+                .query(&explain, params)
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            plans.push((mode, lines.join("\n")));
+        }
+        plans
+    }
+
     #[tokio::test]
     async fn due_reads_each_tenants_earliest_rows_off_the_fire_index() {
         use wow_core::deadline::DeadlineStore;
@@ -716,33 +742,12 @@ mod tests {
             )
             .await
             .unwrap();
-        let explain = format!("EXPLAIN {}", crate::store::deadline::DUE);
-        for mode in ["force_custom_plan", "force_generic_plan"] {
-            client
-                .batch_execute(&format!("SET plan_cache_mode = {mode}"))
-                .await
-                .unwrap();
-            let plan: Vec<String> = client
-                .query(
-                    &explain,
-                    &[
-                        &Some(500_000_000_i64),
-                        &64_i64,
-                        &4_i64,
-                        &0_i64,
-                        &vec![1_i64, 2],
-                    ],
-                )
-                .await
-                .unwrap()
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            let plan = plan.join("\n");
-            // Each tenant's rows are a range of deadline_fire; only the few rows the pass
-            // returns are sorted.
-            // A backlog of 200,000 due rows: each tenant's earliest rows come off the index in
-            // order, never all of them sorted.
+        // A backlog of 200,000 due rows: each tenant's rows are a range of deadline_fire, and
+        // its earliest rows come off the index in order, never all of them sorted.
+        let due = (Some(500_000_000_i64), 64_i64, 4_i64, 0_i64, vec![1_i64, 2]);
+        let due_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&due.0, &due.1, &due.2, &due.3, &due.4];
+        for (mode, plan) in plans(&client, crate::store::deadline::DUE, &due_params).await {
             assert!(
                 plan.contains("Index Scan using deadline_fire"),
                 "{mode}: due is not a scan of deadline_fire:\n{plan}"
@@ -754,20 +759,10 @@ mod tests {
         }
         // The scheduler's look at when its next row comes due (`next_fire_at`) over the same
         // backlog: one seek of deadline_fire per tenant, never a scan of every row.
-        let explain = format!("EXPLAIN {}", crate::store::deadline::NEXT_FIRE);
-        for mode in ["force_custom_plan", "force_generic_plan"] {
-            client
-                .batch_execute(&format!("SET plan_cache_mode = {mode}"))
-                .await
-                .unwrap();
-            let plan: Vec<String> = client
-                .query(&explain, &[&i64::MAX, &4_i64, &0_i64, &vec![1_i64, 2]])
-                .await
-                .unwrap()
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            let plan = plan.join("\n");
+        let next = (i64::MAX, 4_i64, 0_i64, vec![1_i64, 2]);
+        let next_params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&next.0, &next.1, &next.2, &next.3];
+        for (mode, plan) in plans(&client, crate::store::deadline::NEXT_FIRE, &next_params).await {
             assert!(
                 plan.contains("Index Scan using deadline_fire"),
                 "{mode}: next_fire_at is not a seek of deadline_fire:\n{plan}"

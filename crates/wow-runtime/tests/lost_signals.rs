@@ -12,31 +12,35 @@ use std::time::Duration;
 use support::*;
 use wow_core::command::{CommandBus, InMemoryCommandBus};
 use wow_core::event::NoopDomainEventBus;
-use wow_core::eventsourcing::EventStore;
+use wow_core::eventsourcing::{EventStore, EventStoreError, RequestDecision};
 use wow_core::{CommandStage, ErrorCode};
 use wow_runtime::command::{
     CommandGateway, CommandGatewayBuilder, DefaultCommandHandler, WaitCoordinator, WaitPlan,
     RECORDED,
 };
-use wow_runtime::idempotency::EventStoreRequestIdExistenceChecker;
+use wow_runtime::idempotency::{EventStoreRequestIdExistenceChecker, RequestIdExistenceChecker};
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// A gateway (`configure`d) and a node on one store; the node's signals are lost.
-fn deployment(
-    configure: impl FnOnce(CommandGatewayBuilder, Arc<dyn EventStore>) -> CommandGatewayBuilder,
-) -> CommandGateway {
-    let store = memory_store();
+/// A bus whose node decides on `store` and sends its signals where no caller waits.
+fn lossy_bus(store: &Arc<dyn EventStore>) -> Arc<InMemoryCommandBus> {
     let bus = Arc::new(InMemoryCommandBus::new(4, 64));
     let node = DefaultCommandHandler::builder(
         registry(),
         store.clone(),
         Arc::new(NoopDomainEventBus),
-        // Signals go here, and no caller waits on it.
         WaitCoordinator::new(),
     );
     bus.subscribe(Arc::new(node.build()));
-    let bus: Arc<dyn CommandBus> = bus;
+    bus
+}
+
+/// A gateway (`configure`d) in front of a [`lossy_bus`] on one store.
+fn deployment(
+    configure: impl FnOnce(CommandGatewayBuilder, Arc<dyn EventStore>) -> CommandGatewayBuilder,
+) -> CommandGateway {
+    let store = memory_store();
+    let bus: Arc<dyn CommandBus> = lossy_bus(&store);
     configure(CommandGateway::builder(registry(), bus), store).build()
 }
 
@@ -68,6 +72,46 @@ async fn a_lost_processed_signal_is_answered_from_the_store_before_the_wait_runs
         .await
         .unwrap();
     assert_eq!(deposited.aggregate_version, Some(2));
+
+    // The same id in another tenant is another aggregate: looked up in its own history.
+    let other = wow_core::AggregateId::new(&id.context_name, &id.aggregate_name, &id.id, "t-other");
+    let opened = gateway
+        .send_and_wait(open(&other, 1), WaitPlan::processed().with_timeout(WAIT))
+        .await
+        .unwrap();
+    assert_eq!(opened.aggregate_version, Some(1));
+    assert_eq!(opened.tenant_id, "t-other");
+}
+
+/// A request log that cannot be asked.
+#[derive(Debug)]
+struct Unreachable;
+
+#[async_trait::async_trait]
+impl RequestIdExistenceChecker for Unreachable {
+    async fn find(
+        &self,
+        _: &wow_core::AggregateId,
+        _: &str,
+    ) -> Result<Option<RequestDecision>, EventStoreError> {
+        Err(EventStoreError::Unavailable("the store is down".into()))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_cannot_be_asked_leaves_the_wait_to_run_out_with_the_ids() {
+    let gateway = deployment(|builder, _| builder.look_up_lost_signals(Arc::new(Unreachable)));
+    let id = account_id();
+    let command = open(&id, 5);
+    let error = gateway
+        .send_and_wait(command.clone(), WaitPlan::processed().with_timeout(WAIT))
+        .await
+        .unwrap_err();
+    assert!(error.is_timeout(), "{:?}", error.result());
+    // SPEC ID-4: the timeout names the command it is about.
+    assert_eq!(error.result().aggregate_id, id.id);
+    assert_eq!(error.result().request_id, command.request_id);
+    assert_eq!(error.result().command_id, command.id);
 }
 
 #[tokio::test(start_paused = true)]
@@ -113,14 +157,7 @@ async fn without_look_ups_or_past_processed_the_wait_runs_out() {
 #[tokio::test(start_paused = true)]
 async fn a_pipeline_on_a_distributed_bus_looks_its_late_signals_up() {
     let store = memory_store();
-    let bus = Arc::new(InMemoryCommandBus::new(4, 64));
-    let node = DefaultCommandHandler::builder(
-        registry(),
-        store.clone(),
-        Arc::new(NoopDomainEventBus),
-        WaitCoordinator::new(),
-    );
-    bus.subscribe(Arc::new(node.build()));
+    let bus = lossy_bus(&store);
     // A gateway role: commands go on the (here: lossy) distributed bus, request ids are
     // checked by the filters alone, look-ups read the store.
     let pipeline = wow_runtime::pipeline::LocalPipeline::builder(registry(), store)

@@ -24,7 +24,7 @@ use super::operations::{error, path_param, OPERATOR_AUTH, OPERATOR_COMMAND, OPTI
 ///   hyper's bare 400 (a head it cannot parse), 414 (a target above 64 KiB) and 431 (a head
 ///   above its buffer); and 500, the answer to a fault in any handler;
 /// - on a path with parameters, the 400 `IllegalArgument` `{errorCode, errorMsg}` of one that
-///   is not UTF-8 once percent-decoded (the `paths` module), joined to the route's own 400.
+///   is not UTF-8 once percent-decoded (the `rules` module), joined to the route's own 400.
 pub(super) fn complete(path: &str, operation: &mut Value, auth: bool, operator: bool) {
     let Some(operation) = operation.as_object_mut() else {
         return;

@@ -7,17 +7,22 @@
 //!   `IllegalArgument` before any route runs, as the API answers bad input, not by axum's
 //!   `Path` rejection (a `text/plain` 400 without a code). Nothing is recorded.
 //! - **`Wow-Error-Code` on every error**: an error answer whose JSON body names an
-//!   `errorCode` gets the header when its route did not set it (the `fallback` module).
+//!   `errorCode` gets the header when its route did not set it ([`error_code_header`]), so
+//!   no route (a domain's merged-in ones included) can answer without it.
 
 use std::convert::Infallible;
 use std::task::{Context, Poll};
 
+use axum::body::{Body, HttpBody};
 use axum::extract::Request;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 use tower::{Layer, Service};
+use wow_core::ErrorCode;
 
 use crate::error::ApiError;
+use crate::status::ERROR_CODE_HEADER;
 
 /// Why `path` is refused: a segment that is not UTF-8 once percent-decoded, or that holds
 /// NUL. `None` for a path of text.
@@ -42,6 +47,49 @@ fn refused_path(path: &str) -> Option<ApiError> {
         }
     }
     None
+}
+
+/// The largest error body read to find its `errorCode` (error bodies are small JSON objects).
+const MAX_ERROR_BODY: u64 = 64 * 1024;
+
+/// Sets `Wow-Error-Code` on an error answer that lacks it, from the `errorCode` of its JSON
+/// body. Answers that are not errors, already carry the header, are not JSON, or whose body
+/// is not known in full up to [`MAX_ERROR_BODY`] bytes (a stream) pass unchanged.
+async fn error_code_header(response: Response) -> Response {
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let size = response.body().size_hint().exact();
+    if !(status.is_client_error() || status.is_server_error())
+        || response.headers().contains_key(ERROR_CODE_HEADER)
+        || !json
+        || size.is_none_or(|size| size > MAX_ERROR_BODY)
+    {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // A body of an exact, small size is in memory: reading it cannot wait or fail.
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_ERROR_BODY as usize).await else {
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::InternalServerError,
+            "an error answer could not be read",
+        )
+        .into_response();
+    };
+    let code = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|body| {
+            let code = body.get("errorCode")?.as_str()?;
+            HeaderValue::from_str(code).ok()
+        });
+    if let Some(code) = code {
+        parts.headers.insert(ERROR_CODE_HEADER, code);
+    }
+    Response::from_parts(parts, Body::from(bytes))
 }
 
 /// The layer of the API's rules (the module's list) over a router's routes and fallbacks.
@@ -84,7 +132,7 @@ where
         let answer = self.inner.call(request);
         Box::pin(async move {
             let Ok(response) = answer.await;
-            Ok(crate::fallback::error_code_header(response).await)
+            Ok(error_code_header(response).await)
         })
     }
 }
