@@ -7,14 +7,15 @@
 //! [`SnapshotStoreDecorator`]) and states only what it changes; [`RecordingEventStore`]
 //! proves in a test that every other method reaches the store it wraps.
 pub use wow_contracts::eventsourcing::{
-    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
-    check_rename, check_time_range, check_version_range, stream_document, AggregateRenames,
-    AppendChanges, ConnectionUse, EventFeed, EventStore, EventStoreDecorator, EventStoreError,
-    EventStoreMethod, FeedEntry, GatedEventStore, GlobalPosition, History, InMemoryEventStore,
-    InMemoryRenames, InMemorySnapshotStore, KeyIndex, KeyTaken, ParseGlobalPositionError,
-    PendingMigration, RecordingEventStore, RecordingSnapshotStore, RejectedStream, RenameError,
-    RenamedRows, RequestLog, SchemaStatus, Snapshot, SnapshotStore, SnapshotStoreDecorator,
-    SnapshotStoreError, SnapshotStoreMethod, StoreCheck, StoreHealth, StreamQueries,
+    check_appendable, check_claimable, check_conditions, check_deadline_changes, check_key_changes,
+    check_rejectable, check_rename, check_time_range, check_version_range, stream_document,
+    AggregateRenames, AppendChanges, ConditionFailed, ConnectionUse, EventFeed, EventStore,
+    EventStoreDecorator, EventStoreError, EventStoreMethod, FeedEntry, GatedEventStore,
+    GlobalPosition, History, InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore, KeyIndex,
+    KeyTaken, ParseGlobalPositionError, PendingMigration, RecordingEventStore,
+    RecordingSnapshotStore, RejectedStream, RenameError, RenamedRows, RequestLog, SchemaStatus,
+    Snapshot, SnapshotStore, SnapshotStoreDecorator, SnapshotStoreError, SnapshotStoreMethod,
+    StoreCheck, StoreHealth, StreamQueries,
 };
 pub use wow_model::error::BoxError;
 pub use wow_model::eventsourcing::{

@@ -557,3 +557,153 @@ impl Aggregate for SignUp {
         )
     }
 }
+
+/// A room that can be opened and closed: what a [`Stay`] reads before it books one (SPEC
+/// DM-5).
+#[derive(Debug)]
+pub struct Room;
+
+/// The room's state.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoomState {
+    /// Whether it takes bookings.
+    pub open: bool,
+}
+
+/// The room's commands.
+#[derive(Debug, Clone, PartialEq, Command)]
+pub enum RoomCommand {
+    /// Opens the room (creates it).
+    #[command(create)]
+    Open(Nothing),
+    /// Closes the room to new stays.
+    Close(Nothing),
+}
+
+/// The room's events.
+#[derive(Debug, Clone, PartialEq, Event)]
+pub enum RoomEvent {
+    /// The room takes bookings.
+    Opened(Nothing),
+    /// The room takes no more bookings.
+    Closed(Nothing),
+}
+
+impl Aggregate for Room {
+    const CONTEXT_NAME: &'static str = "demo";
+    const AGGREGATE_NAME: &'static str = "room";
+    type State = RoomState;
+    type Command = RoomCommand;
+    type Event = RoomEvent;
+    type Error = std::convert::Infallible;
+
+    fn handle(
+        _: &RoomState,
+        command: RoomCommand,
+        _: &CommandContext<'_>,
+    ) -> Result<Vec<RoomEvent>, std::convert::Infallible> {
+        Ok(vec![match command {
+            RoomCommand::Open(_) => RoomEvent::Opened(Nothing {}),
+            RoomCommand::Close(_) => RoomEvent::Closed(Nothing {}),
+        }])
+    }
+
+    fn apply(state: &mut RoomState, event: &RoomEvent) {
+        state.open = matches!(event, RoomEvent::Opened(_));
+    }
+}
+
+/// A stay in a [`Room`]: booked only while the room exists and is open, a decision that
+/// reads another aggregate and holds only while that room stays as read (SPEC DM-5).
+#[derive(Debug)]
+pub struct Stay;
+
+/// The stay's state.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StayState {
+    /// The room booked.
+    pub room: Option<String>,
+}
+
+/// Which room to book.
+#[derive(
+    Debug, Clone, PartialEq, Serialize, Deserialize, validator::Validate, schemars::JsonSchema,
+)]
+pub struct BookRoom {
+    /// The room's id.
+    #[validate(length(min = 1))]
+    pub room: String,
+}
+
+/// The stay's commands.
+#[derive(Debug, Clone, PartialEq, Command)]
+pub enum StayCommand {
+    /// Books the room (creates the stay).
+    #[command(create)]
+    Book(BookRoom),
+}
+
+/// The stay's events.
+#[derive(Debug, Clone, PartialEq, Event)]
+pub enum StayEvent {
+    /// The room is booked.
+    Booked(BookRoom),
+}
+
+/// The stay's business rules.
+#[derive(Debug, thiserror::Error, DomainError)]
+pub enum StayError {
+    /// The room does not exist (or is deleted).
+    #[error("no such room")]
+    NoSuchRoom,
+    /// The room is closed.
+    #[error("the room is closed")]
+    RoomClosed,
+}
+
+impl Aggregate for Stay {
+    const CONTEXT_NAME: &'static str = "demo";
+    const AGGREGATE_NAME: &'static str = "stay";
+    type State = StayState;
+    type Command = StayCommand;
+    type Event = StayEvent;
+    type Error = StayError;
+
+    fn reads() -> Vec<wow_core::NamedAggregate> {
+        vec![Room::named_aggregate()]
+    }
+
+    fn handle(
+        _: &StayState,
+        _: StayCommand,
+        _: &CommandContext<'_>,
+    ) -> Result<Vec<StayEvent>, StayError> {
+        // Every command reads the room: see `decide`.
+        Err(StayError::NoSuchRoom)
+    }
+
+    async fn decide(
+        _: &StayState,
+        command: StayCommand,
+        ctx: &CommandContext<'_>,
+    ) -> Result<Vec<StayEvent>, wow_core::aggregate::Refusal<StayError>> {
+        let StayCommand::Book(book) = command;
+        let room = ctx.read::<Room>(&book.room).await?;
+        if !room.is_live() {
+            return Err(wow_core::aggregate::Refusal::Rejected(
+                StayError::NoSuchRoom,
+            ));
+        }
+        if !room.state.open {
+            return Err(wow_core::aggregate::Refusal::Rejected(
+                StayError::RoomClosed,
+            ));
+        }
+        Ok(vec![StayEvent::Booked(book)])
+    }
+
+    fn apply(state: &mut StayState, event: &StayEvent) {
+        let StayEvent::Booked(book) = event;
+        state.room = Some(book.room.clone());
+    }
+}

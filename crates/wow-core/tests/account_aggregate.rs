@@ -259,6 +259,7 @@ fn runtime_handles_and_applies_through_json() {
         now: 0,
         services: &services,
         deadline: None,
+        reads: None,
     };
 
     let open = account

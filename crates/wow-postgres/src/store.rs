@@ -23,6 +23,7 @@ pub(crate) mod deadline;
 mod event_stream;
 mod feed;
 pub(crate) mod processed_message;
+mod read_guard;
 mod request_decision;
 mod snapshot;
 mod stream_query;

@@ -37,6 +37,17 @@ pub enum ServiceError {
         /// The service's type.
         service: &'static str,
     },
+    /// An aggregate's decisions read another aggregate type
+    /// ([`Aggregate::reads`](wow_core::aggregate::Aggregate::reads), SPEC DM-5) that the
+    /// service does not serve: refused before anything starts. Add it with
+    /// [`ServiceBuilder::aggregate`](crate::ServiceBuilder::aggregate).
+    #[error("aggregate `{aggregate}` reads aggregate `{read}`, which this service does not serve: add it with ServiceBuilder::aggregate")]
+    UnservedRead {
+        /// The aggregate that reads.
+        aggregate: String,
+        /// The aggregate type it reads.
+        read: String,
+    },
     /// A crate the service runs code of (a registered aggregate's, or wow-core, which stands
     /// for the rest) was compiled so that an arithmetic overflow wraps silently, or with
     /// `panic = "abort"` (SPEC PX-1): the release profile of the team's workspace lacks

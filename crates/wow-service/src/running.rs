@@ -140,11 +140,18 @@ impl ServiceBuilder {
         })
     }
 
-    /// What the builder was given must hold together: no aggregate type twice, and every
-    /// service an aggregate needs provided.
+    /// What the builder was given must hold together: no aggregate type twice, every
+    /// aggregate another one's decisions read served too (SPEC DM-5), and every service an
+    /// aggregate needs provided.
     fn check_declarations(&mut self) -> Result<(), ServiceError> {
         if let Some(duplicate) = self.duplicate.take() {
             return Err(duplicate.into());
+        }
+        if let Some((aggregate, read)) = self.registry.unserved_reads().into_iter().next() {
+            return Err(ServiceError::UnservedRead {
+                aggregate,
+                read: read.aggregate_name,
+            });
         }
         match self
             .needs

@@ -24,11 +24,13 @@ use rusqlite::Connection;
 use tokio::sync::mpsc;
 use wow_core::event::{ProcessError, Processed};
 use wow_core::eventsourcing::AppendChanges;
-use wow_core::eventsourcing::{BoxError, EventStoreError, RejectedStream, SnapshotStoreError};
+use wow_core::eventsourcing::{
+    BoxError, ConditionFailed, EventStoreError, RejectedStream, SnapshotStoreError,
+};
 
 use crate::error::{snapshot_error, store_error};
 use crate::store::deadline;
-use crate::store::event_stream::insert_stream;
+use crate::store::event_stream::{failed_condition, insert_stream};
 use crate::store::processed_message;
 use crate::store::request_decision::{holds_request, insert_rejection};
 use crate::store::snapshot::save_snapshot;
@@ -258,6 +260,19 @@ fn append_with(
             Some(conflict) => Outcome::Conflict(conflict),
             None => Outcome::Failed(error),
         });
+    }
+    match failed_condition(connection, &changes.conditions) {
+        Ok(None) => {}
+        Ok(Some((condition, actual))) => {
+            return undo(Outcome::Conflict(EventStoreError::ConditionFailed(
+                Box::new(ConditionFailed {
+                    stream: rejected.clone(),
+                    condition: condition.clone(),
+                    actual,
+                }),
+            )))
+        }
+        Err(error) => return undo(Outcome::Failed(error)),
     }
     match change_keys(connection, rejected, &changes.keys) {
         Ok(()) => {}

@@ -131,6 +131,7 @@ pub async fn a_refused_append_schedules_nothing(store: Store) {
             &AppendChanges {
                 keys: vec![KeyChange::Claim(sku)],
                 deadlines: vec![DeadlineChange::Schedule(row(&order, "expire", 5, 2))],
+                ..AppendChanges::default()
             },
         )
         .await;

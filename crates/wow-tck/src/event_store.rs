@@ -1,5 +1,5 @@
-//! The EventStore conformance suite (SPEC ES-1, ES-2, ES-3, ES-5, RQ-6, ID-3, ID-6, and the global
-//! feed of docs/distributed.md).
+//! The EventStore conformance suite (SPEC ES-1, ES-2, ES-3, ES-5, RQ-6, ID-3, ID-6, DM-1,
+//! DM-5, and the global feed of docs/distributed.md).
 //!
 //! Each case takes a fresh, empty store. Run them all with [`event_store_tck!`](crate::event_store_tck).
 
@@ -11,6 +11,7 @@ use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use crate::fixtures::{aggregate, stream, stream_at, AGGREGATE, CONTEXT};
 
+mod conditions;
 mod conflicts;
 mod decisions;
 pub(crate) mod feed;
@@ -18,6 +19,15 @@ mod key_reservations;
 mod keys;
 mod queries;
 mod unique_keys;
+pub use conditions::{
+    a_condition_on_a_missing_aggregate_fails_once_it_exists,
+    a_conditional_append_is_never_ordered_after_a_move_of_what_it_read,
+    a_moved_aggregate_refuses_the_append_and_nothing_is_written,
+    an_append_whose_conditions_hold_is_written,
+    an_appends_own_conflicts_come_before_its_conditions,
+    conditions_are_per_tenant_and_name_other_aggregates,
+    stays_through_two_processes_never_follow_the_close_of_their_room,
+};
 pub use conflicts::{
     a_lost_race_on_the_append_records_nothing, a_redelivered_message_is_its_own_success,
     a_stale_pin_of_an_appended_intent_is_its_duplicate,

@@ -77,6 +77,13 @@ macro_rules! __event_store_cases {
                 claim_keys_takes_free_keys_and_reports_held_ones,
                 a_sign_up_confirmed_late_loses_its_name_to_a_later_one,
                 claims_of_a_lapsed_reservation_have_exactly_one_winner,
+                an_append_whose_conditions_hold_is_written,
+                a_moved_aggregate_refuses_the_append_and_nothing_is_written,
+                a_condition_on_a_missing_aggregate_fails_once_it_exists,
+                an_appends_own_conflicts_come_before_its_conditions,
+                conditions_are_per_tenant_and_name_other_aggregates,
+                a_conditional_append_is_never_ordered_after_a_move_of_what_it_read,
+                stays_through_two_processes_never_follow_the_close_of_their_room,
             ]
         );
     };

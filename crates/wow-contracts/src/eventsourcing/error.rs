@@ -1,5 +1,6 @@
 //! What an event store or snapshot store can fail with.
 
+use wow_model::aggregate::VersionCondition;
 use wow_model::aggregate_id::AggregateId;
 use wow_model::error::BoxError;
 use wow_model::error_code::ErrorCode;
@@ -42,6 +43,18 @@ pub struct KeyTaken {
     pub holder: KeyHolder,
 }
 
+/// A condition an append was refused on (SPEC DM-5): the aggregate the decision read had
+/// moved from the version read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConditionFailed {
+    /// The stream the append was refused for.
+    pub stream: RejectedStream,
+    /// The condition that no longer held.
+    pub condition: VersionCondition,
+    /// The version the aggregate read was at when the append was refused.
+    pub actual: u64,
+}
+
 /// Why an [`EventStore`](crate::eventsourcing::EventStore) operation failed.
 ///
 /// The three conflicts are decided by the store's own atomic constraints (SPEC ES-1); a
@@ -68,6 +81,10 @@ pub enum EventStoreError {
     /// it may reach a caller that must not learn another owner's aggregate (SPEC TN-2).
     #[error("{} is held by another aggregate", .0.holder.key)]
     DuplicateKey(Box<KeyTaken>),
+    /// The decision read another aggregate that has moved since (SPEC DM-5): nothing was
+    /// written. Decide again on fresh state, as for a version conflict (SPEC ES-3).
+    #[error("aggregate {} moved from version {} to {} since the decision read it", .0.condition.aggregate_id, .0.condition.version, .0.actual)]
+    ConditionFailed(Box<ConditionFailed>),
     /// An argument is out of range (an empty stream, version 0, a head after the tail, ...);
     /// nothing was read or written.
     #[error("illegal argument: {0}")]
@@ -107,6 +124,19 @@ impl EventStoreError {
         }))
     }
 
+    /// `ConditionFailed` for `stream`, whose `condition` found the aggregate at `actual`.
+    pub fn condition_failed(
+        stream: &wow_model::event::DomainEventStream,
+        condition: &VersionCondition,
+        actual: u64,
+    ) -> Self {
+        EventStoreError::ConditionFailed(Box::new(ConditionFailed {
+            stream: RejectedStream::of(stream),
+            condition: condition.clone(),
+            actual,
+        }))
+    }
+
     /// `DuplicateKey` for `stream`, whose claim of `holder.key` found it held.
     pub fn key_taken(stream: &wow_model::event::DomainEventStream, holder: KeyHolder) -> Self {
         EventStoreError::DuplicateKey(Box::new(KeyTaken {
@@ -133,6 +163,7 @@ impl EventStoreError {
             EventStoreError::EventVersionConflict(_) => ErrorCode::EventVersionConflict,
             EventStoreError::DuplicateAggregateId(_) => ErrorCode::DuplicateAggregateId,
             EventStoreError::DuplicateKey(_) => ErrorCode::DuplicateKey,
+            EventStoreError::ConditionFailed(_) => ErrorCode::EventVersionConflict,
             EventStoreError::IllegalArgument(_) => ErrorCode::IllegalArgument,
             EventStoreError::Unavailable(_) => ErrorCode::ServiceUnavailable,
             EventStoreError::Internal(_) => ErrorCode::InternalServerError,

@@ -4,19 +4,28 @@
 use crate::eventsourcing::{
     EventFeed, EventStoreError, History, KeyIndex, RequestLog, StreamQueries,
 };
+use wow_model::aggregate::VersionCondition;
 use wow_model::deadline::{check_deadline_name, DeadlineChange};
 use wow_model::event::DomainEventStream;
 use wow_model::unique_key::{check_unique_key, KeyChange, UniqueKey};
 
 /// What a decision changes besides its aggregate's history, written in the same atomic write
 /// as its stream: the unique keys it claims and releases (SPEC DM-1) and the deadlines it
-/// schedules and cancels (SPEC DM-2).
+/// schedules and cancels (SPEC DM-2); and what the append depends on: the other aggregates
+/// the decision read, each of which must still be at the version read (SPEC DM-5).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AppendChanges {
     /// Claims and releases of the aggregate's unique keys.
     pub keys: Vec<KeyChange>,
     /// Deadlines the aggregate schedules (a row per owner and name) and cancels.
     pub deadlines: Vec<DeadlineChange>,
+    /// Aggregates of the same tenant that must still be at a version for the append to
+    /// take place: checked after the stream's own version and request id, before the keys.
+    pub conditions: Vec<VersionCondition>,
+    /// Whether other aggregates' decisions read this aggregate under a condition: its
+    /// append must exclude a concurrent check of one (a store whose check could otherwise
+    /// miss an append committing meanwhile takes a lock for it).
+    pub read_by_others: bool,
 }
 
 impl AppendChanges {
@@ -31,21 +40,38 @@ impl AppendChanges {
     pub fn keys(keys: Vec<KeyChange>) -> Self {
         Self {
             keys,
-            deadlines: Vec::new(),
+            ..Self::default()
         }
     }
 
     /// Deadline changes only.
     pub fn deadlines(deadlines: Vec<DeadlineChange>) -> Self {
         Self {
-            keys: Vec::new(),
             deadlines,
+            ..Self::default()
         }
     }
 
     /// Whether it changes nothing (the append is then a plain [`History::append`]).
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty() && self.deadlines.is_empty()
+        self.keys.is_empty()
+            && self.deadlines.is_empty()
+            && self.conditions.is_empty()
+            && !self.read_by_others
+    }
+
+    /// Whether it changes nothing and checks nothing: empty, or only
+    /// [`read_by_others`](Self::read_by_others), which a store with one writer can ignore.
+    pub fn is_empty_but_guard(&self) -> bool {
+        self.keys.is_empty() && self.deadlines.is_empty() && self.conditions.is_empty()
+    }
+
+    /// Conditions only (SPEC DM-5).
+    pub fn conditions(conditions: Vec<VersionCondition>) -> Self {
+        Self {
+            conditions,
+            ..Self::default()
+        }
     }
 }
 
@@ -76,6 +102,30 @@ pub fn check_deadline_changes(
                     row.name
                 ))
             })?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks the conditions every store's `append_with` shares: each names another aggregate
+/// (the appending one's own version is the append's own check) of the appending
+/// aggregate's tenant.
+pub fn check_conditions(
+    stream: &DomainEventStream,
+    conditions: &[VersionCondition],
+) -> Result<(), EventStoreError> {
+    for condition in conditions {
+        if condition.aggregate_id.tenant_id != stream.aggregate_id.tenant_id {
+            return Err(EventStoreError::IllegalArgument(format!(
+                "an append of {} cannot depend on {}, of another tenant",
+                stream.aggregate_id, condition.aggregate_id
+            )));
+        }
+        if condition.aggregate_id == stream.aggregate_id {
+            return Err(EventStoreError::IllegalArgument(format!(
+                "an append of {} cannot depend on its own aggregate's version: its stream's version is that condition",
+                stream.aggregate_id
+            )));
         }
     }
     Ok(())

@@ -5,9 +5,9 @@
 //! one lock, with no await in between, so they are honest about concurrency.
 
 use crate::eventsourcing::{
-    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
-    check_time_range, check_version_range, stream_document, AppendChanges, EventFeed,
-    EventStoreError, FeedEntry, GlobalPosition, History, KeyIndex, RequestLog, Snapshot,
+    check_appendable, check_claimable, check_conditions, check_deadline_changes, check_key_changes,
+    check_rejectable, check_time_range, check_version_range, stream_document, AppendChanges,
+    EventFeed, EventStoreError, FeedEntry, GlobalPosition, History, KeyIndex, RequestLog, Snapshot,
     SnapshotStore, SnapshotStoreError, StreamQueries,
 };
 use std::collections::BTreeMap;
@@ -192,7 +192,14 @@ impl InMemoryEventStore {
     }
 
     fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, AggregateHistory>> {
-        let index = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
+        self.lock_shard(self.shard_index(key))
+    }
+
+    fn shard_index(&self, key: &Key) -> usize {
+        (self.hasher.hash_one(key) % SHARDS as u64) as usize
+    }
+
+    fn lock_shard(&self, index: usize) -> MutexGuard<'_, HashMap<Key, AggregateHistory>> {
         // A poisoned shard only means a panic elsewhere mid-read; every write below completes
         // its check and insert without panicking, so the data stays consistent.
         self.shards[index]
@@ -355,16 +362,60 @@ impl History for InMemoryEventStore {
         check_appendable(stream)?;
         check_key_changes(&changes.keys)?;
         check_deadline_changes(stream, &changes.deadlines)?;
+        check_conditions(stream, &changes.conditions)?;
+        let own_key = key(&stream.aggregate_id);
+        let own = self.shard_index(&own_key);
+        // SPEC DM-5: the shards of the aggregates read are held with the appending one's,
+        // all in index order (as every holder of several shards takes them), so that none
+        // of them moves between the check and the append.
+        let mut read = Vec::new();
+        for condition in &changes.conditions {
+            let index = self.shard_index(&key(&condition.aggregate_id));
+            if index != own && !read.contains(&index) {
+                read.push(index);
+            }
+        }
+        read.sort_unstable();
+        let (before, after): (Vec<usize>, Vec<usize>) = read.into_iter().partition(|i| *i < own);
+        let before: Vec<_> = before
+            .into_iter()
+            .map(|i| (i, self.lock_shard(i)))
+            .collect();
+        let mut shard = self.lock_shard(own);
+        let after: Vec<_> = after.into_iter().map(|i| (i, self.lock_shard(i))).collect();
+        if let Some(history) = shard.get(&own_key) {
+            if history.requests.contains_key(&stream.request_id) {
+                return Err(EventStoreError::duplicate_request_id(stream));
+            }
+            if history.streams.contains_key(&stream.version) {
+                return Err(EventStoreError::version_taken(stream));
+            }
+        }
+        let head = |shard: &HashMap<Key, AggregateHistory>, read: &Key| {
+            shard
+                .get(read)
+                .and_then(|history| history.streams.keys().next_back().copied())
+                .unwrap_or(0)
+        };
+        for condition in &changes.conditions {
+            let read = key(&condition.aggregate_id);
+            let index = self.shard_index(&read);
+            let actual = if index == own {
+                head(&shard, &read)
+            } else {
+                before
+                    .iter()
+                    .chain(after.iter())
+                    .find(|(i, _)| *i == index)
+                    .map_or(0, |(_, held)| head(held, &read))
+            };
+            if actual != condition.version {
+                return Err(EventStoreError::condition_failed(stream, condition, actual));
+            }
+        }
+        drop((before, after));
+        let history = shard.entry(own_key).or_default();
         let keys = &changes.keys;
-        let key = key(&stream.aggregate_id);
-        let mut shard = self.shard(&key);
-        let history = shard.entry(key).or_default();
-        if history.requests.contains_key(&stream.request_id) {
-            return Err(EventStoreError::duplicate_request_id(stream));
-        }
-        if history.streams.contains_key(&stream.version) {
-            return Err(EventStoreError::version_taken(stream));
-        }
         if !keys.is_empty() {
             // Lock order: shard, keys, deadlines, feed.
             change_keys(&mut self.keys(), stream, keys, self.clock.now_millis())?;

@@ -22,10 +22,10 @@ mod snapshot;
 mod stream_queries;
 
 pub use decorator::{EventStoreDecorator, SnapshotStoreDecorator};
-pub use error::{EventStoreError, KeyTaken, RejectedStream, SnapshotStoreError};
+pub use error::{ConditionFailed, EventStoreError, KeyTaken, RejectedStream, SnapshotStoreError};
 pub use event_store::{
-    check_appendable, check_claimable, check_deadline_changes, check_key_changes, check_rejectable,
-    check_time_range, check_version_range, AppendChanges, EventStore,
+    check_appendable, check_claimable, check_conditions, check_deadline_changes, check_key_changes,
+    check_rejectable, check_time_range, check_version_range, AppendChanges, EventStore,
 };
 pub use feed::{EventFeed, FeedEntry, GlobalPosition, ParseGlobalPositionError};
 pub use gated::GatedEventStore;

@@ -18,8 +18,9 @@ pub use spec::{typed_events, AggregateSpec, Expect, Given};
 
 pub use wow_model::aggregate::{
     check_access, check_command, is_lifecycle_command, is_lifecycle_event, state_schema_of,
-    AccessRefused, Aggregate, AggregateError, AggregateScope, AggregateState, CommandContext,
-    DecodeDomainError, DomainError, Lifecycle, LifecycleEvent, AGGREGATE_DELETED,
-    AGGREGATE_RECOVERED, DELETE_AGGREGATE, LIFECYCLE_REVISION, RECOVER_AGGREGATE,
+    AccessRefused, Aggregate, AggregateError, AggregateReader, AggregateReads, AggregateScope,
+    AggregateState, CommandContext, DecodeDomainError, DomainError, Lifecycle, LifecycleEvent,
+    Read, VersionCondition, AGGREGATE_DELETED, AGGREGATE_RECOVERED, DELETE_AGGREGATE,
+    LIFECYCLE_REVISION, RECOVER_AGGREGATE,
 };
 pub use wow_model::services::{Refusal, ServiceFailure, ServiceNeed, Services};

@@ -1,11 +1,11 @@
 //! The aggregates a service runs, by name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::aggregate::{AggregateRuntime, TypedAggregateRuntime};
 use wow_model::aggregate::Aggregate;
-use wow_model::aggregate_id::AggregateId;
+use wow_model::aggregate_id::{AggregateId, NamedAggregate};
 use wow_model::error_code::ErrorCode;
 
 /// Two aggregates were registered under one name.
@@ -60,6 +60,8 @@ pub struct AggregateRegistry {
     runtimes: BTreeMap<String, Arc<dyn AggregateRuntime>>,
     /// Former name → today's.
     aliases: BTreeMap<String, String>,
+    /// The aggregate names some registered aggregate's decisions read (SPEC DM-5).
+    read: BTreeSet<String>,
 }
 
 impl AggregateRegistry {
@@ -107,8 +109,45 @@ impl AggregateRegistry {
         for alias in aliases {
             self.aliases.insert((*alias).to_owned(), name.clone());
         }
+        self.read.extend(
+            runtime
+                .reads()
+                .iter()
+                .map(|named| named.aggregate_name.clone()),
+        );
         self.runtimes.insert(name, runtime);
         Ok(self)
+    }
+
+    /// Whether a registered aggregate's decisions read the aggregate named `name` under a
+    /// condition (SPEC DM-5, [`Aggregate::reads`]): its appends must exclude a concurrent
+    /// check of one.
+    pub fn is_read_by_others(&self, name: &str) -> bool {
+        !self.read.is_empty() && self.read.contains(name)
+    }
+
+    /// Each (aggregate, type it reads) whose read type is not registered (SPEC DM-5): a
+    /// service that cannot read what its decisions read is refused at assembly.
+    pub fn unserved_reads(&self) -> Vec<(String, NamedAggregate)> {
+        self.runtimes
+            .values()
+            .flat_map(|runtime| {
+                runtime.reads().iter().filter_map(move |named| {
+                    let served = self
+                        .runtimes
+                        .get(&named.aggregate_name)
+                        .is_some_and(|read| {
+                            read.named_aggregate().context_name == named.context_name
+                        });
+                    (!served).then(|| {
+                        (
+                            runtime.named_aggregate().aggregate_name.clone(),
+                            named.clone(),
+                        )
+                    })
+                })
+            })
+            .collect()
     }
 
     /// The runtime of the aggregate named `name` (today's name or a former one).

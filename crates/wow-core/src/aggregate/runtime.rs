@@ -103,6 +103,11 @@ pub trait AggregateRuntime: Send + Sync + fmt::Debug {
         false
     }
 
+    /// The other aggregate types its decisions read ([`Aggregate::reads`], SPEC DM-5).
+    fn reads(&self) -> &[NamedAggregate] {
+        &[]
+    }
+
     /// The unique keys `state` holds ([`Aggregate::unique_keys`], SPEC DM-1), with their
     /// reservation times: none for a deleted aggregate (SPEC DM-6) or one that declares none.
     /// When the aggregate's `unique_keys` panics (SPEC PX-1), the panic's message.
@@ -193,6 +198,7 @@ impl Decided {
 /// The [`AggregateRuntime`] of the aggregate `A`.
 pub struct TypedAggregateRuntime<A> {
     named: NamedAggregate,
+    reads: Vec<NamedAggregate>,
     aggregate: PhantomData<fn() -> A>,
 }
 
@@ -215,6 +221,7 @@ impl<A: Aggregate> TypedAggregateRuntime<A> {
     pub fn new() -> Self {
         Self {
             named: A::named_aggregate(),
+            reads: A::reads(),
             aggregate: PhantomData,
         }
     }
@@ -360,7 +367,11 @@ fn lifecycle_changes<A: Aggregate>(
     };
     let deadlines = deadlines.map_err(AggregateError::Encode)?;
     check_deadline_commands::<A>(&deadlines)?;
-    Ok(AppendChanges { keys, deadlines })
+    Ok(AppendChanges {
+        keys,
+        deadlines,
+        ..AppendChanges::default()
+    })
 }
 
 /// SPEC DM-6: every deadline `changes` schedule fires a command `A` declares
@@ -478,7 +489,11 @@ pub(crate) fn changes_of<A: Aggregate>(
         None => Vec::new(),
     };
     check_deadline_commands::<A>(&deadlines)?;
-    Ok(AppendChanges { keys, deadlines })
+    Ok(AppendChanges {
+        keys,
+        deadlines,
+        ..AppendChanges::default()
+    })
 }
 
 #[async_trait::async_trait]
@@ -533,6 +548,10 @@ impl<A: Aggregate> AggregateRuntime for TypedAggregateRuntime<A> {
 
     fn declares_keys(&self) -> bool {
         panic::catch_unwind(|| A::unique_keys(&A::State::default()).is_some()).unwrap_or(true)
+    }
+
+    fn reads(&self) -> &[NamedAggregate] {
+        &self.reads
     }
 
     fn held_keys(&self, state: &AggregateState) -> Result<Vec<UniqueKey>, String> {

@@ -18,25 +18,30 @@
 //!     .expect_binding_errors(&["by"]);
 //! ```
 
+use std::collections::HashMap;
 use std::marker::PhantomData;
+
+use futures::future::BoxFuture;
 
 use crate::aggregate::runtime::{changes_of, decide, decode_events};
 use wow_contracts::eventsourcing::AppendChanges;
-use wow_model::aggregate::{Aggregate, AggregateError, CommandContext};
-use wow_model::aggregate_id::AggregateId;
+use wow_model::aggregate::{
+    Aggregate, AggregateError, AggregateReader, AggregateReads, AggregateState, CommandContext,
+};
+use wow_model::aggregate_id::{AggregateId, NamedAggregate};
 use wow_model::command::CommandBody;
 use wow_model::deadline::{Deadline, DeadlineChange};
 use wow_model::error_code::ErrorCode;
 use wow_model::event::{DomainEvent, DomainEventStream};
 use wow_model::id;
-use wow_model::services::Services;
+use wow_model::services::{ServiceFailure, Services};
 use wow_model::unique_key::KeyChange;
 
 /// The start of a spec: which aggregate, before any history is given.
 #[derive(Debug)]
 pub struct AggregateSpec<A: Aggregate> {
     aggregate_id: AggregateId,
-    services: Services,
+    world: World,
     aggregate: PhantomData<fn() -> A>,
 }
 
@@ -52,7 +57,7 @@ impl<A: Aggregate> AggregateSpec<A> {
         Self {
             aggregate_id: A::named_aggregate()
                 .aggregate_id("spec-aggregate", wow_model::aggregate_id::DEFAULT_TENANT_ID),
-            services: Services::new(),
+            world: World::default(),
             aggregate: PhantomData,
         }
     }
@@ -61,7 +66,35 @@ impl<A: Aggregate> AggregateSpec<A> {
     /// with, whose answers the test chooses. Its calls run on the test's thread, so a fake
     /// answers at once (no timer; the command's deadline does not apply in a spec).
     pub fn with_service<T: Send + Sync + 'static>(mut self, service: T) -> Self {
-        self.services.insert(service);
+        self.world.services.insert(service);
+        self
+    }
+
+    /// Gives the aggregate `B` with id `id` (in the spec's tenant) the history `events`, each
+    /// event its own stream, for the handler's [`CommandContext::read`] (SPEC DM-5): the
+    /// handler reads its state at version `events.len()`. No events: it does not exist.
+    /// Any other id of `B` reads as not existing; a type never given here cannot be read.
+    #[track_caller]
+    pub fn with_aggregate<B: Aggregate>(
+        mut self,
+        id: impl Into<String>,
+        events: impl IntoIterator<Item = B::Event>,
+    ) -> Self {
+        let mut state = B::State::default();
+        let mut version = 0;
+        for event in events {
+            B::apply(&mut state, &round_trip::<B>(&event));
+            version += 1;
+        }
+        let named = B::named_aggregate();
+        self.world.others.initial.insert(named.clone(), || {
+            AggregateState::new(B::State::default(), 0)
+        });
+        let aggregate_id = named.aggregate_id(id, self.aggregate_id.tenant_id.as_str());
+        self.world.others.states.insert(
+            aggregate_id,
+            AggregateState::new(state, version).with_tenant(&self.aggregate_id.tenant_id),
+        );
         self
     }
 
@@ -87,7 +120,7 @@ impl<A: Aggregate> AggregateSpec<A> {
             state,
             version,
             now: None,
-            services: self.services,
+            world: self.world,
         }
     }
 
@@ -116,7 +149,7 @@ pub struct Given<A: Aggregate> {
     state: A::State,
     version: u64,
     now: Option<i64>,
-    services: Services,
+    world: World,
 }
 
 /// One decision as the node makes it: validation, the existence rules, the handler, and the
@@ -129,7 +162,7 @@ struct Decision<A: Aggregate> {
 }
 
 fn decide_at<A: Aggregate>(
-    services: &Services,
+    world: &World,
     aggregate_id: &AggregateId,
     state: A::State,
     version: u64,
@@ -137,14 +170,17 @@ fn decide_at<A: Aggregate>(
     command: A::Command,
 ) -> Decision<A> {
     let command_id = id::new_id();
+    let declared = A::reads();
+    let reads = AggregateReads::new(&world.others, &declared);
     let ctx = CommandContext {
         aggregate_id,
         version,
         command_id: &command_id,
         request_id: &command_id,
         now,
-        services,
+        services: &world.services,
         deadline: None,
+        reads: Some(&reads),
     };
     let outcome = match command.validate() {
         Err(errors) => Err(AggregateError::Validation(errors)),
@@ -163,6 +199,13 @@ fn decide_at<A: Aggregate>(
         let events: Vec<A::Event> = events.iter().map(round_trip::<A>).collect();
         // The same comparison the node makes before it appends.
         decision.changes = changes_of::<A>(&decision.state, &events, &ctx)?;
+        if !events.is_empty() {
+            decision.changes.conditions = reads.conditions();
+            decision
+                .changes
+                .conditions
+                .retain(|condition| &condition.aggregate_id != aggregate_id);
+        }
         for event in &events {
             A::apply(&mut decision.state, event);
         }
@@ -187,7 +230,7 @@ impl<A: Aggregate> Given<A> {
     pub fn when(self, command: A::Command) -> Expect<A> {
         let now = self.now.unwrap_or_else(id::now_millis);
         let decision = decide_at::<A>(
-            &self.services,
+            &self.world,
             &self.aggregate_id,
             self.state,
             self.version,
@@ -202,7 +245,7 @@ impl<A: Aggregate> Given<A> {
             aggregate_id: self.aggregate_id,
             now,
             fired: Vec::new(),
-            services: self.services,
+            world: self.world,
         }
     }
 }
@@ -217,7 +260,7 @@ pub struct Expect<A: Aggregate> {
     aggregate_id: AggregateId,
     now: i64,
     fired: Vec<A::Command>,
-    services: Services,
+    world: World,
 }
 
 impl<A: Aggregate> Expect<A> {
@@ -301,6 +344,27 @@ impl<A: Aggregate> Expect<A> {
         self
     }
 
+    /// Expects the decision's append to depend on exactly these aggregates being at these
+    /// versions (SPEC DM-5), `(aggregate name, id, version)` in the order first read: what
+    /// its [`CommandContext::read`]s left. A decision with no events leaves none.
+    #[track_caller]
+    pub fn expect_conditions(self, expected: &[(&str, &str, u64)]) -> Self {
+        let got: Vec<(&str, &str, u64)> = self
+            .changes
+            .conditions
+            .iter()
+            .map(|c| {
+                (
+                    c.aggregate_id.aggregate_name.as_str(),
+                    c.aggregate_id.id.as_str(),
+                    c.version,
+                )
+            })
+            .collect();
+        assert_eq!(got, expected, "the decision depends on other aggregates");
+        self
+    }
+
     /// The deadline changes the decision makes (SPEC DM-2), in name order, as the node hands
     /// them to the store with the stream.
     pub fn deadline_changes(&self) -> &[DeadlineChange] {
@@ -339,7 +403,7 @@ impl<A: Aggregate> Expect<A> {
             let at = next.due_at.max(self.now);
             self.fired.push(next.command.clone());
             let decision = decide_at::<A>(
-                &self.services,
+                &self.world,
                 &self.aggregate_id,
                 self.state,
                 self.version,
@@ -382,6 +446,43 @@ impl<A: Aggregate> Expect<A> {
     /// The failure, if the command failed.
     pub fn error(&self) -> Option<&AggregateError> {
         self.outcome.as_ref().err()
+    }
+}
+
+/// What a spec's handler runs beside: the services (SPEC DM-3) and the other aggregates it
+/// can read (SPEC DM-5).
+#[derive(Debug, Default)]
+struct World {
+    services: Services,
+    others: GivenAggregates,
+}
+
+/// The other aggregates given to a spec, read by its handler as a node reads the store.
+#[derive(Debug, Default)]
+struct GivenAggregates {
+    states: HashMap<AggregateId, AggregateState>,
+    /// The state before the first event, for each type given.
+    initial: HashMap<NamedAggregate, fn() -> AggregateState>,
+}
+
+impl AggregateReader for GivenAggregates {
+    fn read_state<'a>(
+        &'a self,
+        aggregate_id: &'a AggregateId,
+    ) -> BoxFuture<'a, Result<AggregateState, ServiceFailure>> {
+        let named = NamedAggregate::new(
+            aggregate_id.context_name.as_str(),
+            aggregate_id.aggregate_name.as_str(),
+        );
+        let state = match (self.states.get(aggregate_id), self.initial.get(&named)) {
+            (Some(state), _) => state.clone(),
+            (None, Some(initial)) => initial(),
+            (None, None) => panic!(
+                "the handler read aggregate {aggregate_id}, whose type the spec was not given: give it with `AggregateSpec::with_aggregate::<{}>`",
+                aggregate_id.aggregate_name
+            ),
+        };
+        Box::pin(std::future::ready(Ok(state)))
     }
 }
 

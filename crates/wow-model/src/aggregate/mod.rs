@@ -6,6 +6,7 @@ mod access;
 mod error;
 mod lifecycle;
 mod model;
+mod reads;
 mod state;
 
 pub use access::{check_access, AccessRefused, AggregateScope};
@@ -15,5 +16,6 @@ pub use lifecycle::{
     AGGREGATE_RECOVERED, DELETE_AGGREGATE, LIFECYCLE_REVISION, RECOVER_AGGREGATE,
 };
 pub use model::{state_schema_of, Aggregate, CommandContext, DecodeDomainError, DomainError};
+pub use reads::{AggregateReader, AggregateReads, Read, VersionCondition};
 pub use state::AggregateState;
 pub use wow_macros::DomainError;

@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 
-use crate::aggregate::Lifecycle;
+use crate::aggregate::{AggregateReads, Lifecycle, Read};
 use crate::aggregate_id::{AggregateId, NamedAggregate};
 use crate::command::{CommandBody, EventBody};
 use crate::deadline::Deadline;
@@ -119,6 +119,9 @@ pub struct CommandContext<'a> {
     /// The latest moment the decision may take: service calls through
     /// [`call`](Self::call) end there. `None` in the test kit: no bound.
     pub deadline: Option<Instant>,
+    /// What reads other aggregates for [`read`](Self::read) (SPEC DM-5); `None` where
+    /// nothing can be read (every read is then a [`ServiceFailure`]).
+    pub reads: Option<&'a AggregateReads<'a>>,
 }
 
 impl CommandContext<'_> {
@@ -149,6 +152,61 @@ impl CommandContext<'_> {
         call: impl std::future::Future<Output = Result<T, E>>,
     ) -> Result<T, ServiceFailure> {
         crate::services::bounded(service, self.deadline, call).await
+    }
+
+    /// The current state of the aggregate `B` with id `id` in this command's tenant, read
+    /// from the store (SPEC DM-5), **and a condition on this decision's append**: the events
+    /// are recorded only while that aggregate is still at the version read, checked inside
+    /// the append's atomic write. When it moved meanwhile, nothing is recorded and the
+    /// command is decided again on fresh state (as for a version conflict, SPEC ES-3); a
+    /// rejection or a decision with no events is answered as decided.
+    ///
+    /// `B` must be named in [`Aggregate::reads`] of the deciding aggregate; a read of
+    /// another type, or a store that cannot answer, is a [`ServiceFailure`] (returned with
+    /// `?`: nothing is recorded, and the resend decides again).
+    ///
+    /// ```ignore
+    /// let room = ctx.read::<Room>(&hold.room).await?;
+    /// if !room.is_live() {
+    ///     return Err(Refusal::Rejected(BookingError::NoSuchRoom));
+    /// }
+    /// ```
+    pub async fn read<B: Aggregate>(&self, id: &str) -> Result<Read<B::State>, ServiceFailure> {
+        self.read_of::<B>(id, true).await
+    }
+
+    /// The current state of the aggregate `B` with id `id`, as [`read`](Self::read) reads
+    /// it, but **without** a condition on the append: for what the decision may act on
+    /// although it is already out of date (a display name copied into an event).
+    pub async fn peek<B: Aggregate>(&self, id: &str) -> Result<Read<B::State>, ServiceFailure> {
+        self.read_of::<B>(id, false).await
+    }
+
+    async fn read_of<B: Aggregate>(
+        &self,
+        id: &str,
+        conditional: bool,
+    ) -> Result<Read<B::State>, ServiceFailure> {
+        let Some(reads) = self.reads else {
+            return Err(ServiceFailure::new(
+                B::AGGREGATE_NAME,
+                "no other aggregate can be read here",
+            ));
+        };
+        let aggregate_id =
+            B::named_aggregate().aggregate_id(id, self.aggregate_id.tenant_id.as_str());
+        let state = reads.read(&aggregate_id, conditional).await?;
+        let typed = state.downcast_ref::<B::State>().cloned().ok_or_else(|| {
+            ServiceFailure::new(
+                B::AGGREGATE_NAME,
+                "the store's aggregate of this name has another state type",
+            )
+        })?;
+        Ok(Read {
+            state: typed,
+            version: state.version(),
+            deleted: state.is_deleted(),
+        })
     }
 }
 
@@ -245,6 +303,15 @@ pub trait Aggregate: Send + Sync + 'static {
     /// The services [`decide`](Self::decide) needs, by type: assembling a service that runs
     /// this aggregate without one of them is refused. Default: none.
     fn required_services() -> Vec<ServiceNeed> {
+        Vec::new()
+    }
+
+    /// The other aggregate types [`decide`](Self::decide) reads with
+    /// [`CommandContext::read`] (SPEC DM-5), e.g. `vec![Room::named_aggregate()]`. A service
+    /// that runs this aggregate must run these too (assembly is refused otherwise), and
+    /// their appends exclude a concurrent check of a condition on them (on PostgreSQL, a
+    /// lock per aggregate read). Default: none.
+    fn reads() -> Vec<NamedAggregate> {
         Vec::new()
     }
 

@@ -17,13 +17,13 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use wow_core::eventsourcing::{
-    check_appendable, check_deadline_changes, check_key_changes, check_time_range,
-    check_version_range, AppendChanges, EventStoreError, History, RejectedStream,
+    check_appendable, check_conditions, check_deadline_changes, check_key_changes,
+    check_time_range, check_version_range, AppendChanges, EventStoreError, History, RejectedStream,
 };
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
 use super::stream_row::{corrupt, decode_stream, stream_columns};
-use super::{clamp, deadline, request_decision, unique_key, PostgresStore};
+use super::{clamp, deadline, read_guard, request_decision, unique_key, PostgresStore};
 use crate::error::{store_error, violated_constraint, REQUEST_CONSTRAINT, VERSION_CONSTRAINT};
 
 /// Appends one stream, `$1` to `$12` in the order of [`stream_columns`]. A taken version
@@ -133,11 +133,12 @@ async fn roll_back(transaction: deadpool_postgres::Transaction<'_>) {
 }
 
 impl PostgresStore {
-    /// Appends `stream` and makes its (non-empty) changes in one transaction: the stream's
-    /// insert first, so that a taken request id or version is reported as it is without
-    /// changes, then [`unique_key::change`], then [`deadline::change`] (SPEC DM-2: a deadline
-    /// row exists only with the stream that scheduled it). A refused append rolls everything
-    /// back, and so does a deadline write that fails.
+    /// Appends `stream` and makes its (non-empty) changes in one transaction: the guards of
+    /// its conditions first (SPEC DM-5, [`read_guard`]), then the stream's insert, so that a
+    /// taken request id or version is reported as it is without changes, then the
+    /// conditions, then [`unique_key::change`], then [`deadline::change`] (SPEC DM-2: a
+    /// deadline row exists only with the stream that scheduled it). A refused append rolls
+    /// everything back, and so does a deadline write that fails.
     async fn append_changing(
         &self,
         stream: &DomainEventStream,
@@ -146,11 +147,21 @@ impl PostgresStore {
         let encoded = Encoded::of(stream)?;
         let mut client = self.client().await?;
         let transaction = client.transaction().await.map_err(store_error)?;
+        if read_guard::guards_needed(changes) {
+            if let Err(error) = read_guard::take(&transaction, stream, changes).await {
+                roll_back(transaction).await;
+                return Err(error);
+            }
+        }
         if let Err(error) = insert_stream(&transaction, stream, &encoded).await {
             roll_back(transaction).await;
             // The connection goes back to the pool before the refusal is looked into.
             drop(client);
             return Err(self.append_refused(stream, error).await);
+        }
+        if let Err(error) = read_guard::check(&transaction, stream, changes).await {
+            roll_back(transaction).await;
+            return Err(error);
         }
         if let Err(error) = unique_key::change(&transaction, stream, &changes.keys).await {
             roll_back(transaction).await;
@@ -239,6 +250,7 @@ impl History for PostgresStore {
             check_appendable(stream)?;
             check_key_changes(&changes.keys)?;
             check_deadline_changes(stream, &changes.deadlines)?;
+            check_conditions(stream, &changes.conditions)?;
             if changes.is_empty() {
                 return self.append(stream).await;
             }

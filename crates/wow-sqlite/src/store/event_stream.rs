@@ -14,9 +14,10 @@
 use async_trait::async_trait;
 use rusqlite::{params, Connection, Row};
 use tokio::sync::oneshot;
+use wow_core::aggregate::VersionCondition;
 use wow_core::eventsourcing::{
-    check_appendable, check_deadline_changes, check_key_changes, check_time_range,
-    check_version_range, AppendChanges, EventStoreError, History, RejectedStream,
+    check_appendable, check_conditions, check_deadline_changes, check_key_changes,
+    check_time_range, check_version_range, AppendChanges, EventStoreError, History, RejectedStream,
 };
 use wow_core::{AggregateId, DomainEventStream, NamedAggregate};
 
@@ -84,6 +85,32 @@ pub(crate) fn insert_stream(connection: &Connection, row: &StreamRow) -> rusqlit
         row.body,
     ])?;
     Ok(())
+}
+
+/// The version of the last stream of aggregate (`?3` tenant, `?1` name, `?2` id), 0 when it
+/// has none: what a condition of an append compares (SPEC DM-5).
+const HEAD_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM event_stream WHERE tenant_id = ?3 AND aggregate_name = ?1 AND aggregate_id = ?2 AND version > 0";
+
+/// Checks `conditions` on the writer's connection, inside the append's savepoint (the
+/// writer is the only one, so nothing moves between this check and the commit): the first
+/// that does not hold, with the version found, or none.
+pub(crate) fn failed_condition<'c>(
+    connection: &Connection,
+    conditions: &'c [VersionCondition],
+) -> rusqlite::Result<Option<(&'c VersionCondition, u64)>> {
+    for condition in conditions {
+        let id = &condition.aggregate_id;
+        let head: i64 = connection
+            .prepare_cached(HEAD_VERSION)?
+            .query_row(params![id.aggregate_name, id.id, id.tenant_id], |row| {
+                row.get(0)
+            })?;
+        let head = u64::try_from(head).unwrap_or(0);
+        if head != condition.version {
+            return Ok(Some((condition, head)));
+        }
+    }
+    Ok(None)
 }
 
 /// Decodes a row of [`SCAN_AGGREGATE_IDS`].
@@ -160,19 +187,22 @@ impl History for SqliteStore {
         self.append_changing(stream, None).await
     }
 
-    /// Writes the stream's key and deadline changes in the savepoint of its insert, inside
+    /// Checks the stream's conditions (SPEC DM-5) and writes its key and deadline changes
+    /// in the savepoint of its insert, inside
     /// the writer's group commit (see `writer.rs`); with no changes it is [`Self::append`].
     async fn append_with(
         &self,
         stream: &DomainEventStream,
         changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
-        if changes.is_empty() {
+        // One writer: an aggregate others read needs no guard here (SPEC DM-5).
+        if changes.is_empty_but_guard() {
             return self.append(stream).await;
         }
         check_appendable(stream)?;
         check_key_changes(&changes.keys)?;
         check_deadline_changes(stream, &changes.deadlines)?;
+        check_conditions(stream, &changes.conditions)?;
         self.append_changing(stream, Some(Box::new(changes.clone())))
             .await
     }

@@ -5,7 +5,7 @@ use crate::command::wait::{PROTOCOL_HEADER, PROTOCOL_VERSION};
 use crate::eventsourcing::{load_aggregate, recorded_scope, LoadError};
 use crate::idempotency::RequestIdCheck;
 use wow_core::aggregate::{
-    check_access, check_command, AggregateError, AggregateState, CommandContext,
+    check_access, check_command, AggregateError, AggregateReads, AggregateState, CommandContext,
 };
 use wow_core::aggregate::{AggregateRuntime, Decided, DecodedCommand};
 use wow_core::command::JsonCommand;
@@ -15,6 +15,7 @@ use wow_core::AggregateId;
 use wow_core::ErrorCode;
 
 use super::answers::{decided, quarantined_result};
+use super::reads::StoreReads;
 use super::{Attempt, DefaultCommandHandler};
 use futures::future::BoxFuture;
 
@@ -375,6 +376,8 @@ impl DefaultCommandHandler {
             command.aggregate_version,
         )?;
         self.metrics.record_handler_run();
+        let reader = StoreReads { node: self };
+        let reads = AggregateReads::new(&reader, runtime.reads());
         let ctx = CommandContext {
             aggregate_id,
             version: state.version(),
@@ -383,8 +386,23 @@ impl DefaultCommandHandler {
             now,
             services: &self.services,
             deadline: Some(std::time::Instant::now() + self.decision_budget),
+            reads: Some(&reads),
         };
-        runtime.handle(state, decoded, &ctx).await
+        let mut decided = runtime.handle(state, decoded, &ctx).await?;
+        if !decided.events.is_empty() {
+            // SPEC DM-5: the append holds only while what the decision read stands, and an
+            // aggregate others read excludes their checks while it appends.
+            decided.changes.conditions = reads.conditions();
+            // A read of the deciding aggregate itself is its own version's check already.
+            decided
+                .changes
+                .conditions
+                .retain(|condition| &condition.aggregate_id != aggregate_id);
+            decided.changes.read_by_others = self
+                .registry
+                .is_read_by_others(&aggregate_id.aggregate_name);
+        }
+        Ok(decided)
     }
 
     /// SPEC DM-3: a service the handler consulted failed. A transient failure, not a

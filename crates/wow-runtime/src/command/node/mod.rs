@@ -33,6 +33,7 @@
 
 mod answers;
 mod decide;
+mod reads;
 mod record;
 
 use std::panic::AssertUnwindSafe;

@@ -102,8 +102,12 @@ impl DefaultCommandHandler {
                 self.metrics.record_duplicate_by_append();
                 Some(Attempt::from(self.duplicate(command, fingerprint).await))
             }
+            // SPEC ES-3, DM-5: decided on a state (its own, or another aggregate's it read)
+            // that history has passed: decided again on fresh state, never recorded.
             Err(
-                EventStoreError::EventVersionConflict(_) | EventStoreError::DuplicateAggregateId(_),
+                EventStoreError::EventVersionConflict(_)
+                | EventStoreError::DuplicateAggregateId(_)
+                | EventStoreError::ConditionFailed(_),
             ) => Some(Attempt::Retry),
             Err(error) => Some(Attempt::from(CommandResult::failure(
                 command,
