@@ -8,7 +8,9 @@ use validator::Validate;
 use wow_core::aggregate::{Aggregate, CommandContext, Refusal, ServiceNeed};
 use wow_core::deadline::Deadline;
 use wow_core::schemars;
-use wow_core::{Command, DomainError, Event};
+use wow_core::{Command, DomainError, Event, NamedAggregate};
+
+use crate::product::Product;
 
 /// The price list the shop asks when an order is placed: a service the order's handler
 /// consults (SPEC DM-3). What it answers is recorded in `OrderPlaced`, so history never asks
@@ -192,6 +194,15 @@ pub enum OrderError {
     /// The quoted price overflows the total.
     #[error("the total overflows")]
     TooExpensive,
+    /// The product ordered does not exist in the tenant (or is deleted).
+    #[error("no such product")]
+    NoSuchProduct,
+    /// The SKU given is not the product's.
+    #[error("the product's SKU is {sku}")]
+    WrongSku {
+        /// The product's SKU.
+        sku: String,
+    },
 }
 
 fn placed_only(state: &OrderState) -> Result<(), OrderError> {
@@ -212,7 +223,9 @@ impl Aggregate for Order {
     type Event = OrderEvent;
     type Error = OrderError;
 
-    /// Placing needs a price; the other commands decide in [`handle`](Self::handle).
+    /// Placing needs the product (SPEC DM-5: it must exist, with the SKU given, and the order
+    /// is recorded only while the product is as read) and a price; the other commands decide
+    /// in [`handle`](Self::handle).
     async fn decide(
         state: &OrderState,
         command: OrderCommand,
@@ -221,6 +234,16 @@ impl Aggregate for Order {
         let OrderCommand::Place(place) = command else {
             return Ok(Self::handle(state, command, ctx)?);
         };
+        let product = ctx.read::<Product>(&place.product).await?;
+        if !product.is_live() {
+            return Err(OrderError::NoSuchProduct.into());
+        }
+        if product.state.sku != place.sku {
+            return Err(OrderError::WrongSku {
+                sku: product.state.sku,
+            }
+            .into());
+        }
         let Prices(pricing) = ctx.service::<Prices>()?;
         let unit_price = ctx.call("pricing", pricing.unit_price(&place.sku)).await?;
         let total = unit_price
@@ -239,6 +262,10 @@ impl Aggregate for Order {
             total,
             expires_at: ctx.now.saturating_add(policy.expire_after_ms),
         })])
+    }
+
+    fn reads() -> Vec<NamedAggregate> {
+        vec![Product::named_aggregate()]
     }
 
     fn handle(

@@ -15,7 +15,7 @@ use wow_core::deadline::DeadlineStore;
 use wow_core::id::ManualClock;
 use wow_core::{AggregateId, CommandMessage, CommandResult, ErrorCode};
 use wow_example_shop::order::*;
-use wow_example_shop::product::Product;
+use wow_example_shop::product::{Product, ProductCreated, ProductEvent};
 use wow_example_shop::stock::StockSaga;
 use wow_runtime::command::WaitPlan;
 use wow_runtime::pipeline::LocalPipeline;
@@ -56,6 +56,18 @@ fn prices(fake: &Arc<FakePricing>) -> Prices {
     Prices(fake.clone())
 }
 
+/// A spec of the order with product `p-1` (SKU `MUG-1`) in stock, as placing reads it.
+fn order_spec() -> AggregateSpec<Order> {
+    AggregateSpec::<Order>::new().with_aggregate::<Product>(
+        "p-1",
+        [ProductEvent::ProductCreated(ProductCreated {
+            sku: "MUG-1".to_owned(),
+            name: "Mug".to_owned(),
+            stock: 3,
+        })],
+    )
+}
+
 fn place(quantity: u64) -> OrderCommand {
     OrderCommand::Place(Place {
         product: "p-1".to_owned(),
@@ -78,7 +90,7 @@ fn placed_at(at: i64) -> OrderEvent {
 #[test]
 fn an_order_is_placed_at_the_quoted_price_and_its_expiry_is_scheduled() {
     let fake = Arc::new(FakePricing::default());
-    AggregateSpec::<Order>::new()
+    order_spec()
         .with_service(prices(&fake))
         .given_nothing()
         .at(T0)
@@ -96,7 +108,7 @@ fn an_order_is_placed_at_the_quoted_price_and_its_expiry_is_scheduled() {
 fn a_failing_pricing_service_is_not_a_decision() {
     let fake = Arc::new(FakePricing::default());
     fake.failing.store(true, Ordering::SeqCst);
-    AggregateSpec::<Order>::new()
+    order_spec()
         .with_service(prices(&fake))
         .given_nothing()
         .when(place(2))
@@ -162,6 +174,19 @@ async fn send(
     }
 }
 
+/// Creates product `p-1` (SKU `MUG-1`, 3 in stock) in tenant `t1` through `pipeline`.
+async fn stocked(pipeline: &LocalPipeline) -> AggregateId {
+    let product = AggregateId::new("shop", "product", "p-1", "t1");
+    let create = CommandMessage::new(
+        product.clone(),
+        "create",
+        CommandKind::Create,
+        json!({"sku": "MUG-1", "name": "Mug", "stock": 3}),
+    );
+    send(pipeline, create).await.unwrap();
+    product
+}
+
 fn placing(id: &AggregateId, request_id: &str) -> wow_core::command::JsonCommand {
     command(
         id,
@@ -179,6 +204,7 @@ async fn a_failed_price_records_nothing_and_the_resend_decides_again() {
     let pipeline = LocalPipeline::builder(registry(), store.clone())
         .services(Services::new().with(prices(&fake)))
         .build();
+    stocked(&pipeline).await;
     let order = order_id("o-1");
     let failed = send(&pipeline, placing(&order, "r-place"))
         .await
@@ -214,6 +240,7 @@ async fn a_slow_pricing_service_is_cut_at_the_commands_deadline() {
         .services(Services::new().with(prices(&fake)))
         .decision_budget(Duration::from_millis(200))
         .build();
+    stocked(&pipeline).await;
     let failed = send(&pipeline, placing(&order_id("o-slow"), "r-1"))
         .await
         .unwrap_err();
@@ -240,6 +267,7 @@ async fn replaying_history_never_asks_the_price_again() {
         let pipeline = LocalPipeline::builder(registry(), store)
             .services(Services::new().with(prices(&fake)))
             .build();
+        stocked(&pipeline).await;
         send(&pipeline, placing(&order, "r-place")).await.unwrap();
     }
     assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
@@ -287,14 +315,7 @@ async fn an_expired_order_gives_its_stock_back() {
         .saga(Arc::new(StockSaga))
         .deadlines(store.clone())
         .build();
-    let product = AggregateId::new("shop", "product", "p-1", "t1");
-    let create = CommandMessage::new(
-        product.clone(),
-        "create",
-        CommandKind::Create,
-        json!({"sku": "MUG-1", "name": "Mug", "stock": 3}),
-    );
-    send(&pipeline, create).await.unwrap();
+    let product = stocked(&pipeline).await;
     let order = order_id("o-expiring");
     pipeline
         .gateway
@@ -332,6 +353,7 @@ async fn a_panic_after_an_await_in_decide_fails_that_command_only() {
     let pipeline = LocalPipeline::builder(registry(), store.clone())
         .services(Services::new().with(prices(&fake)))
         .build();
+    stocked(&pipeline).await;
     let order = order_id("o-panic");
     let failed = send(&pipeline, placing(&order, "r-1")).await.unwrap_err();
     assert_eq!(failed.error_code, ErrorCode::InternalServerError);
@@ -341,4 +363,56 @@ async fn a_panic_after_an_await_in_decide_fails_that_command_only() {
     );
     fake.panicking.store(false, Ordering::SeqCst);
     send(&pipeline, placing(&order, "r-1")).await.unwrap();
+}
+
+#[test]
+fn an_order_for_a_product_that_does_not_exist_or_of_another_sku_is_refused() {
+    let fake = Arc::new(FakePricing::default());
+    AggregateSpec::<Order>::new()
+        .with_aggregate::<Product>("p-1", [])
+        .with_service(prices(&fake))
+        .given_nothing()
+        .when(place(2))
+        .expect_error_code(ErrorCode::domain("NoSuchProduct"));
+    order_spec()
+        .with_service(prices(&fake))
+        .given_nothing()
+        .when(OrderCommand::Place(Place {
+            product: "p-1".to_owned(),
+            sku: "CUP-9".to_owned(),
+            quantity: 1,
+        }))
+        .expect_error_code(ErrorCode::domain("WrongSku"));
+    order_spec()
+        .with_service(prices(&fake))
+        .given_nothing()
+        .when(place(1))
+        .expect_conditions(&[("product", "p-1", 1)]);
+    assert_eq!(
+        fake.calls.load(Ordering::SeqCst),
+        1,
+        "a refused order asks no price"
+    );
+}
+
+#[tokio::test]
+async fn an_order_placed_through_a_node_reads_the_product_from_the_store_in_its_tenant() {
+    let fake = Arc::new(FakePricing::default());
+    let pipeline = LocalPipeline::builder(registry(), Arc::new(InMemoryEventStore::new()))
+        .services(Services::new().with(prices(&fake)))
+        .build();
+    let refused = send(&pipeline, placing(&order_id("o-early"), "r-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.error_code, ErrorCode::domain("NoSuchProduct"));
+    stocked(&pipeline).await;
+    send(&pipeline, placing(&order_id("o-later"), "r-1"))
+        .await
+        .unwrap();
+    let mut elsewhere = order_id("o-elsewhere");
+    elsewhere.tenant_id = "t2".to_owned();
+    let other_tenant = send(&pipeline, placing(&elsewhere, "r-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(other_tenant.error_code, ErrorCode::domain("NoSuchProduct"));
 }

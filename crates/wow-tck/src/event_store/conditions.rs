@@ -225,8 +225,8 @@ pub async fn a_conditional_append_is_never_ordered_after_a_move_of_what_it_read(
 /// stay of that room follows the room's close in the feed: each booking either committed
 /// before the close or was decided again on the closed room and refused.
 pub async fn stays_through_two_processes_never_follow_the_close_of_their_room(store: Store) {
-    use wow_core::testing_example::{BookRoom, Nothing, Room, RoomCommand, Stay, StayCommand};
     use wow_core::aggregate::Aggregate;
+    use wow_core::testing_example::{BookRoom, Nothing, Room, RoomCommand, Stay, StayCommand};
     use wow_core::CommandMessage;
     let node = || {
         let mut registry = wow_core::aggregate::AggregateRegistry::new();
