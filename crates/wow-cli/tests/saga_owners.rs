@@ -294,6 +294,10 @@ async fn a_held_saga_is_refused_another_owners_product(api: &Api, stores: &Store
         placed["errorCode"], "IllegalAccessOwnerAggregate",
         "{placed}"
     );
+    // The answer says the order itself was appended, apart from the saga step's failure.
+    assert_eq!(placed["result"]["recorded"], true, "{placed}");
+    assert_eq!(placed["result"]["failedStage"], "SAGA_HANDLED", "{placed}");
+    assert_eq!(placed["aggregateVersion"], 1, "{placed}");
     let sent = placed["result"]["commands"].as_array().cloned();
     let sent = sent.unwrap_or_default();
     assert!(

@@ -6,6 +6,7 @@ use std::time::Duration;
 use futures::Stream;
 use tokio::time::Instant;
 
+use crate::command::answer::appended_then_failed;
 use crate::command::lost_signals::{
     LostSignals, LOST_SIGNAL_LOOK_UP_AFTER, LOST_SIGNAL_LOOK_UP_EVERY,
 };
@@ -323,6 +324,8 @@ impl CommandGateway {
             return Ok(sent);
         }
         let mut last = sent;
+        // The command's own PROCESSED, for a later stage's failure to say it was appended.
+        let mut processed: Option<CommandResult> = None;
         // A wait for PROCESSED alone may be answered from the store when its signal is late.
         let lost_signals = self.inner.lost_signals.as_ref().filter(|_| {
             handle.plan().stage == CommandStage::Processed && handle.plan().tail.is_none()
@@ -333,6 +336,9 @@ impl CommandGateway {
             let result = match tokio::time::timeout_at(wake, handle.next()).await {
                 Ok(Some(result)) if handle.is_finished() => result,
                 Ok(Some(result)) => {
+                    if result.stage == CommandStage::Processed && result.function.is_none() {
+                        processed = Some(result.clone());
+                    }
                     last = result;
                     continue;
                 }
@@ -356,11 +362,14 @@ impl CommandGateway {
                 }
             };
             self.inner.metrics.record_result(&result);
-            return if result.succeeded {
-                Ok(result)
-            } else {
-                Err(CommandResultError::Failed(Box::new(result)))
-            };
+            if result.succeeded {
+                return Ok(result);
+            }
+            let mut result = result;
+            if let Some(processed) = &processed {
+                appended_then_failed(&mut result, processed);
+            }
+            return Err(CommandResultError::Failed(Box::new(result)));
         }
     }
 

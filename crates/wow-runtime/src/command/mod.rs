@@ -3,6 +3,7 @@
 //! waits), the processing node's [`DefaultCommandHandler`] that loads, decides and appends,
 //! and [`look_up_request`], which tells a caller that timed out what became of its request.
 
+mod answer;
 mod chain;
 mod gateway;
 mod in_flight;
@@ -12,6 +13,7 @@ mod outcome;
 mod void_requests;
 mod wait;
 
+pub use answer::{FAILED_STAGE, PROCESSED_OUTCOME};
 pub(crate) use chain::link_headers;
 pub use chain::{
     WaitTail, CHAIN_HEADER, CHAIN_REPLY_HEADER, CHAIN_STAGE_HEADER, TAIL_CONTEXT_HEADER,
