@@ -14,6 +14,7 @@
 //! A list's filters are in [`filter`]; Wow's query DSL over the states is translated by
 //! [`crate::query`], on the query connections; a view's query index is in [`query_index`].
 
+mod field_index;
 mod filter;
 mod query_index;
 
@@ -264,6 +265,11 @@ impl ViewStore for PostgresStore {
 
     async fn declare_query_index(&self, view: &str) -> Result<(), ViewStoreError> {
         query_index::declare(self, view).await
+    }
+
+    async fn declare_field_index(&self, view: &str, field: &str) -> Result<(), ViewStoreError> {
+        let _ = view;
+        field_index::declare(self, field).await
     }
 
     async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {

@@ -13,16 +13,17 @@ use wow_core::build::CrateBuild;
 use wow_core::command::CommandBody;
 use wow_core::event::EventConsumer;
 use wow_core::outbox::Outbox;
-use wow_core::saga::{DynSaga, Saga};
-use wow_core::view::View;
+use wow_core::saga::{DynSaga, FollowedEvents, MultiStream, MultiStreamSaga, Saga};
+use wow_core::view::{MultiStreamView, View, ViewInputs};
 use wow_core::{NamedAggregate, Stores};
 use wow_http::HttpConfig;
 use wow_runtime::command::CommandGateway;
 use wow_runtime::event::CatchUpProgress;
 use wow_runtime::eventsourcing::SnapshotStrategy;
 use wow_runtime::outbox::OutboxProcessor;
-use wow_runtime::view::ViewProjection;
+use wow_runtime::view::{MultiStreamProjection, ViewProjection};
 
+use crate::multi_view_route::{multi_view_openapi, multi_view_routes};
 use crate::settings::Settings;
 use crate::view_route::{view_openapi, view_route};
 
@@ -86,6 +87,9 @@ pub struct ServiceBuilder {
     /// Each registered aggregate's name and how to measure its crate's build (its command
     /// enum's [`CommandBody::crate_build`]), checked at start (SPEC PX-1).
     pub(crate) builds: Vec<(&'static str, MeasureBuild)>,
+    /// (view, field) of every field a view over several types indexes (SPEC DM-4),
+    /// declared on the view store at start.
+    pub(crate) field_indexes: Vec<(&'static str, &'static str)>,
 }
 
 /// Measures how an aggregate's crate was built ([`CommandBody::crate_build`]).
@@ -114,6 +118,7 @@ impl Default for ServiceBuilder {
             services: Services::new(),
             needs: Vec::new(),
             builds: Vec::new(),
+            field_indexes: Vec::new(),
         }
     }
 }
@@ -206,6 +211,33 @@ impl ServiceBuilder {
         self
     }
 
+    /// Runs the view `V` over the aggregate types it declares (SPEC DM-4) as a projection
+    /// ([`MultiStreamProjection`]) into the store's view store, and serves it:
+    /// `GET /views/{V::NAME}/{row}` answers one row in the caller's tenant, and
+    /// `GET /views/{V::NAME}?field=value` its rows whose indexed fields
+    /// ([`MultiStreamView::INDEXED`], each kept in an index at start) equal the values, a
+    /// page at a time; both are in `/openapi.json`. A wait for `PROJECTED` (or for `V` by
+    /// name) covers it whichever input the command wrote. The start catches it up with the
+    /// history of every type it follows, and `wow catch-up --rebuild` rebuilds it.
+    pub fn multi_stream_view<V: MultiStreamView>(mut self) -> Self
+    where
+        V::State: schemars::JsonSchema,
+    {
+        self.consumed
+            .extend(V::inputs(ViewInputs::new()).aggregates());
+        self.field_indexes
+            .extend(V::INDEXED.iter().map(|field| (V::NAME, *field)));
+        self.projections.push(Box::new(|stores: &Stores| {
+            Arc::new(MultiStreamProjection::<V>::new(stores.views.clone()))
+                as Arc<dyn EventConsumer>
+        }));
+        self.openapi.extend(multi_view_openapi::<V>());
+        self.routes.push(Box::new(|cx: &ServiceContext| {
+            multi_view_routes::<V>(cx.stores.views.clone(), cx.http.clone())
+        }));
+        self
+    }
+
     /// Runs `saga` on the events of its aggregate. The start catches it up with that
     /// aggregate's history.
     pub fn saga<S: Saga>(mut self, saga: S) -> Self {
@@ -213,6 +245,15 @@ impl ServiceBuilder {
             .insert(<S::Aggregate as Aggregate>::named_aggregate());
         self.note_aliases::<S::Aggregate>();
         self.sagas.push(Arc::new(saga));
+        self
+    }
+
+    /// Runs `saga` on the events of every aggregate type it follows (SPEC DM-4,
+    /// [`MultiStreamSaga`]). The start catches it up with the history of each.
+    pub fn multi_stream_saga<S: MultiStreamSaga>(mut self, saga: S) -> Self {
+        self.consumed
+            .extend(<S::Events as FollowedEvents>::aggregates());
+        self.sagas.push(Arc::new(MultiStream(saga)));
         self
     }
 

@@ -47,6 +47,7 @@ mod build_check;
 mod builder;
 mod distributed;
 mod error;
+mod multi_view_route;
 mod read_route;
 mod running;
 mod serve;

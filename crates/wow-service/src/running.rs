@@ -72,6 +72,9 @@ impl ServiceBuilder {
         self.check_declarations()?;
         let warnings = self.check_builds()?;
         let stores = self.open_stores().await?;
+        for (view, field) in &self.field_indexes {
+            stores.views.declare_field_index(view, field).await?;
+        }
         let settings = self.settings.clone();
         if settings.snapshot_queries {
             self.materialize_snapshots(&stores).await?;

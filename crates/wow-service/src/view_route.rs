@@ -68,7 +68,7 @@ async fn read_view<V: View>(
 }
 
 /// An error answer as every route gives it: `{errorCode, errorMsg}` and `Wow-Error-Code`.
-fn error(status: StatusCode, code: &'static str, message: String) -> Response {
+pub(crate) fn error(status: StatusCode, code: &'static str, message: String) -> Response {
     let mut response = (
         status,
         Json(json!({"errorCode": code, "errorMsg": message, "succeeded": false})),

@@ -114,41 +114,44 @@ fn save_row(connection: &Connection, row: &ViewRow) -> Result<(), BoxError> {
 }
 
 /// The SQL of `filter`'s conditions (each `AND (...)`), with their values appended to
-/// `values`: each condition binds its JSON path, then its value, as numbered placeholders.
+/// `values` as numbered placeholders. A field's JSON path is written into the SQL (the field
+/// passed `check_field`: `$.` and an identifier), so that the expression is the one a field
+/// index holds ([`field_index_sql`]).
 fn conditions(filter: &ViewFilter, values: &mut Vec<SqlValue>) -> Result<String, ViewStoreError> {
     filter.check()?;
     let mut sql = String::new();
     for condition in filter.conditions() {
-        let (path, value) = (values.len() + 1, values.len() + 2);
-        let number = format!("json_type(state, ?{path}) IN ('integer', 'real')");
+        let value = values.len() + 1;
+        let path = format!("'$.{}'", condition.field());
+        let number = format!("json_type(state, {path}) IN ('integer', 'real')");
         let (clause, bound) = match condition {
             Condition::Equals {
                 value: FilterValue::Text(text),
                 ..
             } => (
-                format!("json_type(state, ?{path}) = 'text' AND json_extract(state, ?{path}) = ?{value}"),
+                format!("json_type(state, {path}) = 'text' AND json_extract(state, {path}) = ?{value}"),
                 SqlValue::Text(text.clone()),
             ),
             Condition::Equals {
                 value: FilterValue::Integer(integer),
                 ..
             } => (
-                format!("{number} AND json_extract(state, ?{path}) = ?{value}"),
+                format!("{number} AND json_extract(state, {path}) = ?{value}"),
                 SqlValue::Integer(*integer),
             ),
             Condition::Equals {
                 value: FilterValue::Bool(flag),
                 ..
             } => (
-                format!("json_type(state, ?{path}) = ?{value}"),
-                SqlValue::Text(if *flag { "true" } else { "false" }.to_owned()),
+                format!("json_extract(state, {path}) = ?{value} AND json_type(state, {path}) IN ('true', 'false')"),
+                SqlValue::Integer(i64::from(*flag)),
             ),
             Condition::AtLeast { value: bound, .. } => (
-                format!("{number} AND json_extract(state, ?{path}) >= ?{value}"),
+                format!("{number} AND json_extract(state, {path}) >= ?{value}"),
                 SqlValue::Integer(*bound),
             ),
             Condition::AtMost { value: bound, .. } => (
-                format!("{number} AND json_extract(state, ?{path}) <= ?{value}"),
+                format!("{number} AND json_extract(state, {path}) <= ?{value}"),
                 SqlValue::Integer(*bound),
             ),
             other => {
@@ -157,14 +160,22 @@ fn conditions(filter: &ViewFilter, values: &mut Vec<SqlValue>) -> Result<String,
                 )))
             }
         };
-        // The field name passed `check_field`, so the path is `$.` and an identifier.
-        values.push(SqlValue::Text(format!("$.{}", condition.field())));
         values.push(bound);
         sql.push_str(" AND (");
         sql.push_str(&clause);
         sql.push(')');
     }
     Ok(sql)
+}
+
+/// The index on `field` of every view's states (SPEC DM-4): (view, tenant, the field's
+/// value), which a list filtering the field by equality reads. One per field name, whatever
+/// the view: its name is stable across builds and a valid identifier (the field passed
+/// `check_field`).
+fn field_index_sql(field: &str) -> String {
+    format!(
+        "CREATE INDEX IF NOT EXISTS view_row_field_{field} ON view_row (view, tenant_id, json_extract(state, '$.{field}'))"
+    )
 }
 
 #[async_trait]
@@ -270,6 +281,21 @@ impl ViewStore for SqliteStore {
         })
         .await
         .map_err(ViewStoreError::Internal)
+    }
+
+    async fn declare_field_index(&self, view: &str, field: &str) -> Result<(), ViewStoreError> {
+        let _ = view;
+        wow_core::view::check_field(field)?;
+        let sql = field_index_sql(field);
+        self.transact(move |connection| {
+            connection.execute_batch(&sql)?;
+            Ok(())
+        })
+        .await
+        .map_err(|error| match error {
+            ProcessError::Store(error) => ViewStoreError::Unavailable(error),
+            other => ViewStoreError::Internal(Box::new(other)),
+        })
     }
 
     async fn clear(&self, view: &str) -> Result<(), ViewStoreError> {

@@ -17,6 +17,7 @@ macro_rules! view_store_methods {
             scan(view: &str, after: Option<&ViewKey>, limit: usize) -> Result<Vec<ViewRow>, ViewStoreError> => Scan;
             clear(view: &str) -> Result<(), ViewStoreError> => Clear;
             declare_query_index(view: &str) -> Result<(), ViewStoreError> => DeclareQueryIndex;
+            declare_field_index(view: &str, field: &str) -> Result<(), ViewStoreError> => DeclareFieldIndex;
         }
     };
 }

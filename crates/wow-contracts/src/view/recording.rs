@@ -71,6 +71,7 @@ impl ViewStoreMethod {
             Self::Scan => store.scan(&view, None, 10).await.map(drop),
             Self::Clear => store.clear(&view).await,
             Self::DeclareQueryIndex => store.declare_query_index(&view).await,
+            Self::DeclareFieldIndex => store.declare_field_index(&view, "field").await,
         }
     }
 }

@@ -190,4 +190,20 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
         let _ = view;
         Ok(())
     }
+
+    /// Keeps an index on the top-level `field` of the states of `view` (SPEC DM-4), so that
+    /// a [`list`](ViewStore::list) whose filter tests `field` reads the index, never every
+    /// row of the tenant: SQLite and PostgreSQL keep an expression index on (view, tenant,
+    /// field); the in-memory store needs none. Fails with
+    /// [`ViewStoreError::IllegalArgument`] when `field` does not pass
+    /// [`check_field`](crate::view::check_field). Idempotent: safe at every start, and when
+    /// two processes declare it at once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an index is made whole or not at all.
+    async fn declare_field_index(&self, view: &str, field: &str) -> Result<(), ViewStoreError> {
+        let _ = view;
+        crate::view::check_field(field)
+    }
 }

@@ -12,6 +12,7 @@ pub use registry::{
     AggregateRegistry, DuplicateAggregateName, RegistrationError, ReservedCommandName,
     UnknownAggregate, RESERVED_COMMAND_NAMES,
 };
+pub(crate) use runtime::decode_events;
 pub use runtime::{AggregateRuntime, Decided, DecodedCommand, TypedAggregateRuntime};
 pub(crate) use spec::round_trip;
 pub use spec::{typed_events, AggregateSpec, Expect, Given};

@@ -13,10 +13,12 @@ use wow_model::error_code::ErrorCode;
 use wow_model::event::DomainEventStream;
 
 mod sealed {
-    /// Only [`Saga`](super::Saga)s are [`DynSaga`](super::DynSaga)s.
+    /// Only [`Saga`](crate::saga::Saga)s and [`MultiStream`](crate::saga::MultiStream)s are
+    /// [`DynSaga`](crate::saga::DynSaga)s.
     pub trait Sealed {}
 
-    impl<S: super::Saga> Sealed for S {}
+    impl<S: crate::saga::Saga> Sealed for S {}
+    impl<S: crate::saga::MultiStreamSaga> Sealed for crate::saga::MultiStream<S> {}
 }
 
 /// Where one run of a saga sends its commands, and where they are logged. Built by the
@@ -111,25 +113,17 @@ impl<S: Saga> DynSaga for S {
         {
             return Ok(());
         }
-        // SPEC TN-2: the saga acts for the owner and space of the aggregate it reacts to,
-        // unless it declares that it acts across owners.
-        let held = (!self.acts_across_owners()).then(|| {
-            delivery
-                .scope
-                .cloned()
-                .unwrap_or_else(|| AggregateScope::of_header(&stream.header))
-        });
+        let run = Run::new(
+            Saga::name(self),
+            self.acts_across_owners(),
+            stream,
+            delivery,
+        );
         if LifecycleEvent::of_stream(stream).is_some() {
             // SPEC DM-6: a delete or recover is the saga's to see, in its place in the order.
-            for envelope in &stream.body {
-                let Some(event) = LifecycleEvent::of_event(&envelope.name) else {
-                    continue;
-                };
-                let ctx = SagaContext::new(delivery.sender, &envelope.id, delivery.log)
-                    .with_link(delivery.link)
-                    .with_deadlines(delivery.deadlines, &stream.aggregate_id, Saga::name(self))
-                    .held_to(held.as_ref());
-                self.on_lifecycle(event, stream, &ctx).await?;
+            for (envelope, event) in lifecycle_events(stream) {
+                self.on_lifecycle(event, stream, &run.context(&envelope.id))
+                    .await?;
             }
             return Ok(());
         }
@@ -144,12 +138,64 @@ impl<S: Saga> DynSaga for S {
             )
         })?;
         for (envelope, event) in stream.body.iter().zip(&events) {
-            let ctx = SagaContext::new(delivery.sender, &envelope.id, delivery.log)
-                .with_link(delivery.link)
-                .with_deadlines(delivery.deadlines, &stream.aggregate_id, Saga::name(self))
-                .held_to(held.as_ref());
-            self.on_event(event, stream, &ctx).await?;
+            self.on_event(event, stream, &run.context(&envelope.id))
+                .await?;
         }
         Ok(())
     }
+}
+
+/// One run of a saga on one stream: where its commands go, and the owner and space it is
+/// held to.
+pub(super) struct Run<'a> {
+    name: &'a str,
+    stream: &'a DomainEventStream,
+    delivery: SagaDelivery<'a>,
+    held: Option<AggregateScope>,
+}
+
+impl<'a> Run<'a> {
+    pub(super) fn new(
+        name: &'a str,
+        across_owners: bool,
+        stream: &'a DomainEventStream,
+        delivery: SagaDelivery<'a>,
+    ) -> Self {
+        // SPEC TN-2: the saga acts for the owner and space of the aggregate it reacts to,
+        // unless it declares that it acts across owners.
+        let held = (!across_owners).then(|| {
+            delivery
+                .scope
+                .cloned()
+                .unwrap_or_else(|| AggregateScope::of_header(&stream.header))
+        });
+        Self {
+            name,
+            stream,
+            delivery,
+            held,
+        }
+    }
+
+    /// The context of the event `event_id` of the stream: its commands' request ids derive
+    /// from it (SPEC DS-3).
+    pub(super) fn context<'c>(&'c self, event_id: &'c str) -> SagaContext<'c> {
+        SagaContext::new(self.delivery.sender, event_id, self.delivery.log)
+            .with_link(self.delivery.link)
+            .with_deadlines(
+                self.delivery.deadlines,
+                &self.stream.aggregate_id,
+                self.name,
+            )
+            .held_to(self.held.as_ref())
+    }
+}
+
+/// The built-in delete and recover events of `stream`, with their envelopes.
+pub(super) fn lifecycle_events(
+    stream: &DomainEventStream,
+) -> impl Iterator<Item = (&wow_model::event::DomainEvent, LifecycleEvent)> {
+    stream.body.iter().filter_map(|envelope| {
+        LifecycleEvent::of_event(&envelope.name).map(|event| (envelope, event))
+    })
 }

@@ -17,6 +17,7 @@
 
 mod context;
 mod erased;
+mod multi;
 mod spec;
 mod step;
 
@@ -28,6 +29,7 @@ use wow_model::event::DomainEventStream;
 
 pub use context::{SagaContext, SagaSender, SentLog};
 pub use erased::{DynSaga, SagaDelivery};
+pub use multi::{FollowedEvents, MultiStream, MultiStreamSaga, OneOf2, OneOf3};
 pub use spec::{SagaExpect, SagaGiven, SagaReply, SagaSpec, SentCommand};
 pub use step::{StepError, REJECTION_DETAIL};
 

@@ -23,7 +23,10 @@
 //! states only what it changes; [`RecordingViewStore`] proves in a test that every other
 //! method reaches the store it wraps.
 
+mod multi;
 mod spec;
+
+pub use multi::{EventMeta, FoldOf, MultiStreamView, RowChange, RowOf, ViewInputs};
 
 pub use spec::{ViewExpect, ViewSpec};
 pub use wow_contracts::view::{

@@ -1,15 +1,16 @@
 //! A list's filters ([`ViewFilter`]) as SQL over `view_row.state`.
 //!
-//! Filters become `jsonb` comparisons (`state -> $n::text`), the field names checked and
-//! bound, the values bound through `to_jsonb`, so a number equals a number numerically and
-//! never a string.
+//! Filters become `jsonb` comparisons (`state -> 'field'`), the field names checked and
+//! written into the SQL (so that the expression is the one a field index holds,
+//! [`super::field_index`]), the values bound through `to_jsonb`, so a number equals a number
+//! numerically and never a string.
 
 use wow_core::view::{Condition, FilterValue, ViewFilter, ViewStoreError};
 
 use crate::query::Param;
 
 /// The SQL of `filter`'s conditions (each `AND (...)`), with their parameters appended to
-/// `params`: each condition binds its field name, then its value.
+/// `params`: each condition binds its value.
 pub(super) fn conditions(
     filter: &ViewFilter,
     params: &mut Vec<Param>,
@@ -17,8 +18,9 @@ pub(super) fn conditions(
     filter.check()?;
     let mut sql = String::new();
     for condition in filter.conditions() {
-        let (field, value) = (params.len() + 1, params.len() + 2);
-        let found = format!("(state -> ${field}::TEXT)");
+        let value = params.len() + 1;
+        // The field passed `check_field` (letters, digits and `_`): safe as a literal.
+        let found = format!("(state -> '{}')", condition.field());
         let number = format!("jsonb_typeof{found} = 'number'");
         let (clause, bound): (String, Param) = match condition {
             Condition::Equals {
@@ -56,7 +58,6 @@ pub(super) fn conditions(
                 )))
             }
         };
-        params.push(Box::new(condition.field().to_owned()));
         params.push(bound);
         sql.push_str(" AND (");
         sql.push_str(&clause);

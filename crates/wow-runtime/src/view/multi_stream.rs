@@ -1,0 +1,117 @@
+//! Any [`MultiStreamView`] as a projection over any [`ViewStore`] (SPEC DM-4).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use wow_core::event::DomainEventStream;
+use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
+use wow_core::id::{Clock, SystemClock};
+use wow_core::view::{MultiStreamView, ViewInputs, ViewKey, ViewRow, ViewStore, ViewUpdate};
+use wow_core::ErrorCode;
+
+/// Runs the view `V` as a projection (stage `PROJECTED`, consumer name
+/// [`MultiStreamView::NAME`]): each stream of an aggregate type `V` follows is decoded once,
+/// its events sent to the rows `V` names, and each row's fold written in one transaction
+/// with the record that this stream was folded into this row (SPEC DS-2): a redelivered
+/// stream changes no row, and a stream whose second row failed finds its first one done on
+/// the retry. Streams of other types are ignored; soft deletes and recovers (streams of the
+/// built-in lifecycle events) fold nothing.
+///
+/// A row's `version` counts the streams folded into it.
+pub struct MultiStreamProjection<V: MultiStreamView> {
+    store: Arc<dyn ViewStore>,
+    clock: Arc<dyn Clock>,
+    inputs: ViewInputs<V::State>,
+    view: PhantomData<fn() -> V>,
+}
+
+impl<V: MultiStreamView> fmt::Debug for MultiStreamProjection<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MultiStreamProjection")
+            .field("view", &V::NAME)
+            .field("inputs", &self.inputs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<V: MultiStreamView> MultiStreamProjection<V> {
+    /// The projection of `V` into `store`, stamping rows with the system clock.
+    pub fn new(store: Arc<dyn ViewStore>) -> Self {
+        Self {
+            store,
+            clock: Arc::new(SystemClock),
+            inputs: V::inputs(ViewInputs::new()),
+            view: PhantomData,
+        }
+    }
+
+    /// Stamps rows' `updated_at` with `clock` instead.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+}
+
+#[async_trait]
+impl<V: MultiStreamView> EventConsumer for MultiStreamProjection<V> {
+    fn name(&self) -> &str {
+        V::NAME
+    }
+
+    async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
+        let changes = self.inputs.changes(stream).map_err(|error| {
+            ConsumerError::new(
+                ErrorCode::IllegalState,
+                format!(
+                    "view {}: stream {} does not decode: {error}",
+                    V::NAME,
+                    stream.id
+                ),
+            )
+        })?;
+        for change in changes {
+            let key = ViewKey::new(
+                V::NAME,
+                stream.aggregate_id.tenant_id.clone(),
+                change.row.clone(),
+            );
+            // One record per (stream, row): each row of a stream is folded once.
+            let message_id = format!("{}/{}", stream.id, change.row);
+            let (row_key, now, fold) = (key.clone(), self.clock.now_millis(), change.fold);
+            let work: ViewUpdate = Box::new(move |current| {
+                let (mut state, folded) = match current {
+                    Some(row) => (serde_json::from_value::<V::State>(row.state)?, row.version),
+                    None => (V::State::default(), 0),
+                };
+                // A panicking fold fails this stream, not the process (SPEC PX-1).
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fold(&mut state)))
+                    .map_err(|_| format!("view {}: a fold panicked", V::NAME))?;
+                Ok(Some(ViewRow {
+                    key: row_key,
+                    version: folded + 1,
+                    state: serde_json::to_value(&state)?,
+                    updated_at: now,
+                }))
+            });
+            match self.store.update(&key, &message_id, work).await {
+                Ok(_) => {}
+                Err(error @ ProcessError::Store(_)) => {
+                    return Err(ConsumerError::new(
+                        ErrorCode::ServiceUnavailable,
+                        error.to_string(),
+                    ))
+                }
+                Err(error) => {
+                    return Err(ConsumerError::new(
+                        ErrorCode::IllegalState,
+                        error.to_string(),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
