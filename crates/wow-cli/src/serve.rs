@@ -58,11 +58,14 @@ pub(crate) enum Example {
     Bank,
     /// The shop: products with unique SKUs.
     Shop,
+    /// The booking service: rooms, customers, bookings that read both, a saga and a view
+    /// over several types.
+    Booking,
 }
 
 /// Runs `example` until SIGINT or SIGTERM: the settings from the flags, `WOW_*` and the TOML
 /// file, the store opened (and upgraded from an earlier build), then the example's service as
-/// `wow_example_bank::service` (or `wow_example_shop::service`) assembles it on the
+/// `wow_example_bank::service` (or the shop's or booking's `service`) assembles it on the
 /// library's builder.
 pub(crate) async fn run(
     listen: Option<String>,
@@ -79,6 +82,7 @@ pub(crate) async fn run(
     let service = match example {
         Example::Bank => wow_example_bank::service::service(),
         Example::Shop => wow_example_shop::service::service(),
+        Example::Booking => wow_example_booking::service::service(),
     };
     service
         .stores(stores)

@@ -127,11 +127,12 @@ fn with_view(views: &Arc<InMemoryViewStore>) -> LocalPipelineBuilder {
 async fn a_row_keyed_by_room_is_fed_by_the_room_and_the_stays_with_their_metadata() {
     let views = Arc::new(InMemoryViewStore::new());
     let pipeline = with_view(&views).build();
-    projected(
-        &pipeline,
-        room_command("t1", "r-1", RoomCommand::Open(Nothing {})),
-    )
-    .await;
+    let mut open = room_command("t1", "r-1", RoomCommand::Open(Nothing {}));
+    open.header.insert(
+        wow_core::command::OWNER_ID_HEADER.to_owned(),
+        "alice".to_owned(),
+    );
+    projected(&pipeline, open).await;
     // Whichever input the command wrote, PROJECTED covers the view.
     projected(&pipeline, book("t1", "s-1", "r-1")).await;
     projected(&pipeline, book("t1", "s-2", "r-1")).await;
@@ -142,14 +143,22 @@ async fn a_row_keyed_by_room_is_fed_by_the_room_and_the_stays_with_their_metadat
     assert_eq!(
         schedule.seen,
         [
-            "room/r-1@1 t1  true",
+            "room/r-1@1 t1 alice true",
             "stay/s-1@1 t1  true",
             "stay/s-2@1 t1  true"
         ]
     );
     // Another tenant's room of the same id is another row.
-    projected(&pipeline, room_command("t2", "r-1", RoomCommand::Open(Nothing {}))).await;
-    projected(&pipeline, room_command("t2", "r-1", RoomCommand::Close(Nothing {}))).await;
+    projected(
+        &pipeline,
+        room_command("t2", "r-1", RoomCommand::Open(Nothing {})),
+    )
+    .await;
+    projected(
+        &pipeline,
+        room_command("t2", "r-1", RoomCommand::Close(Nothing {})),
+    )
+    .await;
     let (version, elsewhere) = row(&views, "t2", "r-1").await;
     assert_eq!(version, 2);
     assert!(!elsewhere.open);
