@@ -720,6 +720,68 @@ mod tests {
         plans
     }
 
+    /// SPEC DM-4: a list filtering a declared field by equality reads that field's index in
+    /// the list's order, never every row of the tenant.
+    #[tokio::test]
+    async fn a_list_on_an_indexed_field_reads_its_index() {
+        use wow_core::view::{ViewFilter, ViewStore};
+
+        let schema = format!("wow_test_{}", uuid::Uuid::now_v7().simple());
+        if connect_or_skip().await.is_none() {
+            return;
+        }
+        let _guard = DropSchema(schema.clone());
+        let store = PostgresStore::open(url().parse::<PostgresOptions>().unwrap().schema(&schema))
+            .await
+            .unwrap();
+        store
+            .declare_field_index("room_schedule", "open")
+            .await
+            .unwrap();
+        store
+            .declare_field_index("room_schedule", "open")
+            .await
+            .unwrap();
+        let client = store.pool().get().await.unwrap();
+        client
+            .batch_execute(
+                "INSERT INTO view_row (view, tenant_id, aggregate_id, version, state, updated_at)
+                 SELECT 'room_schedule', 't', 'r-' || n, 1, jsonb_build_object('open', n % 100 = 0), 0
+                 FROM generate_series(1, 50000) AS n;
+                 ANALYZE view_row;",
+            )
+            .await
+            .unwrap();
+        let mut params: Vec<crate::query::Param> = vec![
+            Box::new("room_schedule".to_owned()),
+            Box::new("t".to_owned()),
+            Box::new(None::<String>),
+            Box::new(100_i64),
+        ];
+        let filter = ViewFilter::new().equals("open", true);
+        let conditions = crate::view::filter::conditions(&filter, &mut params).unwrap();
+        let sql = crate::view::list_rows_sql(&conditions);
+        let index = crate::view::field_index::field_index_name("open");
+        for (mode, plan) in plans(&client, &sql, &crate::query::param_refs(&params)).await {
+            assert!(
+                plan.contains(&index),
+                "{mode}: not read off {index}:\n{plan}"
+            );
+            assert!(
+                !plan.contains("Seq Scan"),
+                "{mode}: reads every row:\n{plan}"
+            );
+        }
+        let listed = store
+            .list("room_schedule", "t", &filter, None, 1000)
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 500);
+        assert!(listed
+            .windows(2)
+            .all(|w| w[0].key.aggregate_id < w[1].key.aggregate_id));
+    }
+
     #[tokio::test]
     async fn due_reads_each_tenants_earliest_rows_off_the_fire_index() {
         use wow_core::deadline::DeadlineStore;

@@ -14,8 +14,8 @@
 //! A list's filters are in [`filter`]; Wow's query DSL over the states is translated by
 //! [`crate::query`], on the query connections; a view's query index is in [`query_index`].
 
-mod field_index;
-mod filter;
+pub(crate) mod field_index;
+pub(crate) mod filter;
 mod query_index;
 
 use async_trait::async_trait;
@@ -71,7 +71,7 @@ const CLEAR_ROWS: &str = "DELETE FROM view_row WHERE view = $1";
 /// The rows of view `$1` in tenant `$2` after aggregate id `$3` (when not NULL) that
 /// `conditions` (each `AND (...)`, see [`filter::conditions`]) select, in id order, at most
 /// `$4`.
-fn list_rows_sql(conditions: &str) -> String {
+pub(crate) fn list_rows_sql(conditions: &str) -> String {
     format!(
         "{SELECT} WHERE view = $1 AND tenant_id = $2 AND ($3::TEXT IS NULL OR aggregate_id > $3::TEXT){conditions} ORDER BY aggregate_id LIMIT $4"
     )

@@ -299,6 +299,7 @@ macro_rules! __view_store_cases {
                 a_failed_update_writes_nothing,
                 tenants_have_their_own_rows,
                 lists_by_filter_in_id_order_and_pages,
+                lists_through_field_indexes_as_without_them,
                 scans_every_tenant_in_key_order_and_pages,
                 clear_drops_one_views_rows_and_records,
                 query_logic_and_shorthands,

@@ -301,6 +301,28 @@ pub async fn lists_by_filter_in_id_order_and_pages(store: Store) {
     refuses_field_names_that_are_not_identifiers(&store).await;
 }
 
+/// With field indexes declared (SPEC DM-4) on every field the filters test, twice over (a
+/// declaration is idempotent), lists answer exactly what they answer without them; a field
+/// name that is not an identifier is refused.
+pub async fn lists_through_field_indexes_as_without_them(store: Store) {
+    for field in ["name", "balance", "vip"] {
+        store.declare_field_index(VIEW, field).await.expect("declared");
+        store
+            .declare_field_index(VIEW, field)
+            .await
+            .expect("declared again");
+    }
+    let refused = store.declare_field_index(VIEW, "na'me").await;
+    assert!(
+        matches!(refused, Err(ViewStoreError::IllegalArgument(_))),
+        "{refused:?}"
+    );
+    seed_filter_rows(&store).await;
+    lists_in_id_order_by_page(&store).await;
+    lists_by_equality(&store).await;
+    lists_by_range_and_combined_conditions(&store).await;
+}
+
 /// Six rows of [`VIEW`] in `tenant-a`, of mixed field types, and one row of another view
 /// that every filter would match.
 async fn seed_filter_rows(store: &Store) {

@@ -1,6 +1,6 @@
 //! A field index (`ViewStore::declare_field_index`, SPEC DM-4): an expression index on
-//! (view, tenant, one top-level field of the state), which a list filtering that field by
-//! equality reads instead of every row of the tenant.
+//! (view, tenant, one top-level field of the state, row key), which a list filtering that
+//! field by equality reads in its order instead of every row of the tenant.
 //!
 //! One per field name, whatever the view: the list's filter writes the same expression
 //! ([`super::filter`]), with the view and tenant bound.
@@ -15,7 +15,7 @@ const FIND_INDEX: &str = "SELECT to_regclass($1)::text";
 
 /// The name of `field`'s index: stable across builds, a valid identifier of at most 63
 /// bytes whatever the field (its SHA-256, shortened).
-fn field_index_name(field: &str) -> String {
+pub(crate) fn field_index_name(field: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(field.as_bytes());
     let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
@@ -29,7 +29,7 @@ pub(super) async fn declare(store: &PostgresStore, field: &str) -> Result<(), Vi
     let client = store.pool().get().await.map_err(pool_view_error)?;
     let made = client
         .batch_execute(&format!(
-            "CREATE INDEX IF NOT EXISTS {name} ON view_row (view, tenant_id, (state -> '{field}'))"
+            "CREATE INDEX IF NOT EXISTS {name} ON view_row (view, tenant_id, (state -> '{field}'), aggregate_id)"
         ))
         .await;
     if let Err(error) = made {

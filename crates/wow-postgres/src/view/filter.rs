@@ -11,7 +11,7 @@ use crate::query::Param;
 
 /// The SQL of `filter`'s conditions (each `AND (...)`), with their parameters appended to
 /// `params`: each condition binds its value.
-pub(super) fn conditions(
+pub(crate) fn conditions(
     filter: &ViewFilter,
     params: &mut Vec<Param>,
 ) -> Result<String, ViewStoreError> {
