@@ -45,7 +45,21 @@ impl<T> SkipValidation for &Payload<'_, T> {
     }
 }
 
-/// Compiles only when `T` implements `validator::Validate` (`#[command(validate)]` asserts it):
+/// What `#[command(validate)]` asserts of a payload: it implements the `validator::Validate`
+/// of the version wow-core depends on (re-exported as `wow_core::validator`). A `Validate`
+/// derived from another version of `validator` is another trait: without the attribute its
+/// rules would never run, so the attribute makes it a compile error that says so.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not validated by the `validator` wow-core uses",
+    label = "its rules would not run",
+    note = "derive `wow_core::validator::Validate` (the version wow-core re-exports), or depend on the same `validator` version as wow-core: a `Validate` of another version is another trait"
+)]
+pub trait ValidatedByWowCore {}
+
+impl<T: validator::Validate> ValidatedByWowCore for T {}
+
+/// Compiles only when `T` implements wow-core's `validator::Validate` (`#[command(validate)]`
+/// asserts it). A payload without rules fails:
 ///
 /// ```compile_fail
 /// #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -59,7 +73,51 @@ impl<T> SkipValidation for &Payload<'_, T> {
 ///     Note(NoRules),
 /// }
 /// ```
-pub fn assert_validate<T: validator::Validate>() {}
+///
+/// and so does one whose rules come from another version of `validator` (here a `Validate`
+/// trait of its own, as another version's is to wow-core):
+///
+/// ```compile_fail
+/// mod validator_of_another_version {
+///     pub trait Validate {
+///         fn validate(&self) -> Result<(), String>;
+///     }
+/// }
+///
+/// #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// struct Rename {
+///     name: String,
+/// }
+///
+/// impl validator_of_another_version::Validate for Rename {
+///     fn validate(&self) -> Result<(), String> {
+///         Ok(())
+///     }
+/// }
+///
+/// #[derive(Debug, Clone, wow_core::Command)]
+/// enum Commands {
+///     #[command(validate)]
+///     Rename(Rename),
+/// }
+/// ```
+///
+/// while wow-core's own derive compiles:
+///
+/// ```
+/// #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema, wow_core::validator::Validate)]
+/// struct Rename {
+///     #[validate(length(min = 1))]
+///     name: String,
+/// }
+///
+/// #[derive(Debug, Clone, wow_core::Command)]
+/// enum Commands {
+///     #[command(validate)]
+///     Rename(Rename),
+/// }
+/// ```
+pub fn assert_validate<T: ValidatedByWowCore>() {}
 
 /// Writes one field of a domain error into its detail; a field that does not encode is left
 /// out (decoding the detail then fails, never guesses).

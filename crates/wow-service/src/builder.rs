@@ -25,6 +25,7 @@ use wow_runtime::view::{MultiStreamProjection, ViewProjection};
 
 use crate::multi_view_route::{multi_view_openapi, multi_view_routes};
 use crate::settings::Settings;
+use crate::tasks::{BackgroundContext, TaskFactory};
 use crate::view_route::{view_openapi, view_route};
 
 /// Makes a projection or a processor from the service's stores, once they are open.
@@ -90,6 +91,8 @@ pub struct ServiceBuilder {
     /// (view, field) of every field a view over several types indexes (SPEC DM-4),
     /// declared on the view store at start.
     pub(crate) field_indexes: Vec<(&'static str, &'static str)>,
+    /// The team's own background tasks, by name, started once the service serves.
+    pub(crate) tasks: Vec<(&'static str, TaskFactory)>,
 }
 
 /// Measures how an aggregate's crate was built ([`CommandBody::crate_build`]).
@@ -119,6 +122,7 @@ impl Default for ServiceBuilder {
             needs: Vec::new(),
             builds: Vec::new(),
             field_indexes: Vec::new(),
+            tasks: Vec::new(),
         }
     }
 }
@@ -254,6 +258,33 @@ impl ServiceBuilder {
         self.consumed
             .extend(<S::Events as FollowedEvents>::aggregates());
         self.sagas.push(Arc::new(MultiStream(saga)));
+        self
+    }
+
+    /// Runs `task` beside the service: started once the service has caught up (every
+    /// process of it, in the distributed mode), given a [`BackgroundContext`] (the gateway,
+    /// the stores, and the shutdown signal), and awaited on shutdown: a task returns soon
+    /// after [`BackgroundContext::shutdown`] resolves, or is cut off 10 s later. A task that
+    /// panics is logged and stops alone; the service goes on. For work that is not a
+    /// consumer of events: a poller of another system, a periodic report.
+    ///
+    /// ```ignore
+    /// Service::builder().background_task("poll-bank-feed", |ctx| async move {
+    ///     loop {
+    ///         tokio::select! {
+    ///             _ = ctx.shutdown() => return,
+    ///             _ = tokio::time::sleep(Duration::from_secs(30)) => poll(&ctx.gateway).await,
+    ///         }
+    ///     }
+    /// })
+    /// ```
+    pub fn background_task<F, Fut>(mut self, name: &'static str, task: F) -> Self
+    where
+        F: FnOnce(BackgroundContext) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.tasks
+            .push((name, Box::new(move |context| Box::pin(task(context)))));
         self
     }
 

@@ -53,6 +53,7 @@ mod running;
 mod serve;
 mod settings;
 mod store;
+mod tasks;
 mod view_route;
 
 pub use args::ServeArgs;
@@ -67,6 +68,7 @@ pub use settings::{
     DEFAULT_LISTEN, DEFAULT_RETRY_EVERY, DEFAULT_STORE, DEFAULT_WAIT_TIMEOUT,
 };
 pub use store::{open_store, StoreError};
+pub use tasks::BackgroundContext;
 
 pub use async_trait;
 pub use axum;

@@ -25,6 +25,8 @@ use crate::settings::Settings;
 use crate::store::open_store;
 use crate::ServiceError;
 use wow_runtime::background::Background;
+
+use crate::tasks::Tasks;
 use wow_runtime::deadline::DeadlineScheduler;
 
 /// A started service: its pipeline runs and its consumers are caught up; nothing listens
@@ -42,6 +44,7 @@ pub struct RunningService {
     deadlines: DeadlineScheduler,
     background: Background,
     distribution: Option<Distribution>,
+    tasks: Tasks,
 }
 
 impl fmt::Debug for RunningService {
@@ -131,7 +134,9 @@ impl ServiceBuilder {
         } else {
             Background::default()
         };
+        let tasks = Tasks::start(std::mem::take(&mut self.tasks), &pipeline.gateway, &stores);
         Ok(RunningService {
+            tasks,
             pipeline,
             stores,
             router,
@@ -391,9 +396,11 @@ impl RunningService {
         &self.deadlines
     }
 
-    /// Stops: writes every consumer position recorded so far, then stops the compensation
+    /// Stops: asks the team's background tasks to stop and waits for them (10 s at most),
+    /// writes every consumer position recorded so far, then stops the compensation
     /// scheduler, the deadline scheduler and the pipeline.
     pub async fn stop(mut self) {
+        self.tasks.stop().await;
         self.background.stop_deadlines();
         if let Some(distribution) = self.distribution.take() {
             distribution.stop().await;

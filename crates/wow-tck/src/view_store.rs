@@ -306,7 +306,10 @@ pub async fn lists_by_filter_in_id_order_and_pages(store: Store) {
 /// name that is not an identifier is refused.
 pub async fn lists_through_field_indexes_as_without_them(store: Store) {
     for field in ["name", "balance", "vip"] {
-        store.declare_field_index(VIEW, field).await.expect("declared");
+        store
+            .declare_field_index(VIEW, field)
+            .await
+            .expect("declared");
         store
             .declare_field_index(VIEW, field)
             .await

@@ -184,8 +184,18 @@ fn decide_at<A: Aggregate>(
     };
     let outcome = match command.validate() {
         Err(errors) => Err(AggregateError::Validation(errors)),
-        // The handler's future runs here, on this thread: a fake service needs no runtime.
-        Ok(()) => futures::executor::block_on(decide::<A>(&state, command, &ctx)),
+        // The handler's future runs here, on this thread: a fake service needs no runtime. A
+        // panic in it (or in the keys and deadlines the events make) is the node's 500 result
+        // (SPEC PX-1), not the test's: `expect_error_code(ErrorCode::InternalServerError)`.
+        Ok(()) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            futures::executor::block_on(decide::<A>(&state, command, &ctx))
+        }))
+        .unwrap_or_else(|payload| {
+            Err(AggregateError::HandlerPanicked {
+                aggregate_id: Box::new(aggregate_id.clone()),
+                message: crate::panic_message(payload.as_ref()),
+            })
+        }),
     };
     let mut decision = Decision {
         outcome: Err(AggregateError::Encode(serde::de::Error::custom(
@@ -198,7 +208,16 @@ fn decide_at<A: Aggregate>(
     decision.outcome = outcome.and_then(|events| {
         let events: Vec<A::Event> = events.iter().map(round_trip::<A>).collect();
         // The same comparison the node makes before it appends.
-        decision.changes = changes_of::<A>(&decision.state, &events, &ctx)?;
+        let state = &decision.state;
+        decision.changes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            changes_of::<A>(state, &events, &ctx)
+        }))
+        .unwrap_or_else(|payload| {
+            Err(AggregateError::HandlerPanicked {
+                aggregate_id: Box::new(aggregate_id.clone()),
+                message: crate::panic_message(payload.as_ref()),
+            })
+        })?;
         if !events.is_empty() {
             decision.changes.conditions = reads.conditions();
             decision
