@@ -83,8 +83,20 @@ pub enum ServiceError {
     #[error("the server failed: {0}")]
     Serve(std::io::Error),
     /// NATS could not be reached or set up (gateway and processor roles).
+    #[cfg(feature = "nats")]
     #[error(transparent)]
     Nats(#[from] wow_nats::NatsError),
+    /// The settings ask for what this build was compiled without (the gateway or processor
+    /// role without the `nats` feature): build wow-service with the feature named.
+    #[error(
+        "{what} needs wow-service's `{feature}` feature, which this build was compiled without"
+    )]
+    NotBuiltIn {
+        /// What was asked for.
+        what: String,
+        /// The feature that provides it.
+        feature: &'static str,
+    },
     /// The tokio runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),

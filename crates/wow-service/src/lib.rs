@@ -45,6 +45,10 @@
 mod args;
 mod build_check;
 mod builder;
+#[cfg(feature = "nats")]
+mod distributed;
+#[cfg(not(feature = "nats"))]
+#[path = "distributed_off.rs"]
 mod distributed;
 mod error;
 mod multi_view_route;
@@ -64,8 +68,9 @@ pub use read_route::ReadRequest;
 pub use running::RunningService;
 pub use serve::init_logging;
 pub use settings::{
-    DistributedSettings, Role, Settings, SettingsError, DEFAULT_BODY_LIMIT, DEFAULT_DEADLINE_POLL,
-    DEFAULT_LISTEN, DEFAULT_RETRY_EVERY, DEFAULT_STORE, DEFAULT_WAIT_TIMEOUT,
+    CommandStorage, DistributedSettings, Role, Settings, SettingsError, DEFAULT_BODY_LIMIT,
+    DEFAULT_DEADLINE_POLL, DEFAULT_LISTEN, DEFAULT_RETRY_EVERY, DEFAULT_STORE,
+    DEFAULT_WAIT_TIMEOUT,
 };
 pub use store::{open_store, StoreError};
 pub use tasks::BackgroundContext;

@@ -38,7 +38,7 @@ use sources::{Env, FileConfig};
 
 use crate::build_check::OverflowChecks;
 
-pub use distributed::DistributedSettings;
+pub use distributed::{CommandStorage, DistributedSettings};
 pub use role::Role;
 
 /// The default listen address.

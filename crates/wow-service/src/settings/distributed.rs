@@ -2,7 +2,19 @@
 
 use std::time::Duration;
 
-use wow_nats::{CommandStorage, NatsConfig};
+#[cfg(feature = "nats")]
+use wow_nats::NatsConfig;
+
+/// Where JetStream keeps commands in transit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CommandStorage {
+    /// On disk: commands survive a NATS server's restart.
+    #[default]
+    File,
+    /// In memory: faster, gone with the server.
+    Memory,
+}
 
 use super::role::Role;
 use super::sources::{Env, FileConfig, NatsFile};
@@ -67,11 +79,15 @@ impl Default for DistributedSettings {
 
 impl DistributedSettings {
     /// The NATS layout these settings give, for a node at `url`.
+    #[cfg(feature = "nats")]
     pub fn nats_config(&self, url: &str) -> NatsConfig {
         let mut config = NatsConfig::new(url);
         config.partitions = self.partitions;
         config.replicas = self.replicas;
-        config.storage = self.storage;
+        config.storage = match self.storage {
+            CommandStorage::File => wow_nats::CommandStorage::File,
+            CommandStorage::Memory => wow_nats::CommandStorage::Memory,
+        };
         config.ack_wait = self.ack_wait;
         config.ping_interval = self.ping_interval;
         config.heartbeat = self.heartbeat;

@@ -233,14 +233,18 @@ lease_ttl_ms = 2000
     assert_eq!(settings.distributed.partitions, 32);
     assert_eq!(
         settings.distributed.storage,
-        wow_nats::CommandStorage::Memory
+        super::distributed::CommandStorage::Memory
     );
     assert_eq!(settings.distributed.lease_ttl, Duration::from_secs(2));
-    let config = settings.distributed.nats_config("nats://x");
-    assert_eq!(config.stream, "BANK_COMMANDS");
-    assert_eq!(config.partition_filter(3), "bank.commands.3.>");
-    assert_eq!(config.stream_subjects(), "bank.commands.>");
-    assert_eq!(config.wait_subject("n1"), "bank.wait.n1");
+    #[cfg(feature = "nats")]
+    {
+        let config = settings.distributed.nats_config("nats://x");
+        assert_eq!(config.storage, wow_nats::CommandStorage::Memory);
+        assert_eq!(config.stream, "BANK_COMMANDS");
+        assert_eq!(config.partition_filter(3), "bank.commands.3.>");
+        assert_eq!(config.stream_subjects(), "bank.commands.>");
+        assert_eq!(config.wait_subject("n1"), "bank.wait.n1");
+    }
 
     let settings = from_file_and_env(
         file,
@@ -477,6 +481,7 @@ fn the_heavy_reads_limits_come_from_the_file_and_a_zero_is_a_typed_error() {
     assert!(from_file("read_budget_ms = 0\n").is_err());
 }
 
+#[cfg(feature = "nats")]
 #[test]
 fn a_comma_separated_nats_url_gives_every_server_of_the_cluster_and_the_replicas_to_every_bucket() {
     let settings = from_file_and_env(
@@ -500,6 +505,7 @@ fn a_comma_separated_nats_url_gives_every_server_of_the_cluster_and_the_replicas
     assert_eq!(config.replicas, 3);
 }
 
+#[cfg(feature = "nats")]
 #[test]
 fn the_nats_ping_interval_and_heartbeat_come_from_the_file_or_the_environment() {
     let settings = from_file("[nats]\nping_interval_ms = 2500\nheartbeat_ms = 700\n").unwrap();
