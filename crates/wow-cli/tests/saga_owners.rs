@@ -390,7 +390,7 @@ async fn a_saga_held_to_its_owner_is_refused_through_a_gateway_and_a_processor()
         settings.distributed.nats_url = Some(nats.clone());
         settings.distributed.namespace = namespace.clone();
         settings.distributed.partitions = 4;
-        settings.distributed.storage = wow_nats::CommandStorage::Memory;
+        settings.distributed.storage = wow_service::CommandStorage::Memory;
         settings.distributed.lease_ttl = Duration::from_secs(2);
         settings.with_role(role).unwrap()
     };
