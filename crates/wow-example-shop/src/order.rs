@@ -152,6 +152,9 @@ pub struct OrderPlaced {
 pub struct OrderPaid {
     /// The amount, in cents.
     pub amount: u64,
+    /// The product ordered (empty in an order paid before the event named it).
+    #[serde(default)]
+    pub product: String,
 }
 
 /// The order was not paid in time.
@@ -286,7 +289,10 @@ impl Aggregate for Order {
                         amount,
                     });
                 }
-                Ok(vec![OrderEvent::OrderPaid(OrderPaid { amount })])
+                Ok(vec![OrderEvent::OrderPaid(OrderPaid {
+                    amount,
+                    product: state.product.clone(),
+                })])
             }
             OrderCommand::Expire(_) => {
                 placed_only(state)?;

@@ -9,6 +9,7 @@ use wow_service::{Service, ServiceBuilder};
 
 use crate::order::{Order, OrderPolicy, PriceList, Prices};
 use crate::product::Product;
+use crate::product_orders::ProductOrders;
 use crate::stock::StockSaga;
 
 /// How long an order waits for its payment, in milliseconds (default fifteen minutes).
@@ -18,7 +19,8 @@ const EXPIRY_VARIABLE: &str = "WOW_SHOP_ORDER_EXPIRY_MS";
 /// service quotes 1,200 for everything.
 const DEFAULT_PRICE: u64 = 1_200;
 
-/// The shop: `product`, `order`, the `stock` saga, the price list and the order policy
+/// The shop: `product`, `order`, the `stock` saga, the `product_orders` view, the price list
+/// and the order policy
 /// (`WOW_SHOP_ORDER_EXPIRY_MS`). Give it a store (`.store(url)` or `.stores(..)`) and run it.
 pub fn service() -> ServiceBuilder {
     let policy = std::env::var(EXPIRY_VARIABLE)
@@ -36,6 +38,7 @@ pub fn service() -> ServiceBuilder {
         .aggregate::<Product>()
         .aggregate::<Order>()
         .saga(StockSaga)
+        .multi_stream_view::<ProductOrders>()
         .service(Prices(Arc::new(prices)))
         .service(policy)
 }

@@ -121,7 +121,10 @@ fn paying_cancels_the_expiry_and_an_unpaid_order_expires_when_its_time_comes() {
         .given([placed_at(T0)])
         .at(T0)
         .when(OrderCommand::Pay(Pay { amount: 2_400 }))
-        .expect_events([OrderEvent::OrderPaid(OrderPaid { amount: 2_400 })])
+        .expect_events([OrderEvent::OrderPaid(OrderPaid {
+            amount: 2_400,
+            product: "p-1".to_owned(),
+        })])
         .expect_deadlines(|pending| assert!(pending.is_empty()))
         .advance(Duration::from_secs(3600))
         .expect_fired([]);
@@ -415,4 +418,77 @@ async fn an_order_placed_through_a_node_reads_the_product_from_the_store_in_its_
         .await
         .unwrap_err();
     assert_eq!(other_tenant.error_code, ErrorCode::domain("NoSuchProduct"));
+}
+
+/// SPEC DM-4: `product_orders`, over products and orders, follows an order from its placing
+/// to its expiry: the line, its reservation by the `stock` saga, and the stock given back.
+#[tokio::test]
+async fn the_product_orders_view_follows_an_order_and_its_reservation() {
+    use wow_core::view::{InMemoryViewStore, ViewKey, ViewStore};
+    use wow_example_shop::product_orders::{OrderLineStatus, ProductOrders, ProductOrdersRow};
+
+    let fake = Arc::new(FakePricing::default());
+    let store = Arc::new(InMemoryEventStore::new());
+    let views = Arc::new(InMemoryViewStore::new());
+    let clock = Arc::new(ManualClock::at(T0));
+    let pipeline = LocalPipeline::builder(registry(), store.clone())
+        .clock(clock.clone())
+        .services(Services::new().with(prices(&fake)))
+        .saga(Arc::new(StockSaga))
+        .projection(Arc::new(wow_runtime::view::MultiStreamProjection::<
+            ProductOrders,
+        >::new(views.clone())))
+        .deadlines(store.clone())
+        .build();
+    stocked(&pipeline).await;
+    let order = order_id("o-view");
+    pipeline
+        .gateway
+        .send_and_wait(
+            placing(&order, "r-place"),
+            WaitPlan::new(wow_core::CommandStage::SagaHandled),
+        )
+        .await
+        .unwrap();
+    let row = || async {
+        let row = views
+            .load(&ViewKey::new("product_orders", "t1", "p-1"))
+            .await
+            .unwrap()
+            .expect("the product has a row");
+        serde_json::from_value::<ProductOrdersRow>(row.state).unwrap()
+    };
+    // The saga's reservation is a stream of the product, projected on its own way.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let placed = loop {
+        let now = row().await;
+        if now.orders.first().is_some_and(|line| line.reserved) {
+            break now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the view never saw the reservation: {now:?}"
+        );
+        tokio::task::yield_now().await;
+    };
+    assert_eq!((placed.sku.as_str(), placed.stock), ("MUG-1", 1));
+    assert_eq!(placed.orders.len(), 1);
+    assert_eq!(placed.orders[0].status, OrderLineStatus::Placed);
+
+    clock.advance(FIFTEEN_MINUTES);
+    let scheduler = pipeline.deadline_scheduler(store.clone());
+    assert_eq!(scheduler.fire_due().await.unwrap().fired, 1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = row().await;
+        if now.stock == 3 && !now.orders[0].reserved {
+            assert_eq!(now.orders[0].status, OrderLineStatus::Expired);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the view never saw the release: {now:?}"
+        );
+        tokio::task::yield_now().await;
+    }
 }
