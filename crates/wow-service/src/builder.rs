@@ -222,7 +222,8 @@ impl ServiceBuilder {
     /// ([`MultiStreamView::INDEXED`], each kept in an index at start) equal the values, a
     /// page at a time; both are in `/openapi.json`. A wait for `PROJECTED` (or for `V` by
     /// name) covers it whichever input the command wrote. The start catches it up with the
-    /// history of every type it follows, and `wow catch-up --rebuild` rebuilds it.
+    /// history of every type it follows; emptied (`stores.views.clear(V::NAME)` and
+    /// `stores.positions.reset(V::NAME)`) it is rebuilt from history by the next start.
     pub fn multi_stream_view<V: MultiStreamView>(mut self) -> Self
     where
         V::State: schemars::JsonSchema,
