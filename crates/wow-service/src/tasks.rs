@@ -26,7 +26,7 @@ pub struct BackgroundContext {
 
 impl BackgroundContext {
     /// Resolves once the service is shutting down: select on it in a loop and return soon
-    /// after (a task still running [`STOP_GRACE`] later is cut off).
+    /// after (a task still running 10 s later is cut off).
     pub async fn shutdown(&self) {
         self.shutdown.cancelled().await;
     }
