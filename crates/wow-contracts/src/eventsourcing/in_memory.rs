@@ -413,7 +413,6 @@ impl History for InMemoryEventStore {
                 return Err(EventStoreError::condition_failed(stream, condition, actual));
             }
         }
-        drop((before, after));
         let history = shard.entry(own_key).or_default();
         let keys = &changes.keys;
         if !keys.is_empty() {
@@ -430,6 +429,9 @@ impl History for InMemoryEventStore {
         let stored = Arc::new(stream.clone());
         history.streams.insert(stream.version, stored.clone());
         self.feed().push(stored);
+        // The shards read are held until the stream is in the feed: an append of an
+        // aggregate read, waiting on its shard, lands in the feed after this one.
+        drop((before, after));
         Ok(())
     }
 
