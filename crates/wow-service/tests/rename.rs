@@ -235,6 +235,7 @@ async fn a_renamed_aggregate_keeps_everything_on_sqlite() {
     renamed_aggregate_keeps_everything(&store).await;
 }
 
+#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renamed_aggregate_keeps_everything_on_postgres() {
     let base = std::env::var("WOW_TEST_POSTGRES_URL")
