@@ -110,6 +110,8 @@ async function main() {
   // Its detail, with the events it failed on; retried after the fault is fixed.
   await row.locator('.details-button').click();
   await page.waitForSelector('#failure-detail', { state: 'visible' });
+  // The events come in a request of their own after the panel opens ("Loading…" until then).
+  await page.waitForSelector('#failure-detail[data-loaded="true"]');
   check((await text('#detail-events')).includes('Deposited'), 'the detail shows the Deposited event');
   await page.evaluate(() => { document.querySelector('.table-wrap').scrollLeft = 0; });
   await page.locator('#failure-detail').scrollIntoViewIfNeeded();
