@@ -420,6 +420,27 @@ async fn an_order_placed_through_a_node_reads_the_product_from_the_store_in_its_
     assert_eq!(other_tenant.error_code, ErrorCode::domain("NoSuchProduct"));
 }
 
+/// What `read` answers once `done` holds of it, read again until then (10 s at most: the
+/// view is projected on its own way, after the command answered).
+async fn until<T: std::fmt::Debug, F: std::future::Future<Output = T>>(
+    what: &str,
+    read: impl Fn() -> F,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = read().await;
+        if done(&now) {
+            return now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the view never saw {what}: {now:?}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
 /// SPEC DM-4: `product_orders`, over products and orders, follows an order from its placing
 /// to its expiry: the line, its reservation by the `stock` saga, and the stock given back.
 #[tokio::test]
@@ -459,18 +480,10 @@ async fn the_product_orders_view_follows_an_order_and_its_reservation() {
         serde_json::from_value::<ProductOrdersRow>(row.state).unwrap()
     };
     // The saga's reservation is a stream of the product, projected on its own way.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let placed = loop {
-        let now = row().await;
-        if now.orders.first().is_some_and(|line| line.reserved) {
-            break now;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the view never saw the reservation: {now:?}"
-        );
-        tokio::task::yield_now().await;
-    };
+    let placed = until("the reservation", row, |now| {
+        now.orders.first().is_some_and(|line| line.reserved)
+    })
+    .await;
     assert_eq!((placed.sku.as_str(), placed.stock), ("MUG-1", 1));
     assert_eq!(placed.orders.len(), 1);
     assert_eq!(placed.orders[0].status, OrderLineStatus::Placed);
@@ -478,17 +491,9 @@ async fn the_product_orders_view_follows_an_order_and_its_reservation() {
     clock.advance(FIFTEEN_MINUTES);
     let scheduler = pipeline.deadline_scheduler(store.clone());
     assert_eq!(scheduler.fire_due().await.unwrap().fired, 1);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let now = row().await;
-        if now.stock == 3 && !now.orders[0].reserved {
-            assert_eq!(now.orders[0].status, OrderLineStatus::Expired);
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the view never saw the release: {now:?}"
-        );
-        tokio::task::yield_now().await;
-    }
+    let released = until("the release", row, |now| {
+        now.stock == 3 && now.orders.first().is_some_and(|line| !line.reserved)
+    })
+    .await;
+    assert_eq!(released.orders[0].status, OrderLineStatus::Expired);
 }

@@ -3,7 +3,7 @@
 //! as read; when it moved between the read and the append, the stay is decided again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -13,7 +13,7 @@ use wow_core::eventsourcing::{
     AppendChanges, EventStore, EventStoreDecorator, EventStoreError, InMemoryEventStore,
 };
 use wow_core::testing_example::{
-    BookRoom, Nothing, Room, RoomCommand, RoomState, Stay, StayCommand, StayError,
+    BookRoom, Nothing, Room, RoomCommand, RoomEvent, RoomState, Stay, StayCommand, StayError,
 };
 use wow_core::{AggregateId, CommandMessage, CommandResult, DomainEventStream, ErrorCode};
 use wow_runtime::command::WaitPlan;
@@ -112,18 +112,44 @@ async fn a_stay_reads_the_room_in_its_own_tenant_and_a_closed_room_refuses_it() 
     assert_eq!(closed.error_code, ErrorCode::domain("RoomClosed"));
 }
 
-/// Closes the room between the stay's read and its append, once: what another node's
-/// command would do in that window.
+/// Moves the room between a stay's read and its append, `moves_left` times: what another
+/// node's command would do in that window. Each move appends `event` to the room. Reads of
+/// rooms fail while `reads_down` is set.
 #[derive(Debug)]
-struct ClosesTheRoomFirst {
+struct MovesTheRoom {
     inner: Arc<dyn EventStore>,
-    armed: AtomicBool,
+    moves_left: AtomicU32,
+    event: RoomEvent,
+    reads_down: AtomicBool,
+}
+
+impl MovesTheRoom {
+    fn new(event: RoomEvent) -> Arc<Self> {
+        Arc::new(Self {
+            inner: Arc::new(InMemoryEventStore::new()),
+            moves_left: AtomicU32::new(0),
+            event,
+            reads_down: AtomicBool::new(false),
+        })
+    }
 }
 
 #[async_trait]
-impl EventStoreDecorator for ClosesTheRoomFirst {
+impl EventStoreDecorator for MovesTheRoom {
     fn inner(&self) -> &dyn EventStore {
         &*self.inner
+    }
+
+    async fn load(
+        &self,
+        aggregate_id: &AggregateId,
+        head: u64,
+        tail: u64,
+    ) -> Result<Vec<DomainEventStream>, EventStoreError> {
+        if aggregate_id.aggregate_name == "room" && self.reads_down.load(Ordering::SeqCst) {
+            return Err(EventStoreError::Unavailable("rooms cannot be read".into()));
+        }
+        self.inner.load(aggregate_id, head, tail).await
     }
 
     async fn append_with(
@@ -131,25 +157,24 @@ impl EventStoreDecorator for ClosesTheRoomFirst {
         stream: &DomainEventStream,
         changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
-        if !changes.conditions.is_empty() && self.armed.swap(false, Ordering::SeqCst) {
+        let moving = !changes.conditions.is_empty()
+            && self
+                .moves_left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+        if moving {
             let read = &changes.conditions[0];
             let last = self
                 .inner
                 .last(&read.aggregate_id)
                 .await?
                 .expect("the room exists");
-            let mut closing = last.clone();
-            closing.version += 1;
-            closing.id = wow_core::id::new_id();
-            closing.request_id = wow_core::id::new_id();
-            closing.body =
-                vec![
-                    wow_core::DomainEvent::of(&wow_core::testing_example::RoomEvent::Closed(
-                        Nothing {},
-                    ))
-                    .expect("the event encodes"),
-                ];
-            self.inner.append(&closing).await?;
+            let mut moved = last.clone();
+            moved.version += 1;
+            moved.id = wow_core::id::new_id();
+            moved.request_id = wow_core::id::new_id();
+            moved.body = vec![wow_core::DomainEvent::of(&self.event).expect("the event encodes")];
+            self.inner.append(&moved).await?;
         }
         self.inner.append_with(stream, changes).await
     }
@@ -157,13 +182,10 @@ impl EventStoreDecorator for ClosesTheRoomFirst {
 
 #[tokio::test]
 async fn a_room_that_moved_after_the_read_makes_the_stay_decide_again_on_what_is_there_now() {
-    let store = Arc::new(ClosesTheRoomFirst {
-        inner: Arc::new(InMemoryEventStore::new()),
-        armed: AtomicBool::new(false),
-    });
+    let store = MovesTheRoom::new(RoomEvent::Closed(Nothing {}));
     let node = pipeline(store.clone());
     assert!(send(&node, open("r-1")).await.succeeded);
-    store.armed.store(true, Ordering::SeqCst);
+    store.moves_left.store(1, Ordering::SeqCst);
     let guest = stay();
     let answer = send(&node, book(&guest, "r-1").with_request_id("b-1")).await;
     assert_eq!(
@@ -179,6 +201,62 @@ async fn a_room_that_moved_after_the_read_makes_the_stay_decide_again_on_what_is
         .is_empty());
     let room_now = store.inner.last(&room("r-1")).await.unwrap().unwrap();
     assert_eq!(room_now.version, 2);
+}
+
+#[tokio::test]
+async fn a_room_that_keeps_moving_ends_in_a_conflict_and_records_nothing() {
+    let store = MovesTheRoom::new(RoomEvent::Opened(Nothing {}));
+    let node = pipeline(store.clone());
+    assert!(send(&node, open("r-1")).await.succeeded);
+    store.moves_left.store(u32::MAX, Ordering::SeqCst);
+    let guest = stay();
+    let answer = send(&node, book(&guest, "r-1").with_request_id("b-1")).await;
+    assert_eq!(
+        answer.error_code,
+        ErrorCode::EventVersionConflict,
+        "{answer:?}"
+    );
+    assert_eq!(answer.request_id, "b-1", "the answer keeps the ids");
+    assert_eq!(answer.aggregate_id, guest.id);
+    assert!(store
+        .inner
+        .load(&guest, 1, u64::MAX)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(
+        store
+            .inner
+            .find_decision(&guest, "b-1")
+            .await
+            .unwrap()
+            .is_none(),
+        "never recorded as a decision: the resend decides again"
+    );
+    store.moves_left.store(0, Ordering::SeqCst);
+    let resent = send(&node, book(&guest, "r-1").with_request_id("b-1")).await;
+    assert!(resent.succeeded, "{resent:?}");
+}
+
+#[tokio::test]
+async fn a_read_the_store_cannot_answer_is_a_service_failure_and_the_resend_decides() {
+    let store = MovesTheRoom::new(RoomEvent::Opened(Nothing {}));
+    let node = pipeline(store.clone());
+    assert!(send(&node, open("r-1")).await.succeeded);
+    store.reads_down.store(true, Ordering::SeqCst);
+    let guest = stay();
+    let failed = send(&node, book(&guest, "r-1").with_request_id("b-1")).await;
+    assert_eq!(failed.error_code, ErrorCode::ServiceFailed, "{failed:?}");
+    assert_eq!(failed.request_id, "b-1");
+    assert!(store
+        .inner
+        .find_decision(&guest, "b-1")
+        .await
+        .unwrap()
+        .is_none());
+    store.reads_down.store(false, Ordering::SeqCst);
+    let booked = send(&node, book(&guest, "r-1").with_request_id("b-1")).await;
+    assert!(booked.succeeded, "{booked:?}");
 }
 
 /// Reads a room without declaring it in `reads`.

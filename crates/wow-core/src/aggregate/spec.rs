@@ -219,11 +219,7 @@ fn decide_at<A: Aggregate>(
             })
         })?;
         if !events.is_empty() {
-            decision.changes.conditions = reads.conditions();
-            decision
-                .changes
-                .conditions
-                .retain(|condition| &condition.aggregate_id != aggregate_id);
+            decision.changes.conditions = reads.conditions_for(aggregate_id);
         }
         for event in &events {
             A::apply(&mut decision.state, event);

@@ -123,11 +123,16 @@ impl<'a> AggregateReads<'a> {
         Ok(state)
     }
 
-    /// The conditions the decision's reads left so far, in the order first read.
-    pub fn conditions(&self) -> Vec<VersionCondition> {
+    /// The conditions the decision's reads left, in the order first read, for the append
+    /// of `deciding`: a read of the deciding aggregate itself leaves none (its own version
+    /// is the append's own check).
+    pub fn conditions_for(&self, deciding: &AggregateId) -> Vec<VersionCondition> {
         self.conditions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+            .iter()
+            .filter(|condition| &condition.aggregate_id != deciding)
+            .cloned()
+            .collect()
     }
 }

@@ -392,12 +392,7 @@ impl DefaultCommandHandler {
         if !decided.events.is_empty() {
             // SPEC DM-5: the append holds only while what the decision read stands, and an
             // aggregate others read excludes their checks while it appends.
-            decided.changes.conditions = reads.conditions();
-            // A read of the deciding aggregate itself is its own version's check already.
-            decided
-                .changes
-                .conditions
-                .retain(|condition| &condition.aggregate_id != aggregate_id);
+            decided.changes.conditions = reads.conditions_for(aggregate_id);
             decided.changes.read_by_others = self
                 .registry
                 .is_read_by_others(&aggregate_id.aggregate_name);
