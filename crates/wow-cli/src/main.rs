@@ -28,7 +28,6 @@ mod tend;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -115,31 +114,8 @@ enum Command {
     /// --in-flight-wait-ms; NONE is resent with the same request id, up to --attempts.
     #[command(after_help = remote::EXIT_CODES)]
     Send {
-        /// The aggregate type, e.g. `account`.
-        aggregate: String,
-        /// The aggregate id.
-        id: String,
-        /// The command, e.g. `deposit`.
-        command: String,
-        /// The command body as JSON.
-        #[arg(default_value = "{}")]
-        body: String,
-        /// The request id: keep it to resend the same intent [default: a new one].
-        #[arg(long)]
-        request_id: Option<String>,
-        /// The stage to wait for.
-        #[arg(long, default_value = "PROCESSED")]
-        wait_stage: wow_core::CommandStage,
-        /// How long to wait for it, in milliseconds.
-        #[arg(long, default_value_t = 30_000)]
-        wait_timeout_ms: u64,
-        /// Sends at most (the first one included) while history records no decision (NONE).
-        #[arg(long, default_value_t = 3)]
-        attempts: u32,
-        /// How long to keep looking the request up while the service holds it in flight,
-        /// in milliseconds; past it, exit 5.
-        #[arg(long, default_value_t = 30_000)]
-        in_flight_wait_ms: u64,
+        #[command(flatten)]
+        args: remote::SendArgs,
         #[command(flatten)]
         remote: RemoteArgs,
     },
@@ -273,31 +249,7 @@ async fn run(command: Command) -> Result<u8, String> {
             dry_run,
             claim_keys,
         } => done(migrate::run(store, config, dry_run, claim_keys).await),
-        Command::Send {
-            aggregate,
-            id,
-            command,
-            body,
-            request_id,
-            wait_stage,
-            wait_timeout_ms,
-            attempts,
-            in_flight_wait_ms,
-            remote,
-        } => {
-            let args = remote::SendArgs {
-                aggregate,
-                id,
-                command,
-                body,
-                request_id,
-                wait_stage,
-                wait_timeout: Duration::from_millis(wait_timeout_ms),
-                attempts,
-                in_flight_wait: Duration::from_millis(in_flight_wait_ms),
-            };
-            coded(remote::send(&remote.remote(), args).await)
-        }
+        Command::Send { args, remote } => coded(remote::send(&remote.remote(), args).await),
         Command::Outcome {
             aggregate,
             id,

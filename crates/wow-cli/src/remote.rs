@@ -59,18 +59,34 @@ impl Remote {
     }
 }
 
-/// What `wow send` sends.
-#[derive(Debug)]
+/// What `wow send` sends, as its command line gives it.
+#[derive(Debug, clap::Args)]
 pub(crate) struct SendArgs {
-    pub(crate) aggregate: String,
-    pub(crate) id: String,
-    pub(crate) command: String,
-    pub(crate) body: String,
-    pub(crate) request_id: Option<String>,
-    pub(crate) wait_stage: CommandStage,
-    pub(crate) wait_timeout: Duration,
-    pub(crate) attempts: u32,
-    pub(crate) in_flight_wait: Duration,
+    /// The aggregate type, e.g. `account`.
+    aggregate: String,
+    /// The aggregate id.
+    id: String,
+    /// The command, e.g. `deposit`.
+    command: String,
+    /// The command body as JSON.
+    #[arg(default_value = "{}")]
+    body: String,
+    /// The request id: keep it to resend the same intent [default: a new one].
+    #[arg(long)]
+    request_id: Option<String>,
+    /// The stage to wait for.
+    #[arg(long, default_value = "PROCESSED")]
+    wait_stage: CommandStage,
+    /// How long to wait for it, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    wait_timeout_ms: u64,
+    /// Sends at most (the first one included) while history records no decision (NONE).
+    #[arg(long, default_value_t = 3)]
+    attempts: u32,
+    /// How long to keep looking the request up while the service holds it in flight,
+    /// in milliseconds; past it, exit 5.
+    #[arg(long, default_value_t = 30_000)]
+    in_flight_wait_ms: u64,
 }
 
 /// `wow send`: sends one command the safe way (SPEC TO-2: a stable request id, a look-up
@@ -79,7 +95,7 @@ pub(crate) async fn send(remote: &Remote, args: SendArgs) -> Result<u8, TendErro
     let body: Value = serde_json::from_str(&args.body)
         .map_err(|error| TendError::BadInput(format!("the body is not JSON: {error}")))?;
     let mut request = CommandRequest::new(&args.aggregate, &args.id, &args.command, body)
-        .wait(args.wait_stage, args.wait_timeout);
+        .wait(args.wait_stage, Duration::from_millis(args.wait_timeout_ms));
     let request_id = args.request_id.unwrap_or_else(wow_core::id::new_id);
     request = request.request_id(request_id.clone());
     if let Some(tenant) = &remote.tenant {
@@ -87,7 +103,7 @@ pub(crate) async fn send(remote: &Remote, args: SendArgs) -> Result<u8, TendErro
     }
     let client = remote.client()?.retry(RetryPolicy {
         attempts: args.attempts.max(1),
-        in_flight_wait: args.in_flight_wait,
+        in_flight_wait: Duration::from_millis(args.in_flight_wait_ms),
         ..RetryPolicy::default()
     });
     let (code, report) = match client.send_safely(&request).await {

@@ -91,9 +91,37 @@ async fn bounded_reads(store: &str, separator: &str) {
     for _ in 0..DEPOSITS {
         api.ok("account/hot/deposit", &json!({"amount": 1})).await;
     }
-    let versions = DEPOSITS + 1;
+    a_history_range_past_a_page_is_refused_naming_the_page(&api).await;
+    let now = time_travel_folds_past_a_page_of_history(&api).await;
+    a_projection_names_at_most_64_paths_per_list(&api).await;
+    served.stop();
 
-    // History: a range holding more than a page is refused, naming the page.
+    // Past the read budget (a millisecond here, the store's own larger): stopped, 503, and
+    // the server serves on.
+    let store = format!("{store}{separator}query_timeout_ms=60000");
+    let served = Served::start(
+        &["--store", &store, "--listen", "127.0.0.1:0"],
+        &[("WOW_READ_BUDGET_MS", "1")],
+    );
+    let api = Api::of(&served);
+    let stopped = api.get(&format!("account/hot/state/time/{now}")).await;
+    assert_refused(
+        &stopped,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "QueryTimeout",
+        &["time budget of 1 ms"],
+    );
+    api.ok("account/hot/deposit", &json!({"amount": 1})).await;
+    let (status, _, state) = api.get("account/hot/state").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(state["state"]["balance"], json!(DEPOSITS + 1));
+    served.stop();
+}
+
+/// History: a range holding more than a page is refused, naming the page; the pages answer;
+/// a short history asked "to the end", as Wow's clients ask, answers whole.
+async fn a_history_range_past_a_page_is_refused_naming_the_page(api: &Api) {
+    let versions = DEPOSITS + 1;
     let refused = api.get("account/hot/event/1/100000000").await;
     assert_refused(
         &refused,
@@ -113,8 +141,12 @@ async fn bounded_reads(store: &str, separator: &str) {
     let (status, _, cold) = api.get("account/cold/event/1/2147483647").await;
     assert_eq!(status, StatusCode::OK, "{cold}");
     assert_eq!(cold.as_array().map(Vec::len), Some(1), "{cold}");
+}
 
-    // Time travel folds past a page of history.
+/// Time travel folds past a page of history, by version and by time. The time asked, in
+/// milliseconds since the epoch.
+async fn time_travel_folds_past_a_page_of_history(api: &Api) -> i64 {
+    let versions = DEPOSITS + 1;
     let (status, _, at) = api.get("account/hot/state/1050").await;
     assert_eq!(status, StatusCode::OK, "{at}");
     assert_eq!(
@@ -136,8 +168,11 @@ async fn bounded_reads(store: &str, separator: &str) {
         .get(&format!("account/hot/state/{}", versions + 1))
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "past its last version");
+    now
+}
 
-    // A projection names at most 64 paths per list.
+/// A projection names at most 64 paths per list, included or excluded.
+async fn a_projection_names_at_most_64_paths_per_list(api: &Api) {
     let paths = |n: usize| (0..n).map(|i| format!("body.f{i}")).collect::<Vec<_>>();
     let refused = api
         .post(
@@ -171,28 +206,6 @@ async fn bounded_reads(store: &str, separator: &str) {
         .await;
     assert_eq!(status, StatusCode::OK, "{listed}");
     assert_eq!(listed.as_array().unwrap().len(), 10);
-    served.stop();
-
-    // Past the read budget (a millisecond here, the store's own larger): stopped, 503, and
-    // the server serves on.
-    let store = format!("{store}{separator}query_timeout_ms=60000");
-    let served = Served::start(
-        &["--store", &store, "--listen", "127.0.0.1:0"],
-        &[("WOW_READ_BUDGET_MS", "1")],
-    );
-    let api = Api::of(&served);
-    let stopped = api.get(&format!("account/hot/state/time/{now}")).await;
-    assert_refused(
-        &stopped,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "QueryTimeout",
-        &["time budget of 1 ms"],
-    );
-    api.ok("account/hot/deposit", &json!({"amount": 1})).await;
-    let (status, _, state) = api.get("account/hot/state").await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(state["state"]["balance"], json!(DEPOSITS + 1));
-    served.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

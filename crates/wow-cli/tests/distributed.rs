@@ -216,10 +216,28 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
     let Some(deployment) = Deployment::new(2000).await else {
         return;
     };
-    // A gateway started before any processor takes commands at SENT: they wait in the
-    // stream, and the first processor handles them.
     let gateway = deployment.start("gateway");
     let api = Api::new(&gateway);
+    let (processor, other) =
+        a_command_sent_before_any_processor_waits_for_one(&deployment, &api).await;
+    a_resend_is_sent_then_answered_with_the_original_version(&api).await;
+    chained_wait_across_processors(&api, &[&processor, &other]).await;
+    the_gateway_and_a_processor_report_ready(&api, &processor).await;
+    let store = deployment.events().await;
+    let id = AggregateId::new("bank", "account", "acc-1", wow_core::DEFAULT_TENANT_ID);
+    assert_eq!(store.load(&id, 1, u64::MAX).await.unwrap().len(), 1);
+    gateway.stop();
+    processor.stop();
+    other.stop();
+    deployment.clean().await;
+}
+
+/// A gateway started before any processor takes commands at SENT: they wait in the stream,
+/// and the first processor handles them. The two processors started.
+async fn a_command_sent_before_any_processor_waits_for_one(
+    deployment: &Deployment,
+    api: &Api,
+) -> (Served, Served) {
     let (status, body) = api
         .command(
             "account/early/open",
@@ -232,68 +250,42 @@ async fn through_a_gateway_a_resend_is_sent_then_answered_with_the_original_vers
     let processor = deployment.start("processor");
     let other = deployment.start("processor");
     until_partitions_owned(&[&Api::new(&processor), &Api::new(&other)], 8).await;
-    let started = Instant::now();
-    loop {
-        let (_, outcome) = api.get("account/early/requests/open-early").await;
-        if outcome["status"] == "APPENDED" {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the early command was not processed: {outcome}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_every_look_up_says(&[api], "account/early/requests/open-early", "APPENDED").await;
+    (processor, other)
+}
 
+/// SPEC RQ-3: the gateway has no store; its filter may or may not know the id, but a resend
+/// awaited at SENT is sent (the processor decides). SPEC RQ-7: awaited at PROCESSED, the
+/// resend is a duplicate with the original version.
+async fn a_resend_is_sent_then_answered_with_the_original_version(api: &Api) {
+    let open = || json!({"name": "Ann", "balance": 10});
     let (status, _) = api
-        .command(
-            "account/acc-1/open",
-            "open-1",
-            json!({"name": "Ann", "balance": 10}),
-            "PROCESSED",
-        )
+        .command("account/acc-1/open", "open-1", open(), "PROCESSED")
         .await;
     assert_eq!(status, StatusCode::OK);
-    // SPEC RQ-3: the gateway has no store; its filter may or may not know the id, but a
-    // resend awaited at SENT is sent (the processor decides).
     let (status, sent) = api
-        .command(
-            "account/acc-1/open",
-            "open-1",
-            json!({"name": "Ann", "balance": 10}),
-            "SENT",
-        )
+        .command("account/acc-1/open", "open-1", open(), "SENT")
         .await;
     assert_eq!(status, StatusCode::OK, "{sent}");
-    // SPEC RQ-7: awaited at PROCESSED, the resend is a duplicate with the original version.
     let (status, duplicate) = api
-        .command(
-            "account/acc-1/open",
-            "open-1",
-            json!({"name": "Ann", "balance": 10}),
-            "PROCESSED",
-        )
+        .command("account/acc-1/open", "open-1", open(), "PROCESSED")
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{duplicate}");
     assert_eq!(duplicate["errorCode"], "DuplicateRequestId");
     assert_eq!(duplicate["aggregateVersion"], 1);
-    chained_wait_across_processors(&api, &[&processor, &other]).await;
+}
+
+/// The gateway's health names its role, NATS connected and ready; a processor is ready when
+/// every partition it owns is consumed: none stalled.
+async fn the_gateway_and_a_processor_report_ready(api: &Api, processor: &Served) {
     let (_, health) = api.get("health").await;
     assert_eq!(health["details"]["node"]["role"], "gateway");
     assert_eq!(health["details"]["node"]["nats"], "CONNECTED");
     assert_eq!(health["details"]["node"]["ready"], true);
-    // A processor is ready when every partition it owns is consumed: none stalled.
-    let (_, health) = Api::new(&processor).get("health").await;
+    let (_, health) = Api::new(processor).get("health").await;
     assert_eq!(health["details"]["node"]["role"], "processor");
     assert_eq!(health["details"]["node"]["ready"], true, "{health}");
     assert_eq!(health["details"]["node"]["stalled"], json!([]), "{health}");
-    let store = deployment.events().await;
-    let id = AggregateId::new("bank", "account", "acc-1", wow_core::DEFAULT_TENANT_ID);
-    assert_eq!(store.load(&id, 1, u64::MAX).await.unwrap().len(), 1);
-    gateway.stop();
-    processor.stop();
-    other.stop();
-    deployment.clean().await;
 }
 
 /// Looks `path` up on each of `apis` until every one answers `status`.
@@ -492,20 +484,8 @@ async fn a_wait_at_saga_handled_is_answered_when_the_partition_moves_after_the_a
     let Some(deployment) = Deployment::new(1500).await else {
         return;
     };
-    let first = deployment.start("processor");
+    let (first, second) = two_processors_sharing_the_partitions(&deployment).await;
     let first_api = Api::new(&first);
-    until_partitions_owned(&[&first_api], 8).await;
-    let second = deployment.start("processor");
-    let second_api = Api::new(&second);
-    let started = Instant::now();
-    while partitions_of(&second_api).await.is_empty() {
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the second processor got nothing"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    until_partitions_owned(&[&first_api, &second_api], 8).await;
     let gateway = deployment.start("gateway");
     let api = Api::new(&gateway);
     let firsts = partitions_of(&first_api).await;
@@ -516,39 +496,14 @@ async fn a_wait_at_saga_handled_is_answered_when_the_partition_moves_after_the_a
             firsts.contains(&u64::from(partition))
         })
         .unwrap();
-    for (id, balance) in [(source.as_str(), 50), ("moved-dst", 0)] {
-        let (status, body) = api
-            .command(
-                &format!("account/{id}/open"),
-                &format!("open-{id}"),
-                json!({"name": id, "balance": balance}),
-                "PROCESSED",
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-    }
+    open_each(
+        &api,
+        &[(source.as_str(), 50), ("moved-dst", 0)],
+        "PROCESSED",
+    )
+    .await;
     let store = deployment.events().await;
-    let (client, address, path) = (
-        api.client.clone(),
-        api.address.clone(),
-        format!("account/{source}/transfer"),
-    );
-    let waiting = tokio::spawn(async move {
-        let response = client
-            .post(format!("http://{address}/{path}"))
-            .header("Command-Request-Id", "moved-transfer")
-            .header("Command-Wait-Stage", "SAGA_HANDLED")
-            .header("Command-Wait-Timeout", "15000")
-            .json(&json!({"to": "moved-dst", "amount": 20}))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status();
-        (
-            status,
-            response.json::<Value>().await.unwrap_or(Value::Null),
-        )
-    });
+    let waiting = a_transfer_waiting_at_saga_handled(&api, &source);
     let id = AggregateId::new("bank", "account", &source, wow_core::DEFAULT_TENANT_ID);
     let started = Instant::now();
     while store.load(&id, 2, 2).await.unwrap().is_empty() {
@@ -574,26 +529,99 @@ async fn a_wait_at_saga_handled_is_answered_when_the_partition_moves_after_the_a
             "a wait at SAGA_HANDLED across a partition move got {status} (credit sent before the kill: {credited_before_the_kill}): {answer}"
         );
         assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{answer}");
-        let (found, outcome) = api
-            .get(&format!("account/{source}/requests/moved-transfer"))
-            .await;
-        assert_eq!(
-            (found, outcome["status"].as_str()),
-            (StatusCode::OK, Some("APPENDED")),
-            "{outcome}"
-        );
-        let started = Instant::now();
-        while store.load(&destination, 2, 2).await.unwrap().is_empty() {
-            assert!(
-                started.elapsed() < PATIENCE,
-                "the next owner never ran the saga"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        the_transfer_is_appended_and_the_next_owner_runs_its_saga(&api, &store, &source).await;
     }
     gateway.stop();
     second.stop();
     deployment.clean().await;
+}
+
+/// A first processor that owns every partition, then a second that takes its share.
+async fn two_processors_sharing_the_partitions(deployment: &Deployment) -> (Served, Served) {
+    let first = deployment.start("processor");
+    let first_api = Api::new(&first);
+    until_partitions_owned(&[&first_api], 8).await;
+    let second = deployment.start("processor");
+    let second_api = Api::new(&second);
+    let started = Instant::now();
+    while partitions_of(&second_api).await.is_empty() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the second processor got nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    until_partitions_owned(&[&first_api, &second_api], 8).await;
+    (first, second)
+}
+
+/// Opens each of `accounts` with its balance, waiting at `stage`.
+async fn open_each(api: &Api, accounts: &[(&str, i64)], stage: &str) {
+    for (id, balance) in accounts {
+        let (status, body) = api
+            .command(
+                &format!("account/{id}/open"),
+                &format!("open-{id}"),
+                json!({"name": id, "balance": balance}),
+                stage,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+}
+
+/// A transfer of 20 from `source` to `moved-dst`, awaited at SAGA_HANDLED in a task of its own.
+fn a_transfer_waiting_at_saga_handled(
+    api: &Api,
+    source: &str,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let (client, address, path) = (
+        api.client.clone(),
+        api.address.clone(),
+        format!("account/{source}/transfer"),
+    );
+    tokio::spawn(async move {
+        let response = client
+            .post(format!("http://{address}/{path}"))
+            .header("Command-Request-Id", "moved-transfer")
+            .header("Command-Wait-Stage", "SAGA_HANDLED")
+            .header("Command-Wait-Timeout", "15000")
+            .json(&json!({"to": "moved-dst", "amount": 20}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (
+            status,
+            response.json::<Value>().await.unwrap_or(Value::Null),
+        )
+    })
+}
+
+/// Whatever happened to the signals: the look-up says APPENDED and the saga completes on the
+/// next owner (the credit lands).
+async fn the_transfer_is_appended_and_the_next_owner_runs_its_saga(
+    api: &Api,
+    store: &PostgresStore,
+    source: &str,
+) {
+    let (found, outcome) = api
+        .get(&format!("account/{source}/requests/moved-transfer"))
+        .await;
+    assert_eq!(
+        (found, outcome["status"].as_str()),
+        (StatusCode::OK, Some("APPENDED")),
+        "{outcome}"
+    );
+    let destination = AggregateId::new("bank", "account", "moved-dst", wow_core::DEFAULT_TENANT_ID);
+    let started = Instant::now();
+    while store.load(&destination, 2, 2).await.unwrap().is_empty() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the next owner never ran the saga"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A chained wait through the gateway (Wow's `Command-Wait-Tail-*`) whose saga sends a
@@ -633,17 +661,7 @@ async fn chained_wait_across_processors(api: &Api, processors: &[&Served]) {
         .map(|n| format!("chain-dst-{n}"))
         .find(|id| owner(id) != owner(source))
         .unwrap_or_else(|| panic!("no account on another processor than {source}: {owners:?}"));
-    for (id, balance) in [(source, 50), (target.as_str(), 0)] {
-        let (status, body) = api
-            .command(
-                &format!("account/{id}/open"),
-                &format!("open-{id}"),
-                json!({"name": id, "balance": balance}),
-                "PROJECTED",
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-    }
+    open_each(api, &[(source, 50), (target.as_str(), 0)], "PROJECTED").await;
     let response = api
         .client
         .post(format!("http://{}/account/{source}/transfer", api.address))
@@ -1276,68 +1294,12 @@ async fn a_refusal_through_a_processor_names_no_holder_and_an_operator_frees_the
     let owner = Api::new(&processor);
     until_partitions_owned(&[&owner], 8).await;
     let api = Api::new(&gateway);
-    let create = |token: &'static str, product: &'static str, request_id: &'static str| {
-        let api = &api;
-        async move {
-            as_token(
-                api,
-                reqwest::Method::POST,
-                &format!("product/{product}/create"),
-                token,
-                &[
-                    ("Command-Request-Id", request_id),
-                    ("Command-Wait-Stage", "PROCESSED"),
-                    ("Command-Wait-Timeout", "20000"),
-                ],
-                Some(json!({"sku": "OWN-1", "name": "Owned"})),
-            )
-            .await
-        }
-    };
-    let (status, body) = create("alice", "p-alice", "create-alice").await;
+    let (status, body) = create_own_1(&api, "alice", "p-alice", "create-alice").await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    another_owners_creation_is_refused_naming_no_holder(&api).await;
+    the_operators_release_answers_the_holder(&api).await;
 
-    for attempt in ["first", "resend"] {
-        let (status, body) = create("bob", "p-bob", "create-bob-1").await;
-        assert_eq!(status, StatusCode::CONFLICT, "{attempt}: {body}");
-        assert_eq!(body["errorCode"], "DuplicateKey", "{attempt}: {body}");
-        let message = body["errorMsg"].as_str().unwrap_or_default();
-        assert!(message.contains("OWN-1"), "{attempt}: {message}");
-        assert!(
-            !body.to_string().contains("p-alice"),
-            "{attempt}: nothing of the holder: {body}"
-        );
-    }
-
-    let (status, body) = as_token(
-        &api,
-        reqwest::Method::GET,
-        "unique-key/sku/OWN-1",
-        "bob",
-        &[],
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(
-        body,
-        json!({"space": "sku", "value": "OWN-1", "taken": true}),
-        "another owner learns that the SKU is taken, and that is all"
-    );
-
-    let (status, body) = as_token(
-        &api,
-        reqwest::Method::DELETE,
-        "unique-key/sku/OWN-1",
-        "op",
-        &[("Command-Tenant-Id", "t1")],
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["aggregateId"]["aggregateId"], "p-alice", "{body}");
-
-    let (status, body) = create("bob", "p-bob", "create-bob-2").await;
+    let (status, body) = create_own_1(&api, "bob", "p-bob", "create-bob-2").await;
     assert_eq!(
         status,
         StatusCode::OK,
@@ -1353,6 +1315,75 @@ async fn a_refusal_through_a_processor_names_no_holder_and_an_operator_frees_the
     gateway.stop();
     processor.stop();
     deployment.clean().await;
+}
+
+/// `token`'s creation of `product` with the SKU `OWN-1`, awaited at PROCESSED.
+async fn create_own_1(
+    api: &Api,
+    token: &str,
+    product: &str,
+    request_id: &str,
+) -> (StatusCode, Value) {
+    as_token(
+        api,
+        reqwest::Method::POST,
+        &format!("product/{product}/create"),
+        token,
+        &[
+            ("Command-Request-Id", request_id),
+            ("Command-Wait-Stage", "PROCESSED"),
+            ("Command-Wait-Timeout", "20000"),
+        ],
+        Some(json!({"sku": "OWN-1", "name": "Owned"})),
+    )
+    .await
+}
+
+/// Bob's creation with alice's SKU is 409 `DuplicateKey` naming the SKU and not its holder (its
+/// resend too), and bob's look-up says only that the SKU is taken.
+async fn another_owners_creation_is_refused_naming_no_holder(api: &Api) {
+    for attempt in ["first", "resend"] {
+        let (status, body) = create_own_1(api, "bob", "p-bob", "create-bob-1").await;
+        assert_eq!(status, StatusCode::CONFLICT, "{attempt}: {body}");
+        assert_eq!(body["errorCode"], "DuplicateKey", "{attempt}: {body}");
+        let message = body["errorMsg"].as_str().unwrap_or_default();
+        assert!(message.contains("OWN-1"), "{attempt}: {message}");
+        assert!(
+            !body.to_string().contains("p-alice"),
+            "{attempt}: nothing of the holder: {body}"
+        );
+    }
+
+    let (status, body) = as_token(
+        api,
+        reqwest::Method::GET,
+        "unique-key/sku/OWN-1",
+        "bob",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"space": "sku", "value": "OWN-1", "taken": true}),
+        "another owner learns that the SKU is taken, and that is all"
+    );
+}
+
+/// The operator's release through the gateway answers the holder.
+async fn the_operators_release_answers_the_holder(api: &Api) {
+    let (status, body) = as_token(
+        api,
+        reqwest::Method::DELETE,
+        "unique-key/sku/OWN-1",
+        "op",
+        &[("Command-Tenant-Id", "t1")],
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["aggregateId"]["aggregateId"], "p-alice", "{body}");
 }
 
 /// SPEC DM-2 across real processes: orders placed on a processor that is then killed

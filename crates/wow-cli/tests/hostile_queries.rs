@@ -102,47 +102,8 @@ async fn hostile_queries(store: &str, separator: &str) {
     let served = Served::start(&["--store", store, "--listen", "127.0.0.1:0"], &[]);
     let api = Api::of(&served);
     api.open_accounts(2_000).await;
-
-    // The shapes that took a server down, and the limits around them.
-    api.refused(&and_of(63, "ALL_IN", "body.tags", 900), "values in all")
-        .await;
-    api.refused(&and_of(54, "IN", "body.name", 600), "values in all")
-        .await;
-    api.refused(&and_of(33, "IN", "body.name", 1_000), "values in all")
-        .await;
-    api.refused(
-        &json!({"field": "aggregateId", "operator": "IN", "value": strings("x", 70_000)}),
-        "values in one condition",
-    )
-    .await;
-    let mut deep = json!({"field": "body.name", "operator": "EQ", "value": "x"});
-    for _ in 0..40 {
-        deep = json!({"operator": "OR", "children": [deep]});
-    }
-    api.refused(&deep, "levels of nested conditions").await;
-    let wide: Vec<Value> = (0..64)
-        .map(|i| json!({"field": "body.name", "operator": "EQ", "value": format!("n{i}")}))
-        .collect();
-    api.refused(&json!({"operator": "AND", "children": wide}), "conditions")
-        .await;
-
-    // A thousand values in one list, and four such lists, run.
-    let mut ids = strings("none", 995);
-    ids.extend([json!("acc-00007"), json!("acc-01999")]);
-    let (status, _, text) = api
-        .post(
-            "account/event/count",
-            &json!({"operator": "AGGREGATE_IDS", "value": ids}),
-        )
-        .await;
-    assert_eq!((status, text.as_str()), (StatusCode::OK, "2"));
-    let mut four = and_of(4, "NOT_IN", "aggregateId", 1_000);
-    four["children"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"field": "aggregateId", "operator": "STARTS_WITH", "value": "acc-0001"}));
-    let (status, _, text) = api.post("account/event/count", &four).await;
-    assert_eq!((status, text.as_str()), (StatusCode::OK, "10"));
+    the_shapes_that_took_a_server_down_are_refused(&api).await;
+    a_thousand_values_in_a_list_and_four_such_lists_run(&api).await;
     served.stop();
 
     // Within every limit, and still past the time budget (a millisecond here).
@@ -178,6 +139,52 @@ async fn hostile_queries(store: &str, separator: &str) {
         .unwrap();
     assert_eq!(health.status(), StatusCode::OK);
     served.stop();
+}
+
+/// The shapes that took a server down, and the limits around them: too many values in all or
+/// in one condition, too deep, too many conditions.
+async fn the_shapes_that_took_a_server_down_are_refused(api: &Api) {
+    api.refused(&and_of(63, "ALL_IN", "body.tags", 900), "values in all")
+        .await;
+    api.refused(&and_of(54, "IN", "body.name", 600), "values in all")
+        .await;
+    api.refused(&and_of(33, "IN", "body.name", 1_000), "values in all")
+        .await;
+    api.refused(
+        &json!({"field": "aggregateId", "operator": "IN", "value": strings("x", 70_000)}),
+        "values in one condition",
+    )
+    .await;
+    let mut deep = json!({"field": "body.name", "operator": "EQ", "value": "x"});
+    for _ in 0..40 {
+        deep = json!({"operator": "OR", "children": [deep]});
+    }
+    api.refused(&deep, "levels of nested conditions").await;
+    let wide: Vec<Value> = (0..64)
+        .map(|i| json!({"field": "body.name", "operator": "EQ", "value": format!("n{i}")}))
+        .collect();
+    api.refused(&json!({"operator": "AND", "children": wide}), "conditions")
+        .await;
+}
+
+/// A thousand values in one list, and four such lists, run.
+async fn a_thousand_values_in_a_list_and_four_such_lists_run(api: &Api) {
+    let mut ids = strings("none", 995);
+    ids.extend([json!("acc-00007"), json!("acc-01999")]);
+    let (status, _, text) = api
+        .post(
+            "account/event/count",
+            &json!({"operator": "AGGREGATE_IDS", "value": ids}),
+        )
+        .await;
+    assert_eq!((status, text.as_str()), (StatusCode::OK, "2"));
+    let mut four = and_of(4, "NOT_IN", "aggregateId", 1_000);
+    four["children"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"field": "aggregateId", "operator": "STARTS_WITH", "value": "acc-0001"}));
+    let (status, _, text) = api.post("account/event/count", &four).await;
+    assert_eq!((status, text.as_str()), (StatusCode::OK, "10"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -59,22 +59,11 @@ fn browser() -> Result<(PathBuf, PathBuf), String> {
     Ok((chromium, modules))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_operations_page_shows_failures_retries_outcomes_quarantine_and_counters() {
-    let (chromium, modules) = match browser() {
-        Ok(found) => found,
-        Err(missing) => {
-            wow_tck::skip::unavailable(
-                wow_tck::skip::Requirement::Browser,
-                &format!("{missing} (`apt-get install chromium` and `npm install --prefix target/ui-node playwright-core@1.64.1`, as .ci/run does under CI=true)"),
-            );
-            return;
-        }
-    };
-
-    let folder = tempfile::tempdir().unwrap();
+/// The bank on SQLite in `folder`, its history behind faults the script turns on and off, with
+/// bearer auth (`ta`, `tb`, the operator's `op`) and retries by hand only.
+async fn the_bank_with_faults_to_control(folder: &Path) -> wow_service::RunningService {
     let store = wow_sqlite::SqliteStore::open(
-        format!("sqlite://{}", folder.path().join("ui.db").display())
+        format!("sqlite://{}", folder.join("ui.db").display())
             .parse()
             .unwrap(),
     )
@@ -99,7 +88,7 @@ async fn the_operations_page_shows_failures_retries_outcomes_quarantine_and_coun
         ..Settings::default()
     };
     let ledger = faults.clone();
-    let service = Service::builder()
+    Service::builder()
         .aggregate::<Account>()
         .view::<AccountBalance>()
         .saga(TransferSaga)
@@ -112,14 +101,12 @@ async fn the_operations_page_shows_failures_retries_outcomes_quarantine_and_coun
         .settings(settings)
         .build()
         .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(service.serve_on(listener, async {
-        let _ = stopped.await;
-    }));
+        .unwrap()
+}
 
+/// Where the script writes its screenshots (`WOW_UI_SCREENSHOTS`, under the workspace when
+/// relative), created.
+fn screenshots_folder() -> PathBuf {
     let screenshots = std::env::var_os("WOW_UI_SCREENSHOTS")
         .map(PathBuf::from)
         .map(|dir| {
@@ -131,6 +118,32 @@ async fn the_operations_page_shows_failures_retries_outcomes_quarantine_and_coun
         })
         .unwrap_or_else(|| root().join("target/ui-screenshots"));
     std::fs::create_dir_all(&screenshots).unwrap();
+    screenshots
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operations_page_shows_failures_retries_outcomes_quarantine_and_counters() {
+    let (chromium, modules) = match browser() {
+        Ok(found) => found,
+        Err(missing) => {
+            wow_tck::skip::unavailable(
+                wow_tck::skip::Requirement::Browser,
+                &format!("{missing} (`apt-get install chromium` and `npm install --prefix target/ui-node playwright-core@1.64.1`, as .ci/run does under CI=true)"),
+            );
+            return;
+        }
+    };
+
+    let folder = tempfile::tempdir().unwrap();
+    let service = the_bank_with_faults_to_control(folder.path()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(service.serve_on(listener, async {
+        let _ = stopped.await;
+    }));
+
+    let screenshots = screenshots_folder();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/operations_page/page.cjs");
     let run = tokio::process::Command::new("node")
         .arg(&script)

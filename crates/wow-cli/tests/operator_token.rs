@@ -11,6 +11,23 @@ use reqwest::{Client, StatusCode};
 use serde_json::Value;
 use support::Served;
 
+/// A client of the served process that follows no redirect.
+struct Caller {
+    client: Client,
+    base: String,
+}
+
+impl Caller {
+    /// `GET {path}`, with `token` as bearer when there is one.
+    async fn get(&self, path: &str, token: Option<&str>) -> reqwest::Response {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send().await.unwrap()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wow_serve_gives_metrics_and_the_operations_page_to_the_operator_token_only() {
     let folder = tempfile::tempdir().unwrap();
@@ -23,18 +40,37 @@ async fn wow_serve_gives_metrics_and_the_operations_page_to_the_operator_token_o
             ("WOW_OPERATOR_TOKENS", "op-1,op-2"),
         ],
     );
-    let base = format!("http://{}", served.address);
-    let client = Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let get = |path: &str, token: Option<&str>| {
-        let mut request = client.get(format!("{base}{path}"));
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
-        }
-        request.send()
+    let caller = Caller {
+        client: Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap(),
+        base: format!("http://{}", served.address),
     };
+    the_operators_routes_answer_every_operator_token_only(&caller).await;
+    a_browser_signs_in_once_by_the_query_then_by_the_cookie(&caller).await;
+    // Open to anyone, and the tenant's routes keep their tenant's token.
+    for path in ["/health", "/openapi.json"] {
+        assert_eq!(
+            caller.get(path, None).await.status(),
+            StatusCode::OK,
+            "{path}"
+        );
+    }
+    let state = caller.get("/account/a1/state", Some("op-1")).await;
+    assert_eq!(
+        state.status(),
+        StatusCode::UNAUTHORIZED,
+        "an operator token is no tenant's"
+    );
+    let state = caller.get("/account/a1/state", Some("ta")).await;
+    assert_eq!(state.status(), StatusCode::NOT_FOUND);
+    assert!(served.stop().success());
+}
+
+/// The metrics and the operations page: 401 without a token, 403 with a tenant's, 200 with
+/// either operator token.
+async fn the_operators_routes_answer_every_operator_token_only(caller: &Caller) {
     for path in [
         "/metrics",
         "/metrics.json",
@@ -42,7 +78,7 @@ async fn wow_serve_gives_metrics_and_the_operations_page_to_the_operator_token_o
         "/ui/app.js",
         "/ui/app.css",
     ] {
-        let response = get(path, None).await.unwrap();
+        let response = caller.get(path, None).await;
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
         assert_eq!(response.headers()["www-authenticate"], "Bearer", "{path}");
         assert_eq!(
@@ -52,48 +88,35 @@ async fn wow_serve_gives_metrics_and_the_operations_page_to_the_operator_token_o
         );
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["errorCode"], "Unauthorized", "{path}");
-        let response = get(path, Some("ta")).await.unwrap();
+        let response = caller.get(path, Some("ta")).await;
         assert_eq!(response.status(), StatusCode::FORBIDDEN, "{path}");
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["errorCode"], "Forbidden", "{path}");
         for operator in ["op-1", "op-2"] {
-            let response = get(path, Some(operator)).await.unwrap();
+            let response = caller.get(path, Some(operator)).await;
             assert_eq!(response.status(), StatusCode::OK, "{path} {operator}");
         }
     }
-    let page = get("/metrics", Some("op-1")).await.unwrap();
+    let page = caller.get("/metrics", Some("op-1")).await;
     assert!(page.text().await.unwrap().contains("wow_event_backlog"));
-    // The browser's sign-in: once by the query, then by the cookie.
-    let signed = get("/ui?token=op-2", None).await.unwrap();
+}
+
+/// The browser's sign-in: once by the query, which sets a strict cookie, then by the cookie.
+async fn a_browser_signs_in_once_by_the_query_then_by_the_cookie(caller: &Caller) {
+    let signed = caller.get("/ui?token=op-2", None).await;
     assert_eq!(signed.status(), StatusCode::SEE_OTHER);
     let cookie = signed.headers()["set-cookie"].to_str().unwrap().to_owned();
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
     let (pair, _) = cookie.split_once(';').unwrap();
-    let page = client
-        .get(format!("{base}/ui"))
+    let page = caller
+        .client
+        .get(format!("{}/ui", caller.base))
         .header("Cookie", pair)
         .send()
         .await
         .unwrap();
     assert_eq!(page.status(), StatusCode::OK);
     assert!(page.text().await.unwrap().contains("<html"));
-    // Open to anyone, and the tenant's routes keep their tenant's token.
-    for path in ["/health", "/openapi.json"] {
-        assert_eq!(
-            get(path, None).await.unwrap().status(),
-            StatusCode::OK,
-            "{path}"
-        );
-    }
-    let state = get("/account/a1/state", Some("op-1")).await.unwrap();
-    assert_eq!(
-        state.status(),
-        StatusCode::UNAUTHORIZED,
-        "an operator token is no tenant's"
-    );
-    let state = get("/account/a1/state", Some("ta")).await.unwrap();
-    assert_eq!(state.status(), StatusCode::NOT_FOUND);
-    assert!(served.stop().success());
 }
 
 #[test]

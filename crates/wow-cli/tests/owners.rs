@@ -133,7 +133,39 @@ where
 
 /// The whole scenario against a served process.
 async fn owners_are_access_boundaries(api: &Api) {
-    let open = |name: &str| json!({"name": name, "balance": 100});
+    let alice_open = open_the_accounts(api).await;
+    let alice_command = alice_open["commandId"].as_str().unwrap();
+    bobs_commands_to_alices_account_are_refused(api, alice_command).await;
+    bobs_commands_recorded_nothing(api).await;
+    bobs_reads_of_alices_account_are_refused(api).await;
+    an_unowned_aggregate_is_for_tenant_wide_tokens_only(api).await;
+    ops_sees_and_commands_every_owners(api).await;
+    counts_answer_each_owner_its_own_rows(api).await;
+    lists_answer_each_owner_its_own_rows(api).await;
+    pages_singles_and_streams_answer_each_owner_its_own_rows(api).await;
+    the_operators_routes_are_for_tenant_wide_tokens(api).await;
+}
+
+/// The body of an account's `open` command.
+fn open_body(name: &str) -> Value {
+    json!({"name": name, "balance": 100})
+}
+
+/// Bob's command to `path` with `request_id`, refused as `IllegalAccessOwnerAggregate`.
+async fn bob_is_refused_a_command(
+    api: &Api,
+    path: &str,
+    request_id: &str,
+    body: Value,
+    what: &str,
+) -> Value {
+    let (status, refused) = api.command("bob", path, request_id, body).await;
+    assert_refused(status, &refused, "IllegalAccessOwnerAggregate", what);
+    refused
+}
+
+/// Opens alice's two accounts, bob's and an unowned one (by `ops`); answers alice's first open.
+async fn open_the_accounts(api: &Api) -> Value {
     let mut alice_open = Value::Null;
     for (token, path, request_id) in [
         ("alice", "account/acc-a/open", "open-a"),
@@ -141,58 +173,48 @@ async fn owners_are_access_boundaries(api: &Api) {
         ("bob", "account/acc-b/open", "open-b"),
         ("ops", "account/acc-old/open", "open-old"),
     ] {
-        let (status, opened) = api.command(token, path, request_id, open(token)).await;
+        let (status, opened) = api.command(token, path, request_id, open_body(token)).await;
         assert_eq!(status, 200, "{path}: {opened}");
         if request_id == "open-a" {
             alice_open = opened;
         }
     }
-    let alice_command = alice_open["commandId"].as_str().unwrap();
+    alice_open
+}
 
-    // Bob's commands to alice's account: refused, nothing recorded.
-    let (status, refused) = api
-        .command(
-            "bob",
-            "account/acc-a/deposit",
-            "bob-d1",
-            json!({"amount": 1}),
-        )
-        .await;
-    assert_refused(
-        status,
-        &refused,
-        "IllegalAccessOwnerAggregate",
+/// Bob's commands to alice's account, on every command route: refused, nothing of alice's
+/// decision replayed.
+async fn bobs_commands_to_alices_account_are_refused(api: &Api, alice_command: &str) {
+    let refused = bob_is_refused_a_command(
+        api,
+        "account/acc-a/deposit",
+        "bob-d1",
+        json!({"amount": 1}),
         "bob's deposit",
-    );
+    )
+    .await;
     assert_eq!(
         refused["requestId"], "bob-d1",
         "the caller's own request id only"
     );
     // A create of alice's id, even with alice's request id: no replay, no DuplicateAggregateId.
-    let (status, refused) = api
-        .command("bob", "account/acc-a/open", "open-a", open("bob"))
-        .await;
-    assert_refused(
-        status,
-        &refused,
-        "IllegalAccessOwnerAggregate",
+    let refused = bob_is_refused_a_command(
+        api,
+        "account/acc-a/open",
+        "open-a",
+        open_body("bob"),
         "bob's open",
-    );
+    )
+    .await;
     assert!(!refused.to_string().contains(alice_command), "{refused}");
-    let (status, refused) = api
-        .command(
-            "bob",
-            "account/acc-a/deposit",
-            "open-a",
-            json!({"amount": 1}),
-        )
-        .await;
-    assert_refused(
-        status,
-        &refused,
-        "IllegalAccessOwnerAggregate",
+    let refused = bob_is_refused_a_command(
+        api,
+        "account/acc-a/deposit",
+        "open-a",
+        json!({"amount": 1}),
         "alice's id",
-    );
+    )
+    .await;
     assert!(!refused.to_string().contains(alice_command), "{refused}");
     // The soft delete too.
     let (status, refused) = Api::answer(
@@ -222,6 +244,10 @@ async fn owners_are_access_boundaries(api: &Api) {
         "IllegalAccessOwnerAggregate",
         "bob as alice",
     );
+}
+
+/// Bob's refused commands left no decision behind and alice's history unchanged.
+async fn bobs_commands_recorded_nothing(api: &Api) {
     for request_id in ["bob-d1", "bob-d2", "bob-del"] {
         let (status, lookup) = api
             .get("ops", &format!("account/acc-a/requests/{request_id}"))
@@ -239,8 +265,10 @@ async fn owners_are_access_boundaries(api: &Api) {
         1,
         "alice's history unchanged"
     );
+}
 
-    // Bob's reads of alice's account: every route refused.
+/// Bob's reads of alice's account: every route refused; each owner still reads its own.
+async fn bobs_reads_of_alices_account_are_refused(api: &Api) {
     let time = now_millis();
     for path in [
         "account/acc-a/state".to_owned(),
@@ -273,9 +301,11 @@ async fn owners_are_access_boundaries(api: &Api) {
         let (status, body) = api.get(token, path).await;
         assert_eq!(status, 200, "{token} {path}: {body}");
     }
+}
 
-    // An aggregate that records no owner (created by a tenant-wide token, or before tokens
-    // bound owners): only tenant-wide tokens reach it.
+/// An aggregate that records no owner (created by a tenant-wide token, or before tokens bound
+/// owners): only tenant-wide tokens reach it.
+async fn an_unowned_aggregate_is_for_tenant_wide_tokens_only(api: &Api) {
     let (status, body) = api.get("alice", "account/acc-old/state").await;
     assert_refused(
         status,
@@ -297,8 +327,10 @@ async fn owners_are_access_boundaries(api: &Api) {
         "IllegalAccessOwnerAggregate",
         "an unowned account",
     );
+}
 
-    // Ops sees and commands every owner's.
+/// Ops sees and commands every owner's.
+async fn ops_sees_and_commands_every_owners(api: &Api) {
     for path in [
         "account/acc-a/state",
         "account/acc-b/state",
@@ -316,10 +348,10 @@ async fn owners_are_access_boundaries(api: &Api) {
         )
         .await;
     assert_eq!(status, 200, "{deposited}");
+}
 
-    // Queries and lists: each owner its own rows, whatever the condition says.
-    let all = json!({"condition": {"operator": "ALL"}, "limit": 100});
-    let alice_only = json!({"condition": {"operator": "ID", "value": "acc-a"}, "limit": 100});
+/// Snapshot and event counts: each owner its own rows, ops every owner's.
+async fn counts_answer_each_owner_its_own_rows(api: &Api) {
     let count = |token: &'static str, path: &'static str, body: Value| {
         let body = body.clone();
         async move { api.query(token, path, body).await.1 }
@@ -342,6 +374,17 @@ async fn owners_are_access_boundaries(api: &Api) {
         .query("ops", "account/event/count", json!({"operator": "ALL"}))
         .await;
     assert_eq!(total, 5, "ops counts every owner's streams");
+}
+
+/// The query matching every row.
+fn all_rows() -> Value {
+    json!({"condition": {"operator": "ALL"}, "limit": 100})
+}
+
+/// Lists: each owner its own rows, whatever the condition says.
+async fn lists_answer_each_owner_its_own_rows(api: &Api) {
+    let all = all_rows();
+    let alice_only = json!({"condition": {"operator": "ID", "value": "acc-a"}, "limit": 100});
     for path in [
         "account/snapshot/list",
         "account/snapshot/list/state",
@@ -372,6 +415,12 @@ async fn owners_are_access_boundaries(api: &Api) {
             "{path}"
         );
     }
+}
+
+/// Pages, singles and the lists streamed as server-sent events: bob's rows only; a header
+/// naming another owner is refused.
+async fn pages_singles_and_streams_answer_each_owner_its_own_rows(api: &Api) {
+    let all = all_rows();
     for path in ["account/snapshot/paged", "account/event/paged"] {
         let paged =
             json!({"condition": {"operator": "ALL"}, "pagination": {"index": 1, "size": 10}});
@@ -412,8 +461,10 @@ async fn owners_are_access_boundaries(api: &Api) {
         "IllegalAccessOwnerAggregate",
         "bob's query as alice",
     );
+}
 
-    // The operator's routes are for tenant-wide tokens.
+/// The operator's routes are for tenant-wide tokens.
+async fn the_operators_routes_are_for_tenant_wide_tokens(api: &Api) {
     let (status, body) = api.get("bob", "compensation/failures").await;
     assert_eq!(
         (status, body["errorCode"].clone()),

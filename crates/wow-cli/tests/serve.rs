@@ -65,8 +65,17 @@ async fn the_remote_commands_send_safely_look_up_and_list() {
     let served = Served::start(&["--listen", "127.0.0.1:0", "--store", &store], &[]);
     let server = format!("http://{}", served.address);
     let server = server.as_str();
+    wow_send_answers_a_resend_with_the_recorded_decision(server);
+    wow_outcome_looks_up_each_kind_of_decision(server);
+    wow_events_and_compensation_list_and_retry(server);
+    let status = served.stop();
+    assert!(status.success(), "exit status {status}");
+}
 
-    let (code, out) = wow(&[
+/// `wow send`: an open, its resend already applied; a withdraw refused, its resend answered
+/// with the recorded rejection.
+fn wow_send_answers_a_resend_with_the_recorded_decision(server: &str) {
+    let open = [
         "send",
         "account",
         "r-1",
@@ -76,20 +85,11 @@ async fn the_remote_commands_send_safely_look_up_and_list() {
         "open-r-1",
         "--server",
         server,
-    ]);
+    ];
+    let (code, out) = wow(&open);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("\"COMPLETED\""), "{out}");
-    let (code, out) = wow(&[
-        "send",
-        "account",
-        "r-1",
-        "open",
-        r#"{"name":"Ann","balance":10}"#,
-        "--request-id",
-        "open-r-1",
-        "--server",
-        server,
-    ]);
+    let (code, out) = wow(&open);
     assert_eq!(code, 0, "a resend of the same intent: {out}");
     assert!(out.contains("\"ALREADY_APPLIED\""), "{out}");
     let withdraw = [
@@ -110,8 +110,17 @@ async fn the_remote_commands_send_safely_look_up_and_list() {
     assert_eq!(code, 3, "the resend gets the recorded rejection: {out}");
     let replayed: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(replayed["result"]["result"]["replayed"], true, "{out}");
+}
 
-    let (code, out) = wow(&["outcome", "account", "r-1", "open-r-1", "--server", server]);
+/// `wow outcome` of `r-1`'s `request_id`, asking `server`.
+fn outcome(request_id: &str, server: &str) -> (i32, String) {
+    wow(&["outcome", "account", "r-1", request_id, "--server", server])
+}
+
+/// `wow outcome`: appended, rejected for good, no decision yet, and unknown when nobody
+/// answers, each with its exit code.
+fn wow_outcome_looks_up_each_kind_of_decision(server: &str) {
+    let (code, out) = outcome("open-r-1", server);
     assert_eq!(code, 0, "{out}");
     let found: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
@@ -119,41 +128,24 @@ async fn the_remote_commands_send_safely_look_up_and_list() {
         (Some("APPENDED"), Some(1))
     );
     assert_eq!(found["stream"]["body"][0]["name"], "AccountOpened");
-    let (code, out) = wow(&[
-        "outcome",
-        "account",
-        "r-1",
-        "withdraw-r-1",
-        "--server",
-        server,
-    ]);
+    let (code, out) = outcome("withdraw-r-1", server);
     assert_eq!(code, 3, "rejected for good: {out}");
     let found: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         (found["status"].as_str(), found["errorCode"].as_str()),
         (Some("REJECTED"), Some("InsufficientBalance"))
     );
-    let (code, out) = wow(&[
-        "outcome",
-        "account",
-        "r-1",
-        "never-sent",
-        "--server",
-        server,
-    ]);
+    let (code, out) = outcome("never-sent", server);
     assert_eq!(code, 5, "no decision yet: {out}");
     assert!(out.contains("\"NONE\""), "{out}");
-    let (code, out) = wow(&[
-        "outcome",
-        "account",
-        "r-1",
-        "open-r-1",
-        "--server",
-        "http://127.0.0.1:9",
-    ]);
+    let (code, out) = outcome("open-r-1", "http://127.0.0.1:9");
     assert_eq!(code, 4, "nobody to ask: unknown, {out}");
     assert!(out.contains("UNKNOWN"), "{out}");
+}
 
+/// `wow events` lists the history; `wow compensation list` no record, and a retry of a
+/// missing record is an error.
+fn wow_events_and_compensation_list_and_retry(server: &str) {
     let (code, out) = wow(&["events", "account", "r-1", "--server", server]);
     assert_eq!(code, 0, "{out}");
     let streams: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -169,9 +161,6 @@ async fn the_remote_commands_send_safely_look_up_and_list() {
         server,
     ]);
     assert_eq!(code, 1, "a missing record is an error");
-
-    let status = served.stop();
-    assert!(status.success(), "exit status {status}");
 }
 
 #[test]

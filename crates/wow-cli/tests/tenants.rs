@@ -80,7 +80,17 @@ impl Api {
 
 /// The scenario, for tenants `a` and `b` named by `a_caller` and `b_caller`.
 async fn two_tenants_share_nothing(api: &Api, a: Caller, b: Caller, b_tenant: &str) {
-    // Both open `alice` with the same request id and different bodies: two accounts.
+    both_open_alice_with_the_same_request_id(api, a, b, b_tenant).await;
+    let deposits = the_same_request_id_is_each_tenants_own(api, a, b).await;
+    a_rejection_is_its_tenants_alone(api, a, b).await;
+    every_read_answers_each_tenant_its_own_account(api, a, b, &deposits).await;
+    a_transfer_goes_to_the_senders_own_tenant(api, a, b).await;
+    let (status, failures) = api.get(Some(b), "compensation/failures").await;
+    assert_eq!(status, 200, "{failures}");
+}
+
+/// Both open `alice` with the same request id and different bodies: two accounts.
+async fn both_open_alice_with_the_same_request_id(api: &Api, a: Caller, b: Caller, b_tenant: &str) {
     let (status, a_open) = api
         .command(
             a,
@@ -104,8 +114,15 @@ async fn two_tenants_share_nothing(api: &Api, a: Caller, b: Caller, b_tenant: &s
     );
     assert_eq!(b_open["tenantId"], b_tenant);
     assert_eq!(b_open["aggregateVersion"], 1);
+}
 
-    // The same request id with different bodies: no RequestIdReused across tenants.
+/// The same request id with different bodies: no RequestIdReused across tenants, and a resend
+/// is answered with the sender's own original, never the other tenant's. a's and b's deposits.
+async fn the_same_request_id_is_each_tenants_own(
+    api: &Api,
+    a: Caller,
+    b: Caller,
+) -> (Value, Value) {
     let (status, a_dep) = api
         .command(a, "account/alice/deposit", "d-1", json!({"amount": 10}))
         .await;
@@ -130,8 +147,11 @@ async fn two_tenants_share_nothing(api: &Api, a: Caller, b: Caller, b_tenant: &s
         assert_eq!(again["result"]["originalCommandId"], original["commandId"]);
         assert_eq!(again["aggregateVersion"], 2);
     }
+    (a_dep, b_dep)
+}
 
-    // b's rejection is b's alone: a's look-up says NONE and a's own w-1 goes through.
+/// b's rejection is b's alone: a's look-up says NONE and a's own w-1 goes through.
+async fn a_rejection_is_its_tenants_alone(api: &Api, a: Caller, b: Caller) {
     let (status, refused) = api
         .command(b, "account/alice/withdraw", "w-1", json!({"amount": 1000}))
         .await;
@@ -143,8 +163,16 @@ async fn two_tenants_share_nothing(api: &Api, a: Caller, b: Caller, b_tenant: &s
         .command(a, "account/alice/withdraw", "w-1", json!({"amount": 1}))
         .await;
     assert_eq!(status, 200, "{a_withdraw}");
+}
 
-    // Every read answers each tenant with its own account.
+/// Every read (view, state, history, request look-up) answers each tenant with its own
+/// account.
+async fn every_read_answers_each_tenant_its_own_account(
+    api: &Api,
+    a: Caller,
+    b: Caller,
+    (a_dep, b_dep): &(Value, Value),
+) {
     for (caller, balance, name) in [(a, 109, "Ann"), (b, 6, "Bob")] {
         let (status, view) = api.get(Some(caller), "account/alice/view").await;
         assert_eq!(status, 200, "{view}");
@@ -173,11 +201,14 @@ async fn two_tenants_share_nothing(api: &Api, a: Caller, b: Caller, b_tenant: &s
         assert_eq!(names.len(), expected, "only its own streams: {history}");
         let (status, lookup) = api.get(Some(caller), "account/alice/requests/d-1").await;
         assert_eq!(status, 200, "{lookup}");
-        let own = if name == "Ann" { &a_dep } else { &b_dep };
+        let own = if name == "Ann" { a_dep } else { b_dep };
         assert_eq!(lookup["commandId"], own["commandId"]);
     }
-    // A transfer goes to an account of the sender's own tenant: `carol` is a's, so b's
-    // transfer to `carol` finds no such account and the saga cancels it.
+}
+
+/// A transfer goes to an account of the sender's own tenant: `carol` is a's, so b's transfer
+/// to `carol` finds no such account and the saga cancels it.
+async fn a_transfer_goes_to_the_senders_own_tenant(api: &Api, a: Caller, b: Caller) {
     let (status, _) = api
         .command(
             a,
@@ -216,9 +247,6 @@ async fn two_tenants_share_nothing(api: &Api, a: Caller, b: Caller, b_tenant: &s
     );
     let (status, _) = api.get(Some(b), "account/carol/view").await;
     assert_eq!(status, 404, "b holds no carol");
-
-    let (status, failures) = api.get(Some(b), "compensation/failures").await;
-    assert_eq!(status, 200, "{failures}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

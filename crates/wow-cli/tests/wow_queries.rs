@@ -101,7 +101,23 @@ async fn open_accounts(api: &Api) {
 }
 
 async fn snapshot_queries(api: &Api) {
-    // As Wow's client's getById and getStateById send them.
+    single_answers_wows_document_and_state(api).await;
+    lists_pages_and_counts_sort_project_and_page(api).await;
+    each_operator_selects_its_accounts(api).await;
+    // Another tenant sees its own account only.
+    let (_, other) = api
+        .query(
+            "t2",
+            "account/snapshot/list",
+            json!({"condition": {}, "limit": 10}),
+        )
+        .await;
+    assert_eq!(other.as_array().unwrap().len(), 1);
+    assert_eq!(other[0]["state"]["name"], "Other");
+}
+
+/// As Wow's client's getById and getStateById send them: the document and the bare state.
+async fn single_answers_wows_document_and_state(api: &Api) {
     let (status, doc) = api
         .query(
             "t1",
@@ -129,7 +145,10 @@ async fn snapshot_queries(api: &Api) {
         state,
         json!({"name": "Ann", "balance": 120, "held": 0, "frozen": false})
     );
+}
 
+/// A list sorted, a list of states projected, a page and a count.
+async fn lists_pages_and_counts_sort_project_and_page(api: &Api) {
     let by_balance = json!({
         "condition": {"field": "state.balance", "operator": "GTE", "value": 40},
         "sort": [{"field": "state.balance", "direction": "DESC"}],
@@ -182,6 +201,10 @@ async fn snapshot_queries(api: &Api) {
         )
         .await;
     assert_eq!(frozen, json!(1));
+}
+
+/// A spread of operators, each listing the accounts it selects.
+async fn each_operator_selects_its_accounts(api: &Api) {
     let checks = [
         (
             json!({"field": "state.name", "operator": "CONTAINS", "value": "AN", "options": {"ignoreCase": true}}),
@@ -239,16 +262,6 @@ async fn snapshot_queries(api: &Api) {
             .await;
         assert_eq!(found, expected, "{condition}");
     }
-    // Another tenant sees its own account only.
-    let (_, other) = api
-        .query(
-            "t2",
-            "account/snapshot/list",
-            json!({"condition": {}, "limit": 10}),
-        )
-        .await;
-    assert_eq!(other.as_array().unwrap().len(), 1);
-    assert_eq!(other[0]["state"]["name"], "Other");
 }
 
 async fn event_queries(api: &Api) {

@@ -37,10 +37,20 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
         &[("WOW_SNAPSHOT_QUERIES", "true")],
     );
     let (client, at) = (Client::new(), served.address.clone());
+    a_wait_for_a_consumer_answers_its_signal_with_wows_function(&client, &at).await;
+    a_consumer_no_stage_has_is_a_400_that_names_it_and_sends_nothing(&client, &at).await;
+    a_consumer_of_another_context_or_stage_is_refused(&client, &at).await;
+    sse_streams_the_awaited_consumers_signal_last(&client, &at).await;
+    metrics_count_each_consumers_signals(&client, &at).await;
+    assert!(served.stop().success());
+}
 
+/// The answer to a wait for one consumer is that consumer's signal with Wow's `function`;
+/// context and function as Wow sends them, at another stage, too.
+async fn a_wait_for_a_consumer_answers_its_signal_with_wows_function(client: &Client, at: &str) {
     let (status, opened) = send(
-        &client,
-        &at,
+        client,
+        at,
         "account/w1/open",
         &[
             ("Command-Wait-Stage", "PROJECTED"),
@@ -58,8 +68,8 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
 
     // Context and function as Wow sends them, at another stage.
     let (status, handled) = send(
-        &client,
-        &at,
+        client,
+        at,
         "account/w1/withdraw",
         &[
             ("Command-Wait-Stage", "EVENT_HANDLED"),
@@ -73,11 +83,17 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
     assert_eq!(status, StatusCode::OK, "{handled}");
     assert_eq!(handled["function"]["processorName"], "notifications");
     assert_eq!(handled["aggregateVersion"], 2);
+}
 
-    // A consumer no stage has: refused before sending, naming it and the stage's consumers.
+/// A consumer no stage has: refused before sending, naming it and the stage's consumers; the
+/// request id is still free afterwards.
+async fn a_consumer_no_stage_has_is_a_400_that_names_it_and_sends_nothing(
+    client: &Client,
+    at: &str,
+) {
     let (status, refused) = send(
-        &client,
-        &at,
+        client,
+        at,
         "account/w1/deposit",
         &[
             ("Command-Wait-Stage", "PROJECTED"),
@@ -97,8 +113,8 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
     assert_eq!(refused["result"]["sent"], false);
     // Nothing was sent: the request id is still free.
     let (status, later) = send(
-        &client,
-        &at,
+        client,
+        at,
         "account/w1/deposit",
         &[("Command-Request-Id", "dep-1")],
         json!({"amount": 5}),
@@ -106,10 +122,15 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
     .await;
     assert_eq!(status, StatusCode::OK, "{later}");
     assert_eq!(later["aggregateVersion"], 3);
+}
+
+/// A consumer of another bounded context, or of another stage, is refused; at a stage without
+/// per-consumer signals the names are ignored, as Wow does.
+async fn a_consumer_of_another_context_or_stage_is_refused(client: &Client, at: &str) {
     // A consumer of another bounded context is none of this command's.
     let (status, _) = send(
-        &client,
-        &at,
+        client,
+        at,
         "account/w1/deposit",
         &[
             ("Command-Wait-Stage", "PROJECTED"),
@@ -122,8 +143,8 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     // A consumer of another stage is not one of this stage's.
     let (status, _) = send(
-        &client,
-        &at,
+        client,
+        at,
         "account/w1/deposit",
         &[
             ("Command-Wait-Stage", "PROJECTED"),
@@ -135,8 +156,8 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     // At a stage without per-consumer signals the names are ignored, as Wow does.
     let (status, processed) = send(
-        &client,
-        &at,
+        client,
+        at,
         "account/w1/deposit",
         &[
             ("Command-Wait-Stage", "PROCESSED"),
@@ -146,8 +167,10 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{processed}");
+}
 
-    // SSE: every stage, and the awaited consumer's own signal last.
+/// SSE: every stage, and the awaited consumer's own signal last.
+async fn sse_streams_the_awaited_consumers_signal_last(client: &Client, at: &str) {
     let streamed = client
         .post(format!("http://{at}/account/w1/deposit"))
         .header("Accept", "text/event-stream")
@@ -176,7 +199,10 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
     )
     .unwrap();
     assert_eq!(last["function"]["processorName"], "snapshot");
+}
 
+/// `/metrics` counts each consumer's signals.
+async fn metrics_count_each_consumers_signals(client: &Client, at: &str) {
     let metrics = client
         .get(format!("http://{at}/metrics"))
         .send()
@@ -190,7 +216,6 @@ async fn a_wait_names_one_consumer_as_wow_clients_do() {
         "{metrics}"
     );
     assert!(metrics.contains("consumer=\"notifications\""), "{metrics}");
-    assert!(served.stop().success());
 }
 
 /// GET `path` as JSON.
@@ -228,13 +253,20 @@ async fn a_chained_wait_answers_once_every_command_the_saga_sent_reached_the_tai
         .await;
         assert_eq!(status, StatusCode::OK, "{body}");
     }
+    a_chained_transfer_is_answered_with_both_views_settled(&client, &at).await;
+    without_a_stage_header_the_chain_starts_at_saga_handled(&client, &at).await;
+    sse_streams_each_sent_commands_signals_up_to_the_tail(&client, &at).await;
+    a_chain_to_a_failing_command_answers_the_failed_link(&client, &at).await;
+    assert!(served.stop().success());
+}
 
-    // The saga sends receive_transfer to cb and confirm_transfer to ca: the answer is the
-    // last of their PROJECTED signals by account_balance, so both views are read as settled.
+/// The saga sends receive_transfer to cb and confirm_transfer to ca: the answer is the last of
+/// their PROJECTED signals by account_balance, so both views are read as settled.
+async fn a_chained_transfer_is_answered_with_both_views_settled(client: &Client, at: &str) {
     for round in 1..=3 {
         let (status, answer) = send(
-            &client,
-            &at,
+            client,
+            at,
             "account/ca/transfer",
             &[
                 CHAIN[0],
@@ -250,17 +282,19 @@ async fn a_chained_wait_answers_once_every_command_the_saga_sent_reached_the_tai
         assert_eq!(answer["stage"], "PROJECTED", "{answer}");
         assert_eq!(answer["function"]["processorName"], "account_balance");
         assert_ne!(answer["commandId"], answer["waitCommandId"], "{answer}");
-        let target = get(&client, &at, "account/cb/view").await;
+        let target = get(client, at, "account/cb/view").await;
         assert_eq!(target["balance"], 10 * round, "{target}");
-        let source = get(&client, &at, "account/ca/view").await;
+        let source = get(client, at, "account/ca/view").await;
         assert_eq!(source["balance"], 100 - 10 * round, "{source}");
         assert_eq!(source["held"], 0, "{source}");
     }
+}
 
-    // Without a stage header the chain starts at SAGA_HANDLED, as the tail needs.
+/// Without a stage header the chain starts at SAGA_HANDLED, as the tail needs.
+async fn without_a_stage_header_the_chain_starts_at_saga_handled(client: &Client, at: &str) {
     let (status, answer) = send(
-        &client,
-        &at,
+        client,
+        at,
         "account/ca/transfer",
         &[("Command-Wait-Tail-Stage", "PROCESSED")],
         json!({"to": "cb", "amount": 1}),
@@ -269,8 +303,10 @@ async fn a_chained_wait_answers_once_every_command_the_saga_sent_reached_the_tai
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["stage"], "PROCESSED", "{answer}");
     assert_ne!(answer["commandId"], answer["waitCommandId"], "{answer}");
+}
 
-    // SSE: the command's stages, then each sent command's signals, up to the tail.
+/// SSE: the command's stages, then each sent command's signals, up to the tail.
+async fn sse_streams_each_sent_commands_signals_up_to_the_tail(client: &Client, at: &str) {
     let streamed = client
         .post(format!("http://{at}/account/ca/transfer"))
         .header("Accept", "text/event-stream")
@@ -307,13 +343,15 @@ async fn a_chained_wait_answers_once_every_command_the_saga_sent_reached_the_tai
         assert!(stages.contains(&"PROJECTED"), "{text}");
     }
     assert_eq!(results.last().unwrap()["stage"], "PROJECTED", "{text}");
-    assert_eq!(get(&client, &at, "account/cb/view").await["balance"], 32);
+    assert_eq!(get(client, at, "account/cb/view").await["balance"], 32);
+}
 
-    // A tail of a failing command: the transfer to an account that does not exist is
-    // cancelled by the saga, and the chain answers the failed link, as Wow does.
+/// A tail of a failing command: the transfer to an account that does not exist is cancelled
+/// by the saga, and the chain answers the failed link, as Wow does.
+async fn a_chain_to_a_failing_command_answers_the_failed_link(client: &Client, at: &str) {
     let (status, failed) = send(
-        &client,
-        &at,
+        client,
+        at,
         "account/ca/transfer",
         &[CHAIN[0], CHAIN[1], CHAIN[2], CHAIN[3]],
         json!({"to": "nobody", "amount": 5}),
@@ -323,8 +361,6 @@ async fn a_chained_wait_answers_once_every_command_the_saga_sent_reached_the_tai
     assert_eq!(failed["aggregateId"], "nobody", "{failed}");
     assert_eq!(failed["stage"], "PROCESSED", "{failed}");
     assert_ne!(failed["commandId"], failed["waitCommandId"], "{failed}");
-
-    assert!(served.stop().success());
 }
 
 #[tokio::test]

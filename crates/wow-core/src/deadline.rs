@@ -9,5 +9,6 @@ pub use wow_contracts::deadline::{DeadlineStore, DeadlineStoreDecorator, Deadlin
 pub use wow_model::deadline::{
     aggregate_hash, backoff, check_deadline_name, deadline_changes, deadline_request_id,
     owner_hash, partition_of, share_across_tenants, Deadline, DeadlineBacklog, DeadlineChange,
-    DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand, HELD, MAX_DEADLINE_NAME_LEN,
+    DueQuery, FailedFiring, PartitionFilter, PendingDeadline, ScheduledCommand, HELD,
+    MAX_DEADLINE_NAME_LEN,
 };

@@ -9,13 +9,13 @@
 pub use wow_contracts::eventsourcing::{
     check_appendable, check_claimable, check_conditions, check_deadline_changes, check_key_changes,
     check_rejectable, check_rename, check_time_range, check_version_range, stream_document,
-    AggregateRenames, AppendChanges, ConditionFailed, ConnectionUse, EventFeed, EventStore,
-    EventStoreDecorator, EventStoreError, EventStoreMethod, FeedEntry, GatedEventStore,
+    AggregateRename, AggregateRenames, AppendChanges, ConditionFailed, ConnectionUse, EventFeed,
+    EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod, FeedEntry, GatedEventStore,
     GlobalPosition, History, InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore, KeyIndex,
-    KeyTaken, ParseGlobalPositionError, PendingMigration, RecordingEventStore,
+    KeyTaken, KeysToClaim, ParseGlobalPositionError, PendingMigration, RecordingEventStore,
     RecordingSnapshotStore, RejectedStream, RenameError, RenamedRows, RequestLog, SchemaStatus,
     Snapshot, SnapshotStore, SnapshotStoreDecorator, SnapshotStoreError, SnapshotStoreMethod,
-    StoreCheck, StoreHealth, StreamQueries,
+    StoreCheck, StoreHealth, StreamQueries, TenantStreams,
 };
 pub use wow_model::error::BoxError;
 pub use wow_model::eventsourcing::{

@@ -43,6 +43,21 @@ async fn start(db: &Store) -> Bank {
     Bank::start_with(db.stores(), options()).await.unwrap()
 }
 
+/// The compensation records of `bank` in `status`.
+async fn records(
+    bank: &Bank,
+    status: ExecutionFailedStatus,
+) -> Vec<wow_core::compensation::ExecutionFailed> {
+    bank.compensation()
+        .failures()
+        .list(&FailureQuery {
+            status: Some(status),
+            ..FailureQuery::default()
+        })
+        .await
+        .unwrap()
+}
+
 async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
     let db = &Store::open(&target.url()).await;
     let a = account(&id::new_id());
@@ -60,63 +75,9 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
         )
         .await;
         assert!(opened.succeeded, "{opened:?}");
-
-        db.execute("ALTER TABLE view_row RENAME TO view_row_off")
-            .await;
-        let broken = projected(
-            &bank,
-            cmd(&a, AccountCommand::Deposit(Amount { amount: 10 })),
-        )
-        .await;
-        assert!(!broken.succeeded);
-        assert_eq!(broken.error_code, ErrorCode::IllegalState);
-        db.execute("ALTER TABLE view_row_off RENAME TO view_row")
-            .await;
-
-        // The table is back: version 3 does not skip version 2, it fills the gap from
-        // history (version 2 folded and recorded first), so the view is whole again at once.
-        let filled = projected(
-            &bank,
-            cmd(&a, AccountCommand::Deposit(Amount { amount: 5 })),
-        )
-        .await;
-        assert!(filled.succeeded, "{filled:?}");
-        let view = bank.account_view(&a).await.unwrap().unwrap();
-        assert_eq!((view.balance, view.version), (115, 3));
-
-        let failed = bank
-            .compensation()
-            .failures()
-            .list(&FailureQuery {
-                status: Some(ExecutionFailedStatus::Failed),
-                ..FailureQuery::default()
-            })
-            .await
-            .unwrap();
-        let versions: Vec<_> = failed
-            .iter()
-            .map(|r| (r.consumer.as_str(), r.version))
-            .collect();
-        assert_eq!(
-            versions,
-            vec![("account_balance", 2)],
-            "only the failed stream"
-        );
-
-        let history = bank.pipeline().store().load(&a, 1, u64::MAX).await.unwrap();
-        let pass = bank.compensation().run_due(100).await.unwrap();
-        assert_eq!(
-            (pass.retried, pass.succeeded),
-            (1, 1),
-            "the retry finds its stream in the view"
-        );
-        let view = bank.account_view(&a).await.unwrap().unwrap();
-        assert_eq!((view.balance, view.version), (115, 3));
-        assert_eq!(
-            bank.pipeline().store().load(&a, 1, u64::MAX).await.unwrap(),
-            history
-        );
-        assert_eq!(bank.compensation().run_due(100).await.unwrap().retried, 0);
+        a_deposit_fails_while_the_views_table_is_broken(&bank, db, &a).await;
+        the_next_stream_fills_the_gap_and_only_the_failed_one_is_recorded(&bank, &a).await;
+        the_retry_finds_its_stream_in_and_leaves_history_alone(&bank, &a).await;
         bank.flush().await;
     }
 
@@ -128,16 +89,70 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
             "{consumer} resumed from its position"
         );
     }
-    let succeeded = bank
-        .compensation()
-        .failures()
-        .list(&FailureQuery {
-            status: Some(ExecutionFailedStatus::Succeeded),
-            ..FailureQuery::default()
-        })
-        .await
-        .unwrap();
+    let succeeded = records(&bank, ExecutionFailedStatus::Succeeded).await;
     assert_eq!(succeeded.len(), 1, "the record is kept, marked SUCCEEDED");
+}
+
+/// With the views' table renamed away, a deposit's projection fails `IllegalState`; the
+/// table is put back.
+async fn a_deposit_fails_while_the_views_table_is_broken(
+    bank: &Bank,
+    db: &Store,
+    a: &wow_core::AggregateId,
+) {
+    db.execute("ALTER TABLE view_row RENAME TO view_row_off")
+        .await;
+    let broken = projected(bank, cmd(a, AccountCommand::Deposit(Amount { amount: 10 }))).await;
+    assert!(!broken.succeeded);
+    assert_eq!(broken.error_code, ErrorCode::IllegalState);
+    db.execute("ALTER TABLE view_row_off RENAME TO view_row")
+        .await;
+}
+
+/// The table is back: version 3 does not skip version 2, it fills the gap from history
+/// (version 2 folded and recorded first), so the view is whole again at once; only the failed
+/// stream is recorded.
+async fn the_next_stream_fills_the_gap_and_only_the_failed_one_is_recorded(
+    bank: &Bank,
+    a: &wow_core::AggregateId,
+) {
+    let filled = projected(bank, cmd(a, AccountCommand::Deposit(Amount { amount: 5 }))).await;
+    assert!(filled.succeeded, "{filled:?}");
+    let view = bank.account_view(a).await.unwrap().unwrap();
+    assert_eq!((view.balance, view.version), (115, 3));
+
+    let failed = records(bank, ExecutionFailedStatus::Failed).await;
+    let versions: Vec<_> = failed
+        .iter()
+        .map(|r| (r.consumer.as_str(), r.version))
+        .collect();
+    assert_eq!(
+        versions,
+        vec![("account_balance", 2)],
+        "only the failed stream"
+    );
+}
+
+/// The retry finds its stream in the view, changes neither the view nor history, and leaves
+/// nothing due.
+async fn the_retry_finds_its_stream_in_and_leaves_history_alone(
+    bank: &Bank,
+    a: &wow_core::AggregateId,
+) {
+    let history = bank.pipeline().store().load(a, 1, u64::MAX).await.unwrap();
+    let pass = bank.compensation().run_due(100).await.unwrap();
+    assert_eq!(
+        (pass.retried, pass.succeeded),
+        (1, 1),
+        "the retry finds its stream in the view"
+    );
+    let view = bank.account_view(a).await.unwrap().unwrap();
+    assert_eq!((view.balance, view.version), (115, 3));
+    assert_eq!(
+        bank.pipeline().store().load(a, 1, u64::MAX).await.unwrap(),
+        history
+    );
+    assert_eq!(bank.compensation().run_due(100).await.unwrap().retried, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

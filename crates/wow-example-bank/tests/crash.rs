@@ -80,32 +80,24 @@ impl Saga for KillAfterSaga {
     }
 }
 
-/// The process that gets killed: the bank's consumers, one of them wrapped to die.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "run by the crash tests in a child process"]
-async fn crash_child() {
-    let (Ok(kind), Ok(db), Ok(a), Ok(b)) = (
-        std::env::var(KIND),
-        std::env::var(DB),
-        std::env::var(A),
-        std::env::var(B),
-    ) else {
-        return;
-    };
-    let (a, b) = (account(&a), account(&b));
-    let store = Store::open(&db).await;
-    let stores = store.stores();
-    let (events, compensation, positions) = (
-        stores.events.clone(),
-        stores.compensation.clone(),
-        stores.positions.clone(),
-    );
+/// The bank's consumers for the crash of `kind`, one of them wrapped to die, and the last
+/// command to send with the stage to await it at.
+type Consumers = (
+    Arc<dyn EventConsumer>,
+    Arc<dyn EventConsumer>,
+    Arc<dyn DynSaga>,
+    (AccountCommand, CommandStage),
+);
+
+/// The projection, the outbox processor and the saga over `stores`, the one `kind` names
+/// killed after its write; the command that reaches it (a transfer to `b` for the saga).
+fn consumers_killing(kind: &str, stores: &wow_core::Stores, b: &AggregateId) -> Consumers {
     let projection: Arc<dyn EventConsumer> =
         Arc::new(ViewProjection::<AccountBalance>::new(stores.views.clone()));
     let processor: Arc<dyn EventConsumer> = Arc::new(OutboxProcessor::<NotificationOutbox>::new(
         stores.views.clone(),
     ));
-    let (projection, processor, saga, last): (_, _, Arc<dyn DynSaga>, _) = match kind.as_str() {
+    match kind {
         "projection" => (
             Arc::new(KillAfter {
                 inner: projection,
@@ -142,13 +134,31 @@ async fn crash_child() {
                 CommandStage::SagaHandled,
             ),
         ),
+    }
+}
+
+/// The process that gets killed: the bank's consumers, one of them wrapped to die.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by the crash tests in a child process"]
+async fn crash_child() {
+    let (Ok(kind), Ok(db), Ok(a), Ok(b)) = (
+        std::env::var(KIND),
+        std::env::var(DB),
+        std::env::var(A),
+        std::env::var(B),
+    ) else {
+        return;
     };
-    let pipeline = LocalPipeline::builder(registry().unwrap(), events)
+    let (a, b) = (account(&a), account(&b));
+    let store = Store::open(&db).await;
+    let stores = store.stores();
+    let (projection, processor, saga, last) = consumers_killing(&kind, &stores, &b);
+    let pipeline = LocalPipeline::builder(registry().unwrap(), stores.events.clone())
         .projection(projection)
         .event_processor(processor)
         .saga(saga)
-        .compensation(compensation, Default::default())
-        .positions(positions)
+        .compensation(stores.compensation.clone(), Default::default())
+        .positions(stores.positions.clone())
         .build();
     for (id, name) in [(&a, "Ann"), (&b, "Bob")] {
         let open = AccountCommand::Open(Open {

@@ -111,6 +111,35 @@ async fn rows_where(served: &Served, query: &str) -> Vec<String> {
 /// The whole story on `store`, then a restart whose start rebuilds the emptied schedule.
 async fn a_booking_across_aggregates(store: &str) {
     let served = Served::start(store).await;
+    a_hold_needs_a_room_and_a_registered_customer(&served).await;
+    a_night_is_held_once_and_scheduled(&served).await;
+    a_closed_room_is_refused_and_listed_by_its_indexed_field(&served).await;
+    let before = a_confirmation_awards_points_and_confirms_the_schedule(&served).await;
+    let stores = served.stores.clone();
+    served.stop().await;
+
+    // A rebuild: the rows and records emptied, the positions reset; the next start folds
+    // the whole history of rooms and bookings again.
+    stores.views.clear("room_schedule").await.unwrap();
+    stores.positions.reset("room_schedule").await.unwrap();
+    let served = Served::start(store).await;
+    let (_, after) = served.get("views/room_schedule/r-1").await;
+    assert_eq!(
+        after, before,
+        "the schedule rebuilt from history is the one it was"
+    );
+    assert_eq!(rows_where(&served, "open=false").await, ["r-2"]);
+    let (_, customer) = served.get("customer/c-1/state").await;
+    assert_eq!(
+        customer["state"]["points"], 170,
+        "the saga awarded nothing twice"
+    );
+    served.stop().await;
+}
+
+/// A hold of a room that does not exist, then of a customer that does not, is refused; the
+/// customer registered gets the welcome bonus.
+async fn a_hold_needs_a_room_and_a_registered_customer(served: &Served) {
     let (status, code) = served
         .refused("booking/b-0/hold", hold("r-1", "c-1", "2026-12-24"))
         .await;
@@ -141,7 +170,10 @@ async fn a_booking_across_aggregates(store: &str) {
         customer["state"]["points"], 50,
         "the welcome bonus: {customer}"
     );
+}
 
+/// A hold shows in the room's schedule; a second hold of the same night is a duplicate key.
+async fn a_night_is_held_once_and_scheduled(served: &Served) {
     served
         .ok(
             "booking/b-1/hold",
@@ -163,7 +195,11 @@ async fn a_booking_across_aggregates(store: &str) {
         (status, code.as_str()),
         (StatusCode::CONFLICT, "DuplicateKey")
     );
+}
 
+/// A closed room refuses holds; the schedule lists rooms by its indexed field, pages them, and
+/// refuses a filter on another field or a bad value.
+async fn a_closed_room_is_refused_and_listed_by_its_indexed_field(served: &Served) {
     served
         .ok(
             "room/r-2/open",
@@ -176,10 +212,10 @@ async fn a_booking_across_aggregates(store: &str) {
         .refused("booking/b-3/hold", hold("r-2", "c-1", "2026-12-24"))
         .await;
     assert_eq!(code, "RoomClosed");
-    assert_eq!(rows_where(&served, "open=true").await, ["r-1"]);
-    assert_eq!(rows_where(&served, "open=false").await, ["r-2"]);
-    assert_eq!(rows_where(&served, "limit=1").await, ["r-1"]);
-    assert_eq!(rows_where(&served, "after=r-1").await, ["r-2"]);
+    assert_eq!(rows_where(served, "open=true").await, ["r-1"]);
+    assert_eq!(rows_where(served, "open=false").await, ["r-2"]);
+    assert_eq!(rows_where(served, "limit=1").await, ["r-1"]);
+    assert_eq!(rows_where(served, "after=r-1").await, ["r-2"]);
     let (status, _) = served.get("views/room_schedule?name=Garden").await;
     assert_eq!(
         status,
@@ -190,7 +226,11 @@ async fn a_booking_across_aggregates(store: &str) {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _) = served.get("views/room_schedule/no-such-room").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
 
+/// A confirmation: the saga awards a point per euro, the schedule says Confirmed. The room's
+/// schedule row.
+async fn a_confirmation_awards_points_and_confirms_the_schedule(served: &Served) -> Value {
     served
         .ok("booking/b-1/confirm", "SAGA_HANDLED", json!({}))
         .await;
@@ -201,26 +241,7 @@ async fn a_booking_across_aggregates(store: &str) {
     );
     let (_, before) = served.get("views/room_schedule/r-1").await;
     assert_eq!(before["state"]["bookings"][0]["status"], "Confirmed");
-    let stores = served.stores.clone();
-    served.stop().await;
-
-    // A rebuild: the rows and records emptied, the positions reset; the next start folds
-    // the whole history of rooms and bookings again.
-    stores.views.clear("room_schedule").await.unwrap();
-    stores.positions.reset("room_schedule").await.unwrap();
-    let served = Served::start(store).await;
-    let (_, after) = served.get("views/room_schedule/r-1").await;
-    assert_eq!(
-        after, before,
-        "the schedule rebuilt from history is the one it was"
-    );
-    assert_eq!(rows_where(&served, "open=false").await, ["r-2"]);
-    let (_, customer) = served.get("customer/c-1/state").await;
-    assert_eq!(
-        customer["state"]["points"], 170,
-        "the saga awarded nothing twice"
-    );
-    served.stop().await;
+    before
 }
 
 #[tokio::test]

@@ -109,34 +109,43 @@ impl Drop for Served {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn serves_the_todo_list_and_keeps_its_view_across_a_restart() {
-    let folder = tempfile::tempdir().unwrap();
-    let database = folder.path().join("todo.db");
-    let served = Served::start(&database);
+/// An answer of 200 `Ok`.
+#[track_caller]
+fn assert_ok((status, code, body): (StatusCode, String, Value)) {
+    assert_eq!((status, code.as_str()), (StatusCode::OK, "Ok"), "{body}");
+}
 
-    let ok = |(status, code, body): (StatusCode, String, Value)| {
-        assert_eq!((status, code.as_str()), (StatusCode::OK, "Ok"), "{body}");
-    };
-    ok(served
-        .send(
-            "groceries",
-            "create_list",
-            json!({"title": "Groceries"}),
-            "create-1",
-        )
-        .await);
-    ok(served
-        .send("groceries", "add_item", json!({"text": "Milk"}), "add-1")
-        .await);
-    ok(served
-        .send("groceries", "add_item", json!({"text": "Eggs"}), "add-2")
-        .await);
-    ok(served
-        .send("groceries", "complete_item", json!({"item": 1}), "done-1")
-        .await);
+/// Creates the groceries list, adds milk and eggs, and completes the milk.
+async fn fill_the_groceries_list(served: &Served) {
+    assert_ok(
+        served
+            .send(
+                "groceries",
+                "create_list",
+                json!({"title": "Groceries"}),
+                "create-1",
+            )
+            .await,
+    );
+    assert_ok(
+        served
+            .send("groceries", "add_item", json!({"text": "Milk"}), "add-1")
+            .await,
+    );
+    assert_ok(
+        served
+            .send("groceries", "add_item", json!({"text": "Eggs"}), "add-2")
+            .await,
+    );
+    assert_ok(
+        served
+            .send("groceries", "complete_item", json!({"item": 1}), "done-1")
+            .await,
+    );
+}
 
-    // A business rule: item 1 is done already.
+/// A business rule: item 1 is done already; the same intent again is not applied twice.
+async fn a_done_item_is_refused_and_a_resend_is_not_applied_twice(served: &Served) {
     let (status, code, _) = served
         .send(
             "groceries",
@@ -158,13 +167,10 @@ async fn serves_the_todo_list_and_keeps_its_view_across_a_restart() {
         (StatusCode::CONFLICT, "DuplicateRequestId")
     );
     assert_eq!(body["aggregateVersion"], 4);
+}
 
-    let expected = json!({"aggregateId": "groceries", "version": 4,
-        "state": {"title": "Groceries", "open": [{"item": 2, "text": "Eggs"}]}});
-    let (status, view) = served.get("/todo/groceries/view/open_items").await;
-    assert_eq!(status, StatusCode::OK, "{view}");
-    assert_eq!(view, expected);
-
+/// The OpenAPI document lists the view and the commands.
+async fn the_document_lists_the_view_and_the_commands(served: &Served) {
     let (status, document) = served.get("/openapi.json").await;
     assert_eq!(status, StatusCode::OK);
     for path in [
@@ -177,6 +183,22 @@ async fn serves_the_todo_list_and_keeps_its_view_across_a_restart() {
             "{path} is not in the document"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serves_the_todo_list_and_keeps_its_view_across_a_restart() {
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("todo.db");
+    let served = Served::start(&database);
+    fill_the_groceries_list(&served).await;
+    a_done_item_is_refused_and_a_resend_is_not_applied_twice(&served).await;
+
+    let expected = json!({"aggregateId": "groceries", "version": 4,
+        "state": {"title": "Groceries", "open": [{"item": 2, "text": "Eggs"}]}});
+    let (status, view) = served.get("/todo/groceries/view/open_items").await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view, expected);
+    the_document_lists_the_view_and_the_commands(&served).await;
 
     assert!(served.stop().success(), "SIGTERM is a clean stop");
 
@@ -184,9 +206,11 @@ async fn serves_the_todo_list_and_keeps_its_view_across_a_restart() {
     let (status, view) = again.get("/todo/groceries/view/open_items").await;
     assert_eq!(status, StatusCode::OK, "{view}");
     assert_eq!(view, expected);
-    ok(again
-        .send("groceries", "complete_item", json!({"item": 2}), "done-2")
-        .await);
+    assert_ok(
+        again
+            .send("groceries", "complete_item", json!({"item": 2}), "done-2")
+            .await,
+    );
     let (_, view) = again.get("/todo/groceries/view/open_items").await;
     assert_eq!(view["state"]["open"], json!([]));
     assert!(again.stop().success());

@@ -9,6 +9,7 @@
 mod answer;
 mod read;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -20,12 +21,12 @@ use wow_core::query::{
     project, Condition, DocumentQuery, Filter, ListQuery, Lowering, Operator, PagedList,
     PagedQuery, Projection, QueryBody, SingleQuery, Target,
 };
-use wow_core::view::ViewStore;
+use wow_core::view::{ViewRow, ViewStore};
 use wow_core::{DomainEventStream, NamedAggregate};
 use wow_runtime::view::snapshot_view;
 
 use crate::error::ApiError;
-use crate::reads::{Budget, ReadPlace};
+use crate::reads::ReadPlace;
 use crate::state::HttpState;
 use answer::{events_failed, illegal, ok, view_failed, Shape, Streamed};
 pub(crate) use answer::{Answer, Documents, States};
@@ -37,18 +38,11 @@ pub(crate) async fn count(
     read: ReadPlace,
     query: DslQuery<Condition>,
 ) -> Result<Response, ApiError> {
-    let (views, view) = snapshots(&state, &query)?;
+    let snapshots = Snapshots::of(&state, &query)?;
     let filter = lowering()
         .lower(&active_only(query.query))
         .map_err(illegal)?;
-    let total = read
-        .within(snapshot_count(
-            views.as_ref(),
-            &view,
-            &query.tenant,
-            &filter,
-        ))
-        .await?;
+    let total = read.within(snapshots.count(&query.tenant, &filter)).await?;
     Ok(ok(json!(total)))
 }
 
@@ -60,16 +54,9 @@ pub(crate) async fn single<A: Answer>(
     mut query: DslQuery<SingleQuery>,
 ) -> Result<Response, ApiError> {
     let shape = A::SHAPE;
-    let (views, view) = snapshots(&state, &query)?;
+    let snapshots = Snapshots::of(&state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
-    let rows = read
-        .within(snapshot_rows(
-            views.as_ref(),
-            &view,
-            &query.tenant,
-            &lowered,
-        ))
-        .await?;
+    let rows = read.within(snapshots.rows(&query.tenant, &lowered)).await?;
     let row = rows
         .into_iter()
         .next()
@@ -89,37 +76,11 @@ pub(crate) async fn list<A: Answer>(
     read: ReadPlace,
     mut query: DslQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
-    let shape = A::SHAPE;
-    let (views, view) = snapshots(&state, &query)?;
+    let snapshots = Snapshots::of(&state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
-    let rows = read
-        .within(snapshot_rows(
-            views.as_ref(),
-            &view,
-            &query.tenant,
-            &lowered,
-        ))
-        .await?;
-    let projection = query.query.projection;
-    let documents = read
-        .shaped(move |budget| documents(rows, &projection, shape, budget))
-        .await?;
-    Ok(answer::list(streamed, documents))
-}
-
-/// The rows as answered, projected; stopped at the read's deadline.
-fn documents(
-    rows: Vec<wow_core::view::ViewRow>,
-    projection: &Projection,
-    shape: Shape,
-    budget: &Budget,
-) -> Result<Vec<Value>, ApiError> {
-    rows.into_iter()
-        .map(|row| {
-            budget.check()?;
-            Ok(answer::document(row.state, projection, shape))
-        })
-        .collect()
+    let rows = read.within(snapshots.rows(&query.tenant, &lowered)).await?;
+    let list = documents(&read, rows, query.query.projection, A::SHAPE).await?;
+    Ok(answer::list(streamed, list))
 }
 
 /// `POST /{aggregate}/snapshot/paged` (and `/state`): `{total, list}` of documents (or of
@@ -129,25 +90,16 @@ pub(crate) async fn paged<A: Answer>(
     read: ReadPlace,
     mut query: DslQuery<PagedQuery>,
 ) -> Result<Response, ApiError> {
-    let shape = A::SHAPE;
-    let (views, view) = snapshots(&state, &query)?;
+    let snapshots = Snapshots::of(&state, &query)?;
     let lowered = snapshot_lowered(&mut query.query)?;
     let (total, rows) = read
-        .within(async {
-            let total =
-                snapshot_count(views.as_ref(), &view, &query.tenant, &lowered.filter).await?;
-            Ok((
-                total,
-                snapshot_rows(views.as_ref(), &view, &query.tenant, &lowered).await?,
-            ))
-        })
+        .within(counted(
+            snapshots.count(&query.tenant, &lowered.filter),
+            snapshots.rows(&query.tenant, &lowered),
+        ))
         .await?;
-    let projection = query.query.projection;
-    let list = read
-        .shaped(move |budget| documents(rows, &projection, shape, budget))
-        .await?;
-    let page = PagedList { total, list };
-    Ok(ok(serde_json::to_value(page).unwrap_or(Value::Null)))
+    let list = documents(&read, rows, query.query.projection, A::SHAPE).await?;
+    Ok(paged_answer(total, list))
 }
 
 /// `POST /{aggregate}/event/list`: up to `limit` streams.
@@ -158,14 +110,9 @@ pub(crate) async fn list_events(
     mut query: DslQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     let lowered = event_lowered(&mut query.query)?;
-    let named = query.runtime.named_aggregate().clone();
-    let streams = read
-        .within(event_streams(&state, &named, &query.tenant, &lowered))
-        .await?;
-    let (runtime, projection) = (query.runtime, query.query.projection);
-    let list = read
-        .shaped(move |budget| streams_answer(runtime.as_ref(), streams, &projection, budget))
-        .await?;
+    let streams = Streams::of(&state, &query);
+    let found = read.within(streams.rows(&query.tenant, &lowered)).await?;
+    let list = streams_answer(&read, query.runtime, found, query.query.projection).await?;
     Ok(answer::list(streamed, list))
 }
 
@@ -176,23 +123,15 @@ pub(crate) async fn paged_events(
     mut query: DslQuery<PagedQuery>,
 ) -> Result<Response, ApiError> {
     let lowered = event_lowered(&mut query.query)?;
-    let named = query.runtime.named_aggregate().clone();
-    let (total, streams) = read
-        .within(async {
-            let total = stream_count(&state, &named, &query.tenant, &lowered.filter).await?;
-            Ok((
-                total,
-                event_streams(&state, &named, &query.tenant, &lowered).await?,
-            ))
-        })
+    let streams = Streams::of(&state, &query);
+    let (total, found) = read
+        .within(counted(
+            streams.count(&query.tenant, &lowered.filter),
+            streams.rows(&query.tenant, &lowered),
+        ))
         .await?;
-    let (runtime, projection) = (query.runtime, query.query.projection);
-    let list = read
-        .shaped(move |budget| streams_answer(runtime.as_ref(), streams, &projection, budget))
-        .await?;
-    Ok(ok(
-        serde_json::to_value(PagedList { total, list }).unwrap_or(Value::Null)
-    ))
+    let list = streams_answer(&read, query.runtime, found, query.query.projection).await?;
+    Ok(paged_answer(total, list))
 }
 
 /// `POST /{aggregate}/event/count`: the bare condition in, a bare number out.
@@ -202,74 +141,120 @@ pub(crate) async fn count_events(
     query: DslQuery<Condition>,
 ) -> Result<Response, ApiError> {
     let filter = event_lowering().lower(&query.query).map_err(illegal)?;
-    let named = query.runtime.named_aggregate().clone();
-    let total = read
-        .within(stream_count(&state, &named, &query.tenant, &filter))
-        .await?;
+    let streams = Streams::of(&state, &query);
+    let total = read.within(streams.count(&query.tenant, &filter)).await?;
     Ok(ok(json!(total)))
 }
 
-/// The snapshot documents of `view` in `tenant` that `query` selects.
-async fn snapshot_rows(
-    views: &dyn ViewStore,
-    view: &str,
-    tenant: &str,
-    query: &DocumentQuery,
-) -> Result<Vec<wow_core::view::ViewRow>, ApiError> {
-    views.query(view, tenant, query).await.map_err(view_failed)
+/// `{total, list}` as answered, with `Wow-Error-Code: Ok`.
+fn paged_answer(total: u64, list: Vec<Value>) -> Response {
+    ok(serde_json::to_value(PagedList { total, list }).unwrap_or(Value::Null))
 }
 
-/// How many snapshot documents of `view` in `tenant` match `filter`.
-async fn snapshot_count(
-    views: &dyn ViewStore,
-    view: &str,
-    tenant: &str,
-    filter: &Filter,
-) -> Result<u64, ApiError> {
-    views.count(view, tenant, filter).await.map_err(view_failed)
+/// The rows as answered (projected, shaped), on the read's shaping pool; stopped at the
+/// read's deadline.
+async fn documents(
+    read: &ReadPlace,
+    rows: Vec<ViewRow>,
+    projection: Projection,
+    shape: Shape,
+) -> Result<Vec<Value>, ApiError> {
+    read.shaped(move |budget| {
+        rows.into_iter()
+            .map(|row| {
+                budget.check()?;
+                Ok(answer::document(row.state, &projection, shape))
+            })
+            .collect()
+    })
+    .await
 }
 
-/// The event streams of `named` in `tenant` that `query` selects.
-async fn event_streams(
-    state: &HttpState,
-    named: &NamedAggregate,
-    tenant: &str,
-    query: &DocumentQuery,
-) -> Result<Vec<DomainEventStream>, ApiError> {
-    state
-        .store()
-        .query_streams(named, tenant, query)
-        .await
-        .map_err(events_failed)
+/// `total`, then `rows`, run one after the other: a page's count and its items.
+async fn counted<T>(
+    total: impl Future<Output = Result<u64, ApiError>>,
+    rows: impl Future<Output = Result<T, ApiError>>,
+) -> Result<(u64, T), ApiError> {
+    let total = total.await?;
+    Ok((total, rows.await?))
 }
 
-/// How many event streams of `named` in `tenant` match `filter`.
-async fn stream_count(
-    state: &HttpState,
-    named: &NamedAggregate,
-    tenant: &str,
-    filter: &Filter,
-) -> Result<u64, ApiError> {
-    state
-        .store()
-        .count_streams(named, tenant, filter)
-        .await
-        .map_err(events_failed)
+/// Where a snapshot query reads: the store of the materialized snapshots and the view of the
+/// query's aggregate.
+struct Snapshots {
+    views: Arc<dyn ViewStore>,
+    view: String,
 }
 
-/// The store of the materialized snapshots and the view of `query`'s aggregate; 404 when
-/// this service keeps none.
-fn snapshots<T>(
-    state: &HttpState,
-    query: &DslQuery<T>,
-) -> Result<(Arc<dyn ViewStore>, String), ApiError> {
-    let views = state.views().cloned().ok_or_else(|| {
-        ApiError::not_found(
-            "this service keeps no materialized snapshots: start it with snapshot queries on (WOW_SNAPSHOT_QUERIES=true, or snapshot_queries = true in its file)",
-        )
-    })?;
-    let view = snapshot_view(&query.runtime.named_aggregate().aggregate_name);
-    Ok((views, view))
+impl Snapshots {
+    /// The snapshots of `query`'s aggregate; 404 when this service keeps none.
+    fn of<T>(state: &HttpState, query: &DslQuery<T>) -> Result<Self, ApiError> {
+        let views = state.views().cloned().ok_or_else(|| {
+            ApiError::not_found(
+                "this service keeps no materialized snapshots: start it with snapshot queries on (WOW_SNAPSHOT_QUERIES=true, or snapshot_queries = true in its file)",
+            )
+        })?;
+        let view = snapshot_view(&query.runtime.named_aggregate().aggregate_name);
+        Ok(Self { views, view })
+    }
+
+    /// The documents in `tenant` that `query` selects.
+    async fn rows(&self, tenant: &str, query: &DocumentQuery) -> Result<Vec<ViewRow>, ApiError> {
+        self.views
+            .query(&self.view, tenant, query)
+            .await
+            .map_err(view_failed)
+    }
+
+    /// How many documents in `tenant` match `filter`.
+    async fn count(&self, tenant: &str, filter: &Filter) -> Result<u64, ApiError> {
+        self.views
+            .count(&self.view, tenant, filter)
+            .await
+            .map_err(view_failed)
+    }
+}
+
+/// Where an event stream query reads: the event store's streams of the query's aggregate.
+struct Streams<'a> {
+    state: &'a HttpState,
+    named: NamedAggregate,
+}
+
+impl<'a> Streams<'a> {
+    /// The streams of `query`'s aggregate.
+    fn of<T>(state: &'a HttpState, query: &DslQuery<T>) -> Self {
+        let named = query.runtime.named_aggregate().clone();
+        Self { state, named }
+    }
+
+    /// The streams in `tenant` that `query` selects.
+    async fn rows(
+        &self,
+        tenant: &str,
+        query: &DocumentQuery,
+    ) -> Result<Vec<DomainEventStream>, ApiError> {
+        self.state
+            .store()
+            .query_streams(
+                wow_core::eventsourcing::TenantStreams::new(&self.named, tenant),
+                query,
+            )
+            .await
+            .map_err(events_failed)
+    }
+
+    /// How many streams in `tenant` match `filter`.
+    async fn count(&self, tenant: &str, filter: &Filter) -> Result<u64, ApiError> {
+        self.state
+            .store()
+            .count_streams(
+                wow_core::eventsourcing::TenantStreams::new(&self.named, tenant),
+                filter,
+            )
+            .await
+            .map_err(events_failed)
+    }
 }
 
 /// Wow's guard: snapshot queries see aggregates that are not deleted, unless the condition
@@ -342,26 +327,30 @@ fn event_lowered<Q: QueryBody>(query: &mut Q) -> Result<DocumentQuery, ApiError>
     query.lower(&event_lowering()).map_err(illegal)
 }
 
-/// The streams as answered: today's shapes (as the history route shows them), projected.
-fn streams_answer(
-    runtime: &dyn AggregateRuntime,
+/// The streams as answered: today's shapes (as the history route shows them), projected, on
+/// the read's shaping pool; stopped at the read's deadline.
+async fn streams_answer(
+    read: &ReadPlace,
+    runtime: Arc<dyn AggregateRuntime>,
     streams: Vec<DomainEventStream>,
-    projection: &Projection,
-    budget: &Budget,
+    projection: Projection,
 ) -> Result<Vec<Value>, ApiError> {
-    streams
-        .iter()
-        .map(|stream| {
-            budget.check()?;
-            crate::queries::today(runtime, stream)
-                .map(|json| project(projection, json))
-                .map_err(|e| {
-                    ApiError::new(
-                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        e.error_code(),
-                        e.to_string(),
-                    )
-                })
-        })
-        .collect()
+    read.shaped(move |budget| {
+        streams
+            .iter()
+            .map(|stream| {
+                budget.check()?;
+                crate::queries::today(runtime.as_ref(), stream)
+                    .map(|json| project(&projection, json))
+                    .map_err(|e| {
+                        ApiError::new(
+                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                            e.error_code(),
+                            e.to_string(),
+                        )
+                    })
+            })
+            .collect()
+    })
+    .await
 }

@@ -71,24 +71,38 @@ pub(crate) fn render(
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
 
+/// Writes a metric's `# HELP` and `# TYPE` lines.
+fn describe(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Writes a metric without labels: its `# HELP` and `# TYPE` lines and its one sample.
+fn single(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+    describe(out, name, kind, help);
+    let _ = writeln!(out, "{name} {value}");
+}
+
 /// The command counters and the latency histogram, in the Prometheus text format.
 fn write_commands(out: &mut String, counts: &Counts) {
-    let _ = writeln!(
+    describe(
         out,
-        "# HELP wow_commands_total Commands answered over HTTP, by stage reached and error code."
+        "wow_commands_total",
+        "counter",
+        "Commands answered over HTTP, by stage reached and error code.",
     );
-    let _ = writeln!(out, "# TYPE wow_commands_total counter");
     for ((stage, code), n) in &counts.results {
         let _ = writeln!(
             out,
             "wow_commands_total{{stage=\"{stage}\",error_code=\"{code}\"}} {n}"
         );
     }
-    let _ = writeln!(
+    describe(
         out,
-        "# HELP wow_command_duration_seconds Time from request to answer."
+        "wow_command_duration_seconds",
+        "histogram",
+        "Time from request to answer.",
     );
-    let _ = writeln!(out, "# TYPE wow_command_duration_seconds histogram");
     for (bound, n) in BUCKETS.iter().zip(counts.buckets.iter()) {
         let _ = writeln!(
             out,
@@ -106,56 +120,58 @@ fn write_commands(out: &mut String, counts: &Counts) {
 
 /// The pipeline's counters and the quarantine, in the Prometheus text format.
 fn write_pipeline(out: &mut String, pipeline: &MetricsSnapshot, quarantined: usize) {
-    let _ = writeln!(
+    describe(
         out,
-        "# HELP wow_duplicates_total Duplicate request ids, by where they were caught."
+        "wow_duplicates_total",
+        "counter",
+        "Duplicate request ids, by where they were caught.",
     );
-    let _ = writeln!(out, "# TYPE wow_duplicates_total counter");
-    let _ = writeln!(
+    for (caught_by, n) in [
+        ("store", pipeline.duplicates_by_store),
+        ("append", pipeline.duplicates_by_append),
+    ] {
+        let _ = writeln!(out, "wow_duplicates_total{{caught_by=\"{caught_by}\"}} {n}");
+    }
+    describe(
         out,
-        "wow_duplicates_total{{caught_by=\"store\"}} {}",
-        pipeline.duplicates_by_store
+        "wow_consumer_signals_total",
+        "counter",
+        "Each consumer's signals of the downstream stages, by stage, consumer and error code.",
     );
-    let _ = writeln!(
-        out,
-        "wow_duplicates_total{{caught_by=\"append\"}} {}",
-        pipeline.duplicates_by_append
-    );
-    let _ = writeln!(
-        out,
-        "# HELP wow_consumer_signals_total Each consumer's signals of the downstream stages, by stage, consumer and error code."
-    );
-    let _ = writeln!(out, "# TYPE wow_consumer_signals_total counter");
     for ((stage, consumer, code), n) in &pipeline.signals {
         let _ = writeln!(
             out,
             "wow_consumer_signals_total{{stage=\"{stage}\",consumer=\"{consumer}\",error_code=\"{code}\"}} {n}"
         );
     }
-    let _ = writeln!(
+    single(
         out,
-        "# HELP wow_bloom_hits_total Request ids a Bloom filter said it may have seen."
+        "wow_bloom_hits_total",
+        "counter",
+        "Request ids a Bloom filter said it may have seen.",
+        pipeline.bloom_hits,
     );
-    let _ = writeln!(out, "# TYPE wow_bloom_hits_total counter");
-    let _ = writeln!(out, "wow_bloom_hits_total {}", pipeline.bloom_hits);
-    let _ = writeln!(
+    single(
         out,
-        "# HELP wow_handler_runs_total Times an aggregate's handler ran."
+        "wow_handler_runs_total",
+        "counter",
+        "Times an aggregate's handler ran.",
+        pipeline.handler_runs,
     );
-    let _ = writeln!(out, "# TYPE wow_handler_runs_total counter");
-    let _ = writeln!(out, "wow_handler_runs_total {}", pipeline.handler_runs);
-    let _ = writeln!(
+    single(
         out,
-        "# HELP wow_event_backlog Streams appended and not yet handled by every consumer (queued in memory or left in the store to be read back)."
+        "wow_event_backlog",
+        "gauge",
+        "Streams appended and not yet handled by every consumer (queued in memory or left in the store to be read back).",
+        pipeline.event_backlog,
     );
-    let _ = writeln!(out, "# TYPE wow_event_backlog gauge");
-    let _ = writeln!(out, "wow_event_backlog {}", pipeline.event_backlog);
-    let _ = writeln!(
+    single(
         out,
-        "# HELP wow_quarantined_aggregates Aggregates quarantined because their history cannot be applied (SPEC PX-1)."
+        "wow_quarantined_aggregates",
+        "gauge",
+        "Aggregates quarantined because their history cannot be applied (SPEC PX-1).",
+        quarantined,
     );
-    let _ = writeln!(out, "# TYPE wow_quarantined_aggregates gauge");
-    let _ = writeln!(out, "wow_quarantined_aggregates {}", quarantined);
 }
 
 /// The answer to `GET /metrics.json`: the counters of `/metrics`, read at the same moment,

@@ -19,7 +19,7 @@ pub(crate) use deadlines::{of_aggregate as aggregate_deadlines, pending as pendi
 pub(crate) use health::health;
 pub(crate) use history::{events, today};
 pub(crate) use outcome::outcome;
-pub(crate) use state::{state, state_at_time, state_at_version};
+pub(crate) use state::{state, state_at, AtTime, AtVersion};
 pub(crate) use unique_key::{holder as unique_key_holder, release as release_unique_key};
 
 /// A read the store failed, as a read's error; what an unreachable or failing store said is

@@ -17,7 +17,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use gate::PeerAddr;
-pub(crate) use gate::{Budget, ReadPlace};
+pub(crate) use gate::ReadPlace;
 
 use crate::error::ApiError;
 use crate::extract::CallerTenant;

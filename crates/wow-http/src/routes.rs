@@ -109,11 +109,11 @@ fn aggregate_routes() -> Router<HttpState> {
         )
         .route(
             "/{aggregate}/{id}/state/{version}",
-            get(queries::state_at_version),
+            get(queries::state_at::<queries::AtVersion>),
         )
         .route(
             "/{aggregate}/{id}/state/time/{time}",
-            get(queries::state_at_time),
+            get(queries::state_at::<queries::AtTime>),
         )
         .route(
             "/{aggregate}/{id}/event/{head}/{tail}",

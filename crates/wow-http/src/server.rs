@@ -87,6 +87,7 @@ mod handshakes;
 mod idle;
 mod limits;
 mod refusals;
+mod watched;
 mod write_deadline;
 
 use std::convert::Infallible;
@@ -109,10 +110,10 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
+use deadline::read_deadline;
 pub(crate) use deadline::BodyReadTimeout;
-use deadline::ReadDeadline;
-use idle::BusyBody;
 pub use limits::{InvalidLimits, ServerLimits, MAX_READ_TIMEOUT};
+use watched::Watched;
 use write_deadline::WriteDeadline;
 
 use crate::reads::gate::PeerAddr;
@@ -307,14 +308,14 @@ impl Server {
                     refusals::header_too_long(request.headers(), limits.max_header_bytes)
                 {
                     return Ok::<_, Infallible>(
-                        answer.map(|body| Body::new(BusyBody::new(body, busy))),
+                        answer.map(|body| Body::new(Watched::new(body, busy))),
                     );
                 }
-                let mut request = request
-                    .map(|body| Body::new(ReadDeadline::new(body, limits.body_read_timeout)));
+                let mut request =
+                    request.map(|body| Body::new(read_deadline(body, limits.body_read_timeout)));
                 request.extensions_mut().insert(PeerAddr(peer));
                 let answer = app.oneshot(request).await?;
-                Ok(answer.map(|body| Body::new(BusyBody::new(body, busy))))
+                Ok(answer.map(|body| Body::new(Watched::new(body, busy))))
             }
         });
         let stream = WriteDeadline::new(stream, limits.write_timeout);

@@ -159,8 +159,6 @@ async fn a_command_only_a_deadline_sends_is_not_routed_over_http() {
 /// with an operator's bearer token only; a missing row is 404 and nothing else changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_fires_or_cancels_one_pending_deadline_with_a_bearer_token() {
-    use wow_core::deadline::{DeadlineStore, ScheduledCommand};
-    use wow_core::AggregateId;
     let config = HttpConfig {
         operator_tokens: std::collections::HashSet::from(["op".to_owned()]),
         ..HttpConfig::default()
@@ -168,31 +166,48 @@ async fn an_operator_fires_or_cancels_one_pending_deadline_with_a_bearer_token()
     let server = Server::start_with(true, config).await;
     server.place("h-1", "t1", 15).await;
     server.place("h-1", "t2", 15).await;
-    let act = |method: reqwest::Method, path: &str, auth: Option<&str>| {
-        let request = server
-            .client
-            .request(method, format!("{}{path}", server.base));
-        let request = match auth {
-            Some("cookie") => request.header("Cookie", "wow-operator=op"),
-            Some(header) => request.header("Authorization", header),
-            None => request,
-        };
-        async move {
-            let response = request.send().await.unwrap();
-            let status = response.status();
-            (status, response.json::<Value>().await.unwrap())
-        }
+    the_operators_bearer_token_fires_a_deadline_now(&server).await;
+    the_operators_bearer_token_cancels_a_deadline_of_its_tenant(&server).await;
+    a_missing_or_cancelled_row_is_404(&server).await;
+    a_sagas_deadline_is_named_with_its_slash_escaped(&server).await;
+}
+
+const FIRE: &str = "/deadlines/t1/hold/h-1/expire/fire";
+const CANCEL: &str = "/deadlines/t1/hold/h-1/expire";
+
+/// `method` on `path` with `auth`: none, `"cookie"` (the operator's cookie), or the
+/// `Authorization` header's value. The status and the JSON answer.
+async fn act(
+    server: &Server,
+    method: reqwest::Method,
+    path: &str,
+    auth: Option<&str>,
+) -> (StatusCode, Value) {
+    let request = server
+        .client
+        .request(method, format!("{}{path}", server.base));
+    let request = match auth {
+        Some("cookie") => request.header("Cookie", "wow-operator=op"),
+        Some(header) => request.header("Authorization", header),
+        None => request,
     };
-    let fire = "/deadlines/t1/hold/h-1/expire/fire";
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.json::<Value>().await.unwrap())
+}
+
+/// Without a token, with another, or with the operator's cookie: 401; with the operator's
+/// bearer token the deadline is due at once, not at its due time.
+async fn the_operators_bearer_token_fires_a_deadline_now(server: &Server) {
     for (auth, expected) in [
         (None, StatusCode::UNAUTHORIZED),
         (Some("Bearer nope"), StatusCode::UNAUTHORIZED),
         (Some("cookie"), StatusCode::UNAUTHORIZED),
     ] {
-        let (status, body) = act(reqwest::Method::POST, fire, auth).await;
+        let (status, body) = act(server, reqwest::Method::POST, FIRE, auth).await;
         assert_eq!(status, expected, "{auth:?}: {body}");
     }
-    let (status, row) = act(reqwest::Method::POST, fire, Some("Bearer op")).await;
+    let (status, row) = act(server, reqwest::Method::POST, FIRE, Some("Bearer op")).await;
     assert_eq!(status, StatusCode::OK, "{row}");
     assert_eq!(row["name"], "expire");
     assert_eq!(row["owner"]["tenantId"], "t1");
@@ -200,35 +215,45 @@ async fn an_operator_fires_or_cancels_one_pending_deadline_with_a_bearer_token()
         row["fireAt"].as_i64().unwrap() < row["dueAt"].as_i64().unwrap(),
         "due at once, not at its due time: {row}"
     );
+}
 
-    let cancel = "/deadlines/t1/hold/h-1/expire";
-    let (status, body) = act(reqwest::Method::DELETE, cancel, Some("cookie")).await;
+/// The cookie cannot cancel; the bearer token cancels the row of the path's tenant only.
+async fn the_operators_bearer_token_cancels_a_deadline_of_its_tenant(server: &Server) {
+    let (status, body) = act(server, reqwest::Method::DELETE, CANCEL, Some("cookie")).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
-    let (status, row) = act(reqwest::Method::DELETE, cancel, Some("Bearer op")).await;
+    let (status, row) = act(server, reqwest::Method::DELETE, CANCEL, Some("Bearer op")).await;
     assert_eq!(status, StatusCode::OK, "{row}");
     assert_eq!(row["requestId"], "deadline/expire/1");
     let (_, left) = server.get("/hold/h-1/deadlines", "t1").await;
     assert_eq!(left, json!([]), "cancelled");
     let (_, other) = server.get("/hold/h-1/deadlines", "t2").await;
     assert_eq!(other.as_array().unwrap().len(), 1, "another tenant's stays");
+}
 
+/// A row cancelled already, of another aggregate or of an unknown aggregate type: 404, and a
+/// cancelled row cannot be fired.
+async fn a_missing_or_cancelled_row_is_404(server: &Server) {
     for path in [
-        cancel,
+        CANCEL,
         "/deadlines/t1/hold/h-9/expire",
         "/deadlines/t1/nothing/h-1/expire",
     ] {
-        let (status, body) = act(reqwest::Method::DELETE, path, Some("Bearer op")).await;
+        let (status, body) = act(server, reqwest::Method::DELETE, path, Some("Bearer op")).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
         assert_eq!(body["errorCode"], "NotFound");
     }
-    let (status, _) = act(reqwest::Method::POST, fire, Some("Bearer op")).await;
+    let (status, _) = act(server, reqwest::Method::POST, FIRE, Some("Bearer op")).await;
     assert_eq!(
         status,
         StatusCode::NOT_FOUND,
         "a cancelled row cannot be fired"
     );
+}
 
-    // A saga's deadline is named `{saga}/{name}`: its `/` is written `%2F`.
+/// A saga's deadline is named `{saga}/{name}`: its `/` is written `%2F`.
+async fn a_sagas_deadline_is_named_with_its_slash_escaped(server: &Server) {
+    use wow_core::deadline::{DeadlineStore, ScheduledCommand};
+    use wow_core::AggregateId;
     let owner = AggregateId::new("demo", "hold", "h-2", "t1");
     server
         .store
@@ -245,6 +270,7 @@ async fn an_operator_fires_or_cancels_one_pending_deadline_with_a_bearer_token()
         .await
         .unwrap();
     let (status, row) = act(
+        server,
         reqwest::Method::DELETE,
         "/deadlines/t1/hold/h-2/auto-confirm%2Fconfirm",
         Some("Bearer op"),

@@ -80,6 +80,18 @@ impl Server {
         assert_eq!(status, StatusCode::OK, "{body}");
     }
 
+    /// The text of `/metrics`.
+    async fn metrics(&self) -> String {
+        self.client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     async fn history(&self, id: &str) -> usize {
         let aggregate = AggregateId::new("bank", "account", id, "(0)");
         self.store
@@ -118,7 +130,13 @@ async fn each_outcome_has_its_status_and_error_code_header() {
     for field in wow_core::CommandResult::JSON_FIELDS {
         assert!(body.get(field).is_some(), "missing {field}");
     }
+    a_refusal_has_its_status_and_code(&s).await;
+    a_conflict_has_409_and_its_code(&s).await;
+}
 
+/// A payload its validation refuses, a business rejection, and an aggregate, aggregate type or
+/// command that does not exist.
+async fn a_refusal_has_its_status_and_code(s: &Server) {
     let (status, body, code) = s
         .post("/account/acc-1/withdraw", &[], r#"{"amount":0}"#)
         .await;
@@ -146,7 +164,11 @@ async fn each_outcome_has_its_status_and_error_code_header() {
     assert_eq!((status, code.as_str()), (StatusCode::NOT_FOUND, "NotFound"));
     let (status, _, code) = s.post("/account/acc-1/close", &[], "{}").await;
     assert_eq!((status, code.as_str()), (StatusCode::NOT_FOUND, "NotFound"));
+}
 
+/// A second create, an expected version that is not the aggregate's, a resend and a request
+/// id reused for another body: each a 409 with its own code.
+async fn a_conflict_has_409_and_its_code(s: &Server) {
     let (status, _, code) = s
         .post("/account/acc-1/open", &[], r#"{"name":"Bob","balance":1}"#)
         .await;
@@ -210,6 +232,89 @@ async fn create_without_an_id_gets_one_from_the_header_or_the_server() {
     assert!(!body["aggregateId"].as_str().unwrap().is_empty());
 }
 
+/// One bad request and its answer: the status, the error code, the field it names.
+struct BadInput<'a> {
+    path: &'a str,
+    headers: Vec<(&'a str, &'a str)>,
+    body: String,
+    status: StatusCode,
+    code: &'a str,
+    field: &'a str,
+}
+
+/// A bad deposit of `body` to acc-1 with `headers`, answered with 400 and `code`.
+fn bad_deposit<'a>(
+    headers: &[(&'a str, &'a str)],
+    body: &str,
+    code: &'a str,
+    field: &'a str,
+) -> BadInput<'a> {
+    BadInput {
+        path: "/account/acc-1/deposit",
+        headers: headers.to_vec(),
+        body: body.to_owned(),
+        status: StatusCode::BAD_REQUEST,
+        code,
+        field,
+    }
+}
+
+/// Every bad input the test sends, in order: bodies, headers, a body over the limit, a bad
+/// path and a payload its validation refuses.
+fn bad_inputs(long_id: &str) -> Vec<BadInput<'_>> {
+    let one = r#"{"amount":1}"#;
+    vec![
+        bad_deposit(&[], "{not json", "BadRequest", "body"),
+        bad_deposit(&[], r#"{"amount":"ten"}"#, "BadRequest", "amount"),
+        bad_deposit(&[], "{}", "BadRequest", "amount"),
+        bad_deposit(&[], r#"{"amount":1,"extra":true}"#, "BadRequest", "extra"),
+        bad_deposit(
+            &[("Command-Wait-Stage", "DONE")],
+            one,
+            "IllegalArgument",
+            "Command-Wait-Stage",
+        ),
+        bad_deposit(
+            &[("Command-Wait-Timeout", "-5")],
+            one,
+            "IllegalArgument",
+            "Command-Wait-Timeout",
+        ),
+        bad_deposit(
+            &[("Command-Wait-Timeout", "99999999999")],
+            one,
+            "IllegalArgument",
+            "Command-Wait-Timeout",
+        ),
+        bad_deposit(
+            &[("Command-Aggregate-Version", "two")],
+            one,
+            "IllegalArgument",
+            "Command-Aggregate-Version",
+        ),
+        bad_deposit(
+            &[("Command-Request-Id", long_id)],
+            one,
+            "IllegalArgument",
+            "Command-Request-Id",
+        ),
+        BadInput {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            ..bad_deposit(
+                &[],
+                &format!(r#"{{"amount":1,"pad":"{}"}}"#, "x".repeat(400)),
+                "BadRequest",
+                "body",
+            )
+        },
+        BadInput {
+            path: "/account/acc%20one/deposit",
+            ..bad_deposit(&[], one, "IllegalArgument", "aggregateId")
+        },
+        bad_deposit(&[], r#"{"amount":-1}"#, "CommandValidation", "amount"),
+    ]
+}
+
 #[tokio::test]
 async fn bad_input_is_a_4xx_that_says_what_is_wrong_and_records_nothing() {
     let s = server_with(HttpConfig {
@@ -219,120 +324,21 @@ async fn bad_input_is_a_4xx_that_says_what_is_wrong_and_records_nothing() {
     .await;
     s.open("acc-1", 10).await;
     let long_id = "r".repeat(129);
-    let cases: Vec<(
-        &str,
-        Vec<(&str, &str)>,
-        String,
-        StatusCode,
-        &str,
-        Option<&str>,
-    )> = vec![
-        (
-            "/account/acc-1/deposit",
-            vec![],
-            "{not json".into(),
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            Some("body"),
-        ),
-        (
-            "/account/acc-1/deposit",
-            vec![],
-            r#"{"amount":"ten"}"#.into(),
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            Some("amount"),
-        ),
-        (
-            "/account/acc-1/deposit",
-            vec![],
-            "{}".into(),
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            Some("amount"),
-        ),
-        (
-            "/account/acc-1/deposit",
-            vec![],
-            r#"{"amount":1,"extra":true}"#.into(),
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            Some("extra"),
-        ),
-        (
-            "/account/acc-1/deposit",
-            vec![("Command-Wait-Stage", "DONE")],
-            r#"{"amount":1}"#.into(),
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            Some("Command-Wait-Stage"),
-        ),
-        (
-            "/account/acc-1/deposit",
-            vec![("Command-Wait-Timeout", "-5")],
-            r#"{"amount":1}"#.into(),
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            Some("Command-Wait-Timeout"),
-        ),
-        (
-            "/account/acc-1/deposit",
-            vec![("Command-Wait-Timeout", "99999999999")],
-            r#"{"amount":1}"#.into(),
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            Some("Command-Wait-Timeout"),
-        ),
-        (
-            "/account/acc-1/deposit",
-            vec![("Command-Aggregate-Version", "two")],
-            r#"{"amount":1}"#.into(),
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            Some("Command-Aggregate-Version"),
-        ),
-        (
-            "/account/acc-1/deposit",
-            vec![("Command-Request-Id", long_id.as_str())],
-            r#"{"amount":1}"#.into(),
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            Some("Command-Request-Id"),
-        ),
-        (
-            "/account/acc-1/deposit",
-            vec![],
-            format!(r#"{{"amount":1,"pad":"{}"}}"#, "x".repeat(400)),
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "BadRequest",
-            Some("body"),
-        ),
-        (
-            "/account/acc%20one/deposit",
-            vec![],
-            r#"{"amount":1}"#.into(),
-            StatusCode::BAD_REQUEST,
-            "IllegalArgument",
-            Some("aggregateId"),
-        ),
-        (
-            "/account/acc-1/deposit",
-            vec![],
-            r#"{"amount":-1}"#.into(),
-            StatusCode::BAD_REQUEST,
-            "CommandValidation",
-            Some("amount"),
-        ),
-    ];
-    for (path, headers, body, status, code, field) in cases {
+    for BadInput {
+        path,
+        headers,
+        body,
+        status,
+        code,
+        field,
+    } in bad_inputs(&long_id)
+    {
         let (got, answer, header) = s.post(path, &headers, &body).await;
         assert_eq!(got, status, "{path} {headers:?} {body}: {answer}");
         assert_eq!(header, code, "{path} {headers:?}: {answer}");
         assert_eq!(answer["errorCode"], code);
         assert_eq!(answer["succeeded"], false);
-        if let Some(field) = field {
-            assert_eq!(answer["bindingErrors"][0]["name"], field, "{answer}");
-        }
+        assert_eq!(answer["bindingErrors"][0]["name"], field, "{answer}");
     }
     // A request id with a control character cannot even be sent as a header by reqwest;
     // one with a tab can.
@@ -398,15 +404,7 @@ async fn the_stream_sends_one_event_per_stage_in_order() {
     assert_eq!(view["state"]["balance"], 10);
 
     // The streamed command counts once in /metrics, at the stage that ended it.
-    let metrics = s
-        .client
-        .get(format!("{}/metrics", s.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = s.metrics().await;
     let counted = |stage: &str| {
         metrics
             .lines()
@@ -464,6 +462,13 @@ async fn history_state_and_outcome_look_up() {
         r#"{"amount":3}"#,
     )
     .await;
+    the_history_answers_every_stream_field(&s).await;
+    the_state_and_the_outcome_look_up_answer(&s).await;
+    the_openapi_document_health_and_metrics_answer(&s).await;
+}
+
+/// The history of acc-1: its streams with every field, and a bad range refused.
+async fn the_history_answers_every_stream_field(s: &Server) {
     let (status, streams) = s.get("/account/acc-1/event/1/2", &[]).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(streams.as_array().unwrap().len(), 2);
@@ -484,6 +489,11 @@ async fn history_state_and_outcome_look_up() {
     assert_eq!(streams[1]["body"][0]["name"], "Deposited");
     let (status, _) = s.get("/account/acc-1/event/3/1", &[]).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// The state of acc-1, the outcome of its request `d-1`, and of requests and aggregates that
+/// do not exist.
+async fn the_state_and_the_outcome_look_up_answer(s: &Server) {
     let (status, state) = s.get("/account/acc-1/state", &[]).await;
     assert_eq!(
         (
@@ -510,6 +520,11 @@ async fn history_state_and_outcome_look_up() {
     );
     let (status, _) = s.get("/account/nobody/state", &[]).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// The OpenAPI document keys a payload's schema as Wow does; health is UP; the metrics count
+/// both commands.
+async fn the_openapi_document_health_and_metrics_answer(s: &Server) {
     let (status, doc) = s.get("/openapi.json", &[]).await;
     assert_eq!(status, StatusCode::OK);
     // The payload's schema is a component, keyed as Wow keys it (its generator reads it).
@@ -524,15 +539,7 @@ async fn history_state_and_outcome_look_up() {
         (status, health["status"].as_str()),
         (StatusCode::OK, Some("UP"))
     );
-    let metrics = s
-        .client
-        .get(format!("{}/metrics", s.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = s.metrics().await;
     assert!(
         metrics.contains("wow_commands_total{stage=\"PROCESSED\",error_code=\"Ok\"} 2"),
         "{metrics}"
@@ -875,8 +882,7 @@ impl wow_core::event::EventConsumer for Switchable {
 
 #[tokio::test]
 async fn compensation_routes_list_failures_and_retry_one() {
-    use wow_core::compensation::CompensationStore;
-    use wow_core::compensation::{FailedExecution, InMemoryCompensationStore, RetrySpec};
+    use wow_core::compensation::{InMemoryCompensationStore, RetrySpec};
 
     let projection = Arc::new(Switchable::default());
     projection
@@ -915,6 +921,17 @@ async fn compensation_routes_list_failures_and_retry_one() {
         );
     }
 
+    let all = the_failures_are_listed_per_tenant(&server).await;
+    projection
+        .failing
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    a_retry_reruns_its_stream_once_in_its_own_tenant(&server, &projection, &all).await;
+    a_record_of_a_retired_consumer_is_kept_and_refused(&server, &failures).await;
+}
+
+/// The failures route lists every record, a tenant's own with its header, and refuses a bad
+/// filter. Every record.
+async fn the_failures_are_listed_per_tenant(server: &Server) -> Vec<Value> {
     let (status, all) = server.get("/compensation/failures", &[]).await;
     assert_eq!(status, StatusCode::OK);
     let all = all.as_array().unwrap().clone();
@@ -946,13 +963,23 @@ async fn compensation_routes_list_failures_and_retry_one() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
         assert_eq!(body["errorCode"], "BadRequest");
     }
+    all
+}
 
-    projection
-        .failing
-        .store(false, std::sync::atomic::Ordering::SeqCst);
-    let retry = |id: &str| format!("/compensation/failures/{id}/retry");
+/// The route retrying one record.
+fn retry_route(id: &str) -> String {
+    format!("/compensation/failures/{id}/retry")
+}
+
+/// A retry reruns exactly that stream, once; another tenant's record, or an unknown one, is not
+/// there; the other record stays failed.
+async fn a_retry_reruns_its_stream_once_in_its_own_tenant(
+    server: &Server,
+    projection: &Switchable,
+    all: &[Value],
+) {
     let (status, retried, _) = server
-        .post(&retry(all[0]["id"].as_str().unwrap()), &[], "")
+        .post(&retry_route(all[0]["id"].as_str().unwrap()), &[], "")
         .await;
     assert_eq!(status, StatusCode::OK, "{retried}");
     assert_eq!(retried["status"], "SUCCEEDED");
@@ -964,7 +991,7 @@ async fn compensation_routes_list_failures_and_retry_one() {
 
     let (status, _, _) = server
         .post(
-            &retry(all[1]["id"].as_str().unwrap()),
+            &retry_route(all[1]["id"].as_str().unwrap()),
             &[("Command-Tenant-Id", "t-a")],
             "",
         )
@@ -974,16 +1001,23 @@ async fn compensation_routes_list_failures_and_retry_one() {
         StatusCode::NOT_FOUND,
         "another tenant's record is not there"
     );
-    let (status, _, _) = server.post(&retry("nope"), &[], "").await;
+    let (status, _, _) = server.post(&retry_route("nope"), &[], "").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (_, failed) = server
         .get("/compensation/failures?status=FAILED", &[])
         .await;
     assert_eq!(failed.as_array().unwrap().len(), 1);
+}
 
-    // A record whose consumer this service no longer runs cannot be retried: 409, kept.
+/// A record whose consumer this service no longer runs cannot be retried: 409, kept.
+async fn a_record_of_a_retired_consumer_is_kept_and_refused(
+    server: &Server,
+    failures: &wow_core::compensation::InMemoryCompensationStore,
+) {
+    use wow_core::compensation::{CompensationStore, FailedExecution, RetrySpec};
+
     let c1 = AggregateId::new("bank", "account", "c-1", "t-a");
-    let stream = store.last(&c1).await.unwrap().unwrap();
+    let stream = server.store.last(&c1).await.unwrap().unwrap();
     let gone = FailedExecution::of(
         "retired_view",
         wow_core::CommandStage::Projected,
@@ -994,7 +1028,7 @@ async fn compensation_routes_list_failures_and_retry_one() {
         .record_failure(&gone, &RetrySpec::default(), 0)
         .await
         .unwrap();
-    let (status, body, _) = server.post(&retry(&orphan.id), &[], "").await;
+    let (status, body, _) = server.post(&retry_route(&orphan.id), &[], "").await;
     assert_eq!(
         (status, body["errorCode"].as_str()),
         (StatusCode::CONFLICT, Some("IllegalState")),

@@ -380,69 +380,85 @@ async fn the_bearer_scheme_is_there_exactly_when_auth_is_on() {
     );
     for (path, method, operation) in operations(&on) {
         if OPERATOR_COMMANDS.contains(&(path.as_str(), method.as_str())) {
-            // An operator's command: the operator's bearer token only, in the tenant named.
-            assert_eq!(
-                operation["security"],
-                json!([{"operator": []}]),
-                "{method} {path}"
+            an_operators_command_asks_for_the_operator_in_the_tenant_named(
+                &path, &method, &operation,
             );
-            assert!(
-                parameter(&operation, "header", "Command-Tenant-Id").is_some(),
-                "{method} {path}: the operator names the tenant"
-            );
-            let responses = &operation["responses"];
-            assert!(
-                responses["401"]["headers"]["WWW-Authenticate"].is_object(),
-                "{method} {path}"
-            );
-            assert!(responses["403"].is_object(), "{method} {path}");
             continue;
         }
         assert!(
             parameter(&operation, "header", "Command-Tenant-Id").is_none(),
             "{method} {path}: the token decides the tenant"
         );
-        if path == "/health" {
-            assert_eq!(
-                operation["security"],
-                json!([{}, {"bearer": []}]),
-                "optional"
-            );
-            assert!(operation["responses"]["401"].is_null());
-        } else if PUBLIC.contains(&path.as_str()) {
-            assert!(operation["security"].is_null(), "{method} {path}");
-            assert!(operation["responses"]["401"].is_null(), "{method} {path}");
-        } else if OPERATOR_ACTIONS.contains(&path.as_str()) {
-            assert_eq!(
-                operation["security"],
-                json!([{"operator": []}]),
-                "{method} {path}"
-            );
-            assert!(operation["responses"]["403"].is_object(), "{method} {path}");
-        } else if OPERATORS.contains(&path.as_str()) {
-            assert_eq!(
-                operation["security"],
-                json!([{"operator": []}, {"operatorCookie": []}]),
-                "{method} {path}"
-            );
-            let responses = &operation["responses"];
-            assert!(
-                responses["401"]["headers"]["WWW-Authenticate"].is_object(),
-                "{method} {path}"
-            );
-            assert!(responses["403"].is_object(), "{method} {path}");
-        } else {
-            assert_eq!(
-                operation["security"],
-                json!([{"bearer": []}]),
-                "{method} {path}"
-            );
-            let unauthorized = &operation["responses"]["401"];
-            assert!(
-                unauthorized["headers"]["WWW-Authenticate"].is_object(),
-                "{method} {path}: {unauthorized}"
-            );
-        }
+        an_operation_asks_for_the_token_its_route_needs(&path, &method, &operation);
+    }
+}
+
+/// An operator's command: the operator's bearer token only, in the tenant named.
+fn an_operators_command_asks_for_the_operator_in_the_tenant_named(
+    path: &str,
+    method: &str,
+    operation: &Value,
+) {
+    assert_eq!(
+        operation["security"],
+        json!([{"operator": []}]),
+        "{method} {path}"
+    );
+    assert!(
+        parameter(operation, "header", "Command-Tenant-Id").is_some(),
+        "{method} {path}: the operator names the tenant"
+    );
+    let responses = &operation["responses"];
+    assert!(
+        responses["401"]["headers"]["WWW-Authenticate"].is_object(),
+        "{method} {path}"
+    );
+    assert!(responses["403"].is_object(), "{method} {path}");
+}
+
+/// With auth on, an operation's security by its route: optional on `/health`, none on the
+/// other public routes, the operator's on the operator's, the bearer token on every other.
+fn an_operation_asks_for_the_token_its_route_needs(path: &str, method: &str, operation: &Value) {
+    if path == "/health" {
+        assert_eq!(
+            operation["security"],
+            json!([{}, {"bearer": []}]),
+            "optional"
+        );
+        assert!(operation["responses"]["401"].is_null());
+    } else if PUBLIC.contains(&path) {
+        assert!(operation["security"].is_null(), "{method} {path}");
+        assert!(operation["responses"]["401"].is_null(), "{method} {path}");
+    } else if OPERATOR_ACTIONS.contains(&path) {
+        assert_eq!(
+            operation["security"],
+            json!([{"operator": []}]),
+            "{method} {path}"
+        );
+        assert!(operation["responses"]["403"].is_object(), "{method} {path}");
+    } else if OPERATORS.contains(&path) {
+        assert_eq!(
+            operation["security"],
+            json!([{"operator": []}, {"operatorCookie": []}]),
+            "{method} {path}"
+        );
+        let responses = &operation["responses"];
+        assert!(
+            responses["401"]["headers"]["WWW-Authenticate"].is_object(),
+            "{method} {path}"
+        );
+        assert!(responses["403"].is_object(), "{method} {path}");
+    } else {
+        assert_eq!(
+            operation["security"],
+            json!([{"bearer": []}]),
+            "{method} {path}"
+        );
+        let unauthorized = &operation["responses"]["401"];
+        assert!(
+            unauthorized["headers"]["WWW-Authenticate"].is_object(),
+            "{method} {path}: {unauthorized}"
+        );
     }
 }
 
@@ -557,10 +573,29 @@ async fn wows_client_generator_finds_every_aggregate_command_state_event_and_fie
         operations(&document).len(),
         "operation ids are unique"
     );
+    every_command_is_found_under_its_three_part_id(&document, &by_id);
+    the_state_and_every_event_are_typed(&document, &by_id);
+    // The fields a condition names.
+    let body = resolve(
+        &document,
+        &by_id["bank.account.snapshot.count"]["requestBody"],
+    );
+    let condition = resolve(&document, &body["content"]["application/json"]["schema"]);
+    let fields = resolve(&document, &condition["properties"]["field"]);
+    assert!(fields["examples"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("state.balance")));
+}
 
-    // Every command a caller can send, under its three-part id.
+/// Every command a caller can send, under its three-part id, answered by `wow.CommandOk` with
+/// a component payload; internal commands stay out.
+fn every_command_is_found_under_its_three_part_id(
+    document: &Value,
+    by_id: &HashMap<String, Value>,
+) {
     let mut commands = BTreeSet::new();
-    for (id, operation) in &by_id {
+    for (id, operation) in by_id {
         let parts: Vec<&str> = id.split('.').collect();
         if parts.len() != 3 || operation["responses"]["200"]["$ref"].is_null() {
             continue;
@@ -574,7 +609,7 @@ async fn wows_client_generator_finds_every_aggregate_command_state_event_and_fie
             json!([format!("{}.{}", parts[0], parts[1])])
         );
         let payload = &operation["requestBody"]["content"]["application/json"]["schema"];
-        assert!(resolve(&document, payload).is_object(), "{id}");
+        assert!(resolve(document, payload).is_object(), "{id}");
         commands.insert(id.clone());
     }
     for command in ["open", "deposit", "withdraw", "transfer", "freeze", "check"] {
@@ -588,7 +623,7 @@ async fn wows_client_generator_finds_every_aggregate_command_state_event_and_fie
         "internal commands stay out"
     );
     let ok = resolve(
-        &document,
+        document,
         &json!({"$ref": "#/components/responses/wow.CommandOk"}),
     );
     let result = &ok["content"]["application/json"]["schema"];
@@ -596,23 +631,26 @@ async fn wows_client_generator_finds_every_aggregate_command_state_event_and_fie
         result["$ref"],
         "#/components/schemas/wow.command.CommandResult"
     );
+}
 
-    // The state, typed.
+/// The state of `*.snapshot_state.single`, typed; the events in the items of
+/// `*.event.list_query`, each by name.
+fn the_state_and_every_event_are_typed(document: &Value, by_id: &HashMap<String, Value>) {
     let state = &by_id["bank.account.snapshot_state.single"]["responses"]["200"]["content"]
         ["application/json"]["schema"];
-    assert!(resolve(&document, state)["properties"]["balance"].is_object());
+    assert!(resolve(document, state)["properties"]["balance"].is_object());
 
     // The events, each by name.
     let streams = &by_id["bank.account.event.list_query"]["responses"]["200"]["content"]
         ["application/json"]["schema"];
-    let stream = resolve(&document, &streams["items"]);
+    let stream = resolve(document, &streams["items"]);
     let events = stream["properties"]["body"]["items"]["anyOf"]
         .as_array()
         .unwrap();
     let names: BTreeSet<&str> = events
         .iter()
         .map(|event| {
-            resolve(&document, &event["properties"]["body"]);
+            resolve(document, &event["properties"]["body"]);
             event["properties"]["name"]["const"].as_str().unwrap()
         })
         .collect();
@@ -624,16 +662,4 @@ async fn wows_client_generator_finds_every_aggregate_command_state_event_and_fie
     ] {
         assert!(names.contains(event), "{event}: {names:?}");
     }
-
-    // The fields a condition names.
-    let body = resolve(
-        &document,
-        &by_id["bank.account.snapshot.count"]["requestBody"],
-    );
-    let condition = resolve(&document, &body["content"]["application/json"]["schema"]);
-    let fields = resolve(&document, &condition["properties"]["field"]);
-    assert!(fields["examples"]
-        .as_array()
-        .unwrap()
-        .contains(&json!("state.balance")));
 }

@@ -134,19 +134,25 @@ impl Server {
 
 const RESULT_FIELDS: [&str; 16] = wow_core::CommandResult::JSON_FIELDS;
 
+/// A 500 `InternalServerError` whose body is a whole command result.
+#[track_caller]
+fn assert_a_500_command_result(status: StatusCode, code: &str, body: &Value) {
+    assert_eq!(
+        (status, code),
+        (StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError")
+    );
+    for field in RESULT_FIELDS {
+        assert!(body.get(field).is_some(), "missing {field}: {body}");
+    }
+}
+
 #[tokio::test]
 async fn a_panicking_handler_is_a_500_command_result_and_the_service_goes_on() {
     let s = Server::start().await;
     assert_eq!(s.command("a", "start").await.0, StatusCode::OK);
 
     let (status, code, body) = s.command("a", "boom").await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError")
-    );
-    for field in RESULT_FIELDS {
-        assert!(body.get(field).is_some(), "missing {field}: {body}");
-    }
+    assert_a_500_command_result(status, &code, &body);
     assert_eq!(body["errorCode"], "InternalServerError");
     assert_eq!(body["stage"], "PROCESSED");
     assert_eq!(body["succeeded"], false);
@@ -180,52 +186,8 @@ async fn a_quarantined_aggregate_is_a_500_and_health_metrics_and_compensation_re
         metrics.contains("wow_quarantined_aggregates 0"),
         "{metrics}"
     );
-
-    // The poisoned stream is appended, and the answer says so.
-    let (status, code, body) = s.command("a", "poison").await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError")
-    );
-    for field in RESULT_FIELDS {
-        assert!(body.get(field).is_some(), "missing {field}: {body}");
-    }
-    assert_eq!(body["aggregateVersion"], 2);
-    assert_eq!(body["result"]["recorded"], true);
-    assert_eq!(body["result"]["quarantined"]["version"], 2);
-
-    // Later commands to it: 500 at once; to the other aggregate: served.
-    let (status, code, body) = s.command("a", "touch").await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError")
-    );
-    assert_eq!(body["result"]["quarantined"]["version"], 2, "{body}");
-    assert_eq!(s.command("b", "touch").await.0, StatusCode::OK);
-
-    // /health: still 200 and UP (the node serves every other aggregate), with the details.
-    let (status, health) = s.get_json("/health", &[]).await;
-    assert_eq!(
-        (status, &health["status"]),
-        (StatusCode::OK, &Value::from("UP"))
-    );
-    assert_eq!(health["details"]["quarantinedCount"], 1);
-    let quarantined = &health["details"]["quarantined"][0];
-    assert_eq!(quarantined["aggregateName"], "fragile");
-    assert_eq!(quarantined["aggregateId"], "a");
-    assert_eq!(quarantined["tenantId"], "(0)");
-    assert_eq!(quarantined["version"], 2);
-    assert!(quarantined["message"]
-        .as_str()
-        .unwrap()
-        .contains("poisoned event cannot be applied"));
-    assert!(quarantined["since"].is_i64());
-    // Another tenant sees neither the aggregates nor their count (SPEC TN-1).
-    let (_, theirs) = s
-        .get_json("/health", &[("Command-Tenant-Id", "other")])
-        .await;
-    assert_eq!(theirs["details"]["quarantinedCount"], 0);
-    assert_eq!(theirs["details"]["quarantined"], Value::Array(Vec::new()));
+    a_poisoned_stream_is_appended_and_its_aggregate_answers_500(&s).await;
+    health_reports_the_quarantine_to_its_tenant_only(&s).await;
 
     let (_, metrics) = s.get("/metrics", &[]).await;
     assert!(
@@ -250,4 +212,50 @@ async fn a_quarantined_aggregate_is_a_500_and_health_metrics_and_compensation_re
     assert_eq!(records[0]["aggregateId"]["aggregateId"], "a");
     assert_eq!(records[0]["version"], 2);
     assert_eq!(records[0]["errorCode"], "InternalServerError");
+}
+
+/// The poisoned stream is appended, and the answer says so; later commands to its aggregate
+/// are 500 at once, and the other aggregate is served.
+async fn a_poisoned_stream_is_appended_and_its_aggregate_answers_500(s: &Server) {
+    let (status, code, body) = s.command("a", "poison").await;
+    assert_a_500_command_result(status, &code, &body);
+    assert_eq!(body["aggregateVersion"], 2);
+    assert_eq!(body["result"]["recorded"], true);
+    assert_eq!(body["result"]["quarantined"]["version"], 2);
+
+    // Later commands to it: 500 at once; to the other aggregate: served.
+    let (status, code, body) = s.command("a", "touch").await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError")
+    );
+    assert_eq!(body["result"]["quarantined"]["version"], 2, "{body}");
+    assert_eq!(s.command("b", "touch").await.0, StatusCode::OK);
+}
+
+/// /health: still 200 and UP (the node serves every other aggregate), with the details;
+/// another tenant sees neither the aggregates nor their count (SPEC TN-1).
+async fn health_reports_the_quarantine_to_its_tenant_only(s: &Server) {
+    let (status, health) = s.get_json("/health", &[]).await;
+    assert_eq!(
+        (status, &health["status"]),
+        (StatusCode::OK, &Value::from("UP"))
+    );
+    assert_eq!(health["details"]["quarantinedCount"], 1);
+    let quarantined = &health["details"]["quarantined"][0];
+    assert_eq!(quarantined["aggregateName"], "fragile");
+    assert_eq!(quarantined["aggregateId"], "a");
+    assert_eq!(quarantined["tenantId"], "(0)");
+    assert_eq!(quarantined["version"], 2);
+    assert!(quarantined["message"]
+        .as_str()
+        .unwrap()
+        .contains("poisoned event cannot be applied"));
+    assert!(quarantined["since"].is_i64());
+    // Another tenant sees neither the aggregates nor their count (SPEC TN-1).
+    let (_, theirs) = s
+        .get_json("/health", &[("Command-Tenant-Id", "other")])
+        .await;
+    assert_eq!(theirs["details"]["quarantinedCount"], 0);
+    assert_eq!(theirs["details"]["quarantined"], Value::Array(Vec::new()));
 }

@@ -397,62 +397,8 @@ async fn an_operator_releases_a_key_and_another_owner_then_takes_it() {
             .register_as("bob", "m-bob", "h-stuck", "r-bob-1")
             .await;
         assert_eq!(refused.1, "DuplicateKey", "{backend}: {refused:?}");
-
-        let (status, _, challenge, _) = server
-            .release_as(None, "handle", "h-stuck", Some("t1"))
-            .await;
-        assert_eq!(
-            (status, challenge.as_deref()),
-            (StatusCode::UNAUTHORIZED, Some("Bearer")),
-            "{backend}: no token"
-        );
-        for tenant_token in ["alice", "bob", "tenant"] {
-            let (status, code, _, _) = server
-                .release_as(Some(tenant_token), "handle", "h-stuck", Some("t1"))
-                .await;
-            assert_eq!(
-                (status, code.as_str()),
-                (StatusCode::FORBIDDEN, "Forbidden"),
-                "{backend}: a tenant's token ({tenant_token}) is not an operator's"
-            );
-        }
-        assert_eq!(
-            server.look_up_as("tenant", "h-stuck").await.0,
-            StatusCode::OK,
-            "{backend}: nothing released by a refused request"
-        );
-
-        let (status, _, _, body) = server
-            .release_as(Some("op"), "handle", "h-stuck", Some("t1"))
-            .await;
-        assert_eq!(status, StatusCode::OK, "{backend}: {body}");
-        assert_eq!(body["space"], "handle");
-        assert_eq!(body["value"], "h-stuck");
-        assert_eq!(body["aggregateId"]["aggregateId"], "m-alice", "{backend}");
-        assert_eq!(body["aggregateId"]["tenantId"], "t1", "{backend}");
-        assert_eq!(body["version"], 1, "{backend}");
-        assert_eq!(
-            server.look_up_as("tenant", "h-stuck").await.0,
-            StatusCode::NOT_FOUND,
-            "{backend}: the key is free"
-        );
-
-        let (status, code, _, body) = server
-            .release_as(Some("op"), "handle", "h-stuck", Some("t1"))
-            .await;
-        assert_eq!(
-            (status, code.as_str()),
-            (StatusCode::NOT_FOUND, "NotFound"),
-            "{backend}: nothing left to release: {body}"
-        );
-        let (status, code, _, _) = server
-            .release_as(Some("op"), "Not%20A%20Space", "h", Some("t1"))
-            .await;
-        assert_eq!(
-            (status, code.as_str()),
-            (StatusCode::BAD_REQUEST, "IllegalArgument"),
-            "{backend}"
-        );
+        a_release_without_an_operators_token_is_refused(&server, backend).await;
+        the_operators_release_names_the_holder_and_frees_the_key(&server, backend).await;
 
         // The refusal of `r-bob-1` is final (SPEC ID-6); a new request takes the freed key.
         let replayed = server
@@ -467,6 +413,69 @@ async fn an_operator_releases_a_key_and_another_owner_then_takes_it() {
         assert_eq!(status, StatusCode::OK, "{backend}: {body}");
         assert_eq!(body["aggregateId"]["aggregateId"], "m-bob", "{backend}");
     }
+}
+
+/// Without a token: 401 with the challenge; with a tenant's: 403; nothing released.
+async fn a_release_without_an_operators_token_is_refused(server: &Server, backend: &str) {
+    let (status, _, challenge, _) = server
+        .release_as(None, "handle", "h-stuck", Some("t1"))
+        .await;
+    assert_eq!(
+        (status, challenge.as_deref()),
+        (StatusCode::UNAUTHORIZED, Some("Bearer")),
+        "{backend}: no token"
+    );
+    for tenant_token in ["alice", "bob", "tenant"] {
+        let (status, code, _, _) = server
+            .release_as(Some(tenant_token), "handle", "h-stuck", Some("t1"))
+            .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::FORBIDDEN, "Forbidden"),
+            "{backend}: a tenant's token ({tenant_token}) is not an operator's"
+        );
+    }
+    assert_eq!(
+        server.look_up_as("tenant", "h-stuck").await.0,
+        StatusCode::OK,
+        "{backend}: nothing released by a refused request"
+    );
+}
+
+/// With the operator's token: 200 naming the holder it had, and the key is free; a second
+/// release is 404, and an illegal key 400.
+async fn the_operators_release_names_the_holder_and_frees_the_key(server: &Server, backend: &str) {
+    let (status, _, _, body) = server
+        .release_as(Some("op"), "handle", "h-stuck", Some("t1"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{backend}: {body}");
+    assert_eq!(body["space"], "handle");
+    assert_eq!(body["value"], "h-stuck");
+    assert_eq!(body["aggregateId"]["aggregateId"], "m-alice", "{backend}");
+    assert_eq!(body["aggregateId"]["tenantId"], "t1", "{backend}");
+    assert_eq!(body["version"], 1, "{backend}");
+    assert_eq!(
+        server.look_up_as("tenant", "h-stuck").await.0,
+        StatusCode::NOT_FOUND,
+        "{backend}: the key is free"
+    );
+
+    let (status, code, _, body) = server
+        .release_as(Some("op"), "handle", "h-stuck", Some("t1"))
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::NOT_FOUND, "NotFound"),
+        "{backend}: nothing left to release: {body}"
+    );
+    let (status, code, _, _) = server
+        .release_as(Some("op"), "Not%20A%20Space", "h", Some("t1"))
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::BAD_REQUEST, "IllegalArgument"),
+        "{backend}"
+    );
 }
 
 /// A `MakeWriter` into a shared buffer: what the test's subscriber logged.

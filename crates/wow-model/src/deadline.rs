@@ -213,6 +213,41 @@ impl PendingDeadline {
 /// record's retry) sets it due again.
 pub const HELD: i64 = i64::MAX;
 
+/// A failed firing of `owner`'s row `name`, which carried `request_id`, as
+/// `DeadlineStore::retry_later` (wow-contracts) records it: the row is due again `after` from
+/// `from` (the store's now when `None`), or [`HELD`] when `after` is `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailedFiring<'a> {
+    /// The aggregate that owns the row.
+    pub owner: &'a AggregateId,
+    /// The row's name.
+    pub name: &'a str,
+    /// The request id of the schedule that fired: a row scheduled again since, with another
+    /// request id, is left alone.
+    pub request_id: &'a str,
+    /// How long until the row is due again; `None`: held, no longer fired by the scheduler.
+    pub after: Option<std::time::Duration>,
+    /// The time `after` counts from, in milliseconds since the Unix epoch; `None`: the
+    /// store's now.
+    pub from: Option<i64>,
+}
+
+impl FailedFiring<'_> {
+    /// The row's next `fire_at`: `after` from `from` (from `now()` when `from` is `None`,
+    /// `now` called only then), saturating, and always before [`HELD`]; [`HELD`] when `after`
+    /// is `None`.
+    pub fn fire_at(&self, now: impl FnOnce() -> i64) -> i64 {
+        match self.after {
+            Some(after) => self
+                .from
+                .unwrap_or_else(now)
+                .saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX))
+                .min(HELD - 1),
+            None => HELD,
+        }
+    }
+}
+
 /// The partitions a scheduler fires: those of `owned` among `count` (a processor's leases in
 /// the distributed mode). A row belongs to the partition of its owner aggregate
 /// ([`partition_of`]), the same partition its commands go to.

@@ -442,86 +442,63 @@ async fn settled_leader(jetstream: &async_nats::jetstream::Context, stream: &str
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "runs three NATS servers of its own for up to 150 s: .ci/run runs it on its own, after the suite"]
-async fn losing_one_server_of_three_loses_no_acknowledged_command_and_partitions_are_owned_again_within_the_lease_ttl(
-) {
-    // `RUST_LOG=wow_nats=info` shows what the nodes do during the faults.
+/// `RUST_LOG=wow_nats=info` shows what the nodes do during the faults.
+fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let Some(mut cluster) = Cluster::start() else {
-        return;
-    };
-    // Where the time went, shown when the test fails.
-    let started = Instant::now();
-    let phase = |what: &str| {
-        eprintln!(
-            "cluster loss: {what} at {:.1} s",
-            started.elapsed().as_secs_f64()
-        )
-    };
-    let bounded = tokio::time::timeout(Duration::from_secs(150), async {
-        let unique = uuid::Uuid::now_v7().simple().to_string();
-        let config = Arc::new(deployment(&cluster, &unique));
-        let bucket = format!("wowcluster_{unique}");
-        let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
-        let stop = CancellationToken::new();
-        // The lease bucket as an older version made it: one replica. Starting raises it.
-        let admin = wow_nats::connect(&config, "admin").await.unwrap();
-        let jetstream = async_nats::jetstream::new(admin.clone());
-        eventually(
-            "a one-replica lease bucket",
-            Duration::from_secs(30),
-            || async {
-                jetstream
-                    .create_stream(async_nats::jetstream::stream::Config {
-                        name: format!("KV_{bucket}"),
-                        subjects: vec![format!("$KV.{bucket}.>")],
-                        max_messages_per_subject: 1,
-                        max_age: LEASE_TTL,
-                        allow_rollup: true,
-                        deny_delete: true,
-                        allow_direct: true,
-                        discard: async_nats::jetstream::stream::DiscardPolicy::New,
-                        num_replicas: 1,
-                        ..Default::default()
-                    })
-                    .await
-                    .ok()
-            },
-        )
-        .await;
-        let processors = vec![
-            processor(&config, &store, "proc-a", &bucket, LEASE_TTL, &stop).await,
-            processor(&config, &store, "proc-b", &bucket, LEASE_TTL, &stop).await,
-        ];
-        for stream in [
-            config.stream.clone(),
-            format!("KV_{bucket}"),
-            format!("KV_{}", config.deployment_bucket()),
-        ] {
-            let replicas = jetstream
-                .get_stream(&stream)
-                .await
-                .unwrap()
-                .info()
-                .await
-                .unwrap()
-                .config
-                .num_replicas;
-            assert_eq!(replicas, 3, "{stream} follows the replica setting");
-        }
+}
 
-        let (client, gateway, _signals) = gateway(&config).await;
+/// The accounts of the `CALLERS` callers.
+fn caller_ids(unique: &str) -> Vec<AggregateId> {
+    (0..CALLERS)
+        .map(|n| AggregateId::new("bank", "account", format!("{unique}-{n}"), "tenant-a"))
+        .collect()
+}
+
+/// One account in each partition, so that every consumer has work.
+fn one_account_per_partition(unique: &str) -> Vec<AggregateId> {
+    let mut ids: Vec<AggregateId> = Vec::new();
+    for n in 0.. {
+        let id = AggregateId::new("bank", "account", format!("{unique}-{n}"), "tenant-a");
+        let partition =
+            wow_nats::partition_of(&id.tenant_id, &id.aggregate_name, &id.id, PARTITIONS);
+        if ids.iter().all(|other| {
+            wow_nats::partition_of(
+                &other.tenant_id,
+                &other.aggregate_name,
+                &other.id,
+                PARTITIONS,
+            ) != partition
+        }) {
+            ids.push(id);
+        }
+        if ids.len() == PARTITIONS as usize {
+            break;
+        }
+    }
+    ids
+}
+
+/// One caller per account, depositing through one gateway, and what they saw.
+struct Load {
+    ids: Vec<AggregateId>,
+    acks: Arc<Acks>,
+    calling: Arc<AtomicBool>,
+    callers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    /// Starts a caller for each of `ids`.
+    fn start(
+        gateway: &Arc<CommandGateway>,
+        ids: Vec<AggregateId>,
+        slow: Option<Arc<SlowWatch>>,
+    ) -> Self {
         let acks = Arc::new(Acks::default());
         let calling = Arc::new(AtomicBool::new(false));
-        let ids: Vec<AggregateId> = (0..CALLERS)
-            .map(|n| AggregateId::new("bank", "account", format!("{unique}-{n}"), "tenant-a"))
-            .collect();
-        let slow = SlowWatch::new(&cluster, &config, &jetstream, &processors);
-        let callers: Vec<_> = ids
+        let callers = ids
             .iter()
             .map(|id| {
                 tokio::spawn(caller(
@@ -529,15 +506,298 @@ async fn losing_one_server_of_three_loses_no_acknowledged_command_and_partitions
                     id.clone(),
                     acks.clone(),
                     calling.clone(),
-                    Some(slow.clone()),
+                    slow.clone(),
                 ))
             })
             .collect();
+        Self {
+            ids,
+            acks,
+            calling,
+            callers,
+        }
+    }
+
+    /// Stops the callers and waits until each has its last request acknowledged.
+    async fn finish(&mut self) {
+        self.calling.store(true, Ordering::SeqCst);
+        for task in std::mem::take(&mut self.callers) {
+            task.await.unwrap();
+        }
+    }
+}
+
+/// Whether every partition was owned, sampled until stopped.
+struct Ownership {
+    samples: Samples,
+    sampling: CancellationToken,
+    sampler: tokio::task::JoinHandle<()>,
+}
+
+impl Ownership {
+    /// Starts sampling the partitions `processors` own.
+    fn watch(processors: &[Processor]) -> Self {
         let sampling = CancellationToken::new();
         let (samples, sampler) = watch_ownership(
             processors.iter().map(|p| p.owned.clone()).collect(),
             sampling.clone(),
         );
+        Self {
+            samples,
+            sampling,
+            sampler,
+        }
+    }
+
+    /// Stops sampling; every sample taken.
+    async fn stop(self) -> Vec<(Instant, bool)> {
+        self.sampling.cancel();
+        self.sampler.await.unwrap();
+        let samples = self.samples.lock().unwrap().clone();
+        samples
+    }
+}
+
+/// Stops the processors' consumers and gives up their leases.
+async fn stop_processors(stop: &CancellationToken, processors: Vec<Processor>) {
+    stop.cancel();
+    for processor in processors {
+        let _ = processor.leases.stop().await;
+    }
+}
+
+/// Where the time went, shown when the test fails.
+struct Phases {
+    started: Instant,
+}
+
+impl Phases {
+    fn mark(&self, what: &str) {
+        eprintln!(
+            "cluster loss: {what} at {:.1} s",
+            self.started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// The lease bucket as an older version made it: one replica (starting a processor raises it).
+/// The admin's JetStream context.
+async fn a_one_replica_lease_bucket(
+    config: &Arc<NatsConfig>,
+    bucket: &str,
+) -> async_nats::jetstream::Context {
+    let admin = wow_nats::connect(config, "admin").await.unwrap();
+    let jetstream = async_nats::jetstream::new(admin);
+    eventually(
+        "a one-replica lease bucket",
+        Duration::from_secs(30),
+        || async {
+            jetstream
+                .create_stream(async_nats::jetstream::stream::Config {
+                    name: format!("KV_{bucket}"),
+                    subjects: vec![format!("$KV.{bucket}.>")],
+                    max_messages_per_subject: 1,
+                    max_age: LEASE_TTL,
+                    allow_rollup: true,
+                    deny_delete: true,
+                    allow_direct: true,
+                    discard: async_nats::jetstream::stream::DiscardPolicy::New,
+                    num_replicas: 1,
+                    ..Default::default()
+                })
+                .await
+                .ok()
+        },
+    )
+    .await;
+    jetstream
+}
+
+/// The command stream, the lease bucket and the deployment bucket have three replicas.
+async fn every_stream_follows_the_replica_setting(
+    jetstream: &async_nats::jetstream::Context,
+    config: &NatsConfig,
+    bucket: &str,
+) {
+    for stream in [
+        config.stream.clone(),
+        format!("KV_{bucket}"),
+        format!("KV_{}", config.deployment_bucket()),
+    ] {
+        let replicas = jetstream
+            .get_stream(&stream)
+            .await
+            .unwrap()
+            .info()
+            .await
+            .unwrap()
+            .config
+            .num_replicas;
+        assert_eq!(replicas, 3, "{stream} follows the replica setting");
+    }
+}
+
+/// The servers leading the command stream and the lease bucket.
+#[derive(Clone)]
+struct Leaders {
+    stream: String,
+    bucket: String,
+}
+
+/// The window of one fault, and who led what when it began.
+struct FaultWindow {
+    /// The server the fault hit.
+    server: usize,
+    from: Instant,
+    to: Instant,
+    leaders: Leaders,
+}
+
+/// A crash: kills the server the gateway is connected to until deposits went on with two
+/// servers of three for `FAULT`, then runs it again and waits for settled leaders.
+async fn kill_the_gateways_server(
+    cluster: &mut Cluster,
+    client: &async_nats::Client,
+    jetstream: &async_nats::jetstream::Context,
+    config: &NatsConfig,
+    bucket: &str,
+    acks: &Acks,
+    phases: &Phases,
+) -> (FaultWindow, Leaders) {
+    let victim = cluster
+        .index_of(&client.server_info().server_name)
+        .unwrap_or(0);
+    let kill_leaders = Leaders {
+        stream: settled_leader(jetstream, &config.stream).await,
+        bucket: settled_leader(jetstream, &format!("KV_{bucket}")).await,
+    };
+    let before = acks.count();
+    let killed_at = Instant::now();
+    cluster.kill(victim);
+    // Deposits go on with two servers of three (once JetStream elected new leaders).
+    eventually(
+        "deposits with a server killed",
+        Duration::from_secs(30),
+        || async { (acks.count() > before + 10 && killed_at.elapsed() >= FAULT).then_some(()) },
+    )
+    .await;
+    phases.mark("deposits with a server killed");
+    cluster.run(victim);
+    let leader = settled_leader(jetstream, &format!("KV_{bucket}")).await;
+    let stream_leader = settled_leader(jetstream, &config.stream).await;
+    let killed_until = Instant::now();
+    let killed = FaultWindow {
+        server: victim,
+        from: killed_at,
+        to: killed_until,
+        leaders: kill_leaders,
+    };
+    let settled = Leaders {
+        stream: stream_leader,
+        bucket: leader,
+    };
+    (killed, settled)
+}
+
+/// A hang: freezes the server leading the lease bucket for `FAULT`, then waits for deposits
+/// and runs the measurement window on 2 s past the resumption.
+async fn freeze_the_lease_bucket_leader(
+    cluster: &Cluster,
+    settled: &Leaders,
+    acks: &Acks,
+) -> FaultWindow {
+    let frozen = cluster.index_of(&settled.bucket).unwrap_or(0);
+    let before = acks.count();
+    let frozen_at = Instant::now();
+    cluster.signal(frozen, "STOP");
+    // The cluster serves again without it: JetStream's elections (NATS 2.9: 4 to 9 s
+    // without a leader's heartbeat) and the clients' ping (a few seconds) come first.
+    tokio::time::sleep(FAULT).await;
+    cluster.signal(frozen, "CONT");
+    eventually(
+        "deposits after the freeze",
+        Duration::from_secs(30),
+        || async { (acks.count() > before + 10).then_some(()) },
+    )
+    .await;
+    // The measurement window runs on 2 s past the resumption.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    FaultWindow {
+        server: frozen,
+        from: frozen_at,
+        to: Instant::now(),
+        leaders: settled.clone(),
+    }
+}
+
+/// Prints, per fault, the longest time without an acknowledgement and with a partition
+/// unowned, and asserts that every partition was owned again within the lease TTL plus 2 s.
+fn every_partition_was_owned_again_within_the_lease_ttl(
+    cluster: &Cluster,
+    (killed, frozen): (&FaultWindow, &FaultWindow),
+    samples: &[(Instant, bool)],
+    acks: &Acks,
+    total: usize,
+) {
+    let killed_gap = acks.longest_gap(killed.from, killed.to);
+    let frozen_gap = acks.longest_gap(frozen.from, frozen.to);
+    let killed_unowned = longest_unowned(samples, killed.from, killed.to);
+    let frozen_unowned = longest_unowned(samples, frozen.from, frozen.to);
+    eprintln!(
+        "cluster loss: {total} deposits acknowledged; killed {} (the gateway's server; command \
+         stream leader {}, lease bucket leader {}): {:.1} s without acknowledgements, \
+         {:.1} s with a partition unowned; frozen {} (lease bucket leader; command stream \
+         leader {}) for {FAULT:?}: {:.1} s without acknowledgements, {:.1} s \
+         with a partition unowned",
+        cluster.servers[killed.server].name,
+        killed.leaders.stream,
+        killed.leaders.bucket,
+        killed_gap.as_secs_f64(),
+        killed_unowned.as_secs_f64(),
+        cluster.servers[frozen.server].name,
+        frozen.leaders.stream,
+        frozen_gap.as_secs_f64(),
+        frozen_unowned.as_secs_f64(),
+    );
+    let bound = LEASE_TTL + Duration::from_secs(2);
+    assert!(
+        killed_unowned <= bound,
+        "unowned for {killed_unowned:?} after a kill"
+    );
+    assert!(
+        frozen_unowned <= bound,
+        "unowned for {frozen_unowned:?} during a freeze"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "runs three NATS servers of its own for up to 150 s: .ci/run runs it on its own, after the suite"]
+async fn losing_one_server_of_three_loses_no_acknowledged_command_and_partitions_are_owned_again_within_the_lease_ttl(
+) {
+    init_tracing();
+    let Some(mut cluster) = Cluster::start() else {
+        return;
+    };
+    let phases = Phases {
+        started: Instant::now(),
+    };
+    let bounded = tokio::time::timeout(Duration::from_secs(150), async {
+        let unique = uuid::Uuid::now_v7().simple().to_string();
+        let config = Arc::new(deployment(&cluster, &unique));
+        let bucket = format!("wowcluster_{unique}");
+        let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+        let stop = CancellationToken::new();
+        let jetstream = a_one_replica_lease_bucket(&config, &bucket).await;
+        let processors = vec![
+            processor(&config, &store, "proc-a", &bucket, LEASE_TTL, &stop).await,
+            processor(&config, &store, "proc-b", &bucket, LEASE_TTL, &stop).await,
+        ];
+        every_stream_follows_the_replica_setting(&jetstream, &config, &bucket).await;
+
+        let (client, gateway, _signals) = gateway(&config).await;
+        let slow = SlowWatch::new(&cluster, &config, &jetstream, &processors);
+        let mut load = Load::start(&gateway, caller_ids(&unique), Some(slow));
+        let ownership = Ownership::watch(&processors);
         eventually(
             "the first acknowledgements, with the partitions shared",
             Duration::from_secs(30),
@@ -545,102 +805,40 @@ async fn losing_one_server_of_three_loses_no_acknowledged_command_and_partitions
                 let shared = processors
                     .iter()
                     .all(|p| p.owned.borrow().len() == PARTITIONS as usize / 2);
-                (shared && acks.count() >= 20).then_some(())
+                (shared && load.acks.count() >= 20).then_some(())
             },
         )
         .await;
 
-        phase("started, partitions shared");
-        // A crash: the server the gateway is connected to.
-        let victim = cluster
-            .index_of(&client.server_info().server_name)
-            .unwrap_or(0);
-        let kill_leaders = (
-            settled_leader(&jetstream, &config.stream).await,
-            settled_leader(&jetstream, &format!("KV_{bucket}")).await,
-        );
-        let before = acks.count();
-        let killed_at = Instant::now();
-        cluster.kill(victim);
-        // Deposits go on with two servers of three (once JetStream elected new leaders).
-        eventually(
-            "deposits with a server killed",
-            Duration::from_secs(30),
-            || async { (acks.count() > before + 10 && killed_at.elapsed() >= FAULT).then_some(()) },
+        phases.mark("started, partitions shared");
+        let (killed, settled) = kill_the_gateways_server(
+            &mut cluster,
+            &client,
+            &jetstream,
+            &config,
+            &bucket,
+            &load.acks,
+            &phases,
         )
         .await;
-        phase("deposits with a server killed");
-        cluster.run(victim);
-        let leader = settled_leader(&jetstream, &format!("KV_{bucket}")).await;
-        let stream_leader = settled_leader(&jetstream, &config.stream).await;
-        let killed_until = Instant::now();
+        phases.mark("killed server back, leaders settled");
+        let frozen = freeze_the_lease_bucket_leader(&cluster, &settled, &load.acks).await;
+        phases.mark("deposits after the freeze");
 
-        // A hang: the server leading the lease bucket.
-        phase("killed server back, leaders settled");
-        let frozen = cluster.index_of(&leader).unwrap_or(0);
-        let before = acks.count();
-        let frozen_at = Instant::now();
-        cluster.signal(frozen, "STOP");
-        // The cluster serves again without it: JetStream's elections (NATS 2.9: 4 to 9 s
-        // without a leader's heartbeat) and the clients' ping (a few seconds) come first.
-        tokio::time::sleep(FAULT).await;
-        cluster.signal(frozen, "CONT");
-        eventually(
-            "deposits after the freeze",
-            Duration::from_secs(30),
-            || async { (acks.count() > before + 10).then_some(()) },
-        )
-        .await;
-        // The measurement window runs on 2 s past the resumption.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let frozen_until = Instant::now();
-        phase("deposits after the freeze");
-
-        calling.store(true, Ordering::SeqCst);
-        for task in callers {
-            task.await.unwrap();
-        }
-        phase("callers done");
-        sampling.cancel();
-        sampler.await.unwrap();
-        let samples = samples.lock().unwrap().clone();
+        load.finish().await;
+        phases.mark("callers done");
+        let samples = ownership.stop().await;
 
         // Nothing acknowledged lost, nothing applied twice.
-        let total = assert_each_acknowledged_once(&store, &ids, &acks).await;
-
-        let killed_gap = acks.longest_gap(killed_at, killed_until);
-        let frozen_gap = acks.longest_gap(frozen_at, frozen_until);
-        let killed_unowned = longest_unowned(&samples, killed_at, killed_until);
-        let frozen_unowned = longest_unowned(&samples, frozen_at, frozen_until);
-        eprintln!(
-            "cluster loss: {total} deposits acknowledged; killed {} (the gateway's server; command \
-             stream leader {}, lease bucket leader {}): {:.1} s without acknowledgements, \
-             {:.1} s with a partition unowned; frozen {} (lease bucket leader; command stream \
-             leader {stream_leader}) for {FAULT:?}: {:.1} s without acknowledgements, {:.1} s \
-             with a partition unowned",
-            cluster.servers[victim].name,
-            kill_leaders.0,
-            kill_leaders.1,
-            killed_gap.as_secs_f64(),
-            killed_unowned.as_secs_f64(),
-            cluster.servers[frozen].name,
-            frozen_gap.as_secs_f64(),
-            frozen_unowned.as_secs_f64(),
+        let total = assert_each_acknowledged_once(&store, &load.ids, &load.acks).await;
+        every_partition_was_owned_again_within_the_lease_ttl(
+            &cluster,
+            (&killed, &frozen),
+            &samples,
+            &load.acks,
+            total,
         );
-        let bound = LEASE_TTL + Duration::from_secs(2);
-        assert!(
-            killed_unowned <= bound,
-            "unowned for {killed_unowned:?} after a kill"
-        );
-        assert!(
-            frozen_unowned <= bound,
-            "unowned for {frozen_unowned:?} during a freeze"
-        );
-
-        stop.cancel();
-        for processor in processors {
-            let _ = processor.leases.stop().await;
-        }
+        stop_processors(&stop, processors).await;
     })
     .await;
     assert!(bounded.is_ok(), "the cluster test took more than 150 s");
@@ -670,6 +868,46 @@ fn deployment(cluster: &Cluster, unique: &str) -> NatsConfig {
     config
 }
 
+/// Every partition consumer's leader steps down: a leader change for each of them. Each
+/// account's deposits go on within `RESUMED_WITHIN` of it.
+async fn every_partition_is_served_again_after_its_leader_steps_down(
+    config: &NatsConfig,
+    load: &Load,
+) {
+    let admin = wow_nats::connect(config, "admin").await.unwrap();
+    let acks = &load.acks;
+    let before: Vec<usize> = load.ids.iter().map(|id| acks.of(id)).collect();
+    let stepped_at = Instant::now();
+    for partition in 0..PARTITIONS {
+        let subject = format!(
+            "$JS.API.CONSUMER.LEADER.STEPDOWN.{}.{}",
+            config.stream,
+            config.partition_consumer(partition)
+        );
+        let answer = admin.request(subject, "".into()).await.unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap();
+        assert_eq!(
+            answer["success"], true,
+            "step-down of partition {partition}: {answer}"
+        );
+    }
+    let mut resumed = Vec::new();
+    for (id, before) in load.ids.iter().zip(&before) {
+        eventually(
+            &format!("deposits of {} after its consumer's leader changed", id.id),
+            (stepped_at + RESUMED_WITHIN).saturating_duration_since(Instant::now()),
+            || async { (acks.of(id) >= before + 3).then_some(()) },
+        )
+        .await;
+        resumed.push(stepped_at.elapsed());
+    }
+    let slowest = resumed.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "consumer leader change: every partition served again within {:.1} s",
+        slowest.as_secs_f64()
+    );
+}
+
 /// A consumer whose leader changes loses the pull request it held: JetStream answers the
 /// old request with a leadership change and the new leader has nothing to answer. A
 /// consumer that waited for its pull request to expire (30 s by default) would leave its
@@ -679,10 +917,7 @@ fn deployment(cluster: &Cluster, unique: &str) -> NatsConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "runs three NATS servers of its own for up to 90 s: .ci/run runs it on its own, after the suite"]
 async fn a_partition_consumer_whose_leader_changes_is_served_again_within_seconds() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    init_tracing();
     let Some(cluster) = Cluster::start() else {
         return;
     };
@@ -694,79 +929,20 @@ async fn a_partition_consumer_whose_leader_changes_is_served_again_within_second
         let stop = CancellationToken::new();
         let processor = processor(&config, &store, "proc-a", &bucket, LEASE_TTL, &stop).await;
         let (_client, gateway, _signals) = gateway(&config).await;
-        // One account in each partition, so that every consumer has work.
-        let mut ids: Vec<AggregateId> = Vec::new();
-        for n in 0.. {
-            let id = AggregateId::new("bank", "account", format!("{unique}-{n}"), "tenant-a");
-            let partition =
-                wow_nats::partition_of(&id.tenant_id, &id.aggregate_name, &id.id, PARTITIONS);
-            if ids.iter().all(|other| {
-                wow_nats::partition_of(
-                    &other.tenant_id,
-                    &other.aggregate_name,
-                    &other.id,
-                    PARTITIONS,
-                ) != partition
-            }) {
-                ids.push(id);
-            }
-            if ids.len() == PARTITIONS as usize {
-                break;
-            }
-        }
-        let acks = Arc::new(Acks::default());
-        let calling = Arc::new(AtomicBool::new(false));
-        let callers: Vec<_> = ids
-            .iter()
-            .map(|id| {
-                tokio::spawn(caller(
-                    gateway.clone(),
-                    id.clone(),
-                    acks.clone(),
-                    calling.clone(),
-                    None,
-                ))
-            })
-            .collect();
+        let mut load = Load::start(&gateway, one_account_per_partition(&unique), None);
         eventually(
             "deposits in every partition",
             Duration::from_secs(30),
-            || async { ids.iter().all(|id| acks.of(id) >= 5).then_some(()) },
+            || async {
+                load.ids
+                    .iter()
+                    .all(|id| load.acks.of(id) >= 5)
+                    .then_some(())
+            },
         )
         .await;
 
-        // Every partition consumer's leader steps down: a leader change for each of them.
-        let admin = wow_nats::connect(&config, "admin").await.unwrap();
-        let before: Vec<usize> = ids.iter().map(|id| acks.of(id)).collect();
-        let stepped_at = Instant::now();
-        for partition in 0..PARTITIONS {
-            let subject = format!(
-                "$JS.API.CONSUMER.LEADER.STEPDOWN.{}.{}",
-                config.stream,
-                config.partition_consumer(partition)
-            );
-            let answer = admin.request(subject, "".into()).await.unwrap();
-            let answer: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap();
-            assert_eq!(
-                answer["success"], true,
-                "step-down of partition {partition}: {answer}"
-            );
-        }
-        let mut resumed = Vec::new();
-        for (id, before) in ids.iter().zip(&before) {
-            eventually(
-                &format!("deposits of {} after its consumer's leader changed", id.id),
-                (stepped_at + RESUMED_WITHIN).saturating_duration_since(Instant::now()),
-                || async { (acks.of(id) >= before + 3).then_some(()) },
-            )
-            .await;
-            resumed.push(stepped_at.elapsed());
-        }
-        let slowest = resumed.iter().max().copied().unwrap_or_default();
-        eprintln!(
-            "consumer leader change: every partition served again within {:.1} s",
-            slowest.as_secs_f64()
-        );
+        every_partition_is_served_again_after_its_leader_steps_down(&config, &load).await;
         eventually(
             "no partition stalled once served again",
             Duration::from_secs(10),
@@ -774,13 +950,9 @@ async fn a_partition_consumer_whose_leader_changes_is_served_again_within_second
         )
         .await;
 
-        calling.store(true, Ordering::SeqCst);
-        for task in callers {
-            task.await.unwrap();
-        }
-        assert_each_acknowledged_once(&store, &ids, &acks).await;
-        stop.cancel();
-        let _ = processor.leases.stop().await;
+        load.finish().await;
+        assert_each_acknowledged_once(&store, &load.ids, &load.acks).await;
+        stop_processors(&stop, vec![processor]).await;
     })
     .await;
     assert!(
@@ -805,6 +977,122 @@ enum Target {
     Follower,
 }
 
+/// The kinds of soak round, in turn.
+const SOAK_KINDS: [(Fault, Target); 8] = [
+    (Fault::Kill, Target::MetaLeader),
+    (Fault::Freeze, Target::MetaLeader),
+    (Fault::Kill, Target::StreamLeader),
+    (Fault::Freeze, Target::StreamLeader),
+    (Fault::Kill, Target::BucketLeader),
+    (Fault::Freeze, Target::BucketLeader),
+    (Fault::Kill, Target::Follower),
+    (Fault::Freeze, Target::Follower),
+];
+
+/// What the soak's rounds act on and measure.
+struct Soak {
+    cluster: Cluster,
+    jetstream: async_nats::jetstream::Context,
+    config: Arc<NatsConfig>,
+    bucket: String,
+    acks: Arc<Acks>,
+    samples: Samples,
+    fault: Duration,
+}
+
+impl Soak {
+    /// The servers leading the JetStream meta group, the command stream and the lease bucket,
+    /// once settled.
+    async fn leaders(&self) -> [String; 3] {
+        let stream_leader = settled_leader(&self.jetstream, &self.config.stream).await;
+        let bucket_leader = settled_leader(&self.jetstream, &format!("KV_{}", self.bucket)).await;
+        let meta_leader = eventually("a meta leader", Duration::from_secs(30), || async {
+            self.cluster.meta_leader()
+        })
+        .await;
+        [meta_leader, stream_leader, bucket_leader]
+    }
+
+    /// The server `target` names among `leaders` (meta, stream, bucket), if any.
+    fn victim(&self, target: Target, leaders: &[String; 3]) -> Option<usize> {
+        let [meta_leader, stream_leader, bucket_leader] = leaders;
+        match target {
+            Target::MetaLeader => self.cluster.index_of(meta_leader),
+            Target::StreamLeader => self.cluster.index_of(stream_leader),
+            Target::BucketLeader => self.cluster.index_of(bucket_leader),
+            Target::Follower => self
+                .cluster
+                .servers
+                .iter()
+                .position(|s| leaders.iter().all(|leader| *leader != s.name)),
+        }
+    }
+
+    /// One round: loses the `target` server by `how` for the fault's length, waits for
+    /// deposits and 2 s more; the round's line, or `None` when no server fits `target`.
+    async fn round(&mut self, round: usize, how: Fault, target: Target) -> Option<String> {
+        let leaders = self.leaders().await;
+        let Some(victim) = self.victim(target, &leaders) else {
+            eprintln!(
+                "soak round {round}: no server for {target:?} (every server leads something)"
+            );
+            return None;
+        };
+        let name = self.cluster.servers[victim].name.clone();
+        let led: Vec<&str> = ["meta", "stream", "bucket"]
+            .iter()
+            .zip(&leaders)
+            .filter(|(_, leader)| **leader == name)
+            .map(|(what, _)| *what)
+            .collect();
+        let before = self.acks.count();
+        let from = Instant::now();
+        match how {
+            Fault::Kill => self.cluster.kill(victim),
+            Fault::Freeze => self.cluster.signal(victim, "STOP"),
+        }
+        tokio::time::sleep(self.fault).await;
+        match how {
+            Fault::Kill => self.cluster.run(victim),
+            Fault::Freeze => self.cluster.signal(victim, "CONT"),
+        }
+        let acks = &self.acks;
+        eventually(
+            "deposits after the fault",
+            Duration::from_secs(60),
+            || async { (acks.count() > before + 10).then_some(()) },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let to = Instant::now();
+        let samples = self.samples.lock().unwrap().clone();
+        Some(format!(
+            "soak round {round}: {how:?} {target:?} ({name}, leading [{}]) for {:?}: \
+             {:.1} s without acknowledgements, {:.1} s with a partition unowned",
+            led.join(", "),
+            self.fault,
+            acks.longest_gap(from, to).as_secs_f64(),
+            longest_unowned(&samples, from, to).as_secs_f64(),
+        ))
+    }
+}
+
+/// The soak's rounds and fault length from the environment; `None` when
+/// `WOW_NATS_SOAK_ROUNDS` is unset.
+fn soak_settings() -> Option<(usize, Duration)> {
+    let rounds: usize = match std::env::var("WOW_NATS_SOAK_ROUNDS") {
+        Ok(rounds) => rounds.parse().unwrap(),
+        Err(_) => {
+            eprintln!("soak: set WOW_NATS_SOAK_ROUNDS to run it");
+            return None;
+        }
+    };
+    let fault = std::env::var("WOW_NATS_SOAK_FAULT_MS").map_or(Duration::from_secs(10), |ms| {
+        Duration::from_millis(ms.parse().unwrap())
+    });
+    Some((rounds, fault))
+}
+
 /// The soak: `WOW_NATS_SOAK_ROUNDS` rounds (none when unset), each losing one server of the
 /// three for `WOW_NATS_SOAK_FAULT_MS` (10 s by default), by kind in turn: killed or frozen,
 /// the JetStream meta leader, the command stream's leader, the lease bucket's leader, or a
@@ -816,21 +1104,11 @@ enum Target {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "a soak of several minutes, run by hand: see its doc"]
 async fn soak_losing_one_server_of_three_round_after_round() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let rounds: usize = match std::env::var("WOW_NATS_SOAK_ROUNDS") {
-        Ok(rounds) => rounds.parse().unwrap(),
-        Err(_) => {
-            eprintln!("soak: set WOW_NATS_SOAK_ROUNDS to run it");
-            return;
-        }
+    init_tracing();
+    let Some((rounds, fault)) = soak_settings() else {
+        return;
     };
-    let fault = std::env::var("WOW_NATS_SOAK_FAULT_MS").map_or(Duration::from_secs(10), |ms| {
-        Duration::from_millis(ms.parse().unwrap())
-    });
-    let Some(mut cluster) = Cluster::start() else {
+    let Some(cluster) = Cluster::start() else {
         return;
     };
     let unique = uuid::Uuid::now_v7().simple().to_string();
@@ -846,123 +1124,38 @@ async fn soak_losing_one_server_of_three_round_after_round() {
     let (_client, gateway, _signals) = gateway(&config).await;
     let admin = wow_nats::connect(&config, "admin").await.unwrap();
     let jetstream = async_nats::jetstream::new(admin);
-    let acks = Arc::new(Acks::default());
-    let calling = Arc::new(AtomicBool::new(false));
-    let ids: Vec<AggregateId> = (0..CALLERS)
-        .map(|n| AggregateId::new("bank", "account", format!("{unique}-{n}"), "tenant-a"))
-        .collect();
     let slow = SlowWatch::new(&cluster, &config, &jetstream, &processors);
-    let callers: Vec<_> = ids
-        .iter()
-        .map(|id| {
-            tokio::spawn(caller(
-                gateway.clone(),
-                id.clone(),
-                acks.clone(),
-                calling.clone(),
-                Some(slow.clone()),
-            ))
-        })
-        .collect();
-    let sampling = CancellationToken::new();
-    let (samples, sampler) = watch_ownership(
-        processors.iter().map(|p| p.owned.clone()).collect(),
-        sampling.clone(),
-    );
+    let mut load = Load::start(&gateway, caller_ids(&unique), Some(slow));
+    let ownership = Ownership::watch(&processors);
     eventually(
         "the first acknowledgements",
         Duration::from_secs(60),
-        || async { (acks.count() >= 20).then_some(()) },
+        || async { (load.acks.count() >= 20).then_some(()) },
     )
     .await;
-    let kinds = [
-        (Fault::Kill, Target::MetaLeader),
-        (Fault::Freeze, Target::MetaLeader),
-        (Fault::Kill, Target::StreamLeader),
-        (Fault::Freeze, Target::StreamLeader),
-        (Fault::Kill, Target::BucketLeader),
-        (Fault::Freeze, Target::BucketLeader),
-        (Fault::Kill, Target::Follower),
-        (Fault::Freeze, Target::Follower),
-    ];
+    let mut soak = Soak {
+        cluster,
+        jetstream,
+        config,
+        bucket,
+        acks: load.acks.clone(),
+        samples: ownership.samples.clone(),
+        fault,
+    };
     let mut rows = Vec::new();
     for round in 0..rounds {
-        let (how, target) = kinds[round % kinds.len()];
-        let stream_leader = settled_leader(&jetstream, &config.stream).await;
-        let bucket_leader = settled_leader(&jetstream, &format!("KV_{bucket}")).await;
-        let meta_leader = eventually("a meta leader", Duration::from_secs(30), || async {
-            cluster.meta_leader()
-        })
-        .await;
-        let leaders = [&meta_leader, &stream_leader, &bucket_leader];
-        let victim = match target {
-            Target::MetaLeader => cluster.index_of(&meta_leader),
-            Target::StreamLeader => cluster.index_of(&stream_leader),
-            Target::BucketLeader => cluster.index_of(&bucket_leader),
-            Target::Follower => cluster
-                .servers
-                .iter()
-                .position(|s| leaders.iter().all(|leader| **leader != s.name)),
-        };
-        let Some(victim) = victim else {
-            eprintln!(
-                "soak round {round}: no server for {target:?} (every server leads something)"
-            );
-            continue;
-        };
-        let name = cluster.servers[victim].name.clone();
-        let led: Vec<&str> = [
-            ("meta", &meta_leader),
-            ("stream", &stream_leader),
-            ("bucket", &bucket_leader),
-        ]
-        .iter()
-        .filter(|(_, leader)| **leader == name)
-        .map(|(what, _)| *what)
-        .collect();
-        let before = acks.count();
-        let from = Instant::now();
-        match how {
-            Fault::Kill => cluster.kill(victim),
-            Fault::Freeze => cluster.signal(victim, "STOP"),
+        let (how, target) = SOAK_KINDS[round % SOAK_KINDS.len()];
+        if let Some(row) = soak.round(round, how, target).await {
+            eprintln!("{row}");
+            rows.push(row);
         }
-        tokio::time::sleep(fault).await;
-        match how {
-            Fault::Kill => cluster.run(victim),
-            Fault::Freeze => cluster.signal(victim, "CONT"),
-        }
-        eventually(
-            "deposits after the fault",
-            Duration::from_secs(60),
-            || async { (acks.count() > before + 10).then_some(()) },
-        )
-        .await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let to = Instant::now();
-        let samples = samples.lock().unwrap().clone();
-        let row = format!(
-            "soak round {round}: {how:?} {target:?} ({name}, leading [{}]) for {fault:?}: \
-             {:.1} s without acknowledgements, {:.1} s with a partition unowned",
-            led.join(", "),
-            acks.longest_gap(from, to).as_secs_f64(),
-            longest_unowned(&samples, from, to).as_secs_f64(),
-        );
-        eprintln!("{row}");
-        rows.push(row);
     }
-    calling.store(true, Ordering::SeqCst);
-    for task in callers {
-        task.await.unwrap();
-    }
-    sampling.cancel();
-    sampler.await.unwrap();
-    let total = assert_each_acknowledged_once(&store, &ids, &acks).await;
+    load.finish().await;
+    ownership.stop().await;
+    let total = assert_each_acknowledged_once(&store, &load.ids, &load.acks).await;
     eprintln!("soak: {rounds} rounds, {total} deposits acknowledged, none lost or applied twice");
     for row in rows {
         eprintln!("{row}");
     }
-    stop.cancel();
-    for processor in processors {
-        let _ = processor.leases.stop().await;
-    }
+    stop_processors(&stop, processors).await;
 }

@@ -8,7 +8,7 @@
 
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
-use wow_core::eventsourcing::{check_rename, AggregateRenames, RenameError, RenamedRows};
+use wow_core::eventsourcing::{AggregateRename, AggregateRenames, RenameError, RenamedRows};
 
 use crate::error::is_unavailable;
 use crate::PostgresStore;
@@ -107,25 +107,19 @@ fn failed(error: tokio_postgres::Error) -> RenameError {
     }
 }
 
-/// Refuses the rename when an aggregate has rows under both `from` and `to`.
+/// Refuses the rename when an aggregate has rows under both its names.
 async fn check_no_conflict(
     transaction: &Transaction<'_>,
-    from: &str,
-    to: &str,
+    rename: AggregateRename<'_>,
 ) -> Result<(), RenameError> {
     let Some(row) = transaction
-        .query_opt(CONFLICT, &[&from, &to])
+        .query_opt(CONFLICT, &[&rename.from, &rename.to])
         .await
         .map_err(failed)?
     else {
         return Ok(());
     };
-    Err(RenameError::Conflict {
-        from: from.to_owned(),
-        to: to.to_owned(),
-        tenant: row.get(0),
-        id: row.get(1),
-    })
+    Err(rename.conflict(row.get(0), row.get(1)))
 }
 
 /// The rows of each of [`TABLES`] under `from`: counted on a dry run, re-keyed to `to`
@@ -162,11 +156,9 @@ impl AggregateRenames for PostgresStore {
     /// answers from that record without scanning the tables again.
     async fn rename_aggregate(
         &self,
-        from: &str,
-        to: &str,
-        dry_run: bool,
+        rename: AggregateRename<'_>,
     ) -> Result<RenamedRows, RenameError> {
-        check_rename(from, to)?;
+        let AggregateRename { from, to, dry_run } = rename.checked()?;
         let mut client = self
             .pool
             .get()
@@ -184,7 +176,7 @@ impl AggregateRenames for PostgresStore {
         if done.is_some() {
             return Ok(RenamedRows::default());
         }
-        check_no_conflict(&transaction, from, to).await?;
+        check_no_conflict(&transaction, rename).await?;
         let [streams, snapshots, positions, failures] =
             rekey_tables(&transaction, from, to, dry_run).await?;
         if dry_run {

@@ -8,7 +8,7 @@
 mod support;
 
 use std::time::{Duration, Instant};
-use wow_core::eventsourcing::{AppendChanges, EventStoreError, History};
+use wow_core::eventsourcing::{AggregateRename, AppendChanges, EventStoreError, History};
 
 use serde_json::json;
 use wow_core::deadline::{
@@ -86,10 +86,7 @@ async fn a_scheduled_row_survives_a_new_store_on_the_same_schema() {
             next_due_at: Some(500)
         }
     );
-    assert!(restarted
-        .fired(&order, "expire", &expiry.request_id)
-        .await
-        .unwrap());
+    assert!(restarted.fired(&expiry).await.unwrap());
     assert_eq!(test.store.scheduled_for(&order).await.unwrap().len(), 1);
 }
 
@@ -236,7 +233,7 @@ async fn a_rename_moves_the_deadlines_as_the_reference_does() {
         stores.deadlines.schedule(&stale).await.unwrap();
         stores
             .renames
-            .rename_aggregate(&order.aggregate_name, "purchase", true)
+            .rename_aggregate(AggregateRename::new(&order.aggregate_name, "purchase").dry_run())
             .await
             .unwrap();
         assert_eq!(
@@ -246,7 +243,7 @@ async fn a_rename_moves_the_deadlines_as_the_reference_does() {
         );
         stores
             .renames
-            .rename_aggregate(&order.aggregate_name, "purchase", false)
+            .rename_aggregate(AggregateRename::new(&order.aggregate_name, "purchase"))
             .await
             .unwrap();
     }
@@ -307,8 +304,8 @@ async fn fired_waits_for_a_reschedule_in_flight_and_keeps_it() {
         .unwrap()
         .get(0);
     let firing = {
-        let (store, order, request_id) = (test.store.clone(), order.clone(), first.request_id);
-        tokio::spawn(async move { store.fired(&order, "expire", &request_id).await })
+        let (store, first) = (test.store.clone(), first.clone());
+        tokio::spawn(async move { store.fired(&first).await })
     };
     // Polls the server until the delete is seen waiting on the transaction in flight.
     let give_up = Instant::now() + Duration::from_secs(10);

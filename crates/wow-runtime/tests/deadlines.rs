@@ -347,10 +347,8 @@ async fn placed(node: &Node, tenant: &str) -> AggregateId {
 /// its target is whole.
 #[tokio::test]
 async fn a_row_that_never_succeeds_backs_off_is_held_and_recorded_and_never_blocks_others() {
-    use wow_core::compensation::{
-        CompensationStore, FailureQuery, InMemoryCompensationStore, RetrySpec,
-    };
-    use wow_runtime::deadline::{SchedulerConfig, DEADLINE_SCHEDULER};
+    use wow_core::compensation::{InMemoryCompensationStore, RetrySpec};
+    use wow_runtime::deadline::SchedulerConfig;
 
     let store = Arc::new(InMemoryEventStore::new());
     let clock = Arc::new(ManualClock::at(T0));
@@ -385,8 +383,20 @@ async fn a_row_that_never_succeeds_backs_off_is_held_and_recorded_and_never_bloc
     assert_eq!(pass.fired, 1, "{pass:?}");
     assert_eq!(event_names(&store, &behind).await, ["Placed", "Expired"]);
 
-    // Backoff: 1 s after the first failure, then 2 s.
-    let row = store.pending_for(&stuck).await.unwrap().remove(0);
+    a_failing_row_backs_off_then_is_held(&node, &store, &clock, &stuck).await;
+    the_held_rows_record_retries_it_once_its_target_is_whole(&node, &store, &failures, &stuck)
+        .await;
+}
+
+/// Backoff: 1 s after the first failure, then 2 s; after `max_attempts` the row is held and
+/// never fires by itself.
+async fn a_failing_row_backs_off_then_is_held(
+    node: &Node,
+    store: &Arc<InMemoryEventStore>,
+    clock: &ManualClock,
+    stuck: &AggregateId,
+) {
+    let row = store.pending_for(stuck).await.unwrap().remove(0);
     assert_eq!((row.attempts, row.fire_at), (1, T0 + 1 + MINUTE + 1_000));
     assert_eq!(
         node.scheduler.fire_due().await.unwrap(),
@@ -394,20 +404,31 @@ async fn a_row_that_never_succeeds_backs_off_is_held_and_recorded_and_never_bloc
     );
     clock.advance(1_000);
     assert_eq!(node.scheduler.fire_due().await.unwrap().deferred, 1);
-    let row = store.pending_for(&stuck).await.unwrap().remove(0);
+    let row = store.pending_for(stuck).await.unwrap().remove(0);
     assert_eq!((row.attempts, row.fire_at - clock.now_millis()), (2, 2_000));
     clock.advance(2_000);
     let pass = node.scheduler.fire_due().await.unwrap();
     assert_eq!((pass.deferred, pass.held), (1, 1), "{pass:?}");
-    let row = store.pending_for(&stuck).await.unwrap().remove(0);
+    let row = store.pending_for(stuck).await.unwrap().remove(0);
     assert!(row.is_held(), "{row:?}");
     clock.advance(24 * 60 * MINUTE);
     assert_eq!(
         node.scheduler.fire_due().await.unwrap(),
         FirePass::default()
     );
+}
 
-    // The record, as the operations page lists it; its retry re-fires the deadline.
+/// The record, as the operations page lists it; once the target is whole, its retry re-fires
+/// the deadline.
+async fn the_held_rows_record_retries_it_once_its_target_is_whole(
+    node: &Node,
+    store: &Arc<InMemoryEventStore>,
+    failures: &wow_core::compensation::InMemoryCompensationStore,
+    stuck: &AggregateId,
+) {
+    use wow_core::compensation::{CompensationStore, FailureQuery};
+    use wow_runtime::deadline::DEADLINE_SCHEDULER;
+
     let records = failures
         .list(&FailureQuery {
             consumer: Some(DEADLINE_SCHEDULER.to_owned()),
@@ -416,9 +437,9 @@ async fn a_row_that_never_succeeds_backs_off_is_held_and_recorded_and_never_bloc
         .await
         .unwrap();
     assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(records[0].aggregate_id, stuck);
+    assert_eq!(&records[0].aggregate_id, stuck);
     assert_eq!(records[0].event_ids, ["expire"]);
-    node.pipeline.quarantine.lift(&stuck);
+    node.pipeline.quarantine.lift(stuck);
     let compensation = node
         .pipeline
         .compensation()
@@ -427,8 +448,8 @@ async fn a_row_that_never_succeeds_backs_off_is_held_and_recorded_and_never_bloc
     compensation.retry(&records[0].id).await.unwrap();
     let pass = node.scheduler.fire_due().await.unwrap();
     assert_eq!(pass.fired, 1, "{pass:?}");
-    assert_eq!(event_names(&store, &stuck).await, ["Placed", "Expired"]);
-    assert!(store.pending_for(&stuck).await.unwrap().is_empty());
+    assert_eq!(event_names(store, stuck).await, ["Placed", "Expired"]);
+    assert!(store.pending_for(stuck).await.unwrap().is_empty());
 }
 
 /// SPEC DM-6: one tenant's flood shares each pass with every other tenant's rows.

@@ -304,9 +304,28 @@ async fn a_panicking_apply_quarantines_the_aggregate_and_a_restart_quarantines_i
     assert_ok(&send(&pipeline, command(&a, FragileCommand::Start)).await);
     assert_ok(&send(&pipeline, command(&b, FragileCommand::Start)).await);
 
-    // The append stands; the answer says so, and that the aggregate is quarantined.
-    let poison = command(&a, FragileCommand::Poison).with_request_id("poison-1");
-    let answered = send(&pipeline, poison.clone()).await;
+    let (poison, streams) = a_poisoned_append_stands_and_quarantines(&pipeline, &store, &a).await;
+    the_other_aggregate_goes_on_through_every_stage(&pipeline, &a, &b).await;
+    the_quarantine_is_reported_and_recorded(&pipeline, &failures, &a, &streams).await;
+    a_quarantined_aggregate_is_answered_at_once(&pipeline, &a, &poison).await;
+
+    // A restart: a new process over the same stores loads the aggregate once, from its
+    // snapshot at version 1 and the poisoned stream, quarantines it again, and stops there.
+    drop(pipeline);
+    let pipeline = process();
+    let record = a_restart_quarantines_it_again_once(&pipeline, &failures, &a, &b).await;
+    a_retry_lifts_the_quarantine_once_the_history_applies(&pipeline, &a, &record).await;
+}
+
+/// The append of a poisoned event stands; the answer says so, and that the aggregate is
+/// quarantined. The poison command and the aggregate's history.
+async fn a_poisoned_append_stands_and_quarantines(
+    pipeline: &LocalPipeline,
+    store: &Arc<dyn EventStore>,
+    a: &AggregateId,
+) -> (JsonCommand, Vec<DomainEventStream>) {
+    let poison = command(a, FragileCommand::Poison).with_request_id("poison-1");
+    let answered = send(pipeline, poison.clone()).await;
     assert_quarantined(&answered, 2);
     assert_eq!(answered.aggregate_version, Some(2), "the appended version");
     assert_eq!(answered.result[RECORDED], true, "the intent took effect");
@@ -315,88 +334,117 @@ async fn a_panicking_apply_quarantines_the_aggregate_and_a_restart_quarantines_i
         "{}",
         answered.error_msg
     );
-    let streams = history(&store, &a).await;
+    let streams = history(store, a).await;
     assert_eq!(streams.len(), 2, "history is the truth: the append stands");
     assert!(matches!(
-        pipeline.look_up_request(&a, "poison-1").await,
+        pipeline.look_up_request(a, "poison-1").await,
         RequestOutcome::Appended(record) if record.version == 2
     ));
-    // The other aggregate on the same partition goes on, through every stage; with one
-    // partition, its snapshot also means the poisoned stream went through the snapshotter
-    // (whose own apply panicked: a failed SNAPSHOT stage, not a dead worker).
+    (poison, streams)
+}
+
+/// The other aggregate on the same partition goes on, through every stage; with one
+/// partition, its snapshot also means the poisoned stream went through the snapshotter
+/// (whose own apply panicked: a failed SNAPSHOT stage, not a dead worker).
+async fn the_other_aggregate_goes_on_through_every_stage(
+    pipeline: &LocalPipeline,
+    a: &AggregateId,
+    b: &AggregateId,
+) {
     let touched = send_for(
-        &pipeline,
-        command(&b, FragileCommand::Touch),
+        pipeline,
+        command(b, FragileCommand::Touch),
         CommandStage::Snapshot,
     )
     .await;
     assert_ok(&touched);
     assert_eq!(
-        poison_applies(&a),
+        poison_applies(a),
         2,
         "the node's apply and the snapshotter's"
     );
+}
 
-    // Reported by the registry, and as a compensation record of the aggregate processor.
+/// Reported by the registry, and as a compensation record of the aggregate processor.
+async fn the_quarantine_is_reported_and_recorded(
+    pipeline: &LocalPipeline,
+    failures: &InMemoryCompensationStore,
+    a: &AggregateId,
+    streams: &[DomainEventStream],
+) {
     let quarantined = pipeline.quarantine.list();
     assert_eq!(quarantined.len(), 1);
-    assert_eq!(quarantined[0].aggregate_id, a);
+    assert_eq!(&quarantined[0].aggregate_id, a);
     assert_eq!(quarantined[0].version, 2);
     assert!(quarantined[0].message.contains("poisoned event of"));
-    let records = records_of(&failures, AGGREGATE_PROCESSOR).await;
+    let records = records_of(failures, AGGREGATE_PROCESSOR).await;
     assert_eq!(records.len(), 1);
     let record = &records[0];
     assert_eq!(
         (record.stage, &record.aggregate_id, record.version),
-        (CommandStage::Processed, &a, 2)
+        (CommandStage::Processed, a, 2)
     );
     assert_eq!(record.stream_id, streams[1].id);
     assert_eq!(record.error_code, ErrorCode::InternalServerError);
     assert!(record.error_message.contains("poisoned event of"));
     assert_eq!(record.attempts, 1);
+}
 
-    // Later commands are answered at once: no handler, no replay of the history.
+/// Later commands are answered at once: no handler, no replay of the history; a resend of
+/// the appended intent learns its original outcome.
+async fn a_quarantined_aggregate_is_answered_at_once(
+    pipeline: &LocalPipeline,
+    a: &AggregateId,
+    poison: &JsonCommand,
+) {
     let runs = pipeline.metrics.snapshot().handler_runs;
     for _ in 0..3 {
-        assert_quarantined(
-            &send(&pipeline, command(&a, FragileCommand::Touch)).await,
-            2,
-        );
+        assert_quarantined(&send(pipeline, command(a, FragileCommand::Touch)).await, 2);
     }
     assert_eq!(pipeline.metrics.snapshot().handler_runs, runs);
-    assert_eq!(poison_applies(&a), 2, "the history was not applied again");
+    assert_eq!(poison_applies(a), 2, "the history was not applied again");
     // A resend of the appended intent learns its original outcome.
     let mut resent = poison.clone();
     resent.id = id::new_id();
-    let duplicate = send(&pipeline, resent).await;
+    let duplicate = send(pipeline, resent).await;
     assert_eq!(duplicate.error_code, ErrorCode::DuplicateRequestId);
     assert_eq!(duplicate.aggregate_version, Some(2));
+}
 
-    // A restart: a new process over the same stores loads the aggregate once, from its
-    // snapshot at version 1 and the poisoned stream, quarantines it again, and stops there.
-    drop(pipeline);
-    let pipeline = process();
+/// After a restart the quarantine is lifted until the aggregate is loaded, once: it is
+/// quarantined again and its record counts one attempt more. That record.
+async fn a_restart_quarantines_it_again_once(
+    pipeline: &LocalPipeline,
+    failures: &InMemoryCompensationStore,
+    a: &AggregateId,
+    b: &AggregateId,
+) -> ExecutionFailed {
     assert!(
         pipeline.quarantine.is_empty(),
         "a restart lifts the quarantine"
     );
-    assert_ok(&send(&pipeline, command(&b, FragileCommand::Touch)).await);
+    assert_ok(&send(pipeline, command(b, FragileCommand::Touch)).await);
     for _ in 0..3 {
-        assert_quarantined(
-            &send(&pipeline, command(&a, FragileCommand::Touch)).await,
-            2,
-        );
+        assert_quarantined(&send(pipeline, command(a, FragileCommand::Touch)).await, 2);
     }
     assert_eq!(
-        poison_applies(&a),
+        poison_applies(a),
         3,
         "one failed load after the restart, not one per command"
     );
     assert_eq!(pipeline.quarantine.len(), 1);
-    let record = records_of(&failures, AGGREGATE_PROCESSOR).await.remove(0);
+    let record = records_of(failures, AGGREGATE_PROCESSOR).await.remove(0);
     assert_eq!(record.attempts, 2, "the same record, one attempt more");
+    record
+}
 
-    // A retry while the history still does not apply keeps the quarantine.
+/// A retry while the history still does not apply keeps the quarantine; once it applies (the
+/// code or the stored stream was fixed), a retry lifts it.
+async fn a_retry_lifts_the_quarantine_once_the_history_applies(
+    pipeline: &LocalPipeline,
+    a: &AggregateId,
+    record: &ExecutionFailed,
+) {
     let scheduler = pipeline.compensation().unwrap();
     let retried = scheduler.retry(&record.id).await.unwrap();
     assert_eq!(
@@ -405,11 +453,11 @@ async fn a_panicking_apply_quarantines_the_aggregate_and_a_restart_quarantines_i
     );
     assert_eq!(pipeline.quarantine.len(), 1);
     // Once it applies (the code or the stored stream was fixed), a retry lifts it.
-    fix(&a);
+    fix(a);
     let retried = scheduler.retry(&record.id).await.unwrap();
     assert_eq!(retried.status, ExecutionFailedStatus::Succeeded);
     assert!(pipeline.quarantine.is_empty());
-    let touched = send(&pipeline, command(&a, FragileCommand::Touch)).await;
+    let touched = send(pipeline, command(a, FragileCommand::Touch)).await;
     assert_ok(&touched);
     assert_eq!(touched.aggregate_version, Some(3));
 }
@@ -510,9 +558,35 @@ async fn a_panicking_consumer_fails_that_delivery_only_and_keeps_consuming() {
         assert_ok(&started);
     }
 
+    let record =
+        a_panicking_projection_fails_its_delivery_and_is_recorded(&pipeline, &failures, &a).await;
+    a_sagas_panic_is_its_own_failure_and_later_streams_reach_both(
+        &pipeline, &failures, &touchy, &a, &b,
+    )
+    .await;
+
+    // Once the consumer is fixed, a retry of the failed delivery succeeds.
+    touchy.failing.store(false, Ordering::SeqCst);
+    let retried = pipeline
+        .compensation()
+        .unwrap()
+        .retry(&record.id)
+        .await
+        .unwrap();
+    assert_eq!(retried.status, ExecutionFailedStatus::Succeeded);
+    assert!(touchy.handled().contains(&(a.id.clone(), 2)));
+}
+
+/// `touchy`'s panic on `a`'s version 2 fails that PROJECTED stage and is recorded, to be
+/// retried later. The record.
+async fn a_panicking_projection_fails_its_delivery_and_is_recorded(
+    pipeline: &LocalPipeline,
+    failures: &InMemoryCompensationStore,
+    a: &AggregateId,
+) -> ExecutionFailed {
     let projected = send_for(
-        &pipeline,
-        command(&a, FragileCommand::Touch),
+        pipeline,
+        command(a, FragileCommand::Touch),
         CommandStage::Projected,
     )
     .await;
@@ -522,10 +596,10 @@ async fn a_panicking_consumer_fails_that_delivery_only_and_keeps_consuming() {
         "{}",
         projected.error_msg
     );
-    let record = records_of(&failures, "touchy").await.remove(0);
+    let record = records_of(failures, "touchy").await.remove(0);
     assert_eq!(
         (record.stage, &record.aggregate_id, record.version),
-        (CommandStage::Projected, &a, 2)
+        (CommandStage::Projected, a, 2)
     );
     assert_eq!(record.error_code, ErrorCode::InternalServerError);
     assert!(record
@@ -536,12 +610,21 @@ async fn a_panicking_consumer_fails_that_delivery_only_and_keeps_consuming() {
         ExecutionFailedStatus::Failed,
         "retried later"
     );
+    record
+}
 
-    // The saga's panic (on the same stream, in a later stage) is its own failure, recorded
-    // the same way; every later stream still reaches both consumers.
-    for (id, version) in [(&a, 3), (&b, 2)] {
+/// The saga's panic (on the same stream, in a later stage) is its own failure, recorded the
+/// same way; every later stream still reaches both consumers.
+async fn a_sagas_panic_is_its_own_failure_and_later_streams_reach_both(
+    pipeline: &LocalPipeline,
+    failures: &InMemoryCompensationStore,
+    touchy: &Touchy,
+    a: &AggregateId,
+    b: &AggregateId,
+) {
+    for (id, version) in [(a, 3), (b, 2)] {
         let handled = send_for(
-            &pipeline,
+            pipeline,
             command(id, FragileCommand::Touch),
             CommandStage::Projected,
         )
@@ -550,13 +633,13 @@ async fn a_panicking_consumer_fails_that_delivery_only_and_keeps_consuming() {
         assert_eq!(handled.aggregate_version, Some(version));
     }
     let sagas = send_for(
-        &pipeline,
-        command(&b, FragileCommand::Touch),
+        pipeline,
+        command(b, FragileCommand::Touch),
         CommandStage::SagaHandled,
     )
     .await;
     assert_ok(&sagas);
-    let saga_records = records_of(&failures, "panicky_saga").await;
+    let saga_records = records_of(failures, "panicky_saga").await;
     assert_eq!(
         saga_records.iter().map(|r| r.version).collect::<Vec<_>>(),
         vec![2, 3],
@@ -569,17 +652,6 @@ async fn a_panicking_consumer_fails_that_delivery_only_and_keeps_consuming() {
     for expected in [(a.id.clone(), 3), (b.id.clone(), 2), (b.id.clone(), 3)] {
         assert!(handled.contains(&expected), "{expected:?} in {handled:?}");
     }
-
-    // Once the consumer is fixed, a retry of the failed delivery succeeds.
-    touchy.failing.store(false, Ordering::SeqCst);
-    let retried = pipeline
-        .compensation()
-        .unwrap()
-        .retry(&record.id)
-        .await
-        .unwrap();
-    assert_eq!(retried.status, ExecutionFailedStatus::Succeeded);
-    assert!(touchy.handled().contains(&(a.id.clone(), 2)));
 }
 
 #[tokio::test]

@@ -30,17 +30,11 @@
 //! # What a team's crate depends on
 //!
 //! This crate re-exports what a service's code names ([`wow_core`], [`wow_http`], [`axum`],
-//! [`serde`], [`serde_json`], [`schemars`], [`validator`], [`tokio`], [`async_trait`],
-//! [`clap`]) at the versions it is built with. The derives name crates by absolute path:
-//! depend on `wow-core` for `Command`, `Event` and `DomainError`, on `serde` (or write
-//! `#[serde(crate = "wow_service::serde")]`) and `validator` (or its `crate = ...`) for theirs.
-//! A domain crate needs `wow-core` only; its `main` assembles the service through this crate.
-//!
-//! A team's workspace sets `overflow-checks = true` in `[profile.release]`: Cargo's release
-//! profile wraps an overflow silently, and a wrapped total would be stored as if true (SPEC
-//! PX-1). The start refuses a build whose aggregates' crates wrap
-//! ([`ServiceError::UncheckedBuild`]) unless told [`OverflowChecks::Warn`]
-//! (`WOW_OVERFLOW_CHECKS=warn`).
+//! [`serde`], [`tokio`], [`clap`], ...) at the versions it is built with; a domain crate needs
+//! `wow-core` only. The derives name crates by absolute path: depend on `serde` and
+//! `validator` too, or write `#[serde(crate = "wow_service::serde")]`. A team's workspace
+//! sets `overflow-checks = true` in `[profile.release]`, or the start refuses the build
+//! ([`ServiceError::UncheckedBuild`], SPEC PX-1).
 
 mod args;
 mod build_check;
@@ -75,14 +69,7 @@ pub use settings::{
 pub use store::{open_store, StoreError};
 pub use tasks::BackgroundContext;
 
-pub use async_trait;
-pub use axum;
-pub use clap;
-pub use schemars;
-pub use serde;
-pub use serde_json;
-pub use tokio;
-pub use validator;
-pub use wow_core;
-pub use wow_http;
-pub use wow_runtime;
+pub use {
+    async_trait, axum, clap, schemars, serde, serde_json, tokio, validator, wow_core, wow_http,
+    wow_runtime,
+};

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query};
+use axum::extract::Query;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -71,30 +71,25 @@ where
     V::State: schemars::JsonSchema,
 {
     let fields = Arc::new(indexed_fields::<V>());
-    let (row_store, row_http) = (store.clone(), http.clone());
-    let row = move |Path(id): Path<String>, headers: HeaderMap| {
-        let (store, http) = (row_store.clone(), row_http.clone());
-        async move { read_row::<V>(store.as_ref(), &http, id, &headers).await }
-    };
+    let row_route = crate::read_route::id_route(
+        &row_path::<V>(),
+        http.clone(),
+        store.clone(),
+        error,
+        read_row::<V>,
+    );
     let list = move |Query(params): Query<Vec<(String, String)>>, headers: HeaderMap| {
         let (store, http, fields) = (store.clone(), http.clone(), fields.clone());
         async move { list_rows::<V>(store.as_ref(), &http, &fields, params, &headers).await }
     };
-    Router::new()
-        .route(&row_path::<V>(), get(row))
-        .route(&list_path::<V>(), get(list))
+    row_route.route(&list_path::<V>(), get(list))
 }
 
 async fn read_row<V: MultiStreamView>(
-    store: &dyn ViewStore,
-    http: &HttpConfig,
+    store: Arc<dyn ViewStore>,
+    tenant_id: String,
     id: String,
-    headers: &HeaderMap,
 ) -> Response {
-    let tenant_id = match crate::read_route::caller_and_id(http, headers, &id, error) {
-        Ok(tenant_id) => tenant_id,
-        Err(refused) => return refused,
-    };
     match store
         .load(&ViewKey::new(V::NAME, tenant_id, id.clone()))
         .await

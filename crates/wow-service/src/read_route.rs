@@ -41,13 +41,9 @@ where
     F: Fn(ReadRequest) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<Option<T>, BoxError>> + Send + 'static,
 {
-    let answer = move |Path(id): Path<String>, headers: HeaderMap| {
-        let (stores, http, read) = (stores.clone(), http.clone(), read.clone());
+    let answer = move |stores: Stores, tenant_id: String, id: String| {
+        let read = read.clone();
         async move {
-            let tenant_id = match caller_and_id(&http, &headers, &id, error) {
-                Ok(tenant_id) => tenant_id,
-                Err(refused) => return refused,
-            };
             let request = ReadRequest {
                 stores,
                 tenant_id,
@@ -71,14 +67,42 @@ where
             }
         }
     };
-    Router::new().route(path, get(answer))
+    id_route(path, http, stores, error, answer)
+}
+
+/// The route `GET path` (a path with an `{id}`) answering with what `answer` makes of
+/// `context`, the caller's tenant and the id, once both are found good: the tenant as every
+/// built-in route finds it (auth's 401/403 otherwise), the id by the id rules (400
+/// `IllegalArgument`, built by `error`, otherwise).
+pub(crate) fn id_route<C, F, Fut>(
+    path: &str,
+    http: HttpConfig,
+    context: C,
+    error: fn(StatusCode, &'static str, String) -> Response,
+    answer: F,
+) -> Router
+where
+    C: Clone + Send + Sync + 'static,
+    F: Fn(C, String, String) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response> + Send + 'static,
+{
+    let route = move |Path(id): Path<String>, headers: HeaderMap| {
+        let (http, context, answer) = (http.clone(), context.clone(), answer.clone());
+        async move {
+            match caller_and_id(&http, &headers, &id, error) {
+                Ok(tenant_id) => answer(context, tenant_id, id).await,
+                Err(refused) => refused,
+            }
+        }
+    };
+    Router::new().route(path, get(route))
 }
 
 /// The caller's tenant (found as every built-in route finds it) for a read of `id`, or the
 /// answer that refuses it: auth's 401/403, or 400 `IllegalArgument` (built by `error`) for
 /// an id that breaks the id rules.
 #[allow(clippy::result_large_err)] // the error is the answer itself, built once
-pub(crate) fn caller_and_id(
+fn caller_and_id(
     http: &HttpConfig,
     headers: &HeaderMap,
     id: &str,

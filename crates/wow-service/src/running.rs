@@ -237,7 +237,10 @@ impl ServiceBuilder {
             }
         };
         for (from, to) in &self.renames {
-            let renamed = stores.renames.rename_aggregate(from, to, false).await?;
+            let renamed = stores
+                .renames
+                .rename_aggregate(wow_core::eventsourcing::AggregateRename::new(from, to))
+                .await?;
             if !renamed.is_empty() {
                 tracing::info!(from, to, %renamed, "renamed an aggregate in the store");
             }

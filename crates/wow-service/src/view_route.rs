@@ -3,10 +3,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::Path;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
 use wow_core::aggregate::Aggregate;
@@ -28,24 +26,11 @@ pub(crate) fn view_path<V: View>() -> String {
 /// the id rules, 503 when the store cannot be reached, 500 when the row does not decode.
 /// The tenant is found as every built-in route finds it ([`wow_http::caller_tenant`]).
 pub(crate) fn view_route<V: View>(store: Arc<dyn ViewStore>, http: HttpConfig) -> Router {
-    let read = move |Path(id): Path<String>, headers: HeaderMap| {
-        let (store, http) = (store.clone(), http.clone());
-        async move { read_view::<V>(store.as_ref(), &http, id, &headers).await }
-    };
-    Router::new().route(&view_path::<V>(), get(read))
+    crate::read_route::id_route(&view_path::<V>(), http, store, error, read_view::<V>)
 }
 
-async fn read_view<V: View>(
-    store: &dyn ViewStore,
-    http: &HttpConfig,
-    id: String,
-    headers: &HeaderMap,
-) -> Response {
-    let tenant_id = match crate::read_route::caller_and_id(http, headers, &id, error) {
-        Ok(tenant_id) => tenant_id,
-        Err(refused) => return refused,
-    };
-    match wow_core::view::view::<V>(store, &tenant_id, &id).await {
+async fn read_view<V: View>(store: Arc<dyn ViewStore>, tenant_id: String, id: String) -> Response {
+    match wow_core::view::view::<V>(store.as_ref(), &tenant_id, &id).await {
         Ok(Some((state, version))) => {
             Json(json!({"aggregateId": id, "version": version, "state": state})).into_response()
         }

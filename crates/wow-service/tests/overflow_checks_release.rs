@@ -189,15 +189,9 @@ fn http(address: &str, method: &str, path: &str, body: &str) -> (u16, serde_json
     (status, serde_json::from_str(body).unwrap_or_default())
 }
 
-#[test]
-#[ignore = "builds a crate outside the workspace in release (minutes): .ci/run runs it under CI=true"]
-fn a_team_crate_built_by_cargos_default_release_profile_is_refused_and_with_warn_starts_and_wraps()
-{
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("overflow-checks-release");
-    let binary = build_team_crate(&dir);
-
-    // The default: the start is refused, naming the crate, its aggregate and the fix.
-    let refused = start(&binary, &[]).wait_with_output().unwrap();
+/// The default: the start is refused, naming the crate, its aggregate and the fix.
+fn by_default_the_start_is_refused_naming_the_crate_and_the_fix(binary: &Path) {
+    let refused = start(binary, &[]).wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "{stderr}");
     assert!(
@@ -217,9 +211,12 @@ fn a_team_crate_built_by_cargos_default_release_profile_is_refused_and_with_warn
         stderr.contains("Add `[profile.release] overflow-checks = true` to the Cargo.toml"),
         "{stderr}"
     );
+}
 
-    // With the setting: it starts, logs the error, lists the crates in /health, and wraps.
-    let mut child = start(&binary, &[("WOW_OVERFLOW_CHECKS", "warn")]);
+/// The service started with `WOW_OVERFLOW_CHECKS=warn`: the child, a thread reading all it
+/// logs, and the address it listens on.
+fn start_with_warn(binary: &Path) -> (Child, std::thread::JoinHandle<String>, String) {
+    let mut child = start(binary, &[("WOW_OVERFLOW_CHECKS", "warn")]);
     let stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
     let logged = std::thread::spawn(move || {
@@ -241,28 +238,46 @@ fn a_team_crate_built_by_cargos_default_release_profile_is_refused_and_with_warn
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned();
-    let checks = std::panic::catch_unwind(|| {
-        let (status, health) = http(&address, "GET", "/health", "");
-        assert_eq!(status, 200);
-        assert_eq!(health["status"], "UP");
-        let warnings = health["details"]["warnings"].as_array().unwrap();
-        assert!(
-            warnings.iter().any(|w| w.as_str().unwrap().starts_with(
-                "`loyalty-domain` (aggregate `member`) was compiled without overflow checks"
-            )),
-            "{health}"
-        );
-        // What the check is about: in this crate, 60000 + 60000 points wrap to 54464.
-        let (status, body) = http(&address, "POST", "/member/m1/join", "{}");
+    (child, logged, address)
+}
+
+/// Started with the setting, the service lists the crate in /health and indeed wraps: in this
+/// crate, 60000 + 60000 points wrap to 54464.
+fn with_warn_health_lists_the_crate_and_its_points_wrap(address: &str) {
+    let (status, health) = http(address, "GET", "/health", "");
+    assert_eq!(status, 200);
+    assert_eq!(health["status"], "UP");
+    let warnings = health["details"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w.as_str().unwrap().starts_with(
+            "`loyalty-domain` (aggregate `member`) was compiled without overflow checks"
+        )),
+        "{health}"
+    );
+    // What the check is about: in this crate, 60000 + 60000 points wrap to 54464.
+    let (status, body) = http(address, "POST", "/member/m1/join", "{}");
+    assert_eq!(status, 200, "{body}");
+    for _ in 0..2 {
+        let (status, body) = http(address, "POST", "/member/m1/earn", r#"{"points":60000}"#);
         assert_eq!(status, 200, "{body}");
-        for _ in 0..2 {
-            let (status, body) = http(&address, "POST", "/member/m1/earn", r#"{"points":60000}"#);
-            assert_eq!(status, 200, "{body}");
-        }
-        let (status, state) = http(&address, "GET", "/member/m1/state", "");
-        assert_eq!(status, 200, "{state}");
-        assert_eq!(state["state"]["points"], 54464, "{state}");
-    });
+    }
+    let (status, state) = http(address, "GET", "/member/m1/state", "");
+    assert_eq!(status, 200, "{state}");
+    assert_eq!(state["state"]["points"], 54464, "{state}");
+}
+
+#[test]
+#[ignore = "builds a crate outside the workspace in release (minutes): .ci/run runs it under CI=true"]
+fn a_team_crate_built_by_cargos_default_release_profile_is_refused_and_with_warn_starts_and_wraps()
+{
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("overflow-checks-release");
+    let binary = build_team_crate(&dir);
+    by_default_the_start_is_refused_naming_the_crate_and_the_fix(&binary);
+
+    // With the setting: it starts, logs the error, lists the crates in /health, and wraps.
+    let (mut child, logged, address) = start_with_warn(&binary);
+    let checks =
+        std::panic::catch_unwind(|| with_warn_health_lists_the_crate_and_its_points_wrap(&address));
     child.kill().unwrap();
     child.wait().unwrap();
     if let Err(failed) = checks {

@@ -128,16 +128,7 @@ async fn todays_release(store: &str) -> Result<RunningService, ServiceError> {
 
 async fn renamed_aggregate_keeps_everything(store: &str) {
     let before = previous_release(store).await;
-    let app = before.router();
-    for tenant in ["tenant-a", "tenant-b"] {
-        let (status, body) = send(&app, "/counter/c1/start", "r-start", tenant, json!({})).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let (status, body) = send(&app, "/counter/c1/add", "r-add", tenant, json!({"by": 5})).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        // A rejection is a decision of its request id too (SPEC ID-6).
-        let (status, body) = send(&app, "/counter/c1/start", "r-again", tenant, json!({})).await;
-        assert!(status.is_client_error(), "{status} {body}");
-    }
+    the_previous_release_decides_in_two_tenants(&before.router()).await;
     before.stop().await;
 
     // Two processes of today's release start on the store at once: one renames, and
@@ -147,67 +138,10 @@ async fn renamed_aggregate_keeps_everything(store: &str) {
     two.stop().await;
     let app = one.router();
     for tenant in ["tenant-a", "tenant-b"] {
-        let tenant_header = [("Command-Tenant-Id", tenant)];
-        let (status, body) = call(&app, "GET", "/tally/c1/state", &tenant_header, "").await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        assert_eq!(
-            (body["version"].as_u64(), body["state"]["value"].as_u64()),
-            (Some(2), Some(5)),
-            "{body}"
-        );
-        // A resend of a request decided under the former name is still that decision.
-        let (status, body) = send(&app, "/tally/c1/add", "r-add", tenant, json!({"by": 5})).await;
-        assert_eq!(status, StatusCode::CONFLICT, "{body}");
-        assert_eq!(body["errorCode"], "DuplicateRequestId", "{body}");
-        let (status, body) = send(&app, "/tally/c1/start", "r-again", tenant, json!({})).await;
-        assert!(status.is_client_error(), "{status} {body}");
-        assert_ne!(body["errorCode"], "Ok", "{body}");
-        // An old client's route reaches today's aggregate, under today's name.
-        let (status, body) = send(
-            &app,
-            "/counter/c1/add",
-            "r-old-route",
-            tenant,
-            json!({"by": 2}),
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        assert_eq!(body["aggregateVersion"], 3, "{body}");
-        assert_eq!(body["aggregateName"], "tally", "{body}");
-        let (status, body) = send(&app, "/tally/c1/add", "r-new", tenant, json!({"by": 3})).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        assert_eq!(body["aggregateVersion"], 4, "{body}");
-        // The view went on from its rows: every stream counted once, none twice.
-        let (status, body) = call(
-            &app,
-            "GET",
-            "/tally/c1/view/counter_total",
-            &tenant_header,
-            "",
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        assert_eq!(body["state"], json!({"sum": 10, "streams": 4}), "{body}");
+        the_renamed_aggregate_keeps_its_state_and_decisions(&app, tenant).await;
+        old_and_new_routes_go_on_and_the_view_counts_once(&app, tenant).await;
     }
-    let store_events = one.stores().events.clone();
-    let history = store_events
-        .load(
-            &AggregateId::new("demo", "tally", "c1", "tenant-a"),
-            1,
-            u64::MAX,
-        )
-        .await
-        .unwrap();
-    assert_eq!(history.len(), 4);
-    let old = store_events
-        .load(
-            &AggregateId::new("demo", "counter", "c1", "tenant-a"),
-            1,
-            u64::MAX,
-        )
-        .await
-        .unwrap();
-    assert!(old.is_empty(), "nothing is left under the former name");
+    nothing_is_left_under_the_former_name(&one).await;
     one.stop().await;
 
     // A later start finds the rename done.
@@ -226,6 +160,93 @@ async fn renamed_aggregate_keeps_everything(store: &str) {
         "{body}"
     );
     again.stop().await;
+}
+
+/// The previous release starts and adds to `counter` c1 in two tenants, and rejects a second
+/// start.
+async fn the_previous_release_decides_in_two_tenants(app: &Router) {
+    for tenant in ["tenant-a", "tenant-b"] {
+        let (status, body) = send(app, "/counter/c1/start", "r-start", tenant, json!({})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, body) = send(app, "/counter/c1/add", "r-add", tenant, json!({"by": 5})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        // A rejection is a decision of its request id too (SPEC ID-6).
+        let (status, body) = send(app, "/counter/c1/start", "r-again", tenant, json!({})).await;
+        assert!(status.is_client_error(), "{status} {body}");
+    }
+}
+
+/// Under today's name, `tenant`'s c1 has its state, and a resend of a request decided under
+/// the former name is still that decision (an append or a rejection).
+async fn the_renamed_aggregate_keeps_its_state_and_decisions(app: &Router, tenant: &str) {
+    let tenant_header = [("Command-Tenant-Id", tenant)];
+    let (status, body) = call(app, "GET", "/tally/c1/state", &tenant_header, "").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (body["version"].as_u64(), body["state"]["value"].as_u64()),
+        (Some(2), Some(5)),
+        "{body}"
+    );
+    // A resend of a request decided under the former name is still that decision.
+    let (status, body) = send(app, "/tally/c1/add", "r-add", tenant, json!({"by": 5})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["errorCode"], "DuplicateRequestId", "{body}");
+    let (status, body) = send(app, "/tally/c1/start", "r-again", tenant, json!({})).await;
+    assert!(status.is_client_error(), "{status} {body}");
+    assert_ne!(body["errorCode"], "Ok", "{body}");
+}
+
+/// An old client's route reaches today's aggregate, under today's name, as does today's; the
+/// view went on from its rows: every stream counted once, none twice.
+async fn old_and_new_routes_go_on_and_the_view_counts_once(app: &Router, tenant: &str) {
+    let (status, body) = send(
+        app,
+        "/counter/c1/add",
+        "r-old-route",
+        tenant,
+        json!({"by": 2}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["aggregateVersion"], 3, "{body}");
+    assert_eq!(body["aggregateName"], "tally", "{body}");
+    let (status, body) = send(app, "/tally/c1/add", "r-new", tenant, json!({"by": 3})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["aggregateVersion"], 4, "{body}");
+    // The view went on from its rows: every stream counted once, none twice.
+    let (status, body) = call(
+        app,
+        "GET",
+        "/tally/c1/view/counter_total",
+        &[("Command-Tenant-Id", tenant)],
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], json!({"sum": 10, "streams": 4}), "{body}");
+}
+
+/// The history is under today's name, whole; nothing is left under the former name.
+async fn nothing_is_left_under_the_former_name(service: &RunningService) {
+    let store_events = service.stores().events.clone();
+    let history = store_events
+        .load(
+            &AggregateId::new("demo", "tally", "c1", "tenant-a"),
+            1,
+            u64::MAX,
+        )
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 4);
+    let old = store_events
+        .load(
+            &AggregateId::new("demo", "counter", "c1", "tenant-a"),
+            1,
+            u64::MAX,
+        )
+        .await
+        .unwrap();
+    assert!(old.is_empty(), "nothing is left under the former name");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -147,18 +147,26 @@ impl Client {
         };
         self.chaos.note(format!("{} look-up: {said}", intent.label));
         if matches!(outcome, RequestOutcome::None) {
-            let sent = collected
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .sent
-                .clone();
-            self.chaos.log(
-                &intent.aggregate.id,
-                &intent.request_id,
-                Logged::LookedUpNone { sent },
-            );
+            self.log_with_sent(intent, collected, |sent| Logged::LookedUpNone { sent });
         }
         outcome
+    }
+
+    /// Logs what `logged` makes of the command ids of `intent`'s messages sent so far, for
+    /// the checks.
+    fn log_with_sent(
+        &self,
+        intent: &Intent,
+        collected: &Mutex<Collected>,
+        logged: impl FnOnce(Vec<String>) -> Logged,
+    ) {
+        let sent = collected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sent
+            .clone();
+        self.chaos
+            .log(&intent.aggregate.id, &intent.request_id, logged(sent));
     }
 
     /// Runs `intents` one after the other and records each.

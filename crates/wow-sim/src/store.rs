@@ -8,7 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use wow_core::eventsourcing::AppendChanges;
 use wow_core::eventsourcing::{
-    EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod, RejectionRecord,
+    EventStore, EventStoreDecorator, EventStoreError, EventStoreMethod, KeysToClaim,
+    RejectionRecord,
 };
 use wow_core::unique_key::{KeyClaim, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream};
@@ -66,8 +67,7 @@ impl FaultyEventStore {
         stream: &DomainEventStream,
         changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
-        self.latency().await;
-        self.check_up()?;
+        self.reach().await?;
         let label = || {
             format!(
                 "append {}@v{} request {}",
@@ -96,6 +96,13 @@ impl FaultyEventStore {
             return Err(Self::unavailable("append written, answer lost"));
         }
         Ok(())
+    }
+
+    /// What every method this wrapper states meets before the inner store: the campaign's
+    /// latency, then an outage's failure.
+    async fn reach(&self) -> Result<(), EventStoreError> {
+        self.latency().await;
+        self.check_up()
     }
 
     async fn latency(&self) {
@@ -136,20 +143,13 @@ impl EventStoreDecorator for FaultyEventStore {
         tenant_id: &str,
         key: &UniqueKey,
     ) -> Result<Option<KeyHolder>, EventStoreError> {
-        self.latency().await;
-        self.check_up()?;
+        self.reach().await?;
         self.inner.find_key(tenant_id, key).await
     }
 
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        self.latency().await;
-        self.check_up()?;
-        self.inner.claim_keys(aggregate_id, version, keys).await
+    async fn claim_keys(&self, claim: KeysToClaim<'_>) -> Result<Vec<KeyClaim>, EventStoreError> {
+        self.reach().await?;
+        self.inner.claim_keys(claim).await
     }
 
     async fn record_rejection(
@@ -158,8 +158,7 @@ impl EventStoreDecorator for FaultyEventStore {
         request_id: &str,
         rejection: &RejectionRecord,
     ) -> Result<(), EventStoreError> {
-        self.latency().await;
-        self.check_up()?;
+        self.reach().await?;
         let label = || {
             format!(
                 "record rejection {} of {} request {}",
@@ -189,8 +188,7 @@ impl EventStoreDecorator for FaultyEventStore {
         tenant_id: &str,
         key: &UniqueKey,
     ) -> Result<Option<KeyHolder>, EventStoreError> {
-        self.latency().await;
-        self.check_up()?;
+        self.reach().await?;
         self.inner.release_key(tenant_id, key).await
     }
 }

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
-use wow_core::eventsourcing::{check_rename, AggregateRenames, RenameError, RenamedRows};
+use wow_core::eventsourcing::{AggregateRename, AggregateRenames, RenameError, RenamedRows};
 
 use crate::store::deadline;
 use crate::SqliteStore;
@@ -68,11 +68,10 @@ const TABLES: [KeyedTable; 4] = [
 /// The rename in the writer's transaction: `Ok(None)` when it was recorded as done before.
 fn rename(
     connection: &Connection,
-    from: &str,
-    to: &str,
-    dry_run: bool,
+    rename: AggregateRename<'_>,
     now: i64,
 ) -> rusqlite::Result<Result<RenamedRows, RenameError>> {
+    let AggregateRename { from, to, dry_run } = rename;
     let done: Option<String> = connection
         .query_row(FIND_RENAME, [from], |row| row.get(0))
         .optional()?;
@@ -85,12 +84,7 @@ fn rename(
         })
         .optional()?;
     if let Some((tenant, id)) = conflict {
-        return Ok(Err(RenameError::Conflict {
-            from: from.to_owned(),
-            to: to.to_owned(),
-            tenant,
-            id,
-        }));
+        return Ok(Err(rename.conflict(tenant, id)));
     }
     let mut counts = [0u64; 4];
     for (count, table) in counts.iter_mut().zip(&TABLES) {
@@ -125,18 +119,21 @@ impl AggregateRenames for SqliteStore {
     /// that a later start answers from that record without scanning the tables again.
     async fn rename_aggregate(
         &self,
-        from: &str,
-        to: &str,
-        dry_run: bool,
+        rename: AggregateRename<'_>,
     ) -> Result<RenamedRows, RenameError> {
-        check_rename(from, to)?;
+        let AggregateRename { from, to, dry_run } = rename.checked()?;
         let (from, to) = (from.to_owned(), to.to_owned());
         let now = self.clock.now_millis();
         let outcome = std::sync::Arc::new(std::sync::Mutex::new(None));
         let slot = outcome.clone();
         let written = self
             .transact(move |connection| {
-                let made = rename(connection, &from, &to, dry_run, now)?;
+                let rename = AggregateRename {
+                    from: &from,
+                    to: &to,
+                    dry_run,
+                };
+                let made = self::rename(connection, rename, now)?;
                 let refused = made.is_err();
                 *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(made);
                 if refused {

@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use wow_core::eventsourcing::{AggregateRenames, AppendChanges, EventStoreError, History};
+use wow_core::eventsourcing::{
+    AggregateRename, AggregateRenames, AppendChanges, EventStoreError, History,
+};
 
 use serde_json::json;
 use wow_core::deadline::{
@@ -85,7 +87,7 @@ async fn a_rename_moves_the_deadlines_an_aggregate_owns_and_those_sent_to_it() {
     store.schedule(&nudge).await.unwrap();
 
     store
-        .rename_aggregate("order", "purchase", true)
+        .rename_aggregate(AggregateRename::new("order", "purchase").dry_run())
         .await
         .unwrap();
     assert_eq!(
@@ -95,7 +97,7 @@ async fn a_rename_moves_the_deadlines_an_aggregate_owns_and_those_sent_to_it() {
     );
 
     store
-        .rename_aggregate("order", "purchase", false)
+        .rename_aggregate(AggregateRename::new("order", "purchase"))
         .await
         .unwrap();
     let mut purchase = order.clone();
@@ -110,10 +112,7 @@ async fn a_rename_moves_the_deadlines_an_aggregate_owns_and_those_sent_to_it() {
         "the saga's row is sent to today's name"
     );
     // The moved row is the aggregate's under today's name: its fire deletes it.
-    assert!(store
-        .fired(&purchase, "expire", &moved[0].request_id)
-        .await
-        .unwrap());
+    assert!(store.fired(&moved[0]).await.unwrap());
     assert_eq!(store.backlog().await.unwrap().pending, 1);
 }
 

@@ -11,8 +11,8 @@ use serde_json::json;
 use std::time::Duration;
 
 use wow_core::deadline::{
-    deadline_request_id, partition_of, DeadlineChange, DeadlineStore, DueQuery, PartitionFilter,
-    ScheduledCommand, HELD,
+    deadline_request_id, partition_of, DeadlineChange, DeadlineStore, DueQuery, FailedFiring,
+    PartitionFilter, ScheduledCommand, HELD,
 };
 use wow_core::eventsourcing::{AppendChanges, EventStore, EventStoreError};
 use wow_core::unique_key::{KeyChange, UniqueKey};
@@ -39,6 +39,22 @@ pub fn row(owner: &AggregateId, name: &str, due_at: i64, version: u64) -> Schedu
         body: json!({"reason": "unpaid", "ünïcode": "✓"}),
         request_id: deadline_request_id(name, version),
         held_to: None,
+    }
+}
+
+/// A failed firing of `owner`'s row `expire` that carried `request_id`, due again `after`
+/// from the store's now (held when `None`).
+fn failed_expiry<'a>(
+    owner: &'a AggregateId,
+    request_id: &'a str,
+    after: Option<Duration>,
+) -> FailedFiring<'a> {
+    FailedFiring {
+        owner,
+        name: "expire",
+        request_id,
+        after,
+        from: None,
     }
 }
 
@@ -189,21 +205,12 @@ pub async fn fired_deletes_only_the_schedule_that_fired(store: Store) {
     append(&store, &order, 1, &schedule(first.clone())).await;
     let again = row(&order, "expire", 200, 2);
     append(&store, &order, 2, &schedule(again.clone())).await;
-    let stale = store
-        .fired(&order, "expire", &first.request_id)
-        .await
-        .expect("fired answers");
+    let stale = store.fired(&first).await.expect("fired answers");
     assert!(!stale, "the schedule that fired is gone already");
     assert_eq!(pending(&store, &order).await, vec![again.clone()]);
-    assert!(store
-        .fired(&order, "expire", &again.request_id)
-        .await
-        .expect("fired answers"));
+    assert!(store.fired(&again).await.expect("fired answers"));
     assert!(pending(&store, &order).await.is_empty());
-    assert!(!store
-        .fired(&order, "expire", &again.request_id)
-        .await
-        .expect("fired answers twice"));
+    assert!(!store.fired(&again).await.expect("fired answers twice"));
 }
 
 /// Deadlines are per tenant and per aggregate: the same id and name in two tenants are two
@@ -457,13 +464,11 @@ pub async fn the_next_firing_time_is_the_earliest_waiting_row_of_the_partitions_
     assert_eq!(next(None).await, Some(rows[0].1), "every partition");
     let (first, _) = &rows[0];
     store
-        .retry_later(
+        .retry_later(failed_expiry(
             first,
-            "expire",
             &deadline_request_id("expire", 1),
             None,
-            None,
-        )
+        ))
         .await
         .expect("retry_later answers");
     assert_eq!(
@@ -483,26 +488,22 @@ pub async fn a_failed_firing_waits_without_holding_up_later_rows(store: Store) {
     append(&store, &next, 1, &schedule(row(&next, "expire", 2_000, 1))).await;
     for expected in 1..=2 {
         let attempts = store
-            .retry_later(
+            .retry_later(failed_expiry(
                 &stuck,
-                "expire",
                 &expiry.request_id,
                 Some(Duration::from_secs(3_600)),
-                None,
-            )
+            ))
             .await
             .expect("retry_later answers");
         assert_eq!(attempts, Some(expected));
     }
     assert_eq!(
         store
-            .retry_later(
+            .retry_later(failed_expiry(
                 &stuck,
-                "expire",
                 "deadline/expire/9",
-                Some(Duration::ZERO),
-                None
-            )
+                Some(Duration::ZERO)
+            ))
             .await
             .expect("retry_later answers"),
         None,
@@ -531,7 +532,7 @@ pub async fn a_held_row_waits_for_a_re_fire(store: Store) {
     let expiry = row(&order, "expire", 1_000, 1);
     append(&store, &order, 1, &schedule(expiry.clone())).await;
     store
-        .retry_later(&order, "expire", &expiry.request_id, None, None)
+        .retry_later(failed_expiry(&order, &expiry.request_id, None))
         .await
         .expect("retry_later answers");
     let pending = store.pending_for(&order).await.expect("pending reads");
@@ -565,7 +566,7 @@ pub async fn scheduling_again_starts_the_attempts_again(store: Store) {
     let first = row(&order, "expire", 1_000, 1);
     append(&store, &order, 1, &schedule(first.clone())).await;
     store
-        .retry_later(&order, "expire", &first.request_id, None, None)
+        .retry_later(failed_expiry(&order, &first.request_id, None))
         .await
         .expect("retry_later answers");
     let again = row(&order, "expire", 5_000, 2);

@@ -9,7 +9,8 @@ use wow_core::eventsourcing::AppendChanges;
 use wow_core::compensation::{FailedExecution, FailureQuery, RetrySpec};
 use wow_core::event::ConsumerError;
 use wow_core::eventsourcing::{
-    EventStoreError, GlobalPosition, RejectionRecord, RenameError, RenamedRows, RequestDecision,
+    AggregateRename, EventStoreError, GlobalPosition, RejectionRecord, RenameError, RenamedRows,
+    RequestDecision,
 };
 use wow_core::{id, AggregateId, CommandStage, ErrorCode, Stores};
 
@@ -133,7 +134,7 @@ pub async fn renames_every_row_of_an_aggregate(store: Store) {
     let aggregates = written_under_the_old_name(&stores).await;
     let done = stores
         .renames
-        .rename_aggregate(OLD, NEW, false)
+        .rename_aggregate(AggregateRename::new(OLD, NEW))
         .await
         .unwrap();
     assert_eq!(done, RenamedRows::new(9, 3, 3, 3), "{done}");
@@ -198,19 +199,19 @@ pub async fn a_rename_is_done_once(store: Store) {
     let aggregates = written_under_the_old_name(&stores).await;
     let first = stores
         .renames
-        .rename_aggregate(OLD, NEW, false)
+        .rename_aggregate(AggregateRename::new(OLD, NEW))
         .await
         .unwrap();
     assert_eq!(first.streams, 9);
     let again = stores
         .renames
-        .rename_aggregate(OLD, NEW, false)
+        .rename_aggregate(AggregateRename::new(OLD, NEW))
         .await
         .unwrap();
     assert!(again.is_empty(), "{again}");
     let dry = stores
         .renames
-        .rename_aggregate(OLD, NEW, true)
+        .rename_aggregate(AggregateRename::new(OLD, NEW).dry_run())
         .await
         .unwrap();
     assert!(dry.is_empty(), "{dry}");
@@ -247,13 +248,13 @@ pub async fn the_keys_an_aggregate_holds_follow_its_rename(store: Store) {
     };
     stores
         .renames
-        .rename_aggregate(OLD, NEW, true)
+        .rename_aggregate(AggregateRename::new(OLD, NEW).dry_run())
         .await
         .unwrap();
     assert_eq!(holder(stores.clone(), key.clone()).await, Some(old.clone()));
     stores
         .renames
-        .rename_aggregate(OLD, NEW, false)
+        .rename_aggregate(AggregateRename::new(OLD, NEW))
         .await
         .unwrap();
     assert_eq!(holder(stores.clone(), key).await, Some(renamed(&old)));
@@ -265,7 +266,7 @@ pub async fn a_dry_run_changes_nothing(store: Store) {
     let aggregates = written_under_the_old_name(&stores).await;
     let dry = stores
         .renames
-        .rename_aggregate(OLD, NEW, true)
+        .rename_aggregate(AggregateRename::new(OLD, NEW).dry_run())
         .await
         .unwrap();
     assert_eq!(dry, RenamedRows::new(9, 3, 3, 3), "{dry}");
@@ -281,7 +282,7 @@ pub async fn a_dry_run_changes_nothing(store: Store) {
     }
     let done = stores
         .renames
-        .rename_aggregate(OLD, NEW, false)
+        .rename_aggregate(AggregateRename::new(OLD, NEW))
         .await
         .unwrap();
     assert_eq!(done, dry, "the dry run counted what the rename then moved");
@@ -299,7 +300,15 @@ pub async fn refuses_when_both_names_hold_an_aggregate(store: Store) {
         .await
         .unwrap();
     for dry_run in [true, false] {
-        match stores.renames.rename_aggregate(OLD, NEW, dry_run).await {
+        match stores
+            .renames
+            .rename_aggregate(AggregateRename {
+                from: OLD,
+                to: NEW,
+                dry_run,
+            })
+            .await
+        {
             Err(RenameError::Conflict { tenant, id, .. }) => {
                 assert_eq!((tenant.as_str(), id.as_str()), ("tenant-a", "bob"));
             }
@@ -314,7 +323,11 @@ pub async fn refuses_when_both_names_hold_an_aggregate(store: Store) {
         stores.events.load(&twin, 1, u64::MAX).await.unwrap().len(),
         1
     );
-    match stores.renames.rename_aggregate(OLD, OLD, false).await {
+    match stores
+        .renames
+        .rename_aggregate(AggregateRename::new(OLD, OLD))
+        .await
+    {
         Err(RenameError::Invalid { .. }) => {}
         other => panic!("a rename to the same name is invalid: {other:?}"),
     }

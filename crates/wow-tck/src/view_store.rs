@@ -55,6 +55,16 @@ fn increment(key: &ViewKey) -> ViewUpdate {
     })
 }
 
+/// Asserts that message `m-1` (an [`increment`]) of `key` is applied, as no record of it
+/// stands, for the reason `why`.
+async fn runs_m1_again(store: &Store, key: &ViewKey, why: &str) {
+    assert_eq!(
+        store.update(key, "m-1", increment(key)).await.unwrap(),
+        Processed::Applied,
+        "{why}"
+    );
+}
+
 async fn count(store: &Store, key: &ViewKey) -> i64 {
     store
         .load(key)
@@ -186,14 +196,12 @@ pub async fn a_failed_update_writes_nothing(store: Store) {
         Err(ProcessError::Work(_))
     ));
     assert_eq!(store.load(&order).await.unwrap(), before, "nothing written");
-    assert_eq!(
-        store
-            .update(&order, "m-1", increment(&order))
-            .await
-            .unwrap(),
-        Processed::Applied,
-        "no record was written: the message runs again"
-    );
+    runs_m1_again(
+        &store,
+        &order,
+        "no record was written: the message runs again",
+    )
+    .await;
     assert_eq!(count(&store, &order).await, 2);
 }
 
@@ -472,14 +480,7 @@ pub async fn clear_drops_one_views_rows_and_records(store: Store) {
         .await
         .unwrap()
         .is_empty());
-    assert_eq!(
-        store
-            .update(&order, "m-1", increment(&order))
-            .await
-            .unwrap(),
-        Processed::Applied,
-        "the record went with the row"
-    );
+    runs_m1_again(&store, &order, "the record went with the row").await;
     assert_eq!(count(&store, &order).await, 1);
     assert_eq!(count(&store, &twin).await, 1);
     assert_eq!(

@@ -59,6 +59,23 @@ fn appended<'a>(snapshot: &'a Snapshot, intent: &Intent) -> Option<&'a Stream> {
 /// another version or by another command, an applied intent missing from history.
 fn answers(intents: &[Intent], snapshot: &Snapshot, t0: u64) -> Check {
     let mut check = Check::new("1. look-up answers against history (TO-1, ID-6)");
+    count_look_ups_and_resends(&mut check, intents);
+    for intent in intents {
+        let stream = appended(snapshot, intent);
+        let name = format!("{} {}", intent.op.account(), intent.request_id);
+        outcome_against_history(&mut check, &name, stream, &intent.outcome);
+        let Some(stream) = stream else { continue };
+        if !no_none_after_the_appending_send(&mut check, &name, intent, stream, t0) {
+            continue;
+        }
+        look_ups_against_history(&mut check, &name, intent, stream, t0);
+        sends_against_history(&mut check, &name, intent, stream);
+    }
+    check
+}
+
+/// Counts the look-ups by answer, and the resends.
+fn count_look_ups_and_resends(check: &mut Check, intents: &[Intent]) {
     let look_ups: Vec<_> = intents.iter().flat_map(|i| &i.look_ups).collect();
     let count = |f: fn(&Answer) -> bool| look_ups.iter().filter(|l| f(&l.answer)).count();
     check.count("look-ups", look_ups.len());
@@ -73,84 +90,114 @@ fn answers(intents: &[Intent], snapshot: &Snapshot, t0: u64) -> Check {
             .map(|i| i.sends.len().saturating_sub(1))
             .sum(),
     );
-    for intent in intents {
-        let stream = appended(snapshot, intent);
-        let at = |ms: u64| ms.saturating_sub(t0);
-        let name = format!("{} {}", intent.op.account(), intent.request_id);
-        match (stream, &intent.outcome) {
-            (None, Outcome::Applied { version }) => check.failures.push(format!(
-                "{name}: told applied at v{version}, not in history"
-            )),
-            (Some(s), Outcome::Rejected { code }) => check.failures.push(format!(
-                "{name}: told rejected ({code}), appended at v{}",
-                s.version
+}
+
+/// An intent told applied is in history; one told rejected is not.
+fn outcome_against_history(
+    check: &mut Check,
+    name: &str,
+    stream: Option<&Stream>,
+    outcome: &Outcome,
+) {
+    match (stream, outcome) {
+        (None, Outcome::Applied { version }) => check.failures.push(format!(
+            "{name}: told applied at v{version}, not in history"
+        )),
+        (Some(s), Outcome::Rejected { code }) => check.failures.push(format!(
+            "{name}: told rejected ({code}), appended at v{}",
+            s.version
+        )),
+        _ => {}
+    }
+}
+
+/// No `NONE` came after the last message that may have appended `stream` (the one whose id
+/// history names, and those whose id the caller never learnt) was sent. `false` when no send
+/// of the caller names the appending command.
+fn no_none_after_the_appending_send(
+    check: &mut Check,
+    name: &str,
+    intent: &Intent,
+    stream: &Stream,
+    t0: u64,
+) -> bool {
+    let at = |ms: u64| ms.saturating_sub(t0);
+    let candidates: Vec<&Send> = intent
+        .sends
+        .iter()
+        .filter(|s| {
+            s.command_id
+                .as_ref()
+                .is_none_or(|c| *c == stream.command_id)
+        })
+        .collect();
+    let Some(last_sent) = candidates.iter().map(|s| s.ended_ms).max() else {
+        check.failures.push(format!(
+            "{name}: appended by command {}, which no send of the caller names",
+            stream.command_id
+        ));
+        return false;
+    };
+    if let Some(none) = intent
+        .look_ups
+        .iter()
+        .find(|l| l.answer == Answer::None && l.started_ms >= last_sent)
+    {
+        check.failures.push(format!(
+            "{name}: NONE at +{} ms, appended at v{} by the message sent at +{} ms (no resend after the NONE made it)",
+            at(none.started_ms),
+            stream.version,
+            at(candidates.iter().map(|s| s.started_ms).max().unwrap_or_default()),
+        ));
+    }
+    true
+}
+
+/// No look-up of an appended intent answers `APPENDED` at another version or by another
+/// command, or `REJECTED`.
+fn look_ups_against_history(
+    check: &mut Check,
+    name: &str,
+    intent: &Intent,
+    stream: &Stream,
+    t0: u64,
+) {
+    let at = |ms: u64| ms.saturating_sub(t0);
+    for look_up in &intent.look_ups {
+        match &look_up.answer {
+            Answer::Appended {
+                version,
+                command_id,
+            } if *version != stream.version || *command_id != stream.command_id => {
+                check.failures.push(format!(
+                    "{name}: APPENDED v{version} by {command_id} at +{} ms; history: v{} by {}",
+                    at(look_up.started_ms),
+                    stream.version,
+                    stream.command_id
+                ))
+            }
+            Answer::Rejected { code } => check.failures.push(format!(
+                "{name}: REJECTED ({code}) at +{} ms, appended at v{}",
+                at(look_up.started_ms),
+                stream.version
             )),
             _ => {}
         }
-        let Some(stream) = stream else { continue };
-        // The messages that may have appended it: the one whose id history names, and those
-        // whose id the caller never learnt.
-        let candidates: Vec<&Send> = intent
-            .sends
-            .iter()
-            .filter(|s| {
-                s.command_id
-                    .as_ref()
-                    .is_none_or(|c| *c == stream.command_id)
-            })
-            .collect();
-        let Some(last_sent) = candidates.iter().map(|s| s.ended_ms).max() else {
+    }
+}
+
+/// No send of an appended intent is answered a success at another version.
+fn sends_against_history(check: &mut Check, name: &str, intent: &Intent, stream: &Stream) {
+    for sent in &intent.sends {
+        let success =
+            sent.status == Some(200) || sent.error_code.as_deref() == Some("DuplicateRequestId");
+        if success && sent.version != Some(stream.version) {
             check.failures.push(format!(
-                "{name}: appended by command {}, which no send of the caller names",
-                stream.command_id
+                "{name}: answered {:?} at v{:?}; history: v{}",
+                sent.status, sent.version, stream.version
             ));
-            continue;
-        };
-        if let Some(none) = intent
-            .look_ups
-            .iter()
-            .find(|l| l.answer == Answer::None && l.started_ms >= last_sent)
-        {
-            check.failures.push(format!(
-                "{name}: NONE at +{} ms, appended at v{} by the message sent at +{} ms (no resend after the NONE made it)",
-                at(none.started_ms),
-                stream.version,
-                at(candidates.iter().map(|s| s.started_ms).max().unwrap_or_default()),
-            ));
-        }
-        for look_up in &intent.look_ups {
-            match &look_up.answer {
-                Answer::Appended {
-                    version,
-                    command_id,
-                } if *version != stream.version || *command_id != stream.command_id => {
-                    check.failures.push(format!(
-                        "{name}: APPENDED v{version} by {command_id} at +{} ms; history: v{} by {}",
-                        at(look_up.started_ms),
-                        stream.version,
-                        stream.command_id
-                    ))
-                }
-                Answer::Rejected { code } => check.failures.push(format!(
-                    "{name}: REJECTED ({code}) at +{} ms, appended at v{}",
-                    at(look_up.started_ms),
-                    stream.version
-                )),
-                _ => {}
-            }
-        }
-        for sent in &intent.sends {
-            let success = sent.status == Some(200)
-                || sent.error_code.as_deref() == Some("DuplicateRequestId");
-            if success && sent.version != Some(stream.version) {
-                check.failures.push(format!(
-                    "{name}: answered {:?} at v{:?}; history: v{}",
-                    sent.status, sent.version, stream.version
-                ));
-            }
         }
     }
-    check
 }
 
 /// Check 2: No caller is answered `DuplicateRequestId` naming its own command: the message it sent

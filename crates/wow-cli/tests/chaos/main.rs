@@ -72,88 +72,86 @@ fn setting(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a chaos run by hand (minutes, own NATS and database): see docs/distributed.md"]
-async fn chaos() {
-    let seed = setting("WOW_CHAOS_SEED", now_ms());
-    let secs = setting("WOW_CHAOS_SECS", 60);
-    let callers = setting("WOW_CHAOS_CALLERS", 6) as usize;
-    let quiet = Duration::from_secs(setting("WOW_CHAOS_QUIET_SECS", 60));
-    let accounts: Vec<String> = (0..setting("WOW_CHAOS_ACCOUNTS", 4))
-        .map(|n| format!("chaos-{n}"))
-        .collect();
-    let logs = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-{seed}"));
-    println!("chaos: WOW_CHAOS_SEED={seed} WOW_CHAOS_SECS={secs}, {callers} callers, {} accounts; logs in {}", accounts.len(), logs.display());
-    let lease_ttl_ms = setting("WOW_CHAOS_LEASE_TTL_MS", 1_000);
-    let mut cluster = match Cluster::start(logs.clone(), lease_ttl_ms).await {
-        Ok(cluster) => cluster,
-        Err(error) => panic!("the deployment did not start: {error}"),
-    };
-    let t0 = now_ms();
-    let api = match Api::new(cluster.gateway()) {
-        Ok(api) => api,
-        Err(error) => panic!("{error}"),
-    };
+/// The run's settings, from the environment.
+struct Settings {
+    seed: u64,
+    secs: u64,
+    callers: usize,
+    quiet: Duration,
+    accounts: Vec<String>,
+    logs: std::path::PathBuf,
+    lease_ttl_ms: u64,
+}
+
+impl Settings {
+    /// Reads the settings and prints them.
+    fn read() -> Self {
+        let seed = setting("WOW_CHAOS_SEED", now_ms());
+        let secs = setting("WOW_CHAOS_SECS", 60);
+        let callers = setting("WOW_CHAOS_CALLERS", 6) as usize;
+        let quiet = Duration::from_secs(setting("WOW_CHAOS_QUIET_SECS", 60));
+        let accounts: Vec<String> = (0..setting("WOW_CHAOS_ACCOUNTS", 4))
+            .map(|n| format!("chaos-{n}"))
+            .collect();
+        let logs = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-{seed}"));
+        println!("chaos: WOW_CHAOS_SEED={seed} WOW_CHAOS_SECS={secs}, {callers} callers, {} accounts; logs in {}", accounts.len(), logs.display());
+        let lease_ttl_ms = setting("WOW_CHAOS_LEASE_TTL_MS", 1_000);
+        Self {
+            seed,
+            secs,
+            callers,
+            quiet,
+            accounts,
+            logs,
+            lease_ttl_ms,
+        }
+    }
+}
+
+/// Opens every account, each resolved within `quiet`.
+async fn open_the_accounts(api: &Api, settings: &Settings) -> Vec<Intent> {
     let mut intents: Vec<Intent> = Vec::new();
-    for account in &accounts {
+    for account in &settings.accounts {
         let open = Op::Open {
             account: account.clone(),
             balance: 1_000,
         };
-        let deadline = Instant::now() + quiet;
+        let deadline = Instant::now() + settings.quiet;
         intents.push(
             api.resolve(0, format!("open-{account}"), open, deadline)
                 .await,
         );
     }
+    intents
+}
 
-    let started = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
-    let deadline = started + Duration::from_secs(secs) + quiet;
-    let tasks: Vec<_> = (0..callers)
+/// Starts the callers, each with draws of its own, resolving its intents by `deadline`.
+fn start_the_callers(
+    api: &Api,
+    settings: &Settings,
+    stop: &Arc<AtomicBool>,
+    deadline: Instant,
+) -> Vec<tokio::task::JoinHandle<Vec<Intent>>> {
+    (0..settings.callers)
         .map(|n| {
-            let rng = Rng::new(seed ^ (n as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F));
+            let rng = Rng::new(settings.seed ^ (n as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F));
             let load = client::caller(
                 api.clone(),
                 n,
-                accounts.clone(),
+                settings.accounts.clone(),
                 rng,
                 stop.clone(),
                 deadline,
             );
             tokio::spawn(load)
         })
-        .collect();
-    let faults = cluster
-        .chaos(&mut Rng::new(seed), started + Duration::from_secs(secs))
-        .await;
-    let whole = cluster.heal().await;
-    stop.store(true, Ordering::Relaxed);
-    let mut lost_callers = 0;
-    for task in tasks {
-        match task.await {
-            Ok(done) => intents.extend(done),
-            Err(_) => lost_callers += 1,
-        }
-    }
-    let loaded = started.elapsed();
-    let snapshot =
-        history::until_quiet(&api, &cluster.store, &accounts, Instant::now() + quiet).await;
-    let checks = checks::all(&intents, &snapshot, &faults, t0);
-    record(&logs, &intents, &faults, t0);
+        .collect()
+}
 
-    println!(
-        "chaos: {} intents in {loaded:?} ({} applied, {} rejected, {} unresolved), {} kills; whole at the end: {whole}; quiet: {}; peak RSS kB {:?}",
-        intents.len(),
-        intents.iter().filter(|i| matches!(i.outcome, Outcome::Applied { .. })).count(),
-        intents.iter().filter(|i| matches!(i.outcome, Outcome::Rejected { .. })).count(),
-        intents.iter().filter(|i| i.outcome == Outcome::Unresolved).count(),
-        faults.len(),
-        snapshot.quiet,
-        cluster.peak_rss_kb,
-    );
-    let mut failed = lost_callers;
-    for check in &checks {
+/// Prints each check's counts and first failures; the number of failures.
+fn print_the_checks(checks: &[checks::Check]) -> usize {
+    let mut failed = 0;
+    for check in checks {
         let seen: Vec<String> = check
             .seen
             .iter()
@@ -170,6 +168,61 @@ async fn chaos() {
         }
         failed += check.failures.len();
     }
+    failed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a chaos run by hand (minutes, own NATS and database): see docs/distributed.md"]
+async fn chaos() {
+    let settings = Settings::read();
+    let (seed, logs) = (settings.seed, &settings.logs);
+    let mut cluster = match Cluster::start(logs.clone(), settings.lease_ttl_ms).await {
+        Ok(cluster) => cluster,
+        Err(error) => panic!("the deployment did not start: {error}"),
+    };
+    let t0 = now_ms();
+    let api = match Api::new(cluster.gateway()) {
+        Ok(api) => api,
+        Err(error) => panic!("{error}"),
+    };
+    let mut intents = open_the_accounts(&api, &settings).await;
+
+    let started = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let load_until = started + Duration::from_secs(settings.secs);
+    let tasks = start_the_callers(&api, &settings, &stop, load_until + settings.quiet);
+    let faults = cluster.chaos(&mut Rng::new(seed), load_until).await;
+    let whole = cluster.heal().await;
+    stop.store(true, Ordering::Relaxed);
+    let mut lost_callers = 0;
+    for task in tasks {
+        match task.await {
+            Ok(done) => intents.extend(done),
+            Err(_) => lost_callers += 1,
+        }
+    }
+    let loaded = started.elapsed();
+    let snapshot = history::until_quiet(
+        &api,
+        &cluster.store,
+        &settings.accounts,
+        Instant::now() + settings.quiet,
+    )
+    .await;
+    let checks = checks::all(&intents, &snapshot, &faults, t0);
+    record(logs, &intents, &faults, t0);
+
+    println!(
+        "chaos: {} intents in {loaded:?} ({} applied, {} rejected, {} unresolved), {} kills; whole at the end: {whole}; quiet: {}; peak RSS kB {:?}",
+        intents.len(),
+        intents.iter().filter(|i| matches!(i.outcome, Outcome::Applied { .. })).count(),
+        intents.iter().filter(|i| matches!(i.outcome, Outcome::Rejected { .. })).count(),
+        intents.iter().filter(|i| i.outcome == Outcome::Unresolved).count(),
+        faults.len(),
+        snapshot.quiet,
+        cluster.peak_rss_kb,
+    );
+    let failed = lost_callers + print_the_checks(&checks);
     cluster.clean().await;
     assert!(
         whole,

@@ -3,15 +3,13 @@
 //! wrapper states the methods whose behaviour it changes, and every other one reaches the
 //! deadline store it wraps.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 
 use crate::deadline::DeadlineStore;
 use crate::eventsourcing::EventStoreError;
 use wow_model::aggregate_id::AggregateId;
 use wow_model::deadline::{
-    DeadlineBacklog, DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand,
+    DeadlineBacklog, DueQuery, FailedFiring, PartitionFilter, PendingDeadline, ScheduledCommand,
 };
 
 /// Writes the decorator trait and its blanket impl from one table of the deadline store's
@@ -75,11 +73,11 @@ forwarding_base! {
     next_fire_at(partitions: Option<&PartitionFilter>) -> Option<i64>;
     due(now: i64, limit: usize) -> Vec<ScheduledCommand>;
     now() -> i64;
-    retry_later(owner: &AggregateId, name: &str, request_id: &str, after: Option<Duration>, from: Option<i64>) -> Option<u32>;
+    retry_later(failure: FailedFiring<'_>) -> Option<u32>;
     fire_now(owner: &AggregateId, name: &str) -> bool;
     pending_for(owner: &AggregateId) -> Vec<PendingDeadline>;
     cancel_named(tenant: &str, name: &str) -> u64;
-    fired(owner: &AggregateId, name: &str, request_id: &str) -> bool;
+    fired(schedule: &ScheduledCommand) -> bool;
     scheduled_for(owner: &AggregateId) -> Vec<ScheduledCommand>;
     schedule(row: &ScheduledCommand) -> ();
     cancel(owner: &AggregateId, name: &str) -> bool;
@@ -91,6 +89,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use std::sync::Arc;
+    use std::time::Duration;
 
     use super::*;
     use crate::eventsourcing::InMemoryEventStore;
@@ -151,11 +150,13 @@ mod tests {
         assert_eq!(
             DeadlineStore::retry_later(
                 &plain,
-                &owner,
-                "expire",
-                "expire-1",
-                Some(Duration::from_secs(1)),
-                Some(10)
+                FailedFiring {
+                    owner: &owner,
+                    name: "expire",
+                    request_id: "expire-1",
+                    after: Some(Duration::from_secs(1)),
+                    from: Some(10),
+                }
             )
             .await
             .unwrap(),
@@ -164,7 +165,7 @@ mod tests {
         assert!(DeadlineStore::fire_now(&plain, &owner, "expire")
             .await
             .unwrap());
-        assert!(DeadlineStore::fired(&plain, &owner, "expire", "expire-1")
+        assert!(DeadlineStore::fired(&plain, &row(&owner, "expire", 10))
             .await
             .unwrap());
         assert!(inner.pending_for(&owner).await.unwrap().is_empty());

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use crate::eventsourcing::EventStoreError;
 use wow_model::aggregate_id::AggregateId;
 use wow_model::deadline::{
-    DeadlineBacklog, DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand,
+    DeadlineBacklog, DueQuery, FailedFiring, PartitionFilter, PendingDeadline, ScheduledCommand,
 };
 
 pub use decorator::DeadlineStoreDecorator;
@@ -59,19 +59,13 @@ pub trait DeadlineStore: Send + Sync + std::fmt::Debug {
     /// store).
     async fn now(&self) -> Result<i64, EventStoreError>;
 
-    /// Records a failed firing of `owner`'s row `name`, if it still carries `request_id`:
-    /// one attempt more, and due again `after` from `from` (the store's now when `None`, as
-    /// when the scheduler judges "due" by the store's clock), or held (no longer fired by the
-    /// scheduler, see [`HELD`](wow_model::deadline::HELD)) when `after` is `None`. The row's
-    /// attempts after it, or `None` when the row is gone or was scheduled again since.
-    async fn retry_later(
-        &self,
-        owner: &AggregateId,
-        name: &str,
-        request_id: &str,
-        after: Option<std::time::Duration>,
-        from: Option<i64>,
-    ) -> Result<Option<u32>, EventStoreError>;
+    /// Records a failed firing of the `owner`'s row `name`, if it still carries the
+    /// `request_id`: one attempt more, and due again `after` from `from` (the store's now
+    /// when `None`, as when the scheduler judges "due" by the store's clock), or held (no
+    /// longer fired by the scheduler, see [`HELD`](wow_model::deadline::HELD)) when `after`
+    /// is `None` ([`FailedFiring::fire_at`]). The row's attempts after it, or `None` when the
+    /// row is gone or was scheduled again since.
+    async fn retry_later(&self, failure: FailedFiring<'_>) -> Result<Option<u32>, EventStoreError>;
 
     /// Makes `owner`'s row `name` due at the store's now, whatever its retry time, and lifts
     /// a hold (an operator's re-fire, a compensation retry): `true` when there was a row.
@@ -87,15 +81,10 @@ pub trait DeadlineStore: Send + Sync + std::fmt::Debug {
     /// how many there were.
     async fn cancel_named(&self, tenant: &str, name: &str) -> Result<u64, EventStoreError>;
 
-    /// Deletes `owner`'s row `name` if it still carries `request_id` (the schedule the
-    /// scheduler fired): `true` when it did. A row scheduled again since, with another
-    /// request id, stays.
-    async fn fired(
-        &self,
-        owner: &AggregateId,
-        name: &str,
-        request_id: &str,
-    ) -> Result<bool, EventStoreError>;
+    /// Deletes the row of `schedule`'s owner and name if it still carries `schedule`'s request
+    /// id (the schedule the scheduler fired): `true` when it did. A row scheduled again since,
+    /// with another request id, stays.
+    async fn fired(&self, schedule: &ScheduledCommand) -> Result<bool, EventStoreError>;
 
     /// The schedules of `owner`'s pending rows, by name ([`pending_for`](Self::pending_for)).
     async fn scheduled_for(

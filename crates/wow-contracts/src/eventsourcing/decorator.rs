@@ -75,7 +75,8 @@
 
 use crate::eventsourcing::{
     AppendChanges, EventFeed, EventStore, EventStoreError, FeedEntry, GlobalPosition, History,
-    KeyIndex, RequestLog, Snapshot, SnapshotStore, SnapshotStoreError, StreamQueries,
+    KeyIndex, KeysToClaim, RequestLog, Snapshot, SnapshotStore, SnapshotStoreError, StreamQueries,
+    TenantStreams,
 };
 use async_trait::async_trait;
 
@@ -305,13 +306,18 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let named = NamedAggregate::new("recording", "probe");
         let query = DocumentQuery::new(Filter::All, 10);
-        let streams = StreamQueries::query_streams(&plain, &named, "tenant", &query)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let streams =
+            StreamQueries::query_streams(&plain, TenantStreams::new(&named, "tenant"), &query)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(streams.len(), 1);
-        let counted = StreamQueries::count_streams(&plain, &named, "tenant", &Filter::All)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let counted = StreamQueries::count_streams(
+            &plain,
+            TenantStreams::new(&named, "tenant"),
+            &Filter::All,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(counted, 1);
     }
 }

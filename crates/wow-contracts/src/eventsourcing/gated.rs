@@ -30,6 +30,17 @@ impl GatedEventStore {
     pub fn release(&self, appends: usize) {
         self.gate.add_permits(appends);
     }
+
+    /// Waits until the gate lets one append through, and takes its permit for good.
+    async fn pass(&self) -> Result<(), EventStoreError> {
+        let permit = self
+            .gate
+            .acquire()
+            .await
+            .map_err(|e| EventStoreError::Unavailable(Box::new(e)))?;
+        permit.forget();
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -39,12 +50,7 @@ impl EventStoreDecorator for GatedEventStore {
     }
 
     async fn append(&self, stream: &DomainEventStream) -> Result<(), EventStoreError> {
-        let permit = self
-            .gate
-            .acquire()
-            .await
-            .map_err(|e| EventStoreError::Unavailable(Box::new(e)))?;
-        permit.forget();
+        self.pass().await?;
         self.inner.append(stream).await
     }
 
@@ -53,12 +59,7 @@ impl EventStoreDecorator for GatedEventStore {
         stream: &DomainEventStream,
         changes: &AppendChanges,
     ) -> Result<(), EventStoreError> {
-        let permit = self
-            .gate
-            .acquire()
-            .await
-            .map_err(|e| EventStoreError::Unavailable(Box::new(e)))?;
-        permit.forget();
+        self.pass().await?;
         self.inner.append_with(stream, changes).await
     }
 }

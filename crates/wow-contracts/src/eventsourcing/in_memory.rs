@@ -5,10 +5,10 @@
 //! one lock, with no await in between, so they are honest about concurrency.
 
 use crate::eventsourcing::{
-    check_appendable, check_claimable, check_conditions, check_deadline_changes, check_key_changes,
+    check_appendable, check_conditions, check_deadline_changes, check_key_changes,
     check_rejectable, check_time_range, check_version_range, stream_document, AppendChanges,
-    EventFeed, EventStoreError, FeedEntry, GlobalPosition, History, KeyIndex, RequestLog, Snapshot,
-    SnapshotStore, SnapshotStoreError, StreamQueries,
+    EventFeed, EventStoreError, FeedEntry, GlobalPosition, History, KeyIndex, KeysToClaim,
+    RequestLog, Snapshot, SnapshotStore, SnapshotStoreError, StreamQueries, TenantStreams,
 };
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use crate::deadline::{DeadlineStore, DeadlineTable};
 use wow_model::aggregate_id::{AggregateId, NamedAggregate};
 use wow_model::deadline::{
-    DeadlineBacklog, DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand, HELD,
+    DeadlineBacklog, DueQuery, FailedFiring, PartitionFilter, PendingDeadline, ScheduledCommand,
 };
 use wow_model::event::DomainEventStream;
 use wow_model::eventsourcing::RequestRecord;
@@ -250,8 +250,9 @@ impl InMemoryEventStore {
 }
 
 impl InMemoryEventStore {
-    /// Every stream of the aggregate type `named` in `tenant_id`, in no particular order.
-    fn streams_of(&self, named: &NamedAggregate, tenant_id: &str) -> Vec<DomainEventStream> {
+    /// Every stream of `streams` (an aggregate type in a tenant), in no particular order.
+    fn streams_of(&self, streams: TenantStreams<'_>) -> Vec<DomainEventStream> {
+        let TenantStreams { named, tenant_id } = streams;
         self.shards
             .iter()
             .flat_map(|shard| {
@@ -592,12 +593,11 @@ impl EventFeed for InMemoryEventStore {
 impl StreamQueries for InMemoryEventStore {
     async fn query_streams(
         &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
+        streams: TenantStreams<'_>,
         query: &DocumentQuery,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
         let mut found: Vec<(serde_json::Value, DomainEventStream)> = self
-            .streams_of(named, tenant_id)
+            .streams_of(streams)
             .into_iter()
             .map(|stream| (stream_document(&stream), stream))
             .filter(|(document, _)| matches(&query.filter, document))
@@ -624,12 +624,11 @@ impl StreamQueries for InMemoryEventStore {
 
     async fn count_streams(
         &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
+        streams: TenantStreams<'_>,
         filter: &Filter,
     ) -> Result<u64, EventStoreError> {
         Ok(self
-            .streams_of(named, tenant_id)
+            .streams_of(streams)
             .iter()
             .filter(|stream| matches(filter, &stream_document(stream)))
             .count() as u64)
@@ -651,19 +650,14 @@ impl KeyIndex for InMemoryEventStore {
             .cloned())
     }
 
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        check_claimable(version, keys)?;
+    async fn claim_keys(&self, claim: KeysToClaim<'_>) -> Result<Vec<KeyClaim>, EventStoreError> {
+        claim.check()?;
         let now = self.clock.now_millis();
         Ok(claim_free_keys(
             &mut self.keys(),
-            aggregate_id,
-            version,
-            keys,
+            claim.aggregate_id,
+            claim.version,
+            claim.keys,
             now,
         ))
     }
@@ -772,31 +766,17 @@ impl DeadlineStore for InMemoryEventStore {
         Ok(self.deadlines().next_fire_at(partitions))
     }
 
-    async fn fired(
-        &self,
-        owner: &AggregateId,
-        name: &str,
-        request_id: &str,
-    ) -> Result<bool, EventStoreError> {
-        Ok(self.deadlines().delete(owner, name, Some(request_id)))
+    async fn fired(&self, schedule: &ScheduledCommand) -> Result<bool, EventStoreError> {
+        Ok(self
+            .deadlines()
+            .delete(&schedule.owner, &schedule.name, Some(&schedule.request_id)))
     }
 
-    async fn retry_later(
-        &self,
-        owner: &AggregateId,
-        name: &str,
-        request_id: &str,
-        after: Option<std::time::Duration>,
-        from: Option<i64>,
-    ) -> Result<Option<u32>, EventStoreError> {
-        let fire_at = match after {
-            Some(after) => from
-                .unwrap_or_else(|| self.clock.now_millis())
-                .saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX))
-                .min(HELD - 1),
-            None => HELD,
-        };
-        Ok(self.deadlines().retry_at(owner, name, request_id, fire_at))
+    async fn retry_later(&self, failure: FailedFiring<'_>) -> Result<Option<u32>, EventStoreError> {
+        let fire_at = failure.fire_at(|| self.clock.now_millis());
+        Ok(self
+            .deadlines()
+            .retry_at(failure.owner, failure.name, failure.request_id, fire_at))
     }
 
     async fn fire_now(&self, owner: &AggregateId, name: &str) -> Result<bool, EventStoreError> {

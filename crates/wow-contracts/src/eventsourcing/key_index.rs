@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use crate::eventsourcing::EventStoreError;
+use crate::eventsourcing::{check_claimable, EventStoreError};
 use wow_model::aggregate_id::AggregateId;
 use wow_model::unique_key::{KeyClaim, KeyHolder, UniqueKey};
 
@@ -25,24 +25,22 @@ pub trait KeyIndex: Send + Sync + std::fmt::Debug {
         ))
     }
 
-    /// Claims `keys` for `aggregate_id` at `version`, outside an append: a backfill of keys an
-    /// aggregate type declared after its aggregates were made (SPEC DM-1). Each key on its
-    /// own, in order: claimed when free or a lapsed reservation ([`KeyClaim::Claimed`], held
-    /// from then on as by an append at `version`, with the key's reservation time); left
-    /// alone when the aggregate holds it already ([`KeyClaim::Held`]); reported and left alone
-    /// when another aggregate holds it ([`KeyClaim::Taken`], naming the holder). So running it
-    /// twice changes nothing the second time. The store's unique constraint decides against a
-    /// concurrent claimant, as in [`History::append_with`](crate::eventsourcing::History::append_with).
+    /// Claims the claim's `keys` for its `aggregate_id` at its `version`, outside an append:
+    /// a backfill of keys an aggregate type declared after its aggregates were made (SPEC
+    /// DM-1). Each key on its own, in order: claimed when free or a lapsed reservation
+    /// ([`KeyClaim::Claimed`], held from then on as by an append at `version`, with the key's
+    /// reservation time); left alone when the aggregate holds it already ([`KeyClaim::Held`]);
+    /// reported and left alone when another aggregate holds it ([`KeyClaim::Taken`], naming
+    /// the holder). So running it twice changes nothing the second time. The store's unique
+    /// constraint decides against a concurrent claimant, as in
+    /// [`History::append_with`](crate::eventsourcing::History::append_with).
     ///
-    /// Version 0 or a key [`check_claimable`](crate::eventsourcing::check_claimable) refuses is [`EventStoreError::IllegalArgument`],
-    /// as is every call on a store that keeps no keys (the default).
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        let _ = (aggregate_id, version, keys);
+    /// A claim [`KeysToClaim::check`] refuses (version 0, or a key
+    /// [`check_claimable`](crate::eventsourcing::check_claimable) refuses) is
+    /// [`EventStoreError::IllegalArgument`], as is every call on a store that keeps no keys
+    /// (the default).
+    async fn claim_keys(&self, claim: KeysToClaim<'_>) -> Result<Vec<KeyClaim>, EventStoreError> {
+        let _ = claim;
         Err(EventStoreError::IllegalArgument(
             "this event store holds no unique keys".to_owned(),
         ))
@@ -70,5 +68,27 @@ pub trait KeyIndex: Send + Sync + std::fmt::Debug {
         Err(EventStoreError::IllegalArgument(
             "this event store holds no unique keys".to_owned(),
         ))
+    }
+}
+
+/// A claim of keys outside an append ([`KeyIndex::claim_keys`]): `keys` for `aggregate_id`,
+/// each held from then on as by an append at `version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeysToClaim<'a> {
+    /// The aggregate that claims the keys.
+    pub aggregate_id: &'a AggregateId,
+    /// The version the keys are held at, as by an append of it (from 1).
+    pub version: u64,
+    /// The keys, each claimed on its own, in order.
+    pub keys: &'a [UniqueKey],
+}
+
+impl KeysToClaim<'_> {
+    /// Checks what every store checks before it claims anything ([`check_claimable`]): a
+    /// version from 1, and keys [`check_unique_key`](wow_model::unique_key::check_unique_key)
+    /// accepts. Fails with [`EventStoreError::IllegalArgument`] naming the first thing
+    /// refused.
+    pub fn check(&self) -> Result<(), EventStoreError> {
+        check_claimable(self.version, self.keys)
     }
 }

@@ -28,12 +28,12 @@ macro_rules! event_store_methods {
                 read_feed(after: GlobalPosition, limit: usize) -> Vec<FeedEntry> => ReadFeed;
             }
             StreamQueries {
-                query_streams(named: &NamedAggregate, tenant_id: &str, query: &DocumentQuery) -> Vec<DomainEventStream> => QueryStreams;
-                count_streams(named: &NamedAggregate, tenant_id: &str, filter: &Filter) -> u64 => CountStreams;
+                query_streams(streams: TenantStreams<'_>, query: &DocumentQuery) -> Vec<DomainEventStream> => QueryStreams;
+                count_streams(streams: TenantStreams<'_>, filter: &Filter) -> u64 => CountStreams;
             }
             KeyIndex {
                 find_key(tenant_id: &str, key: &UniqueKey) -> Option<KeyHolder> => FindKey;
-                claim_keys(aggregate_id: &AggregateId, version: u64, keys: &[UniqueKey]) -> Vec<KeyClaim> => ClaimKeys;
+                claim_keys(claim: KeysToClaim<'_>) -> Vec<KeyClaim> => ClaimKeys;
                 release_key(tenant_id: &str, key: &UniqueKey) -> Option<KeyHolder> => ReleaseKey;
             }
         }

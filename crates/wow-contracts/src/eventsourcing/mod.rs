@@ -32,12 +32,14 @@ pub use gated::GatedEventStore;
 pub use health::{ConnectionUse, StoreCheck, StoreHealth};
 pub use history::History;
 pub use in_memory::{InMemoryEventStore, InMemorySnapshotStore};
-pub use key_index::KeyIndex;
+pub use key_index::{KeyIndex, KeysToClaim};
 pub use recording::{
     EventStoreMethod, RecordingEventStore, RecordingSnapshotStore, SnapshotStoreMethod,
 };
-pub use rename::{check_rename, AggregateRenames, InMemoryRenames, RenameError, RenamedRows};
+pub use rename::{
+    check_rename, AggregateRename, AggregateRenames, InMemoryRenames, RenameError, RenamedRows,
+};
 pub use request_log::RequestLog;
 pub use schema_status::{PendingMigration, SchemaStatus};
 pub use snapshot::{Snapshot, SnapshotStore};
-pub use stream_queries::{stream_document, StreamQueries};
+pub use stream_queries::{stream_document, StreamQueries, TenantStreams};

@@ -4,8 +4,8 @@
 
 use crate::eventsourcing::{
     AppendChanges, EventFeed, EventStore, EventStoreError, FeedEntry, GlobalPosition, History,
-    InMemoryEventStore, InMemorySnapshotStore, KeyIndex, RequestLog, Snapshot, SnapshotStore,
-    SnapshotStoreError, StreamQueries,
+    InMemoryEventStore, InMemorySnapshotStore, KeyIndex, KeysToClaim, RequestLog, Snapshot,
+    SnapshotStore, SnapshotStoreError, StreamQueries, TenantStreams,
 };
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -127,7 +127,11 @@ impl EventStoreMethod {
                 .await
                 .map(drop),
             Self::ClaimKeys => store
-                .claim_keys(&id, 1, &[UniqueKey::new("probe", new_id())])
+                .claim_keys(KeysToClaim {
+                    aggregate_id: &id,
+                    version: 1,
+                    keys: &[UniqueKey::new("probe", new_id())],
+                })
                 .await
                 .map(drop),
             Self::Load => store.load(&id, 1, 1).await.map(drop),
@@ -149,11 +153,14 @@ impl EventStoreMethod {
             Self::ScanAggregateIds => store.scan_aggregate_ids(&named, None, 10).await.map(drop),
             Self::ReadFeed => store.read_feed(GlobalPosition::START, 10).await.map(drop),
             Self::QueryStreams => store
-                .query_streams(&named, "tenant", &DocumentQuery::new(Filter::All, 10))
+                .query_streams(
+                    TenantStreams::new(&named, "tenant"),
+                    &DocumentQuery::new(Filter::All, 10),
+                )
                 .await
                 .map(drop),
             Self::CountStreams => store
-                .count_streams(&named, "tenant", &Filter::All)
+                .count_streams(TenantStreams::new(&named, "tenant"), &Filter::All)
                 .await
                 .map(drop),
             Self::ReleaseKey => store

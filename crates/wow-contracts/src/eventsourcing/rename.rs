@@ -124,17 +124,66 @@ pub fn check_rename(from: &str, to: &str) -> Result<(), RenameError> {
     Ok(())
 }
 
+/// A rename of the aggregate named `from` to `to`, in every tenant
+/// ([`AggregateRenames::rename_aggregate`]); with `dry_run`, only counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AggregateRename<'a> {
+    /// The name the aggregate's rows are kept under (its former name, an alias).
+    pub from: &'a str,
+    /// The name they are re-keyed to.
+    pub to: &'a str,
+    /// Only say what would be re-keyed, and change nothing.
+    pub dry_run: bool,
+}
+
+impl<'a> AggregateRename<'a> {
+    /// The rename of `from` to `to`, written (not a dry run).
+    pub fn new(from: &'a str, to: &'a str) -> Self {
+        Self {
+            from,
+            to,
+            dry_run: false,
+        }
+    }
+
+    /// The same rename as a dry run: counted, nothing changed.
+    pub fn dry_run(self) -> Self {
+        Self {
+            dry_run: true,
+            ..self
+        }
+    }
+
+    /// This rename once its names pass [`check_rename`] (checked before any store is asked),
+    /// or why they do not.
+    pub fn checked(self) -> Result<Self, RenameError> {
+        check_rename(self.from, self.to)?;
+        Ok(self)
+    }
+
+    /// The refusal of this rename because the aggregate `id` of `tenant` has rows under both
+    /// names: [`RenameError::Conflict`].
+    pub fn conflict(&self, tenant: String, id: String) -> RenameError {
+        RenameError::Conflict {
+            from: self.from.to_owned(),
+            to: self.to.to_owned(),
+            tenant,
+            id,
+        }
+    }
+}
+
 /// A store that can re-key an aggregate kept under an old name (an alias, see
 /// [`Aggregate::ALIASES`](wow_model::aggregate::Aggregate::ALIASES)) to its new name.
 #[async_trait]
 pub trait AggregateRenames: Send + Sync + std::fmt::Debug {
-    /// Re-keys every row of the aggregate named `from`, of every tenant, to `to`: streams and
-    /// rejections (with their request ids), snapshots, consumer positions and compensation
-    /// records, all in one transaction, and says how many of each. The events, their ids and
-    /// their global feed positions stay as they are.
+    /// Re-keys every row of the aggregate named `rename.from`, of every tenant, to
+    /// `rename.to`: streams and rejections (with their request ids), snapshots, consumer
+    /// positions and compensation records, all in one transaction, and says how many of each.
+    /// The events, their ids and their global feed positions stay as they are.
     ///
-    /// Running it again changes nothing (empty counts). With `dry_run` it says what it would
-    /// re-key and changes nothing; a conflict is found then too.
+    /// Running it again changes nothing (empty counts). With `rename.dry_run` it says what it
+    /// would re-key and changes nothing; a conflict is found then too.
     ///
     /// # Errors
     ///
@@ -143,9 +192,7 @@ pub trait AggregateRenames: Send + Sync + std::fmt::Debug {
     /// every case nothing was changed.
     async fn rename_aggregate(
         &self,
-        from: &str,
-        to: &str,
-        dry_run: bool,
+        rename: AggregateRename<'_>,
     ) -> Result<RenamedRows, RenameError>;
 }
 
@@ -153,11 +200,9 @@ pub trait AggregateRenames: Send + Sync + std::fmt::Debug {
 impl<T: AggregateRenames + ?Sized> AggregateRenames for Arc<T> {
     async fn rename_aggregate(
         &self,
-        from: &str,
-        to: &str,
-        dry_run: bool,
+        rename: AggregateRename<'_>,
     ) -> Result<RenamedRows, RenameError> {
-        (**self).rename_aggregate(from, to, dry_run).await
+        (**self).rename_aggregate(rename).await
     }
 }
 
@@ -176,23 +221,16 @@ pub struct InMemoryRenames {
 impl AggregateRenames for InMemoryRenames {
     async fn rename_aggregate(
         &self,
-        from: &str,
-        to: &str,
-        dry_run: bool,
+        rename: AggregateRename<'_>,
     ) -> Result<RenamedRows, RenameError> {
-        check_rename(from, to)?;
+        let AggregateRename { from, to, dry_run } = rename.checked()?;
         let conflict = self
             .events
             .rename_conflict(from, to)
             .or_else(|| self.snapshots.rename_conflict(from, to))
             .or_else(|| self.positions.rename_conflict(from, to));
         if let Some((tenant, id)) = conflict {
-            return Err(RenameError::Conflict {
-                from: from.to_owned(),
-                to: to.to_owned(),
-                tenant,
-                id,
-            });
+            return Err(rename.conflict(tenant, id));
         }
         Ok(RenamedRows::new(
             self.events.rename(from, to, dry_run),

@@ -10,7 +10,7 @@ use wow_model::query::{DocumentQuery, Filter};
 /// Document queries over appended streams (`POST /{aggregate}/event/list`, `.../count`).
 #[async_trait]
 pub trait StreamQueries: Send + Sync + std::fmt::Debug {
-    /// The appended streams of the aggregate type `named` in `tenant_id` that match
+    /// The appended streams of `streams` (an aggregate type in a tenant) that match
     /// `query.filter`, as Wow's event stream queries ask (`POST /{aggregate}/event/list`):
     /// each stream is the document of its JSON with Wow's field names (`id`, `aggregateId`,
     /// `tenantId`, `ownerId`, `spaceId`, `requestId`, `commandId`, `version`, `createTime`,
@@ -23,29 +23,44 @@ pub trait StreamQueries: Send + Sync + std::fmt::Debug {
     /// (the default: it runs none), and as [`History::load`](crate::eventsourcing::History::load) does.
     async fn query_streams(
         &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
+        streams: TenantStreams<'_>,
         query: &DocumentQuery,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        let _ = (named, tenant_id, query);
+        let _ = (streams, query);
         Err(EventStoreError::IllegalArgument(
             "this event store does not run queries".to_owned(),
         ))
     }
 
-    /// How many appended streams of `named` in `tenant_id` match `filter`.
+    /// How many appended streams of `streams` match `filter`.
     ///
     /// Fails as [`query_streams`](Self::query_streams) does.
     async fn count_streams(
         &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
+        streams: TenantStreams<'_>,
         filter: &Filter,
     ) -> Result<u64, EventStoreError> {
-        let _ = (named, tenant_id, filter);
+        let _ = (streams, filter);
         Err(EventStoreError::IllegalArgument(
             "this event store does not run queries".to_owned(),
         ))
+    }
+}
+
+/// The streams a query over appended streams reads: those of the aggregate type `named` in
+/// the tenant `tenant_id`, never another tenant's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantStreams<'a> {
+    /// The aggregate type whose streams are read.
+    pub named: &'a NamedAggregate,
+    /// The tenant whose streams are read.
+    pub tenant_id: &'a str,
+}
+
+impl<'a> TenantStreams<'a> {
+    /// The streams of `named` in `tenant_id`.
+    pub fn new(named: &'a NamedAggregate, tenant_id: &'a str) -> Self {
+        Self { named, tenant_id }
     }
 }
 

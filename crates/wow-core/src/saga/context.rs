@@ -20,6 +20,37 @@ use wow_model::command::{CommandMessage, CommandResult};
 use wow_model::deadline::{check_deadline_name, ScheduledCommand};
 use wow_model::error_code::ErrorCode;
 
+/// An aggregate a saga sends typed commands to: one whose rejections decode into its own
+/// error type ([`StepError::Rejected`]). Every [`Aggregate`] whose error derives
+/// `DomainError` is one.
+pub trait SagaTarget: Aggregate<Error: DecodeDomainError> {}
+
+impl<A> SagaTarget for A
+where
+    A: Aggregate,
+    A::Error: DecodeDomainError,
+{
+}
+
+/// `Ok` when `target` is an aggregate of type `A`; otherwise [`StepError::NotSent`]
+/// (`IllegalArgument`), `what` (a command, or a built-in command's name) not sent.
+fn addressed_to<A: SagaTarget>(
+    target: &AggregateId,
+    what: &str,
+) -> Result<(), StepError<A::Error>> {
+    if target.context_name == A::CONTEXT_NAME && target.aggregate_name == A::AGGREGATE_NAME {
+        return Ok(());
+    }
+    Err(StepError::NotSent {
+        code: ErrorCode::IllegalArgument,
+        message: format!(
+            "{what} of {}.{} cannot go to {target}",
+            A::CONTEXT_NAME,
+            A::AGGREGATE_NAME
+        ),
+    })
+}
+
 /// Where a [`SagaContext`] sends a command once its request id is derived: the gateway in
 /// a running service (`wow-runtime` implements it for its `CommandGateway`), a scripted
 /// replier in a [`SagaSpec`](super::SagaSpec). The seam sits
@@ -246,15 +277,11 @@ impl<'a> SagaContext<'a> {
     /// Sends the typed `command` to the aggregate `aggregate_id` of type `A`, with the next
     /// derived request id, and waits until it is processed; see
     /// [`SagaContext::send_message`].
-    pub async fn send_to<A>(
+    pub async fn send_to<A: SagaTarget>(
         &self,
         aggregate_id: wow_model::aggregate_id::AggregateId,
         command: A::Command,
-    ) -> Result<CommandResult, StepError<A::Error>>
-    where
-        A: Aggregate,
-        A::Error: DecodeDomainError,
-    {
+    ) -> Result<CommandResult, StepError<A::Error>> {
         self.send_message::<A>(CommandMessage::of(aggregate_id, command))
             .await
     }
@@ -267,25 +294,11 @@ impl<'a> SagaContext<'a> {
     /// target as [`StepError::NotFound`]; any other failure as it came. A message for an
     /// aggregate of another type, or one that does not encode, is not sent
     /// ([`StepError::NotSent`]) and takes no request id.
-    pub async fn send_message<A>(
+    pub async fn send_message<A: SagaTarget>(
         &self,
         message: CommandMessage<A::Command>,
-    ) -> Result<CommandResult, StepError<A::Error>>
-    where
-        A: Aggregate,
-        A::Error: DecodeDomainError,
-    {
-        let target = &message.aggregate_id;
-        if target.context_name != A::CONTEXT_NAME || target.aggregate_name != A::AGGREGATE_NAME {
-            return Err(StepError::NotSent {
-                code: ErrorCode::IllegalArgument,
-                message: format!(
-                    "a command of {}.{} cannot go to {target}",
-                    A::CONTEXT_NAME,
-                    A::AGGREGATE_NAME
-                ),
-            });
-        }
+    ) -> Result<CommandResult, StepError<A::Error>> {
+        addressed_to::<A>(&message.aggregate_id, "a command")?;
         let command = message.into_json().map_err(|error| StepError::NotSent {
             code: ErrorCode::InternalServerError,
             message: format!("the command does not encode: {error}"),
@@ -298,14 +311,10 @@ impl<'a> SagaContext<'a> {
     /// under every [`Lifecycle`](wow_model::aggregate::Lifecycle) but `Disabled`
     /// (`LifecycleDisabled`); an aggregate already deleted answers
     /// `IllegalAccessDeletedAggregate`. Fails as [`send_message`](Self::send_message) does.
-    pub async fn delete<A>(
+    pub async fn delete<A: SagaTarget>(
         &self,
         aggregate_id: AggregateId,
-    ) -> Result<CommandResult, StepError<A::Error>>
-    where
-        A: Aggregate,
-        A::Error: DecodeDomainError,
-    {
+    ) -> Result<CommandResult, StepError<A::Error>> {
         self.send_built_in::<A>(aggregate_id, DELETE_AGGREGATE)
             .await
     }
@@ -314,39 +323,20 @@ impl<'a> SagaContext<'a> {
     /// with the next derived request id, and waits until it is processed: its keys are
     /// claimed again (`DuplicateKey` when another aggregate took one meanwhile) and its
     /// deadlines scheduled again. One that is not deleted answers `IllegalState`.
-    pub async fn recover<A>(
+    pub async fn recover<A: SagaTarget>(
         &self,
         aggregate_id: AggregateId,
-    ) -> Result<CommandResult, StepError<A::Error>>
-    where
-        A: Aggregate,
-        A::Error: DecodeDomainError,
-    {
+    ) -> Result<CommandResult, StepError<A::Error>> {
         self.send_built_in::<A>(aggregate_id, RECOVER_AGGREGATE)
             .await
     }
 
-    async fn send_built_in<A>(
+    async fn send_built_in<A: SagaTarget>(
         &self,
         aggregate_id: AggregateId,
         name: &'static str,
-    ) -> Result<CommandResult, StepError<A::Error>>
-    where
-        A: Aggregate,
-        A::Error: DecodeDomainError,
-    {
-        if aggregate_id.context_name != A::CONTEXT_NAME
-            || aggregate_id.aggregate_name != A::AGGREGATE_NAME
-        {
-            return Err(StepError::NotSent {
-                code: ErrorCode::IllegalArgument,
-                message: format!(
-                    "{name} of {}.{} cannot go to {aggregate_id}",
-                    A::CONTEXT_NAME,
-                    A::AGGREGATE_NAME
-                ),
-            });
-        }
+    ) -> Result<CommandResult, StepError<A::Error>> {
+        addressed_to::<A>(&aggregate_id, name)?;
         let command = CommandMessage::new(aggregate_id, name, CommandKind::Normal, json!({}));
         self.send(command).await.map_err(StepError::of)
     }

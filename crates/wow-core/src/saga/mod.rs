@@ -27,7 +27,7 @@ use wow_contracts::event::ConsumerError;
 use wow_model::aggregate::{Aggregate, LifecycleEvent};
 use wow_model::event::DomainEventStream;
 
-pub use context::{SagaContext, SagaSender, SentLog};
+pub use context::{SagaContext, SagaSender, SagaTarget, SentLog};
 pub use erased::{DynSaga, SagaDelivery};
 pub use multi::{FollowedEvents, MultiStream, MultiStreamSaga, OneOf2, OneOf3};
 pub use spec::{SagaExpect, SagaGiven, SagaReply, SagaSpec, SentCommand};

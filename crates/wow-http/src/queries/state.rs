@@ -5,6 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::json;
 use wow_core::aggregate::AggregateState;
@@ -57,50 +58,61 @@ pub(crate) async fn state(
     state_answer(&loaded, id, prefixed.is_some())
 }
 
-/// `GET /{aggregate}/{id}/state/{version}`: the state at `version` (Wow's time travel); 404
-/// before the aggregate existed or past its last version. A heavy read: history is read and
-/// folded a page at a time within the read budget.
-pub(crate) async fn state_at_version(
+/// `GET /{aggregate}/{id}/state/{version}` ([`AtVersion`]) and
+/// `GET /{aggregate}/{id}/state/time/{time}` ([`AtTime`]): the state at a point of its
+/// history (Wow's time travel), answered as [`state`] answers. A heavy read: history is read
+/// and folded a page at a time within the read budget.
+pub(crate) async fn state_at<P: Point>(
     State(state): State<HttpState>,
     target: ReadTarget,
     read: ReadPlace,
-    Path(AtVersion { version }): Path<AtVersion>,
+    Path(point): Path<P>,
     prefixed: Option<Extension<WowPrefixed>>,
 ) -> Result<Response, ApiError> {
-    let version: u64 = whole(&version, "the version is a whole number")?;
-    if version == 0 {
-        return Err(ApiError::read_not_found(format!(
-            "no aggregate `{}` at version 0",
-            target.id()
-        )));
-    }
-    let loaded = folded(&state, &target, &read, Until::Version(version)).await?;
-    if loaded.version() != version {
-        return Err(ApiError::read_not_found(format!(
-            "aggregate `{}` has no version {version} (its last is {})",
-            target.id(),
-            loaded.version()
-        )));
+    let until = point.until(target.id())?;
+    let loaded = folded(&state, &target, &read, until).await?;
+    if let Until::Version(version) = until {
+        if loaded.version() != version {
+            return Err(ApiError::read_not_found(format!(
+                "aggregate `{}` has no version {version} (its last is {})",
+                target.id(),
+                loaded.version()
+            )));
+        }
     }
     state_answer(&loaded, target.id(), prefixed.is_some())
 }
 
-/// `GET /{aggregate}/{id}/state/time/{time}`: the state as of `time` (milliseconds since the
-/// Unix epoch): its history up to the first stream made after it. A heavy read, as
-/// [`state_at_version`].
-pub(crate) async fn state_at_time(
-    State(state): State<HttpState>,
-    target: ReadTarget,
-    read: ReadPlace,
-    Path(AtTime { time }): Path<AtTime>,
-    prefixed: Option<Extension<WowPrefixed>>,
-) -> Result<Response, ApiError> {
-    let time: i64 = whole(
-        &time,
-        "the time is a whole number of milliseconds since the Unix epoch",
-    )?;
-    let loaded = folded(&state, &target, &read, Until::Time(time)).await?;
-    state_answer(&loaded, target.id(), prefixed.is_some())
+/// A point of an aggregate's history, as a time travel route's path names it.
+pub(crate) trait Point: DeserializeOwned + Send + 'static {
+    /// Where the fold stops, or the answer to a point that is not one.
+    fn until(self, id: &str) -> Result<Until, ApiError>;
+}
+
+impl Point for AtVersion {
+    /// After `version`: 404 before the aggregate existed (version 0), and (after the fold)
+    /// past its last version.
+    fn until(self, id: &str) -> Result<Until, ApiError> {
+        let version: u64 = whole(&self.version, "the version is a whole number")?;
+        if version == 0 {
+            return Err(ApiError::read_not_found(format!(
+                "no aggregate `{id}` at version 0"
+            )));
+        }
+        Ok(Until::Version(version))
+    }
+}
+
+impl Point for AtTime {
+    /// As of `time` (milliseconds since the Unix epoch): the history up to the first stream
+    /// made after it.
+    fn until(self, _: &str) -> Result<Until, ApiError> {
+        let time: i64 = whole(
+            &self.time,
+            "the time is a whole number of milliseconds since the Unix epoch",
+        )?;
+        Ok(Until::Time(time))
+    }
 }
 
 /// A state as answered: `{aggregateId, version, state}` (docs/http-api.md), or the bare state under
@@ -132,7 +144,7 @@ const FOLD_PAGE: u64 = 1000;
 
 /// Where time travel stops.
 #[derive(Debug, Clone, Copy)]
-enum Until {
+pub(crate) enum Until {
     /// After this version.
     Version(u64),
     /// Before the first stream made after this time (milliseconds since the Unix epoch).

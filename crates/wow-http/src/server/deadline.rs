@@ -8,12 +8,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Context;
 use std::time::Duration;
 
 use axum::BoxError;
-use http_body::{Body, Frame, SizeHint};
 use tokio::time::Sleep;
+
+use super::watched::{Watch, Watched};
 
 /// The body did not arrive in full within the server's body read timeout. The command
 /// reader answers it with 408 `BadRequest`; the connection is closed after the answer.
@@ -21,56 +22,42 @@ use tokio::time::Sleep;
 #[error("the request body did not arrive within {} ms", .0.as_millis())]
 pub(crate) struct BodyReadTimeout(pub(crate) Duration);
 
+/// A request body failing with [`BodyReadTimeout`] once its timeout has passed since its
+/// first read (see [`read_deadline`]).
+pub(crate) type ReadDeadline<B> = Watched<B, Deadline>;
+
 /// `body`, failing with [`BodyReadTimeout`] once `timeout` has passed since its first read.
 /// A body nobody reads never starts its clock (hyper closes the connection after the answer
 /// instead of reading it).
+pub(crate) fn read_deadline<B>(body: B, timeout: Duration) -> ReadDeadline<B> {
+    Watched::new(
+        body,
+        Deadline {
+            timeout,
+            deadline: None,
+        },
+    )
+}
+
+/// The clock of a [`ReadDeadline`].
 #[derive(Debug)]
-pub(crate) struct ReadDeadline<B> {
-    body: B,
+pub(crate) struct Deadline {
     timeout: Duration,
     /// Started at the first poll.
     deadline: Option<Pin<Box<Sleep>>>,
 }
 
-impl<B> ReadDeadline<B> {
-    pub(crate) fn new(body: B, timeout: Duration) -> Self {
-        Self {
-            body,
-            timeout,
-            deadline: None,
-        }
-    }
-}
-
-impl<B> Body for ReadDeadline<B>
-where
-    B: Body + Unpin,
-    B::Error: Into<BoxError>,
-{
-    type Data = B::Data;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let this = self.get_mut();
-        let timeout = this.timeout;
-        let deadline = this
+impl Watch for Deadline {
+    /// [`BodyReadTimeout`] once the timeout has passed since the first poll.
+    fn poll_stop(&mut self, cx: &mut Context<'_>) -> Option<BoxError> {
+        let timeout = self.timeout;
+        let deadline = self
             .deadline
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         if deadline.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Some(Err(Box::new(BodyReadTimeout(timeout)))));
+            return Some(Box::new(BodyReadTimeout(timeout)));
         }
-        Pin::new(&mut this.body).poll_frame(cx).map_err(Into::into)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        None
     }
 }
 
@@ -80,6 +67,7 @@ mod tests {
 
     use super::*;
     use axum::body::Bytes;
+    use http_body::{Body, Frame};
     use http_body_util::{BodyExt, Full, StreamBody};
 
     #[tokio::test(start_paused = true)]
@@ -87,14 +75,14 @@ mod tests {
         let pending = StreamBody::new(futures::stream::pending::<
             Result<Frame<Bytes>, std::convert::Infallible>,
         >());
-        let body = ReadDeadline::new(pending, Duration::from_millis(300));
+        let body = read_deadline(pending, Duration::from_millis(300));
         let error = body.collect().await.unwrap_err();
         assert!(error.downcast_ref::<BodyReadTimeout>().is_some(), "{error}");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_body_in_time_is_read_whole_and_keeps_its_size_hint() {
-        let body = ReadDeadline::new(Full::new(Bytes::from_static(b"{}")), Duration::from_secs(1));
+        let body = read_deadline(Full::new(Bytes::from_static(b"{}")), Duration::from_secs(1));
         assert_eq!(body.size_hint().exact(), Some(2));
         assert_eq!(body.collect().await.unwrap().to_bytes(), "{}");
     }

@@ -13,14 +13,15 @@ use std::collections::BTreeSet;
 
 use foldhash::HashMap;
 use std::net::IpAddr;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
+use std::task::Context;
 use std::time::Duration;
 
-use http_body::{Body, Frame, SizeHint};
+use axum::BoxError;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use super::watched::Watch;
 
 /// How long a connection must have waited for a request before a new connection may take its
 /// place.
@@ -216,40 +217,12 @@ impl Drop for Busy {
     }
 }
 
-/// An answer's body that holds its connection busy until hyper has written it (or dropped it).
-#[derive(Debug)]
-pub(crate) struct BusyBody<B> {
-    body: B,
-    _busy: Busy,
-}
-
-impl<B> BusyBody<B> {
-    /// `body`, holding `busy` until it is dropped.
-    pub(crate) fn new(body: B, busy: Busy) -> Self {
-        Self { body, _busy: busy }
-    }
-}
-
-impl<B> Body for BusyBody<B>
-where
-    B: Body + Unpin,
-{
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+/// An answer's body `Watched` by its [`Busy`] holds its connection busy until hyper has
+/// written it (or dropped it).
+impl Watch for Busy {
+    /// Never: the body is only held, as it is, so that the connection stays busy.
+    fn poll_stop(&mut self, _: &mut Context<'_>) -> Option<BoxError> {
+        None
     }
 }
 

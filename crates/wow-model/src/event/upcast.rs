@@ -213,29 +213,22 @@ mod tests {
                 Ok(vec![EventShape::new("deposit", "3", body)])
             })
             .rename_event("deposit", "deposited");
-        let today = upcasters
-            .apply(stored("deposit", "1", json!({"sum": 5})))
-            .unwrap();
-        assert_eq!(
-            today,
-            vec![stored(
-                "deposited",
-                "3",
-                json!({"amount": 5, "currency": "EUR"})
-            )]
-        );
-        // An event already at revision 2 takes only the steps after it.
-        let today = upcasters
-            .apply(stored("deposit", "2", json!({"amount": 7})))
-            .unwrap();
-        assert_eq!(
-            today,
-            vec![stored(
-                "deposited",
-                "3",
-                json!({"amount": 7, "currency": "EUR"})
-            )]
-        );
+        // An event at revision 1 takes every step; one already at revision 2 takes only the
+        // steps after it.
+        for (revision, body, amount) in
+            [("1", json!({"sum": 5}), 5), ("2", json!({"amount": 7}), 7)]
+        {
+            let today = upcasters.apply(stored("deposit", revision, body)).unwrap();
+            assert_eq!(
+                today,
+                vec![stored(
+                    "deposited",
+                    "3",
+                    json!({"amount": amount, "currency": "EUR"})
+                )],
+                "from revision {revision}"
+            );
+        }
         assert!(
             upcasters.applies_to("deposit", "9"),
             "renamed at any revision"

@@ -24,7 +24,7 @@ use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 use wow_core::deadline::{
     check_deadline_name, share_across_tenants, DeadlineBacklog, DeadlineChange, DeadlineStore,
-    DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand, HELD,
+    DueQuery, FailedFiring, PartitionFilter, PendingDeadline, ScheduledCommand, HELD,
 };
 use wow_core::eventsourcing::EventStoreError;
 use wow_core::{AggregateId, DomainEventStream};
@@ -441,14 +441,14 @@ impl DeadlineStore for PostgresStore {
     }
 
     /// One `UPDATE` by the primary key and the request id, timed by the server's clock.
-    async fn retry_later(
-        &self,
-        owner: &AggregateId,
-        name: &str,
-        request_id: &str,
-        after: Option<std::time::Duration>,
-        from: Option<i64>,
-    ) -> Result<Option<u32>, EventStoreError> {
+    async fn retry_later(&self, failure: FailedFiring<'_>) -> Result<Option<u32>, EventStoreError> {
+        let FailedFiring {
+            owner,
+            name,
+            request_id,
+            after,
+            from,
+        } = failure;
         self.within(async {
             let client = self.client().await?;
             let statement = client.prepare_cached(RETRY).await.map_err(store_error)?;
@@ -514,15 +514,11 @@ impl DeadlineStore for PostgresStore {
     }
 
     /// One `DELETE` by the primary key and the request id.
-    async fn fired(
-        &self,
-        owner: &AggregateId,
-        name: &str,
-        request_id: &str,
-    ) -> Result<bool, EventStoreError> {
+    async fn fired(&self, schedule: &ScheduledCommand) -> Result<bool, EventStoreError> {
         self.within(async {
             let client = self.client().await?;
-            delete(&client, owner, name, Some(request_id)).await
+            let request_id = Some(schedule.request_id.as_str());
+            delete(&client, &schedule.owner, &schedule.name, request_id).await
         })
         .await
     }

@@ -7,9 +7,9 @@
 //! [`Translation`]; the statement around it is fixed here.
 
 use async_trait::async_trait;
-use wow_core::eventsourcing::{EventStoreError, StreamQueries};
+use wow_core::eventsourcing::{EventStoreError, StreamQueries, TenantStreams};
 use wow_core::query::{DocumentQuery, Filter};
-use wow_core::{DomainEventStream, NamedAggregate};
+use wow_core::DomainEventStream;
 
 use super::stream_row::{decode_stream, stream_columns};
 use super::PostgresStore;
@@ -26,10 +26,10 @@ const STREAM_DOCUMENTS: &str = "SELECT *, jsonb_build_object('id', stream_id, 'r
 const TIE_BREAK: &str = "aggregate_id COLLATE \"C\", version";
 
 /// The parameters of [`STREAM_DOCUMENTS`]'s scope.
-fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<Param> {
+fn stream_scope(streams: TenantStreams<'_>) -> Vec<Param> {
     vec![
-        Box::new(tenant_id.to_owned()),
-        Box::new(named.aggregate_name.clone()),
+        Box::new(streams.tenant_id.to_owned()),
+        Box::new(streams.named.aggregate_name.clone()),
     ]
 }
 
@@ -37,25 +37,29 @@ fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<Param> {
 impl StreamQueries for PostgresStore {
     async fn query_streams(
         &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
+        streams: TenantStreams<'_>,
         query: &DocumentQuery,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let mut sql = Translation::new("doc", stream_scope(streams));
         let select = format!("SELECT {STREAM_COLUMNS} FROM ({STREAM_DOCUMENTS}) AS s");
         let text = sql.page_sql(&select, "", query, TIE_BREAK);
-        let rows = self.queries.rows(tenant_id, &text, &sql.params).await?;
+        let rows = self
+            .queries
+            .rows(streams.tenant_id, &text, &sql.params)
+            .await?;
         rows.iter().map(decode_stream).collect()
     }
 
     async fn count_streams(
         &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
+        streams: TenantStreams<'_>,
         filter: &Filter,
     ) -> Result<u64, EventStoreError> {
-        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let mut sql = Translation::new("doc", stream_scope(streams));
         let text = sql.count_sql(&format!("({STREAM_DOCUMENTS}) AS s"), "", filter);
-        Ok(self.queries.count(tenant_id, &text, &sql.params).await?)
+        Ok(self
+            .queries
+            .count(streams.tenant_id, &text, &sql.params)
+            .await?)
     }
 }

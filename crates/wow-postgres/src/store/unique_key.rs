@@ -24,7 +24,7 @@
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
-use wow_core::eventsourcing::{check_claimable, EventStoreError, KeyIndex};
+use wow_core::eventsourcing::{EventStoreError, KeyIndex, KeysToClaim};
 use wow_core::unique_key::{KeyChange, KeyClaim, KeyHolder, UniqueKey};
 use wow_core::{AggregateId, DomainEventStream};
 
@@ -302,15 +302,10 @@ impl KeyIndex for PostgresStore {
     }
 
     /// One transaction, one upsert per key (see `store/unique_key.rs`).
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
+    async fn claim_keys(&self, claim: KeysToClaim<'_>) -> Result<Vec<KeyClaim>, EventStoreError> {
         self.within(async {
-            check_claimable(version, keys)?;
-            claim_free(self, aggregate_id, version, keys).await
+            claim.check()?;
+            claim_free(self, claim.aggregate_id, claim.version, claim.keys).await
         })
         .await
     }

@@ -14,7 +14,8 @@ use wow_core::command::{
 };
 use wow_core::compensation::{CompensationStore, FailedExecution, RetrySpec};
 use wow_core::deadline::{
-    backoff, DeadlineStore, DueQuery, PartitionFilter, PendingDeadline, ScheduledCommand,
+    backoff, DeadlineStore, DueQuery, FailedFiring, PartitionFilter, PendingDeadline,
+    ScheduledCommand,
 };
 use wow_core::event::ConsumerError;
 use wow_core::eventsourcing::{is_recorded_rejection, EventStoreError};
@@ -367,11 +368,7 @@ impl DeadlineScheduler {
         if let Err(CommandResultError::Failed(result)) = &outcome {
             tracing::info!(owner = %schedule.owner, deadline = schedule.name, code = %result.error_code, "a due deadline's command was refused");
         }
-        match self
-            .deadlines
-            .fired(&schedule.owner, &schedule.name, &schedule.request_id)
-            .await
-        {
+        match self.deadlines.fired(schedule).await {
             Ok(_) => Fired::Decided,
             Err(error) => {
                 // Decided, not deleted: the next pass fires it again and replays the decision.
@@ -397,13 +394,13 @@ impl DeadlineScheduler {
         tracing::warn!(owner = %schedule.owner, deadline = schedule.name, request_id = schedule.request_id, attempts, held = exhausted, code = %error.code, error = error.message, "a due deadline's command failed");
         if let Err(store_error) = self
             .deadlines
-            .retry_later(
-                &schedule.owner,
-                &schedule.name,
-                &schedule.request_id,
+            .retry_later(FailedFiring {
+                owner: &schedule.owner,
+                name: &schedule.name,
+                request_id: &schedule.request_id,
                 after,
-                (!self.by_store_clock).then(|| self.clock.now_millis()),
-            )
+                from: (!self.by_store_clock).then(|| self.clock.now_millis()),
+            })
             .await
         {
             tracing::warn!(owner = %schedule.owner, deadline = schedule.name, error = %store_error, "a failed deadline's retry could not be recorded; it is due again at once");

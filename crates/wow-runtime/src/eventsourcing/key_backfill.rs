@@ -6,7 +6,7 @@
 //! another aggregate holds instead of stopping.
 
 use wow_core::aggregate::AggregateRuntime;
-use wow_core::eventsourcing::{EventStore, EventStoreError, SnapshotStore};
+use wow_core::eventsourcing::{EventStore, EventStoreError, KeysToClaim, SnapshotStore};
 use wow_core::unique_key::{KeyClaim, UniqueKey};
 use wow_core::{AggregateId, NamedAggregate};
 
@@ -176,7 +176,11 @@ async fn claim_one(
         return Ok(());
     }
     let claims = store
-        .claim_keys(aggregate_id, state.version(), &keys)
+        .claim_keys(KeysToClaim {
+            aggregate_id,
+            version: state.version(),
+            keys: &keys,
+        })
         .await?;
     for (key, claim) in keys.into_iter().zip(claims) {
         match claim {

@@ -12,5 +12,6 @@ pub use cache::{AggregateCache, DEFAULT_CACHE_CAPACITY};
 pub use key_backfill::{
     claim_declared_keys, KeyBackfill, KeyBackfillError, KeyBackfillProgress, KeyConflict,
 };
+pub(crate) use repository::{internal, replay, replay_failed};
 pub use repository::{load_aggregate, recorded_scope, LoadError};
 pub use snapshotter::{SnapshotStrategy, Snapshotter};

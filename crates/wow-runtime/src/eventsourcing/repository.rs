@@ -2,6 +2,7 @@
 
 use wow_core::aggregate::AggregateRuntime;
 use wow_core::aggregate::{AggregateError, AggregateScope, AggregateState};
+use wow_core::event::{ConsumerError, DomainEventStream};
 use wow_core::eventsourcing::{EventStore, EventStoreError, SnapshotStore};
 use wow_core::AggregateId;
 use wow_core::ErrorCode;
@@ -54,16 +55,41 @@ pub async fn load_aggregate(
             }
         }
     }
+    replay(runtime, store, aggregate_id, &mut state, u64::MAX).await?;
+    Ok(state)
+}
+
+/// Applies to `state` the streams of `aggregate_id` after its version, up to version `to`
+/// (as far as the store has them), in order; the streams applied.
+pub(crate) async fn replay(
+    runtime: &dyn AggregateRuntime,
+    store: &dyn EventStore,
+    aggregate_id: &AggregateId,
+    state: &mut AggregateState,
+    to: u64,
+) -> Result<Vec<DomainEventStream>, LoadError> {
     let streams = store
-        .load(aggregate_id, state.version() + 1, u64::MAX)
+        .load(aggregate_id, state.version() + 1, to)
         .await
         .map_err(LoadError::Store)?;
     for stream in &streams {
-        runtime
-            .apply(&mut state, stream)
-            .map_err(LoadError::Aggregate)?;
+        runtime.apply(state, stream).map_err(LoadError::Aggregate)?;
     }
-    Ok(state)
+    Ok(streams)
+}
+
+/// A consumer's failure to replay: the event store's with its own code, a history that does
+/// not apply as [`internal`].
+pub(crate) fn replay_failed(error: LoadError) -> ConsumerError {
+    match error {
+        LoadError::Store(error) => ConsumerError::new(error.error_code(), error.to_string()),
+        LoadError::Aggregate(error) => internal(error),
+    }
+}
+
+/// A consumer's failure that is the service's own fault: `InternalServerError`.
+pub(crate) fn internal(error: impl std::fmt::Display) -> ConsumerError {
+    ConsumerError::new(ErrorCode::InternalServerError, error.to_string())
 }
 
 /// The owner and space `aggregate_id` was created for (SPEC TN-2), read from its first stream

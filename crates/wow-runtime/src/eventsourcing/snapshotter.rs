@@ -4,14 +4,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::eventsourcing::AggregateCache;
+use crate::eventsourcing::{internal, replay, replay_failed, AggregateCache};
 use wow_core::aggregate::AggregateRegistry;
 use wow_core::aggregate::AggregateState;
 use wow_core::event::ConsumerError;
 use wow_core::event::DomainEventStream;
 use wow_core::eventsourcing::{EventStore, Snapshot, SnapshotStore};
 use wow_core::id::{Clock, SystemClock};
-use wow_core::ErrorCode;
 
 /// When to save a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -132,19 +131,16 @@ impl Snapshotter {
             }
         }
         if state.version() < stream.version {
-            let history = self
-                .events
-                .load(aggregate_id, state.version() + 1, stream.version)
-                .await
-                .map_err(|error| ConsumerError::new(error.error_code(), error.to_string()))?;
-            for past in &history {
-                runtime.apply(&mut state, past).map_err(internal)?;
-            }
+            replay(
+                runtime,
+                self.events.as_ref(),
+                aggregate_id,
+                &mut state,
+                stream.version,
+            )
+            .await
+            .map_err(replay_failed)?;
         }
         Ok(state)
     }
-}
-
-fn internal(error: impl std::fmt::Display) -> ConsumerError {
-    ConsumerError::new(ErrorCode::InternalServerError, error.to_string())
 }

@@ -9,13 +9,15 @@ use async_trait::async_trait;
 
 use wow_core::aggregate::typed_events;
 use wow_core::aggregate::{Aggregate, LifecycleEvent};
-use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
+use wow_core::event::{ConsumerError, EventConsumer};
 use wow_core::event::{DomainEvent, DomainEventStream};
 use wow_core::id::{Clock, SystemClock};
 use wow_core::outbox::{row_id, EventMeta, Outbox, OutboxEntry};
 use wow_core::view::{ViewKey, ViewRow};
 use wow_core::view::{ViewStore, ViewStoreError, ViewUpdate};
 use wow_core::ErrorCode;
+
+use crate::view::consumed::{of_aggregate, undecodable, update_failed};
 
 /// Runs the outbox `O` as an event processor (consumer name [`Outbox::NAME`]): each stream of
 /// `O::Aggregate` is decoded once into typed events, and each row [`Outbox::rows`] gives is
@@ -84,13 +86,7 @@ impl<O: Outbox> OutboxProcessor<O> {
                 })
                 .collect(),
             None => typed_events::<O::Aggregate>(stream)
-                .map_err(|error| {
-                    illegal(format!(
-                        "outbox {}: stream {} does not decode: {error}",
-                        O::NAME,
-                        stream.id
-                    ))
-                })?
+                .map_err(|error| undecodable(format_args!("outbox {}", O::NAME), stream, error))?
                 .into_iter()
                 .zip(&stream.body)
                 .map(|(event, raw)| (raw, Owed::Event(event)))
@@ -149,26 +145,17 @@ impl<O: Outbox> EventConsumer for OutboxProcessor<O> {
     }
 
     async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
-        let named = O::Aggregate::named_aggregate();
-        if stream.aggregate_id.aggregate_name != named.aggregate_name
-            || stream.aggregate_id.context_name != named.context_name
-        {
+        if !of_aggregate::<O::Aggregate>(stream) {
             return Ok(());
         }
         for (key, row) in self.rows_of(stream)? {
             // A row already there (stored with another record, as by a copy from an older
             // store) is kept as it is.
             let work: ViewUpdate = Box::new(move |current| Ok(current.is_none().then_some(row)));
-            match self.store.update(&key, &key.aggregate_id, work).await {
-                Ok(_) => {}
-                Err(error @ ProcessError::Store(_)) => {
-                    return Err(ConsumerError::new(
-                        ErrorCode::ServiceUnavailable,
-                        error.to_string(),
-                    ))
-                }
-                Err(error) => return Err(illegal(error.to_string())),
-            }
+            self.store
+                .update(&key, &key.aggregate_id, work)
+                .await
+                .map_err(update_failed)?;
         }
         Ok(())
     }

@@ -19,6 +19,8 @@ use wow_core::view::ViewStore;
 use wow_core::view::{ViewKey, ViewRow};
 use wow_core::ErrorCode;
 
+use crate::eventsourcing::{internal, replay, replay_failed};
+
 /// The consumer's name: one projection for every aggregate of the service.
 pub const MATERIALIZED_SNAPSHOTS: &str = "snapshot";
 
@@ -96,15 +98,16 @@ impl MaterializedSnapshots {
                 }
             }
         }
-        let history = self
-            .events
-            .load(&stream.aggregate_id, 1, stream.version)
-            .await
-            .map_err(|error| ConsumerError::new(error.error_code(), error.to_string()))?;
         let mut state = runtime.initial_state();
-        for past in &history {
-            runtime.apply(&mut state, past).map_err(internal)?;
-        }
+        let history = replay(
+            runtime,
+            self.events.as_ref(),
+            &stream.aggregate_id,
+            &mut state,
+            stream.version,
+        )
+        .await
+        .map_err(replay_failed)?;
         if state.version() != stream.version {
             return Err(ConsumerError::new(
                 ErrorCode::IllegalState,
@@ -204,10 +207,6 @@ impl EventConsumer for MaterializedSnapshots {
             Err(other) => Err(internal(other)),
         }
     }
-}
-
-fn internal(error: impl std::fmt::Display) -> ConsumerError {
-    ConsumerError::new(ErrorCode::InternalServerError, error.to_string())
 }
 
 /// The owner (or space) of the aggregate after `stream`: the one its command named, else the

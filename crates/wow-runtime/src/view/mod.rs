@@ -2,6 +2,7 @@
 //! [`MultiStreamView`](wow_core::view::MultiStreamView) run as an event consumer over any
 //! [`ViewStore`](wow_core::view::ViewStore), and the materialized snapshots every aggregate gets.
 
+pub(crate) mod consumed;
 mod materialized;
 mod multi_stream;
 mod projection;

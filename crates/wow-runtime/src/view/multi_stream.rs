@@ -7,10 +7,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use wow_core::event::DomainEventStream;
-use wow_core::event::{ConsumerError, EventConsumer, ProcessError};
+use wow_core::event::{ConsumerError, EventConsumer};
 use wow_core::id::{Clock, SystemClock};
 use wow_core::view::{MultiStreamView, ViewInputs, ViewKey, ViewRow, ViewStore, ViewUpdate};
-use wow_core::ErrorCode;
+
+use super::consumed::{stored_state, undecodable, update_failed};
 
 /// Runs the view `V` as a projection (stage `PROJECTED`, consumer name
 /// [`MultiStreamView::NAME`]): each stream of an aggregate type `V` follows is decoded once,
@@ -62,16 +63,10 @@ impl<V: MultiStreamView> EventConsumer for MultiStreamProjection<V> {
     }
 
     async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
-        let changes = self.inputs.changes(stream).map_err(|error| {
-            ConsumerError::new(
-                ErrorCode::IllegalState,
-                format!(
-                    "view {}: stream {} does not decode: {error}",
-                    V::NAME,
-                    stream.id
-                ),
-            )
-        })?;
+        let changes = self
+            .inputs
+            .changes(stream)
+            .map_err(|error| undecodable(format_args!("view {}", V::NAME), stream, error))?;
         for change in changes {
             let key = ViewKey::new(
                 V::NAME,
@@ -82,10 +77,7 @@ impl<V: MultiStreamView> EventConsumer for MultiStreamProjection<V> {
             let message_id = format!("{}/{}", stream.id, change.row);
             let (row_key, now, fold) = (key.clone(), self.clock.now_millis(), change.fold);
             let work: ViewUpdate = Box::new(move |current| {
-                let (mut state, folded) = match current {
-                    Some(row) => (serde_json::from_value::<V::State>(row.state)?, row.version),
-                    None => (V::State::default(), 0),
-                };
+                let (mut state, folded) = stored_state::<V::State>(current)?;
                 // A panicking fold fails this stream, not the process (SPEC PX-1).
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fold(&mut state)))
                     .map_err(|_| format!("view {}: a fold panicked", V::NAME))?;
@@ -96,21 +88,10 @@ impl<V: MultiStreamView> EventConsumer for MultiStreamProjection<V> {
                     updated_at: now,
                 }))
             });
-            match self.store.update(&key, &message_id, work).await {
-                Ok(_) => {}
-                Err(error @ ProcessError::Store(_)) => {
-                    return Err(ConsumerError::new(
-                        ErrorCode::ServiceUnavailable,
-                        error.to_string(),
-                    ))
-                }
-                Err(error) => {
-                    return Err(ConsumerError::new(
-                        ErrorCode::IllegalState,
-                        error.to_string(),
-                    ))
-                }
-            }
+            self.store
+                .update(&key, &message_id, work)
+                .await
+                .map_err(update_failed)?;
         }
         Ok(())
     }

@@ -16,6 +16,8 @@ use wow_core::view::{View, ViewKey, ViewRow};
 use wow_core::view::{ViewStore, ViewUpdate};
 use wow_core::ErrorCode;
 
+use super::consumed::{of_aggregate, stored_state, undecodable, update_failed};
+
 /// Why a stream cannot be folded into a view row yet: an earlier stream of the aggregate has
 /// not been applied (it failed and waits for its retry), so applying this one would skip it.
 /// The projection fails with it; compensation retries the stream after the one before it.
@@ -93,19 +95,13 @@ impl<V: View> ViewProjection<V> {
     }
 
     fn update(&self, stream: &DomainEventStream) -> Result<(ViewKey, ViewUpdate), ConsumerError> {
-        let folded = match LifecycleEvent::of_stream(stream) {
-            Some(event) => Folded::Lifecycle(event),
-            None => Folded::Events(typed_events::<V::Aggregate>(stream).map_err(|error| {
-                ConsumerError::new(
-                    ErrorCode::IllegalState,
-                    format!(
-                        "view {}: stream {} does not decode: {error}",
-                        V::NAME,
-                        stream.id
-                    ),
-                )
-            })?),
-        };
+        let folded =
+            match LifecycleEvent::of_stream(stream) {
+                Some(event) => Folded::Lifecycle(event),
+                None => Folded::Events(typed_events::<V::Aggregate>(stream).map_err(|error| {
+                    undecodable(format_args!("view {}", V::NAME), stream, error)
+                })?),
+            };
         let key = ViewKey::new(
             V::NAME,
             stream.aggregate_id.tenant_id.clone(),
@@ -113,10 +109,7 @@ impl<V: View> ViewProjection<V> {
         );
         let (version, now, row_key) = (stream.version, self.clock.now_millis(), key.clone());
         let work: ViewUpdate = Box::new(move |current| {
-            let (mut state, at) = match current {
-                Some(row) => (serde_json::from_value::<V::State>(row.state)?, row.version),
-                None => (V::State::default(), 0),
-            };
+            let (mut state, at) = stored_state::<V::State>(current)?;
             if version <= at {
                 return Ok(None);
             }
@@ -171,10 +164,7 @@ impl<V: View> EventConsumer for ViewProjection<V> {
     }
 
     async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
-        let named = V::Aggregate::named_aggregate();
-        if stream.aggregate_id.aggregate_name != named.aggregate_name
-            || stream.aggregate_id.context_name != named.context_name
-        {
+        if !of_aggregate::<V::Aggregate>(stream) {
             return Ok(());
         }
         match self.fold_one(stream).await {
@@ -223,27 +213,19 @@ impl<V: View> ViewProjection<V> {
     /// Folds `stream` into its row, with its processed-message record.
     async fn fold_one(&self, stream: &DomainEventStream) -> Result<(), Failure> {
         let (key, work) = self.update(stream)?;
-        match self.store.update(&key, &stream.id, work).await {
-            Ok(_) => Ok(()),
-            Err(ProcessError::Work(error)) => match error.downcast_ref::<ViewOutOfOrder>() {
-                Some(gap) => Err(Failure::Gap {
+        let error = match self.store.update(&key, &stream.id, work).await {
+            Ok(_) => return Ok(()),
+            Err(error) => error,
+        };
+        if let ProcessError::Work(work) = &error {
+            if let Some(gap) = work.downcast_ref::<ViewOutOfOrder>() {
+                return Err(Failure::Gap {
                     at: gap.at,
                     message: gap.to_string(),
-                }),
-                None => Err(Failure::Other(ConsumerError::new(
-                    ErrorCode::IllegalState,
-                    ProcessError::Work(error).to_string(),
-                ))),
-            },
-            Err(error @ ProcessError::Store(_)) => Err(Failure::Other(ConsumerError::new(
-                ErrorCode::ServiceUnavailable,
-                error.to_string(),
-            ))),
-            Err(error) => Err(Failure::Other(ConsumerError::new(
-                ErrorCode::IllegalState,
-                error.to_string(),
-            ))),
+                });
+            }
         }
+        Err(Failure::Other(update_failed(error)))
     }
 
     /// Folds the streams of `stream`'s aggregate after version `at` and before its own, read

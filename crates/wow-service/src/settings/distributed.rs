@@ -118,6 +118,10 @@ pub(super) fn distributed(
     let defaults = DistributedSettings::default();
     let nats = file.nats.as_ref();
     let storage = storage(nats, env, defaults.storage)?;
+    // A duration: its variable, else its field of `[nats]`, else its default.
+    let millis = |name, field: fn(&NatsFile) -> Option<u64>, default| {
+        env.millis(name, nats.and_then(field), default)
+    };
     let settings = DistributedSettings {
         nats_url: env
             .var("WOW_NATS_URL")
@@ -131,24 +135,20 @@ pub(super) fn distributed(
             .or(nats.and_then(|n| n.replicas))
             .unwrap_or(defaults.replicas),
         storage,
-        lease_ttl: env.millis(
+        lease_ttl: millis(
             "WOW_NATS_LEASE_TTL_MS",
-            nats.and_then(|n| n.lease_ttl_ms),
+            |n| n.lease_ttl_ms,
             defaults.lease_ttl,
         )?,
-        ack_wait: env.millis(
-            "WOW_NATS_ACK_WAIT_MS",
-            nats.and_then(|n| n.ack_wait_ms),
-            defaults.ack_wait,
-        )?,
-        ping_interval: env.millis(
+        ack_wait: millis("WOW_NATS_ACK_WAIT_MS", |n| n.ack_wait_ms, defaults.ack_wait)?,
+        ping_interval: millis(
             "WOW_NATS_PING_INTERVAL_MS",
-            nats.and_then(|n| n.ping_interval_ms),
+            |n| n.ping_interval_ms,
             defaults.ping_interval,
         )?,
-        heartbeat: env.millis(
+        heartbeat: millis(
             "WOW_NATS_HEARTBEAT_MS",
-            nats.and_then(|n| n.heartbeat_ms),
+            |n| n.heartbeat_ms,
             defaults.heartbeat,
         )?,
         node_id: env

@@ -110,16 +110,7 @@ impl Client {
                     "{} gives up after {conflicts} conflict(s)",
                     intent.label
                 ));
-                let sent = collected
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .sent
-                    .clone();
-                self.chaos.log(
-                    &intent.aggregate.id,
-                    &intent.request_id,
-                    Logged::GaveUpConflicted { sent },
-                );
+                self.log_with_sent(intent, collected, |sent| Logged::GaveUpConflicted { sent });
                 Verdict::Conflicted { conflicts }
             }
             outcome => Verdict::Unknown {

@@ -8,9 +8,9 @@
 
 use async_trait::async_trait;
 use rusqlite::params_from_iter;
-use wow_core::eventsourcing::{EventStoreError, StreamQueries};
+use wow_core::eventsourcing::{EventStoreError, StreamQueries, TenantStreams};
 use wow_core::query::{DocumentQuery, Filter};
-use wow_core::{DomainEventStream, NamedAggregate};
+use wow_core::DomainEventStream;
 
 use super::stream_row::{decode_stream, stream_columns};
 use super::SqliteStore;
@@ -27,10 +27,10 @@ const STREAM_DOCUMENTS: &str = "SELECT *, json_object('id', stream_id, 'requestI
 const TIE_BREAK: &str = "aggregate_id, version";
 
 /// The values of [`STREAM_DOCUMENTS`]'s scope.
-fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<rusqlite::types::Value> {
+fn stream_scope(streams: TenantStreams<'_>) -> Vec<rusqlite::types::Value> {
     vec![
-        rusqlite::types::Value::Text(tenant_id.to_owned()),
-        rusqlite::types::Value::Text(named.aggregate_name.clone()),
+        rusqlite::types::Value::Text(streams.tenant_id.to_owned()),
+        rusqlite::types::Value::Text(streams.named.aggregate_name.clone()),
     ]
 }
 
@@ -38,17 +38,16 @@ fn stream_scope(named: &NamedAggregate, tenant_id: &str) -> Vec<rusqlite::types:
 impl StreamQueries for SqliteStore {
     async fn query_streams(
         &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
+        streams: TenantStreams<'_>,
         query: &DocumentQuery,
     ) -> Result<Vec<DomainEventStream>, EventStoreError> {
-        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let mut sql = Translation::new("doc", stream_scope(streams));
         let select = format!("SELECT {STREAM_COLUMNS} FROM ({STREAM_DOCUMENTS})");
         let text = sql.page_sql(&select, "", query, TIE_BREAK);
         let values = sql.values;
         Ok(self
             .queries
-            .read(tenant_id, move |connection| {
+            .read(streams.tenant_id, move |connection| {
                 let mut statement = connection.prepare(&text)?;
                 let rows = statement.query_map(params_from_iter(values), decode_stream)?;
                 rows.collect()
@@ -58,12 +57,14 @@ impl StreamQueries for SqliteStore {
 
     async fn count_streams(
         &self,
-        named: &NamedAggregate,
-        tenant_id: &str,
+        streams: TenantStreams<'_>,
         filter: &Filter,
     ) -> Result<u64, EventStoreError> {
-        let mut sql = Translation::new("doc", stream_scope(named, tenant_id));
+        let mut sql = Translation::new("doc", stream_scope(streams));
         let text = sql.count_sql(&format!("({STREAM_DOCUMENTS})"), "", filter);
-        Ok(self.queries.count(tenant_id, text, sql.values).await?)
+        Ok(self
+            .queries
+            .count(streams.tenant_id, text, sql.values)
+            .await?)
     }
 }

@@ -8,9 +8,7 @@
 
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
-use wow_core::eventsourcing::{
-    check_claimable, EventStoreError, KeyIndex, KeyTaken, RejectedStream,
-};
+use wow_core::eventsourcing::{EventStoreError, KeyIndex, KeyTaken, KeysToClaim, RejectedStream};
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
@@ -295,14 +293,9 @@ impl KeyIndex for SqliteStore {
 
     /// Claims the free keys in the writer's transaction, each by one upsert (see
     /// `store/unique_key.rs`).
-    async fn claim_keys(
-        &self,
-        aggregate_id: &AggregateId,
-        version: u64,
-        keys: &[UniqueKey],
-    ) -> Result<Vec<KeyClaim>, EventStoreError> {
-        check_claimable(version, keys)?;
-        claim_keys(self, aggregate_id, version, keys).await
+    async fn claim_keys(&self, claim: KeysToClaim<'_>) -> Result<Vec<KeyClaim>, EventStoreError> {
+        claim.check()?;
+        claim_keys(self, claim.aggregate_id, claim.version, claim.keys).await
     }
 
     async fn release_key(

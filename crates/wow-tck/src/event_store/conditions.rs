@@ -245,14 +245,7 @@ pub async fn stays_through_two_processes_never_follow_the_close_of_their_room(st
     let room = Room::named_aggregate().aggregate_id(room_id.clone(), "tck");
     let send = |pipeline: std::sync::Arc<wow_runtime::pipeline::LocalPipeline>,
                 command: wow_core::command::JsonCommand| async move {
-        match pipeline
-            .gateway
-            .send_and_wait(command, wow_runtime::command::WaitPlan::processed())
-            .await
-        {
-            Ok(result) => result,
-            Err(error) => error.result().clone(),
-        }
+        super::unique_keys::send(&pipeline, command).await
     };
     let open = CommandMessage::of(room.clone(), RoomCommand::Open(Nothing {}))
         .into_json()

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use wow_core::eventsourcing::EventStoreError;
+use wow_core::eventsourcing::{EventStoreError, KeysToClaim};
 use wow_core::unique_key::{KeyChange, KeyClaim, UniqueKey};
 use wow_core::AggregateId;
 
@@ -187,7 +187,7 @@ pub async fn claim_keys_takes_free_keys_and_reports_held_ones(store: Store) {
     .unwrap();
     let keys = [NAME.key(&taken), NAME.key(&free), NAME.key(&lapsed)];
     let first = store
-        .claim_keys(&backfilled, 7, &keys)
+        .claim_keys(claim(&backfilled, 7, &keys))
         .await
         .expect("keys are claimed");
     let Some(KeyClaim::Taken(held)) = first.first() else {
@@ -204,7 +204,7 @@ pub async fn claim_keys_takes_free_keys_and_reports_held_ones(store: Store) {
         );
     }
     let second = store
-        .claim_keys(&backfilled, 8, &keys)
+        .claim_keys(claim(&backfilled, 8, &keys))
         .await
         .expect("keys are claimed again");
     assert!(matches!(second[0], KeyClaim::Taken(_)), "{second:?}");
@@ -224,7 +224,7 @@ pub async fn claim_keys_takes_free_keys_and_reports_held_ones(store: Store) {
     let reserved = NAME.key(&fresh("later")).reserved_until(now() + 600_000);
     assert_eq!(
         store
-            .claim_keys(&backfilled, 8, std::slice::from_ref(&reserved))
+            .claim_keys(claim(&backfilled, 8, std::slice::from_ref(&reserved)))
             .await
             .unwrap(),
         vec![KeyClaim::Claimed]
@@ -239,11 +239,24 @@ pub async fn claim_keys_takes_free_keys_and_reports_held_ones(store: Store) {
         "a backfilled key keeps its reservation time"
     );
     for (version, key) in [(0, NAME.key("x")), (1, UniqueKey::new("Bad Space", "x"))] {
-        let refused = store.claim_keys(&backfilled, version, &[key]).await;
+        let refused = store.claim_keys(claim(&backfilled, version, &[key])).await;
         assert!(
             matches!(refused, Err(EventStoreError::IllegalArgument(_))),
             "{refused:?}"
         );
+    }
+}
+
+/// The claim of `keys` for `aggregate_id` at `version`.
+fn claim<'a>(
+    aggregate_id: &'a AggregateId,
+    version: u64,
+    keys: &'a [UniqueKey],
+) -> KeysToClaim<'a> {
+    KeysToClaim {
+        aggregate_id,
+        version,
+        keys,
     }
 }
 

@@ -3,7 +3,7 @@
 //! paged alike in every store.
 
 use serde_json::{json, Value};
-use wow_core::eventsourcing::RejectionRecord;
+use wow_core::eventsourcing::{RejectionRecord, TenantStreams};
 use wow_core::query::{Condition, Direction, DocumentQuery, FieldPath, Lowering, SortKey, Target};
 use wow_core::{AggregateId, ErrorCode, NamedAggregate};
 
@@ -27,11 +27,11 @@ async fn matching(store: &Store, condition: Value, sort: Vec<SortKey>) -> Vec<(S
         limit: 100,
     };
     let streams = store
-        .query_streams(&named, "tenant-a", &query)
+        .query_streams(TenantStreams::new(&named, "tenant-a"), &query)
         .await
         .unwrap();
     let count = store
-        .count_streams(&named, "tenant-a", &filter)
+        .count_streams(TenantStreams::new(&named, "tenant-a"), &filter)
         .await
         .unwrap();
     assert_eq!(
@@ -236,7 +236,7 @@ async fn sorts_and_pages(store: &Store, o1: &AggregateId) {
         limit: 2,
     };
     let page: Vec<_> = store
-        .query_streams(&named, "tenant-a", &page)
+        .query_streams(TenantStreams::new(&named, "tenant-a"), &page)
         .await
         .unwrap()
         .into_iter()
@@ -245,8 +245,7 @@ async fn sorts_and_pages(store: &Store, o1: &AggregateId) {
     assert_eq!(page, ids(&[("o2", 1), ("o1", 2)]));
     let whole = store
         .query_streams(
-            &named,
-            "tenant-a",
+            TenantStreams::new(&named, "tenant-a"),
             &DocumentQuery::new(wow_core::query::Filter::All, 1),
         )
         .await

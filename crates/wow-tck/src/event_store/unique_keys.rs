@@ -396,7 +396,9 @@ fn change_handle(member: &AggregateId, name: &str) -> wow_core::command::JsonCom
     )
 }
 
-async fn send(
+/// Sends `command` through `pipeline` and waits until it is processed: its result, a failed
+/// wait's included.
+pub(super) async fn send(
     pipeline: &wow_runtime::pipeline::LocalPipeline,
     command: wow_core::command::JsonCommand,
 ) -> wow_core::CommandResult {

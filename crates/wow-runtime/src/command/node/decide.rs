@@ -256,14 +256,7 @@ impl DefaultCommandHandler {
                 let result = self.decide_and_append(&fired).await;
                 tracing::info!(aggregate_id = %aggregate_id, deadline = row.schedule.name, request_id = row.schedule.request_id, code = %result.error_code, before = command.request_id, "an overdue deadline was decided before the command that arrived after it");
                 if result.error_code.is_ok() || is_decided(&result) {
-                    if let Err(error) = deadlines
-                        .fired(
-                            &row.schedule.owner,
-                            &row.schedule.name,
-                            &row.schedule.request_id,
-                        )
-                        .await
-                    {
+                    if let Err(error) = deadlines.fired(&row.schedule).await {
                         tracing::warn!(%error, deadline = row.schedule.name, "a fired deadline could not be deleted; the scheduler replays it");
                     }
                 }

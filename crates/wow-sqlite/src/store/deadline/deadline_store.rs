@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use tokio::sync::oneshot;
 use wow_core::deadline::{
     check_deadline_name, share_across_tenants, DeadlineBacklog, DeadlineStore, DueQuery,
-    PartitionFilter, PendingDeadline, ScheduledCommand, HELD,
+    FailedFiring, PartitionFilter, PendingDeadline, ScheduledCommand, HELD,
 };
 use wow_core::eventsourcing::EventStoreError;
 use wow_core::AggregateId;
@@ -52,6 +52,14 @@ impl SqliteStore {
 ///
 /// Reads are cancel safe. A write (`schedule`, `cancel`, `fired`) dropped before it answers
 /// may or may not have been made: `scheduled_for` tells which.
+/// The tenants that have deadline rows: one skip scan ([`TENANTS`]).
+fn tenants_with_rows(connection: &rusqlite::Connection) -> rusqlite::Result<Vec<String>> {
+    connection
+        .prepare_cached(TENANTS)?
+        .query_map([], |row| row.get(0))?
+        .collect()
+}
+
 #[async_trait]
 impl DeadlineStore for SqliteStore {
     /// One skip scan of the tenants, then each tenant's rows along `deadline_fire`, in one
@@ -66,10 +74,7 @@ impl DeadlineStore for SqliteStore {
         let total = query.limit;
         self.reads
             .read(move |connection| {
-                let tenants: Vec<String> = connection
-                    .prepare_cached(TENANTS)?
-                    .query_map([], |row| row.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
+                let tenants = tenants_with_rows(connection)?;
                 let mut statement = connection.prepare_cached(DUE)?;
                 let mut candidates = Vec::with_capacity(tenants.len());
                 for tenant in tenants {
@@ -95,10 +100,7 @@ impl DeadlineStore for SqliteStore {
         let (count, wrap, owned) = partition_params(partitions);
         self.reads
             .read(move |connection| {
-                let tenants: Vec<String> = connection
-                    .prepare_cached(TENANTS)?
-                    .query_map([], |row| row.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
+                let tenants = tenants_with_rows(connection)?;
                 let mut statement = connection.prepare_cached(NEXT_FIRE)?;
                 let mut earliest: Option<i64> = None;
                 for tenant in tenants {
@@ -120,26 +122,13 @@ impl DeadlineStore for SqliteStore {
     }
 
     /// Fails as [`fired`](Self::fired) does.
-    async fn retry_later(
-        &self,
-        owner: &AggregateId,
-        name: &str,
-        request_id: &str,
-        after: Option<std::time::Duration>,
-        from: Option<i64>,
-    ) -> Result<Option<u32>, EventStoreError> {
-        let fire_at = match after {
-            Some(after) => from
-                .unwrap_or_else(wow_core::id::now_millis)
-                .saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX))
-                .min(HELD - 1),
-            None => HELD,
-        };
+    async fn retry_later(&self, failure: FailedFiring<'_>) -> Result<Option<u32>, EventStoreError> {
+        let fire_at = failure.fire_at(wow_core::id::now_millis);
         let attempts = self
             .write_deadline(DeadlineWrite::Retry {
-                owner: owner.clone(),
-                name: name.to_owned(),
-                request_id: request_id.to_owned(),
+                owner: failure.owner.clone(),
+                name: failure.name.to_owned(),
+                request_id: failure.request_id.to_owned(),
                 fire_at,
             })
             .await?;
@@ -168,16 +157,11 @@ impl DeadlineStore for SqliteStore {
 
     /// Fails with [`EventStoreError::Unavailable`] when the writer has stopped or the file
     /// cannot be written.
-    async fn fired(
-        &self,
-        owner: &AggregateId,
-        name: &str,
-        request_id: &str,
-    ) -> Result<bool, EventStoreError> {
+    async fn fired(&self, schedule: &ScheduledCommand) -> Result<bool, EventStoreError> {
         self.write_deadline(DeadlineWrite::Delete {
-            owner: owner.clone(),
-            name: name.to_owned(),
-            request_id: Some(request_id.to_owned()),
+            owner: schedule.owner.clone(),
+            name: schedule.name.clone(),
+            request_id: Some(schedule.request_id.clone()),
         })
         .await
         .map(|changed| changed > 0)
