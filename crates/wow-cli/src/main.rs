@@ -198,7 +198,7 @@ impl RemoteArgs {
 enum CompensationAction {
     /// Prints the recorded failures.
     List {
-        /// Only FAILED, EXHAUSTED or SUCCEEDED records.
+        /// Only FAILED, EXHAUSTED, SUCCEEDED or SKIPPED records.
         #[arg(long)]
         status: Option<String>,
         /// Only this consumer's records.
@@ -207,6 +207,12 @@ enum CompensationAction {
     },
     /// Runs exactly the recorded consumer on exactly the recorded stream again, now.
     Retry {
+        /// The record's id.
+        id: String,
+    },
+    /// Skips the recorded stream for its consumer (an operator's decision, recorded): it is
+    /// never retried, and the consumer's streams of that aggregate parked behind it run.
+    Skip {
         /// The record's id.
         id: String,
     },
@@ -272,7 +278,7 @@ async fn run(command: Command) -> Result<u8, String> {
     }
 }
 
-/// `wow compensation list|retry` against the service at `server`.
+/// `wow compensation list|retry|skip` against the service at `server`.
 async fn compensation(
     action: CompensationAction,
     server: &str,
@@ -283,6 +289,7 @@ async fn compensation(
             tend::list(server, status, consumer, token).await
         }
         CompensationAction::Retry { id } => tend::retry(server, &id, token).await,
+        CompensationAction::Skip { id } => tend::skip(server, &id, token).await,
     }
 }
 

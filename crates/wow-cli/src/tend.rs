@@ -220,6 +220,23 @@ pub(crate) async fn retry(server: &str, id: &str, token: Option<String>) -> Resu
     Ok(())
 }
 
+/// `wow compensation skip ID`: an operator gives up on one recorded failure (SPEC DS-5); the
+/// consumer's streams of the aggregate parked behind it run.
+pub(crate) async fn skip(server: &str, id: &str, token: Option<String>) -> Result<(), TendError> {
+    let url = format!(
+        "{}/compensation/failures/{id}/skip",
+        server.trim_end_matches('/')
+    );
+    let record = answer(&url, client()?.post(&url), token.as_deref()).await?;
+    out!(
+        "{}: {} by {}",
+        text(&record["id"]),
+        text(&record["status"]),
+        text(&record["skippedBy"])
+    );
+    Ok(())
+}
+
 fn text(value: &Value) -> &str {
     value.as_str().unwrap_or("")
 }

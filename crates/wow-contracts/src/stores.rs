@@ -7,6 +7,7 @@ use crate::compensation::{CompensationStore, InMemoryCompensationStore};
 use crate::deadline::DeadlineStore;
 use crate::event::{
     ConsumerPositions, EffectJournal, InMemoryConsumerPositions, InMemoryEffectJournal,
+    InMemoryParkedStreams, ParkedStreams,
 };
 use crate::eventsourcing::{
     AggregateRenames, EventStore, InMemoryEventStore, InMemoryRenames, InMemorySnapshotStore,
@@ -15,7 +16,7 @@ use crate::eventsourcing::{
 use crate::view::{InMemoryViewStore, ViewStore};
 
 /// Every store a service runs on: history, snapshots, consumer positions, compensation
-/// records, views and the effect journal.
+/// records, parked streams, views and the effect journal.
 ///
 /// A backend that implements all the contracts gives one value for all of them
 /// ([`Stores::of`]), so each consumer's write and its processed-message record commit in the
@@ -30,6 +31,9 @@ pub struct Stores {
     pub positions: Arc<dyn ConsumerPositions>,
     /// Failed consumer executions and their retries (SPEC DS-4).
     pub compensation: Arc<dyn CompensationStore>,
+    /// The lanes of streams parked behind a failed one, per consumer and aggregate (SPEC
+    /// DS-5).
+    pub parked: Arc<dyn ParkedStreams>,
     /// View rows and outboxes, with their processed-message records.
     pub views: Arc<dyn ViewStore>,
     /// The journal of external effects (SPEC DS-2).
@@ -51,6 +55,7 @@ impl Stores {
             + SnapshotStore
             + ConsumerPositions
             + CompensationStore
+            + ParkedStreams
             + ViewStore
             + EffectJournal
             + AggregateRenames
@@ -63,6 +68,7 @@ impl Stores {
             snapshots: Arc::new(store.clone()),
             positions: Arc::new(store.clone()),
             compensation: Arc::new(store.clone()),
+            parked: Arc::new(store.clone()),
             views: Arc::new(store.clone()),
             effects: Arc::new(store.clone()),
             renames: Arc::new(store.clone()),
@@ -84,6 +90,7 @@ impl Stores {
             snapshots: renames.snapshots.clone(),
             positions: renames.positions.clone(),
             compensation: renames.compensation.clone(),
+            parked: Arc::new(InMemoryParkedStreams::new()),
             views: Arc::new(InMemoryViewStore::default()),
             effects: Arc::new(InMemoryEffectJournal::default()),
             deadlines: renames.events.clone(),

@@ -5,7 +5,7 @@ pub use wow_contracts::event::{
     effect_key, run_external_effect, BadRuns, ConsumerError, ConsumerPositions, ConsumerStoreError,
     DomainEventBus, EffectAttempt, EffectError, EffectJournal, EffectOutcome, EffectState,
     EventBusError, EventConsumer, HandledVersions, InMemoryConsumerPositions,
-    InMemoryEffectJournal, InMemoryProcessedMessages, NoopDomainEventBus, PositionRun,
-    ProcessError, Processed, ResumedEffect, RunsText,
+    InMemoryEffectJournal, InMemoryParkedStreams, InMemoryProcessedMessages, NoopDomainEventBus,
+    ParkedLane, ParkedStreams, PositionRun, ProcessError, Processed, ResumedEffect, RunsText,
 };
 pub use wow_model::event::{DomainEvent, DomainEventStream, EventShape, UpcastError, Upcasters};

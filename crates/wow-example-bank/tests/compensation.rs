@@ -76,8 +76,8 @@ async fn a_broken_projection_is_recorded_and_repaired_in_order(target: Target) {
         .await;
         assert!(opened.succeeded, "{opened:?}");
         a_deposit_fails_while_the_views_table_is_broken(&bank, db, &a).await;
-        the_next_stream_fills_the_gap_and_only_the_failed_one_is_recorded(&bank, &a).await;
-        the_retry_finds_its_stream_in_and_leaves_history_alone(&bank, &a).await;
+        the_next_stream_waits_behind_the_failed_one_and_only_that_one_is_recorded(&bank, &a).await;
+        the_retry_runs_the_failed_stream_then_the_parked_one(&bank, &a).await;
         bank.flush().await;
     }
 
@@ -109,17 +109,16 @@ async fn a_deposit_fails_while_the_views_table_is_broken(
         .await;
 }
 
-/// The table is back: version 3 does not skip version 2, it fills the gap from history
-/// (version 2 folded and recorded first), so the view is whole again at once; only the failed
-/// stream is recorded.
-async fn the_next_stream_fills_the_gap_and_only_the_failed_one_is_recorded(
+/// The table is back: version 3 does not skip version 2, it waits behind it (SPEC DS-5): the
+/// view stays at version 1 and answers `StreamParked`; only the failed stream is recorded.
+async fn the_next_stream_waits_behind_the_failed_one_and_only_that_one_is_recorded(
     bank: &Bank,
     a: &wow_core::AggregateId,
 ) {
-    let filled = projected(bank, cmd(a, AccountCommand::Deposit(Amount { amount: 5 }))).await;
-    assert!(filled.succeeded, "{filled:?}");
+    let parked = projected(bank, cmd(a, AccountCommand::Deposit(Amount { amount: 5 }))).await;
+    assert_eq!(parked.error_code, ErrorCode::StreamParked, "{parked:?}");
     let view = bank.account_view(a).await.unwrap().unwrap();
-    assert_eq!((view.balance, view.version), (115, 3));
+    assert_eq!((view.balance, view.version), (100, 1));
 
     let failed = records(bank, ExecutionFailedStatus::Failed).await;
     let versions: Vec<_> = failed
@@ -133,9 +132,9 @@ async fn the_next_stream_fills_the_gap_and_only_the_failed_one_is_recorded(
     );
 }
 
-/// The retry finds its stream in the view, changes neither the view nor history, and leaves
-/// nothing due.
-async fn the_retry_finds_its_stream_in_and_leaves_history_alone(
+/// The retry runs the failed stream and then the one parked behind it, in order, changes
+/// nothing in history, and leaves nothing due.
+async fn the_retry_runs_the_failed_stream_then_the_parked_one(
     bank: &Bank,
     a: &wow_core::AggregateId,
 ) {
@@ -144,7 +143,7 @@ async fn the_retry_finds_its_stream_in_and_leaves_history_alone(
     assert_eq!(
         (pass.retried, pass.succeeded),
         (1, 1),
-        "the retry finds its stream in the view"
+        "the retry of version 2 succeeds and releases version 3"
     );
     let view = bank.account_view(a).await.unwrap().unwrap();
     assert_eq!((view.balance, view.version), (115, 3));

@@ -1,10 +1,10 @@
-//! The compensation routes (SPEC DS-4): list the recorded consumer failures, show one with
-//! its events, and retry one.
+//! The compensation routes (SPEC DS-4, DS-5): list the recorded consumer failures, show one
+//! with its events, retry one, and skip one (an operator's).
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -80,6 +80,28 @@ impl FromRequestParts<HttpState> for Scope {
 }
 
 impl Scope {
+    /// The scope of an operator's action, whose route already checked the operator's bearer
+    /// token: the tenant `Command-Tenant-Id` names (the default one when none is), or every
+    /// tenant's records when auth is off and none is named.
+    fn of_operator(state: &HttpState, headers: &HeaderMap) -> Result<Self, ApiError> {
+        let scheduler = state
+            .compensation()
+            .ok_or_else(|| ApiError::not_found("this service records no consumer failures"))?;
+        let named = !state.config().auth_tokens.is_empty()
+            || headers.contains_key(wow_core::command::headers::TENANT_ID);
+        let tenant_id = if named {
+            let tenant = crate::auth::named_tenant(headers)
+                .map_err(|refused| ApiError::from(crate::auth::Refused::Tenant(refused)))?;
+            Some(tenant.0)
+        } else {
+            None
+        };
+        Ok(Self {
+            scheduler: scheduler.clone(),
+            tenant_id,
+        })
+    }
+
     /// The record `id`, when the caller may see it; else 404, as for an unknown one.
     async fn record(&self, id: &str) -> Result<ExecutionFailed, ApiError> {
         self.scheduler
@@ -122,7 +144,7 @@ pub(crate) async fn list(
         .map(|name| {
             ExecutionFailedStatus::parse(&name).ok_or_else(|| {
                 ApiError::bad_request(format!(
-                    "status must be FAILED, EXHAUSTED or SUCCEEDED, not `{name}`"
+                    "status must be FAILED, EXHAUSTED, SUCCEEDED or SKIPPED, not `{name}`"
                 ))
             })
         })
@@ -162,6 +184,78 @@ pub(crate) async fn retry(
         .retry(&id)
         .await
         .map_err(|error| retry_failed(error, &id))?;
+    Ok(Json(record))
+}
+
+/// The query of `GET /compensation/parked`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ParkedParams {
+    consumer: Option<String>,
+}
+
+/// `GET /compensation/parked?consumer=`: the open lanes of parked streams (SPEC DS-5), oldest
+/// first: per consumer and aggregate, the failed version at the head and how far the
+/// aggregate's streams wait behind it. A caller with a tenant sees its tenant's only.
+pub(crate) async fn parked(
+    scope: Scope,
+    params: Result<Query<ParkedParams>, QueryRejection>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let Query(params) = params.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
+    let Some(lanes) = scope.scheduler.parked() else {
+        return Ok(Json(Vec::new()));
+    };
+    let lanes = lanes
+        .lanes(params.consumer.as_deref())
+        .await
+        .map_err(|failure| store_failed(&failure))?;
+    let tenant = scope.tenant_id.as_deref();
+    Ok(Json(
+        lanes
+            .into_iter()
+            .filter(|lane| tenant.is_none_or(|tenant| lane.aggregate_id.tenant_id == tenant))
+            .map(|lane| {
+                let parked = lane.parked();
+                let mut value = serde_json::to_value(&lane).unwrap_or_default();
+                value["parked"] = json!(parked);
+                value
+            })
+            .collect(),
+    ))
+}
+
+/// `POST /compensation/failures/{id}/skip`: an operator gives up on the record (SPEC DS-5):
+/// it is never retried, its stream counts as handled by its consumer, and the consumer's
+/// streams of the aggregate parked behind it run in order. Recorded on the record (who,
+/// when) and in the audit log (which stream).
+pub(crate) async fn skip(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<ExecutionFailed>, ApiError> {
+    let scope = Scope::of_operator(&state, &headers)?;
+    scope.record(&id).await?;
+    let by = crate::operator::token_fingerprint(&headers).map_or_else(
+        || "operator".to_owned(),
+        |print| format!("operator:{print}"),
+    );
+    let record = scope
+        .scheduler
+        .skip(&id, &by)
+        .await
+        .map_err(|error| retry_failed(error, &id))?;
+    tracing::info!(
+        target: "wow::audit",
+        action = "compensation.skip",
+        operator = %by,
+        id = %record.id,
+        consumer = %record.consumer,
+        aggregate = %record.aggregate_id,
+        version = record.version,
+        stream = %record.stream_id,
+        at = record.updated_at,
+        "an operator skipped a failed stream"
+    );
     Ok(Json(record))
 }
 

@@ -36,6 +36,7 @@ mod extract;
 mod fallback;
 mod ids;
 mod input;
+mod lag;
 mod metrics;
 mod openapi;
 mod operator;

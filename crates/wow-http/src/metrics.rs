@@ -61,6 +61,7 @@ pub(crate) fn render(
     metrics: &HttpMetrics,
     pipeline: &MetricsSnapshot,
     quarantined: usize,
+    lag: &[crate::lag::ConsumerLag],
 ) -> impl IntoResponse {
     let mut out = String::new();
     {
@@ -68,6 +69,7 @@ pub(crate) fn render(
         write_commands(&mut out, &counts);
     }
     write_pipeline(&mut out, pipeline, quarantined);
+    crate::lag::write(&mut out, lag);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
 
@@ -180,6 +182,7 @@ pub(crate) fn render_json(
     metrics: &HttpMetrics,
     pipeline: &MetricsSnapshot,
     quarantined: usize,
+    lag: &[crate::lag::ConsumerLag],
 ) -> axum::Json<serde_json::Value> {
     let (commands, latency) = {
         let counts = metrics.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -205,6 +208,7 @@ pub(crate) fn render_json(
         })
         .collect();
     axum::Json(serde_json::json!({
+        "consumerLag": lag,
         "commands": commands,
         "latency": latency,
         "consumerSignals": signals,

@@ -94,8 +94,9 @@ fn schemas() -> Value {
                 "aggregateId": {"type": "object"}, "version": integer, "streamId": string,
                 "eventIds": {"type": "array", "items": string}, "errorCode": string,
                 "errorMessage": string, "attempts": integer,
-                "status": {"type": "string", "enum": ["FAILED", "EXHAUSTED", "SUCCEEDED"]},
-                "nextRetryAt": {"type": ["integer", "null"]}, "createdAt": integer, "updatedAt": integer}},
+                "status": {"type": "string", "enum": ["FAILED", "EXHAUSTED", "SUCCEEDED", "SKIPPED"]},
+                "nextRetryAt": {"type": ["integer", "null"]}, "createdAt": integer, "updatedAt": integer,
+                "skippedBy": string}},
     })
 }
 

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::openapi::operations as doc;
 use crate::state::HttpState;
-use crate::{compensation, metrics, openapi, operator_deadlines, queries, ui};
+use crate::{compensation, lag, metrics, openapi, operator_deadlines, queries, ui};
 
 /// Who may call a service route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,7 @@ struct ServiceRoute {
 }
 
 /// Every route of the service's own.
-const SERVICE_ROUTES: [ServiceRoute; 14] = [
+const SERVICE_ROUTES: [ServiceRoute; 16] = [
     ServiceRoute {
         path: "/health",
         caller: Caller::Anyone,
@@ -73,6 +73,18 @@ const SERVICE_ROUTES: [ServiceRoute; 14] = [
         caller: Caller::Anyone,
         handler: || post(compensation::retry),
         operation: doc::compensation_retry,
+    },
+    ServiceRoute {
+        path: "/compensation/parked",
+        caller: Caller::Anyone,
+        handler: || get(compensation::parked),
+        operation: doc::compensation_parked,
+    },
+    ServiceRoute {
+        path: "/compensation/failures/{id}/skip",
+        caller: Caller::OperatorBearer,
+        handler: || post(compensation::skip),
+        operation: doc::compensation_skip,
     },
     ServiceRoute {
         path: "/metrics",
@@ -148,14 +160,29 @@ async fn openapi_document(State(state): State<HttpState>) -> Json<Value> {
     Json(openapi::build(&state, path_items()))
 }
 
-/// `GET /metrics`: the HTTP counters, the pipeline's and the quarantine's size.
+/// `GET /metrics`: the HTTP counters, the pipeline's and the quarantine's size, each
+/// consumer's lag.
 async fn metrics_text(State(state): State<HttpState>) -> impl IntoResponse {
     let pipeline = state.gateway().metrics().snapshot();
-    metrics::render(state.metrics(), &pipeline, state.quarantine().len())
+    let lag = consumer_lag(&state, pipeline.event_backlog).await;
+    metrics::render(state.metrics(), &pipeline, state.quarantine().len(), &lag)
 }
 
 /// `GET /metrics.json`: the counters of `/metrics`, read at the same moment, as JSON.
 async fn metrics_json(State(state): State<HttpState>) -> impl IntoResponse {
     let pipeline = state.gateway().metrics().snapshot();
-    metrics::render_json(state.metrics(), &pipeline, state.quarantine().len())
+    let lag = consumer_lag(&state, pipeline.event_backlog).await;
+    metrics::render_json(state.metrics(), &pipeline, state.quarantine().len(), &lag)
+}
+
+/// Each consumer's lag now (SPEC DS-6); none, logged, when the stores cannot be read.
+async fn consumer_lag(state: &HttpState, backlog: u64) -> Vec<lag::ConsumerLag> {
+    let now = wow_core::id::now_millis();
+    match lag::read(state.compensation(), backlog, now).await {
+        Ok(lag) => lag,
+        Err(error) => {
+            tracing::warn!(%error, "could not read the consumers' lag");
+            Vec::new()
+        }
+    }
 }

@@ -38,11 +38,12 @@ pub fn status_for(code: &ErrorCode) -> StatusCode {
         | ErrorCode::DuplicateKey
         | ErrorCode::DeadlineNotPending
         | ErrorCode::RequestIdReused => StatusCode::CONFLICT,
-        ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+        ErrorCode::RequestTimeout | ErrorCode::ViewNotFresh => StatusCode::REQUEST_TIMEOUT,
         ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
-        ErrorCode::ServiceUnavailable | ErrorCode::QueryTimeout | ErrorCode::ServiceFailed => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        ErrorCode::ServiceUnavailable
+        | ErrorCode::QueryTimeout
+        | ErrorCode::ServiceFailed
+        | ErrorCode::StreamParked => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::InternalServerError => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorCode::IllegalState => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::IllegalAccessDeletedAggregate => StatusCode::GONE,

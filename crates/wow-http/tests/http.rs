@@ -922,11 +922,72 @@ async fn compensation_routes_list_failures_and_retry_one() {
     }
 
     let all = the_failures_are_listed_per_tenant(&server).await;
+    the_lag_is_in_health_and_metrics_json(&server).await;
     projection
         .failing
         .store(false, std::sync::atomic::Ordering::SeqCst);
     a_retry_reruns_its_stream_once_in_its_own_tenant(&server, &projection, &all).await;
+    a_skip_is_recorded_and_never_runs_the_stream(&server, &projection, &all).await;
     a_record_of_a_retired_consumer_is_kept_and_refused(&server, &failures).await;
+}
+
+/// An operator's skip (SPEC DS-5) marks the record SKIPPED with who did it, runs nothing,
+/// leaves nothing failed, and a second skip answers the record as it stands.
+async fn a_skip_is_recorded_and_never_runs_the_stream(
+    server: &Server,
+    projection: &Switchable,
+    all: &[Value],
+) {
+    let skip = format!(
+        "/compensation/failures/{}/skip",
+        all[1]["id"].as_str().unwrap()
+    );
+    let (status, lanes) = server.get("/compensation/parked", &[]).await;
+    assert_eq!(status, StatusCode::OK, "{lanes}");
+    assert_eq!(lanes.as_array().unwrap().len(), 1, "{lanes}");
+    assert_eq!(lanes[0]["consumer"], "switchable");
+    assert_eq!(lanes[0]["aggregateId"]["aggregateId"], "c-2");
+    assert_eq!(
+        (
+            lanes[0]["headVersion"].as_u64(),
+            lanes[0]["parked"].as_u64()
+        ),
+        (Some(1), Some(0))
+    );
+    let (_, theirs) = server
+        .get("/compensation/parked", &[("Command-Tenant-Id", "t-a")])
+        .await;
+    assert_eq!(theirs.as_array().unwrap().len(), 0, "another tenant's lane");
+
+    let (status, skipped, _) = server.post(&skip, &[], "").await;
+    assert_eq!(status, StatusCode::OK, "{skipped}");
+    assert_eq!(skipped["status"], "SKIPPED");
+    assert_eq!(skipped["skippedBy"], "operator");
+    assert_eq!(
+        projection.applied.lock().unwrap().len(),
+        1,
+        "the skipped stream never ran"
+    );
+    let (_, lanes) = server.get("/compensation/parked", &[]).await;
+    assert_eq!(
+        lanes.as_array().unwrap().len(),
+        0,
+        "the skip closed the lane"
+    );
+    let (status, again, _) = server.post(&skip, &[], "").await;
+    assert_eq!((status, &again), (StatusCode::OK, &skipped));
+    let (_, failed) = server
+        .get("/compensation/failures?status=FAILED", &[])
+        .await;
+    assert_eq!(failed.as_array().unwrap().len(), 0);
+    let (_, listed) = server
+        .get("/compensation/failures?status=skipped", &[])
+        .await;
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let (status, _, _) = server
+        .post("/compensation/failures/nope/skip", &[], "")
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 /// The failures route lists every record, a tenant's own with its header, and refuses a bad
@@ -964,6 +1025,24 @@ async fn the_failures_are_listed_per_tenant(server: &Server) -> Vec<Value> {
         assert_eq!(body["errorCode"], "BadRequest");
     }
     all
+}
+
+/// SPEC DS-6: each consumer's lag in `/health`'s details (auth off, no tenant named) and in
+/// `/metrics.json`: two failed streams, nothing parked behind them.
+async fn the_lag_is_in_health_and_metrics_json(server: &Server) {
+    let (status, health) = server.get("/health", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, metrics) = server.get("/metrics.json", &[]).await;
+    for lag in [&health["details"]["consumerLag"], &metrics["consumerLag"]] {
+        assert_eq!(lag.as_array().map(Vec::len), Some(1), "{lag}");
+        assert_eq!(lag[0]["consumer"], "switchable");
+        assert_eq!(lag[0]["streamsBehind"], 2, "{lag}");
+        assert_eq!(lag[0]["parkedStreams"], 0);
+        assert_eq!(lag[0]["failuresWaiting"], 2);
+        assert!(lag[0]["oldestUnhandledMs"].as_i64().unwrap() >= 0);
+    }
+    let (_, named) = server.get("/health", &[("Command-Tenant-Id", "t-a")]).await;
+    assert!(named["details"]["consumerLag"].is_null(), "{named}");
 }
 
 /// The route retrying one record.
@@ -1834,4 +1913,140 @@ async fn two_authorization_headers_are_a_400() {
         StatusCode::OK,
         "nothing was recorded by the refused opens"
     );
+}
+
+/// SPEC DS-5 with auth on: a skip needs an operator's bearer token (a tenant's token and no
+/// token are refused, and the record stays FAILED); the operator names the tenant, and the
+/// record names the operator by its token's fingerprint.
+#[tokio::test]
+async fn a_skip_needs_the_operators_token_and_the_lag_shows_what_is_held_back() {
+    let (server, _pipeline) = a_service_with_auth_and_a_failing_view().await;
+    let tenant = [("Authorization", "Bearer ta")];
+    let (status, _, _) = server
+        .post(
+            "/account/s-1/open",
+            &tenant,
+            r#"{"name":"Ann","balance":1}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let failed = the_one_failed_record(&server).await;
+    let parked = [
+        ("Authorization", "Bearer ta"),
+        ("Command-Wait-Stage", "PROJECTED"),
+    ];
+    let (status, body, code) = server
+        .post("/account/s-1/deposit", &parked, r#"{"amount":5}"#)
+        .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "StreamParked"),
+        "{body}"
+    );
+    the_lag_is_in_the_metrics(&server, [2, 1, 1]).await;
+    let skip = format!("/compensation/failures/{failed}/skip");
+    for refused in [&[][..], &tenant[..]] {
+        let (status, body, _) = server.post(&skip, refused, "").await;
+        assert!(
+            status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN,
+            "{status}: {body}"
+        );
+    }
+    let (_, still) = server
+        .get(&format!("/compensation/failures/{failed}"), &tenant)
+        .await;
+    assert_eq!(still["failure"]["status"], "FAILED");
+
+    let operator = [("Authorization", "Bearer op"), ("Command-Tenant-Id", "t-a")];
+    let (status, skipped, _) = server.post(&skip, &operator, "").await;
+    assert_eq!(status, StatusCode::OK, "{skipped}");
+    assert_eq!(skipped["status"], "SKIPPED");
+    let by = skipped["skippedBy"].as_str().unwrap();
+    assert!(
+        by.starts_with("operator:") && by.len() == "operator:".len() + 64,
+        "{by}"
+    );
+    let elsewhere = [("Authorization", "Bearer op"), ("Command-Tenant-Id", "t-b")];
+    let (status, _, _) = server.post(&skip, &elsewhere, "").await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "another tenant's record is not there"
+    );
+    // The parked deposit ran, and fails in turn (the view is still down): it heads the lane.
+    the_lag_is_in_the_metrics(&server, [1, 0, 1]).await;
+}
+
+/// SPEC DS-6: `/metrics` has the consumer's streams behind, parked streams and failures
+/// waiting (`expected`, in that order), and the age of the oldest one it holds back.
+async fn the_lag_is_in_the_metrics(server: &Server, expected: [u64; 3]) {
+    let response = server
+        .client
+        .get(format!("{}/metrics", server.base))
+        .header("Authorization", "Bearer op")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = response.text().await.unwrap();
+    let sample = |name: &str| -> f64 {
+        let line = format!("{name}{{consumer=\"switchable\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(line.as_str()))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .parse()
+            .unwrap()
+    };
+    let found = [
+        sample("wow_consumer_streams_behind") as u64,
+        sample("wow_consumer_parked_streams") as u64,
+        sample("wow_consumer_failures_waiting") as u64,
+    ];
+    assert_eq!(found, expected, "{text}");
+    assert!(sample("wow_consumer_oldest_unhandled_age_seconds") >= 0.0);
+    assert!(text.contains("# TYPE wow_consumer_streams_behind gauge"));
+}
+
+/// A bank whose projection fails, behind auth: tenant token `ta` (tenant `t-a`) and operator
+/// token `op`. The pipeline must live as long as the server.
+async fn a_service_with_auth_and_a_failing_view() -> (Server, LocalPipeline) {
+    use wow_core::compensation::{InMemoryCompensationStore, RetrySpec};
+
+    let projection = Arc::new(Switchable::default());
+    projection
+        .failing
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let pipeline = LocalPipeline::builder(wow_example_bank::registry().unwrap(), store.clone())
+        .projection(projection.clone())
+        .compensation(
+            Arc::new(InMemoryCompensationStore::new()),
+            RetrySpec::default(),
+        )
+        .build();
+    let config = HttpConfig {
+        auth_tokens: std::collections::HashMap::from([(
+            "ta".to_owned(),
+            wow_http::TokenBinding::tenant("t-a"),
+        )]),
+        operator_tokens: std::collections::HashSet::from(["op".to_owned()]),
+        ..HttpConfig::default()
+    };
+    let server = Server {
+        base: listen(router(HttpState::new(&pipeline, None, config))).await,
+        client: Client::new(),
+        store,
+        _bank: None,
+    };
+    (server, pipeline)
+}
+
+/// The id of the only record `GET /compensation/failures` lists for tenant `t-a`'s token.
+async fn the_one_failed_record(server: &Server) -> String {
+    let (status, all) = server
+        .get("/compensation/failures", &[("Authorization", "Bearer ta")])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
+    all[0]["id"].as_str().unwrap().to_owned()
 }

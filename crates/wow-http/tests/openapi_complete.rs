@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 41] = [
+const EXPECTED_PATHS: [&str; 43] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -52,6 +52,8 @@ const EXPECTED_PATHS: [&str; 41] = [
     "/compensation/failures",
     "/compensation/failures/{id}",
     "/compensation/failures/{id}/retry",
+    "/compensation/failures/{id}/skip",
+    "/compensation/parked",
     "/deadlines",
     "/deadlines/{tenant}/{aggregate}/{id}/{name}",
     "/deadlines/{tenant}/{aggregate}/{id}/{name}/fire",
@@ -87,7 +89,10 @@ const OPERATOR_ACTIONS: [&str; 2] = [
 
 /// The operator's commands among the service's routes (path, method): they take an operator
 /// token as the bearer token only, and the tenant from `Command-Tenant-Id`.
-const OPERATOR_COMMANDS: [(&str, &str); 1] = [("/unique-key/{space}/{value}", "delete")];
+const OPERATOR_COMMANDS: [(&str, &str); 2] = [
+    ("/unique-key/{space}/{value}", "delete"),
+    ("/compensation/failures/{id}/skip", "post"),
+];
 
 /// A domain's own read route, as `wow serve` merges the bank's view: it answers with an error
 /// body that names its code but sets no header, which the router must add.

@@ -67,11 +67,20 @@ pub enum ErrorCode {
     /// ([`Lifecycle::Disabled`](crate::aggregate::Lifecycle::Disabled), SPEC DM-6;
     /// HTTP 405). Not a decision: nothing was recorded.
     LifecycleDisabled,
+    /// A consumer did not run the stream yet: an earlier stream of the same aggregate failed
+    /// for it, and this one waits behind it, parked in version order until the earlier one
+    /// succeeds or an operator skips it (SPEC DS-5; HTTP 503). Nothing failed on this stream.
+    StreamParked,
+    /// A read that asked for data at least as fresh as an append (a request id's, or an
+    /// aggregate version) found the view still behind it when its wait ran out (SPEC DS-6;
+    /// HTTP 408, as a command's wait that runs out). The answer says how far behind; nothing
+    /// stale was served.
+    ViewNotFresh,
     /// A business rule of a domain, named by the domain.
     Domain(Cow<'static, str>),
 }
 
-const FRAMEWORK_CODES: [ErrorCode; 23] = [
+const FRAMEWORK_CODES: [ErrorCode; 25] = [
     ErrorCode::Ok,
     ErrorCode::NotFound,
     ErrorCode::BadRequest,
@@ -95,6 +104,8 @@ const FRAMEWORK_CODES: [ErrorCode; 23] = [
     ErrorCode::ServiceFailed,
     ErrorCode::DeadlineNotPending,
     ErrorCode::LifecycleDisabled,
+    ErrorCode::StreamParked,
+    ErrorCode::ViewNotFresh,
 ];
 
 impl ErrorCode {
@@ -129,6 +140,8 @@ impl ErrorCode {
             ErrorCode::ServiceFailed => "ServiceFailed",
             ErrorCode::DeadlineNotPending => "DeadlineNotPending",
             ErrorCode::LifecycleDisabled => "LifecycleDisabled",
+            ErrorCode::StreamParked => "StreamParked",
+            ErrorCode::ViewNotFresh => "ViewNotFresh",
             ErrorCode::Domain(code) => code,
         }
     }

@@ -1,6 +1,7 @@
 //! The downstream stores in the same schema as history, one module per table: consumer
 //! positions and the global feed's cursors (`ConsumerPositions`), the effect journal
-//! (`EffectJournal`) and compensation records (`CompensationStore`).
+//! (`EffectJournal`), compensation records (`CompensationStore`) and the lanes of parked
+//! streams (`ParkedStreams`).
 //!
 //! Why in the same schema as history: one URL opens everything a node needs, and a
 //! consumer's position can be written in the transaction of the work it records.
@@ -9,6 +10,7 @@ mod consumer_position;
 mod execution_failed;
 mod external_effect;
 mod feed_cursor;
+mod parked_lane;
 
 use wow_core::event::ConsumerStoreError;
 

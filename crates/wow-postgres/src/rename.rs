@@ -3,8 +3,8 @@
 //! Why in one transaction under an advisory lock: two processes starting at once rename
 //! once, and a rename cut off halfway leaves every row under the former name, to be renamed
 //! on the next start. Every keyed table is re-keyed, so that history, snapshots, positions,
-//! compensation records, held unique keys and deadlines (those the aggregate owns and those
-//! sent to it) stay one aggregate's.
+//! compensation records, parked lanes, held unique keys and deadlines (those the aggregate
+//! owns and those sent to it) stay one aggregate's.
 
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
@@ -81,6 +81,13 @@ const TABLES: [KeyedTable; 4] = [
 /// in [`RenamedRows`], which counts the streams that claimed them.
 const REKEY_UNIQUE_KEYS: &str =
     "UPDATE unique_key SET aggregate_name = $2 WHERE aggregate_name = $1";
+
+/// Re-keys the lanes of parked streams (SPEC DS-5) of aggregates of name `$1` to name `$2`.
+/// The conflict check has refused the rename of an aggregate with history under both names,
+/// and a lane exists only for an aggregate with history, so no key collides. Not counted in
+/// [`RenamedRows`].
+const REKEY_PARKED_LANES: &str =
+    "UPDATE parked_lane SET aggregate_name = $2 WHERE aggregate_name = $1";
 
 /// Re-keys the deadlines (SPEC DM-2) of aggregates of name `$1` to name `$2`, in order: a row
 /// an aggregate of name `$2` holds under the key a moved row takes is replaced by the moved
@@ -183,10 +190,12 @@ impl AggregateRenames for PostgresStore {
             // Dropping the transaction rolls it back: nothing was written.
             return Ok(RenamedRows::new(streams, snapshots, positions, failures));
         }
-        transaction
-            .execute(REKEY_UNIQUE_KEYS, &[&from, &to])
-            .await
-            .map_err(failed)?;
+        for rekey in [REKEY_UNIQUE_KEYS, REKEY_PARKED_LANES] {
+            transaction
+                .execute(rekey, &[&from, &to])
+                .await
+                .map_err(failed)?;
+        }
         for rekey in REKEY_DEADLINES {
             transaction
                 .execute(rekey, &[&from, &to])

@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 17;
+pub const SCHEMA_VERSION: i32 = 18;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -64,7 +64,12 @@ pub const SCHEMA_VERSION: i32 = 17;
 /// Saga deadlines held to an owner (SPEC TN-2, from version 17) are the column `held_to` of
 /// `deadline`: the owner and space a saga's deadline acts for, NULL for every other row.
 /// Nullable, no default: nothing is rewritten.
-const MIGRATIONS: [&str; 17] = [
+///
+/// Parked streams (SPEC DS-5, from version 18) are rows of `parked_lane`, one per consumer
+/// and aggregate held back behind a failed stream (see `downstream/parked_lane.rs`); a new,
+/// empty table. The operator who skipped a compensation record is the nullable column
+/// `skipped_by` of `execution_failed`: nothing is rewritten.
+const MIGRATIONS: [&str; 18] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -295,6 +300,25 @@ const MIGRATIONS: [&str; 17] = [
     -- for when it fires ({"ownerId", "spaceId"}), those of the event the saga reacted to.
     -- NULL for an aggregate's own deadline, a saga acting across owners, and every row there.
     ALTER TABLE deadline ADD COLUMN held_to JSONB;
+"#,
+    r#"
+    -- Parked streams (SPEC DS-5): once a consumer's delivery of an aggregate's stream fails,
+    -- its later streams of that aggregate wait behind it. One row per open lane: the failed
+    -- version (its head) and the highest version parked behind it; history holds the streams
+    -- themselves. A skipped compensation record names its operator (skipped_by). The key
+    -- columns compare by bytes (COLLATE "C").
+    CREATE TABLE parked_lane (
+        consumer       TEXT COLLATE "C" NOT NULL,
+        tenant_id      TEXT COLLATE "C" NOT NULL,
+        context_name   TEXT COLLATE "C" NOT NULL,
+        aggregate_name TEXT COLLATE "C" NOT NULL,
+        aggregate_id   TEXT COLLATE "C" NOT NULL,
+        head_version   BIGINT NOT NULL,
+        parked_through BIGINT NOT NULL,
+        since          BIGINT NOT NULL,
+        CONSTRAINT parked_lane_pk PRIMARY KEY (consumer, tenant_id, context_name, aggregate_name, aggregate_id)
+    );
+    ALTER TABLE execution_failed ADD COLUMN skipped_by TEXT;
 "#,
 ];
 
@@ -611,7 +635,7 @@ mod tests {
         // made `unique_key`, 14 `deadline`.
         client
             .batch_execute(&format!(
-                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key; DROP TABLE {schema}.deadline"
+                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key; DROP TABLE {schema}.deadline; DROP TABLE {schema}.parked_lane; ALTER TABLE {schema}.execution_failed DROP COLUMN skipped_by"
             ))
             .await
             .unwrap();

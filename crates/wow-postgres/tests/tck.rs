@@ -70,6 +70,10 @@ mod downstream {
     }
 
     wow_tck::downstream_tck!(optional: stores);
+
+    mod parking {
+        wow_tck::parking_tck!(optional: super::stores);
+    }
 }
 
 mod processed_message {

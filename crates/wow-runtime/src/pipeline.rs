@@ -27,7 +27,9 @@ use wow_core::command::{CommandBus, CommandHandler, InMemoryCommandBus};
 use wow_core::compensation::CompensationStore;
 use wow_core::compensation::RetrySpec;
 use wow_core::deadline::DeadlineStore;
-use wow_core::event::{ConsumerPositions, DomainEventBus, EventConsumer};
+use wow_core::event::{
+    ConsumerPositions, DomainEventBus, EventConsumer, InMemoryParkedStreams, ParkedStreams,
+};
 use wow_core::eventsourcing::{EventStore, SnapshotStore};
 use wow_core::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use wow_core::saga::DynSaga;
@@ -49,6 +51,7 @@ pub struct LocalPipelineBuilder {
     partition_capacity: usize,
     send_timeout: Duration,
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
+    parked: Option<Arc<dyn ParkedStreams>>,
     positions: Option<Arc<dyn ConsumerPositions>>,
     deadlines: Option<Arc<dyn DeadlineStore>>,
     services: Services,
@@ -96,6 +99,15 @@ impl LocalPipelineBuilder {
     /// [`LocalPipeline::compensation`].
     pub fn compensation(mut self, store: Arc<dyn CompensationStore>, retry: RetrySpec) -> Self {
         self.compensation = Some((store, retry));
+        self
+    }
+
+    /// Keeps the lanes of parked streams in `lanes` (SPEC DS-5): with a compensation store,
+    /// a consumer's later streams of an aggregate wait behind its failed one, in order, until
+    /// a retry succeeds. Default: in memory, rebuilt after a restart by catch-up (positions
+    /// stop before the failed stream, so it and every later one are delivered again in order).
+    pub fn parked_streams(mut self, lanes: Arc<dyn ParkedStreams>) -> Self {
+        self.parked = Some(lanes);
         self
     }
 
@@ -379,7 +391,11 @@ impl LocalPipelineBuilder {
             dispatcher = dispatcher.saga(saga);
         }
         if let Some((store, retry)) = self.compensation.take() {
-            dispatcher = dispatcher.compensation(store, retry);
+            dispatcher = dispatcher.compensation(store, retry).parked_streams(
+                self.parked
+                    .take()
+                    .unwrap_or_else(|| Arc::new(InMemoryParkedStreams::new())),
+            );
         }
         if let Some(positions) = self.positions.take() {
             dispatcher = dispatcher.positions(positions);
@@ -535,6 +551,7 @@ impl LocalPipeline {
             partition_capacity: DEFAULT_PARTITION_CAPACITY,
             send_timeout: crate::command::DEFAULT_SEND_TIMEOUT,
             compensation: None,
+            parked: None,
             positions: None,
             deadlines: None,
             services: Services::new(),

@@ -560,7 +560,7 @@ async fn a_panicking_consumer_fails_that_delivery_only_and_keeps_consuming() {
 
     let record =
         a_panicking_projection_fails_its_delivery_and_is_recorded(&pipeline, &failures, &a).await;
-    a_sagas_panic_is_its_own_failure_and_later_streams_reach_both(
+    a_sagas_panic_is_its_own_failure_and_only_the_failed_aggregate_waits(
         &pipeline, &failures, &touchy, &a, &b,
     )
     .await;
@@ -574,7 +574,16 @@ async fn a_panicking_consumer_fails_that_delivery_only_and_keeps_consuming() {
         .await
         .unwrap();
     assert_eq!(retried.status, ExecutionFailedStatus::Succeeded);
-    assert!(touchy.handled().contains(&(a.id.clone(), 2)));
+    let handled: Vec<_> = touchy
+        .handled()
+        .into_iter()
+        .filter(|(id, _)| *id == a.id)
+        .collect();
+    assert_eq!(
+        handled,
+        vec![(a.id.clone(), 1), (a.id.clone(), 2), (a.id.clone(), 3)],
+        "the retry releases version 3 after version 2"
+    );
 }
 
 /// `touchy`'s panic on `a`'s version 2 fails that PROJECTED stage and is recorded, to be
@@ -614,24 +623,31 @@ async fn a_panicking_projection_fails_its_delivery_and_is_recorded(
 }
 
 /// The saga's panic (on the same stream, in a later stage) is its own failure, recorded the
-/// same way; every later stream still reaches both consumers.
-async fn a_sagas_panic_is_its_own_failure_and_later_streams_reach_both(
+/// same way. `a`'s later stream waits behind each consumer's failure (SPEC DS-5), answered
+/// `StreamParked`, while `b`'s streams reach both consumers.
+async fn a_sagas_panic_is_its_own_failure_and_only_the_failed_aggregate_waits(
     pipeline: &LocalPipeline,
     failures: &InMemoryCompensationStore,
     touchy: &Touchy,
     a: &AggregateId,
     b: &AggregateId,
 ) {
-    for (id, version) in [(a, 3), (b, 2)] {
-        let handled = send_for(
-            pipeline,
-            command(id, FragileCommand::Touch),
-            CommandStage::Projected,
-        )
-        .await;
-        assert_ok(&handled);
-        assert_eq!(handled.aggregate_version, Some(version));
-    }
+    let parked = send_for(
+        pipeline,
+        command(a, FragileCommand::Touch),
+        CommandStage::Projected,
+    )
+    .await;
+    assert_eq!(parked.error_code, ErrorCode::StreamParked, "{parked:?}");
+    assert_eq!(parked.aggregate_version, Some(3));
+    let handled = send_for(
+        pipeline,
+        command(b, FragileCommand::Touch),
+        CommandStage::Projected,
+    )
+    .await;
+    assert_ok(&handled);
+    assert_eq!(handled.aggregate_version, Some(2));
     let sagas = send_for(
         pipeline,
         command(b, FragileCommand::Touch),
@@ -642,16 +658,17 @@ async fn a_sagas_panic_is_its_own_failure_and_later_streams_reach_both(
     let saga_records = records_of(failures, "panicky_saga").await;
     assert_eq!(
         saga_records.iter().map(|r| r.version).collect::<Vec<_>>(),
-        vec![2, 3],
-        "one record per failed delivery"
+        vec![2],
+        "one record, the failed delivery's; version 3 waits behind it"
     );
     assert!(saga_records[0]
         .error_message
         .contains("the saga trips on 2"));
     let handled = touchy.handled();
-    for expected in [(a.id.clone(), 3), (b.id.clone(), 2), (b.id.clone(), 3)] {
+    for expected in [(b.id.clone(), 2), (b.id.clone(), 3)] {
         assert!(handled.contains(&expected), "{expected:?} in {handled:?}");
     }
+    assert!(!handled.contains(&(a.id.clone(), 3)), "{handled:?}");
 }
 
 #[tokio::test]

@@ -210,7 +210,11 @@ impl ServiceBuilder {
         }));
         self.openapi.extend(view_openapi::<V>());
         self.routes.push(Box::new(|cx: &ServiceContext| {
-            view_route::<V>(cx.stores.views.clone(), cx.http.clone())
+            view_route::<V>(
+                cx.stores.views.clone(),
+                cx.stores.events.clone(),
+                cx.http.clone(),
+            )
         }));
         self
     }

@@ -89,6 +89,7 @@ async fn read_row<V: MultiStreamView>(
     store: Arc<dyn ViewStore>,
     tenant_id: String,
     id: String,
+    _: HeaderMap,
 ) -> Response {
     match store
         .load(&ViewKey::new(V::NAME, tenant_id, id.clone()))

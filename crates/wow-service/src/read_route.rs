@@ -41,7 +41,7 @@ where
     F: Fn(ReadRequest) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<Option<T>, BoxError>> + Send + 'static,
 {
-    let answer = move |stores: Stores, tenant_id: String, id: String| {
+    let answer = move |stores: Stores, tenant_id: String, id: String, _: HeaderMap| {
         let read = read.clone();
         async move {
             let request = ReadRequest {
@@ -71,9 +71,9 @@ where
 }
 
 /// The route `GET path` (a path with an `{id}`) answering with what `answer` makes of
-/// `context`, the caller's tenant and the id, once both are found good: the tenant as every
-/// built-in route finds it (auth's 401/403 otherwise), the id by the id rules (400
-/// `IllegalArgument`, built by `error`, otherwise).
+/// `context`, the caller's tenant, the id and the request's headers, once the tenant and the
+/// id are found good: the tenant as every built-in route finds it (auth's 401/403 otherwise),
+/// the id by the id rules (400 `IllegalArgument`, built by `error`, otherwise).
 pub(crate) fn id_route<C, F, Fut>(
     path: &str,
     http: HttpConfig,
@@ -83,14 +83,14 @@ pub(crate) fn id_route<C, F, Fut>(
 ) -> Router
 where
     C: Clone + Send + Sync + 'static,
-    F: Fn(C, String, String) -> Fut + Clone + Send + Sync + 'static,
+    F: Fn(C, String, String, HeaderMap) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response> + Send + 'static,
 {
     let route = move |Path(id): Path<String>, headers: HeaderMap| {
         let (http, context, answer) = (http.clone(), context.clone(), answer.clone());
         async move {
             match caller_and_id(&http, &headers, &id, error) {
-                Ok(tenant_id) => answer(context, tenant_id, id).await,
+                Ok(tenant_id) => answer(context, tenant_id, id, headers).await,
                 Err(refused) => refused,
             }
         }

@@ -323,6 +323,7 @@ impl ServiceBuilder {
             .remote_consumers(remote)
             .idempotency(self.settings.idempotency.clone())
             .compensation(stores.compensation.clone(), self.settings.retry)
+            .parked_streams(stores.parked.clone())
             .positions(stores.positions.clone())
             .deadlines(stores.deadlines.clone())
             .services(self.services.clone())

@@ -3,13 +3,17 @@
 
 use std::sync::Arc;
 
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
 use wow_core::aggregate::Aggregate;
+use wow_core::eventsourcing::EventStore;
 use wow_core::view::{View, ViewStore, ViewStoreError};
+use wow_core::AggregateId;
 use wow_http::HttpConfig;
+
+use crate::fresh_read::{read_fresh, Behind, Freshness};
 
 /// The path of `V`'s read route: `/{aggregate}/{id}/view/{view name}`.
 pub(crate) fn view_path<V: View>() -> String {
@@ -23,14 +27,65 @@ pub(crate) fn view_path<V: View>() -> String {
 /// `GET /{aggregate}/{id}/view/{view}`: 200 `{aggregateId, version, state}` (the version is
 /// the last aggregate version folded in), 404 when the view holds no row for the id in the
 /// caller's tenant (another tenant's row of the same id is not it), 400 for an id that breaks
-/// the id rules, 503 when the store cannot be reached, 500 when the row does not decode.
-/// The tenant is found as every built-in route finds it ([`wow_http::caller_tenant`]).
-pub(crate) fn view_route<V: View>(store: Arc<dyn ViewStore>, http: HttpConfig) -> Router {
-    crate::read_route::id_route(&view_path::<V>(), http, store, error, read_view::<V>)
+/// the id rules or a freshness header that does not parse, 503 when the store cannot be
+/// reached, 500 when the row does not decode. The tenant is found as every built-in route
+/// finds it ([`wow_http::caller_tenant`]).
+///
+/// A read may ask for data at least as fresh as an append (SPEC DS-6): `Wow-Fresh-Request`
+/// (a request id of this aggregate) or `Wow-Fresh-Version` (its version), waiting up to
+/// `Wow-Fresh-Wait` milliseconds (3,000 unless said, at most 5,000); it is answered once the
+/// row includes it, or `408 ViewNotFresh` (as a command's wait that runs out) with the row's
+/// version and the one asked for.
+pub(crate) fn view_route<V: View>(
+    store: Arc<dyn ViewStore>,
+    events: Arc<dyn EventStore>,
+    http: HttpConfig,
+) -> Router {
+    crate::read_route::id_route(
+        &view_path::<V>(),
+        http,
+        (store, events),
+        error,
+        read_view::<V>,
+    )
 }
 
-async fn read_view<V: View>(store: Arc<dyn ViewStore>, tenant_id: String, id: String) -> Response {
-    match wow_core::view::view::<V>(store.as_ref(), &tenant_id, &id).await {
+async fn read_view<V: View>(
+    (store, events): (Arc<dyn ViewStore>, Arc<dyn EventStore>),
+    tenant_id: String,
+    id: String,
+    headers: HeaderMap,
+) -> Response {
+    let freshness = match Freshness::of(&headers) {
+        Ok(freshness) => freshness,
+        Err((status, code, message)) => return error(status, code, message),
+    };
+    let read = || {
+        let (store, tenant_id, id) = (store.clone(), tenant_id.clone(), id.clone());
+        async move {
+            wow_core::view::view::<V>(store.as_ref(), &tenant_id, &id)
+                .await
+                .map_err(|failure| unreadable::<V>(failure))
+        }
+    };
+    let row = match freshness {
+        None => read().await,
+        Some(freshness) => {
+            let named = V::Aggregate::named_aggregate();
+            let aggregate = AggregateId::new(
+                &named.context_name,
+                &named.aggregate_name,
+                id.as_str(),
+                tenant_id.as_str(),
+            );
+            match read_fresh(&events, &aggregate, &freshness, error, read).await {
+                Ok(row) => Ok(row),
+                Err(Ok(behind)) => return not_fresh::<V>(&id, &behind),
+                Err(Err(failure)) => return failure,
+            }
+        }
+    };
+    match row {
         Ok(Some((state, version))) => {
             Json(json!({"aggregateId": id, "version": version, "state": state})).into_response()
         }
@@ -39,17 +94,62 @@ async fn read_view<V: View>(store: Arc<dyn ViewStore>, tenant_id: String, id: St
             "NotFound",
             format!("no row of view {} for `{id}`", V::NAME),
         ),
-        Err(ViewStoreError::Unavailable(source)) => error(
+        Err(failure) => failure,
+    }
+}
+
+/// The answer to a view store's failure: 503 when it cannot be reached, 500 otherwise.
+fn unreadable<V: View>(failure: ViewStoreError) -> Response {
+    match failure {
+        ViewStoreError::Unavailable(source) => error(
             StatusCode::SERVICE_UNAVAILABLE,
             "ServiceUnavailable",
             format!("view {} cannot be read: {source}", V::NAME),
         ),
-        Err(failure) => error(
+        failure => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "InternalServerError",
             format!("view {}: {failure}", V::NAME),
         ),
     }
+}
+
+/// `408 ViewNotFresh`: the wait ran out before the row included what was asked for; the
+/// body says how far behind it is (`version`, `wanted`, `lag`; `wanted` is null while the
+/// request is not appended).
+fn not_fresh<V: View>(id: &str, behind: &Behind) -> Response {
+    let message = match behind.wanted {
+        Some(wanted) => format!(
+            "view {} holds version {} of `{id}`, not yet {wanted}",
+            V::NAME,
+            behind.version
+        ),
+        None => format!(
+            "the request is not appended to `{id}` yet; view {} holds version {}",
+            V::NAME,
+            behind.version
+        ),
+    };
+    let lag = behind
+        .wanted
+        .map(|wanted| wanted.saturating_sub(behind.version));
+    let mut response = (
+        StatusCode::REQUEST_TIMEOUT,
+        Json(
+            json!({"errorCode": "ViewNotFresh", "errorMsg": message, "succeeded": false,
+            "version": behind.version, "wanted": behind.wanted, "lag": lag}),
+        ),
+    )
+        .into_response();
+    response.headers_mut().insert(
+        wow_http::ERROR_CODE_HEADER,
+        HeaderValue::from_static("ViewNotFresh"),
+    );
+    response.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        HeaderValue::from_static("1"),
+    );
+    response
 }
 
 /// An error answer as every route gives it: `{errorCode, errorMsg}` and `Wow-Error-Code`.
@@ -90,12 +190,22 @@ where
             {"name": "Command-Tenant-Id", "in": "header", "required": false,
                 "description": "The tenant, as for every query (not read when bearer auth is on).",
                 "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^(\\(0\\)|([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,}))$"}},
+            {"name": "Wow-Fresh-Request", "in": "header", "required": false,
+                "description": "Answer only once the row includes the append of this request id of the aggregate (SPEC DS-6); with Wow-Fresh-Version, both.",
+                "schema": {"type": "string", "minLength": 1}},
+            {"name": "Wow-Fresh-Version", "in": "header", "required": false,
+                "description": "Answer only once the row includes this version of the aggregate (a command's aggregateVersion); with Wow-Fresh-Request, both.",
+                "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX}},
+            {"name": "Wow-Fresh-Wait", "in": "header", "required": false,
+                "description": "How long to wait for that, in milliseconds (3000 unless said; at most 5000).",
+                "schema": {"type": "integer", "minimum": 0, "maximum": 5000}},
         ],
         "responses": {
             "200": {"description": "The view's row: its state and the last aggregate version folded into it",
                 "content": {"application/json": {"schema": row}}},
-            "400": answer("IllegalArgument: the id or Command-Tenant-Id breaks the rules of an id"),
+            "400": answer("IllegalArgument: the id or Command-Tenant-Id breaks the rules of an id; BadRequest: a freshness header that does not parse"),
             "404": answer("NotFound: the view holds no row for this id in the caller's tenant"),
+            "408": answer("ViewNotFresh: the wait ran out before the row included what a freshness header asked for (the body adds version, wanted, lag)"),
             "503": answer("ServiceUnavailable: the view store cannot be reached"),
         },
     }});

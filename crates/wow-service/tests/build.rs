@@ -131,6 +131,61 @@ async fn a_view_is_projected_and_served_in_the_callers_tenant() {
     service.stop().await;
 }
 
+/// SPEC DS-6: a reader that names a command's request id (or the version it answered) gets
+/// a row that includes it, whatever the view had folded in when the read came; a row that
+/// cannot get there within the wait is `408 ViewNotFresh` with how far behind it is.
+#[tokio::test]
+async fn a_fresh_read_includes_the_append_it_names_or_says_how_far_behind_the_view_is() {
+    let service = counter_with_total(Stores::in_memory()).await;
+    count(&service, "c1", 1).await;
+    let app = service.router();
+    let path = "/counter/c1/view/counter_total";
+    for round in 1..=20u64 {
+        let request_id = format!("add-{round}");
+        let sent = [
+            ("Command-Wait-Stage", "SENT"),
+            ("Command-Request-Id", request_id.as_str()),
+        ];
+        let (status, body) = call(&app, "POST", "/counter/c1/add", &sent, r#"{"by":1}"#).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let fresh = [("Wow-Fresh-Request", request_id.as_str())];
+        let (status, row) = call(&app, "GET", path, &fresh, "").await;
+        assert_eq!(status, StatusCode::OK, "{row}");
+        assert!(
+            row["version"].as_u64().unwrap() >= round + 2,
+            "round {round}: {row}"
+        );
+        let (status, row) = call(&app, "GET", path, &[("Wow-Fresh-Version", "3")], "").await;
+        assert_eq!(status, StatusCode::OK, "{row}");
+    }
+
+    let ahead = [("Wow-Fresh-Version", "99"), ("Wow-Fresh-Wait", "30")];
+    let (status, body) = call(&app, "GET", path, &ahead, "").await;
+    assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{body}");
+    assert_eq!(body["errorCode"], "ViewNotFresh");
+    assert_eq!(
+        (body["version"].as_u64(), body["wanted"].as_u64()),
+        (Some(22), Some(99))
+    );
+    assert_eq!(body["lag"], 77);
+    let unknown = [("Wow-Fresh-Request", "never-sent"), ("Wow-Fresh-Wait", "0")];
+    let (status, body) = call(&app, "GET", path, &unknown, "").await;
+    assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{body}");
+    assert!(body["wanted"].is_null(), "not appended yet: {body}");
+    let both = [("Wow-Fresh-Version", "3"), ("Wow-Fresh-Request", "add-1")];
+    let (status, row) = call(&app, "GET", path, &both, "").await;
+    assert_eq!(status, StatusCode::OK, "both conditions hold: {row}");
+    for bad in [
+        [("Wow-Fresh-Version", "soon"), ("Wow-Fresh-Wait", "1")],
+        [("Wow-Fresh-Version", "3"), ("Wow-Fresh-Wait", "-1")],
+        [("Wow-Fresh-Request", ""), ("Wow-Fresh-Wait", "1")],
+    ] {
+        let (status, body) = call(&app, "GET", path, &bad, "").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad:?}: {body}");
+    }
+    service.stop().await;
+}
+
 #[tokio::test]
 async fn openapi_lists_the_view_route_with_the_state_schema() {
     let service = counter_with_total(Stores::in_memory()).await;

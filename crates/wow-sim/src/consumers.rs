@@ -39,6 +39,19 @@ pub(crate) struct Balances {
 /// The outbox: one row per event (its id), in the order written.
 pub(crate) type Outbox = Vec<String>;
 
+/// Every delivery a consumer acknowledged, in the order acknowledged: (consumer, wallet,
+/// version). The checks read it for SPEC DS-5.
+pub(crate) type HandledOrder = Arc<Mutex<Vec<(String, String, u64)>>>;
+
+/// Writes down that `consumer` acknowledged `stream`.
+fn note_handled(order: &HandledOrder, consumer: &str, stream: &DomainEventStream) {
+    order.lock().unwrap_or_else(|p| p.into_inner()).push((
+        consumer.to_owned(),
+        stream.aggregate_id.id.clone(),
+        stream.version,
+    ));
+}
+
 /// Redelivers streams whose consumer failed, after a while, through the real dispatcher; and
 /// runs the saga again on streams it handled (the `SagaRerun` fault).
 #[derive(Debug)]
@@ -212,6 +225,7 @@ pub(crate) struct Flaky<C> {
     pub(crate) inner: C,
     pub(crate) chaos: Arc<Chaos>,
     pub(crate) redelivery: Arc<Redelivery>,
+    pub(crate) order: HandledOrder,
 }
 
 #[async_trait]
@@ -244,6 +258,7 @@ impl<C: EventConsumer> EventConsumer for Flaky<C> {
             self.redelivery.schedule(stream, "crashed before ack");
             return Err(ConsumerError::internal("crashed after writing, before ack"));
         }
+        note_handled(&self.order, self.inner.name(), stream);
         Ok(())
     }
 }
@@ -442,6 +457,7 @@ pub(crate) struct FlakySaga<S> {
     pub(crate) inner: S,
     pub(crate) chaos: Arc<Chaos>,
     pub(crate) redelivery: Arc<Redelivery>,
+    pub(crate) order: HandledOrder,
 }
 
 #[async_trait]
@@ -476,6 +492,7 @@ impl<S: Saga<Aggregate = Wallet>> Saga for FlakySaga<S> {
                 "saga crashed after sending, before ack",
             ));
         }
+        note_handled(&self.order, self.inner.name(), stream);
         let acted = saga_acts_on(&stream.aggregate_id.id, event);
         if acted && self.chaos.inject(FaultKind::SagaRerun, label) {
             self.redelivery.rerun_saga(stream, self.inner.name());

@@ -304,6 +304,11 @@ async fn judge(
         saga_reported: &saga_reported,
         balances: pipeline.balances.read(Clone::clone),
         outbox: pipeline.outbox.read(Clone::clone),
+        handled_order: pipeline
+            .order
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone(),
         waiting: pipeline.waits.waiting(),
         rewards_wallet: REWARDS,
         log: chaos.logged(),

@@ -33,6 +33,8 @@ pub(crate) struct Observed<'a> {
     pub(crate) saga_reported: &'a [CommandResult],
     pub(crate) balances: Balances,
     pub(crate) outbox: Vec<String>,
+    /// Every delivery the consumers acknowledged, in order: (consumer, wallet, version).
+    pub(crate) handled_order: Vec<(String, String, u64)>,
     pub(crate) waiting: usize,
     pub(crate) rewards_wallet: &'a str,
     /// The appends that took effect and the final rejections nodes answered, in order.
@@ -137,6 +139,7 @@ pub(crate) fn check(observed: &Observed<'_>) -> (Vec<String>, IntentTally) {
     projection_once_per_event(observed, &event_ids, &mut violations);
     outbox_once_per_event(observed, &event_ids, &mut violations);
     projection_folds_history(observed, &mut violations);
+    consumers_keep_each_aggregates_order(observed, &mut violations);
     nothing_left_waiting(observed, &mut violations);
     (violations, tally)
 }
@@ -296,6 +299,25 @@ fn projection_once_per_event(
         if !observed.balances.applied.contains_key(*event_id) {
             violations.push(format!(
                 "DS-1: the projection never applied event {event_id} once quiet"
+            ));
+        }
+    }
+}
+
+/// No consumer acknowledged version n+1 of a wallet before version n (DS-5): each first
+/// acknowledgement of a version comes after every version below it was acknowledged; a
+/// redelivery of one already acknowledged is not a step.
+fn consumers_keep_each_aggregates_order(observed: &Observed<'_>, violations: &mut Vec<String>) {
+    let mut through: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    let mut reported = BTreeSet::new();
+    for (consumer, wallet, version) in &observed.handled_order {
+        let handled = through.entry((consumer, wallet)).or_insert(0);
+        if *version == *handled + 1 {
+            *handled = *version;
+        } else if *version > *handled + 1 && reported.insert((consumer, wallet)) {
+            violations.push(format!(
+                "DS-5: {consumer} handled {wallet}@v{version} before v{}",
+                *handled + 1
             ));
         }
     }

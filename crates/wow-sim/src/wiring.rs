@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use wow_core::aggregate::AggregateRegistry;
 use wow_core::compensation::{InMemoryCompensationStore, RetrySpec};
-use wow_core::event::{InMemoryConsumerPositions, InMemoryProcessedMessages};
+use wow_core::event::{
+    InMemoryConsumerPositions, InMemoryParkedStreams, InMemoryProcessedMessages,
+};
 use wow_core::eventsourcing::{EventStore, InMemoryEventStore};
 use wow_core::CommandResult;
 use wow_runtime::command::{CommandGateway, InFlightRequests, WaitCoordinator};
@@ -22,7 +24,8 @@ use wow_runtime::metrics::PipelineMetrics;
 
 use crate::chaos::{Chaos, SimClock};
 use crate::consumers::{
-    BalanceProjection, Balances, Flaky, FlakySaga, Outbox, OutboxProcessor, Redelivery, WalletSaga,
+    BalanceProjection, Balances, Flaky, FlakySaga, HandledOrder, Outbox, OutboxProcessor,
+    Redelivery, WalletSaga,
 };
 use crate::domain::Wallet;
 use crate::nodes::{
@@ -64,6 +67,8 @@ pub(crate) struct Pipeline {
     pub(crate) balances: Arc<InMemoryProcessedMessages<Balances>>,
     /// The outbox processor's rows.
     pub(crate) outbox: Arc<InMemoryProcessedMessages<Outbox>>,
+    /// Every delivery the consumers acknowledged, in order (SPEC DS-5).
+    pub(crate) order: HandledOrder,
     /// Every result the gateway reported to the saga as succeeded.
     pub(crate) saga_reported: Arc<Mutex<Vec<CommandResult>>>,
     /// The in-flight registry the gateway shares with the nodes (a monolith), or none.
@@ -93,6 +98,7 @@ struct Downstream {
     redelivery: Arc<Redelivery>,
     balances: Arc<InMemoryProcessedMessages<Balances>>,
     outbox: Arc<InMemoryProcessedMessages<Outbox>>,
+    order: HandledOrder,
     saga_reported: Arc<Mutex<Vec<CommandResult>>>,
     failures: Arc<InMemoryCompensationStore>,
     events: Arc<FaultyEventBus>,
@@ -126,6 +132,7 @@ pub(crate) fn wire(config: SimConfig, chaos: &Arc<Chaos>) -> Pipeline {
         failures: downstream.failures,
         balances: downstream.balances,
         outbox: downstream.outbox,
+        order: downstream.order,
         saga_reported: downstream.saga_reported,
         in_flight: started.in_flight,
         monolith: started.monolith,
@@ -198,6 +205,7 @@ fn downstream_parts(chaos: &Arc<Chaos>, crashed: Crashed) -> (Downstream, EventF
         redelivery,
         balances,
         outbox,
+        order: HandledOrder::default(),
         saga_reported,
         failures,
         events,
@@ -291,6 +299,9 @@ fn start_dispatcher(
     let dispatcher = EventDispatcher::builder(shared.notifier.clone())
         .gateway(gateway)
         .compensation(downstream.failures.clone(), RETRY)
+        // SPEC DS-5: a failed stream holds its aggregate's later ones back, for each consumer.
+        .parked_streams(Arc::new(InMemoryParkedStreams::new()))
+        .event_store(shared.raw.clone())
         .positions(Arc::new(InMemoryConsumerPositions::new()))
         .clock(shared.clock.clone())
         .projection(Arc::new(Flaky {
@@ -299,6 +310,7 @@ fn start_dispatcher(
             },
             chaos: chaos.clone(),
             redelivery: downstream.redelivery.clone(),
+            order: downstream.order.clone(),
         }))
         .event_processor(Arc::new(Flaky {
             inner: OutboxProcessor {
@@ -306,6 +318,7 @@ fn start_dispatcher(
             },
             chaos: chaos.clone(),
             redelivery: downstream.redelivery.clone(),
+            order: downstream.order.clone(),
         }))
         .saga(Arc::new(FlakySaga {
             inner: WalletSaga {
@@ -314,6 +327,7 @@ fn start_dispatcher(
             },
             chaos: chaos.clone(),
             redelivery: downstream.redelivery.clone(),
+            order: downstream.order.clone(),
         }))
         .build();
     downstream.redelivery.set_dispatcher(&dispatcher);

@@ -37,6 +37,12 @@ const CONFLICT: &str = "
 const RENAME_KEY_HOLDERS: &str =
     "UPDATE unique_key SET aggregate_name = ?2 WHERE aggregate_name = ?1";
 
+/// Re-keys the lanes of parked streams (SPEC DS-5). A lane exists only for an aggregate with
+/// history, and the conflict check refuses a rename with history under both names, so no key
+/// collides.
+const RENAME_PARKED_LANES: &str =
+    "UPDATE parked_lane SET aggregate_name = ?2 WHERE aggregate_name = ?1";
+
 /// A keyed table's two statements: how many rows name `?1`, and re-keying them to `?2`.
 struct KeyedTable {
     /// Counts the rows of aggregate name `?1`.
@@ -100,6 +106,8 @@ fn rename(
         // The keys an aggregate holds (SPEC DM-1) follow it; they are not counted as rows of
         // its history.
         connection.execute(RENAME_KEY_HOLDERS, params![from, to])?;
+        // So do the lanes of its parked streams (SPEC DS-5).
+        connection.execute(RENAME_PARKED_LANES, params![from, to])?;
         // So do the deadlines it owns and those sent to it (SPEC DM-2), in this transaction.
         connection.execute(deadline::RENAME_OWNERS, params![from, to])?;
         connection.execute(deadline::RENAME_TARGETS, params![from, to])?;

@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 16;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 16] = [
+const MIGRATIONS: [&str; 17] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -298,6 +298,24 @@ const MIGRATIONS: [&str; 16] = [
     -- already there.
     ALTER TABLE deadline ADD COLUMN held_to TEXT;
 "#,
+    r#"
+    -- Parked streams (SPEC DS-5): once a consumer's delivery of an aggregate's stream fails,
+    -- its later streams of that aggregate wait behind it. One row per open lane: the failed
+    -- version (its head) and the highest version parked behind it; history holds the streams
+    -- themselves. A skipped compensation record names its operator (`skipped_by`).
+    CREATE TABLE parked_lane (
+        consumer       TEXT    NOT NULL,
+        tenant_id      TEXT    NOT NULL,
+        context_name   TEXT    NOT NULL,
+        aggregate_name TEXT    NOT NULL,
+        aggregate_id   TEXT    NOT NULL,
+        head_version   INTEGER NOT NULL,
+        parked_through INTEGER NOT NULL,
+        since          INTEGER NOT NULL,
+        PRIMARY KEY (consumer, tenant_id, context_name, aggregate_name, aggregate_id)
+    ) WITHOUT ROWID;
+    ALTER TABLE execution_failed ADD COLUMN skipped_by TEXT;
+"#,
 ];
 
 /// Whether the file has the table of its schema version, `wow_schema`.
@@ -544,7 +562,8 @@ mod tests {
         Connection::open(&path)
             .unwrap()
             .execute_batch(
-                "UPDATE wow_schema SET version = 10; DROP TABLE unique_key; DROP TABLE deadline",
+                "UPDATE wow_schema SET version = 10; DROP TABLE unique_key; DROP TABLE deadline;
+                 DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by",
             )
             .unwrap();
         let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
@@ -577,7 +596,8 @@ mod tests {
             .unwrap()
             .execute_batch(
                 "UPDATE wow_schema SET version = 12; DROP TABLE deadline;
-                 ALTER TABLE unique_key DROP COLUMN reserved_until",
+                 ALTER TABLE unique_key DROP COLUMN reserved_until;
+                 DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by",
             )
             .unwrap();
 
@@ -636,7 +656,8 @@ mod tests {
             .execute_batch(
                 "UPDATE wow_schema SET version = 14;
                  ALTER TABLE unique_key DROP COLUMN reserved_until;
-                 ALTER TABLE deadline DROP COLUMN held_to",
+                 ALTER TABLE deadline DROP COLUMN held_to;
+                 DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by",
             )
             .unwrap();
 

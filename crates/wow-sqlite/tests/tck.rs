@@ -65,6 +65,10 @@ mod downstream {
     }
 
     wow_tck::downstream_tck!(stores);
+
+    mod parking {
+        wow_tck::parking_tck!(super::stores);
+    }
 }
 
 mod processed_message {

@@ -8,7 +8,9 @@ use futures::future::BoxFuture;
 use wow_core::compensation::{
     CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RetrySpec,
 };
-use wow_core::event::{ConsumerError, ConsumerPositions, EffectJournal, EffectState, PositionRun};
+use wow_core::event::{
+    ConsumerError, ConsumerPositions, EffectJournal, EffectState, ParkedStreams, PositionRun,
+};
 use wow_core::eventsourcing::{EventStore, GlobalPosition};
 use wow_core::{AggregateId, CommandStage, ErrorCode};
 
@@ -24,6 +26,8 @@ pub struct Stores {
     pub positions: Arc<dyn ConsumerPositions>,
     /// The effect journal.
     pub effects: Arc<dyn EffectJournal>,
+    /// The lanes of parked streams (SPEC DS-5).
+    pub parked: Arc<dyn ParkedStreams>,
     /// The history the runtime cases dispatch, retry and catch up from.
     pub events: Arc<dyn EventStore>,
     /// Opens the positions again on the same database; `None` for a store that lives in
@@ -46,12 +50,18 @@ impl Stores {
     /// The stores of a backend that implements them all, history included, on one type.
     pub fn of<T>(store: Arc<T>) -> Self
     where
-        T: CompensationStore + ConsumerPositions + EffectJournal + EventStore + 'static,
+        T: CompensationStore
+            + ConsumerPositions
+            + EffectJournal
+            + ParkedStreams
+            + EventStore
+            + 'static,
     {
         Self {
             compensation: store.clone(),
             positions: store.clone(),
             effects: store.clone(),
+            parked: store.clone(),
             events: store,
             reopen: None,
             owner: None,

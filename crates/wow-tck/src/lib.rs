@@ -25,6 +25,7 @@ pub mod event_store;
 pub mod fixtures;
 pub mod lifecycle;
 pub mod migration;
+pub mod parking;
 pub mod processed_message;
 pub mod query;
 pub mod query_bounds;

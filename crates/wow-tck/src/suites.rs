@@ -271,6 +271,38 @@ macro_rules! __downstream_cases {
     };
 }
 
+/// Runs every parked-streams case (SPEC DS-5) against the stores from `$factory`, the same
+/// factory as [`downstream_tck!`] (or, with `optional:`, an `Option` of them).
+#[macro_export]
+macro_rules! parking_tck {
+    (optional: $factory:expr) => {
+        $crate::__parking_cases!(optional, $factory);
+    };
+    ($factory:expr) => {
+        $crate::__parking_cases!(required, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __parking_cases {
+    ($mode:ident, $factory:expr) => {
+        $crate::__tck_cases!(
+            $mode,
+            parking,
+            $factory,
+            [
+                a_lane_parks_behind_its_head_and_closes_only_past_what_was_parked,
+                lanes_are_per_consumer_tenant_and_aggregate,
+                a_skipped_failure_names_its_operator_and_is_never_due,
+                parked_streams_wait_across_a_restart_and_run_in_order_after_the_retry,
+                a_failure_in_catch_up_parks_the_rest_and_the_retry_runs_them_before_the_next_live_stream,
+                a_stream_past_a_gap_is_preceded_by_the_missing_ones_from_history,
+            ]
+        );
+    };
+}
+
 /// Runs every ViewStore case against stores from `$factory`, an async function or closure
 /// with no arguments returning something that coerces to `Arc<dyn ViewStore>` (or, with
 /// `optional:`, an `Option` of it).

@@ -72,21 +72,30 @@ mod processed_message {
 
 mod downstream {
     use wow_core::compensation::InMemoryCompensationStore;
-    use wow_core::event::{InMemoryConsumerPositions, InMemoryEffectJournal};
+    use wow_core::event::{
+        InMemoryConsumerPositions, InMemoryEffectJournal, InMemoryParkedStreams,
+    };
     use wow_tck::downstream::Stores;
 
     use super::*;
 
-    wow_tck::downstream_tck!(|| async {
+    async fn stores() -> Stores {
         Stores {
             compensation: Arc::new(InMemoryCompensationStore::new()),
             positions: Arc::new(InMemoryConsumerPositions::new()),
             effects: Arc::new(InMemoryEffectJournal::new()),
+            parked: Arc::new(InMemoryParkedStreams::new()),
             events: Arc::new(wow_core::eventsourcing::InMemoryEventStore::new()),
             reopen: None,
             owner: None,
         }
-    });
+    }
+
+    wow_tck::downstream_tck!(stores);
+
+    mod parking {
+        wow_tck::parking_tck!(super::stores);
+    }
 }
 
 mod rename {

@@ -8,5 +8,6 @@ mod store;
 pub use record::{ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR};
 pub use retry::RetrySpec;
 pub use store::{
-    due_order, next_record, succeeded, CompensationStore, FailureQuery, InMemoryCompensationStore,
+    due_order, next_record, skipped, succeeded, CompensationStore, FailureQuery,
+    InMemoryCompensationStore,
 };

@@ -18,6 +18,9 @@ pub enum ExecutionFailedStatus {
     Exhausted,
     /// A retry succeeded; nothing is left to do.
     Succeeded,
+    /// An operator skipped it (SPEC DS-5): it is not retried, and the streams parked behind
+    /// it ran; `skippedBy` names the operator, `updatedAt` says when.
+    Skipped,
 }
 
 impl ExecutionFailedStatus {
@@ -27,14 +30,20 @@ impl ExecutionFailedStatus {
             ExecutionFailedStatus::Failed => "FAILED",
             ExecutionFailedStatus::Exhausted => "EXHAUSTED",
             ExecutionFailedStatus::Succeeded => "SUCCEEDED",
+            ExecutionFailedStatus::Skipped => "SKIPPED",
         }
     }
 
     /// The status named `name`, if it is one.
     pub fn parse(name: &str) -> Option<Self> {
-        [Self::Failed, Self::Exhausted, Self::Succeeded]
-            .into_iter()
-            .find(|status| status.as_str() == name)
+        [
+            Self::Failed,
+            Self::Exhausted,
+            Self::Succeeded,
+            Self::Skipped,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == name)
     }
 }
 
@@ -75,6 +84,9 @@ pub struct ExecutionFailed {
     pub created_at: i64,
     /// When the record last changed.
     pub updated_at: i64,
+    /// The operator who skipped it (status `SKIPPED`), as their token names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_by: Option<String>,
 }
 
 /// The consumer name of the records a processing node makes when it quarantines an aggregate

@@ -79,6 +79,16 @@ pub trait CompensationStore: Send + Sync + std::fmt::Debug {
         now: i64,
     ) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
 
+    /// Marks record `id` `SKIPPED` by operator `by` at `now` and returns it (SPEC DS-5); a
+    /// record that already `SUCCEEDED` or was skipped is returned as it stands; `None` when
+    /// there is no such record.
+    async fn mark_skipped(
+        &self,
+        id: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
+
     /// Record `id`, if it exists.
     async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
 
@@ -125,6 +135,7 @@ pub fn next_record(
             next_retry_at,
             created_at: now,
             updated_at: now,
+            skipped_by: None,
         },
     }
 }
@@ -135,6 +146,23 @@ pub fn succeeded(record: ExecutionFailed, now: i64) -> ExecutionFailed {
         status: ExecutionFailedStatus::Succeeded,
         next_retry_at: None,
         updated_at: now,
+        ..record
+    }
+}
+
+/// `record` skipped by `by` at `now`, unless it is settled already (succeeded or skipped).
+pub fn skipped(record: ExecutionFailed, by: &str, now: i64) -> ExecutionFailed {
+    if matches!(
+        record.status,
+        ExecutionFailedStatus::Succeeded | ExecutionFailedStatus::Skipped
+    ) {
+        return record;
+    }
+    ExecutionFailed {
+        status: ExecutionFailedStatus::Skipped,
+        next_retry_at: None,
+        updated_at: now,
+        skipped_by: Some(by.to_owned()),
         ..record
     }
 }
@@ -201,6 +229,20 @@ impl CompensationStore for InMemoryCompensationStore {
         let record = succeeded(record, now);
         records.insert(record.id.clone(), record.clone());
         Ok(Some(record))
+    }
+
+    async fn mark_skipped(
+        &self,
+        id: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(record) = records.get_mut(id) else {
+            return Ok(None);
+        };
+        *record = skipped(record.clone(), by, now);
+        Ok(Some(record.clone()))
     }
 
     async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {

@@ -5,6 +5,7 @@ mod bus;
 mod consumer;
 mod effect;
 mod handled;
+mod parking;
 mod position;
 mod processed;
 mod store_error;
@@ -16,6 +17,7 @@ pub use effect::{
     EffectState, InMemoryEffectJournal, ResumedEffect,
 };
 pub use handled::{BadRuns, HandledVersions, RunsText};
+pub use parking::{InMemoryParkedStreams, ParkedLane, ParkedStreams};
 pub use position::{ConsumerPositions, InMemoryConsumerPositions, PositionRun};
 pub use processed::{InMemoryProcessedMessages, ProcessError, Processed};
 pub use store_error::ConsumerStoreError;

@@ -126,7 +126,7 @@ const COMMAND_ERRORS: [CommandError; 11] = [
     ("422", "A business rule of the domain, under its own code (also replayed for a resend of a rejected intent, with result.originalCommandId); IllegalState: a recover of an aggregate that is not deleted", true, |kind| kind != CommandKind::Void),
     ("410", "IllegalAccessDeletedAggregate: the aggregate is deleted (soft delete); only recover reaches it (also replayed)", true, |kind| !matches!(kind, CommandKind::Create | CommandKind::Void)),
     ("500", "InternalServerError: a fault in the service; the outcome is unknown: look it up", false, every_kind),
-    ("503", "ServiceUnavailable: bus or store unreachable; the outcome is unknown: look it up. ServiceFailed: a service the handler consulted (a price, say) failed or ran past the command's deadline; nothing was recorded: resend with the same request id", false, every_kind),
+    ("503", "ServiceUnavailable: bus or store unreachable; the outcome is unknown: look it up. ServiceFailed: a service the handler consulted (a price, say) failed or ran past the command's deadline; nothing was recorded: resend with the same request id. StreamParked: a wait for a consumer whose earlier stream of the aggregate failed; the command was appended and its stream waits in order behind that one", false, every_kind),
 ];
 
 /// Every kind of command.
@@ -578,6 +578,7 @@ pub(crate) fn metrics_json() -> Value {
                         "properties": {"le": {"type": "number"}, "count": count}}},
                     "count": count, "sum": {"type": "number", "minimum": 0}}},
                 "consumerSignals": counted(&["stage", "consumer", "errorCode"]),
+                "consumerLag": consumer_lag(),
                 "duplicates": {"type": "object"},
                 "bloomHits": count, "handlerRuns": count, "eventBacklog": count, "quarantined": count}}}}}),
     )
@@ -735,8 +736,18 @@ pub(crate) fn health() -> Value {
                     "quarantinedCount": {"type": "integer", "minimum": 0},
                     "quarantined": {"type": "array", "items": quarantined},
                     "warnings": {"type": "array", "items": {"type": "string"}, "description": "What the service warned of at start (a crate built so that overflows wrap, started with WOW_OVERFLOW_CHECKS=warn); absent when none"},
-                    "store": store}}}}}}}},
+                    "store": store,
+                    "consumerLag": consumer_lag()}}}}}}}},
     }})
+}
+
+/// Each consumer's lag (SPEC DS-6), in `/metrics.json` and `/health`.
+fn consumer_lag() -> Value {
+    let count = json!({"type": "integer", "minimum": 0});
+    json!({"type": "array", "description": "Each consumer's lag (SPEC DS-6): streams it has not handled (the process's queue, its failed streams and those parked behind them), streams parked behind a failed one, failures waiting (FAILED, EXHAUSTED), and the age of the oldest stream it holds back", "items": {"type": "object",
+        "required": ["consumer", "streamsBehind", "parkedStreams", "failuresWaiting", "oldestUnhandledMs"],
+        "properties": {"consumer": {"type": "string"}, "streamsBehind": count, "parkedStreams": count,
+            "failuresWaiting": count, "oldestUnhandledMs": count}}})
 }
 
 /// The 404 of a compensation route.
@@ -760,7 +771,7 @@ pub(crate) fn compensation_failures() -> Value {
         "operationId": "compensation.failures",
         "summary": "Recorded consumer failures (event compensation), in the order first recorded; the caller's tenant's only when a tenant is named",
         "parameters": [
-            {"name": "status", "in": "query", "description": "FAILED, EXHAUSTED or SUCCEEDED (any case)", "schema": {"type": "string", "pattern": any_case(&["FAILED", "EXHAUSTED", "SUCCEEDED"])}},
+            {"name": "status", "in": "query", "description": "FAILED, EXHAUSTED, SUCCEEDED or SKIPPED (any case)", "schema": {"type": "string", "pattern": any_case(&["FAILED", "EXHAUSTED", "SUCCEEDED", "SKIPPED"])}},
             {"name": "consumer", "in": "query", "schema": {"type": "string"}},
             {"name": "after", "in": "query", "description": "The last id of the previous page", "schema": {"type": "string"}},
             {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
@@ -816,6 +827,61 @@ pub(crate) fn compensation_retry() -> Value {
         "summary": "Runs exactly the recorded consumer on exactly the recorded stream again",
         "parameters": [path_param("id", "The record's id.", json!({"type": "string", "minLength": 1})), tenant_header()],
         "responses": retry,
+    }})
+}
+
+/// `GET /compensation/parked`: the open lanes of parked streams (SPEC DS-5).
+pub(crate) fn compensation_parked() -> Value {
+    let integer = json!({"type": "integer", "minimum": 0});
+    let lane = json!({"type": "object",
+        "required": ["consumer", "aggregateId", "headVersion", "parkedThrough", "since", "parked"],
+        "properties": {
+            "consumer": {"type": "string"}, "aggregateId": {"type": "object"},
+            "headVersion": integer, "parkedThrough": integer, "since": integer, "parked": integer}});
+    let mut parked = Map::new();
+    parked.insert("200".to_owned(), json!({"description": "The open lanes, oldest first: per consumer and aggregate, the failed version (headVersion, the only one retried), the highest version waiting behind it (parkedThrough), how many wait (parked) and since when", "content": {"application/json": {"schema": {"type": "array", "items": lane}}}}));
+    parked.insert(
+        "400".to_owned(),
+        error("BadRequest: an unknown parameter, or IllegalArgument: a bad Command-Tenant-Id"),
+    );
+    parked.insert("404".to_owned(), error(NO_COMPENSATION));
+    parked.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: a store cannot be reached"),
+    );
+    json!({"get": {
+        "operationId": "compensation.parked",
+        "summary": "The streams each consumer holds back behind a failed one of the same aggregate, in version order (SPEC DS-5)",
+        "parameters": [
+            {"name": "consumer", "in": "query", "description": "Only this consumer's lanes", "schema": {"type": "string"}},
+            tenant_header()],
+        "responses": parked,
+    }})
+}
+
+/// `POST /compensation/failures/{id}/skip`: an operator gives up on one recorded failure.
+pub(crate) fn compensation_skip() -> Value {
+    let mut skip = Map::new();
+    skip.insert("200".to_owned(), json!({"description": "The record after the skip: SKIPPED, with skippedBy and updatedAt (a record that had already succeeded or was skipped, as it stands)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionFailed"}}}}));
+    skip.insert(
+        "400".to_owned(),
+        error("IllegalArgument: Command-Tenant-Id breaks the rules of an id"),
+    );
+    skip.insert("404".to_owned(), error(NO_COMPENSATION));
+    skip.insert(
+        "409".to_owned(),
+        error("IllegalState: its stream is gone from history"),
+    );
+    skip.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: a store cannot be reached"),
+    );
+    json!({"post": {
+        "operationId": "compensation.skip",
+        "summary": "Skips the recorded stream for its consumer (recorded: who, when, which stream): it is never retried, counts as handled, and the consumer's streams of that aggregate parked behind it run in order",
+        OPERATOR_COMMAND: true,
+        "parameters": [path_param("id", "The record's id.", json!({"type": "string", "minLength": 1})), tenant_header()],
+        "responses": skip,
     }})
 }
 

@@ -35,6 +35,10 @@ pub(crate) const STORE_CHECK_TIME: std::time::Duration = std::time::Duration::fr
 /// node reconnects), and every node of a deployment shares it, so restarting or removing
 /// the node would not help; commands meanwhile answer 503 (unavailable, retry).
 ///
+/// `details.consumerLag` is each consumer's lag (SPEC DS-6), as `/metrics.json` has it, when
+/// the caller names no tenant (auth off, no `Command-Tenant-Id`) and the stores answer within
+/// [`STORE_CHECK_TIME`].
+///
 /// `details.warnings` lists what the service warned of at start ([`QuerySide::warnings`](crate::QuerySide::warnings)):
 /// a crate built so that an arithmetic overflow wraps, started anyway by the setting
 /// `WOW_OVERFLOW_CHECKS=warn` (SPEC PX-1). Absent when there is none.
@@ -77,6 +81,16 @@ pub(crate) async fn health(
     }
     if let Some(node) = state.node_status() {
         details["node"] = node;
+    }
+    if !named {
+        // Each consumer's lag (SPEC DS-6), bounded as the store's check is; with auth on,
+        // operators read it in `/metrics`.
+        let backlog = state.gateway().metrics().snapshot().event_backlog;
+        let now = wow_core::id::now_millis();
+        let read = crate::lag::read(state.compensation(), backlog, now);
+        if let Ok(Ok(lag)) = tokio::time::timeout(STORE_CHECK_TIME, read).await {
+            details["consumerLag"] = json!(lag);
+        }
     }
     Json(json!({"status": "UP", "details": details}))
 }

@@ -481,7 +481,25 @@
       .map(function (b) { return { le: num(b.le), count: num(b.count) }; })
       .sort(function (x, y) { return x.le - y.le; });
     return { t: Date.now(), commands: commands, buckets: buckets, count: num(lat.count),
-      backlog: m.eventBacklog, quarantined: m.quarantined };
+      backlog: m.eventBacklog, quarantined: m.quarantined,
+      lag: Array.isArray(m.consumerLag) ? m.consumerLag : [] };
+  }
+
+  // Each consumer's lag (SPEC DS-6): one row per consumer.
+  function drawLag(lag) {
+    var body = $('live-lag').querySelector('tbody');
+    body.textContent = '';
+    lag.forEach(function (c) {
+      var tr = document.createElement('tr');
+      [c.consumer, c.streamsBehind, c.parkedStreams, c.failuresWaiting,
+        num(c.oldestUnhandledMs) > 0 ? (num(c.oldestUnhandledMs) / 1000).toFixed(1) + ' s' : '—']
+        .forEach(function (v) {
+          var td = document.createElement('td');
+          td.textContent = dash(v);
+          tr.appendChild(td);
+        });
+      body.appendChild(tr);
+    });
   }
 
   // Estimates a quantile (seconds) from cumulative bucket counts, interpolating inside a bucket.
@@ -555,6 +573,7 @@
     $('live-p99').textContent = fmtMs(cur && cur.p99);
     $('live-backlog').textContent = dash(last.backlog);
     $('live-quarantined').textContent = dash(last.quarantined);
+    drawLag(last.lag || []);
 
     var keys = {};
     s.forEach(function (x) { Object.keys(x.commands).forEach(function (k) { keys[k] = true; }); });

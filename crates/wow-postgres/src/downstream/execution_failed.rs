@@ -10,7 +10,7 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use wow_core::compensation::{
-    next_record, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
+    next_record, skipped, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
     FailedExecution, FailureQuery, RetrySpec,
 };
 use wow_core::event::ConsumerStoreError;
@@ -25,7 +25,7 @@ use crate::PostgresStore;
 /// statements below can be built from it at compile time.
 macro_rules! failed_columns {
     () => {
-        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at"
+        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by"
     };
 }
 
@@ -69,14 +69,14 @@ const DUE: &str = concat!(
     " FROM execution_failed WHERE status = 'FAILED' AND next_retry_at <= $1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT $2"
 );
 
-/// Writes a record, `$1` to `$17` in the order of [`failed_columns`]. A record already there
+/// Writes a record, `$1` to `$18` in the order of [`failed_columns`]. A record already there
 /// takes the new error, attempts, status, retry time and update time, and keeps the rest.
 const SAVE: &str = concat!(
     "INSERT INTO execution_failed (",
     failed_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
                  ON CONFLICT (id) DO UPDATE SET error_code = EXCLUDED.error_code, error_message = EXCLUDED.error_message, attempts = EXCLUDED.attempts,
-                 status = EXCLUDED.status, next_retry_at = EXCLUDED.next_retry_at, updated_at = EXCLUDED.updated_at"
+                 status = EXCLUDED.status, next_retry_at = EXCLUDED.next_retry_at, updated_at = EXCLUDED.updated_at, skipped_by = EXCLUDED.skipped_by"
 );
 
 /// Decodes the columns of [`failed_columns`].
@@ -109,6 +109,7 @@ fn decode_failed(row: &Row) -> Result<ExecutionFailed, ConsumerStoreError> {
         next_retry_at: row.get(14),
         created_at: row.get(15),
         updated_at: row.get(16),
+        skipped_by: row.get(17),
     })
 }
 
@@ -150,6 +151,7 @@ async fn save_failed(
                 &record.next_retry_at,
                 &record.created_at,
                 &record.updated_at,
+                &record.skipped_by,
             ],
         )
         .await
@@ -205,6 +207,29 @@ impl CompensationStore for PostgresStore {
                 return Ok(None);
             };
             let record = succeeded(record, now);
+            save_failed(&transaction, &record).await?;
+            transaction.commit().await.map_err(db_error)?;
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn mark_skipped(
+        &self,
+        id: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        self.within(async {
+            let mut client = self.downstream_client().await?;
+            let transaction = client.transaction().await.map_err(db_error)?;
+            let Some(record) = select_failed(&transaction, SELECT_BY_ID_FOR_UPDATE, &[&id])
+                .await?
+                .pop()
+            else {
+                return Ok(None);
+            };
+            let record = skipped(record, by, now);
             save_failed(&transaction, &record).await?;
             transaction.commit().await.map_err(db_error)?;
             Ok(Some(record))

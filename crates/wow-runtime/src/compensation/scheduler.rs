@@ -11,7 +11,7 @@ use wow_core::compensation::{
     CompensationStore, ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR,
 };
 use wow_core::deadline::DeadlineStore;
-use wow_core::event::{ConsumerError, ConsumerStoreError};
+use wow_core::event::{ConsumerError, ConsumerStoreError, ParkedStreams};
 use wow_core::eventsourcing::{EventStore, EventStoreError, SnapshotStore};
 
 /// Why a retry could not run. The record is unchanged.
@@ -131,6 +131,17 @@ impl CompensationScheduler {
         &self.failures
     }
 
+    /// The names of the consumers whose failures this scheduler retries, in stage order.
+    pub fn consumer_names(&self) -> Vec<String> {
+        self.dispatcher.consumer_names()
+    }
+
+    /// The lanes of streams parked behind a failed one (SPEC DS-5), when the dispatcher
+    /// parks them.
+    pub fn parked(&self) -> Option<&Arc<dyn ParkedStreams>> {
+        self.dispatcher.parked_streams()
+    }
+
     /// Re-runs record `id` now, whatever its retry time or status (a manual retry), and
     /// returns the record after it: `SUCCEEDED`, or with one attempt more. A record that
     /// already succeeded is returned as it is, without running anything.
@@ -140,10 +151,67 @@ impl CompensationScheduler {
             .get(id)
             .await?
             .ok_or_else(|| CompensationError::NotFound(id.to_owned()))?;
-        if record.status == ExecutionFailedStatus::Succeeded {
+        if matches!(
+            record.status,
+            ExecutionFailedStatus::Succeeded | ExecutionFailedStatus::Skipped
+        ) {
             return Ok(record);
         }
         self.run(record).await
+    }
+
+    /// Skips record `id` for operator `by` (SPEC DS-5): marks it `SKIPPED` (who, when), counts
+    /// its stream as handled by its consumer without running it, and runs, in order, the
+    /// consumer's streams of the aggregate parked behind it. A record that already succeeded
+    /// or was skipped is returned as it stands, and nothing runs.
+    pub async fn skip(&self, id: &str, by: &str) -> Result<ExecutionFailed, CompensationError> {
+        let record = self
+            .failures
+            .get(id)
+            .await?
+            .ok_or_else(|| CompensationError::NotFound(id.to_owned()))?;
+        if matches!(
+            record.status,
+            ExecutionFailedStatus::Succeeded | ExecutionFailedStatus::Skipped
+        ) {
+            return Ok(record);
+        }
+        let consumer = self.dispatcher.consumer(&record.consumer);
+        // Read before the record changes: a stream gone from history is refused unskipped.
+        let stream = match &consumer {
+            Some(_) => Some(self.recorded_stream(&record).await?),
+            None => None,
+        };
+        let now = self.dispatcher.clock().now_millis();
+        let after = self
+            .failures
+            .mark_skipped(id, by, now)
+            .await?
+            .ok_or_else(|| CompensationError::NotFound(id.to_owned()))?;
+        if let (Some(consumer), Some(stream)) = (consumer, stream) {
+            if after.status == ExecutionFailedStatus::Skipped {
+                self.dispatcher.skip_consumer(&consumer, &stream).await;
+            }
+        }
+        tracing::info!(id, by, consumer = after.consumer, aggregate_id = %after.aggregate_id, version = after.version, "a failed execution was skipped");
+        Ok(after)
+    }
+
+    /// The stream `record` failed on, read back from the event store.
+    async fn recorded_stream(
+        &self,
+        record: &ExecutionFailed,
+    ) -> Result<wow_core::DomainEventStream, CompensationError> {
+        self.store
+            .load(&record.aggregate_id, record.version, record.version)
+            .await?
+            .into_iter()
+            .next()
+            .filter(|stream| stream.id == record.stream_id)
+            .ok_or_else(|| CompensationError::StreamMissing {
+                aggregate: record.aggregate_id.to_string(),
+                version: record.version,
+            })
     }
 
     /// Records the failures that could not be recorded when they happened, then retries
@@ -199,17 +267,7 @@ impl CompensationScheduler {
             .dispatcher
             .consumer(&record.consumer)
             .ok_or_else(|| CompensationError::UnknownConsumer(record.consumer.clone()))?;
-        let stream = self
-            .store
-            .load(&record.aggregate_id, record.version, record.version)
-            .await?
-            .into_iter()
-            .next()
-            .filter(|stream| stream.id == record.stream_id)
-            .ok_or_else(|| CompensationError::StreamMissing {
-                aggregate: record.aggregate_id.to_string(),
-                version: record.version,
-            })?;
+        let stream = self.recorded_stream(&record).await?;
         tracing::info!(id = record.id, consumer = record.consumer, aggregate_id = %record.aggregate_id, version = record.version, attempts = record.attempts, "retrying a failed execution");
         // A failure is recorded on this record by the dispatcher (same consumer and stream).
         if self

@@ -147,7 +147,8 @@ struct AggregateCaughtUp<'a> {
 }
 
 /// Handles the streams of `aggregate` from version `from`, in order, stopping at the first
-/// failure.
+/// failure; with parked streams (SPEC DS-5), the streams after a failure are handed on too,
+/// and park behind it in order, so its retry's success runs them.
 async fn catch_up_aggregate<'a>(
     dispatcher: &EventDispatcher,
     consumer: &crate::event::NamedConsumer,
@@ -161,11 +162,16 @@ async fn catch_up_aggregate<'a>(
         stopped_on: None,
     };
     for stream in store.load(aggregate, from, u64::MAX).await? {
-        if let Err(error) = dispatcher.run_consumer(consumer, &stream).await {
-            done.stopped_on = Some(error);
-            break;
+        match dispatcher.run_consumer(consumer, &stream).await {
+            Ok(()) => done.handled += 1,
+            Err(error) => {
+                let parks = dispatcher.holds_back(consumer.name(), aggregate);
+                done.stopped_on.get_or_insert(error);
+                if !parks {
+                    break;
+                }
+            }
         }
-        done.handled += 1;
     }
     Ok(done)
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures::FutureExt;
 use serde_json::{json, Value};
 
+use super::parking::{parked_error, Parking, Turn};
 use super::position_writer::PositionWriter;
 use crate::command::{
     link_headers, notify_signal, signal_wanted, CommandGateway, WaitNotifier, WeakCommandGateway,
@@ -18,13 +19,13 @@ use wow_core::command::{CommandResult, CommandStage, FunctionInfo};
 use wow_core::compensation::{CompensationStore, FailedExecution, RetrySpec};
 use wow_core::deadline::DeadlineStore;
 use wow_core::event::DomainEventStream;
-use wow_core::event::{ConsumerError, ConsumerPositions, EventConsumer};
+use wow_core::event::{ConsumerError, ConsumerPositions, EventConsumer, ParkedStreams};
 use wow_core::eventsourcing::EventStore;
 use wow_core::id::{Clock, IdGenerator, SystemClock, UuidV7IdGenerator};
 use wow_core::panic_message;
 use wow_core::saga::SentLog;
 use wow_core::saga::{DynSaga, SagaDelivery};
-use wow_core::ErrorCode;
+use wow_core::{AggregateId, ErrorCode};
 
 /// Delivers appended streams to the snapshotter, projections, event processors and sagas,
 /// in that stage order, and reports each consumer's result and each stage's result to the
@@ -33,9 +34,11 @@ use wow_core::ErrorCode;
 /// A consumer's failure fails its own signal and its stage (SPEC ST-5); later stages still
 /// run, and history is never touched. A consumer that panics (SPEC PX-1) fails that one
 /// delivery exactly as if it had returned an `InternalServerError` with the panic's message:
-/// it is recorded for compensation and retried later, and the consumer goes on receiving
-/// other streams. A stage with no consumers succeeds at once, so a wait
-/// for it does not hang.
+/// it is recorded for compensation and retried later. The consumer goes on receiving other
+/// aggregates' streams; with parked streams (SPEC DS-5, on whenever failures are recorded)
+/// its later streams of the same aggregate wait behind the failed one, in version order, and
+/// run once its retry succeeds: no consumer handles version n+1 before version n. A stage
+/// with no consumers succeeds at once, so a wait for it does not hang.
 ///
 /// With a [`CompensationStore`], every failure is recorded durably for a later retry (SPEC
 /// DS-4); with [`ConsumerPositions`], every success moves the consumer's position on the
@@ -49,6 +52,7 @@ pub struct EventDispatcher {
     notifier: Arc<dyn WaitNotifier>,
     gateway: Option<WeakCommandGateway>,
     compensation: Option<(Arc<dyn CompensationStore>, RetrySpec)>,
+    parking: Option<Parking>,
     positions: Option<PositionWriter>,
     deadlines: Option<Arc<dyn DeadlineStore>>,
     store: Option<Arc<dyn EventStore>>,
@@ -82,6 +86,14 @@ impl NamedConsumer {
             NamedConsumer::Projection(_) => CommandStage::Projected,
             NamedConsumer::Processor(_) => CommandStage::EventHandled,
             NamedConsumer::Saga(_) => CommandStage::SagaHandled,
+        }
+    }
+
+    /// The consumer's name, as its records and positions know it.
+    pub fn name(&self) -> &str {
+        match self {
+            NamedConsumer::Projection(c) | NamedConsumer::Processor(c) => c.name(),
+            NamedConsumer::Saga(saga) => saga.consumer_name(),
         }
     }
 }
@@ -130,6 +142,14 @@ impl EventDispatcherBuilder {
     /// `ServiceUnavailable` and are recorded for compensation.
     pub fn gateway(mut self, gateway: &CommandGateway) -> Self {
         self.inner.gateway = Some(gateway.downgrade());
+        self
+    }
+
+    /// Keeps each aggregate's order past a failure (SPEC DS-5): once a consumer's delivery of
+    /// a stream fails, its later streams of that aggregate are parked in `lanes`, not run,
+    /// until the failed one succeeds (a retry) or is skipped; then they run in order.
+    pub fn parked_streams(mut self, lanes: Arc<dyn ParkedStreams>) -> Self {
+        self.inner.parking = Some(Parking::new(lanes));
         self
     }
 
@@ -195,6 +215,7 @@ impl EventDispatcher {
                 notifier,
                 gateway: None,
                 compensation: None,
+                parking: None,
                 positions: None,
                 deadlines: None,
                 store: None,
@@ -235,8 +256,9 @@ impl EventDispatcher {
     ) {
         let mut first_failure = None;
         for consumer in consumers {
-            let outcome = guarded(consumer.name(), stream, consumer.handle(stream)).await;
-            self.settle(consumer.name(), stage, stream, &outcome).await;
+            let (_, outcome) = self
+                .deliver(Target::Consumer(consumer, stage), stream)
+                .await;
             if let Err(error) = &outcome {
                 first_failure.get_or_insert_with(|| error.clone());
             }
@@ -255,14 +277,7 @@ impl EventDispatcher {
         let mut first_failure = None;
         let mut all_sent = Vec::new();
         for saga in &self.sagas {
-            let (sent, outcome) = self.run_saga(saga.as_ref(), stream).await;
-            self.settle(
-                saga.consumer_name(),
-                CommandStage::SagaHandled,
-                stream,
-                &outcome,
-            )
-            .await;
+            let (sent, outcome) = self.deliver(Target::Saga(saga), stream).await;
             if let Err(error) = &outcome {
                 first_failure.get_or_insert_with(|| error.clone());
             }
@@ -298,6 +313,9 @@ impl EventDispatcher {
     ) {
         match outcome {
             Ok(()) => {
+                if let Some(parking) = &self.parking {
+                    parking.handled(consumer, &stream.aggregate_id, stream.version);
+                }
                 if let Some(positions) = &self.positions {
                     positions
                         .advance(consumer, &stream.aggregate_id, stream.version)
@@ -306,6 +324,11 @@ impl EventDispatcher {
             }
             Err(error) => {
                 tracing::warn!(consumer, %stage, aggregate_id = %stream.aggregate_id, version = stream.version, %error, "consumer failed");
+                if let Some(parking) = &self.parking {
+                    parking
+                        .hold(consumer, stream, self.clock.now_millis())
+                        .await;
+                }
                 if let Some((store, retry)) = &self.compensation {
                     let failure = FailedExecution::of(consumer, stage, stream, error.clone());
                     let now = self.clock.now_millis();
@@ -365,17 +388,212 @@ impl EventDispatcher {
         consumer: &NamedConsumer,
         stream: &DomainEventStream,
     ) -> Result<(), ConsumerError> {
-        let (name, outcome) = match consumer {
-            NamedConsumer::Projection(c) | NamedConsumer::Processor(c) => {
-                (c.name(), guarded(c.name(), stream, c.handle(stream)).await)
+        self.deliver(Target::of(consumer), stream).await.1
+    }
+
+    /// The lanes of parked streams (SPEC DS-5), when the dispatcher parks them.
+    pub fn parked_streams(&self) -> Option<&Arc<dyn ParkedStreams>> {
+        self.parking.as_ref().map(|parking| parking.lanes())
+    }
+
+    /// Partitions moved to this process (SPEC DS-5): the open lanes are read again from the
+    /// store, and the versions handled per aggregate are read again from the positions, as
+    /// another process may have parked or handled streams of them meanwhile.
+    pub(crate) async fn partitions_moved(&self) {
+        if let Some(parking) = &self.parking {
+            parking.forget_heads();
+            if let Err(error) = parking.reload().await {
+                tracing::warn!(%error, "could not read the parked lanes again; the next failure or restart reads them");
             }
-            NamedConsumer::Saga(saga) => (
-                saga.consumer_name(),
-                self.run_saga(saga.as_ref(), stream).await.1,
-            ),
+        }
+    }
+
+    /// Whether `consumer`'s later streams of `aggregate` are parked behind a failed one (SPEC
+    /// DS-5), as this process knows.
+    pub fn holds_back(&self, consumer: &str, aggregate: &AggregateId) -> bool {
+        self.parking
+            .as_ref()
+            .is_some_and(|parking| parking.is_open(consumer, aggregate))
+    }
+
+    /// Skips `stream` for `consumer` (an operator's decision, SPEC DS-5): it counts as handled
+    /// (the consumer's position moves past it) without running, and the consumer's streams
+    /// of the aggregate parked behind it run in order.
+    pub async fn skip_consumer(&self, consumer: &NamedConsumer, stream: &DomainEventStream) {
+        let target = Target::of(consumer);
+        self.settle(target.name(), target.stage(), stream, &Ok(()))
+            .await;
+        self.release(target, stream).await;
+    }
+
+    /// Delivers `stream` to `target` in its aggregate's order (SPEC DS-5): parked behind an
+    /// open lane of the aggregate, or run and settled; a success at a lane's head runs what
+    /// was parked behind it. The commands a saga sent, and the outcome.
+    async fn deliver(
+        &self,
+        target: Target<'_>,
+        stream: &DomainEventStream,
+    ) -> (Vec<Value>, Result<(), ConsumerError>) {
+        self.fill_gap(target, stream).await;
+        self.deliver_in_turn(target, stream).await
+    }
+
+    /// Delivers, first, the versions of the stream's aggregate that `target` has not handled
+    /// below it (SPEC DS-5): a stream never published (its append's answer lost, a crash
+    /// before the publish) would otherwise be overtaken by the next. Read from history; a
+    /// failure among them opens the lane the stream then parks behind. Nothing to do when a
+    /// lane is open already (the stream parks behind it), or where this process cannot know
+    /// what the consumer handled (no positions, no history).
+    async fn fill_gap(&self, target: Target<'_>, stream: &DomainEventStream) {
+        let (Some(parking), Some(store)) = (&self.parking, &self.store) else {
+            return;
         };
-        self.settle(name, consumer.stage(), stream, &outcome).await;
-        outcome
+        let (consumer, aggregate) = (target.name(), &stream.aggregate_id);
+        if stream.version <= 1 || parking.is_open(consumer, aggregate) {
+            return;
+        }
+        let handled = match parking.head(consumer, aggregate) {
+            Some(head) => head,
+            None => match self.stored_position(consumer, aggregate).await {
+                Some(position) => position,
+                None => return,
+            },
+        };
+        if stream.version <= handled + 1 {
+            return;
+        }
+        let missing = match store.load(aggregate, handled + 1, stream.version - 1).await {
+            Ok(missing) => missing,
+            Err(error) => {
+                tracing::error!(consumer, %aggregate, from = handled + 1, through = stream.version - 1, %error, "could not read the streams missing before this one");
+                return;
+            }
+        };
+        tracing::info!(consumer, %aggregate, from = handled + 1, through = stream.version - 1, "delivering the streams missing before this one, from history");
+        for earlier in &missing {
+            if self.deliver_in_turn(target, earlier).await.1.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Where `consumer` got to on `aggregate` by its stored position (0: nothing handled);
+    /// `None` without positions, or when they cannot be read.
+    async fn stored_position(&self, consumer: &str, aggregate: &AggregateId) -> Option<u64> {
+        let positions = self.positions.as_ref()?.positions();
+        match positions
+            .positions(consumer, std::slice::from_ref(aggregate))
+            .await
+        {
+            Ok(found) => Some(found.get(aggregate).copied().unwrap_or(0)),
+            Err(error) => {
+                tracing::warn!(consumer, %aggregate, %error, "could not read the consumer's position");
+                None
+            }
+        }
+    }
+
+    /// [`deliver`](Self::deliver) without the gap check: parked behind an open lane, or run
+    /// and settled, releasing the lane it heads on success.
+    async fn deliver_in_turn(
+        &self,
+        target: Target<'_>,
+        stream: &DomainEventStream,
+    ) -> (Vec<Value>, Result<(), ConsumerError>) {
+        let head = match &self.parking {
+            None => false,
+            Some(parking) => match parking.turn(target.name(), stream).await {
+                Ok(Turn::Run { head }) => head,
+                Ok(Turn::Parked(lane)) => {
+                    tracing::debug!(consumer = target.name(), aggregate_id = %stream.aggregate_id, version = stream.version, head = lane.head_version, "parked behind a failed stream");
+                    return (Vec::new(), Err(parked_error(target.name(), &lane)));
+                }
+                Err(error) => {
+                    let outcome = Err(error);
+                    self.settle(target.name(), target.stage(), stream, &outcome)
+                        .await;
+                    return (Vec::new(), outcome);
+                }
+            },
+        };
+        let (sent, outcome) = self.attempt(target, stream).await;
+        self.settle(target.name(), target.stage(), stream, &outcome)
+            .await;
+        if head && outcome.is_ok() {
+            self.release(target, stream).await;
+        }
+        (sent, outcome)
+    }
+
+    /// Runs `target` on `stream` once, a panic caught as that delivery's failure.
+    async fn attempt(
+        &self,
+        target: Target<'_>,
+        stream: &DomainEventStream,
+    ) -> (Vec<Value>, Result<(), ConsumerError>) {
+        match target {
+            Target::Consumer(consumer, _) => (
+                Vec::new(),
+                guarded(consumer.name(), stream, consumer.handle(stream)).await,
+            ),
+            Target::Saga(saga) => self.run_saga(saga.as_ref(), stream).await,
+        }
+    }
+
+    /// Runs, in version order, the streams parked behind `head` (which just succeeded), until
+    /// the lane is empty and closed, or one fails and heads the lane in its place.
+    async fn release(&self, target: Target<'_>, head: &DomainEventStream) {
+        let (Some(parking), Some(store)) = (&self.parking, &self.store) else {
+            return;
+        };
+        let (consumer, aggregate) = (target.name(), &head.aggregate_id);
+        let mut next = head.version + 1;
+        loop {
+            let lane = match parking.lanes().lane(consumer, aggregate).await {
+                Ok(Some(lane)) => lane,
+                Ok(None) => return parking.forget(consumer, aggregate),
+                Err(error) => {
+                    tracing::error!(consumer, %aggregate, %error, "could not read the parked lane to release it");
+                    return;
+                }
+            };
+            if next > lane.parked_through {
+                match parking
+                    .lanes()
+                    .release(consumer, aggregate, lane.parked_through)
+                    .await
+                {
+                    Ok(true) => return parking.forget(consumer, aggregate),
+                    // More was parked meanwhile: run it first.
+                    Ok(false) => continue,
+                    Err(error) => {
+                        tracing::error!(consumer, %aggregate, %error, "could not close the parked lane");
+                        return;
+                    }
+                }
+            }
+            let streams = match store.load(aggregate, next, lane.parked_through).await {
+                Ok(streams) => streams,
+                Err(error) => {
+                    tracing::error!(consumer, %aggregate, %error, "could not read the parked streams from history");
+                    return;
+                }
+            };
+            if streams.is_empty() {
+                tracing::error!(consumer, %aggregate, from = next, through = lane.parked_through, "the parked streams are not in history");
+                return;
+            }
+            for stream in &streams {
+                let (_, outcome) = self.attempt(target, stream).await;
+                self.settle(consumer, target.stage(), stream, &outcome)
+                    .await;
+                if outcome.is_err() {
+                    // It heads the lane now (settled above); the rest stay parked behind it.
+                    return;
+                }
+                next = stream.version + 1;
+            }
+        }
     }
 
     /// Records the failures the compensation store could not take when they happened (it was
@@ -535,6 +753,37 @@ impl EventDispatcher {
             ));
         }
         notify_signal(self.notifier.as_ref(), &stream.header, result);
+    }
+}
+
+/// What one delivery runs: a projection or processor with its stage, or a saga.
+#[derive(Debug, Clone, Copy)]
+enum Target<'a> {
+    Consumer(&'a Arc<dyn EventConsumer>, CommandStage),
+    Saga(&'a Arc<dyn DynSaga>),
+}
+
+impl<'a> Target<'a> {
+    fn of(consumer: &'a NamedConsumer) -> Self {
+        match consumer {
+            NamedConsumer::Projection(c) => Target::Consumer(c, CommandStage::Projected),
+            NamedConsumer::Processor(c) => Target::Consumer(c, CommandStage::EventHandled),
+            NamedConsumer::Saga(saga) => Target::Saga(saga),
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Target::Consumer(consumer, _) => consumer.name(),
+            Target::Saga(saga) => saga.consumer_name(),
+        }
+    }
+
+    fn stage(&self) -> CommandStage {
+        match self {
+            Target::Consumer(_, stage) => *stage,
+            Target::Saga(_) => CommandStage::SagaHandled,
+        }
     }
 }
 

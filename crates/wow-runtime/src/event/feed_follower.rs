@@ -97,6 +97,7 @@ impl FeedFollower {
             let now = owned.borrow_and_update().clone();
             cursors.retain(|partition, _| now.contains(partition));
             let mut ready = true;
+            let mut moved_here = false;
             for &partition in &now {
                 if cursors.contains_key(&partition) {
                     continue;
@@ -104,12 +105,18 @@ impl FeedFollower {
                 match self.cursors.feed_cursor(&self.cursor_name(partition)).await {
                     Ok(cursor) => {
                         cursors.insert(partition, cursor);
+                        moved_here = true;
                     }
                     Err(error) => {
                         tracing::warn!(%error, partition, "cannot read the feed cursor");
                         ready = false;
                     }
                 }
+            }
+            if moved_here {
+                // Another node may have parked streams of these partitions, or handled more
+                // of them (SPEC DS-5): read the lanes again before delivering any.
+                self.dispatcher.partitions_moved().await;
             }
             let read = match cursors.values().min() {
                 Some(&from) if ready => self.step(&mut cursors, from).await,

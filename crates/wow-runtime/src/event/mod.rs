@@ -7,6 +7,7 @@ mod bus;
 mod catch_up;
 mod dispatcher;
 mod feed_follower;
+mod parking;
 mod position_writer;
 
 pub use bus::{EventFeed, InMemoryDomainEventBus, DEFAULT_PARTITION_CAPACITY};

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use rusqlite::{params, Connection, Row};
 use wow_core::compensation::{
-    next_record, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
+    next_record, skipped, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
     FailedExecution, FailureQuery, RetrySpec,
 };
 use wow_core::event::ConsumerStoreError;
@@ -21,7 +21,7 @@ use crate::SqliteStore;
 /// statements below can be built from it at compile time.
 macro_rules! failed_columns {
     () => {
-        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at"
+        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by"
     };
 }
 
@@ -54,12 +54,12 @@ const DUE: &str = concat!(
     " FROM execution_failed WHERE status = 'FAILED' AND next_retry_at <= ?1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT ?2"
 );
 
-/// Writes a record, `?1` to `?17` in the order of [`failed_columns`], replacing the one of
+/// Writes a record, `?1` to `?18` in the order of [`failed_columns`], replacing the one of
 /// its id.
 const SAVE: &str = concat!(
     "INSERT OR REPLACE INTO execution_failed (",
     failed_columns!(),
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
 );
 
 /// Column `index` could not be read: `error` says why.
@@ -98,6 +98,7 @@ fn decode_failed(row: &Row<'_>) -> rusqlite::Result<ExecutionFailed> {
         next_retry_at: row.get(14)?,
         created_at: row.get(15)?,
         updated_at: row.get(16)?,
+        skipped_by: row.get(17)?,
     })
 }
 
@@ -123,6 +124,7 @@ fn save_failed(connection: &Connection, record: &ExecutionFailed) -> Result<(), 
             record.next_retry_at,
             record.created_at,
             record.updated_at,
+            record.skipped_by,
         ],
     )?;
     Ok(())
@@ -173,6 +175,24 @@ impl CompensationStore for SqliteStore {
                 return Ok(None);
             };
             let record = succeeded(record, now);
+            save_failed(connection, &record)?;
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn mark_skipped(
+        &self,
+        id: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let (id, by) = (id.to_owned(), by.to_owned());
+        self.write(move |connection| {
+            let Some(record) = select_failed(connection, SELECT_BY_ID, &[&id])?.pop() else {
+                return Ok(None);
+            };
+            let record = skipped(record, &by, now);
             save_failed(connection, &record)?;
             Ok(Some(record))
         })
