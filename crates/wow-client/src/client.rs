@@ -119,7 +119,17 @@ impl WowClient {
         self
     }
 
-    fn authorize(
+    /// The service's base URL.
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The HTTP client.
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub(crate) fn authorize(
         &self,
         request: reqwest::RequestBuilder,
         tenant: Option<&str>,

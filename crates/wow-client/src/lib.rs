@@ -27,7 +27,9 @@ mod lookup;
 mod outcome;
 mod path;
 mod request;
+mod view;
 
 pub use client::{ClientError, WowClient};
 pub use outcome::{Lookup, Outcome};
 pub use request::{CommandRequest, RetryPolicy};
+pub use view::{Fresh, ViewRead};
