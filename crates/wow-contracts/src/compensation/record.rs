@@ -34,6 +34,11 @@ impl ExecutionFailedStatus {
         }
     }
 
+    /// Whether nothing is left to do: the record `SUCCEEDED` or was `SKIPPED`.
+    pub fn is_settled(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Skipped)
+    }
+
     /// The status named `name`, if it is one.
     pub fn parse(name: &str) -> Option<Self> {
         [

@@ -152,10 +152,7 @@ pub fn succeeded(record: ExecutionFailed, now: i64) -> ExecutionFailed {
 
 /// `record` skipped by `by` at `now`, unless it is settled already (succeeded or skipped).
 pub fn skipped(record: ExecutionFailed, by: &str, now: i64) -> ExecutionFailed {
-    if matches!(
-        record.status,
-        ExecutionFailedStatus::Succeeded | ExecutionFailedStatus::Skipped
-    ) {
+    if record.status.is_settled() {
         return record;
     }
     ExecutionFailed {

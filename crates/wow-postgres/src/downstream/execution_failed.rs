@@ -159,6 +159,32 @@ async fn save_failed(
     Ok(())
 }
 
+impl PostgresStore {
+    /// Record `id` changed by `change` under its row lock, and written back: `None` when there
+    /// is no such record.
+    async fn change_record(
+        &self,
+        id: &str,
+        change: impl FnOnce(ExecutionFailed) -> ExecutionFailed + Send,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        self.within(async {
+            let mut client = self.downstream_client().await?;
+            let transaction = client.transaction().await.map_err(db_error)?;
+            let Some(record) = select_failed(&transaction, SELECT_BY_ID_FOR_UPDATE, &[&id])
+                .await?
+                .pop()
+            else {
+                return Ok(None);
+            };
+            let record = change(record);
+            save_failed(&transaction, &record).await?;
+            transaction.commit().await.map_err(db_error)?;
+            Ok(Some(record))
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl CompensationStore for PostgresStore {
     async fn record_failure(
@@ -197,21 +223,8 @@ impl CompensationStore for PostgresStore {
         id: &str,
         now: i64,
     ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
-        self.within(async {
-            let mut client = self.downstream_client().await?;
-            let transaction = client.transaction().await.map_err(db_error)?;
-            let Some(record) = select_failed(&transaction, SELECT_BY_ID_FOR_UPDATE, &[&id])
-                .await?
-                .pop()
-            else {
-                return Ok(None);
-            };
-            let record = succeeded(record, now);
-            save_failed(&transaction, &record).await?;
-            transaction.commit().await.map_err(db_error)?;
-            Ok(Some(record))
-        })
-        .await
+        self.change_record(id, |record| succeeded(record, now))
+            .await
     }
 
     async fn mark_skipped(
@@ -220,21 +233,8 @@ impl CompensationStore for PostgresStore {
         by: &str,
         now: i64,
     ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
-        self.within(async {
-            let mut client = self.downstream_client().await?;
-            let transaction = client.transaction().await.map_err(db_error)?;
-            let Some(record) = select_failed(&transaction, SELECT_BY_ID_FOR_UPDATE, &[&id])
-                .await?
-                .pop()
-            else {
-                return Ok(None);
-            };
-            let record = skipped(record, by, now);
-            save_failed(&transaction, &record).await?;
-            transaction.commit().await.map_err(db_error)?;
-            Ok(Some(record))
-        })
-        .await
+        self.change_record(id, |record| skipped(record, by, now))
+            .await
     }
 
     async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {

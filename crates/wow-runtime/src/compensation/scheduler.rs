@@ -146,15 +146,8 @@ impl CompensationScheduler {
     /// returns the record after it: `SUCCEEDED`, or with one attempt more. A record that
     /// already succeeded is returned as it is, without running anything.
     pub async fn retry(&self, id: &str) -> Result<ExecutionFailed, CompensationError> {
-        let record = self
-            .failures
-            .get(id)
-            .await?
-            .ok_or_else(|| CompensationError::NotFound(id.to_owned()))?;
-        if matches!(
-            record.status,
-            ExecutionFailedStatus::Succeeded | ExecutionFailedStatus::Skipped
-        ) {
+        let record = self.current(id.to_owned()).await?;
+        if record.status.is_settled() {
             return Ok(record);
         }
         self.run(record).await
@@ -165,15 +158,8 @@ impl CompensationScheduler {
     /// consumer's streams of the aggregate parked behind it. A record that already succeeded
     /// or was skipped is returned as it stands, and nothing runs.
     pub async fn skip(&self, id: &str, by: &str) -> Result<ExecutionFailed, CompensationError> {
-        let record = self
-            .failures
-            .get(id)
-            .await?
-            .ok_or_else(|| CompensationError::NotFound(id.to_owned()))?;
-        if matches!(
-            record.status,
-            ExecutionFailedStatus::Succeeded | ExecutionFailedStatus::Skipped
-        ) {
+        let record = self.current(id.to_owned()).await?;
+        if record.status.is_settled() {
             return Ok(record);
         }
         let consumer = self.dispatcher.consumer(&record.consumer);

@@ -141,6 +141,27 @@ fn select_failed(
     rows.collect()
 }
 
+impl SqliteStore {
+    /// Record `id` changed by `change` and written back in the writer's transaction: `None`
+    /// when there is no such record.
+    async fn change_record(
+        &self,
+        id: &str,
+        change: impl FnOnce(ExecutionFailed) -> ExecutionFailed + Send + 'static,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let id = id.to_owned();
+        self.write(move |connection| {
+            let Some(record) = select_failed(connection, SELECT_BY_ID, &[&id])?.pop() else {
+                return Ok(None);
+            };
+            let record = change(record);
+            save_failed(connection, &record)?;
+            Ok(Some(record))
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl CompensationStore for SqliteStore {
     async fn record_failure(
@@ -169,16 +190,8 @@ impl CompensationStore for SqliteStore {
         id: &str,
         now: i64,
     ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
-        let id = id.to_owned();
-        self.write(move |connection| {
-            let Some(record) = select_failed(connection, SELECT_BY_ID, &[&id])?.pop() else {
-                return Ok(None);
-            };
-            let record = succeeded(record, now);
-            save_failed(connection, &record)?;
-            Ok(Some(record))
-        })
-        .await
+        self.change_record(id, move |record| succeeded(record, now))
+            .await
     }
 
     async fn mark_skipped(
@@ -187,16 +200,9 @@ impl CompensationStore for SqliteStore {
         by: &str,
         now: i64,
     ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
-        let (id, by) = (id.to_owned(), by.to_owned());
-        self.write(move |connection| {
-            let Some(record) = select_failed(connection, SELECT_BY_ID, &[&id])?.pop() else {
-                return Ok(None);
-            };
-            let record = skipped(record, &by, now);
-            save_failed(connection, &record)?;
-            Ok(Some(record))
-        })
-        .await
+        let by = by.to_owned();
+        self.change_record(id, move |record| skipped(record, &by, now))
+            .await
     }
 
     async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
