@@ -76,8 +76,10 @@ enum Command {
         /// The store: sqlite://PATH, postgres://... [default: sqlite://./data/wow.db].
         #[arg(long, env = "WOW_STORE")]
         store: Option<String>,
-        /// Empties this view or outbox (`account_balance` or `notifications`) first, so that
-        /// it is rebuilt from the whole history (an outbox's rows sent before are not sent
+        /// Rebuilds this view (`account_balance`) from the whole history beside the live one,
+        /// with a progress bar and the time left: a service on the same store answers its
+        /// readers from the old rows until the new ones have caught up. Or empties this outbox
+        /// (`notifications`) first, so that it is refilled (rows sent before are not sent
         /// again).
         #[arg(long)]
         rebuild: Option<String>,

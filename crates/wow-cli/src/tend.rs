@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 use wow_core::Stores;
 use wow_example_bank::READ_MODELS;
+use wow_runtime::view::{RebuildProgress, ViewRebuilds};
 use wow_service::Settings;
 
 use crate::serve::{open_store, ServeError};
@@ -32,9 +33,10 @@ pub(crate) enum TendError {
     BadInput(String),
 }
 
-/// `wow catch-up`: opens the store, empties the `rebuild` view or outbox if one is named (see
-/// [`rebuild`]), runs every consumer over the history it has not handled yet with a progress
-/// bar per consumer, prints what each did, and exits.
+/// `wow catch-up`: opens the store, runs every consumer over the history it has not handled
+/// yet with a progress bar per consumer, prints what each did, and exits. With `rebuild`
+/// naming a view, then rebuilds it beside the live one (see [`rebuild_view`]); naming an
+/// outbox, empties it first (see [`empty_outbox`]) so that the catch-up refills it.
 pub(crate) async fn catch_up(
     store: Option<String>,
     config: Option<PathBuf>,
@@ -42,14 +44,15 @@ pub(crate) async fn catch_up(
 ) -> Result<(), TendError> {
     let settings = Settings::resolve(None, store, config.as_deref()).map_err(ServeError::from)?;
     let stores = open_store(settings.store_url(None)).await?;
-    if let Some(name) = rebuild {
-        self::rebuild(&stores, &name).await?;
-        out!("{name}: emptied; rebuilding from history");
-    }
-    let style =
-        ProgressStyle::with_template("{prefix:>16} [{bar:40}] {pos}/{len} aggregates {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
+    let view = match rebuild {
+        Some(name) if VIEWS.contains(&name.as_str()) => Some(name),
+        Some(name) => {
+            empty_outbox(&stores, &name).await?;
+            out!("{name}: emptied; rebuilding from history");
+            None
+        }
+        None => None,
+    };
     let bars: Arc<Mutex<Option<(String, ProgressBar)>>> = Arc::default();
     let shown = bars.clone();
     let progress = move |consumer: &str, step: &wow_runtime::event::CatchUpProgress| {
@@ -61,7 +64,9 @@ pub(crate) async fn catch_up(
                 done.finish();
             }
             let next = ProgressBar::new(step.aggregates_total)
-                .with_style(style.clone())
+                .with_style(bar_style(
+                    "{prefix:>16} [{bar:40}] {pos}/{len} aggregates {msg}",
+                ))
                 .with_prefix(consumer.to_owned());
             *bar = Some((consumer.to_owned(), next));
         }
@@ -97,15 +102,62 @@ pub(crate) async fn catch_up(
             done.aggregates_failed
         );
     }
+    let rebuilt = match view {
+        Some(view) => rebuild_view(bank.rebuilds(), &view).await,
+        None => Ok(()),
+    };
     bank.stop().await;
+    rebuilt
+}
+
+/// The bank's views: a rebuild fills a new generation beside the one readers read.
+const VIEWS: [&str; 1] = [wow_example_bank::projection::NAME];
+
+fn bar_style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
+}
+
+/// Rebuilds `view` beside the live one (a service serving the same store goes on answering
+/// its readers from the old rows until the new ones have caught up), with a progress bar
+/// and the time left, and prints how it went.
+async fn rebuild_view(rebuilds: &ViewRebuilds, view: &str) -> Result<(), TendError> {
+    let bar = ProgressBar::new(0).with_style(bar_style(
+        "{prefix:>16} [{bar:40}] {pos}/{len} aggregates {msg}",
+    ));
+    bar.set_prefix(view.to_owned());
+    let mut show = |step: &RebuildProgress| {
+        bar.set_length(step.aggregates_total);
+        bar.set_position(step.aggregates_done);
+        let eta = step.eta_ms.map_or_else(String::new, |eta| {
+            format!(", {:.1}s left", eta as f64 / 1000.0)
+        });
+        bar.set_message(format!(
+            "generation {}: {:?}, {} streams{eta}",
+            step.generation, step.state, step.streams
+        ));
+    };
+    let done = rebuilds
+        .run(view, &mut show)
+        .await
+        .map_err(|error| TendError::Rebuild(error.to_string()))?;
+    bar.finish();
+    out!(
+        "{view}: rebuilt into generation {} ({} streams over {} aggregates in {:.1}s); readers read it now",
+        done.generation,
+        done.streams,
+        done.aggregates_done,
+        done.elapsed_ms as f64 / 1000.0
+    );
     Ok(())
 }
 
-/// Empties the view or outbox `name` of the bank: its rows and processed-message records in
-/// the view store, and its positions, so that the next catch-up refills it from the whole
-/// history. An outbox's rows come back with the same ids, so the rows it sent before are not
-/// sent again. Fails on a name the bank does not have, listing the ones it has.
-async fn rebuild(stores: &Stores, name: &str) -> Result<(), TendError> {
+/// Empties the outbox `name` of the bank: its rows and processed-message records in the view
+/// store, and its positions, so that the next catch-up refills it from the whole history.
+/// Its rows come back with the same ids, so the rows it sent before are not sent again.
+/// Fails on a name the bank does not have, listing the ones it has.
+async fn empty_outbox(stores: &Stores, name: &str) -> Result<(), TendError> {
     if !READ_MODELS.contains(&name) {
         return Err(TendError::UnknownReadModel {
             name: name.to_owned(),

@@ -44,6 +44,7 @@ mod operator_deadlines;
 mod prefix;
 mod queries;
 mod reads;
+mod rebuilds;
 mod routes;
 mod rules;
 mod server;

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::openapi::operations as doc;
 use crate::state::HttpState;
-use crate::{compensation, lag, metrics, openapi, operator_deadlines, queries, ui};
+use crate::{compensation, lag, metrics, openapi, operator_deadlines, queries, rebuilds, ui};
 
 /// Who may call a service route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,7 @@ struct ServiceRoute {
 }
 
 /// Every route of the service's own.
-const SERVICE_ROUTES: [ServiceRoute; 16] = [
+const SERVICE_ROUTES: [ServiceRoute; 18] = [
     ServiceRoute {
         path: "/health",
         caller: Caller::Anyone,
@@ -103,6 +103,18 @@ const SERVICE_ROUTES: [ServiceRoute; 16] = [
         caller: Caller::Operator,
         handler: || get(queries::pending_deadlines),
         operation: doc::pending_deadlines,
+    },
+    ServiceRoute {
+        path: "/rebuilds",
+        caller: Caller::Operator,
+        handler: || get(rebuilds::list),
+        operation: doc::rebuilds,
+    },
+    ServiceRoute {
+        path: "/rebuilds/{view}",
+        caller: Caller::OperatorBearer,
+        handler: || post(rebuilds::start),
+        operation: doc::rebuild_start,
     },
     ServiceRoute {
         path: "/ui",

@@ -49,6 +49,9 @@ pub struct QuerySide {
     pub warnings: Vec<String>,
     /// What the store says of itself in `/health` (`details.store`); `None` leaves it out.
     pub store_health: Option<Arc<dyn wow_core::eventsourcing::StoreHealth>>,
+    /// The rebuilds of the service's views behind `/rebuilds` (SPEC DS-6); `None` answers
+    /// those routes 404.
+    pub rebuilds: Option<wow_runtime::view::ViewRebuilds>,
 }
 
 /// This node's place in a deployment, as `/health` reports it under `details.node`.
@@ -71,6 +74,7 @@ impl QuerySide {
             deadlines: None,
             warnings: Vec::new(),
             store_health: None,
+            rebuilds: None,
         }
     }
 
@@ -87,6 +91,7 @@ impl QuerySide {
             deadlines: None,
             warnings: Vec::new(),
             store_health: None,
+            rebuilds: None,
         }
     }
 
@@ -119,6 +124,12 @@ impl QuerySide {
     /// Reports `warnings` in `/health` (`details.warnings`).
     pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
         self.warnings = warnings;
+        self
+    }
+
+    /// Answers `/rebuilds` with `rebuilds` (SPEC DS-6).
+    pub fn with_rebuilds(mut self, rebuilds: wow_runtime::view::ViewRebuilds) -> Self {
+        self.rebuilds = Some(rebuilds);
         self
     }
 
@@ -257,6 +268,11 @@ impl HttpState {
     /// The materialized snapshots, when snapshot queries are on.
     pub(crate) fn views(&self) -> Option<&Arc<dyn wow_core::view::ViewStore>> {
         self.inner.queries.views.as_ref()
+    }
+
+    /// The rebuilds of the service's views, when it has any.
+    pub(crate) fn rebuilds(&self) -> Option<&wow_runtime::view::ViewRebuilds> {
+        self.inner.queries.rebuilds.as_ref()
     }
 
     /// The pending deadlines, when the service keeps them.

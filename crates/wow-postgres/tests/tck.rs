@@ -28,6 +28,19 @@ mod view_store {
     wow_tck::view_store_tck!(optional: super::support::fresh);
 }
 
+mod generations {
+    use std::sync::Arc;
+
+    use wow_tck::generations::Stores;
+
+    async fn stores() -> Option<Stores> {
+        let test = super::support::fresh().await?;
+        Some(Stores::of(Arc::new(test.store.clone())).keeping(test))
+    }
+
+    wow_tck::generations_tck!(optional: stores);
+}
+
 /// The query cases again, over a view with its query index (SPEC ES-2: the same answers
 /// whether the equality tests are served by the GIN index or not).
 mod view_store_with_query_index {

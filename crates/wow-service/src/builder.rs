@@ -21,7 +21,7 @@ use wow_runtime::command::CommandGateway;
 use wow_runtime::event::CatchUpProgress;
 use wow_runtime::eventsourcing::SnapshotStrategy;
 use wow_runtime::outbox::OutboxProcessor;
-use wow_runtime::view::{MultiStreamProjection, ViewProjection};
+use wow_runtime::view::{MultiStreamProjection, RebuildableView, ViewGenerations, ViewProjection};
 
 use crate::multi_view_route::{multi_view_openapi, multi_view_routes};
 use crate::settings::Settings;
@@ -30,6 +30,8 @@ use crate::view_route::{view_openapi, view_route};
 
 /// Makes a projection or a processor from the service's stores, once they are open.
 pub(crate) type ConsumerFactory = Box<dyn FnOnce(&Stores) -> Arc<dyn EventConsumer> + Send>;
+/// Makes a view as a rebuild fills it, from the service's stores, once they are open.
+pub(crate) type RebuildableFactory = Box<dyn FnOnce(&Stores) -> Arc<dyn RebuildableView> + Send>;
 /// Makes routes of the service's own, once its stores and gateway are up.
 pub(crate) type RouteFactory = Box<dyn FnOnce(&ServiceContext) -> Router + Send>;
 
@@ -93,6 +95,11 @@ pub struct ServiceBuilder {
     pub(crate) field_indexes: Vec<(&'static str, &'static str)>,
     /// The team's own background tasks, by name, started once the service serves.
     pub(crate) tasks: Vec<(&'static str, TaskFactory)>,
+    /// Which generation of each view is active, shared by its projection, its readers and
+    /// its rebuilds.
+    pub(crate) generations: Arc<ViewGenerations>,
+    /// The views a rebuild can fill a generation of.
+    pub(crate) rebuildable: Vec<RebuildableFactory>,
 }
 
 /// Measures how an aggregate's crate was built ([`CommandBody::crate_build`]).
@@ -123,6 +130,8 @@ impl Default for ServiceBuilder {
             builds: Vec::new(),
             field_indexes: Vec::new(),
             tasks: Vec::new(),
+            generations: Arc::new(ViewGenerations::new()),
+            rebuildable: Vec::new(),
         }
     }
 }
@@ -203,10 +212,18 @@ impl ServiceBuilder {
     {
         self.consumed.insert(V::Aggregate::named_aggregate());
         self.note_aliases::<V::Aggregate>();
-        self.projections.push(Box::new(|stores: &Stores| {
+        let generations = self.generations.clone();
+        self.projections.push(Box::new(move |stores: &Stores| {
+            Arc::new(
+                ViewProjection::<V>::new(stores.views.clone())
+                    .with_history(stores.events.clone())
+                    .with_generations(generations),
+            ) as Arc<dyn EventConsumer>
+        }));
+        self.rebuildable.push(Box::new(|stores: &Stores| {
             Arc::new(
                 ViewProjection::<V>::new(stores.views.clone()).with_history(stores.events.clone()),
-            ) as Arc<dyn EventConsumer>
+            ) as Arc<dyn RebuildableView>
         }));
         self.openapi.extend(view_openapi::<V>());
         self.routes.push(Box::new(|cx: &ServiceContext| {
@@ -236,9 +253,15 @@ impl ServiceBuilder {
             .extend(V::inputs(ViewInputs::new()).aggregates());
         self.field_indexes
             .extend(V::INDEXED.iter().map(|field| (V::NAME, *field)));
-        self.projections.push(Box::new(|stores: &Stores| {
+        let generations = self.generations.clone();
+        self.projections.push(Box::new(move |stores: &Stores| {
+            Arc::new(
+                MultiStreamProjection::<V>::new(stores.views.clone()).with_generations(generations),
+            ) as Arc<dyn EventConsumer>
+        }));
+        self.rebuildable.push(Box::new(|stores: &Stores| {
             Arc::new(MultiStreamProjection::<V>::new(stores.views.clone()))
-                as Arc<dyn EventConsumer>
+                as Arc<dyn RebuildableView>
         }));
         self.openapi.extend(multi_view_openapi::<V>());
         self.routes.push(Box::new(|cx: &ServiceContext| {

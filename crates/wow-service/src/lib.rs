@@ -46,6 +46,7 @@ mod distributed;
 mod distributed;
 mod error;
 mod fresh_read;
+mod generations;
 mod multi_view_route;
 mod read_route;
 mod running;

@@ -16,7 +16,7 @@ use wow_runtime::command::WaitFunctions;
 use wow_runtime::compensation::CompensationScheduler;
 use wow_runtime::event::CatchUpProgress;
 use wow_runtime::pipeline::LocalPipeline;
-use wow_runtime::view::{snapshot_view, MaterializedSnapshots};
+use wow_runtime::view::{snapshot_view, MaterializedSnapshots, ViewRebuilds};
 
 use crate::build_check::{describe, unchecked_crates, warnings, OverflowChecks};
 use crate::builder::{ServiceBuilder, ServiceContext};
@@ -45,6 +45,7 @@ pub struct RunningService {
     background: Background,
     distribution: Option<Distribution>,
     tasks: Tasks,
+    rebuilds: ViewRebuilds,
 }
 
 impl fmt::Debug for RunningService {
@@ -75,6 +76,7 @@ impl ServiceBuilder {
         self.check_declarations()?;
         let warnings = self.check_builds()?;
         let stores = self.open_stores().await?;
+        let (stores, rebuilds, outdated) = self.view_generations(stores).await?;
         for (view, field) in &self.field_indexes {
             stores.views.declare_field_index(view, field).await?;
         }
@@ -109,8 +111,9 @@ impl ServiceBuilder {
                 "auth is on and no operator token is set (WOW_OPERATOR_TOKENS): /metrics, /metrics.json and the operations page answer 401 to every request"
             );
         }
-        let queries =
-            query_side(&settings, &pipeline, &stores, &compensation).with_warnings(warnings);
+        let queries = query_side(&settings, &pipeline, &stores, &compensation)
+            .with_warnings(warnings)
+            .with_rebuilds(rebuilds.clone());
         let queries = match &distribution {
             Some(distribution) => queries.with_node_status(distribution.status()),
             None => queries,
@@ -134,6 +137,7 @@ impl ServiceBuilder {
         } else {
             Background::default()
         };
+        self.generation_tasks(&rebuilds, outdated, runs_consumers);
         let tasks = Tasks::start(std::mem::take(&mut self.tasks), &pipeline.gateway, &stores);
         Ok(RunningService {
             tasks,
@@ -145,6 +149,7 @@ impl ServiceBuilder {
             deadlines,
             background,
             distribution,
+            rebuilds,
         })
     }
 
@@ -363,6 +368,12 @@ impl RunningService {
     /// The settings it runs with.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The rebuilds of the service's views beside themselves (SPEC DS-6): start one, follow
+    /// its progress.
+    pub fn rebuilds(&self) -> &ViewRebuilds {
+        &self.rebuilds
     }
 
     /// What the start-up catch-up did, per consumer (its name and how far it got).

@@ -39,6 +39,17 @@ mod view_store {
     wow_tck::view_store_tck!(fresh);
 }
 
+mod generations {
+    use super::*;
+    use wow_tck::generations::Stores;
+
+    async fn stores() -> Stores {
+        Stores::of(fresh().await)
+    }
+
+    wow_tck::generations_tck!(stores);
+}
+
 mod deadline {
     use super::*;
     wow_tck::deadline_store_tck!(fresh);

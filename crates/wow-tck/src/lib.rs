@@ -23,6 +23,7 @@ pub mod downstream;
 pub mod downstream_runtime;
 pub mod event_store;
 pub mod fixtures;
+pub mod generations;
 pub mod lifecycle;
 pub mod migration;
 pub mod parking;

@@ -303,6 +303,36 @@ macro_rules! __parking_cases {
     };
 }
 
+/// Runs every view-generations case (SPEC DS-6's rebuild) against
+/// [`crate::generations::Stores`] from `$factory` (or, with `optional:`, an `Option` of
+/// them).
+#[macro_export]
+macro_rules! generations_tck {
+    (optional: $factory:expr) => {
+        $crate::__generations_cases!(optional, $factory);
+    };
+    ($factory:expr) => {
+        $crate::__generations_cases!(required, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __generations_cases {
+    ($mode:ident, $factory:expr) => {
+        $crate::__tck_cases!(
+            $mode,
+            generations,
+            $factory,
+            [
+                a_rebuild_swaps_to_a_whole_generation_and_readers_never_see_less,
+                a_changed_definition_is_rebuilt_and_a_stopped_rebuild_resumes,
+                a_failing_rebuild_leaves_readers_on_the_old_generation,
+            ]
+        );
+    };
+}
+
 /// Runs every ViewStore case against stores from `$factory`, an async function or closure
 /// with no arguments returning something that coerces to `Arc<dyn ViewStore>` (or, with
 /// `optional:`, an `Option` of it).

@@ -31,6 +31,21 @@ mod view_store {
     wow_tck::view_store_tck!(|| async { Arc::new(wow_core::view::InMemoryViewStore::new()) });
 }
 
+mod generations {
+    use super::*;
+    use wow_tck::generations::Stores;
+
+    async fn stores() -> Stores {
+        Stores {
+            views: Arc::new(wow_core::view::InMemoryViewStore::new()),
+            events: Arc::new(InMemoryEventStore::new()),
+            owner: None,
+        }
+    }
+
+    wow_tck::generations_tck!(stores);
+}
+
 mod processed_message {
     use std::collections::HashMap;
 

@@ -97,6 +97,10 @@ pub trait MultiStreamView: Send + Sync + 'static {
         + 'static;
     /// The view's name: unique within a store, its consumer name, and the `view` of its keys.
     const NAME: &'static str;
+    /// The version of the view's definition (its folds, its state's shape). Raise it when a
+    /// change means the stored rows are no longer what the view would fold: the next start
+    /// rebuilds the view beside the rows it serves and swaps once the new rows have caught up.
+    const VERSION: u32 = 0;
     /// Top-level fields of the state that lists filter on by equality
     /// (`GET /view/{name}?field=value`): each is kept in an index on every store, so such a
     /// list never reads every row of the tenant. A list may filter only on these.

@@ -885,6 +885,52 @@ pub(crate) fn compensation_skip() -> Value {
     }})
 }
 
+/// A rebuild's progress, as `/rebuilds` answers it.
+fn rebuild_progress() -> Value {
+    let count = json!({"type": "integer", "minimum": 0});
+    json!({"type": "object",
+        "required": ["view", "generation", "version", "state", "aggregatesTotal", "aggregatesDone", "streams", "elapsedMs"],
+        "properties": {
+            "view": {"type": "string"}, "generation": count, "version": count,
+            "state": {"type": "string", "enum": ["ANNOUNCED", "RUNNING", "SWAPPED", "FAILED"]},
+            "aggregatesTotal": count, "aggregatesDone": count, "streams": count,
+            "elapsedMs": count, "etaMs": {"type": ["integer", "null"], "minimum": 0},
+            "error": {"type": ["string", "null"]}}})
+}
+
+/// `GET /rebuilds`: the views that can be rebuilt and each rebuild's progress.
+pub(crate) fn rebuilds() -> Value {
+    operator_get(
+        "service.rebuilds",
+        "The views that can be rebuilt beside themselves, and each rebuild this process ran or runs, with its progress and the time left (SPEC DS-6)",
+        json!({"description": "The views and the rebuilds", "content": {"application/json": {"schema": {
+            "type": "object", "required": ["views", "rebuilds"], "properties": {
+                "views": {"type": "array", "items": {"type": "string"}},
+                "rebuilds": {"type": "array", "items": rebuild_progress()}}}}}}),
+    )
+}
+
+/// `POST /rebuilds/{view}`: starts a rebuild of one view beside the live one.
+pub(crate) fn rebuild_start() -> Value {
+    let mut responses = Map::new();
+    responses.insert("202".to_owned(), json!({"description": "Started: the view's readers read its active generation until the new one has caught up, then the new one; follow it at GET /rebuilds", "content": {"application/json": {"schema": rebuild_progress()}}}));
+    responses.insert(
+        "404".to_owned(),
+        error("NotFound: no view of that name (or the service rebuilds none)"),
+    );
+    responses.insert(
+        "409".to_owned(),
+        error("IllegalState: the view is being rebuilt already"),
+    );
+    json!({"post": {
+        "operationId": "service.rebuild",
+        "summary": "Rebuilds a view from history beside the live one, and swaps to it once it has caught up (recorded: who, when, which view)",
+        OPERATOR_COMMAND: true,
+        "parameters": [path_param("view", "The view's name.", json!({"type": "string", "minLength": 1}))],
+        "responses": responses,
+    }})
+}
+
 /// The marker of an operation of the operator's (`/metrics`, the operations page): with any
 /// token configured it needs an operator token. Removed by [`complete`].
 pub(super) const OPERATOR_AUTH: &str = "x-wow-operator-auth";

@@ -55,6 +55,11 @@ pub trait View: Send + Sync + 'static {
         + 'static;
     /// The view's name: unique within a store, its consumer name, and the `view` of its keys.
     const NAME: &'static str;
+    /// The version of the view's definition (its `apply`, its state's shape). Raise it when
+    /// a change to either means the stored rows are no longer what the view would fold: the
+    /// next start rebuilds the view from history beside the rows it serves, and swaps to the
+    /// new rows once they have caught up, so readers never see an empty or partial view.
+    const VERSION: u32 = 0;
 
     /// Folds one event into the state.
     fn apply(state: &mut Self::State, event: &<Self::Aggregate as Aggregate>::Event);

@@ -96,14 +96,14 @@ pub async fn catch_up(
 }
 
 /// The ids of one aggregate type, a page at a time, in id order.
-struct IdPages<'a> {
+pub(crate) struct IdPages<'a> {
     store: &'a dyn EventStore,
     named: &'a NamedAggregate,
     after: Option<AggregateId>,
 }
 
 impl<'a> IdPages<'a> {
-    fn new(store: &'a dyn EventStore, named: &'a NamedAggregate) -> Self {
+    pub(crate) fn new(store: &'a dyn EventStore, named: &'a NamedAggregate) -> Self {
         Self {
             store,
             named,
@@ -112,7 +112,7 @@ impl<'a> IdPages<'a> {
     }
 
     /// The next page; `None` after the last.
-    async fn next(&mut self) -> Result<Option<Vec<AggregateId>>, EventStoreError> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Vec<AggregateId>>, EventStoreError> {
         let page = self
             .store
             .scan_aggregate_ids(self.named, self.after.as_ref(), PAGE)

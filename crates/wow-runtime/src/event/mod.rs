@@ -11,6 +11,7 @@ mod parking;
 mod position_writer;
 
 pub use bus::{EventFeed, InMemoryDomainEventBus, DEFAULT_PARTITION_CAPACITY};
+pub(crate) use catch_up::IdPages;
 pub use catch_up::{catch_up, CatchUpError, CatchUpProgress};
 pub use dispatcher::{EventDispatcher, EventDispatcherBuilder, NamedConsumer};
 pub use feed_follower::{FeedFollower, FeedWake, PartitionOf, FEED_POLL};

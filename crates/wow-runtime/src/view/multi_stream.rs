@@ -12,6 +12,9 @@ use wow_core::id::{Clock, SystemClock};
 use wow_core::view::{MultiStreamView, ViewInputs, ViewKey, ViewRow, ViewStore, ViewUpdate};
 
 use super::consumed::{stored_state, undecodable, update_failed};
+use super::generation::ViewGenerations;
+use super::rebuild::RebuildableView;
+use wow_core::NamedAggregate;
 
 /// Runs the view `V` as a projection (stage `PROJECTED`, consumer name
 /// [`MultiStreamView::NAME`]): each stream of an aggregate type `V` follows is decoded once,
@@ -26,6 +29,7 @@ pub struct MultiStreamProjection<V: MultiStreamView> {
     store: Arc<dyn ViewStore>,
     clock: Arc<dyn Clock>,
     inputs: ViewInputs<V::State>,
+    generations: Option<Arc<ViewGenerations>>,
     view: PhantomData<fn() -> V>,
 }
 
@@ -45,8 +49,17 @@ impl<V: MultiStreamView> MultiStreamProjection<V> {
             store,
             clock: Arc::new(SystemClock),
             inputs: V::inputs(ViewInputs::new()),
+            generations: None,
             view: PhantomData,
         }
+    }
+
+    /// Writes the generations `generations` names (the active one, and the one a rebuild
+    /// fills when its version is [`MultiStreamView::VERSION`]) instead of the rows stored
+    /// under [`MultiStreamView::NAME`] alone.
+    pub fn with_generations(mut self, generations: Arc<ViewGenerations>) -> Self {
+        self.generations = Some(generations);
+        self
     }
 
     /// Stamps rows' `updated_at` with `clock` instead.
@@ -63,13 +76,48 @@ impl<V: MultiStreamView> EventConsumer for MultiStreamProjection<V> {
     }
 
     async fn handle(&self, stream: &DomainEventStream) -> Result<(), ConsumerError> {
+        let Some(generations) = &self.generations else {
+            return self.fold_into(V::NAME, stream).await;
+        };
+        let generation = generations.get(V::NAME);
+        self.fold_into(&generation.active_name(V::NAME), stream)
+            .await?;
+        match generation.building_name(V::NAME) {
+            Some(building) if generation.building_version == Some(V::VERSION) => {
+                self.fold_into(&building, stream).await
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl<V: MultiStreamView> RebuildableView for MultiStreamProjection<V> {
+    fn view_name(&self) -> &'static str {
+        V::NAME
+    }
+
+    fn version(&self) -> u32 {
+        V::VERSION
+    }
+
+    fn aggregates(&self) -> Vec<NamedAggregate> {
+        self.inputs.aggregates()
+    }
+
+    /// Folds `stream`'s events into the rows of `generation` they go to, each once.
+    async fn fold_into(
+        &self,
+        generation: &str,
+        stream: &DomainEventStream,
+    ) -> Result<(), ConsumerError> {
         let changes = self
             .inputs
             .changes(stream)
             .map_err(|error| undecodable(format_args!("view {}", V::NAME), stream, error))?;
         for change in changes {
             let key = ViewKey::new(
-                V::NAME,
+                generation,
                 stream.aggregate_id.tenant_id.clone(),
                 change.row.clone(),
             );

@@ -17,6 +17,9 @@ use wow_core::view::{ViewStore, ViewUpdate};
 use wow_core::ErrorCode;
 
 use super::consumed::{of_aggregate, stored_state, undecodable, update_failed};
+use super::generation::ViewGenerations;
+use super::rebuild::RebuildableView;
+use wow_core::NamedAggregate;
 
 /// Why a stream cannot be folded into a view row yet: an earlier stream of the aggregate has
 /// not been applied (it failed and waits for its retry), so applying this one would skip it.
@@ -50,6 +53,7 @@ pub struct ViewProjection<V: View> {
     store: Arc<dyn ViewStore>,
     clock: Arc<dyn Clock>,
     history: Option<Arc<dyn EventStore>>,
+    generations: Option<Arc<ViewGenerations>>,
     view: PhantomData<fn() -> V>,
 }
 
@@ -72,8 +76,17 @@ impl<V: View> ViewProjection<V> {
             store,
             clock: Arc::new(SystemClock),
             history: None,
+            generations: None,
             view: PhantomData,
         }
+    }
+
+    /// Writes the generations `generations` names (the active one, and the one a rebuild
+    /// fills when its version is [`View::VERSION`]) instead of the rows stored under
+    /// [`View::NAME`] alone.
+    pub fn with_generations(mut self, generations: Arc<ViewGenerations>) -> Self {
+        self.generations = Some(generations);
+        self
     }
 
     /// Fills a gap in an aggregate's versions from `history` (its event store) instead of
@@ -94,7 +107,24 @@ impl<V: View> ViewProjection<V> {
         &self.store
     }
 
-    fn update(&self, stream: &DomainEventStream) -> Result<(ViewKey, ViewUpdate), ConsumerError> {
+    /// The stored names of the generations a live stream is folded into: the active one,
+    /// and the one a rebuild fills for this version of the view.
+    fn live_generations(&self) -> (String, Option<String>) {
+        let Some(generations) = &self.generations else {
+            return (V::NAME.to_owned(), None);
+        };
+        let generation = generations.get(V::NAME);
+        let building = generation
+            .building_name(V::NAME)
+            .filter(|_| generation.building_version == Some(V::VERSION));
+        (generation.active_name(V::NAME), building)
+    }
+
+    fn update(
+        &self,
+        generation: &str,
+        stream: &DomainEventStream,
+    ) -> Result<(ViewKey, ViewUpdate), ConsumerError> {
         let folded =
             match LifecycleEvent::of_stream(stream) {
                 Some(event) => Folded::Lifecycle(event),
@@ -103,7 +133,7 @@ impl<V: View> ViewProjection<V> {
                 })?),
             };
         let key = ViewKey::new(
-            V::NAME,
+            generation,
             stream.aggregate_id.tenant_id.clone(),
             stream.aggregate_id.id.clone(),
         );
@@ -167,13 +197,47 @@ impl<V: View> EventConsumer for ViewProjection<V> {
         if !of_aggregate::<V::Aggregate>(stream) {
             return Ok(());
         }
-        match self.fold_one(stream).await {
+        let (active, building) = self.live_generations();
+        self.fold_into(&active, stream).await?;
+        match building {
+            Some(building) => self.fold_into(&building, stream).await,
+            None => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl<V: View> RebuildableView for ViewProjection<V> {
+    fn view_name(&self) -> &'static str {
+        V::NAME
+    }
+
+    fn version(&self) -> u32 {
+        V::VERSION
+    }
+
+    fn aggregates(&self) -> Vec<NamedAggregate> {
+        vec![V::Aggregate::named_aggregate()]
+    }
+
+    /// Folds `stream` into `generation`'s row, after the streams of its aggregate the row
+    /// does not hold yet (from history, when the projection has it).
+    async fn fold_into(
+        &self,
+        generation: &str,
+        stream: &DomainEventStream,
+    ) -> Result<(), ConsumerError> {
+        if !of_aggregate::<V::Aggregate>(stream) {
+            return Ok(());
+        }
+        match self.fold_one(generation, stream).await {
             Err(Failure::Gap { at, message }) => {
                 let Some(history) = &self.history else {
                     return Err(Failure::Gap { at, message }.into_consumer_error());
                 };
-                self.fill_gap(history.as_ref(), stream, at).await?;
-                self.fold_one(stream)
+                self.fill_gap(generation, history.as_ref(), stream, at)
+                    .await?;
+                self.fold_one(generation, stream)
                     .await
                     .map_err(|failure| failure.into_consumer_error())
             }
@@ -210,9 +274,9 @@ impl From<ConsumerError> for Failure {
 }
 
 impl<V: View> ViewProjection<V> {
-    /// Folds `stream` into its row, with its processed-message record.
-    async fn fold_one(&self, stream: &DomainEventStream) -> Result<(), Failure> {
-        let (key, work) = self.update(stream)?;
+    /// Folds `stream` into its row of `generation`, with its processed-message record.
+    async fn fold_one(&self, generation: &str, stream: &DomainEventStream) -> Result<(), Failure> {
+        let (key, work) = self.update(generation, stream)?;
         let error = match self.store.update(&key, &stream.id, work).await {
             Ok(_) => return Ok(()),
             Err(error) => error,
@@ -232,6 +296,7 @@ impl<V: View> ViewProjection<V> {
     /// from `history` a page at a time, each with its record, in version order.
     async fn fill_gap(
         &self,
+        generation: &str,
         history: &dyn EventStore,
         stream: &DomainEventStream,
         at: u64,
@@ -249,7 +314,7 @@ impl<V: View> ViewProjection<V> {
                 break;
             }
             for earlier in &missing {
-                match self.fold_one(earlier).await {
+                match self.fold_one(generation, earlier).await {
                     Ok(()) => {}
                     Err(failure) => return Err(failure.into_consumer_error()),
                 }
