@@ -2,7 +2,8 @@
 //! `account_balance` table is dropped and the view rebuilt from history under each account's
 //! tenant; the old `notification_outbox` (with or without its tenant column) loses no row,
 //! its rows keep their event ids, so those sent before are not sent again (SPEC DS-2, TN-1).
-//! And `wow catch-up --rebuild NAME` works for any view or outbox of the bank.
+//! And `wow catch-up --rebuild NAME` works for any view (rebuilt beside itself) or outbox
+//! (emptied and refilled) of the bank.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
@@ -220,6 +221,17 @@ async fn an_earlier_builds_tables_are_upgraded_without_loss(url: &str, with_tena
     let third = bank.deliver(&mailer, 3).await.unwrap();
     assert_eq!(third.already_done, 3);
     assert!(mailer.sent.lock().unwrap().values().all(|n| *n == 1));
+    drop(bank);
+
+    // A view is rebuilt beside the one readers read: a new generation, read once whole.
+    let (code, stderr) = wow_stderr(&["catch-up", "--store", url, "--rebuild", "account_balance"]);
+    assert_eq!(code, 0, "{stderr}");
+    let bank = Bank::start(db.stores()).await.unwrap();
+    let view = bank.account_view(&a).await.unwrap().expect("rebuilt");
+    assert_eq!((view.balance, view.version), (34, 4));
+    let (generations, stores) = (wow_runtime::view::ViewGenerations::new(), db.stores());
+    let read = generations.load(stores.views.as_ref(), "account_balance");
+    assert_eq!(read.await.unwrap().active, 1, "readers read generation 1");
     let (code, stderr) = wow_stderr(&["catch-up", "--store", url, "--rebuild", "no_such_model"]);
     assert_ne!(code, 0);
     assert!(

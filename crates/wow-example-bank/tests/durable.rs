@@ -120,7 +120,8 @@ async fn a_rebuilt_read_model_is_filled_again_from_history_once() {
         }
         bank.flush().await;
     }
-    // What `wow catch-up --rebuild NAME` does for each of the bank's views and outboxes.
+    // Each of the bank's views and outboxes emptied by hand (what `wow catch-up --rebuild`
+    // does for an outbox; a view it rebuilds beside itself): the next start refills them.
     let stores = Stores::of(store.clone());
     for name in wow_example_bank::READ_MODELS {
         stores.views.clear(name).await.unwrap();
