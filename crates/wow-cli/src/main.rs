@@ -25,6 +25,7 @@ mod output;
 mod remote;
 mod serve;
 mod tend;
+mod view_read;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -132,6 +133,28 @@ enum Command {
         id: String,
         /// The request id.
         request_id: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// A view's row of an aggregate, as JSON; with --fresh-request or --fresh-version, once
+    /// the row includes that append (SPEC DS-6), or NOT_FRESH when --wait runs out.
+    #[command(after_help = view_read::VIEW_EXIT_CODES)]
+    View {
+        /// The aggregate type.
+        aggregate: String,
+        /// The aggregate id.
+        id: String,
+        /// The view's name.
+        view: String,
+        /// Answer only once the row includes the append of this request id.
+        #[arg(long)]
+        fresh_request: Option<String>,
+        /// Answer only once the row includes this version of the aggregate.
+        #[arg(long)]
+        fresh_version: Option<u64>,
+        /// How long the service waits for that, in milliseconds (at most 5000).
+        #[arg(long, default_value_t = 3000)]
+        wait: u64,
         #[command(flatten)]
         remote: RemoteArgs,
     },
@@ -264,6 +287,22 @@ async fn run(command: Command) -> Result<u8, String> {
             request_id,
             remote,
         } => coded(remote::outcome(&remote.remote(), &aggregate, &id, &request_id).await),
+        Command::View {
+            aggregate,
+            id,
+            view,
+            fresh_request,
+            fresh_version,
+            wait,
+            remote,
+        } => {
+            let fresh = view_read::FreshArgs {
+                request: fresh_request,
+                version: fresh_version,
+                wait: std::time::Duration::from_millis(wait),
+            };
+            coded(view_read::view(&remote.remote(), (&aggregate, &id, &view), fresh).await)
+        }
         Command::Events {
             aggregate,
             id,

@@ -49,7 +49,7 @@ impl Remote {
         self.server.trim_end_matches('/')
     }
 
-    fn client(&self) -> Result<WowClient, TendError> {
+    pub(crate) fn client(&self) -> Result<WowClient, TendError> {
         let client =
             WowClient::new(self.base()).map_err(|error| TendError::Client(error.to_string()))?;
         Ok(match &self.token {

@@ -3,6 +3,8 @@
 //! how far behind the view is when its wait runs out.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::time::Duration;
 
 use serde_json::json;
@@ -85,6 +87,42 @@ async fn a_reader_gets_the_view_at_least_as_fresh_as_the_append_it_names() {
             .await,
         ViewRead::NotFound
     );
+    the_cli_reads_at_least_as_fresh_as_an_append(&base).await;
     let _ = stop.send(());
     task.await.unwrap();
+}
+
+/// `wow view`: the row once it includes the append (exit 0), `NOT_FRESH` when the wait runs
+/// out (exit 6), an error for no row (exit 1).
+async fn the_cli_reads_at_least_as_fresh_as_an_append(base: &str) {
+    let run = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            support::wow(&args)
+        })
+    };
+    let view = |id: &str, fresh: &[&str]| {
+        let mut args = vec!["view", "account", id, "account_balance", "--server", base];
+        args.extend_from_slice(fresh);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let (code, out) = run(view("acc-1", &["--fresh-request", "dep-10"]))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{out}");
+    let row: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (row["version"].as_u64(), row["state"]["balance"].as_i64()),
+        (Some(11), Some(20))
+    );
+    let ahead = ["--fresh-version", "99", "--wait", "20"];
+    let (code, out) = run(view("acc-1", &ahead)).await.unwrap();
+    assert_eq!(code, 6, "{out}");
+    let behind: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        behind,
+        json!({"status": "NOT_FRESH", "version": 11, "wanted": 99})
+    );
+    let (code, _) = run(view("nobody", &[])).await.unwrap();
+    assert_eq!(code, 1);
 }

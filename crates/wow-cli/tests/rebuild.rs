@@ -171,7 +171,9 @@ async fn only_the_operator_starts_a_rebuild(operator: &Caller) {
     assert_eq!(operator.post(&path, None).await, StatusCode::UNAUTHORIZED);
     let tenant = operator.post(&path, Some(TENANT_TOKEN)).await;
     assert_eq!(tenant, StatusCode::FORBIDDEN);
-    let unknown = operator.post("/rebuilds/no_such_view", Some(OPERATOR_TOKEN)).await;
+    let unknown = operator
+        .post("/rebuilds/no_such_view", Some(OPERATOR_TOKEN))
+        .await;
     assert_eq!(unknown, StatusCode::NOT_FOUND);
     let started = operator.post(&path, Some(OPERATOR_TOKEN)).await;
     assert_eq!(started, StatusCode::ACCEPTED);
@@ -191,9 +193,14 @@ async fn readers_are_answered_throughout(store: &str, operator: &Caller, live: &
     old_generation_dropped(store).await;
     stop.store(true, Ordering::Relaxed);
     let (reads, deposits) = (reader.await.unwrap(), writer.await.unwrap());
-    assert!(reads > ACCOUNTS && deposits > 0, "{reads} reads, {deposits} deposits");
+    assert!(
+        reads > ACCOUNTS && deposits > 0,
+        "{reads} reads, {deposits} deposits"
+    );
     for n in 0..ACCOUNTS {
-        let (status, state) = live.get(&format!("/account/a{n}/state"), TENANT_TOKEN).await;
+        let (status, state) = live
+            .get(&format!("/account/a{n}/state"), TENANT_TOKEN)
+            .await;
         assert_eq!(status, StatusCode::OK, "{state}");
         assert_eq!(
             live.view_version(n).await.unwrap(),

@@ -1,4 +1,5 @@
-//! Reading a view's row by aggregate id, at least as fresh as an append when asked (SPEC DS-6).
+//! Reading a view's row by aggregate id, and the rows of a view over several aggregate types,
+//! at least as fresh as an append when asked (SPEC DS-6).
 
 use std::time::Duration;
 
@@ -59,14 +60,7 @@ impl WowClient {
             Ok(url) => url,
             Err(error) => return ViewRead::Failed(format!("cannot read it: {error}")),
         };
-        let mut request = self.http().get(url);
-        if let Some((fresh, wait)) = fresh {
-            request = match fresh {
-                Fresh::Request(request_id) => request.header("Wow-Fresh-Request", request_id),
-                Fresh::Version(version) => request.header("Wow-Fresh-Version", version.to_string()),
-            }
-            .header("Wow-Fresh-Wait", wait.as_millis().to_string());
-        }
+        let request = with_fresh(self.http().get(url), fresh);
         let response = match self.authorize(request, tenant).send().await {
             Ok(response) => response,
             Err(error) => return ViewRead::Failed(format!("the read failed: {error}")),
@@ -80,6 +74,61 @@ impl WowClient {
         };
         read(status, body)
     }
+}
+
+impl WowClient {
+    /// Reads the rows of the view `view` over several aggregate types
+    /// (`GET /views/{view}?{filter}`), in `tenant` when auth is off. With `fresh`, the answer
+    /// includes that append of the aggregate `{aggregate}/{id}` it names, or is
+    /// [`ViewRead::NotFresh`] once `wait` runs out. A page of rows is [`ViewRead::Row`] with
+    /// version 0 and the whole answer (`{rows, next}`) as its state.
+    pub async fn read_view_rows(
+        &self,
+        view: &str,
+        filter: &[(&str, &str)],
+        tenant: Option<&str>,
+        fresh: Option<(&Fresh, &str, Duration)>,
+    ) -> ViewRead {
+        let url = match url(self.base(), &["views", view]) {
+            Ok(url) => url,
+            Err(error) => return ViewRead::Failed(format!("cannot read it: {error}")),
+        };
+        let request = self.http().get(url).query(filter);
+        let request = match fresh {
+            Some((fresh, aggregate, wait)) => {
+                with_fresh(request, Some((fresh, wait))).header("Wow-Fresh-Aggregate", aggregate)
+            }
+            None => request,
+        };
+        let response = match self.authorize(request, tenant).send().await {
+            Ok(response) => response,
+            Err(error) => return ViewRead::Failed(format!("the read failed: {error}")),
+        };
+        let status = response.status();
+        match response.json::<Value>().await {
+            Ok(body) if status == StatusCode::OK => ViewRead::Row {
+                version: 0,
+                state: body,
+            },
+            Ok(body) => read(status, body),
+            Err(error) => ViewRead::Failed(format!("answer {status} is unreadable: {error}")),
+        }
+    }
+}
+
+/// `request` with the headers of `fresh`, if any.
+fn with_fresh(
+    request: reqwest::RequestBuilder,
+    fresh: Option<(&Fresh, Duration)>,
+) -> reqwest::RequestBuilder {
+    let Some((fresh, wait)) = fresh else {
+        return request;
+    };
+    match fresh {
+        Fresh::Request(request_id) => request.header("Wow-Fresh-Request", request_id),
+        Fresh::Version(version) => request.header("Wow-Fresh-Version", version.to_string()),
+    }
+    .header("Wow-Fresh-Wait", wait.as_millis().to_string())
 }
 
 /// What an answer `status` with `body` says of the row.

@@ -21,11 +21,12 @@ use wow_core::query::{
     project, Condition, DocumentQuery, Filter, ListQuery, Lowering, Operator, PagedList,
     PagedQuery, Projection, QueryBody, SingleQuery, Target,
 };
-use wow_core::view::{ViewRow, ViewStore};
+use wow_core::view::{ViewKey, ViewRow, ViewStore};
 use wow_core::{DomainEventStream, NamedAggregate};
 use wow_runtime::view::snapshot_view;
 
 use crate::error::ApiError;
+use crate::fresh;
 use crate::reads::ReadPlace;
 use crate::state::HttpState;
 use answer::{events_failed, illegal, ok, view_failed, Shape, Streamed};
@@ -39,6 +40,9 @@ pub(crate) async fn count(
     query: DslQuery<Condition>,
 ) -> Result<Response, ApiError> {
     let snapshots = Snapshots::of(&state, &query)?;
+    if let Err(answer) = snapshots.fresh(&state, &query).await {
+        return Ok(answer);
+    }
     let filter = lowering()
         .lower(&active_only(query.query))
         .map_err(illegal)?;
@@ -55,6 +59,9 @@ pub(crate) async fn single<A: Answer>(
 ) -> Result<Response, ApiError> {
     let shape = A::SHAPE;
     let snapshots = Snapshots::of(&state, &query)?;
+    if let Err(answer) = snapshots.fresh(&state, &query).await {
+        return Ok(answer);
+    }
     let lowered = snapshot_lowered(&mut query.query)?;
     let rows = read.within(snapshots.rows(&query.tenant, &lowered)).await?;
     let row = rows
@@ -77,6 +84,9 @@ pub(crate) async fn list<A: Answer>(
     mut query: DslQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     let snapshots = Snapshots::of(&state, &query)?;
+    if let Err(answer) = snapshots.fresh(&state, &query).await {
+        return Ok(answer);
+    }
     let lowered = snapshot_lowered(&mut query.query)?;
     let rows = read.within(snapshots.rows(&query.tenant, &lowered)).await?;
     let list = documents(&read, rows, query.query.projection, A::SHAPE).await?;
@@ -91,6 +101,9 @@ pub(crate) async fn paged<A: Answer>(
     mut query: DslQuery<PagedQuery>,
 ) -> Result<Response, ApiError> {
     let snapshots = Snapshots::of(&state, &query)?;
+    if let Err(answer) = snapshots.fresh(&state, &query).await {
+        return Ok(answer);
+    }
     let lowered = snapshot_lowered(&mut query.query)?;
     let (total, rows) = read
         .within(counted(
@@ -196,6 +209,59 @@ impl Snapshots {
         })?;
         let view = snapshot_view(&query.runtime.named_aggregate().aggregate_name);
         Ok(Self { views, view })
+    }
+
+    /// Waits until the snapshot of the aggregate `Wow-Fresh-Aggregate` names includes what
+    /// the query's freshness headers name (SPEC DS-6), when they name anything: `Err` with
+    /// the answer to give instead (400 without the aggregate, 408 `ViewNotFresh`, 503).
+    async fn fresh<T>(&self, state: &HttpState, query: &DslQuery<T>) -> Result<(), Response> {
+        let Some(freshness) = &query.freshness else {
+            return Ok(());
+        };
+        let named = query.runtime.named_aggregate();
+        let id = match freshness.aggregate.as_deref() {
+            Some(id) => id
+                .strip_prefix(&format!("{}/", named.aggregate_name))
+                .unwrap_or(id),
+            None => {
+                return Err(fresh::error_answer(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    format!(
+                    "a fresh query names the aggregate whose append it must include: {}: {{id}}",
+                    fresh::FRESH_AGGREGATE
+                ),
+                ))
+            }
+        };
+        let aggregate = named.aggregate_id(id, query.tenant.as_str());
+        let key = ViewKey::new(self.view.as_str(), query.tenant.as_str(), id);
+        let read = || {
+            let (views, key) = (self.views.clone(), key.clone());
+            async move {
+                match views.load(&key).await {
+                    Ok(row) => Ok(row.map(|row| ((), row.version))),
+                    Err(failure) => Err(fresh::error_answer(
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                        "ServiceUnavailable",
+                        format!("the snapshots cannot be read: {failure}"),
+                    )),
+                }
+            }
+        };
+        match fresh::read_fresh(
+            state.store(),
+            &aggregate,
+            freshness,
+            fresh::error_answer,
+            read,
+        )
+        .await
+        {
+            Ok(_) => Ok(()),
+            Err(Ok(behind)) => Err(fresh::not_fresh(&self.view, id, &behind)),
+            Err(Err(failure)) => Err(failure),
+        }
     }
 
     /// The documents in `tenant` that `query` selects.

@@ -34,6 +34,7 @@ mod dsl_queries;
 mod error;
 mod extract;
 mod fallback;
+pub mod fresh;
 mod ids;
 mod input;
 mod lag;

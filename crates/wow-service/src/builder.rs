@@ -265,7 +265,11 @@ impl ServiceBuilder {
         }));
         self.openapi.extend(multi_view_openapi::<V>());
         self.routes.push(Box::new(|cx: &ServiceContext| {
-            multi_view_routes::<V>(cx.stores.views.clone(), cx.http.clone())
+            let fresh = crate::fresh_consumer::ConsumerReads {
+                events: cx.stores.events.clone(),
+                positions: cx.stores.positions.clone(),
+            };
+            multi_view_routes::<V>(cx.stores.views.clone(), fresh, cx.http.clone())
         }));
         self
     }

@@ -45,7 +45,7 @@ mod distributed;
 #[path = "distributed_off.rs"]
 mod distributed;
 mod error;
-mod fresh_read;
+mod fresh_consumer;
 mod generations;
 mod multi_view_route;
 mod read_route;

@@ -12,9 +12,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
-use wow_core::view::{FilterValue, MultiStreamView, ViewFilter, ViewKey, ViewStore};
+use wow_core::view::{FilterValue, MultiStreamView, ViewFilter, ViewInputs, ViewKey, ViewStore};
+use wow_http::fresh::Freshness;
 use wow_http::HttpConfig;
 
+use crate::fresh_consumer::ConsumerReads;
 use crate::view_route::error;
 
 /// The most rows one page of a list holds, and how many it holds unless `limit` says fewer.
@@ -62,9 +64,11 @@ where
 /// Both routes of `V`: 200 with `{id, version, state}` for a row (404 when the tenant has
 /// none of that key), and `{rows, next}` for a list; 400 for a row key or tenant that breaks
 /// the id rules, a filter on a field the view does not index, a value of the wrong type or a
-/// bad `limit`; 503 when the store cannot be reached.
+/// bad `limit`; 503 when the store cannot be reached. Either may ask to include an append
+/// (SPEC DS-6, [`ConsumerReads`]): 408 `ViewNotFresh` when the wait runs out.
 pub(crate) fn multi_view_routes<V: MultiStreamView>(
     store: Arc<dyn ViewStore>,
+    fresh: ConsumerReads,
     http: HttpConfig,
 ) -> Router
 where
@@ -74,23 +78,52 @@ where
     let row_route = crate::read_route::id_route(
         &row_path::<V>(),
         http.clone(),
-        store.clone(),
+        (store.clone(), fresh.clone()),
         error,
         read_row::<V>,
     );
     let list = move |Query(params): Query<Vec<(String, String)>>, headers: HeaderMap| {
-        let (store, http, fields) = (store.clone(), http.clone(), fields.clone());
-        async move { list_rows::<V>(store.as_ref(), &http, &fields, params, &headers).await }
+        let (store, fresh, http, fields) =
+            (store.clone(), fresh.clone(), http.clone(), fields.clone());
+        async move {
+            let tenant_id = match wow_http::caller_tenant(&http, &headers) {
+                Ok(tenant) => tenant.0,
+                Err(refused) => return refused.into_response(),
+            };
+            if let Err(answer) = fresh_enough::<V>(&fresh, &tenant_id, &headers).await {
+                return answer;
+            }
+            list_rows::<V>(store.as_ref(), &tenant_id, &fields, params).await
+        }
     };
     row_route.route(&list_path::<V>(), get(list))
 }
 
+/// Waits for what the read's freshness headers name, if they name anything.
+async fn fresh_enough<V: MultiStreamView>(
+    fresh: &ConsumerReads,
+    tenant_id: &str,
+    headers: &HeaderMap,
+) -> Result<(), Response> {
+    match Freshness::of(headers) {
+        Ok(None) => Ok(()),
+        Ok(Some(freshness)) => {
+            let inputs = V::inputs(ViewInputs::new()).aggregates();
+            fresh.wait(V::NAME, &inputs, tenant_id, &freshness).await
+        }
+        Err((status, code, message)) => Err(error(status, code, message)),
+    }
+}
+
 async fn read_row<V: MultiStreamView>(
-    store: Arc<dyn ViewStore>,
+    (store, fresh): (Arc<dyn ViewStore>, ConsumerReads),
     tenant_id: String,
     id: String,
-    _: HeaderMap,
+    headers: HeaderMap,
 ) -> Response {
+    if let Err(answer) = fresh_enough::<V>(&fresh, &tenant_id, &headers).await {
+        return answer;
+    }
     match store
         .load(&ViewKey::new(V::NAME, tenant_id, id.clone()))
         .await
@@ -109,15 +142,10 @@ async fn read_row<V: MultiStreamView>(
 
 async fn list_rows<V: MultiStreamView>(
     store: &dyn ViewStore,
-    http: &HttpConfig,
+    tenant_id: &str,
     fields: &HashMap<&'static str, FieldType>,
     params: Vec<(String, String)>,
-    headers: &HeaderMap,
 ) -> Response {
-    let tenant_id = match wow_http::caller_tenant(http, headers) {
-        Ok(tenant) => tenant.0,
-        Err(refused) => return refused.into_response(),
-    };
     let bad = |message: String| error(StatusCode::BAD_REQUEST, "IllegalArgument", message);
     let (mut filter, mut after, mut limit) = (ViewFilter::new(), None, MAX_PAGE);
     for (name, value) in params {
@@ -152,7 +180,7 @@ async fn list_rows<V: MultiStreamView>(
         }
     }
     match store
-        .list(V::NAME, &tenant_id, &filter, after.as_deref(), limit)
+        .list(V::NAME, tenant_id, &filter, after.as_deref(), limit)
         .await
     {
         Ok(rows) => {
@@ -200,14 +228,18 @@ where
         "version": {"type": "integer", "minimum": 1, "description": "How many streams were folded into the row"},
         "state": state,
     }});
+    let of = "`{aggregate}/{id}` of a type the view follows";
+    let mut row_parameters = vec![tenant.clone()];
+    row_parameters.extend(wow_http::fresh::openapi_parameters(Some(of)));
     let one = json!({"get": {
         "operationId": format!("view.{}.row", V::NAME),
         "summary": format!("One row of the view {}", V::NAME),
-        "parameters": [tenant.clone()],
+        "parameters": row_parameters,
         "responses": {
             "200": {"description": "The row", "content": {"application/json": {"schema": row.clone()}}},
-            "400": answer("IllegalArgument: the row key or Command-Tenant-Id breaks the rules of an id"),
+            "400": answer("IllegalArgument: the row key or Command-Tenant-Id breaks the rules of an id; BadRequest: a freshness header that does not parse, or Wow-Fresh-Aggregate missing"),
             "404": answer("NotFound: the view holds no such row in the caller's tenant"),
+            "408": answer("ViewNotFresh: the wait ran out before the view handled the append the freshness headers name (the body adds version, wanted, lag)"),
             "503": answer("ServiceUnavailable: the view store cannot be reached"),
         },
     }});
@@ -219,6 +251,7 @@ where
         json!({"name": "limit", "in": "query", "required": false,
             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}}),
     ];
+    parameters.extend(wow_http::fresh::openapi_parameters(Some(of)));
     for field in V::INDEXED {
         let kind = match fields.get(field) {
             Some(FieldType::Integer) => "integer",
@@ -238,7 +271,8 @@ where
                 "content": {"application/json": {"schema": {"type": "object", "required": ["rows", "next"],
                     "properties": {"rows": {"type": "array", "items": row},
                         "next": {"type": ["string", "null"]}}}}}},
-            "400": answer("IllegalArgument: a filter on a field the view does not index, a value of another type, or a bad limit"),
+            "400": answer("IllegalArgument: a filter on a field the view does not index, a value of another type, or a bad limit; BadRequest: a freshness header that does not parse, or Wow-Fresh-Aggregate missing"),
+            "408": answer("ViewNotFresh: the wait ran out before the view handled the append the freshness headers name (the body adds version, wanted, lag)"),
             "503": answer("ServiceUnavailable: the view store cannot be reached"),
         },
     }});

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
@@ -13,7 +13,7 @@ use wow_core::view::{View, ViewStore, ViewStoreError};
 use wow_core::AggregateId;
 use wow_http::HttpConfig;
 
-use crate::fresh_read::{read_fresh, Behind, Freshness};
+use wow_http::fresh::{not_fresh, read_fresh, Freshness};
 
 /// The path of `V`'s read route: `/{aggregate}/{id}/view/{view name}`.
 pub(crate) fn view_path<V: View>() -> String {
@@ -78,9 +78,9 @@ async fn read_view<V: View>(
                 id.as_str(),
                 tenant_id.as_str(),
             );
-            match read_fresh(&events, &aggregate, &freshness, error, read).await {
+            match read_fresh(events.as_ref(), &aggregate, &freshness, error, read).await {
                 Ok(row) => Ok(row),
-                Err(Ok(behind)) => return not_fresh::<V>(&id, &behind),
+                Err(Ok(behind)) => return not_fresh(V::NAME, &id, &behind),
                 Err(Err(failure)) => return failure,
             }
         }
@@ -114,55 +114,9 @@ fn unreadable<V: View>(failure: ViewStoreError) -> Response {
     }
 }
 
-/// `408 ViewNotFresh`: the wait ran out before the row included what was asked for; the
-/// body says how far behind it is (`version`, `wanted`, `lag`; `wanted` is null while the
-/// request is not appended).
-fn not_fresh<V: View>(id: &str, behind: &Behind) -> Response {
-    let message = match behind.wanted {
-        Some(wanted) => format!(
-            "view {} holds version {} of `{id}`, not yet {wanted}",
-            V::NAME,
-            behind.version
-        ),
-        None => format!(
-            "the request is not appended to `{id}` yet; view {} holds version {}",
-            V::NAME,
-            behind.version
-        ),
-    };
-    let lag = behind
-        .wanted
-        .map(|wanted| wanted.saturating_sub(behind.version));
-    let mut response = (
-        StatusCode::REQUEST_TIMEOUT,
-        Json(
-            json!({"errorCode": "ViewNotFresh", "errorMsg": message, "succeeded": false,
-            "version": behind.version, "wanted": behind.wanted, "lag": lag}),
-        ),
-    )
-        .into_response();
-    response.headers_mut().insert(
-        wow_http::ERROR_CODE_HEADER,
-        HeaderValue::from_static("ViewNotFresh"),
-    );
-    response.headers_mut().insert(
-        axum::http::header::RETRY_AFTER,
-        HeaderValue::from_static("1"),
-    );
-    response
-}
-
 /// An error answer as every route gives it: `{errorCode, errorMsg}` and `Wow-Error-Code`.
 pub(crate) fn error(status: StatusCode, code: &'static str, message: String) -> Response {
-    let mut response = (
-        status,
-        Json(json!({"errorCode": code, "errorMsg": message, "succeeded": false})),
-    )
-        .into_response();
-    response
-        .headers_mut()
-        .insert(wow_http::ERROR_CODE_HEADER, HeaderValue::from_static(code));
-    response
+    wow_http::fresh::error_answer(status, code, message)
 }
 
 /// `/openapi.json`'s entry for `V`'s route; the 200 body's `state` is `V::State`'s JSON
@@ -183,23 +137,16 @@ where
         "version": {"type": "integer", "minimum": 1},
         "state": state_schema::<V>(),
     }});
+    let mut parameters = vec![
+        json!({"name": "Command-Tenant-Id", "in": "header", "required": false,
+        "description": "The tenant, as for every query (not read when bearer auth is on).",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^(\\(0\\)|([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,}))$"}}),
+    ];
+    parameters.extend(wow_http::fresh::openapi_parameters(None));
     let item = json!({"get": {
         "operationId": format!("{aggregate}.view.{}", V::NAME),
         "summary": format!("One {aggregate} as the view {} shows it", V::NAME),
-        "parameters": [
-            {"name": "Command-Tenant-Id", "in": "header", "required": false,
-                "description": "The tenant, as for every query (not read when bearer auth is on).",
-                "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^(\\(0\\)|([.]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*|[.]{3,}))$"}},
-            {"name": "Wow-Fresh-Request", "in": "header", "required": false,
-                "description": "Answer only once the row includes the append of this request id of the aggregate (SPEC DS-6); with Wow-Fresh-Version, both.",
-                "schema": {"type": "string", "minLength": 1}},
-            {"name": "Wow-Fresh-Version", "in": "header", "required": false,
-                "description": "Answer only once the row includes this version of the aggregate (a command's aggregateVersion); with Wow-Fresh-Request, both.",
-                "schema": {"type": "integer", "minimum": 0, "maximum": u64::MAX}},
-            {"name": "Wow-Fresh-Wait", "in": "header", "required": false,
-                "description": "How long to wait for that, in milliseconds (3000 unless said; at most 5000).",
-                "schema": {"type": "integer", "minimum": 0, "maximum": 5000}},
-        ],
+        "parameters": parameters,
         "responses": {
             "200": {"description": "The view's row: its state and the last aggregate version folded into it",
                 "content": {"application/json": {"schema": row}}},

@@ -30,6 +30,8 @@ pub(crate) struct DslQuery<T> {
     /// `/owner/{ownerId}/` or `Command-Owner-Id`) and to its token's space, as Wow rewrites
     /// a query's condition.
     pub(crate) query: T,
+    /// What the answer must include (SPEC DS-6): the freshness headers, when given.
+    pub(crate) freshness: Option<crate::fresh::Freshness>,
 }
 
 impl<T: DeserializeOwned + Narrow + Send> FromRequest<HttpState> for DslQuery<T> {
@@ -44,10 +46,13 @@ impl<T: DeserializeOwned + Narrow + Send> FromRequest<HttpState> for DslQuery<T>
             .map_err(|e| ApiError::new(e.status(), ErrorCode::BadRequest, e.to_string()))?;
         let query = parsed::<T>(value)?;
         let query = narrowed(query, &caller, &parts.headers)?;
+        let freshness = crate::fresh::Freshness::of(&parts.headers)
+            .map_err(|(_, _, message)| ApiError::bad_request(message))?;
         Ok(Self {
             runtime,
             tenant: caller.tenant,
             query,
+            freshness,
         })
     }
 }

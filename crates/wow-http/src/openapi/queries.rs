@@ -154,6 +154,17 @@ fn query_operation(
     }})
 }
 
+/// A query over the materialized snapshots takes the freshness headers (SPEC DS-6).
+fn fresh_snapshots(operation: &mut Value) {
+    if let Some(parameters) = operation["parameters"].as_array_mut() {
+        parameters.extend(crate::fresh::openapi_parameters(Some(
+            "the id of one of this type's aggregates",
+        )));
+    }
+    operation["responses"]["408"] = error("BadRequest: the body did not arrive within the body read timeout; ViewNotFresh: the snapshot of the aggregate Wow-Fresh-Aggregate names did not include what the freshness headers ask for within their wait (the body adds version, wanted, lag)");
+    operation["responses"]["400"]["description"] = json!("IllegalArgument: a condition, field, option, limit or page the query cannot run, or a limit on its size it is past (named: 64 conditions, 16 levels deep, 1,000 values in a list, 4,000 in all, 64 projection paths per list); BadRequest: the body is not a query, a freshness header does not parse, or Wow-Fresh-Aggregate is missing");
+}
+
 /// One query route: its path under the aggregate, the tail of its operation id, its summary,
 /// body and answer, and whether it answers 404 when nothing matches.
 type QueryRoute = (&'static str, &'static str, &'static str, Value, Value, bool);
@@ -207,17 +218,18 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
         .into_iter()
         .chain(event_routes(&answers));
     for (path, operation, summary, body, answer, single) in routes {
-        paths.insert(
-            format!("/{aggregate}/{path}"),
-            query_operation(
-                &tag,
-                format!("{tag}.{operation}"),
-                summary,
-                body,
-                answer,
-                single,
-            ),
+        let mut item = query_operation(
+            &tag,
+            format!("{tag}.{operation}"),
+            summary,
+            body,
+            answer,
+            single,
         );
+        if path.starts_with("snapshot/") {
+            fresh_snapshots(&mut item["post"]);
+        }
+        paths.insert(format!("/{aggregate}/{path}"), item);
     }
 }
 
