@@ -32,7 +32,8 @@ impl ConsumerReads {
         tenant_id: &str,
         freshness: &Freshness,
     ) -> Result<(), Response> {
-        let aggregate = named(inputs, tenant_id, freshness)?;
+        let aggregate = named(inputs, tenant_id, freshness)
+            .map_err(|message| error(StatusCode::BAD_REQUEST, "BadRequest", message))?;
         let read = || {
             let (positions, aggregate) = (self.positions.clone(), aggregate.clone());
             async move {
@@ -61,13 +62,12 @@ impl ConsumerReads {
 }
 
 /// The aggregate `Wow-Fresh-Aggregate` names: `{aggregate}/{id}` of one of `inputs`, or a
-/// bare id when there is one input.
+/// bare id when there is one input; else what is wrong with it.
 fn named(
     inputs: &[NamedAggregate],
     tenant_id: &str,
     freshness: &Freshness,
-) -> Result<AggregateId, Response> {
-    let bad = |message: String| error(StatusCode::BAD_REQUEST, "BadRequest", message);
+) -> Result<AggregateId, String> {
     let names = || {
         inputs
             .iter()
@@ -76,10 +76,10 @@ fn named(
             .join(", ")
     };
     let Some(text) = freshness.aggregate.as_deref() else {
-        return Err(bad(format!(
+        return Err(format!(
             "a fresh read of several rows names the aggregate whose append it must include: {FRESH_AGGREGATE}: {{aggregate}}/{{id}} (one of {})",
             names()
-        )));
+        ));
     };
     let (input, id) = match text.split_once('/') {
         Some((name, id)) => (inputs.iter().find(|input| input.aggregate_name == name), id),
@@ -88,9 +88,9 @@ fn named(
     };
     match input {
         Some(input) if !id.is_empty() => Ok(input.aggregate_id(id, tenant_id)),
-        _ => Err(bad(format!(
+        _ => Err(format!(
             "{FRESH_AGGREGATE} must be {{aggregate}}/{{id}} with one of {}, not `{text}`",
             names()
-        ))),
+        )),
     }
 }
