@@ -126,3 +126,67 @@ async fn the_cli_reads_at_least_as_fresh_as_an_append(base: &str) {
     let (code, _) = run(view("nobody", &[])).await.unwrap();
     assert_eq!(code, 1);
 }
+
+/// A view over several aggregate types, read through the Rust client: its rows once the view
+/// has handled the append named of the aggregate `{aggregate}/{id}`, else `NotFresh`.
+#[tokio::test]
+async fn a_reader_gets_a_view_over_several_types_at_least_as_fresh_as_an_append() {
+    let running = wow_example_booking::service::service()
+        .stores(Stores::in_memory())
+        .build()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = running
+            .serve_on(listener, async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    let client = WowClient::new(&base).unwrap();
+    for n in 1..=5 {
+        let (room, request_id) = (format!("r-{n}"), format!("open-r-{n}"));
+        let open = CommandRequest::new("room", &room, "open", json!({"name": room, "rate": 100}))
+            .request_id(&request_id)
+            .wait(CommandStage::Sent, Duration::from_secs(5));
+        assert!(matches!(
+            client.send_safely(&open).await,
+            Outcome::Completed(_)
+        ));
+        let fresh = Fresh::Request(request_id);
+        let aggregate = format!("room/{room}");
+        let read = client
+            .read_view_rows(
+                "room_schedule",
+                &[("open", "true")],
+                None,
+                Some((&fresh, &aggregate, Duration::from_secs(5))),
+            )
+            .await;
+        let ViewRead::Row { state, .. } = read else {
+            panic!("room {n}: {read:?}");
+        };
+        assert_eq!(state["rows"].as_array().unwrap().len(), n, "{state}");
+    }
+    let ahead = Fresh::Version(99);
+    let read = client
+        .read_view_rows(
+            "room_schedule",
+            &[],
+            None,
+            Some((&ahead, "room/r-1", Duration::from_millis(20))),
+        )
+        .await;
+    assert_eq!(
+        read,
+        ViewRead::NotFresh {
+            version: 1,
+            wanted: Some(99)
+        }
+    );
+    let _ = stop.send(());
+    task.await.unwrap();
+}
