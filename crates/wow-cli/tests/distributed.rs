@@ -132,6 +132,16 @@ impl Deployment {
         }
     }
 
+    /// A connection to the deployment's database, and its schema's name.
+    async fn sql(&self) -> (tokio_postgres::Client, String) {
+        let (postgres, schema) = self.store.split_once("?schema=").unwrap();
+        let (client, connection) = tokio_postgres::connect(postgres, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        (client, schema.to_owned())
+    }
+
     async fn events(&self) -> PostgresStore {
         PostgresStore::open(self.store.parse::<PostgresOptions>().unwrap())
             .await
@@ -1566,4 +1576,134 @@ async fn a_restarted_processor_catches_its_sagas_up_once_it_serves_its_partition
     gateway.stop();
     second.stop();
     deployment.clean().await;
+}
+
+/// SPEC DS-5 across processes: a view's failure on one account parks that account's later
+/// streams in the store; the processor holding them is killed; the one that takes the
+/// partitions over finds the lane as it was, keeps the account's row at the version before
+/// the failure, and once the fault is gone the retry runs the head and then the parked
+/// streams in order. Other accounts go on throughout. The fault is real: a trigger of the
+/// deployment's schema refuses every change to the account's row.
+#[tokio::test]
+async fn a_parked_aggregate_keeps_its_order_when_its_processor_is_killed() {
+    let Some(deployment) = Deployment::new(1000).await else {
+        return;
+    };
+    let gateway = deployment.start("gateway");
+    let api = Api::new(&gateway);
+    let holder = deployment.start("processor");
+    let holder_api = Api::new(&holder);
+    until_partitions_owned(&[&holder_api], 8).await;
+    open_each(&api, &[("poison", 10), ("fine", 10)], "PROJECTED").await;
+    let (database, schema) = deployment.sql().await;
+    database
+        .batch_execute(&format!(
+            "CREATE FUNCTION {schema}.refuse_poison() RETURNS trigger AS $$
+             BEGIN RAISE EXCEPTION 'poison refused'; END $$ LANGUAGE plpgsql;
+             CREATE TRIGGER refuse_poison BEFORE UPDATE ON {schema}.view_row FOR EACH ROW
+             WHEN (NEW.view = 'account_balance' AND NEW.aggregate_id = 'poison')
+             EXECUTE FUNCTION {schema}.refuse_poison();"
+        ))
+        .await
+        .unwrap();
+    for round in 1..=4 {
+        let accounts = ["poison".to_owned(), "fine".to_owned()];
+        deposit_into(&api, &accounts, &format!("dep{round}")).await;
+    }
+    let lane = until_parked(&holder_api, 3).await;
+    assert_eq!(
+        (lane["headVersion"].as_u64(), lane["parkedThrough"].as_u64()),
+        (Some(2), Some(5)),
+        "{lane}"
+    );
+
+    let survivor = deployment.start("processor");
+    let survivor_api = Api::new(&survivor);
+    holder.kill();
+    until_partitions_owned(&[&survivor_api], 8).await;
+    let lane = until_parked(&survivor_api, 3).await;
+    assert_eq!(
+        lane["headVersion"].as_u64(),
+        Some(2),
+        "the lane outlived its processor: {lane}"
+    );
+    assert_eq!(
+        view_version(&survivor_api, "poison").await,
+        1,
+        "no later version overtook the failed one"
+    );
+    assert_eq!(
+        view_version(&survivor_api, "fine").await,
+        5,
+        "other accounts went on"
+    );
+
+    database
+        .batch_execute(&format!("DROP TRIGGER refuse_poison ON {schema}.view_row"))
+        .await
+        .unwrap();
+    retry_the_failure(&survivor_api).await;
+    let started = Instant::now();
+    while view_version(&survivor_api, "poison").await < 5 {
+        assert!(started.elapsed() < PATIENCE, "the parked streams never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, lanes) = survivor_api.get("compensation/parked").await;
+    assert_eq!(lanes, json!([]), "the lane closed");
+    let (_, row) = survivor_api
+        .get("account/poison/view/account_balance")
+        .await;
+    assert_eq!(row["state"]["balance"], 14, "{row}");
+    gateway.stop();
+    survivor.stop();
+    deployment.clean().await;
+}
+
+/// Waits until `api` lists the lane of `account_balance` on `poison` with `parked` streams
+/// behind its head; returns it.
+async fn until_parked(api: &Api, parked: u64) -> Value {
+    let started = Instant::now();
+    loop {
+        let (_, lanes) = api
+            .get("compensation/parked?consumer=account_balance")
+            .await;
+        let lane = lanes.as_array().and_then(|lanes| {
+            lanes
+                .iter()
+                .find(|lane| lane["aggregateId"]["aggregateId"] == "poison")
+                .cloned()
+        });
+        if let Some(lane) = lane.filter(|lane| lane["parked"].as_u64() == Some(parked)) {
+            return lane;
+        }
+        assert!(started.elapsed() < PATIENCE, "never parked: {lanes}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The version of `account`'s row of `account_balance`, as `api` reads it.
+async fn view_version(api: &Api, account: &str) -> u64 {
+    let (status, row) = api
+        .get(&format!("account/{account}/view/account_balance"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{row}");
+    row["version"].as_u64().unwrap()
+}
+
+/// Retries the `account_balance` failure `api` lists (the operator's retry, after the fix).
+async fn retry_the_failure(api: &Api) {
+    let (_, failures) = api
+        .get("compensation/failures?consumer=account_balance")
+        .await;
+    let id = failures[0]["id"].as_str().unwrap().to_owned();
+    let response = api
+        .client
+        .post(format!(
+            "http://{}/compensation/failures/{id}/retry",
+            api.address
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
 }
