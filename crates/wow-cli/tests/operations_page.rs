@@ -6,8 +6,12 @@
 //!
 //! - without the operator token the page is not served (401, and 403 to a tenant's token in
 //!   `?token=`); opened once as `/ui?token=op`, it loads with the cookie that sets;
-//! - a consumer made to fail shows up on the page; after the fault is fixed, "Retry now" turns
-//!   it to SUCCEEDED;
+//! - a consumer made to fail shows up on the page, with the stream parked behind it (SPEC
+//!   DS-5); "Skip" is refused with a tenant's token and records the operator's with the
+//!   operator token; after the fault is fixed, "Retry now" turns it to SUCCEEDED and the
+//!   parked stream runs;
+//! - a view's rebuild started from the page stops FAILED on a stream it cannot fold, naming
+//!   it, while readers keep the rows they had (SPEC DS-6);
 //! - the look-up form shows each of its answers: APPENDED, REJECTED, IN_FLIGHT (appends held),
 //!   NONE and UNKNOWN (reads failing);
 //! - a quarantined aggregate shows with its error, and the live view draws the counters;

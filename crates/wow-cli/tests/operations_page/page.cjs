@@ -54,6 +54,10 @@ async function main() {
   await fault('consumer', true);
   r = await command('ta', 'account', 'alice', 'deposit', { amount: 5 }, 'dep-1', 'PROJECTED');
   check(r.json.errorCode !== 'Ok' && r.json.stage === 'PROJECTED', `the ledger failed at PROJECTED (${r.json.errorCode})`);
+  r = await command('ta', 'account', 'alice', 'deposit', { amount: 2 }, 'dep-2', 'PROJECTED');
+  check(r.json.errorCode === 'StreamParked', `alice's next deposit waits behind it (${r.json.errorCode})`);
+  r = await command('ta', 'account', 'carol', 'open', { name: 'Carol', balance: 1 }, 'open-carol', 'PROJECTED');
+  check(r.json.errorCode !== 'Ok', `carol's open fails for the ledger too (${r.json.errorCode})`);
   r = await command('ta', 'account', 'alice', 'withdraw', { amount: 1000 }, 'w-1');
   check(r.status === 422, `an overdraft is rejected (${r.status})`);
   r = await api('POST', '/test/corrupt/tenant-a/broken');
@@ -102,13 +106,30 @@ async function main() {
   // The failing consumer shows up.
   const row = page.locator('tr.failure-row', { hasText: 'ledger' });
   await row.first().waitFor();
-  check(await row.count() === 1, 'one failure of the ledger');
-  check((await row.locator('.status').textContent()).trim() === 'FAILED', 'it is FAILED');
-  check((await row.textContent()).includes('alice'), 'on alice');
+  check(await row.count() === 2, 'two failures of the ledger (alice, carol)');
+  const alice = page.locator('tr.failure-row', { hasText: 'alice' });
+  check((await alice.locator('.status').textContent()).trim() === 'FAILED', 'it is FAILED');
+  const lane = page.locator('tr.parked-row', { hasText: 'alice' });
+  await lane.waitFor();
+  const cells = await lane.locator('td').allTextContents();
+  check(cells[2] === '2' && cells[3] === '3' && cells[4] === '1', `alice's deposit 3 is parked behind version 2 (${cells})`);
   await shot('failures');
 
+  // Carol's failure skipped: refused without the operator's token, recorded with it.
+  await page.locator('tr.failure-row', { hasText: 'carol' }).locator('.details-button').click();
+  await page.waitForSelector('#failure-detail[data-loaded="true"]');
+  check(await page.isVisible('#skip-now'), 'a FAILED record can be skipped');
+  await page.click('#skip-now');
+  await page.waitForFunction(() => /Forbidden|Unauthorized/.test(document.querySelector('#status')?.textContent || ''));
+  check((await text('#detail-status')) === 'FAILED', `a tenant's token does not skip (${await text('#status')})`);
+  await page.fill('#skip-token', 'op');
+  await page.click('#skip-now');
+  await page.waitForFunction(() => document.querySelector('#detail-status')?.textContent.trim() === 'SKIPPED');
+  check((await text('#detail-fields')).includes('operator:'), 'SKIPPED, by the operator token\'s fingerprint');
+  await page.click('#detail-close');
+
   // Its detail, with the events it failed on; retried after the fault is fixed.
-  await row.locator('.details-button').click();
+  await alice.locator('.details-button').click();
   await page.waitForSelector('#failure-detail', { state: 'visible' });
   // The events come in a request of their own after the panel opens ("Loading…" until then).
   await page.waitForSelector('#failure-detail[data-loaded="true"]');
@@ -120,9 +141,13 @@ async function main() {
   await page.click('#retry-now');
   await page.waitForFunction(() => document.querySelector('#detail-status')?.textContent.trim() === 'SUCCEEDED');
   check(true, 'Retry now turned it to SUCCEEDED');
-  r = await api('GET', '/compensation/failures?consumer=ledger', 'ta');
-  check(r.json.length === 1 && r.json[0].status === 'SUCCEEDED', `the record says SUCCEEDED too (${JSON.stringify(r.json)})`);
+  r = await api('GET', '/compensation/failures?consumer=ledger&status=SUCCEEDED', 'ta');
+  check(r.json.length === 1 && r.json[0].aggregateId.aggregateId === 'alice', `the record says SUCCEEDED too (${JSON.stringify(r.json)})`);
   await page.click('#detail-close');
+  await page.click('#refresh-failures');
+  await loaded('failures');
+  await page.waitForSelector('#parked-empty', { state: 'visible' });
+  check(true, 'the retry ran the parked deposit: no lane is left');
 
   // Filters by status and consumer.
   await page.selectOption('#filter-status', 'FAILED');
@@ -142,6 +167,23 @@ async function main() {
   await loaded('failures');
   await page.locator('tr.failure-row', { hasText: 'ledger' }).first().waitFor();
   check(true, 'the SUCCEEDED ledger record, filtered by status and consumer');
+
+  // A view rebuilt beside the live one, from the page, with the operator's token. The
+  // broken account's history holds a stream the view cannot read: the rebuild stops FAILED,
+  // naming it, and readers stay on the rows they had.
+  await page.click('#tab-rebuilds');
+  await loaded('rebuilds');
+  const balances = page.locator('tr.rebuild-row', { hasText: 'account_balance' });
+  await balances.waitFor();
+  await page.fill('#rebuild-token', 'op');
+  await balances.locator('.rebuild-button').click();
+  await page.waitForFunction(() => [...document.querySelectorAll('tr.rebuild-row')]
+    .some((tr) => tr.textContent.includes('FAILED')), null, { timeout: 30000 });
+  check((await balances.locator('.rebuild-error').textContent()).includes('broken'), 'the rebuild stopped FAILED on the broken account\'s stream');
+  check(await balances.locator('.rebuild-button').isEnabled(), 'it can be started again');
+  r = await api('GET', '/account/alice/view/account_balance', 'ta');
+  check(r.status === 200 && r.json.state.balance === 107, `its readers read the rows they had (${JSON.stringify(r.json)})`);
+  await shot('rebuilds');
 
   // The quarantine, with its error.
   await page.click('#tab-quarantine');

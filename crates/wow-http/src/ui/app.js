@@ -10,7 +10,8 @@
   var PAGE_SIZE = 20;
   var SAMPLE_MS = 3000;
   var MAX_SAMPLES = 40;
-  var TABS = ['failures', 'quarantine', 'deadlines', 'lookup', 'live'];
+  var TABS = ['failures', 'quarantine', 'deadlines', 'rebuilds', 'lookup', 'live'];
+  var REBUILD_POLL_MS = 1000;
   var COLORS = ['#0b5cad', '#c2410c', '#1a7f37', '#8250df', '#b3261e', '#0e7490', '#9a6700', '#57606a'];
   var TOKEN_KEY = 'wow-token';
 
@@ -19,7 +20,7 @@
     cursors: [null], page: 0, lastId: null, // cursors[n] = the `after` of page n
     records: {},                            // failure records by id, as last seen
     detailId: null, detailOpener: null,
-    samples: [], timer: null, sampling: false
+    samples: [], timer: null, sampling: false, rebuildTimer: null
   };
 
   // ---- small helpers ----
@@ -81,18 +82,22 @@
 
   // ---- the API ----
   // Calls the API; resolves with {status, ok, body} (body is the parsed JSON or null).
-  function api(path, method) {
+  // An operator's action passes `as`: {token, tenant}, its bearer token (else the page's)
+  // and the tenant it acts in.
+  function api(path, method, as) {
     var headers = { Accept: 'application/json' };
-    if (state.token) headers.Authorization = 'Bearer ' + state.token;
+    var token = (as && as.token) || state.token;
+    if (token) headers.Authorization = 'Bearer ' + token;
+    if (as && as.tenant) headers['Command-Tenant-Id'] = as.tenant;
     return fetch(path, { method: method || 'GET', headers: headers, cache: 'no-store', credentials: 'same-origin' })
       .then(function (res) {
         return res.text().then(function (text) {
           var body = null;
           try { body = text ? JSON.parse(text) : null; } catch (e) { body = null; }
-          // /metrics.json and /deadlines are the operator's (the cookie): their 401 asks for
-          // no tenant's token.
-          var operators = path === '/metrics.json' || path.indexOf('/deadlines') === 0;
-          if (res.status === 401 && !operators) askToken();
+          // /metrics.json, /deadlines and /rebuilds are the operator's (the cookie): their 401
+          // asks for no tenant's token.
+          var operators = path === '/metrics.json' || path.indexOf('/deadlines') === 0 || path === '/rebuilds';
+          if (res.status === 401 && !operators && !as) askToken();
           return { status: res.status, ok: res.ok, body: body };
         });
       });
@@ -164,7 +169,7 @@
   }
 
   function loadView(name) {
-    var run = { failures: loadFailures, quarantine: loadQuarantine, deadlines: loadDeadlines, lookup: loadLookup, live: sample }[name];
+    var run = { failures: loadFailures, quarantine: loadQuarantine, deadlines: loadDeadlines, rebuilds: loadRebuilds, lookup: loadLookup, live: sample }[name];
     return run().catch(networkError);
   }
 
@@ -229,7 +234,27 @@
     $('page-prev').disabled = state.page === 0;
     $('page-next').disabled = res.body.length < PAGE_SIZE;
     $('page-number').textContent = 'Page ' + (state.page + 1);
+    await loadParked();
     loaded('view-failures', true);
+  }
+
+  // The lanes of parked streams (SPEC DS-5), oldest first.
+  async function loadParked() {
+    var res = await api('/compensation/parked');
+    if (!res.ok || !Array.isArray(res.body)) return;
+    var tbody = $('parked-table').tBodies[0];
+    clear(tbody);
+    res.body.forEach(function (lane) {
+      tbody.appendChild(el('tr', { className: 'parked-row' }, [
+        el('td', { text: dash(lane.consumer) }),
+        el('td', { text: aggName(lane.aggregateId), title: aggFull(lane.aggregateId) }),
+        el('td', { className: 'num', text: dash(lane.headVersion) }),
+        el('td', { className: 'num', text: dash(lane.parkedThrough) }),
+        el('td', { className: 'num', text: dash(lane.parked) }),
+        el('td', { text: time(lane.since) })
+      ]));
+    });
+    $('parked-empty').hidden = res.body.length > 0;
   }
 
   // Paging: page n asks for the records after the last id of page n-1.
@@ -264,6 +289,8 @@
       ['Next retry', r.nextRetryAt == null ? '—' : time(r.nextRetryAt)],
       ['Created', time(r.createdAt)], ['Updated', time(r.updatedAt)]
     ];
+    $('skip-box').hidden = r.status !== 'FAILED' && r.status !== 'EXHAUSTED';
+    if (r.skippedBy) fields.push(['Skipped by', r.skippedBy]);
     var dl = $('detail-fields');
     clear(dl);
     fields.forEach(function (f) { dl.appendChild(el('dt', { text: f[0] })); dl.appendChild(el('dd', { text: dash(f[1]) })); });
@@ -332,6 +359,87 @@
       var ok = r.status === 'SUCCEEDED';
       showStatus('Retried: ' + r.status + (ok ? '' : ' (' + dash(r.errorCode) + ': ' + dash(r.errorMessage) + ')'), ok ? 'ok' : 'error');
     } catch (e) { networkError(e); } finally { button.disabled = false; }
+  }
+
+  // An operator gives up on the failed stream (SPEC DS-5): recorded, never retried, and the
+  // streams parked behind it run. Needs the operator's bearer token.
+  async function skipNow() {
+    var id = state.detailId;
+    if (!id) return;
+    var button = $('skip-now');
+    button.disabled = true;
+    showStatus('Skipping…');
+    try {
+      var record = state.records[id] || {};
+      var as = { token: $('skip-token').value, tenant: record.aggregateId && record.aggregateId.tenantId };
+      var res = await api('/compensation/failures/' + enc(id) + '/skip', 'POST', as);
+      if (!res.ok || !res.body || !res.body.status) { showError(res); return; }
+      state.records[id] = res.body;
+      if (state.detailId === id) renderDetail(res.body);
+      replaceRow(id, res.body);
+      showStatus('Skipped by ' + dash(res.body.skippedBy) + ': the streams parked behind it run.', 'ok');
+      await loadParked();
+    } catch (e) { networkError(e); } finally { button.disabled = false; }
+  }
+
+  // ---- rebuilds ----
+  function rebuildRow(view, r, busy) {
+    r = r || {};
+    var left = r.etaMs == null ? '—' : (r.etaMs / 1000).toFixed(1) + ' s';
+    var button = el('button', { type: 'button', className: 'rebuild-button', text: 'Rebuild', 'data-view': view });
+    button.disabled = busy;
+    button.addEventListener('click', function () { startRebuild(view, button); });
+    return el('tr', { className: 'rebuild-row', 'data-view': view }, [
+      el('td', { text: view }),
+      el('td', { className: r.state ? 'status s-' + r.state : '' }, [
+        el('span', { text: dash(r.state) }),
+        el('div', { className: 'note rebuild-error', text: r.error || '' })
+      ]),
+      el('td', { className: 'num', text: dash(r.generation) }),
+      el('td', { className: 'num', text: r.state ? dash(r.aggregatesDone) + ' / ' + dash(r.aggregatesTotal) : '—' }),
+      el('td', { className: 'num', text: dash(r.streams) }),
+      el('td', { text: left }),
+      el('td', {}, [button])
+    ]);
+  }
+
+  async function loadRebuilds() {
+    loaded('view-rebuilds', false);
+    clearTimeout(state.rebuildTimer);
+    var res = await api('/rebuilds');
+    if (res.status === 401 || res.status === 403) {
+      showStatus('The rebuilds are the operator\'s: open /ui?token=OPERATOR_TOKEN again to sign this browser in.', 'error');
+      return;
+    }
+    var body = res.body;
+    if (!res.ok || !body || !Array.isArray(body.views)) { showError(res); return; }
+    var last = {};
+    (body.rebuilds || []).forEach(function (r) { last[r.view] = r; });
+    var tbody = $('rebuilds-table').tBodies[0];
+    clear(tbody);
+    var running = false;
+    body.views.forEach(function (view) {
+      var r = last[view];
+      var busy = !!r && (r.state === 'ANNOUNCED' || r.state === 'RUNNING');
+      running = running || busy;
+      tbody.appendChild(rebuildRow(view, r, busy));
+    });
+    $('rebuilds-empty').hidden = body.views.length > 0;
+    if (running && state.tab === 'rebuilds') {
+      state.rebuildTimer = setTimeout(function () { loadRebuilds().catch(networkError); }, REBUILD_POLL_MS);
+    }
+    loaded('view-rebuilds', true);
+  }
+
+  async function startRebuild(view, button) {
+    button.disabled = true;
+    showStatus('Starting the rebuild of ' + view + '…');
+    try {
+      var res = await api('/rebuilds/' + enc(view), 'POST', { token: $('rebuild-token').value });
+      if (!res.ok) { showError(res); button.disabled = false; return; }
+      showStatus('Rebuilding ' + view + ' into generation ' + dash(res.body && res.body.generation) + ': readers read the current one until it has caught up.', 'ok');
+      await loadRebuilds();
+    } catch (e) { networkError(e); button.disabled = false; }
   }
 
   // ---- quarantine ----
@@ -663,6 +771,8 @@
     $('detail-close').addEventListener('click', closeDetail);
     $('failure-detail').addEventListener('keydown', function (e) { if (e.key === 'Escape') closeDetail(); });
     $('retry-now').addEventListener('click', retryNow);
+    $('skip-now').addEventListener('click', skipNow);
+    $('refresh-rebuilds').addEventListener('click', function () { loadRebuilds().catch(networkError); });
     $('refresh-quarantine').addEventListener('click', function () { loadQuarantine().catch(networkError); });
     $('refresh-deadlines').addEventListener('click', function () { loadDeadlines().catch(networkError); });
     $('lookup-form').addEventListener('submit', lookUp);
