@@ -119,6 +119,18 @@ impl ViewGenerations {
         }
     }
 
+    /// The stored name readers of `view` read, when it is not `view` itself (its active
+    /// generation is past 0): `None` for generation 0 and for a name this process knows no
+    /// generations of.
+    pub fn renamed(&self, view: &str) -> Option<String> {
+        let known = self
+            .known
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let generation = known.get(view)?;
+        (generation.active != 0).then(|| generation.active_name(view))
+    }
+
     /// The views whose generations this process follows.
     pub fn views(&self) -> Vec<String> {
         self.known
@@ -241,12 +253,14 @@ impl GenerationalViews {
         &self.inner
     }
 
-    fn stored_key(&self, key: &ViewKey) -> ViewKey {
-        ViewKey::new(
-            self.generations.read_name(&key.view),
+    /// The key `key` is stored under, when it is not `key` itself.
+    fn stored_key(&self, key: &ViewKey) -> Option<ViewKey> {
+        let stored = self.generations.renamed(&key.view)?;
+        Some(ViewKey::new(
+            stored,
             key.tenant_id.clone(),
             key.aggregate_id.clone(),
-        )
+        ))
     }
 }
 
@@ -264,10 +278,9 @@ impl ViewStore for GenerationalViews {
         message_id: &str,
         work: ViewUpdate,
     ) -> Result<Processed, ProcessError> {
-        let stored = self.stored_key(key);
-        if stored.view == key.view {
+        let Some(stored) = self.stored_key(key) else {
             return self.inner.update(key, message_id, work).await;
-        }
+        };
         let (asked, kept) = (key.view.clone(), stored.view.clone());
         let work: ViewUpdate = Box::new(move |current| {
             let next = work(current.map(|row| named(row, &asked)))?;
@@ -277,7 +290,10 @@ impl ViewStore for GenerationalViews {
     }
 
     async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
-        let row = self.inner.load(&self.stored_key(key)).await?;
+        let Some(stored) = self.stored_key(key) else {
+            return self.inner.load(key).await;
+        };
+        let row = self.inner.load(&stored).await?;
         Ok(row.map(|row| named(row, &key.view)))
     }
 

@@ -1,5 +1,6 @@
 //! Any [`View`] as a projection over any [`ViewStore`].
 
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -109,15 +110,19 @@ impl<V: View> ViewProjection<V> {
 
     /// The stored names of the generations a live stream is folded into: the active one,
     /// and the one a rebuild fills for this version of the view.
-    fn live_generations(&self) -> (String, Option<String>) {
+    fn live_generations(&self) -> (Cow<'static, str>, Option<String>) {
         let Some(generations) = &self.generations else {
-            return (V::NAME.to_owned(), None);
+            return (Cow::Borrowed(V::NAME), None);
         };
         let generation = generations.get(V::NAME);
         let building = generation
             .building_name(V::NAME)
             .filter(|_| generation.building_version == Some(V::VERSION));
-        (generation.active_name(V::NAME), building)
+        let active = match generation.active {
+            0 => Cow::Borrowed(V::NAME),
+            _ => Cow::Owned(generation.active_name(V::NAME)),
+        };
+        (active, building)
     }
 
     fn update(
