@@ -430,3 +430,28 @@ pub async fn a_failing_rebuild_leaves_readers_on_the_old_generation(stores: Stor
     );
     fixed.read_all(&counters, 15, doubled).await;
 }
+
+/// Two processes rebuilding the same view at once (two processors started on a changed
+/// definition, say) fill the same generation, one of them swaps, and both report it swapped;
+/// readers read it whole.
+pub async fn two_rebuilds_at_once_swap_once(stores: Store) {
+    let (old, _) = Process::<SumV0>::start(&stores, None).await;
+    let counters = counters(&stores, &old, 10, 5).await;
+    drop(old);
+    let (one, _) = Process::<SumV1>::start(&stores, None).await;
+    let (two, _) = Process::<SumV1>::start(&stores, None).await;
+    let (mut quiet_one, mut quiet_two) = (
+        |_: &wow_runtime::view::RebuildProgress| {},
+        |_: &wow_runtime::view::RebuildProgress| {},
+    );
+    let (first, second) = tokio::join!(
+        one.rebuilds.run(VIEW, &mut quiet_one),
+        two.rebuilds.run(VIEW, &mut quiet_two)
+    );
+    for done in [first.unwrap(), second.unwrap()] {
+        assert_eq!((done.state, done.generation), (RebuildState::Swapped, 1));
+    }
+    let (after, outdated) = Process::<SumV1>::start(&stores, None).await;
+    assert!(outdated.is_empty(), "{outdated:?}");
+    after.read_all(&counters, 5, doubled).await;
+}

@@ -328,6 +328,7 @@ macro_rules! __generations_cases {
                 a_rebuild_swaps_to_a_whole_generation_and_readers_never_see_less,
                 a_changed_definition_is_rebuilt_and_a_stopped_rebuild_resumes,
                 a_failing_rebuild_leaves_readers_on_the_old_generation,
+                two_rebuilds_at_once_swap_once,
             ]
         );
     };

@@ -382,9 +382,7 @@ impl Rebuilds {
             building: None,
             building_version: None,
         };
-        self.generations
-            .change(self.views.as_ref(), name, announced, swapped)
-            .await?;
+        let swapped_here = self.swap(name, announced, swapped).await?;
         step.state = RebuildState::Swapped;
         step.timed(started);
         self.report(step, progress);
@@ -395,11 +393,36 @@ impl Rebuilds {
             elapsed_ms = step.elapsed_ms,
             "readers read the rebuilt view"
         );
-        tokio::time::sleep(self.settle).await;
-        self.views
-            .clear(&generation_name(name, announced.active))
-            .await?;
+        if swapped_here {
+            tokio::time::sleep(self.settle).await;
+            self.views
+                .clear(&generation_name(name, announced.active))
+                .await?;
+        }
         Ok(())
+    }
+
+    /// Makes `swapped` the view's generations in one write, from `announced`. Another
+    /// process that filled the same generation may have swapped first: then `false` (that
+    /// process drops the old generation), else `true`.
+    async fn swap(
+        &self,
+        name: &str,
+        announced: Generation,
+        swapped: Generation,
+    ) -> Result<bool, RebuildError> {
+        let Err(error) = self
+            .generations
+            .change(self.views.as_ref(), name, announced, swapped)
+            .await
+        else {
+            return Ok(true);
+        };
+        let now = self.generations.load(self.views.as_ref(), name).await?;
+        if now.active == swapped.active && now.building.is_none() {
+            return Ok(false);
+        }
+        Err(error.into())
     }
 
     /// The view's generations with a building one folded by the view's version: the one a
@@ -417,15 +440,33 @@ impl Rebuilds {
             }
             None => current.active + 1,
         };
+        if current.active > 0 && current.building.is_none() {
+            // The generation before the active one, if a swap's drop of it was cut off.
+            self.views
+                .clear(&generation_name(name, current.active - 1))
+                .await?;
+        }
         let announced = Generation {
             building: Some(building),
             building_version: version,
             ..current
         };
-        self.generations
+        match self
+            .generations
             .change(self.views.as_ref(), name, current, announced)
-            .await?;
-        Ok(announced)
+            .await
+        {
+            Ok(()) => Ok(announced),
+            Err(error) => {
+                // Another process announced first: fill the generation it announced, if it
+                // is for this version of the view.
+                let now = self.generations.load(self.views.as_ref(), name).await?;
+                match now.building {
+                    Some(_) if now.building_version == version => Ok(now),
+                    _ => Err(error.into()),
+                }
+            }
+        }
     }
 
     async fn count(&self, aggregates: &[NamedAggregate]) -> Result<u64, RebuildError> {
