@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 43] = [
+const EXPECTED_PATHS: [&str; 45] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -61,6 +61,8 @@ const EXPECTED_PATHS: [&str; 43] = [
     "/metrics",
     "/metrics.json",
     "/openapi.json",
+    "/rebuilds",
+    "/rebuilds/{view}",
     "/ui",
     "/ui/app.css",
     "/ui/app.js",
@@ -71,10 +73,11 @@ const EXPECTED_PATHS: [&str; 43] = [
 const PUBLIC: [&str; 2] = ["/health", "/openapi.json"];
 
 /// The operator's routes: with any token configured, they need an operator token.
-const OPERATORS: [&str; 6] = [
+const OPERATORS: [&str; 7] = [
     "/deadlines",
     "/metrics",
     "/metrics.json",
+    "/rebuilds",
     "/ui",
     "/ui/app.css",
     "/ui/app.js",
@@ -82,9 +85,10 @@ const OPERATORS: [&str; 6] = [
 
 /// The operator's actions: with any token configured, they need an operator's bearer token
 /// (never the page's cookie).
-const OPERATOR_ACTIONS: [&str; 2] = [
+const OPERATOR_ACTIONS: [&str; 3] = [
     "/deadlines/{tenant}/{aggregate}/{id}/{name}",
     "/deadlines/{tenant}/{aggregate}/{id}/{name}/fire",
+    "/rebuilds/{view}",
 ];
 
 /// The operator's commands among the service's routes (path, method): they take an operator
