@@ -128,7 +128,10 @@ fn with_fresh(
         Fresh::Request(request_id) => request.header("Wow-Fresh-Request", request_id),
         Fresh::Version(version) => request.header("Wow-Fresh-Version", version.to_string()),
     }
-    .header("Wow-Fresh-Wait", wait.as_millis().to_string())
+    .header(
+        "Wow-Fresh-Wait",
+        wait.min(Duration::from_secs(5)).as_millis().to_string(),
+    )
 }
 
 /// What an answer `status` with `body` says of the row.

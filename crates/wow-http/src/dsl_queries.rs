@@ -40,12 +40,12 @@ pub(crate) async fn count(
     query: DslQuery<Condition>,
 ) -> Result<Response, ApiError> {
     let snapshots = Snapshots::of(&state, &query)?;
+    let filter = lowering()
+        .lower(&active_only(query.query.clone()))
+        .map_err(illegal)?;
     if let Err(answer) = snapshots.fresh(&state, &query).await {
         return Ok(answer);
     }
-    let filter = lowering()
-        .lower(&active_only(query.query))
-        .map_err(illegal)?;
     let total = read.within(snapshots.count(&query.tenant, &filter)).await?;
     Ok(ok(json!(total)))
 }
@@ -59,10 +59,10 @@ pub(crate) async fn single<A: Answer>(
 ) -> Result<Response, ApiError> {
     let shape = A::SHAPE;
     let snapshots = Snapshots::of(&state, &query)?;
+    let lowered = snapshot_lowered(&mut query.query)?;
     if let Err(answer) = snapshots.fresh(&state, &query).await {
         return Ok(answer);
     }
-    let lowered = snapshot_lowered(&mut query.query)?;
     let rows = read.within(snapshots.rows(&query.tenant, &lowered)).await?;
     let row = rows
         .into_iter()
@@ -84,10 +84,10 @@ pub(crate) async fn list<A: Answer>(
     mut query: DslQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     let snapshots = Snapshots::of(&state, &query)?;
+    let lowered = snapshot_lowered(&mut query.query)?;
     if let Err(answer) = snapshots.fresh(&state, &query).await {
         return Ok(answer);
     }
-    let lowered = snapshot_lowered(&mut query.query)?;
     let rows = read.within(snapshots.rows(&query.tenant, &lowered)).await?;
     let list = documents(&read, rows, query.query.projection, A::SHAPE).await?;
     Ok(answer::list(streamed, list))
@@ -101,10 +101,10 @@ pub(crate) async fn paged<A: Answer>(
     mut query: DslQuery<PagedQuery>,
 ) -> Result<Response, ApiError> {
     let snapshots = Snapshots::of(&state, &query)?;
+    let lowered = snapshot_lowered(&mut query.query)?;
     if let Err(answer) = snapshots.fresh(&state, &query).await {
         return Ok(answer);
     }
-    let lowered = snapshot_lowered(&mut query.query)?;
     let (total, rows) = read
         .within(counted(
             snapshots.count(&query.tenant, &lowered.filter),

@@ -15,13 +15,14 @@ use wow_core::aggregate::AggregateRegistry;
 use crate::error::ApiError;
 
 /// The first path segments of the service's own routes, not an aggregate's.
-pub(crate) const FIXED: [&str; 8] = [
+pub(crate) const FIXED: [&str; 9] = [
     "deadlines",
     "health",
     "metrics",
     "metrics.json",
     "openapi.json",
     "compensation",
+    "rebuilds",
     "ui",
     "unique-key",
 ];

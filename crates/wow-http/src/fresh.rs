@@ -82,10 +82,17 @@ impl Freshness {
         let wait = match text(FRESH_WAIT)? {
             None => DEFAULT_WAIT,
             Some(ms) => {
-                let ms: u64 = ms
-                    .parse()
-                    .map_err(|_| bad(format!("{FRESH_WAIT} must be milliseconds, not `{ms}`")))?;
-                Duration::from_millis(ms).min(MAX_WAIT)
+                let wait = ms
+                    .parse::<u64>()
+                    .map(Duration::from_millis)
+                    .ok()
+                    .filter(|wait| *wait <= MAX_WAIT);
+                wait.ok_or_else(|| {
+                    bad(format!(
+                        "{FRESH_WAIT} must be milliseconds, at most {}, not `{ms}`",
+                        MAX_WAIT.as_millis()
+                    ))
+                })?
             }
         };
         Ok(Some(Self {

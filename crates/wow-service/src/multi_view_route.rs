@@ -90,10 +90,8 @@ where
                 Ok(tenant) => tenant.0,
                 Err(refused) => return refused.into_response(),
             };
-            if let Err(answer) = fresh_enough::<V>(&fresh, &tenant_id, &headers).await {
-                return answer;
-            }
-            list_rows::<V>(store.as_ref(), &tenant_id, &fields, params).await
+            let waited = (&fresh, &headers);
+            list_rows::<V>(store.as_ref(), &tenant_id, &fields, params, waited).await
         }
     };
     row_route.route(&list_path::<V>(), get(list))
@@ -145,6 +143,7 @@ async fn list_rows<V: MultiStreamView>(
     tenant_id: &str,
     fields: &HashMap<&'static str, FieldType>,
     params: Vec<(String, String)>,
+    (fresh, headers): (&ConsumerReads, &HeaderMap),
 ) -> Response {
     let bad = |message: String| error(StatusCode::BAD_REQUEST, "IllegalArgument", message);
     let (mut filter, mut after, mut limit) = (ViewFilter::new(), None, MAX_PAGE);
@@ -178,6 +177,10 @@ async fn list_rows<V: MultiStreamView>(
                 filter = filter.equals(field, value);
             }
         }
+    }
+    // The list's parameters are checked first: a bad one is 400 at once, never a wait.
+    if let Err(answer) = fresh_enough::<V>(fresh, tenant_id, headers).await {
+        return answer;
     }
     match store
         .list(V::NAME, tenant_id, &filter, after.as_deref(), limit)

@@ -179,6 +179,7 @@ async fn a_fresh_read_includes_the_append_it_names_or_says_how_far_behind_the_vi
         [("Wow-Fresh-Version", "soon"), ("Wow-Fresh-Wait", "1")],
         [("Wow-Fresh-Version", "3"), ("Wow-Fresh-Wait", "-1")],
         [("Wow-Fresh-Request", ""), ("Wow-Fresh-Wait", "1")],
+        [("Wow-Fresh-Version", "3"), ("Wow-Fresh-Wait", "5001")],
     ] {
         let (status, body) = call(&app, "GET", path, &bad, "").await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad:?}: {body}");
