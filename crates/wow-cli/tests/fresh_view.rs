@@ -13,13 +13,15 @@ use wow_core::{CommandStage, Stores};
 
 const VIEW: (&str, &str, &str) = ("account", "acc-1", "account_balance");
 
-#[tokio::test]
-async fn a_reader_gets_the_view_at_least_as_fresh_as_the_append_it_names() {
-    let running = wow_example_bank::service::service()
-        .stores(Stores::in_memory())
-        .build()
-        .await
-        .unwrap();
+/// Serves `running` on a free loopback port: its base URL, the sender that stops it, and its
+/// task.
+async fn served(
+    running: wow_service::RunningService,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -30,6 +32,17 @@ async fn a_reader_gets_the_view_at_least_as_fresh_as_the_append_it_names() {
             })
             .await;
     });
+    (base, stop, task)
+}
+
+#[tokio::test]
+async fn a_reader_gets_the_view_at_least_as_fresh_as_the_append_it_names() {
+    let running = wow_example_bank::service::service()
+        .stores(Stores::in_memory())
+        .build()
+        .await
+        .unwrap();
+    let (base, stop, task) = served(running).await;
 
     let writer = WowClient::new(&base).unwrap();
     let open = CommandRequest::new(
@@ -136,16 +149,7 @@ async fn a_reader_gets_a_view_over_several_types_at_least_as_fresh_as_an_append(
         .build()
         .await
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let _ = running
-            .serve_on(listener, async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    let (base, stop, task) = served(running).await;
     let client = WowClient::new(&base).unwrap();
     for n in 1..=5 {
         let (room, request_id) = (format!("r-{n}"), format!("open-r-{n}"));
