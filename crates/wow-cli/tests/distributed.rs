@@ -894,7 +894,7 @@ async fn check_history(
         );
         let (_, state) = api.get(&format!("account/{account}/state")).await;
         assert_eq!(
-            state["state"]["balance"].as_u64().unwrap() as usize,
+            state["balance"].as_u64().unwrap() as usize,
             streams.len() - 1,
             "{account}: one deposit per stream after the open"
         );
@@ -1444,7 +1444,7 @@ async fn deadlines_of_a_killed_processor_fire_on_the_next_owner_once() {
     for order in &orders {
         loop {
             let (_, state) = api.get(&format!("order/{order}/state")).await;
-            if state["state"]["status"] == "Expired" {
+            if state["status"] == "Expired" {
                 break;
             }
             assert!(
@@ -1461,7 +1461,7 @@ async fn deadlines_of_a_killed_processor_fire_on_the_next_owner_once() {
     }
     loop {
         let (_, product) = api.get("product/p-1/state").await;
-        if product["state"]["stock"] == 10 {
+        if product["stock"] == 10 {
             break;
         }
         assert!(

@@ -182,7 +182,7 @@ async fn every_read_answers_each_tenant_its_own_account(
         );
         let (status, state) = api.get(Some(caller), "account/alice/state").await;
         assert_eq!(status, 200, "{state}");
-        assert_eq!(state["state"]["balance"], balance);
+        assert_eq!(state["balance"], balance);
         let (status, history) = api.get(Some(caller), "account/alice/event/1/100").await;
         assert_eq!(status, 200, "{history}");
         let names: Vec<_> = history

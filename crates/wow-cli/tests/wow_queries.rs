@@ -61,6 +61,42 @@ impl Api {
         (status, body)
     }
 
+    /// `GET /account/{id}/snapshot` in `tenant`: the status and the document, its ETag
+    /// checked against its version.
+    async fn snapshot(&self, tenant: &str, id: &str) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .get(format!("http://{}/account/{id}/snapshot", self.address))
+            .header("Command-Tenant-Id", tenant)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let etag = response
+            .headers()
+            .get("ETag")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body: Value = response.json().await.unwrap();
+        if status == StatusCode::OK {
+            assert_eq!(etag, Some(format!("\"{}\"", body["version"])), "{body}");
+        }
+        (status, body)
+    }
+
+    /// `PUT` of `path` in `tenant`, with `token` as the bearer token when given.
+    async fn put(&self, tenant: &str, path: &str, token: Option<&str>) -> (StatusCode, Value) {
+        let mut request = self
+            .client
+            .put(format!("http://{}/{path}", self.address))
+            .header("Command-Tenant-Id", tenant);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
     /// The aggregate ids of a list of documents or states.
     async fn ids(&self, path: &str, body: Value) -> Vec<String> {
         let (status, found) = self.query("t1", path, body.clone()).await;
@@ -369,10 +405,8 @@ async fn bad_queries(api: &Api) {
 }
 
 async fn whole_suite(store: &str) {
-    let served = Served::start(
-        &["--store", store, "--listen", "127.0.0.1:0"],
-        &[("WOW_SNAPSHOT_QUERIES", "true")],
-    );
+    // No settings: snapshot queries are on by default, as Wow has them.
+    let served = Served::start(&["--store", store, "--listen", "127.0.0.1:0"], &[]);
     let api = Api::of(&served);
     open_accounts(&api).await;
     snapshot_queries(&api).await;
@@ -383,10 +417,7 @@ async fn whole_suite(store: &str) {
     }
     assert!(served.stop().success());
     // The documents are kept: a restarted service answers at once.
-    let served = Served::start(
-        &["--store", store, "--listen", "127.0.0.1:0"],
-        &[("WOW_SNAPSHOT_QUERIES", "true")],
-    );
+    let served = Served::start(&["--store", store, "--listen", "127.0.0.1:0"], &[]);
     let api = Api::of(&served);
     assert_eq!(
         api.ids(
@@ -422,7 +453,10 @@ async fn wow_queries_on_postgres() {
 
 #[tokio::test]
 async fn without_snapshot_queries_the_snapshot_routes_say_how_to_turn_them_on() {
-    let served = Served::start(&["--store", "memory://", "--listen", "127.0.0.1:0"], &[]);
+    let served = Served::start(
+        &["--store", "memory://", "--listen", "127.0.0.1:0"],
+        &[("WOW_SNAPSHOT_QUERIES", "false")],
+    );
     let api = Api::of(&served);
     api.command(
         "t1",
@@ -439,7 +473,141 @@ async fn without_snapshot_queries_the_snapshot_routes_say_how_to_turn_them_on() 
             .contains("WOW_SNAPSHOT_QUERIES"),
         "{answer}"
     );
+    let (status, answer) = api.snapshot("t1", "a1").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
     // Event stream queries need no materialized state.
     let (status, count) = api.query("t1", "account/event/count", json!({})).await;
     assert_eq!((status, count), (StatusCode::OK, json!(1)));
+}
+
+/// `GET /{aggregate}/{id}/snapshot` answers Wow's snapshot shape with its version in `ETag`;
+/// `PUT /{aggregate}/{id}/snapshot` regenerates one from history and
+/// `PUT /{aggregate}/snapshot/{afterId}/{limit}` a tenant's aggregates a page at a time, as
+/// Wow's batch does, with no settings.
+#[tokio::test]
+async fn the_snapshot_routes_answer_wows_shape_and_regenerate_from_history() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", folder.path().join("snapshots.db").display());
+    let served = Served::start(&["--store", &store, "--listen", "127.0.0.1:0"], &[]);
+    let api = Api::of(&served);
+    open_accounts(&api).await;
+    let (status, document) = api.snapshot("t1", "a1").await;
+    assert_eq!(status, StatusCode::OK, "{document}");
+    for field in [
+        "contextName",
+        "aggregateName",
+        "tenantId",
+        "ownerId",
+        "aggregateId",
+        "version",
+        "eventId",
+        "firstEventTime",
+        "eventTime",
+        "snapshotTime",
+        "deleted",
+        "state",
+    ] {
+        assert!(document.get(field).is_some(), "{field} in {document}");
+    }
+    assert!(document.get("stateVersion").is_none(), "{document}");
+    assert_eq!(
+        (
+            &document["contextName"],
+            &document["aggregateName"],
+            &document["tenantId"]
+        ),
+        (&json!("bank"), &json!("account"), &json!("t1"))
+    );
+    assert_eq!(document["version"], 2);
+    assert_eq!(document["state"]["balance"], 120);
+    assert_eq!(document["deleted"], false);
+    assert!(document["firstEventTime"].as_i64() <= document["eventTime"].as_i64());
+    // Another tenant's a1 is its own.
+    let (_, other) = api.snapshot("t2", "a1").await;
+    assert_eq!(other["state"]["balance"], 7, "{other}");
+    let (status, missing) = api.snapshot("t1", "nobody").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
+
+    let (status, regenerated) = api.put("t1", "account/a1/snapshot", None).await;
+    assert_eq!(status, StatusCode::OK, "{regenerated}");
+    assert_eq!(regenerated["version"], 2);
+    assert_eq!(regenerated["state"], document["state"]);
+    assert_eq!(regenerated["firstEventTime"], document["firstEventTime"]);
+    assert!(regenerated["snapshotTime"].as_i64() >= document["snapshotTime"].as_i64());
+    let (status, _) = api.put("t1", "account/nobody/snapshot", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Every aggregate of the tenant, a page at a time, each once.
+    let mut after = "(0)".to_owned();
+    let mut regenerated = Vec::new();
+    loop {
+        let (status, batch) = api
+            .put("t1", &format!("account/snapshot/{after}/2"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{batch}");
+        let size = batch["size"].as_u64().unwrap();
+        if size == 0 {
+            break;
+        }
+        assert!(size <= 2, "{batch}");
+        after = batch["afterId"].as_str().unwrap().to_owned();
+        regenerated.push(after.clone());
+    }
+    assert_eq!(regenerated, ["a2", "a4", "a5"]);
+    let (_, batch) = api.put("t2", "account/snapshot/(0)/10", None).await;
+    assert_eq!(batch, json!({"afterId": "a1", "size": 1}));
+    for limit in ["0", "1001", "x"] {
+        let (status, answer) = api
+            .put("t1", &format!("account/snapshot/(0)/{limit}"), None)
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{limit}: {answer}");
+    }
+    assert!(served.stop().success());
+}
+
+/// With auth on, regenerating snapshots is an operator's action: a tenant's token is refused
+/// (403), the operator's bearer token acts in the tenant it names.
+#[tokio::test]
+async fn regenerating_snapshots_takes_the_operator_token_when_auth_is_on() {
+    let served = Served::start(
+        &["--store", "memory://", "--listen", "127.0.0.1:0"],
+        &[
+            ("WOW_AUTH_TOKENS", "tenant-token=t1"),
+            ("WOW_OPERATOR_TOKENS", "operator-token"),
+        ],
+    );
+    let api = Api::of(&served);
+    let opened = api
+        .client
+        .post(format!("http://{}/account/a1/open", api.address))
+        .bearer_auth("tenant-token")
+        .header("Command-Wait-Stage", "PROJECTED")
+        .json(&json!({"name": "Ann", "balance": 3}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), StatusCode::OK);
+    let (status, _) = api.put("t1", "account/a1/snapshot", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = api
+        .put("t1", "account/a1/snapshot", Some("tenant-token"))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = api
+        .put("t1", "account/snapshot/(0)/10", Some("tenant-token"))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, document) = api
+        .put("t1", "account/a1/snapshot", Some("operator-token"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{document}");
+    assert_eq!(document["state"]["balance"], 3);
+    let (status, batch) = api
+        .put("t1", "account/snapshot/(0)/10", Some("operator-token"))
+        .await;
+    assert_eq!(
+        (status, batch),
+        (StatusCode::OK, json!({"afterId": "a1", "size": 1}))
+    );
+    assert!(served.stop().success());
 }

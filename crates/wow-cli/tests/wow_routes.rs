@@ -1,7 +1,7 @@
 //! Wow's route shapes over real HTTP against `wow serve`: the `/tenant/{tenantId}/` prefix
-//! on every route (commands, queries, state), the bare state and its time travel under it
-//! (Wow's `LoadStateAggregateClient`), docs/http-api.md's `{aggregateId, version, state}` without it,
-//! and with auth on, a token that must act for the path's tenant.
+//! on every route (commands, queries, state), the bare state and its time travel under it and
+//! without it (Wow's `LoadStateAggregateClient`), its version in `ETag`, and with auth on, a
+//! token that must act for the path's tenant.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -59,6 +59,28 @@ async fn send(
     call(client, method, format!("http://{at}/{path}"), None, None).await
 }
 
+/// `GET /{path}` of a state, in `tenant` when given (`Command-Tenant-Id`): the status, the
+/// bare state and its version (its `ETag`).
+async fn get_state(
+    client: &Client,
+    at: &str,
+    path: &str,
+    tenant: Option<&str>,
+) -> (StatusCode, Value, Option<u64>) {
+    let mut request = client.get(format!("http://{at}/{path}"));
+    if let Some(tenant) = tenant {
+        request = request.header("Command-Tenant-Id", tenant);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let version = support::tagged_version(response.headers());
+    (
+        status,
+        response.json().await.unwrap_or(Value::Null),
+        version,
+    )
+}
+
 /// The items of a server-sent event stream, one per `data:` line.
 fn sse_data(text: &str) -> Vec<Value> {
     text.lines()
@@ -108,20 +130,21 @@ async fn open_and_deposit_under_the_tenant_prefix(client: &Client, at: &str) -> 
         .as_millis()
 }
 
-/// Wow's shape under the prefix: the bare state, at a version, as of a time.
+/// Wow's shape under the prefix: the bare state, at a version, as of a time, each version in
+/// `ETag`.
 async fn the_prefix_answers_wows_bare_state_and_its_time_travel(
     client: &Client,
     at: &str,
     created: u128,
 ) {
-    let (status, state) = get(client, at, "tenant/t9/account/s1/state").await;
-    assert_eq!(status, StatusCode::OK);
+    let (status, state, version) = get_state(client, at, "tenant/t9/account/s1/state", None).await;
+    assert_eq!((status, version), (StatusCode::OK, Some(2)));
     assert_eq!(
         state,
         json!({"name": "T", "balance": 12, "held": 0, "frozen": false})
     );
-    let (_, first) = get(client, at, "tenant/t9/account/s1/state/1").await;
-    assert_eq!(first["balance"], 5);
+    let (_, first, version) = get_state(client, at, "tenant/t9/account/s1/state/1", None).await;
+    assert_eq!((first["balance"].as_i64(), version), (Some(5), Some(1)));
     let (status, _) = get(client, at, "tenant/t9/account/s1/state/3").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _) = get(client, at, "tenant/t9/account/s1/state/time/1").await;
@@ -138,22 +161,16 @@ async fn the_prefix_answers_wows_bare_state_and_its_time_travel(
     );
 }
 
-/// docs/http-api.md's shape without the prefix, in the tenant the header names; another tenant
-/// has none.
+/// The same shape without the prefix, in the tenant the header names; another tenant has
+/// none.
 async fn without_the_prefix_the_header_names_the_tenant(client: &Client, at: &str) {
-    let (status, envelope) = get(client, at, "account/s1/state").await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "{envelope}");
-    let with_header = client
-        .get(format!("http://{at}/account/s1/state/2"))
-        .header("Command-Tenant-Id", "t9")
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
-    assert_eq!(with_header["version"], 2);
-    assert_eq!(with_header["state"]["balance"], 12);
+    let (status, refused) = get(client, at, "account/s1/state").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+    let (status, with_header, version) =
+        get_state(client, at, "account/s1/state/2", Some("t9")).await;
+    assert_eq!(status, StatusCode::OK, "{with_header}");
+    assert_eq!(version, Some(2));
+    assert_eq!(with_header["balance"], 12);
 }
 
 /// Queries and history under the prefix are the path tenant's; a bad tenant id is a 400.
@@ -319,14 +336,8 @@ async fn a_recovered_aggregate_takes_commands_and_its_view_goes_on(client: &Clie
     );
     let (status, _) = post(client, at, "account/d1/deposit", json!({"amount": 1})).await;
     assert_eq!(status, StatusCode::OK);
-    let (_, state) = get(client, at, "account/d1/state").await;
-    assert_eq!(
-        (
-            state["version"].as_u64(),
-            state["state"]["balance"].as_i64()
-        ),
-        (Some(12), Some(14))
-    );
+    let (_, state, version) = get_state(client, at, "account/d1/state", None).await;
+    assert_eq!((version, state["balance"].as_i64()), (Some(12), Some(14)));
     let (_, view) = get(client, at, "account/d1/view").await;
     assert_eq!(
         view["balance"], 14,
@@ -547,31 +558,18 @@ async fn a_streamed_list_is_one_event_per_item(client: &Client, at: &str) {
     }
 }
 
-/// Under the context's alias, the state routes answer the bare state, as Wow's do; without it,
-/// docs/http-api.md's shape.
+/// Under the context's alias, the state routes answer the bare state, as Wow's do, and the
+/// same without it; the version in `ETag`.
 async fn under_the_context_the_state_routes_answer_the_bare_state(client: &Client, at: &str) {
-    for path in ["bank/account/f1/state", "bank/account/f1/state/2"] {
-        let state: Value = client
-            .get(format!("http://{at}/{path}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    for path in [
+        "bank/account/f1/state",
+        "bank/account/f1/state/2",
+        "account/f1/state",
+    ] {
+        let (status, state, version) = get_state(client, at, path, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {state}");
         assert_eq!(state["balance"], 7, "{path}: {state}");
         assert!(state["aggregateId"].is_null(), "{path}: {state}");
+        assert_eq!(version, Some(2), "{path}");
     }
-    let ours: Value = client
-        .get(format!("http://{at}/account/f1/state"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(
-        (ours["version"].clone(), ours["state"]["balance"].clone()),
-        (json!(2), json!(7))
-    );
 }

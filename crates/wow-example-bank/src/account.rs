@@ -11,7 +11,7 @@ use wow_core::{Command, DomainError, Event};
 #[derive(Debug)]
 pub struct Account;
 
-/// What an account is now (`GET /account/{id}/state` shows it under `state`).
+/// What an account is now (`GET /account/{id}/state` answers it bare, its version in `ETag`).
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AccountState {
     /// The holder's name.

@@ -19,7 +19,7 @@ pub struct Item {
     pub done: bool,
 }
 
-/// What a list is now (`GET /todo/{id}/state` shows it under `state`).
+/// What a list is now (`GET /todo/{id}/state` answers it bare, its version in `ETag`).
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TodoState {
     /// The list's title.

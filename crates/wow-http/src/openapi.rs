@@ -131,7 +131,7 @@ pub(crate) fn build(state: &HttpState, service: Map<String, Value>) -> Value {
     json!({
         "openapi": "3.1.0",
         "info": {"title": "wow-rs", "version": env!("CARGO_PKG_VERSION"),
-            "description": "Every route also answers under Wow's prefix /tenant/{tenantId}/, in that tenant (the state routes then answer the bare state)."},
+            "description": "Every route also answers under Wow's prefix /tenant/{tenantId}/, in that tenant, and under the bounded context's alias /{context}/, with the same answers."},
         "tags": tags,
         "paths": paths(state, service),
         "components": components(state, !config.auth_tokens.is_empty(), config.operator_gated()),
@@ -187,7 +187,10 @@ fn aggregate_paths(
     if commands.iter().all(|c| c.kind == CommandKind::Void) {
         return;
     }
-    paths.insert(format!("/{aggregate}/{{id}}/state"), state_path(aggregate));
+    paths.insert(
+        format!("/{aggregate}/{{id}}/state"),
+        state_path(context, aggregate),
+    );
     paths.insert(
         format!("/{aggregate}/{{id}}/deadlines"),
         operations::deadlines_path(aggregate),
@@ -200,10 +203,11 @@ fn aggregate_paths(
         format!("/{aggregate}/{{id}}/requests/{{requestId}}"),
         look_up_path(aggregate),
     );
-    let state = state_path(aggregate);
+    let state = state_path(context, aggregate);
     let state_answer = state["get"]["responses"]["200"].clone();
     queries::time_travel_paths(aggregate, paths, &state_answer);
     queries::query_paths(context, aggregate, paths);
+    queries::snapshot_paths(context, aggregate, paths);
     operations::lifecycle_paths(context, aggregate, runtime.lifecycle(), config, paths);
 }
 

@@ -1,9 +1,9 @@
-//! Wow's path prefixes, each answered by the same routes:
+//! Wow's path prefixes, each answered by the same routes in the same shapes as without one
+//! (a prefix never changes an answer's shape):
 //!
 //! - `/{context}/…`, the bounded context's alias that Wow's generated clients put first;
 //! - `/tenant/{tenantId}/…`, with the path's tenant as the caller's (`Command-Tenant-Id`);
-//!   with auth on, the token's tenant must be the path's (else 403). A state read under it
-//!   answers Wow's shape: the bare state;
+//!   with auth on, the token's tenant must be the path's (else 403);
 //! - `/owner/{ownerId}/…`, with the path's owner as `Command-Owner-Id`; with a token bound to
 //!   another owner, 403 `IllegalAccessOwnerAggregate` (SPEC TN-2).
 //!
@@ -23,11 +23,6 @@ use crate::error::ApiError;
 use crate::ids::{Id, TenantId};
 use crate::state::HttpState;
 use crate::{auth, fallback};
-
-/// Marks a request that came in under `/tenant/{tenantId}/` or `/{context}/`: answers take
-/// Wow's shapes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct WowPrefixed;
 
 /// `routes` answered under Wow's prefixes too, nested as Wow's paths nest them:
 /// `/{context}/tenant/{t}/owner/{o}/…`. Each prefix is handled here once, for every route;
@@ -136,7 +131,6 @@ async fn tenant_prefixed(
         ApiError::illegal_argument("the tenant id in the path is not a header value")
     })?;
     request.headers_mut().insert(headers::TENANT_ID, value);
-    request.extensions_mut().insert(WowPrefixed);
     forward(inner.routes, 2, request).await
 }
 
@@ -163,14 +157,10 @@ async fn owner_prefixed(
 /// `ANY /{context}/{*rest}`: `rest` answered by the routes. Wow's generated clients put the
 /// bounded context's alias before every path (their `basePath`), as a gateway in front of
 /// Wow services routes them.
-///
-/// No client of wow-rs's own contract (docs/http-api.md) puts a context first, so answers under it
-/// take Wow's shapes, as under `/tenant/{tenantId}/`: the state routes answer the bare state.
 async fn context_prefixed(
     State(routes): State<Router>,
-    mut request: Request,
+    request: Request,
 ) -> Result<Response, ApiError> {
-    request.extensions_mut().insert(WowPrefixed);
     forward(routes, 1, request).await
 }
 
@@ -190,12 +180,8 @@ async fn forward(inner: Router, prefix: usize, mut request: Request) -> Result<R
         .map_err(|_| ApiError::bad_request("the path is not a URI"))?;
     *request.uri_mut() = uri;
     // The outer route's path parameters live in the extensions: the inner routes must not
-    // see them (they match their own). Only the mark of Wow's tenant prefix goes along.
-    let prefixed = request.extensions().get::<WowPrefixed>().copied();
+    // see them (they match their own).
     *request.extensions_mut() = axum::http::Extensions::new();
-    if let Some(prefixed) = prefixed {
-        request.extensions_mut().insert(prefixed);
-    }
     match inner.oneshot(request).await {
         Ok(response) => Ok(response),
         Err(never) => match never {},

@@ -6,6 +6,7 @@ mod deadlines;
 mod health;
 mod history;
 mod outcome;
+mod snapshot;
 mod state;
 mod unique_key;
 
@@ -19,6 +20,9 @@ pub(crate) use deadlines::{of_aggregate as aggregate_deadlines, pending as pendi
 pub(crate) use health::health;
 pub(crate) use history::{events, today};
 pub(crate) use outcome::outcome;
+pub(crate) use snapshot::{
+    load as snapshot, regenerate as regenerate_snapshot, regenerate_batch as regenerate_snapshots,
+};
 pub(crate) use state::{state, state_at, AtTime, AtVersion};
 pub(crate) use unique_key::{holder as unique_key_holder, release as release_unique_key};
 

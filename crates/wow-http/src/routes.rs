@@ -2,7 +2,7 @@
 //! routes behind their token, the access gate and the error fallbacks, and Wow's prefixes
 //! over all of them.
 
-use axum::routing::{any, get, post};
+use axum::routing::{any, get, post, put};
 use axum::Router;
 
 use crate::service_routes::{self, Caller};
@@ -29,6 +29,7 @@ pub fn routes(state: HttpState) -> Router {
     let gated = Router::new()
         .merge(operator_routes(&state))
         .merge(operator_actions(&state))
+        .merge(snapshot_regeneration(&state))
         .merge(service_routes::router(Caller::Anyone))
         .merge(query_routes())
         .merge(aggregate_routes())
@@ -55,6 +56,24 @@ fn operator_actions(state: &HttpState) -> Router<HttpState> {
     service_routes::router(Caller::OperatorBearer).route_layer(
         axum::middleware::from_fn_with_state(state.clone(), operator::require_bearer),
     )
+}
+
+/// Wow's regeneration of materialized snapshots, one aggregate's or a page of a type's: an
+/// operator's actions, behind the operator's bearer token.
+fn snapshot_regeneration(state: &HttpState) -> Router<HttpState> {
+    Router::new()
+        .route(
+            "/{aggregate}/{id}/snapshot",
+            put(queries::regenerate_snapshot),
+        )
+        .route(
+            "/{aggregate}/snapshot/{afterId}/{limit}",
+            put(queries::regenerate_snapshots),
+        )
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            operator::require_bearer,
+        ))
 }
 
 /// Wow's query DSL over the materialized snapshots and over history.
@@ -103,6 +122,7 @@ fn command_routes() -> Router<HttpState> {
 fn aggregate_routes() -> Router<HttpState> {
     Router::new()
         .route("/{aggregate}/{id}/state", get(queries::state))
+        .route("/{aggregate}/{id}/snapshot", get(queries::snapshot))
         .route(
             "/{aggregate}/{id}/deadlines",
             get(queries::aggregate_deadlines),

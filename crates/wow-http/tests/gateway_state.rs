@@ -13,6 +13,17 @@ use wow_http::{router, HttpConfig, HttpState, QuerySide};
 use wow_runtime::pipeline::LocalPipeline;
 
 async fn call(app: &axum::Router, method: &str, path: &str, body: &str) -> (StatusCode, Value) {
+    let (status, body, _) = call_tagged(app, method, path, body).await;
+    (status, body)
+}
+
+/// As [`call`], with the answer's `ETag`.
+async fn call_tagged(
+    app: &axum::Router,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (StatusCode, Value, Option<String>) {
     let request = Request::builder()
         .method(method)
         .uri(path)
@@ -21,12 +32,17 @@ async fn call(app: &axum::Router, method: &str, path: &str, body: &str) -> (Stat
         .unwrap();
     let response = app.clone().oneshot(request).await.unwrap();
     let status = response.status();
+    let tag = response
+        .headers()
+        .get("etag")
+        .map(|tag| tag.to_str().unwrap().to_owned());
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await
         .unwrap();
     (
         status,
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        tag,
     )
 }
 
@@ -51,10 +67,10 @@ async fn a_gateway_and_a_query_side_serve_commands_and_reads() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = call(&app, "GET", "/account/a1/state", "").await;
+    let (status, body, tag) = call_tagged(&app, "GET", "/account/a1/state", "").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["version"], 1);
-    assert_eq!(body["state"]["balance"], 5);
+    assert_eq!(tag.as_deref(), Some("\"1\""));
+    assert_eq!(body["balance"], 5);
 
     // No consumers run behind this state: the compensation routes say so, and the
     // quarantine is empty.

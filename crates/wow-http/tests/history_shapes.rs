@@ -160,7 +160,7 @@ async fn history_is_shown_in_todays_shape_with_what_each_event_was_stored_as() {
         .await
         .unwrap();
     let state: Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(state["state"]["total"], 5, "{state}");
+    assert_eq!(state["total"], 5, "{state}");
     // Nothing was written back.
     assert_eq!(
         events.load(&id, 2, 2).await.unwrap()[0].body[0].name,

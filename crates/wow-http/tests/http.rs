@@ -69,6 +69,25 @@ impl Server {
         (status, body)
     }
 
+    /// As [`Server::get`], with the answer's `ETag`.
+    async fn get_tagged(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, Value, Option<String>) {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.unwrap();
+        let tag = response
+            .headers()
+            .get("etag")
+            .map(|tag| tag.to_str().unwrap().to_owned());
+        let (status, body, _) = read(response).await;
+        (status, body, tag)
+    }
+
     async fn open(&self, id: &str, balance: i64) {
         let (status, body, _) = self
             .post(
@@ -401,7 +420,7 @@ async fn the_stream_sends_one_event_per_stage_in_order() {
     assert!(datas.iter().all(|d| d["succeeded"] == true));
     assert_eq!(ids[1], datas[1]["id"]);
     let (_, view) = s.get("/account/acc-b/state", &[]).await;
-    assert_eq!(view["state"]["balance"], 10);
+    assert_eq!(view["balance"], 10);
 
     // The streamed command counts once in /metrics, at the stage that ended it.
     let metrics = s.metrics().await;
@@ -467,6 +486,69 @@ async fn history_state_and_outcome_look_up() {
     the_openapi_document_health_and_metrics_answer(&s).await;
 }
 
+/// `GET /{aggregate}/{id}/state` answers the bare state under every prefix and none, its
+/// version as a strong entity tag that moves on with each command.
+#[tokio::test]
+async fn the_state_is_bare_under_every_prefix_its_version_in_etag() {
+    let s = server().await;
+    let tenant = [("Command-Tenant-Id", "t1")];
+    let (status, answer, _) = s
+        .post(
+            "/account/e-1/open",
+            &tenant,
+            r#"{"name":"Ann","balance":7}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let bare =
+        |balance: i64| json!({"name": "Ann", "balance": balance, "held": 0, "frozen": false});
+    let mut seen = Vec::new();
+    for path in [
+        "/account/e-1/state",
+        "/tenant/t1/account/e-1/state",
+        "/bank/account/e-1/state",
+        "/bank/tenant/t1/account/e-1/state",
+    ] {
+        let (status, state, tag) = s.get_tagged(path, &tenant).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {state}");
+        assert_eq!(state, bare(7), "{path}");
+        assert_eq!(tag.as_deref(), Some("\"1\""), "{path}");
+        seen.push(state);
+    }
+    assert!(seen.windows(2).all(|pair| pair[0] == pair[1]), "{seen:?}");
+
+    let (status, answer, _) = s
+        .post("/account/e-1/deposit", &tenant, r#"{"amount":3}"#)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    for path in [
+        "/account/e-1/state",
+        "/tenant/t1/account/e-1/state",
+        "/bank/account/e-1/state",
+    ] {
+        let (status, state, tag) = s.get_tagged(path, &tenant).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {state}");
+        assert_eq!(state, bare(10), "{path}");
+        assert_eq!(tag.as_deref(), Some("\"2\""), "{path}: the tag moves on");
+    }
+    // Time travel answers alike: the state then, its version in the tag.
+    let (status, state, tag) = s.get_tagged("/account/e-1/state/1", &tenant).await;
+    assert_eq!(
+        (status, state, tag.as_deref()),
+        (StatusCode::OK, bare(7), Some("\"1\""))
+    );
+    let (status, state, tag) = s
+        .get_tagged(
+            &format!("/bank/account/e-1/state/time/{}", i64::MAX),
+            &tenant,
+        )
+        .await;
+    assert_eq!(
+        (status, state, tag.as_deref()),
+        (StatusCode::OK, bare(10), Some("\"2\""))
+    );
+}
+
 /// The history of acc-1: its streams with every field, and a bad range refused.
 async fn the_history_answers_every_stream_field(s: &Server) {
     let (status, streams) = s.get("/account/acc-1/event/1/2", &[]).await;
@@ -494,14 +576,10 @@ async fn the_history_answers_every_stream_field(s: &Server) {
 /// The state of acc-1, the outcome of its request `d-1`, and of requests and aggregates that
 /// do not exist.
 async fn the_state_and_the_outcome_look_up_answer(s: &Server) {
-    let (status, state) = s.get("/account/acc-1/state", &[]).await;
+    let (status, state, tag) = s.get_tagged("/account/acc-1/state", &[]).await;
     assert_eq!(
-        (
-            status,
-            state["version"].clone(),
-            state["state"]["balance"].clone()
-        ),
-        (StatusCode::OK, json!(2), json!(10))
+        (status, tag.as_deref(), state["balance"].clone()),
+        (StatusCode::OK, Some("\"2\""), json!(10))
     );
     let (status, outcome) = s.get("/account/acc-1/requests/d-1", &[]).await;
     assert_eq!(
@@ -586,9 +664,9 @@ async fn tenants_only_see_their_own_aggregates() {
         .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     let (_, state) = s.get("/account/shared-id/state", &b).await;
-    assert_eq!(state["state"]["balance"], 1, "{state}");
+    assert_eq!(state["balance"], 1, "{state}");
     let (_, state) = s.get("/account/shared-id/state", &a).await;
-    assert_eq!(state["state"]["balance"], 5, "{state}");
+    assert_eq!(state["balance"], 5, "{state}");
     let aggregate = AggregateId::new("bank", "account", "shared-id", "tenant-a");
     assert_eq!(
         s.store.load(&aggregate, 1, 10).await.unwrap().len(),
@@ -1631,7 +1709,7 @@ async fn a_deposit_that_would_overflow_is_a_recorded_422_and_appends_nothing() {
         (Some("REJECTED"), Some("BalanceOverflow"))
     );
     let (_, state) = s.get("/account/full/state", &[]).await;
-    assert_eq!(state["state"]["balance"], i64::MAX, "{state}");
+    assert_eq!(state["balance"], i64::MAX, "{state}");
 
     // A transfer into the full account is cancelled: the source gets its hold back.
     s.open("payer", 10).await;
@@ -1646,10 +1724,7 @@ async fn a_deposit_that_would_overflow_is_a_recorded_422_and_appends_nothing() {
     assert_eq!(done["result"]["commands"][1]["command"], "cancel_transfer");
     let (_, payer) = s.get("/account/payer/state", &[]).await;
     assert_eq!(
-        (
-            payer["state"]["balance"].as_i64(),
-            payer["state"]["held"].as_i64()
-        ),
+        (payer["balance"].as_i64(), payer["held"].as_i64()),
         (Some(10), Some(0)),
         "{payer}"
     );

@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 45] = [
+const EXPECTED_PATHS: [&str; 47] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -33,6 +33,7 @@ const EXPECTED_PATHS: [&str; 45] = [
     "/account/snapshot/paged/state",
     "/account/snapshot/single",
     "/account/snapshot/single/state",
+    "/account/snapshot/{afterId}/{limit}",
     "/account/{id}",
     "/account/{id}/check",
     "/account/{id}/deadlines",
@@ -42,6 +43,7 @@ const EXPECTED_PATHS: [&str; 45] = [
     "/account/{id}/open",
     "/account/{id}/recover",
     "/account/{id}/requests/{requestId}",
+    "/account/{id}/snapshot",
     "/account/{id}/state",
     "/account/{id}/state/time/{time}",
     "/account/{id}/state/{version}",
@@ -93,9 +95,11 @@ const OPERATOR_ACTIONS: [&str; 3] = [
 
 /// The operator's commands among the service's routes (path, method): they take an operator
 /// token as the bearer token only, and the tenant from `Command-Tenant-Id`.
-const OPERATOR_COMMANDS: [(&str, &str); 2] = [
+const OPERATOR_COMMANDS: [(&str, &str); 4] = [
     ("/unique-key/{space}/{value}", "delete"),
     ("/compensation/failures/{id}/skip", "post"),
+    ("/account/{id}/snapshot", "put"),
+    ("/account/snapshot/{afterId}/{limit}", "put"),
 ];
 
 /// A domain's own read route, as `wow serve` merges the bank's view: it answers with an error
@@ -642,12 +646,25 @@ fn every_command_is_found_under_its_three_part_id(
     );
 }
 
-/// The state of `*.snapshot_state.single`, typed; the events in the items of
-/// `*.event.list_query`, each by name.
+/// The state of `*.snapshot_state.single`, typed, and the state routes' the same; the events
+/// in the items of `*.event.list_query`, each by name.
 fn the_state_and_every_event_are_typed(document: &Value, by_id: &HashMap<String, Value>) {
     let state = &by_id["bank.account.snapshot_state.single"]["responses"]["200"]["content"]
         ["application/json"]["schema"];
     assert!(resolve(document, state)["properties"]["balance"].is_object());
+    // The state routes answer that same state, bare, its version in ETag.
+    for id in [
+        "account.state",
+        "account.state_at_version",
+        "account.state_at_time",
+    ] {
+        let answer = &by_id[id]["responses"]["200"];
+        assert_eq!(
+            &answer["content"]["application/json"]["schema"], state,
+            "{id}"
+        );
+        assert_eq!(answer["headers"]["ETag"]["required"], true, "{id}");
+    }
 
     // The events, each by name.
     let streams = &by_id["bank.account.event.list_query"]["responses"]["200"]["content"]

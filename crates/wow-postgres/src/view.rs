@@ -59,6 +59,12 @@ const LOCK_KEY: &str = "SELECT pg_advisory_xact_lock(7006, hashtext($1))";
 const UPSERT_ROW: &str = "INSERT INTO view_row (view, tenant_id, aggregate_id, version, state, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
                          ON CONFLICT (view, tenant_id, aggregate_id) DO UPDATE SET version = EXCLUDED.version, state = EXCLUDED.state, updated_at = EXCLUDED.updated_at";
 
+/// Writes the row of key as [`UPSERT_ROW`] does, unless the stored one is at version `$4`
+/// or later: one statement, atomic by itself, so it needs no lock on the key.
+const PUT_NEWER_ROW: &str = "INSERT INTO view_row (view, tenant_id, aggregate_id, version, state, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+                         ON CONFLICT (view, tenant_id, aggregate_id) DO UPDATE SET version = EXCLUDED.version, state = EXCLUDED.state, updated_at = EXCLUDED.updated_at
+                         WHERE EXCLUDED.version > view_row.version";
+
 /// Every tenant's rows of view `$1` after (`$2` tenant, `$3` aggregate id) when `$2` is not
 /// NULL, in key order, at most `$4`: the columns of [`select_rows`], then the tenant.
 const SCAN_ROWS: &str = "SELECT aggregate_id, version, state, updated_at, tenant_id FROM view_row
@@ -165,6 +171,33 @@ impl ViewStore for PostgresStore {
         let view = key.view.clone();
         self.process_once(&view, message_id, move |transaction| {
             Box::pin(update_row(transaction, key, work))
+        })
+        .await
+    }
+
+    async fn put_newer(&self, row: ViewRow) -> Result<bool, ViewStoreError> {
+        self.within(async {
+            let client = self.pool().get().await.map_err(pool_view_error)?;
+            let statement = client
+                .prepare_cached(PUT_NEWER_ROW)
+                .await
+                .map_err(view_error)?;
+            let version = i64::try_from(row.version).unwrap_or(i64::MAX);
+            let changed = client
+                .execute(
+                    &statement,
+                    &[
+                        &row.key.view,
+                        &row.key.tenant_id,
+                        &row.key.aggregate_id,
+                        &version,
+                        &row.state,
+                        &row.updated_at,
+                    ],
+                )
+                .await
+                .map_err(view_error)?;
+            Ok(changed > 0)
         })
         .await
     }

@@ -14,7 +14,7 @@
 //! | | `WOW_COMPENSATION_MAX_ATTEMPTS`, `..._INITIAL_BACKOFF_MS`, `..._MAX_BACKOFF_MS`, `..._INTERVAL_MS` | `[compensation]` | [`RetrySpec`], every second |
 //! | | `WOW_AUTH_TOKENS` (`token=tenant[/owner[/space]],...`) | `[auth_tokens]` (`token = "tenant[/owner[/space]]"`) | auth off |
 //! | | `WOW_OPERATOR_TOKENS` (`token,token2`) | `operator_tokens` (`["token"]`) | none: with auth on, `/metrics` and `/ui` answer no one |
-//! | | `WOW_SNAPSHOT_QUERIES` (`true`/`false`) | `snapshot_queries` | `false`: Wow's snapshot queries answer 404 |
+//! | | `WOW_SNAPSHOT_QUERIES` (`true`/`false`) | `snapshot_queries` | `true`; `false`: Wow's snapshot queries and `GET /{aggregate}/{id}/snapshot` answer 404 |
 //! | | `WOW_OVERFLOW_CHECKS` (`require`/`warn`) | `overflow_checks` | `require`: a crate built so that overflows wrap stops the start ([`OverflowChecks`]) |
 //! | | `WOW_READS_PER_TENANT`, `WOW_READS_PER_PEER`, `WOW_READ_BUDGET_MS` | `reads_per_tenant`, `reads_per_peer`, `read_budget_ms` | half the cores each, 5000 ([`ReadLimits`]) |
 //! | `--role` | `WOW_ROLE` | `role` | `monolith` ([`Role`]) |
@@ -151,8 +151,9 @@ pub struct Settings {
     /// What this process does in a deployment.
     pub role: Role,
     /// Keep every aggregate's latest state as a queryable document (the projection
-    /// `snapshot`), behind Wow's snapshot queries (`POST /{aggregate}/snapshot/...`). Off by
-    /// default: it costs one more write per stream.
+    /// `snapshot`), behind Wow's snapshot queries (`POST /{aggregate}/snapshot/...`) and
+    /// `GET /{aggregate}/{id}/snapshot`. On by default, as Wow has them; off saves one write
+    /// per stream.
     pub snapshot_queries: bool,
     /// How a gateway or processor reaches NATS.
     pub distributed: DistributedSettings,
@@ -177,7 +178,7 @@ impl Default for Settings {
             auth_tokens: HashMap::new(),
             operator_tokens: HashSet::new(),
             role: Role::default(),
-            snapshot_queries: false,
+            snapshot_queries: true,
             distributed: DistributedSettings::default(),
             overflow_checks: OverflowChecks::default(),
         }

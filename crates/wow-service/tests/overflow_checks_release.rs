@@ -263,7 +263,7 @@ fn with_warn_health_lists_the_crate_and_its_points_wrap(address: &str) {
     }
     let (status, state) = http(address, "GET", "/member/m1/state", "");
     assert_eq!(status, 200, "{state}");
-    assert_eq!(state["state"]["points"], 54464, "{state}");
+    assert_eq!(state["points"], 54464, "{state}");
 }
 
 #[test]

@@ -391,6 +391,9 @@ pub(crate) fn connect(options: &SqliteOptions, read_only: bool) -> Result<Connec
             | OpenFlags::SQLITE_OPEN_URI
     };
     let connection = Connection::open_with_flags(&options.path, flags)?;
+    // The writer alone runs some thirty distinct statements (appends, records, views,
+    // positions, deadlines, snapshots): room for all, so none is parsed again per job.
+    connection.set_prepared_statement_cache_capacity(64);
     connection.busy_timeout(std::time::Duration::from_secs(5))?;
     if !read_only {
         connection.pragma_update(None, "journal_mode", "WAL")?;

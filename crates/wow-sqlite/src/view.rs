@@ -7,6 +7,9 @@
 //! Filters become `json_type` / `json_extract` conditions over paths built from checked field
 //! names; every value is bound.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
@@ -41,6 +44,12 @@ const LOAD_ROW: &str = concat!(
 /// `?5`, updated at `?6`.
 const SAVE_ROW: &str = "INSERT INTO view_row (view, tenant_id, aggregate_id, version, state, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
     ON CONFLICT (view, tenant_id, aggregate_id) DO UPDATE SET version = excluded.version, state = excluded.state, updated_at = excluded.updated_at";
+
+/// Writes the row of key (`?1` view, `?2` tenant, `?3` aggregate id) as [`SAVE_ROW`] does,
+/// unless the stored one is at version `?4` or later.
+const PUT_NEWER_ROW: &str = "INSERT INTO view_row (view, tenant_id, aggregate_id, version, state, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    ON CONFLICT (view, tenant_id, aggregate_id) DO UPDATE SET version = excluded.version, state = excluded.state, updated_at = excluded.updated_at
+    WHERE excluded.version > view_row.version";
 
 /// Every tenant's rows of view `?1` after (`?2` tenant, `?3` aggregate id) when `?2` is not
 /// NULL, in key order, at most `?4`: the columns of [`select_rows`], then the tenant.
@@ -198,6 +207,32 @@ impl ViewStore for SqliteStore {
             Ok(())
         })
         .await
+    }
+
+    async fn put_newer(&self, row: ViewRow) -> Result<bool, ViewStoreError> {
+        // Encoded here, not on the writer's thread, which every append waits for.
+        let state = serde_json::to_string(&row.state)
+            .map_err(|error| ViewStoreError::Internal(Box::new(error)))?;
+        let wrote = Arc::new(AtomicBool::new(false));
+        let marked = wrote.clone();
+        self.transact(move |connection| {
+            let changed = connection.prepare_cached(PUT_NEWER_ROW)?.execute(params![
+                row.key.view,
+                row.key.tenant_id,
+                row.key.aggregate_id,
+                clamp(row.version),
+                state,
+                row.updated_at,
+            ])?;
+            marked.store(changed > 0, Ordering::Relaxed);
+            Ok(())
+        })
+        .await
+        .map_err(|error| match error {
+            ProcessError::Store(error) => ViewStoreError::Unavailable(error),
+            other => ViewStoreError::Internal(Box::new(other)),
+        })?;
+        Ok(wrote.load(Ordering::Relaxed))
     }
 
     async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {

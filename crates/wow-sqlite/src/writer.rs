@@ -296,7 +296,11 @@ fn run_work(
     record: Option<&(String, String, i64)>,
     work: Work,
 ) -> Outcome {
-    if let Err(error) = connection.execute_batch(SAVEPOINT_WORK) {
+    // Prepared once per connection: a batch of consumers' work runs these two per job.
+    let opened = connection
+        .prepare_cached(SAVEPOINT_WORK)
+        .and_then(|mut statement| statement.execute([]));
+    if let Err(error) = opened {
         return Outcome::Failed(error);
     }
     let undo = |outcome: Outcome| match connection.execute_batch(UNDO_WORK) {
@@ -316,8 +320,11 @@ fn run_work(
         }
     }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(connection))) {
-        Ok(Ok(())) => match connection.execute_batch(RELEASE_WORK) {
-            Ok(()) => Outcome::Worked(Processed::Applied),
+        Ok(Ok(())) => match connection
+            .prepare_cached(RELEASE_WORK)
+            .and_then(|mut statement| statement.execute([]))
+        {
+            Ok(_) => Outcome::Worked(Processed::Applied),
             Err(error) => Outcome::Failed(error),
         },
         Ok(Err(error)) => undo(Outcome::WorkFailed(error)),

@@ -365,6 +365,7 @@ macro_rules! __view_store_cases {
                 lists_through_field_indexes_as_without_them,
                 scans_every_tenant_in_key_order_and_pages,
                 clear_drops_one_views_rows_and_records,
+                puts_only_newer_rows,
                 query_logic_and_shorthands,
                 query_comparisons,
                 query_text_arrays_and_presence,

@@ -123,6 +123,44 @@ pub async fn updates_and_loads_a_row(store: Store) {
     assert!(store.load(&other).await.unwrap().is_none());
 }
 
+/// `put_newer` writes a row only past the stored version: an older or equal one (a
+/// redelivery) leaves the stored row and answers `false`; a newer one replaces it; rows of
+/// other tenants are their own.
+pub async fn puts_only_newer_rows(store: Store) {
+    let order = fresh_key();
+    let row = |version: u64, balance: i64| ViewRow {
+        key: order.clone(),
+        version,
+        state: json!({"balance": balance}),
+        updated_at: 1_700_000_000_000 + i64::try_from(version).unwrap_or(0),
+    };
+    assert!(store.put_newer(row(2, 20)).await.unwrap(), "a first row");
+    assert_eq!(store.load(&order).await.unwrap(), Some(row(2, 20)));
+    assert!(
+        !store.put_newer(row(2, 99)).await.unwrap(),
+        "the same version"
+    );
+    assert!(!store.put_newer(row(1, 10)).await.unwrap(), "an older one");
+    assert_eq!(store.load(&order).await.unwrap(), Some(row(2, 20)));
+    assert!(store.put_newer(row(5, 50)).await.unwrap(), "a newer one");
+    assert_eq!(store.load(&order).await.unwrap(), Some(row(5, 50)));
+    let elsewhere = key(VIEW, "tenant-b", &order.aggregate_id);
+    assert!(store
+        .put_newer(ViewRow {
+            key: elsewhere.clone(),
+            version: 1,
+            state: json!({"balance": 1}),
+            updated_at: 0,
+        })
+        .await
+        .unwrap());
+    assert_eq!(store.load(&order).await.unwrap(), Some(row(5, 50)));
+    assert_eq!(
+        store.load(&elsewhere).await.unwrap().map(|r| r.version),
+        Some(1)
+    );
+}
+
 /// A redelivered message leaves one effect: its work does not run again. Another view's
 /// record of the same message id is its own.
 pub async fn applies_a_message_once(store: Store) {

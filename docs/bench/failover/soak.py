@@ -353,8 +353,9 @@ class Soak:
         self.view_lag = []  # (monotonic time, versions the first account's view is behind)
 
     # -- HTTP ----------------------------------------------------------------------------
-    def call(self, conn, method, path, what, body=None, headers=None):
-        """(connection to reuse or None, status or None, parsed body or None, seconds)."""
+    def call(self, conn, method, path, what, body=None, headers=None, tagged=False):
+        """(connection to reuse or None, status or None, parsed body or None, seconds). With
+        `tagged`, the parsed body is paired with the version its `ETag` names (a state's)."""
         started = time.monotonic()
         try:
             if conn is None:
@@ -371,6 +372,8 @@ class Soak:
                 parsed = json.loads(raw) if raw else None
             except ValueError:
                 parsed = None
+            if tagged:
+                parsed = (parsed, tag_version(response.getheader("ETag")))
             if response.getheader("Connection", "").lower() == "close":
                 conn.close()
                 conn = None
@@ -380,7 +383,7 @@ class Soak:
             elapsed = time.monotonic() - started
             kind = "timeout" if isinstance(error, socket.timeout) else "transport"
             self.answers.append((started, what, kind, elapsed))
-            return None, None, None, elapsed
+            return None, None, (None, None) if tagged else None, elapsed
         elapsed = time.monotonic() - started
         self.answers.append((started, what, status, elapsed))
         return conn, status, parsed, elapsed
@@ -498,13 +501,13 @@ class Soak:
             time.sleep(0.02)
 
     # -- the check -----------------------------------------------------------------------
-    def get(self, path):
+    def get(self, path, tagged=False):
         for _ in range(50):
-            _, status, body, _ = self.call(None, "GET", path, "check")
+            _, status, body, _ = self.call(None, "GET", path, "check", tagged=tagged)
             if status == 200:
                 return body
             if status == 404:
-                return None
+                return (None, None) if tagged else None
             time.sleep(0.2)
         raise RuntimeError(f"GET {path} never answered")
 
@@ -519,13 +522,13 @@ class Soak:
         for account in self.accounts:
             mine = acked[account]
             expected_balance = sum(a for a, _ in mine.values())
-            state = self.get(f"/account/{account}/state") or {}
-            balance = (state.get("state") or {}).get("balance")
+            state, state_version = self.get(f"/account/{account}/state", tagged=True)
+            balance = (state or {}).get("balance")
             if balance != expected_balance:
                 problems.append(f"{account}: state balance {balance}, acknowledged "
                                 f"{expected_balance}")
-            if state.get("version") != len(mine) + 1:
-                problems.append(f"{account}: state version {state.get('version')}, "
+            if state_version != len(mine) + 1:
+                problems.append(f"{account}: state version {state_version}, "
                                 f"acknowledged {len(mine)} deposits after the open")
             history, start = [], 1
             while True:
@@ -586,11 +589,19 @@ class Soak:
         its state (versions)."""
         conn = None
         while not self.stop.wait(every):
-            conn, _, state, _ = self.call(conn, "GET", "/account/acct-00/state", "sample")
+            conn, _, (state, state_version), _ = self.call(
+                conn, "GET", "/account/acct-00/state", "sample", tagged=True)
             conn, _, view, _ = self.call(conn, "GET", "/account/acct-00/view", "sample")
             if isinstance(state, dict) and isinstance(view, dict):
-                lag = (state.get("version") or 0) - (view.get("version") or 0)
+                lag = (state_version or 0) - (view.get("version") or 0)
                 self.view_lag.append((time.monotonic(), lag))
+
+
+def tag_version(tag):
+    """The version a state's `ETag` names (`"3"`: 3); None without one."""
+    if tag and len(tag) > 2 and tag[0] == tag[-1] == '"' and tag[1:-1].isdigit():
+        return int(tag[1:-1])
+    return None
 
 
 def longest_gap(times, start, end):

@@ -153,6 +153,23 @@ impl Api {
         Ok((status, body))
     }
 
+    /// `GET {path}` of a state: the status, the bare state and its version (its `ETag`).
+    pub(crate) async fn get_state(
+        &self,
+        path: &str,
+    ) -> Result<(StatusCode, Value, Option<u64>), String> {
+        let response = self
+            .http
+            .get(format!("{}/{path}", self.base))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status();
+        let version = crate::support::tagged_version(response.headers());
+        let body = response.json().await.map_err(|e| e.to_string())?;
+        Ok((status, body, version))
+    }
+
     async fn send(&self, op: &Op, request_id: &str) -> Send {
         let (command, stage, body) = op.request();
         let started_ms = now_ms();

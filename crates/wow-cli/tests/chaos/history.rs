@@ -139,7 +139,7 @@ async fn account(api: &Api, id: &str) -> Result<Account, String> {
         .map(stream)
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| format!("{id}: a stream without its fields"))?;
-    let (_, state) = api.get(&format!("account/{id}/state")).await?;
+    let (_, state, version) = api.get_state(&format!("account/{id}/state")).await?;
     let (_, view) = api.get(&format!("account/{id}/view")).await?;
     let money = |value: &Value, version: &Value| Money {
         balance: value["balance"].as_i64().unwrap_or(i64::MIN),
@@ -148,7 +148,7 @@ async fn account(api: &Api, id: &str) -> Result<Account, String> {
     };
     Ok(Account {
         streams,
-        state: money(&state["state"], &state["version"]),
+        state: money(&state, &Value::from(version)),
         view: money(&view, &view["version"]),
     })
 }

@@ -126,3 +126,10 @@ pub(crate) fn drop_schema(base: &str, schema: &str) {
         ])
         .output();
 }
+
+/// The version a state answer's `ETag` names (`"3"`: 3), as `GET /{aggregate}/{id}/state`
+/// and its time travel give it; `None` without one, or one not a quoted whole number.
+pub(crate) fn tagged_version(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    let tag = headers.get(reqwest::header::ETAG)?.to_str().ok()?;
+    tag.strip_prefix('"')?.strip_suffix('"')?.parse().ok()
+}

@@ -10,6 +10,7 @@ macro_rules! view_store_methods {
     ($then:ident) => {
         $then! {
             update(key: &ViewKey, message_id: &str, work: ViewUpdate) -> Result<Processed, ProcessError> => Update;
+            put_newer(row: ViewRow) -> Result<bool, ViewStoreError> => PutNewer;
             load(key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> => Load;
             list(view: &str, tenant_id: &str, filter: &ViewFilter, after: Option<&str>, limit: usize) -> Result<Vec<ViewRow>, ViewStoreError> => List;
             query(view: &str, tenant_id: &str, query: &DocumentQuery) -> Result<Vec<ViewRow>, ViewStoreError> => Query;

@@ -58,6 +58,15 @@ impl ViewStoreMethod {
                 .await
                 .map(drop)
                 .map_err(|error| ViewStoreError::Internal(error.to_string().into())),
+            Self::PutNewer => store
+                .put_newer(ViewRow {
+                    key,
+                    version: 1,
+                    state: serde_json::Value::Null,
+                    updated_at: 0,
+                })
+                .await
+                .map(drop),
             Self::Load => store.load(&key).await.map(drop),
             Self::List => store
                 .list(&view, "tenant", &ViewFilter::new(), None, 10)

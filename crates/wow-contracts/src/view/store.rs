@@ -94,6 +94,45 @@ pub trait ViewStore: Send + Sync + std::fmt::Debug {
         work: ViewUpdate,
     ) -> Result<Processed, ProcessError>;
 
+    /// Stores `row` in place of its key's row unless the stored one is at `row.version` or
+    /// later, and answers whether it wrote. No processed-message record is kept: this is for
+    /// views whose row is a whole function of one aggregate's history up to its version
+    /// (Wow's materialized snapshots), where a redelivered stream would write what is there
+    /// already, so the version alone makes the write idempotent and never moves a row back.
+    ///
+    /// Fails with [`ViewStoreError::Unavailable`] or [`ViewStoreError::Internal`]; then
+    /// nothing was written. By default an [`update`](Self::update) whose message id is the
+    /// row's tenant, aggregate id and version (the in-memory store's way: the durable stores
+    /// write the row in one statement and keep no record).
+    async fn put_newer(&self, row: ViewRow) -> Result<bool, ViewStoreError> {
+        let key = row.key.clone();
+        let message_id = format!("{}/{}@{}", key.tenant_id, key.aggregate_id, row.version);
+        let version = row.version;
+        let wrote = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let marked = wrote.clone();
+        let written = self
+            .update(
+                &key,
+                &message_id,
+                Box::new(move |current| {
+                    Ok(match current {
+                        Some(current) if current.version >= version => None,
+                        _ => {
+                            marked.store(true, std::sync::atomic::Ordering::Relaxed);
+                            Some(row)
+                        }
+                    })
+                }),
+            )
+            .await;
+        match written {
+            Ok(Processed::Applied) => Ok(wrote.load(std::sync::atomic::Ordering::Relaxed)),
+            Ok(_) => Ok(false),
+            Err(ProcessError::Store(error)) => Err(ViewStoreError::Unavailable(error)),
+            Err(other) => Err(ViewStoreError::Internal(Box::new(other))),
+        }
+    }
+
     /// The row of `key`, if one was stored.
     ///
     /// Fails with [`ViewStoreError::Unavailable`] or [`ViewStoreError::Internal`].

@@ -292,14 +292,17 @@ pub(super) fn heavy_read_errors(responses: &mut Map<String, Value>) {
     );
 }
 
-/// `GET /{aggregate}/{id}/state`.
-pub(super) fn state_path(aggregate: &str) -> Value {
+/// `GET /{aggregate}/{id}/state`: the bare state of `aggregate` of `context`, its version in
+/// `ETag`.
+pub(super) fn state_path(context: &str, aggregate: &str) -> Value {
+    let keys = super::wow_client::AggregateKeys::new(context, aggregate);
     let mut responses = Map::new();
     responses.insert(
         "200".to_owned(),
-        json!({"description": "The aggregate's current state", "content": {"application/json": {"schema": {
-            "type": "object", "required": ["aggregateId", "version", "state"],
-            "properties": {"aggregateId": {"type": "string"}, "version": {"type": "integer", "minimum": 1}, "state": {}}}}}}),
+        json!({"description": "The aggregate's state, bare (as Wow's clients read it, under every prefix and none); its version in ETag",
+            "headers": {"ETag": {"description": "The state's version as a strong entity tag, quoted: `\"3\"`", "required": true,
+                "schema": {"type": "string", "pattern": "^\"[0-9]+\"$"}}},
+            "content": {"application/json": {"schema": super::wow_client::schema_ref(&keys.state())}}}),
     );
     read_errors(
         &mut responses,
@@ -307,7 +310,7 @@ pub(super) fn state_path(aggregate: &str) -> Value {
     );
     json!({"get": {
         "operationId": format!("{aggregate}.state"),
-        "summary": format!("The state of one {aggregate}: {{aggregateId, version, state}}"),
+        "summary": format!("The state of one {aggregate}, its version in ETag"),
         "parameters": [aggregate_id_param(), tenant_header()],
         "responses": responses,
     }})

@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 use wow_core::query::{Operator, MAX_LIST_LIMIT, MAX_PAGE_SIZE};
 
-use super::operations::{error, path_param};
+use super::operations::{error, path_param, OPERATOR_COMMAND};
 
 /// Every operator's JSON name.
 fn operators() -> Vec<String> {
@@ -233,6 +233,79 @@ pub(super) fn query_paths(context: &str, aggregate: &str, paths: &mut Map<String
     }
 }
 
+/// `GET /{aggregate}/{id}/snapshot` and the operator's regeneration of materialized
+/// snapshots: `PUT /{aggregate}/{id}/snapshot` and `PUT /{aggregate}/snapshot/{afterId}/{limit}`.
+pub(super) fn snapshot_paths(context: &str, aggregate: &str, paths: &mut Map<String, Value>) {
+    let tag = format!("{context}.{aggregate}");
+    let doc = Answers::of(context, aggregate).doc;
+    let tenant = json!({"name": "Command-Tenant-Id", "in": "header", "required": false,
+        "description": "The tenant", "schema": super::bounds::tenant_schema()});
+    let mut load = Map::new();
+    load.insert("200".to_owned(), json!({
+        "description": "The aggregate's materialized snapshot as its projection last wrote it (wait for PROJECTED to read a command's own change); its version in ETag",
+        "headers": {"ETag": {"description": "The snapshot's version, quoted", "schema": {"type": "string"}}},
+        "content": {"application/json": {"schema": doc.clone()}},
+    }));
+    load.insert(
+        "400".to_owned(),
+        error("IllegalArgument: Command-Tenant-Id breaks the rules of an id"),
+    );
+    load.insert(
+        "404".to_owned(),
+        error("NotFound: no snapshot of that aggregate (or snapshot queries are off)"),
+    );
+    let mut one = Map::new();
+    one.insert("200".to_owned(), ok("The regenerated document", doc));
+    one.insert(
+        "400".to_owned(),
+        error("IllegalArgument: the id or Command-Tenant-Id breaks the rules of an id"),
+    );
+    one.insert(
+        "404".to_owned(),
+        error("NotFound: no aggregate of that id (or snapshot queries are off)"),
+    );
+    paths.insert(format!("/{aggregate}/{{id}}/snapshot"), json!({
+        "get": {
+            "operationId": format!("{tag}.snapshot"),
+            "tags": [tag],
+            "summary": "The aggregate's materialized snapshot, in Wow's shape",
+            "parameters": [tenant.clone()],
+            "responses": load,
+        },
+        "put": {
+            "operationId": format!("{tag}.snapshot.regenerate"),
+            "tags": [tag],
+            "summary": "Regenerates the aggregate's materialized snapshot from its history (an operator's action, recorded: who, when, which aggregate)",
+            OPERATOR_COMMAND: true,
+            "parameters": [tenant.clone()],
+            "responses": one,
+        },
+    }));
+    let mut batch = Map::new();
+    batch.insert("200".to_owned(), ok("How many were regenerated, and the cursor of the next batch", json!({
+        "type": "object",
+        "required": ["afterId", "size"],
+        "properties": {"afterId": {"type": "string"}, "size": {"type": "integer", "minimum": 0}},
+    })));
+    batch.insert("400".to_owned(), error("IllegalArgument: the limit is not from 1 to 1000, or afterId or Command-Tenant-Id breaks the rules of an id"));
+    batch.insert(
+        "404".to_owned(),
+        error("NotFound: snapshot queries are off"),
+    );
+    paths.insert(format!("/{aggregate}/snapshot/{{afterId}}/{{limit}}"), json!({"put": {
+        "operationId": format!("{tag}.snapshot.regenerate_batch"),
+        "tags": [tag],
+        "summary": "Regenerates the materialized snapshots of up to `limit` aggregates after `afterId` (`(0)`: from the first), in the tenant's id order (an operator's action, recorded)",
+        OPERATOR_COMMAND: true,
+        "parameters": [
+            path_param("afterId", "The last id of the previous batch, or (0)", json!({"type": "string", "minLength": 1})),
+            path_param("limit", "How many (1 to 1000)", json!({"type": "integer", "minimum": 1, "maximum": 1000})),
+            tenant,
+        ],
+        "responses": batch,
+    }}));
+}
+
 /// The routes over the materialized snapshots.
 fn snapshot_routes(answers: &Answers) -> [QueryRoute; 7] {
     let Answers { doc, state, .. } = answers;
@@ -345,13 +418,13 @@ pub(super) fn time_travel_paths(
         "description": "The tenant (not read when bearer auth is on)", "schema": super::bounds::tenant_schema()});
     paths.insert(format!("/{aggregate}/{{id}}/state/{{version}}"), json!({"get": {
         "operationId": format!("{aggregate}.state_at_version"),
-        "summary": "The state at a version (from 1): {aggregateId, version, state}",
+        "summary": "The state at a version (from 1), that version in ETag",
         "parameters": [path_param("version", "The version", json!({"type": "integer", "minimum": 1, "maximum": u64::MAX})), tenant.clone()],
         "responses": responses.clone(),
     }}));
     paths.insert(format!("/{aggregate}/{{id}}/state/time/{{time}}"), json!({"get": {
         "operationId": format!("{aggregate}.state_at_time"),
-        "summary": "The state as of a time (milliseconds since the Unix epoch): every stream made then or before",
+        "summary": "The state as of a time (milliseconds since the Unix epoch): every stream made then or before; its version in ETag",
         "parameters": [path_param("time", "Milliseconds since the Unix epoch", json!({"type": "integer", "minimum": 0, "maximum": i64::MAX})), tenant],
         "responses": responses,
     }}));

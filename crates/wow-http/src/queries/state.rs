@@ -2,12 +2,11 @@
 //! `…/state/time/{time}`.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Json;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::json;
 use wow_core::aggregate::AggregateState;
 use wow_core::{DomainEventStream, ErrorCode};
 use wow_runtime::eventsourcing::load_aggregate;
@@ -15,7 +14,6 @@ use wow_runtime::eventsourcing::load_aggregate;
 use super::{read_failed, whole};
 use crate::error::ApiError;
 use crate::extract::ReadTarget;
-use crate::prefix::WowPrefixed;
 use crate::reads::ReadPlace;
 use crate::state::HttpState;
 
@@ -31,12 +29,10 @@ pub(crate) struct AtTime {
     time: String,
 }
 
-/// `GET /{aggregate}/{id}/state`: `{aggregateId, version, state}`; the bare state under
-/// `/tenant/{tenantId}/`.
+/// `GET /{aggregate}/{id}/state`: the bare state, its version in `ETag`.
 pub(crate) async fn state(
     State(state): State<HttpState>,
     target: ReadTarget,
-    prefixed: Option<Extension<WowPrefixed>>,
 ) -> Result<Response, ApiError> {
     let id = target.id();
     let loaded = load_aggregate(
@@ -55,7 +51,7 @@ pub(crate) async fn state(
     if !loaded.belongs_to(&target.aggregate_id.tenant_id) {
         return Err(ApiError::read_not_found(format!("no aggregate `{id}`")));
     }
-    state_answer(&loaded, id, prefixed.is_some())
+    state_answer(&loaded)
 }
 
 /// `GET /{aggregate}/{id}/state/{version}` ([`AtVersion`]) and
@@ -67,7 +63,6 @@ pub(crate) async fn state_at<P: Point>(
     target: ReadTarget,
     read: ReadPlace,
     Path(point): Path<P>,
-    prefixed: Option<Extension<WowPrefixed>>,
 ) -> Result<Response, ApiError> {
     let until = point.until(target.id())?;
     let loaded = folded(&state, &target, &read, until).await?;
@@ -80,7 +75,7 @@ pub(crate) async fn state_at<P: Point>(
             )));
         }
     }
-    state_answer(&loaded, target.id(), prefixed.is_some())
+    state_answer(&loaded)
 }
 
 /// A point of an aggregate's history, as a time travel route's path names it.
@@ -115,23 +110,24 @@ impl Point for AtTime {
     }
 }
 
-/// A state as answered: `{aggregateId, version, state}` (docs/http-api.md), or the bare state under
-/// Wow's `/tenant/{tenantId}/` prefix, as Wow's clients read it.
-fn state_answer(loaded: &AggregateState, id: &str, prefixed: bool) -> Result<Response, ApiError> {
-    let body = loaded.to_json().map_err(|error| {
+/// A state as answered (docs/http-api.md): the bare state, as Wow's clients read it, under
+/// every prefix and none; its version as a strong entity tag, `ETag: "3"`.
+fn state_answer(loaded: &AggregateState) -> Result<Response, ApiError> {
+    let internal = |message: String| {
         ApiError::read(
             StatusCode::INTERNAL_SERVER_ERROR,
             ErrorCode::InternalServerError,
-            error.to_string(),
+            message,
         )
-    })?;
-    if prefixed {
-        return Ok(Json(body).into_response());
-    }
-    Ok(
-        Json(json!({"aggregateId": id, "version": loaded.version(), "state": body}))
-            .into_response(),
-    )
+    };
+    let body = loaded
+        .to_json()
+        .map_err(|error| internal(error.to_string()))?;
+    let tag = HeaderValue::from_str(&format!("\"{}\"", loaded.version()))
+        .map_err(|error| internal(error.to_string()))?;
+    let mut response = Json(body).into_response();
+    response.headers_mut().insert(header::ETAG, tag);
+    Ok(response)
 }
 
 /// A state the aggregate's history could not give, as a read's error with `code`'s status.

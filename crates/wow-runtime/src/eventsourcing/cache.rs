@@ -39,7 +39,7 @@ impl Equivalent<Key> for KeyOf<'_> {
 
 /// The states of one shard. A taken state leaves its slot empty (`None`) so that putting it
 /// back finds the slot, with no key to make again.
-type Slots = HashMap<Key, Option<AggregateState>, RandomState>;
+type Slots<V> = HashMap<Key, Option<V>, RandomState>;
 
 /// States of recently used aggregates, at most about `capacity` of them.
 ///
@@ -51,21 +51,34 @@ type Slots = HashMap<Key, Option<AggregateState>, RandomState>;
 /// A clone shares the states: the node's owner keeps one to
 /// [`evict_where`](AggregateCache::evict_where) what the node must no longer trust (a
 /// partition that another process may have moved on while this one did not own it).
-#[derive(Debug, Clone)]
-pub struct AggregateCache {
-    shards: Arc<[Mutex<Slots>]>,
+///
+/// What it keeps per aggregate is an [`AggregateState`] unless `V` says otherwise (a
+/// consumer's own fold of one aggregate, say).
+#[derive(Debug)]
+pub struct AggregateCache<V = AggregateState> {
+    shards: Arc<[Mutex<Slots<V>>]>,
     per_shard: usize,
     hasher: RandomState,
 }
 
-impl Default for AggregateCache {
+impl<V> Clone for AggregateCache<V> {
+    fn clone(&self) -> Self {
+        Self {
+            shards: self.shards.clone(),
+            per_shard: self.per_shard,
+            hasher: self.hasher.clone(),
+        }
+    }
+}
+
+impl<V> Default for AggregateCache<V> {
     /// A cache of [`DEFAULT_CACHE_CAPACITY`] states.
     fn default() -> Self {
         Self::new(DEFAULT_CACHE_CAPACITY)
     }
 }
 
-impl AggregateCache {
+impl<V> AggregateCache<V> {
     /// A cache of about `capacity` states (0 disables it).
     pub fn new(capacity: usize) -> Self {
         Self {
@@ -75,19 +88,19 @@ impl AggregateCache {
         }
     }
 
-    fn shard(&self, key: &KeyOf<'_>) -> MutexGuard<'_, Slots> {
+    fn shard(&self, key: &KeyOf<'_>) -> MutexGuard<'_, Slots<V>> {
         let index = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
         self.shards[index].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Takes the cached state of `aggregate_id` out, if there is one.
-    pub fn take(&self, aggregate_id: &AggregateId) -> Option<AggregateState> {
+    pub fn take(&self, aggregate_id: &AggregateId) -> Option<V> {
         let key = KeyOf::of(aggregate_id);
         self.shard(&key).get_mut(&key).and_then(Option::take)
     }
 
     /// Puts `state` back as the state of `aggregate_id`, evicting another entry when full.
-    pub fn put(&self, aggregate_id: &AggregateId, state: AggregateState) {
+    pub fn put(&self, aggregate_id: &AggregateId, state: V) {
         if self.per_shard == 0 {
             return;
         }

@@ -289,6 +289,13 @@ impl ViewStore for GenerationalViews {
         self.inner.update(&stored, message_id, work).await
     }
 
+    async fn put_newer(&self, row: ViewRow) -> Result<bool, ViewStoreError> {
+        match self.stored_key(&row.key) {
+            Some(stored) => self.inner.put_newer(named(row, &stored.view)).await,
+            None => self.inner.put_newer(row).await,
+        }
+    }
+
     async fn load(&self, key: &ViewKey) -> Result<Option<ViewRow>, ViewStoreError> {
         let Some(stored) = self.stored_key(key) else {
             return self.inner.load(key).await;

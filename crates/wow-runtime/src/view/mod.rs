@@ -14,7 +14,9 @@ pub use generation::{
     generation_name, refresh_generations, Generation, GenerationConflict, GenerationalViews,
     ViewGenerations, GENERATIONS_VIEW, REFRESH_EVERY,
 };
-pub use materialized::{snapshot_view, MaterializedSnapshots, MATERIALIZED_SNAPSHOTS};
+pub use materialized::{
+    regenerate_snapshot, snapshot_view, MaterializedSnapshots, MATERIALIZED_SNAPSHOTS,
+};
 pub use multi_stream::MultiStreamProjection;
 pub use projection::{ViewOutOfOrder, ViewProjection};
 pub use rebuild::{RebuildError, RebuildProgress, RebuildState, RebuildableView, ViewRebuilds};

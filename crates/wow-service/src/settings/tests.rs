@@ -281,14 +281,18 @@ fn a_role_that_needs_nats_without_a_url_and_bad_nats_values_are_refused_by_name(
 }
 
 #[test]
-fn snapshot_queries_are_off_unless_the_file_or_the_environment_turns_them_on() {
-    assert!(!from_file("").unwrap().snapshot_queries);
+fn snapshot_queries_are_on_unless_the_file_or_the_environment_turns_them_off() {
+    assert!(from_file("").unwrap().snapshot_queries);
     assert!(
-        from_file("snapshot_queries = true\n")
+        !from_file("snapshot_queries = false\n")
             .unwrap()
             .snapshot_queries
     );
-    let on = from_file_and_env("", &[("WOW_SNAPSHOT_QUERIES", "true")]).unwrap();
+    let on = from_file_and_env(
+        "snapshot_queries = false\n",
+        &[("WOW_SNAPSHOT_QUERIES", "true")],
+    )
+    .unwrap();
     assert!(on.snapshot_queries);
     let off = from_file_and_env(
         "snapshot_queries = true\n",
