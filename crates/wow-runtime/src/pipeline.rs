@@ -370,7 +370,11 @@ impl LocalPipelineBuilder {
             .gateway(gateway)
             .event_store(self.store.clone())
             .metrics(gateway.metrics().clone());
-        if let Some((snapshots, strategy)) = &self.snapshots {
+        if let Some((snapshots, strategy)) = self
+            .snapshots
+            .as_ref()
+            .filter(|(_, strategy)| *strategy != SnapshotStrategy::Never)
+        {
             dispatcher = dispatcher.snapshotter(
                 Snapshotter::new(
                     self.registry.clone(),

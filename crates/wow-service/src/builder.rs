@@ -427,7 +427,9 @@ impl ServiceBuilder {
         self
     }
 
-    /// Saves aggregate snapshots by `strategy`. Default: every 10 versions.
+    /// Saves aggregate snapshots by `strategy` when snapshot queries are off. Default: every
+    /// 10 versions. With snapshot queries on (the default), the materialized snapshots are
+    /// the aggregates' snapshots: loads read them and this strategy is not used.
     pub fn snapshots(mut self, strategy: SnapshotStrategy) -> Self {
         self.snapshots = strategy;
         self

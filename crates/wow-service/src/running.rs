@@ -15,8 +15,11 @@ use wow_http::{HttpConfig, HttpState, QuerySide};
 use wow_runtime::command::WaitFunctions;
 use wow_runtime::compensation::CompensationScheduler;
 use wow_runtime::event::CatchUpProgress;
+use wow_runtime::eventsourcing::SnapshotStrategy;
 use wow_runtime::pipeline::LocalPipeline;
-use wow_runtime::view::{snapshot_view, MaterializedSnapshots, ViewRebuilds};
+use wow_runtime::view::{
+    snapshot_view, MaterializedSnapshotStore, MaterializedSnapshots, ViewRebuilds,
+};
 
 use crate::build_check::{describe, unchecked_crates, warnings, OverflowChecks};
 use crate::builder::{ServiceBuilder, ServiceContext};
@@ -81,9 +84,17 @@ impl ServiceBuilder {
             stores.views.declare_field_index(view, field).await?;
         }
         let settings = self.settings.clone();
-        if settings.snapshot_queries {
+        let stores = if settings.snapshot_queries {
             self.materialize_snapshots(&stores).await?;
-        }
+            // The documents are the aggregates' snapshots: loads read them, none is saved twice.
+            self.snapshots = SnapshotStrategy::Never;
+            Stores {
+                snapshots: Arc::new(MaterializedSnapshotStore::new(stores.views.clone())),
+                ..stores
+            }
+        } else {
+            stores
+        };
         let mut distribution = Distribution::connect(&settings).await?;
         let runs_consumers = distribution
             .as_ref()

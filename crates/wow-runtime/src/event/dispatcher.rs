@@ -4,7 +4,8 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
-use futures::FutureExt;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use serde_json::{json, Value};
 
 use super::parking::{parked_error, Parking, Turn};
@@ -254,16 +255,32 @@ impl EventDispatcher {
         stage: CommandStage,
         consumers: &[Arc<dyn EventConsumer>],
     ) {
-        let mut first_failure = None;
-        for consumer in consumers {
-            let (_, outcome) = self
-                .deliver(Target::Consumer(consumer, stage), stream)
-                .await;
+        // The consumers of a stage are independent (each its own records, positions and
+        // lane): they run at once, so their writes share a commit instead of waiting for one
+        // each; each one's signal goes as it finishes.
+        let mut running: FuturesUnordered<_> = consumers
+            .iter()
+            .enumerate()
+            .map(|(index, consumer)| async move {
+                let (_, outcome) = self
+                    .deliver(Target::Consumer(consumer, stage), stream)
+                    .await;
+                (index, consumer, outcome)
+            })
+            .collect();
+        let mut first_failure: Option<(usize, ConsumerError)> = None;
+        while let Some((index, consumer, outcome)) = running.next().await {
             if let Err(error) = &outcome {
-                first_failure.get_or_insert_with(|| error.clone());
+                if first_failure
+                    .as_ref()
+                    .is_none_or(|(first, _)| index < *first)
+                {
+                    first_failure = Some((index, error.clone()));
+                }
             }
             self.signal(stream, stage, Some(consumer.name()), outcome, Value::Null);
         }
+        let first_failure = first_failure.map(|(_, error)| error);
         self.signal(
             stream,
             stage,

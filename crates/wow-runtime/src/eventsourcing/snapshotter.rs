@@ -21,6 +21,9 @@ pub enum SnapshotStrategy {
     EveryVersion,
     /// After every stream whose version is a multiple of N (N ≥ 1).
     Every(u64),
+    /// Never here: another writer keeps the snapshots that loads read (a service with
+    /// snapshot queries on reads the materialized snapshots), so no snapshotter runs.
+    Never,
 }
 
 impl SnapshotStrategy {
@@ -28,6 +31,7 @@ impl SnapshotStrategy {
         match self {
             SnapshotStrategy::EveryVersion => true,
             SnapshotStrategy::Every(n) => version % n.max(1) == 0,
+            SnapshotStrategy::Never => false,
         }
     }
 }

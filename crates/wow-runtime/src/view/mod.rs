@@ -6,6 +6,7 @@
 pub(crate) mod consumed;
 mod generation;
 mod materialized;
+mod materialized_store;
 mod multi_stream;
 mod projection;
 mod rebuild;
@@ -17,6 +18,7 @@ pub use generation::{
 pub use materialized::{
     regenerate_snapshot, snapshot_view, MaterializedSnapshots, MATERIALIZED_SNAPSHOTS,
 };
+pub use materialized_store::MaterializedSnapshotStore;
 pub use multi_stream::MultiStreamProjection;
 pub use projection::{ViewOutOfOrder, ViewProjection};
 pub use rebuild::{RebuildError, RebuildProgress, RebuildState, RebuildableView, ViewRebuilds};
