@@ -66,6 +66,66 @@ impl Injector for HeaderInjector<'_> {
     }
 }
 
+/// The longest `tracestate` carried on: W3C Trace Context lets a hop drop one past 512
+/// characters, and bounds what a caller stores in every stream of its intent.
+pub const MAX_TRACESTATE_LEN: usize = 512;
+
+/// The trace headers a command sent by an HTTP request with these `traceparent` and
+/// `tracestate` header values carries: both when the `traceparent` is valid (version `00`
+/// form, non-zero ids; see [`is_valid_traceparent`]) and the `tracestate` at most
+/// [`MAX_TRACESTATE_LEN`] characters, the `traceparent` alone when the `tracestate` is not,
+/// nothing when the `traceparent` is absent or invalid (the gateway then starts a trace).
+pub fn from_request(traceparent: Option<&str>, tracestate: Option<&str>) -> Vec<(String, String)> {
+    let Some(traceparent) = traceparent
+        .map(str::trim)
+        .filter(|v| is_valid_traceparent(v))
+    else {
+        return Vec::new();
+    };
+    let mut trace = vec![(TRACEPARENT_HEADER.to_owned(), traceparent.to_owned())];
+    if let Some(state) = tracestate
+        .map(str::trim)
+        .filter(|state| !state.is_empty() && state.len() <= MAX_TRACESTATE_LEN)
+    {
+        trace.push((TRACESTATE_HEADER.to_owned(), state.to_owned()));
+    }
+    trace
+}
+
+/// Whether `value` is a W3C `traceparent` a hop continues: `VV-TTTT…-PPPP…-FF` with a
+/// two-digit version other than `ff`, a 32-digit trace id and a 16-digit parent id that are
+/// not all zeros, and two-digit flags, all lowercase hexadecimal. A version-`00` value has
+/// nothing after the flags; a later version may (W3C: read the first four fields).
+pub fn is_valid_traceparent(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let hex = |range: std::ops::Range<usize>| {
+        bytes
+            .get(range)
+            .is_some_and(|part| part.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    };
+    let dash = |at: usize| bytes.get(at) == Some(&b'-');
+    let nonzero = |range: std::ops::Range<usize>| {
+        bytes
+            .get(range)
+            .is_some_and(|part| part.iter().any(|b| *b != b'0'))
+    };
+    let well_formed = hex(0..2)
+        && dash(2)
+        && hex(3..35)
+        && dash(35)
+        && hex(36..52)
+        && dash(52)
+        && hex(53..55)
+        && nonzero(3..35)
+        && nonzero(36..52);
+    let version_ok = match bytes.get(0..2) {
+        Some(b"ff") | None => false,
+        Some(b"00") => bytes.len() == 55,
+        Some(_) => bytes.len() == 55 || dash(55),
+    };
+    well_formed && version_ok
+}
+
 /// Makes `span` a child of the trace context `header` carries. Nothing happens when the span
 /// is disabled, when the header has no valid `traceparent`, or when no OpenTelemetry layer
 /// records the span: then the span keeps its contextual parent. Call it before the span is

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use tracing::Instrument;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::command::answer::appended_then_failed;
 use crate::command::lost_signals::{

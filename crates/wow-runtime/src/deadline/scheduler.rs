@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tracing::Instrument;
 use tokio::sync::Notify;
+use tracing::Instrument;
 use wow_core::command::JsonCommand;
 use wow_core::command::{
     CommandKind, CommandResultError, CommandStage, OWNER_ID_HEADER, SPACE_ID_HEADER,

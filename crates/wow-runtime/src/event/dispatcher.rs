@@ -5,8 +5,8 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
-use tracing::{Instrument, Span};
 use serde_json::{json, Value};
+use tracing::{Instrument, Span};
 
 use super::parking::{parked_error, Parking, Turn};
 use super::position_writer::PositionWriter;
@@ -668,11 +668,8 @@ impl EventDispatcher {
             Err(error) => return (Vec::new(), Err(error)),
         };
         let log = SentLog::default();
-        let span = trace_context::consumer_span(
-            saga.consumer_name(),
-            CommandStage::SagaHandled,
-            stream,
-        );
+        let span =
+            trace_context::consumer_span(saga.consumer_name(), CommandStage::SagaHandled, stream);
         let mut link = link_headers(&stream.header, &stream.command_id);
         // SPEC OB-1: every command the saga sends carries the saga's span context (or, with
         // no OpenTelemetry layer, the stream's context unchanged).
