@@ -269,3 +269,63 @@ pub fn deadline_span(schedule: &ScheduledCommand) -> Span {
         request_id = %schedule.request_id,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VALID: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_traceparent_is_continued_only_when_well_formed() {
+        assert!(is_valid_traceparent(VALID));
+        // A later version may append fields; version 00 may not.
+        assert!(is_valid_traceparent(
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra"
+        ));
+        for invalid in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",
+            "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",
+        ] {
+            assert!(!is_valid_traceparent(invalid), "{invalid}");
+        }
+    }
+
+    #[test]
+    fn a_request_carries_its_trace_context_on_only_when_valid_and_bounded() {
+        let carried = from_request(Some(VALID), Some("vendor=1"));
+        assert_eq!(
+            carried,
+            vec![
+                (TRACEPARENT_HEADER.to_owned(), VALID.to_owned()),
+                (TRACESTATE_HEADER.to_owned(), "vendor=1".to_owned()),
+            ]
+        );
+        assert!(from_request(Some("garbage"), Some("vendor=1")).is_empty());
+        assert!(from_request(None, Some("vendor=1")).is_empty());
+        let long = "v=".to_owned() + &"x".repeat(MAX_TRACESTATE_LEN);
+        assert_eq!(from_request(Some(VALID), Some(&long)).len(), 1);
+    }
+
+    #[test]
+    fn without_a_layer_the_header_passes_through_unchanged() {
+        let mut header = Header::new();
+        header.insert(TRACEPARENT_HEADER.to_owned(), VALID.to_owned());
+        header.insert(TRACESTATE_HEADER.to_owned(), "vendor=1".to_owned());
+        let before = header.clone();
+        let span = tracing::info_span!(target: SPAN_TARGET, "test");
+        continue_from(&span, &header);
+        stamp(&span, &mut header);
+        assert_eq!(header, before);
+        let mut link = Vec::new();
+        carry(&span, &header, &mut link);
+        assert_eq!(link, before.into_iter().collect::<Vec<_>>());
+    }
+}
