@@ -225,7 +225,7 @@ pub fn consumer_span(consumer: &str, stage: CommandStage, stream: &DomainEventSt
     let span = tracing::info_span!(
         target: SPAN_TARGET,
         "consumer",
-        otel.name = %format_args!("{} {consumer}", stage_kind(stage)),
+        otel.name = %SpanName(stage_kind(stage), consumer),
         consumer,
         stage = %stage,
         aggregate_id = %stream.aggregate_id,
@@ -234,6 +234,19 @@ pub fn consumer_span(consumer: &str, stage: CommandStage, stream: &DomainEventSt
     );
     continue_from(&span, &stream.header);
     span
+}
+
+/// A consumer span's name: its kind and name (`projection account_balance`), or the kind
+/// alone where the consumer is named after it (`snapshot`).
+struct SpanName<'a>(&'static str, &'a str);
+
+impl std::fmt::Display for SpanName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpanName(kind, name) if kind == name => f.write_str(kind),
+            SpanName(kind, name) => write!(f, "{kind} {name}"),
+        }
+    }
 }
 
 /// What kind of consumer runs at `stage`, as a span names it.
