@@ -85,9 +85,16 @@ fn spans(received: &Received) -> Vec<Span> {
     spans
 }
 
-/// The deployment's store URL (a schema of its own) and environment (a NATS namespace of its
-/// own); `None` when PostgreSQL or NATS is down and no backend is required.
-fn deployment() -> Option<(String, String, Vec<(String, String)>)> {
+/// A deployment of the test's own: the PostgreSQL server's URL, a schema name, and the
+/// environment naming a NATS namespace.
+struct Deployment {
+    postgres: String,
+    schema: String,
+    env: Vec<(String, String)>,
+}
+
+/// The test's deployment; `None` when PostgreSQL or NATS is down and no backend is required.
+fn deployment() -> Option<Deployment> {
     let (postgres, schema) = support::postgres_schema("trace")?;
     let nats =
         std::env::var("WOW_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
@@ -109,7 +116,11 @@ fn deployment() -> Option<(String, String, Vec<(String, String)>)> {
         ("WOW_NATS_STORAGE".to_owned(), "memory".to_owned()),
         ("WOW_NATS_LEASE_TTL_MS".to_owned(), "2000".to_owned()),
     ];
-    Some((postgres, schema, env))
+    Some(Deployment {
+        postgres,
+        schema,
+        env,
+    })
 }
 
 /// Removes the deployment's command stream and lease buckets.
@@ -136,7 +147,12 @@ async fn clean_nats(env: &[(String, String)]) {
 // them to exit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_over_nats_is_one_trace_across_the_gateway_and_the_processor() {
-    let Some((postgres, schema, env)) = deployment() else {
+    let Some(Deployment {
+        postgres,
+        schema,
+        env,
+    }) = deployment()
+    else {
         return;
     };
     let store = format!("{postgres}?schema={schema}");
