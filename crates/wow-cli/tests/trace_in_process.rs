@@ -1,101 +1,25 @@
 //! SPEC OB-1, one trace per intent, in one process: a transfer sent over HTTP with a W3C
 //! `traceparent` is one trace from the gateway to the node, the append, the projection, the
-//! saga and the commands the saga sends; with no OpenTelemetry layer the `traceparent`
-//! passes through unchanged into the stored streams, the saga's commands among them.
+//! saga and the commands the saga sends.
 //!
-//! Each test runs on a current-thread runtime with its own default subscriber, so the two
-//! never see each other's spans.
+//! Alone in its test binary: the OpenTelemetry layer is the process's global subscriber,
+//! installed before any span is made (a thread's own default subscriber races with other
+//! threads over `tracing`'s per-callsite cache).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/traced_bank.rs"]
+mod traced_bank;
 
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use axum::Router;
 use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
 use opentelemetry::Value as OtelValue;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use serde_json::Value;
-use tower::ServiceExt;
+use traced_bank::{bank, open_and_transfer, stream_headers, PARENT_ID, TRACE_ID};
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
-use wow_core::Stores;
 use wow_runtime::trace_context::SPAN_TARGET;
-use wow_service::RunningService;
-
-/// The trace and parent span the caller's request names.
-const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
-const PARENT_ID: &str = "00f067aa0ba902b7";
-
-fn traceparent() -> String {
-    format!("00-{TRACE_ID}-{PARENT_ID}-01")
-}
-
-async fn bank() -> RunningService {
-    wow_example_bank::service::service()
-        .stores(Stores::in_memory())
-        .build()
-        .await
-        .unwrap()
-}
-
-async fn call(
-    app: &Router,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (StatusCode, Value) {
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = app
-        .clone()
-        .oneshot(request.body(Body::from(body.to_owned())).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
-/// Opens `a` with 100 and `b` with 5, then transfers 30 from `a` to `b` with the test's
-/// `traceparent`, waiting until the saga handled it (both its commands processed).
-async fn open_and_transfer(app: &Router) {
-    for (id, balance) in [("a", 100), ("b", 5)] {
-        let body = format!(r#"{{"name":"{id}","balance":{balance}}}"#);
-        let (status, answer) = call(app, "POST", &format!("/account/{id}/open"), &[], &body).await;
-        assert_eq!(status, StatusCode::OK, "{answer}");
-    }
-    let traceparent = traceparent();
-    let headers = [
-        ("traceparent", traceparent.as_str()),
-        ("tracestate", "vendor=1"),
-        ("Command-Request-Id", "transfer-1"),
-        ("Command-Wait-Stage", "SAGA_HANDLED"),
-    ];
-    let (status, answer) = call(
-        app,
-        "POST",
-        "/account/a/transfer",
-        &headers,
-        r#"{"to":"b","amount":30}"#,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{answer}");
-    let sent = answer["result"]["commands"].as_array().unwrap();
-    assert_eq!(sent.len(), 2, "{answer}");
-}
 
 fn attribute<'a>(span: &'a SpanData, key: &str) -> Option<&'a OtelValue> {
     span.attributes
@@ -178,7 +102,7 @@ async fn a_transfer_is_one_trace_from_the_request_to_the_commands_its_saga_sends
     let layer = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("ob-1"))
         .with_filter(Targets::new().with_target(SPAN_TARGET, tracing::Level::INFO));
-    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).unwrap();
 
     let service = bank().await;
     let app = service.router();
@@ -260,51 +184,5 @@ async fn a_transfer_is_one_trace_from_the_request_to_the_commands_its_saga_sends
         received[1]["traceparent"],
         format!("00-{TRACE_ID}-{}-01", id(chain.receive_append))
     );
-    service.stop().await;
-}
-
-/// The headers of `account`'s stored streams, in version order.
-async fn stream_headers(app: &Router, account: &str) -> Vec<Value> {
-    let (status, streams) = call(
-        app,
-        "GET",
-        &format!("/account/{account}/event/1/10"),
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{streams}");
-    streams
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|stream| stream["header"].clone())
-        .collect()
-}
-
-#[tokio::test]
-async fn without_an_opentelemetry_layer_the_traceparent_passes_through_unchanged() {
-    // Spans enabled (every target), but no OpenTelemetry layer to give them a context.
-    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::sink);
-    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(logs));
-
-    let service = bank().await;
-    let app = service.router();
-    open_and_transfer(&app).await;
-
-    let traceparent = traceparent();
-    // The transfer's stream (version 2 of `a`) and the saga's confirmation (version 3).
-    let sent = stream_headers(&app, "a").await;
-    assert_eq!(sent.len(), 3, "{sent:?}");
-    assert!(sent[0].get("traceparent").is_none(), "{sent:?}");
-    for header in &sent[1..] {
-        assert_eq!(header["traceparent"], traceparent.as_str(), "{header}");
-        assert_eq!(header["tracestate"], "vendor=1", "{header}");
-    }
-    // The saga's receive_transfer, appended at `b` with the command's headers.
-    let received = stream_headers(&app, "b").await;
-    assert_eq!(received.len(), 2, "{received:?}");
-    assert_eq!(received[1]["traceparent"], traceparent.as_str());
-    assert_eq!(received[1]["tracestate"], "vendor=1");
     service.stop().await;
 }
