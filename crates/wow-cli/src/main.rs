@@ -256,7 +256,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    exit_code(runtime.block_on(run(cli.command)))
+    let outcome = runtime.block_on(run(cli.command));
+    // Whatever the subcommand, the spans it left buffered are exported before the exit.
+    wow_service::shutdown_telemetry();
+    exit_code(outcome)
 }
 
 /// Runs one subcommand to its end: `Ok` holds the process's exit code.

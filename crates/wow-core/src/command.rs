@@ -8,4 +8,5 @@ pub use wow_model::command::{
     CommandBody, CommandInfo, CommandKind, CommandMessage, CommandResult, CommandResultError,
     CommandStage, EventBody, FunctionInfo, FunctionKind, UnknownStage, WaitFunction,
     ORIGINAL_COMMAND_ID, OWNER_ID_HEADER, REJECTION_DETAIL, REPLAYED, SPACE_ID_HEADER,
+    TRACEPARENT_HEADER, TRACESTATE_HEADER,
 };

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use wow_core::command::{CommandBus, CommandBusError, InTransit, JsonCommand};
 use wow_core::AggregateId;
 use wow_runtime::command::PROTOCOL_VERSION;
+use wow_runtime::trace_context::TRACE_HEADERS;
 
 use crate::config::NatsConfig;
 use crate::partition::{partition_of, request_token};
@@ -43,7 +44,8 @@ const LOOK_UP_TIMEOUT: Duration = Duration::from_secs(2);
 /// client reconnects by itself.
 ///
 /// Each message carries the command id as `Nats-Msg-Id`, so JetStream drops a second
-/// publish of the same message within its duplicate window.
+/// publish of the same message within its duplicate window, and the command's W3C
+/// `traceparent` and `tracestate` (SPEC OB-1) as NATS headers of those names.
 ///
 /// A command's subject names its partition and its request
 /// (`{prefix}.{partition}.{request token}`, see [`request_token`]), and the stream keeps a
@@ -138,6 +140,13 @@ impl CommandBus for NatsCommandBus {
         headers.insert("Nats-Msg-Id", command.id.as_str());
         headers.insert(COMMAND_ID_NATS_HEADER, command.id.as_str());
         headers.insert(PROTOCOL_NATS_HEADER, PROTOCOL_VERSION.to_string().as_str());
+        // SPEC OB-1: the trace context rides in the NATS headers too, where a tool that
+        // reads the transport (and the receiving worker) finds it without the payload.
+        for key in TRACE_HEADERS {
+            if let Some(value) = command.header.get(key) {
+                headers.insert(key, value.as_str());
+            }
+        }
         let payload = Bytes::from(serde_json::to_vec(&command).map_err(unavailable)?);
         let stored = async {
             self.jetstream

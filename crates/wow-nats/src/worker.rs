@@ -11,8 +11,9 @@ use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use wow_core::command::{CommandHandler, JsonCommand};
+use wow_core::command::{CommandHandler, JsonCommand, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use wow_core::group_by_aggregate;
+use wow_runtime::trace_context::is_valid_traceparent;
 
 use crate::config::NatsConfig;
 use crate::error::NatsError;
@@ -356,7 +357,8 @@ impl PartitionConsumer {
         let mut commands = Vec::with_capacity(in_hand.0.len());
         for message in &in_hand.0 {
             match serde_json::from_slice::<JsonCommand>(&message.payload) {
-                Ok(command) => {
+                Ok(mut command) => {
+                    continue_trace(message, &mut command);
                     self.notifier.route(&command);
                     commands.push(command);
                 }
@@ -377,6 +379,35 @@ impl PartitionConsumer {
             if let Err(error) = message.ack_with(AckKind::Ack).await {
                 tracing::debug!(%error, "an acknowledgement was not sent");
             }
+        }
+    }
+}
+
+/// SPEC OB-1: the node continues the trace context the message's NATS headers carry (the
+/// sending gateway's span), in place of any the payload's headers hold. A message without
+/// a valid `traceparent` there (an earlier gateway's) keeps the payload's.
+fn continue_trace(message: &jetstream::Message, command: &mut JsonCommand) {
+    let Some(headers) = &message.headers else {
+        return;
+    };
+    let Some(parent) = headers
+        .get(TRACEPARENT_HEADER)
+        .map(|value| value.as_str())
+        .filter(|value| is_valid_traceparent(value))
+    else {
+        return;
+    };
+    command
+        .header
+        .insert(TRACEPARENT_HEADER.to_owned(), parent.to_owned());
+    match headers.get(TRACESTATE_HEADER) {
+        Some(state) => {
+            command
+                .header
+                .insert(TRACESTATE_HEADER.to_owned(), state.as_str().to_owned());
+        }
+        None => {
+            command.header.remove(TRACESTATE_HEADER);
         }
     }
 }

@@ -717,3 +717,90 @@ async fn a_downstream_signal_reaches_its_caller_from_a_processor_that_never_rece
     assert!(answer.succeeded, "{answer:?}");
     setup::remove_stream(&client, &config).await;
 }
+
+/// SPEC OB-1: a command's W3C trace context rides in the NATS headers as well as in its
+/// payload, and the processor continues from the NATS headers' (no OpenTelemetry layer here:
+/// it passes through unchanged into the appended stream's header).
+#[tokio::test]
+async fn the_trace_context_rides_in_the_nats_headers_and_the_processor_continues_from_them() {
+    use wow_core::command::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
+    let Some((client, config)) = setup::server().await else {
+        return;
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    // Sent by the bus: the NATS message carries the command's trace headers.
+    let bus = NatsCommandBus::new(client.clone(), config.clone(), "nobody.listens");
+    let id = account(&uuid::Uuid::now_v7().to_string());
+    let command = open(&id, 1)
+        .with_header(TRACEPARENT_HEADER, traceparent)
+        .with_header(TRACESTATE_HEADER, "vendor=1");
+    wow_core::command::CommandBus::send(&bus, command.clone())
+        .await
+        .unwrap();
+    let partition = wow_nats::command_partition(&command, config.partitions);
+    let subject = config.request_subject(
+        partition,
+        &wow_nats::request_token(&id, &command.request_id),
+    );
+    let stream = jetstream.get_stream(&config.stream).await.unwrap();
+    let message = stream
+        .get_last_raw_message_by_subject(&subject)
+        .await
+        .unwrap();
+    let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_owned());
+    assert_eq!(header(TRACEPARENT_HEADER).as_deref(), Some(traceparent));
+    assert_eq!(header(TRACESTATE_HEADER).as_deref(), Some("vendor=1"));
+    setup::remove_stream(&client, &config).await;
+
+    // Received by a processor: the NATS headers' context wins over the payload's.
+    ensure_command_stream(&jetstream, &config).await.unwrap();
+    let waits = WaitCoordinator::new();
+    let signals = WaitSignals::listen(&client, config.wait_subject("traced"), waits.clone())
+        .await
+        .unwrap();
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let notifier = NatsWaitNotifier::new(client.clone(), WaitCoordinator::new());
+    let processor = node(&store, notifier.clone());
+    let (token, tasks) = consume_all(&client, &config, processor, notifier).await;
+    let from_nats = "00-11111111111111111111111111111111-2222222222222222-01";
+    let traced = account(&uuid::Uuid::now_v7().to_string());
+    let command = open(&traced, 1)
+        .with_header(wow_nats::WAIT_REPLY_HEADER, signals.subject().to_owned())
+        .with_header(TRACEPARENT_HEADER, traceparent)
+        .with_header(TRACESTATE_HEADER, "vendor=1");
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(TRACEPARENT_HEADER, from_nats);
+    let mut handle = waits.observe(&command.id, WaitPlan::processed().with_timeout(DEADLINE));
+    let subject =
+        config.legacy_partition_subject(wow_nats::command_partition(&command, config.partitions));
+    jetstream
+        .publish_with_headers(
+            subject,
+            headers,
+            serde_json::to_vec(&command).unwrap().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(DEADLINE, handle.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(answer.succeeded, "{answer:?}");
+    let history = store.load(&traced, 1, u64::MAX).await.unwrap();
+    assert_eq!(
+        history[0]
+            .header
+            .get(TRACEPARENT_HEADER)
+            .map(String::as_str),
+        Some(from_nats)
+    );
+    // The payload's tracestate belonged to the payload's context: not carried with another.
+    assert_eq!(history[0].header.get(TRACESTATE_HEADER), None);
+    stop(token, tasks).await;
+    setup::remove_stream(&client, &config).await;
+}

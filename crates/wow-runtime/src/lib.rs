@@ -27,6 +27,7 @@ pub mod idempotency;
 pub mod metrics;
 pub mod outbox;
 pub mod pipeline;
+pub mod trace_context;
 pub mod view;
 
 mod saga_sender;

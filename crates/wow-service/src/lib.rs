@@ -54,6 +54,7 @@ mod serve;
 mod settings;
 mod store;
 mod tasks;
+pub mod telemetry;
 mod view_route;
 
 pub use args::ServeArgs;
@@ -62,7 +63,6 @@ pub use builder::{Service, ServiceBuilder, ServiceContext};
 pub use error::ServiceError;
 pub use read_route::ReadRequest;
 pub use running::RunningService;
-pub use serve::init_logging;
 pub use settings::{
     CommandStorage, DistributedSettings, Role, Settings, SettingsError, DEFAULT_BODY_LIMIT,
     DEFAULT_DEADLINE_POLL, DEFAULT_LISTEN, DEFAULT_RETRY_EVERY, DEFAULT_STORE,
@@ -70,6 +70,7 @@ pub use settings::{
 };
 pub use store::{open_store, StoreError};
 pub use tasks::BackgroundContext;
+pub use telemetry::{init_logging, shutdown_telemetry};
 
 pub use {
     async_trait, axum, clap, schemars, serde, serde_json, tokio, validator, wow_core, wow_http,

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use crate::builder::ServiceBuilder;
 use crate::settings::Settings;
+use crate::telemetry::{init_logging, shutdown_telemetry};
 use crate::ServiceError;
 
 impl ServiceBuilder {
@@ -21,7 +22,9 @@ impl ServiceBuilder {
     /// `listening on ADDRESS` (the address bound, so port 0 tells the port taken) as the
     /// first line of standard output, and serves until SIGINT or SIGTERM; then stops as the
     /// module documentation says. Logs through `tracing`, set up by [`init_logging`] unless
-    /// the process already has a subscriber.
+    /// the process already has a subscriber, with OTLP export of the spans when the
+    /// environment asks for it ([`crate::telemetry`]); the spans still buffered are exported
+    /// on the way out.
     ///
     /// # Errors
     ///
@@ -47,7 +50,12 @@ impl ServiceBuilder {
         };
         tracing::info!(%address, "serving");
         say(&format!("listening on {address}"));
-        running.serve_on(listener, shutdown_signal()).await
+        let served = running.serve_on(listener, shutdown_signal()).await;
+        // SPEC OB-1: the spans of the last requests are exported before the process exits.
+        if let Err(error) = tokio::task::spawn_blocking(shutdown_telemetry).await {
+            tracing::warn!(%error, "the last spans may not have been exported");
+        }
+        served
     }
 
     /// The whole of a service's `main`: reads the settings from the command line (see
@@ -67,6 +75,8 @@ impl ServiceBuilder {
                     .map(|runtime| (settings, runtime))
             })
             .and_then(|(settings, runtime)| runtime.block_on(self.settings(settings).serve()));
+        // A failure before serving leaves spans buffered too.
+        shutdown_telemetry();
         match outcome {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
@@ -76,17 +86,6 @@ impl ServiceBuilder {
             }
         }
     }
-}
-
-/// Logs to standard error through `tracing`, filtered by `RUST_LOG` (default `info`), unless
-/// the process already has a global subscriber (then this does nothing).
-pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _already_set = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 /// Writes `line` to standard output and flushes it; a closed pipe is not an error.

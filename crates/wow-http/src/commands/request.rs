@@ -343,6 +343,8 @@ fn message_and_plan(
             message.header.insert(header.to_owned(), value);
         }
     }
+    // SPEC OB-1: the request's trace context travels with the command.
+    message.header.extend(options.trace);
     // A void command can be awaited only up to SENT (SPEC RQ-12), so that is its default; an
     // explicit later stage is still refused by the gateway.
     // A chained wait starts at SAGA_HANDLED; another stage named with a tail is refused.

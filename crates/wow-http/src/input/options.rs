@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use axum::http::HeaderMap;
-use wow_core::command::{headers, UnknownStage, WaitFunction};
+use wow_core::command::{
+    headers, UnknownStage, WaitFunction, TRACEPARENT_HEADER, TRACESTATE_HEADER,
+};
 use wow_core::{CommandStage, ErrorCode};
 use wow_runtime::command::WaitTail;
 
@@ -37,6 +39,10 @@ pub(crate) struct CommandOptions {
     pub(crate) space_id: Option<String>,
     /// `Content-Type`, as sent: a body must be JSON ([`super::body`]).
     pub(crate) content_type: Option<String>,
+    /// The W3C `traceparent` and `tracestate` the command carries on (SPEC OB-1); empty when
+    /// the request has no valid `traceparent` (the gateway then starts a trace). Never an
+    /// error: a malformed trace context is ignored, as W3C Trace Context asks.
+    pub(crate) trace: Vec<(String, String)>,
 }
 
 impl CommandOptions {
@@ -63,6 +69,14 @@ impl CommandOptions {
         let wait_tail = wait_tail(headers)?;
         let content_type = header(headers, "Content-Type")?.map(str::to_owned);
         Ok(CommandOptions {
+            trace: wow_runtime::trace_context::from_request(
+                headers
+                    .get(TRACEPARENT_HEADER)
+                    .and_then(|value| value.to_str().ok()),
+                headers
+                    .get(TRACESTATE_HEADER)
+                    .and_then(|value| value.to_str().ok()),
+            ),
             content_type,
             owner_id: owned_id(headers, headers::OWNER_ID)?,
             space_id: owned_id(headers, headers::SPACE_ID)?,

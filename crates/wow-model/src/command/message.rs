@@ -14,6 +14,14 @@ use crate::id;
 pub const OWNER_ID_HEADER: &str = "owner_id";
 /// The message header holding the space of the aggregate (Wow's `spaceId`, `Wow-Space-Id`).
 pub const SPACE_ID_HEADER: &str = "space_id";
+/// The message header holding the W3C trace context's `traceparent` (SPEC OB-1): the HTTP
+/// request's, carried by the command, its stream, and every command a consumer of that stream
+/// sends, so one trace shows one intent. Spelled as the W3C header, so it is the same name
+/// on HTTP, in NATS headers and in stored headers.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
+/// The message header holding the W3C trace context's `tracestate`, carried beside
+/// [`TRACEPARENT_HEADER`] when the request had one.
+pub const TRACESTATE_HEADER: &str = "tracestate";
 
 /// One command message (SPEC ID-1, ID-2).
 ///

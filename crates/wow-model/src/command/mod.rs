@@ -21,6 +21,8 @@ pub use error::{
 pub use fingerprint::request_fingerprint;
 pub use function::{FunctionInfo, FunctionKind, WaitFunction};
 pub use kind::CommandKind;
-pub use message::{CommandMessage, OWNER_ID_HEADER, SPACE_ID_HEADER};
+pub use message::{
+    CommandMessage, OWNER_ID_HEADER, SPACE_ID_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER,
+};
 pub use result::CommandResult;
 pub use stage::{CommandStage, UnknownStage};

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::command::answer::appended_then_failed;
 use crate::command::lost_signals::{
@@ -20,6 +21,7 @@ use crate::idempotency::{
     NoopRequestIdExistenceChecker, RequestIdCheck, RequestIdChecker, RequestIdExistenceChecker,
 };
 use crate::metrics::PipelineMetrics;
+use crate::trace_context;
 use wow_core::aggregate::AggregateRegistry;
 use wow_core::command::decided_result;
 use wow_core::command::{CommandBus, CommandBusError, InTransit, JsonCommand};
@@ -470,6 +472,19 @@ impl CommandGateway {
     /// the last stage reached so far, for the caller to take (`WaitHandle::take_local`) or to
     /// hand to the handle (`WaitHandle::push`) before reading any signal.
     async fn start(
+        &self,
+        mut command: JsonCommand,
+        plan: WaitPlan,
+    ) -> Result<(WaitHandle, CommandResult), CommandResult> {
+        // SPEC OB-1: the send runs in the gateway's span, a child of the context the command
+        // carries; the command carries the gateway's context on to the node.
+        let span = trace_context::gateway_span(&command);
+        trace_context::stamp(&span, &mut command.header);
+        self.start_sending(command, plan).instrument(span).await
+    }
+
+    /// [`start`](Self::start) within the gateway's span.
+    async fn start_sending(
         &self,
         command: JsonCommand,
         mut plan: WaitPlan,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::Notify;
+use tracing::Instrument;
 use wow_core::command::JsonCommand;
 use wow_core::command::{
     CommandKind, CommandResultError, CommandStage, OWNER_ID_HEADER, SPACE_ID_HEADER,
@@ -23,6 +24,7 @@ use wow_core::id::Clock;
 use wow_core::{AggregateId, CommandMessage, CommandResult, ErrorCode};
 
 use crate::command::{CommandGateway, WaitPlan};
+use crate::trace_context;
 
 /// The partitions this process fires the deadlines of, read at each pass: in distributed mode
 /// the partitions it holds at that moment; `None` on one node (all of them).
@@ -342,13 +344,17 @@ impl DeadlineScheduler {
     /// counts an attempt and makes the row wait.
     async fn fire(&self, row: &PendingDeadline) -> Fired {
         let schedule = &row.schedule;
-        let command = fired_command(schedule);
+        let mut command = fired_command(schedule);
+        // SPEC OB-1: a firing is a trace of its own (see `trace_context::deadline_span`).
+        let span = trace_context::deadline_span(schedule);
+        trace_context::stamp(&span, &mut command.header);
         let outcome = self
             .gateway
             .send_and_wait(
                 command,
                 WaitPlan::processed().with_timeout(self.config.command_timeout),
             )
+            .instrument(span)
             .await;
         let decided = match &outcome {
             Ok(_) => true,

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use serde_json::{json, Value};
+use tracing::{Instrument, Span};
 
 use super::parking::{parked_error, Parking, Turn};
 use super::position_writer::PositionWriter;
@@ -15,6 +16,7 @@ use crate::command::{
 };
 use crate::eventsourcing::{recorded_scope, Snapshotter};
 use crate::metrics::PipelineMetrics;
+use crate::trace_context;
 use wow_core::aggregate::AggregateScope;
 use wow_core::command::{CommandResult, CommandStage, FunctionInfo};
 use wow_core::compensation::{CompensationStore, FailedExecution, RetrySpec};
@@ -231,7 +233,10 @@ impl EventDispatcher {
     /// Runs every consumer on `stream` and signals each stage.
     pub async fn dispatch(&self, stream: &DomainEventStream) {
         let snapshot = match &self.snapshotter {
-            Some(snapshotter) => guarded("snapshot", stream, snapshotter.handle(stream)).await,
+            Some(snapshotter) => {
+                let span = trace_context::consumer_span("snapshot", CommandStage::Snapshot, stream);
+                guarded(span, "snapshot", stream, snapshotter.handle(stream)).await
+            }
             None => Ok(false),
         };
         let saved = json!({"saved": snapshot.as_ref().is_ok_and(|saved| *saved)});
@@ -549,10 +554,11 @@ impl EventDispatcher {
         stream: &DomainEventStream,
     ) -> (Vec<Value>, Result<(), ConsumerError>) {
         match target {
-            Target::Consumer(consumer, _) => (
-                Vec::new(),
-                guarded(consumer.name(), stream, consumer.handle(stream)).await,
-            ),
+            Target::Consumer(consumer, stage) => {
+                let span = trace_context::consumer_span(consumer.name(), stage, stream);
+                let outcome = guarded(span, consumer.name(), stream, consumer.handle(stream)).await;
+                (Vec::new(), outcome)
+            }
             Target::Saga(saga) => self.run_saga(saga.as_ref(), stream).await,
         }
     }
@@ -679,7 +685,12 @@ impl EventDispatcher {
             Err(error) => return (Vec::new(), Err(error)),
         };
         let log = SentLog::default();
-        let link = link_headers(&stream.header, &stream.command_id);
+        let span =
+            trace_context::consumer_span(saga.consumer_name(), CommandStage::SagaHandled, stream);
+        let mut link = link_headers(&stream.header, &stream.command_id);
+        // SPEC OB-1: every command the saga sends carries the saga's span context (or, with
+        // no OpenTelemetry layer, the stream's context unchanged).
+        trace_context::carry(&span, &stream.header, &mut link);
         let delivery = SagaDelivery::new(&gateway, &log).with_link(&link);
         let delivery = match self.deadlines.as_deref() {
             Some(deadlines) => delivery.with_deadlines(deadlines),
@@ -690,6 +701,7 @@ impl EventDispatcher {
             None => delivery,
         };
         let outcome = guarded(
+            span,
             saga.consumer_name(),
             stream,
             saga.run_stream(stream, delivery),
@@ -806,13 +818,17 @@ impl<'a> Target<'a> {
 
 /// Runs one delivery of `stream` to `consumer`, turning a panic into that delivery's failure
 /// (SPEC PX-1): `InternalServerError` with the panic's message, logged at error level. The
-/// consumer's other deliveries are untouched.
+/// consumer's other deliveries are untouched. The delivery runs in `span` (SPEC OB-1).
 async fn guarded<T>(
+    span: Span,
     consumer: &str,
     stream: &DomainEventStream,
     delivery: impl Future<Output = Result<T, ConsumerError>>,
 ) -> Result<T, ConsumerError> {
-    match AssertUnwindSafe(delivery).catch_unwind().await {
+    match AssertUnwindSafe(delivery.instrument(span))
+        .catch_unwind()
+        .await
+    {
         Ok(outcome) => outcome,
         Err(payload) => {
             let message = panic_message(payload.as_ref());

@@ -4,6 +4,7 @@
 use crate::command::wait::{PROTOCOL_HEADER, PROTOCOL_VERSION};
 use crate::eventsourcing::{load_aggregate, recorded_scope, LoadError};
 use crate::idempotency::RequestIdCheck;
+use crate::trace_context;
 use wow_core::aggregate::{
     check_access, check_command, AggregateError, AggregateReads, AggregateState, CommandContext,
 };
@@ -18,6 +19,7 @@ use super::answers::{decided, quarantined_result};
 use super::reads::StoreReads;
 use super::{Attempt, DefaultCommandHandler};
 use futures::future::BoxFuture;
+use tracing::Instrument;
 
 use crate::deadline::{fired_command, is_decided, DEADLINE_HEADER, DEADLINE_OWNER_HEADER};
 
@@ -174,9 +176,15 @@ impl DefaultCommandHandler {
             }
         };
         let version = loaded.state.version();
-        let stream = self.stream_of(command, fingerprint, version, decided.events, now);
+        // SPEC OB-1: the append runs in its own span, a child of the node's; the stream
+        // carries the append's context to every consumer (or, with no OpenTelemetry layer,
+        // the command's context unchanged).
+        let span = trace_context::append_span(command, version + 1);
+        let mut stream = self.stream_of(command, fingerprint, version, decided.events, now);
+        trace_context::stamp(&span, &mut stream.header);
         if let Some(answer) = self
             .append(command, fingerprint, &stream, &decided.changes)
+            .instrument(span)
             .await
         {
             return answer;

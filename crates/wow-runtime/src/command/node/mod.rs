@@ -42,12 +42,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::FutureExt;
+use tracing::Instrument;
 
 use crate::command::wait::signal_wanted;
 use crate::command::{notify_signal, InFlightRequests, WaitNotifier};
 use crate::eventsourcing::AggregateCache;
 use crate::idempotency::RequestIdChecker;
 use crate::metrics::PipelineMetrics;
+use crate::trace_context;
 use wow_core::aggregate::Services;
 use wow_core::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use wow_core::command::{CommandHandler, JsonCommand};
@@ -299,8 +301,10 @@ impl DefaultCommandHandler {
         // and before the caller hears of it, so that its look-up right after the answer is
         // never IN_FLIGHT.
         let in_flight = LeaveOnDrop(self.in_flight.as_deref(), command);
+        // SPEC OB-1: decided in the node's span, a child of the context the command carries.
         let result = self
             .decide_and_append(command)
+            .instrument(trace_context::node_span(command))
             .await
             .stamped(self.clock.as_ref(), self.ids.as_ref());
         drop(in_flight);
