@@ -25,9 +25,18 @@ const MAX_LIMIT: usize = 1_000;
 pub(crate) struct ListParams {
     status: Option<String>,
     consumer: Option<String>,
+    /// The aggregate's type (its name), e.g. `account`.
+    aggregate: Option<String>,
+    /// The aggregate's id.
+    #[serde(rename = "aggregateId")]
+    aggregate_id: Option<String>,
     after: Option<String>,
     limit: Option<usize>,
 }
+
+/// The header of `GET /compensation/failures` that holds how many records match its filters
+/// in all, whatever the page.
+pub const TOTAL_HEADER: &str = "Wow-Total";
 
 /// The query of `GET /compensation/failures`; one that does not read is 400 `BadRequest`.
 #[derive(Debug)]
@@ -131,12 +140,14 @@ fn store_failed(failure: &impl std::fmt::Display) -> ApiError {
     )
 }
 
-/// `GET /compensation/failures?status=&consumer=&after=&limit=`: the recorded failures in the
-/// order they were first recorded, one page (`after` is the last id of the previous page).
+/// `GET /compensation/failures?status=&consumer=&aggregate=&aggregateId=&after=&limit=`: the
+/// recorded failures in the order they were first recorded, one page (`after` is the last id
+/// of the previous page), as a JSON array; header [`TOTAL_HEADER`] says how many match the
+/// filters in all (every page).
 pub(crate) async fn list(
     scope: Scope,
     ListQuery(params): ListQuery,
-) -> Result<Json<Vec<ExecutionFailed>>, ApiError> {
+) -> Result<(HeaderMap, Json<Vec<ExecutionFailed>>), ApiError> {
     let status = params
         .status
         .as_deref()
@@ -159,16 +170,26 @@ pub(crate) async fn list(
         status,
         consumer: params.consumer,
         tenant_id: scope.tenant_id,
+        aggregate_name: params.aggregate,
+        aggregate_id: params.aggregate_id,
         after_id: params.after,
         limit,
     };
-    let records = scope
-        .scheduler
-        .failures()
+    let failures = scope.scheduler.failures();
+    let records = failures
         .list(&query)
         .await
         .map_err(|failure| store_failed(&failure))?;
-    Ok(Json(records))
+    let total = failures
+        .count(&query)
+        .await
+        .map_err(|failure| store_failed(&failure))?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        axum::http::HeaderName::from_static("wow-total"),
+        axum::http::HeaderValue::from(total),
+    );
+    Ok((headers, Json(records)))
 }
 
 /// `POST /compensation/failures/{id}/retry`: runs exactly the recorded consumer on exactly

@@ -58,6 +58,7 @@ mod ui;
 pub use access::gated;
 pub use auth::{caller_tenant, NoTenant, Tenant};
 pub use binding::{InvalidBinding, TokenBinding};
+pub use compensation::TOTAL_HEADER;
 pub use config::{HttpConfig, ReadLimits};
 pub use create_id::derived_aggregate_id;
 pub use fallback::error_fallbacks;

@@ -1017,6 +1017,33 @@ async fn the_failures_are_listed_per_tenant(server: &Server) -> Vec<Value> {
     );
     assert_eq!(mine[0]["aggregateId"]["aggregateId"], "c-2");
 
+    for (query, ids, total) in [
+        ("limit=1", vec!["c-1"], "2"),
+        ("aggregateId=c-2", vec!["c-2"], "1"),
+        ("aggregate=account&aggregateId=c-1", vec!["c-1"], "1"),
+        ("aggregate=order&aggregateId=c-1", vec![], "0"),
+    ] {
+        let response = server
+            .client
+            .get(format!("{}/compensation/failures?{query}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{query}");
+        assert_eq!(
+            response.headers()[wow_http::TOTAL_HEADER],
+            total,
+            "{query}: the total of every page"
+        );
+        let page: Value = response.json().await.unwrap();
+        let listed: Vec<_> = page
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|record| record["aggregateId"]["aggregateId"].as_str().unwrap())
+            .collect();
+        assert_eq!(listed, ids, "{query}");
+    }
     for bad in ["status=BROKEN", "limit=0", "limit=5000", "colour=red"] {
         let (status, body) = server
             .get(&format!("/compensation/failures?{bad}"), &[])

@@ -581,6 +581,79 @@ pub async fn lists_by_status_and_consumer_in_pages(stores: Store) {
     );
 }
 
+/// `list` filters by aggregate (its id, with or without its type) besides status, consumer
+/// and tenant; `count` counts what the filters select, whatever the page.
+pub async fn filters_by_aggregate_and_counts_the_matches(stores: Store) {
+    let store = stores.compensation;
+    let mut a = Vec::new();
+    for version in 1..=3 {
+        let record = store
+            .record_failure(&failure("view", "a", version, "down"), &SPEC, 0)
+            .await
+            .unwrap();
+        a.push(record.id);
+    }
+    store
+        .record_failure(&failure("mailer", "a", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    store
+        .record_failure(&failure("view", "b", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    let mut order = failure("view", "a", 1, "down");
+    order.aggregate_id.aggregate_name = "order".to_owned();
+    order.stream_id = "order-stream-a-1".to_owned();
+    let order = store.record_failure(&order, &SPEC, 0).await.unwrap();
+    store.mark_succeeded(&a[0], 1).await.unwrap();
+
+    let of = |name: Option<&str>, id: &str| FailureQuery {
+        aggregate_name: name.map(str::to_owned),
+        aggregate_id: Some(id.to_owned()),
+        ..FailureQuery::default()
+    };
+    assert_eq!(store.count(&FailureQuery::default()).await.unwrap(), 6);
+    assert_eq!(store.count(&of(None, "a")).await.unwrap(), 5, "every type");
+    assert_eq!(store.count(&of(Some("account"), "a")).await.unwrap(), 4);
+    assert_eq!(
+        store.list(&of(Some("order"), "a")).await.unwrap(),
+        vec![order],
+        "one type's aggregate"
+    );
+    assert_eq!(store.count(&of(Some("account"), "z")).await.unwrap(), 0);
+    let failed_views = FailureQuery {
+        status: Some(ExecutionFailedStatus::Failed),
+        consumer: Some("view".to_owned()),
+        ..of(Some("account"), "a")
+    };
+    let listed: Vec<_> = store
+        .list(&failed_views)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|record| record.id)
+        .collect();
+    assert_eq!(listed, a[1..].to_vec());
+    assert_eq!(store.count(&failed_views).await.unwrap(), 2);
+
+    let page = FailureQuery {
+        after_id: Some(a[1].clone()),
+        limit: 1,
+        ..failed_views.clone()
+    };
+    assert_eq!(store.list(&page).await.unwrap().len(), 1);
+    assert_eq!(
+        store.count(&page).await.unwrap(),
+        2,
+        "the total is the filters', whatever the page"
+    );
+    let elsewhere = FailureQuery {
+        tenant_id: Some("tenant-b".to_owned()),
+        ..of(None, "a")
+    };
+    assert_eq!(store.count(&elsewhere).await.unwrap(), 0, "per tenant");
+}
+
 /// Concurrent failures of one consumer on one stream make one record that counts them all.
 pub async fn concurrent_failures_make_one_record(stores: Store) {
     let store = stores.compensation;

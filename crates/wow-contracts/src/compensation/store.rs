@@ -18,6 +18,11 @@ pub struct FailureQuery {
     pub consumer: Option<String>,
     /// Only records of aggregates of this tenant.
     pub tenant_id: Option<String>,
+    /// Only records of aggregates of this type (`aggregate_name`).
+    pub aggregate_name: Option<String>,
+    /// Only records of the aggregate with this id (of any type unless `aggregate_name` names
+    /// one).
+    pub aggregate_id: Option<String>,
     /// Only records whose id sorts after this one (the last id of the previous page).
     pub after_id: Option<String>,
     /// At most this many.
@@ -30,6 +35,8 @@ impl Default for FailureQuery {
             status: None,
             consumer: None,
             tenant_id: None,
+            aggregate_name: None,
+            aggregate_id: None,
             after_id: None,
             limit: 100,
         }
@@ -37,8 +44,19 @@ impl Default for FailureQuery {
 }
 
 impl FailureQuery {
-    /// Whether `record` matches the filters (not the page).
+    /// Whether `record` matches the filters and sorts after `after_id` (the page's start,
+    /// not its size).
     pub fn matches(&self, record: &ExecutionFailed) -> bool {
+        self.filters(record)
+            && self
+                .after_id
+                .as_deref()
+                .is_none_or(|after| record.id.as_str() > after)
+    }
+
+    /// Whether `record` matches the filters, whatever the page: what
+    /// [`CompensationStore::count`] counts.
+    pub fn filters(&self, record: &ExecutionFailed) -> bool {
         self.status.is_none_or(|status| record.status == status)
             && self
                 .consumer
@@ -49,9 +67,13 @@ impl FailureQuery {
                 .as_deref()
                 .is_none_or(|tenant| record.aggregate_id.tenant_id == tenant)
             && self
-                .after_id
+                .aggregate_name
                 .as_deref()
-                .is_none_or(|after| record.id.as_str() > after)
+                .is_none_or(|name| record.aggregate_id.aggregate_name == name)
+            && self
+                .aggregate_id
+                .as_deref()
+                .is_none_or(|id| record.aggregate_id.id == id)
     }
 }
 
@@ -94,6 +116,29 @@ pub trait CompensationStore: Send + Sync + std::fmt::Debug {
 
     /// The records `query` selects, in id order (the order they were first recorded).
     async fn list(&self, query: &FailureQuery) -> Result<Vec<ExecutionFailed>, ConsumerStoreError>;
+
+    /// How many records match `query`'s filters ([`FailureQuery::filters`]), whatever its
+    /// page (`after_id` and `limit` are not read): the total a listing pages through.
+    ///
+    /// The default pages through [`list`](Self::list); a backend that can count where the
+    /// records are (SQL `COUNT`) does so instead.
+    async fn count(&self, query: &FailureQuery) -> Result<u64, ConsumerStoreError> {
+        const PAGE: usize = 1_000;
+        let mut page_query = FailureQuery {
+            after_id: None,
+            limit: PAGE,
+            ..query.clone()
+        };
+        let mut total = 0_u64;
+        loop {
+            let page = self.list(&page_query).await?;
+            total = total.saturating_add(u64::try_from(page.len()).unwrap_or(u64::MAX));
+            match page.last() {
+                Some(last) if page.len() == PAGE => page_query.after_id = Some(last.id.clone()),
+                _ => return Ok(total),
+            }
+        }
+    }
 
     /// Up to `limit` `FAILED` records whose retry time is at or before `now`, in aggregate
     /// and version order (so one aggregate's failures retry in history order).
@@ -261,6 +306,15 @@ impl CompensationStore for InMemoryCompensationStore {
             .take(query.limit)
             .cloned()
             .collect())
+    }
+
+    async fn count(&self, query: &FailureQuery) -> Result<u64, ConsumerStoreError> {
+        let records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let matching = records
+            .values()
+            .filter(|record| query.filters(record))
+            .count();
+        Ok(u64::try_from(matching).unwrap_or(u64::MAX))
     }
 
     async fn due(

@@ -757,7 +757,9 @@ const NO_COMPENSATION: &str =
 /// `GET /compensation/failures`: the recorded consumer failures.
 pub(crate) fn compensation_failures() -> Value {
     let mut list = Map::new();
-    list.insert("200".to_owned(), json!({"description": "ExecutionFailed records, in the order first recorded", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ExecutionFailed"}}}}}));
+    list.insert("200".to_owned(), json!({"description": "ExecutionFailed records, in the order first recorded: one page", "headers": {
+            "Wow-Total": {"description": "How many records match the filters in all, every page", "schema": {"type": "integer", "minimum": 0}}},
+        "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ExecutionFailed"}}}}}));
     list.insert(
         "400".to_owned(),
         error("BadRequest: a bad filter (status, limit, an unknown parameter), or IllegalArgument: a bad Command-Tenant-Id"),
@@ -773,6 +775,8 @@ pub(crate) fn compensation_failures() -> Value {
         "parameters": [
             {"name": "status", "in": "query", "description": "FAILED, EXHAUSTED, SUCCEEDED or SKIPPED (any case)", "schema": {"type": "string", "pattern": any_case(&["FAILED", "EXHAUSTED", "SUCCEEDED", "SKIPPED"])}},
             {"name": "consumer", "in": "query", "schema": {"type": "string"}},
+            {"name": "aggregate", "in": "query", "description": "Only records of aggregates of this type (its name)", "schema": {"type": "string"}},
+            {"name": "aggregateId", "in": "query", "description": "Only records of the aggregate with this id", "schema": {"type": "string"}},
             {"name": "after", "in": "query", "description": "The last id of the previous page", "schema": {"type": "string"}},
             {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
             tenant_header(),

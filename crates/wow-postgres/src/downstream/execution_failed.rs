@@ -54,12 +54,28 @@ const SELECT_BY_ID_FOR_UPDATE: &str = concat!(
     " FROM execution_failed WHERE id = $1 FOR UPDATE"
 );
 
-/// The records with status `$1`, of consumer `$2`, in tenant `$5` (each when not NULL), with
-/// ids after `$3` (when not NULL), in id order, at most `$4`.
+/// The filters of [`LIST`] and [`COUNT`]: status `$1`, consumer `$2`, tenant `$3`,
+/// aggregate type `$4` and aggregate id `$5`, each when not NULL.
+macro_rules! failed_filters {
+    () => {
+        "($1::TEXT IS NULL OR status = $1) AND ($2::TEXT IS NULL OR consumer = $2) AND ($3::TEXT IS NULL OR tenant_id = $3) AND ($4::TEXT IS NULL OR aggregate_name = $4) AND ($5::TEXT IS NULL OR aggregate_id = $5)"
+    };
+}
+
+/// The records [`failed_filters`] selects with ids after `$6` (when not NULL), in id order,
+/// at most `$7`.
 const LIST: &str = concat!(
     "SELECT ",
     failed_columns!(),
-    " FROM execution_failed WHERE ($1::TEXT IS NULL OR status = $1) AND ($2::TEXT IS NULL OR consumer = $2) AND ($3::TEXT IS NULL OR id > $3) AND ($5::TEXT IS NULL OR tenant_id = $5) ORDER BY id LIMIT $4"
+    " FROM execution_failed WHERE ",
+    failed_filters!(),
+    " AND ($6::TEXT IS NULL OR id > $6) ORDER BY id LIMIT $7"
+);
+
+/// How many records [`failed_filters`] selects.
+const COUNT: &str = concat!(
+    "SELECT COUNT(*) FROM execution_failed WHERE ",
+    failed_filters!()
 );
 
 /// The failed records due for a retry at `$1`, in history order, at most `$2`.
@@ -256,12 +272,36 @@ impl CompensationStore for PostgresStore {
                 &[
                     &status,
                     &query.consumer,
+                    &query.tenant_id,
+                    &query.aggregate_name,
+                    &query.aggregate_id,
                     &query.after_id,
                     &limit,
-                    &query.tenant_id,
                 ],
             )
             .await
+        })
+        .await
+    }
+
+    async fn count(&self, query: &FailureQuery) -> Result<u64, ConsumerStoreError> {
+        self.within(async {
+            let client = self.downstream_client().await?;
+            let status = query.status.map(|status| status.as_str());
+            let row = client
+                .query_one(
+                    COUNT,
+                    &[
+                        &status,
+                        &query.consumer,
+                        &query.tenant_id,
+                        &query.aggregate_name,
+                        &query.aggregate_id,
+                    ],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
         })
         .await
     }

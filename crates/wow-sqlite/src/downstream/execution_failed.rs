@@ -39,12 +39,28 @@ const SELECT_BY_ID: &str = concat!(
     " FROM execution_failed WHERE id = ?1"
 );
 
-/// The records with status `?1`, of consumer `?2`, in tenant `?5` (each when not NULL), with
-/// ids after `?3` (when not NULL), in id order, at most `?4`.
+/// The filters of [`LIST`] and [`COUNT`]: status `?1`, consumer `?2`, tenant `?3`,
+/// aggregate type `?4` and aggregate id `?5`, each when not NULL.
+macro_rules! failed_filters {
+    () => {
+        "(?1 IS NULL OR status = ?1) AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR tenant_id = ?3) AND (?4 IS NULL OR aggregate_name = ?4) AND (?5 IS NULL OR aggregate_id = ?5)"
+    };
+}
+
+/// The records [`failed_filters`] selects with ids after `?6` (when not NULL), in id order,
+/// at most `?7`.
 const LIST: &str = concat!(
     "SELECT ",
     failed_columns!(),
-    " FROM execution_failed WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR id > ?3) AND (?5 IS NULL OR tenant_id = ?5) ORDER BY id LIMIT ?4"
+    " FROM execution_failed WHERE ",
+    failed_filters!(),
+    " AND (?6 IS NULL OR id > ?6) ORDER BY id LIMIT ?7"
+);
+
+/// How many records [`failed_filters`] selects.
+const COUNT: &str = concat!(
+    "SELECT COUNT(*) FROM execution_failed WHERE ",
+    failed_filters!()
 );
 
 /// The failed records due for a retry at `?1`, in history order, at most `?2`.
@@ -141,6 +157,20 @@ fn select_failed(
     rows.collect()
 }
 
+/// The parameters of [`failed_filters`] for `query`, `?1` to `?5`.
+fn filter_values(query: &FailureQuery) -> Vec<rusqlite::types::Value> {
+    use rusqlite::types::Value;
+    let text =
+        |value: Option<&str>| value.map_or(Value::Null, |value| Value::Text(value.to_owned()));
+    vec![
+        text(query.status.map(|status| status.as_str())),
+        text(query.consumer.as_deref()),
+        text(query.tenant_id.as_deref()),
+        text(query.aggregate_name.as_deref()),
+        text(query.aggregate_id.as_deref()),
+    ]
+}
+
 impl SqliteStore {
     /// Record `id` changed by `change` and written back in the writer's transaction: `None`
     /// when there is no such record.
@@ -214,19 +244,31 @@ impl CompensationStore for SqliteStore {
     async fn list(&self, query: &FailureQuery) -> Result<Vec<ExecutionFailed>, ConsumerStoreError> {
         let query = query.clone();
         self.read_rows(move |connection| {
-            let status = query.status.map(|status| status.as_str());
-            let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
-            select_failed(
-                connection,
-                LIST,
-                &[
-                    &status,
-                    &query.consumer,
-                    &query.after_id,
-                    &limit,
-                    &query.tenant_id,
-                ],
-            )
+            let mut values = filter_values(&query);
+            values.push(
+                query
+                    .after_id
+                    .map_or(rusqlite::types::Value::Null, rusqlite::types::Value::Text),
+            );
+            values.push(rusqlite::types::Value::Integer(
+                i64::try_from(query.limit).unwrap_or(i64::MAX),
+            ));
+            let mut statement = connection.prepare_cached(LIST)?;
+            let rows = statement.query_map(rusqlite::params_from_iter(values), decode_failed)?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn count(&self, query: &FailureQuery) -> Result<u64, ConsumerStoreError> {
+        let query = query.clone();
+        self.read_rows(move |connection| {
+            let count: i64 = connection
+                .prepare_cached(COUNT)?
+                .query_row(rusqlite::params_from_iter(filter_values(&query)), |row| {
+                    row.get(0)
+                })?;
+            Ok(u64::try_from(count).unwrap_or(0))
         })
         .await
     }
