@@ -1,14 +1,18 @@
 //! The compensation routes (SPEC DS-4, DS-5): list the recorded consumer failures, show one
-//! with its events, retry one, and skip one (an operator's).
+//! with its events, retry one, and the operator's actions on one: skip it, set its retry
+//! spec.
 
-use axum::extract::rejection::QueryRejection;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use wow_core::compensation::{ExecutionFailed, ExecutionFailedStatus, FailureQuery};
+use wow_core::compensation::{
+    ExecutionFailed, ExecutionFailedStatus, FailureQuery, RecordEdit, RetrySpec, RetrySpecJson,
+};
 use wow_core::ErrorCode;
 use wow_runtime::compensation::{CompensationError, CompensationScheduler};
 
@@ -256,10 +260,7 @@ pub(crate) async fn skip(
 ) -> Result<Json<ExecutionFailed>, ApiError> {
     let scope = Scope::of_operator(&state, &headers)?;
     scope.record(&id).await?;
-    let by = crate::operator::token_fingerprint(&headers).map_or_else(
-        || "operator".to_owned(),
-        |print| format!("operator:{print}"),
-    );
+    let by = operator_name(&headers);
     let record = scope
         .scheduler
         .skip(&id, &by)
@@ -276,6 +277,72 @@ pub(crate) async fn skip(
         stream = %record.stream_id,
         at = record.updated_at,
         "an operator skipped a failed stream"
+    );
+    Ok(Json(record))
+}
+
+/// The operator who acts, as a record names them: `operator:` and their token's fingerprint,
+/// or `operator` when auth is off.
+fn operator_name(headers: &HeaderMap) -> String {
+    crate::operator::token_fingerprint(headers).map_or_else(
+        || "operator".to_owned(),
+        |print| format!("operator:{print}"),
+    )
+}
+
+/// `body` read strictly as JSON of shape `T` (a repeated key, an unknown field, a missing or
+/// mistyped one: 400 `BadRequest`, saying what).
+fn read_body<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    let body = body.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
+    let value = serde_json::from_slice::<crate::strict_json::StrictValue>(&body)
+        .map_err(|error| ApiError::bad_request(format!("the body is not valid JSON: {error}")))?;
+    serde_json::from_value(value.0)
+        .map_err(|error| ApiError::bad_request(format!("the body does not read: {error}")))
+}
+
+/// `PUT /compensation/failures/{id}/retry-spec` with
+/// `{"maxAttempts": n, "initialBackoffMs": ms, "maxBackoffMs": ms}`: an operator gives the
+/// record its own retry spec, which its next retries follow instead of the service's; the
+/// record is judged by it at once (see [`wow_core::compensation::edited`]: a limit already
+/// reached makes it `EXHAUSTED`, a higher one retries an `EXHAUSTED` one again). Recorded on
+/// the record (`updatedBy`, `updatedAt`) and in the audit log. A bad body is 400 `BadRequest`
+/// (`maxAttempts` at least 1, `initialBackoffMs` at most `maxBackoffMs`), an unknown record
+/// 404.
+pub(crate) async fn edit_retry_spec(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<ExecutionFailed>, ApiError> {
+    let scope = Scope::of_operator(&state, &headers)?;
+    let spec = RetrySpec::from(read_body::<RetrySpecJson>(body)?);
+    if let Some(why) = spec.invalid() {
+        return Err(ApiError::bad_request(why));
+    }
+    let before = scope.record(&id).await?;
+    let by = operator_name(&headers);
+    let record = scope
+        .scheduler
+        .edit(&id, &RecordEdit::RetrySpec(spec), &by)
+        .await
+        .map_err(|error| retry_failed(error, &id))?;
+    tracing::info!(
+        target: "wow::audit",
+        action = "compensation.retry_spec",
+        operator = %by,
+        id = %record.id,
+        consumer = %record.consumer,
+        aggregate = %record.aggregate_id,
+        version = record.version,
+        max_attempts = spec.max_attempts,
+        initial_backoff_ms = spec.initial_backoff_ms,
+        max_backoff_ms = spec.max_backoff_ms,
+        status_before = before.status.as_str(),
+        status = record.status.as_str(),
+        at = record.updated_at,
+        "an operator set a failed execution's retry spec"
     );
     Ok(Json(record))
 }

@@ -6,7 +6,7 @@
 
 use axum::extract::State;
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, post, MethodRouter};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::{Json, Router};
 use serde_json::{Map, Value};
 
@@ -36,7 +36,7 @@ struct ServiceRoute {
 }
 
 /// Every route of the service's own.
-const SERVICE_ROUTES: [ServiceRoute; 18] = [
+const SERVICE_ROUTES: [ServiceRoute; 19] = [
     ServiceRoute {
         path: "/health",
         caller: Caller::Anyone,
@@ -85,6 +85,12 @@ const SERVICE_ROUTES: [ServiceRoute; 18] = [
         caller: Caller::OperatorBearer,
         handler: || post(compensation::skip),
         operation: doc::compensation_skip,
+    },
+    ServiceRoute {
+        path: "/compensation/failures/{id}/retry-spec",
+        caller: Caller::OperatorBearer,
+        handler: || put(compensation::edit_retry_spec),
+        operation: doc::compensation_retry_spec,
     },
     ServiceRoute {
         path: "/metrics",

@@ -60,6 +60,23 @@ impl Server {
         read(request.send().await.unwrap()).await
     }
 
+    async fn put(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (StatusCode, Value, String) {
+        let mut request = self
+            .client
+            .put(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        read(request.send().await.unwrap()).await
+    }
+
     async fn get(&self, path: &str, headers: &[(&str, &str)]) -> (StatusCode, Value) {
         let mut request = self.client.get(format!("{}{path}", self.base));
         for (name, value) in headers {
@@ -2076,4 +2093,98 @@ async fn the_one_failed_record(server: &Server) -> String {
     assert_eq!(status, StatusCode::OK, "{all}");
     assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
     all[0]["id"].as_str().unwrap().to_owned()
+}
+
+/// A service with auth on whose view fails, and the one record of its failure on `id`'s
+/// opening (in tenant t-a).
+async fn one_failure_with_auth(id: &str) -> (Server, LocalPipeline, String) {
+    let (server, pipeline) = a_service_with_auth_and_a_failing_view().await;
+    let opened = [
+        ("Authorization", "Bearer ta"),
+        ("Command-Wait-Stage", "PROJECTED"),
+    ];
+    let (status, body, _) = server
+        .post(
+            &format!("/account/{id}/open"),
+            &opened,
+            r#"{"name":"Ann","balance":1}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let failed = the_one_failed_record(&server).await;
+    (server, pipeline, failed)
+}
+
+/// An operator's retry spec for one record (auth on): the operator's bearer token only; a bad
+/// body is 400 BadRequest, an unknown or another tenant's record 404; the record shows the
+/// spec and who set it, and is judged by it at once.
+#[tokio::test]
+async fn an_operator_sets_a_records_retry_spec() {
+    let (server, _pipeline, failed) = one_failure_with_auth("r-1").await;
+    let route = format!("/compensation/failures/{failed}/retry-spec");
+    let spec = r#"{"maxAttempts":5,"initialBackoffMs":10,"maxBackoffMs":20}"#;
+    for refused in [&[][..], &[("Authorization", "Bearer ta")][..]] {
+        let (status, body, _) = server.put(&route, refused, spec).await;
+        assert!(
+            status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN,
+            "{status}: {body}"
+        );
+    }
+    let operator = [("Authorization", "Bearer op"), ("Command-Tenant-Id", "t-a")];
+    for bad in [
+        "",
+        "[]",
+        "{}",
+        r#"{"maxAttempts":5,"initialBackoffMs":10}"#,
+        r#"{"maxAttempts":0,"initialBackoffMs":10,"maxBackoffMs":20}"#,
+        r#"{"maxAttempts":5,"initialBackoffMs":30,"maxBackoffMs":20}"#,
+        r#"{"maxAttempts":-1,"initialBackoffMs":10,"maxBackoffMs":20}"#,
+        r#"{"maxAttempts":5,"initialBackoffMs":10,"maxBackoffMs":20,"colour":"red"}"#,
+        r#"{"maxAttempts":5,"maxAttempts":6,"initialBackoffMs":10,"maxBackoffMs":20}"#,
+    ] {
+        let (status, body, code) = server.put(&route, &operator, bad).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::BAD_REQUEST, "BadRequest"),
+            "{bad}: {body}"
+        );
+    }
+    let (status, _, _) = server
+        .put("/compensation/failures/nope/retry-spec", &operator, spec)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let elsewhere = [("Authorization", "Bearer op"), ("Command-Tenant-Id", "t-b")];
+    let (status, _, _) = server.put(&route, &elsewhere, spec).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "another tenant's record");
+
+    let (status, edited, _) = server.put(&route, &operator, spec).await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(
+        edited["retrySpec"],
+        json!({"maxAttempts": 5, "initialBackoffMs": 10, "maxBackoffMs": 20})
+    );
+    assert_eq!(edited["status"], "FAILED");
+    let next = edited["nextRetryAt"].as_i64().unwrap();
+    let updated = edited["updatedAt"].as_i64().unwrap();
+    assert_eq!(next - updated, 10, "the new backoff after one attempt");
+    let by = edited["updatedBy"].as_str().unwrap();
+    assert!(by.starts_with("operator:"), "{by}");
+    let (_, detail) = server
+        .get(
+            &format!("/compensation/failures/{failed}"),
+            &[("Authorization", "Bearer ta")],
+        )
+        .await;
+    assert_eq!(detail["failure"], edited, "the tenant sees the edit");
+
+    let (status, exhausted, _) = server
+        .put(
+            &route,
+            &operator,
+            r#"{"maxAttempts":1,"initialBackoffMs":10,"maxBackoffMs":20}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{exhausted}");
+    assert_eq!(exhausted["status"], "EXHAUSTED", "no attempt is left");
+    assert!(exhausted["nextRetryAt"].is_null());
 }

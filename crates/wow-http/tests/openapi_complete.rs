@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 45] = [
+const EXPECTED_PATHS: [&str; 46] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -52,6 +52,7 @@ const EXPECTED_PATHS: [&str; 45] = [
     "/compensation/failures",
     "/compensation/failures/{id}",
     "/compensation/failures/{id}/retry",
+    "/compensation/failures/{id}/retry-spec",
     "/compensation/failures/{id}/skip",
     "/compensation/parked",
     "/deadlines",
@@ -93,9 +94,10 @@ const OPERATOR_ACTIONS: [&str; 3] = [
 
 /// The operator's commands among the service's routes (path, method): they take an operator
 /// token as the bearer token only, and the tenant from `Command-Tenant-Id`.
-const OPERATOR_COMMANDS: [(&str, &str); 2] = [
+const OPERATOR_COMMANDS: [(&str, &str); 3] = [
     ("/unique-key/{space}/{value}", "delete"),
     ("/compensation/failures/{id}/skip", "post"),
+    ("/compensation/failures/{id}/retry-spec", "put"),
 ];
 
 /// A domain's own read route, as `wow serve` merges the bank's view: it answers with an error

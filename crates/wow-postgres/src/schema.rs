@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 19;
+pub const SCHEMA_VERSION: i32 = 20;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -73,7 +73,11 @@ pub const SCHEMA_VERSION: i32 = 19;
 /// An operator's lookup of one aggregate's compensation records (from version 19) reads the
 /// index `execution_failed_aggregate` (aggregate id, then type), as their count does. The
 /// table is small (failures only); the build blocks its writes for that long.
-const MIGRATIONS: [&str; 19] = [
+///
+/// An operator's edits of a compensation record (from version 20) are the nullable columns
+/// `retry_spec` (its own retry spec) and `updated_by` of `execution_failed`: nothing is
+/// rewritten.
+const MIGRATIONS: [&str; 20] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -328,6 +332,13 @@ const MIGRATIONS: [&str; 19] = [
     -- An operator finds the compensation records of one aggregate (aggregateId, with or
     -- without its type) and counts them: the lookup and the count read this index.
     CREATE INDEX execution_failed_aggregate ON execution_failed (aggregate_id, aggregate_name);
+"#,
+    r#"
+    -- An operator's edits of a compensation record: its own retry spec (JSON
+    -- {"max_attempts", "initial_backoff_ms", "max_backoff_ms"}; NULL: the service's) and who
+    -- last edited it. NULL on every record there.
+    ALTER TABLE execution_failed ADD COLUMN retry_spec JSONB;
+    ALTER TABLE execution_failed ADD COLUMN updated_by TEXT;
 "#,
 ];
 
@@ -644,7 +655,7 @@ mod tests {
         // made `unique_key`, 14 `deadline`.
         client
             .batch_execute(&format!(
-                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key; DROP TABLE {schema}.deadline; DROP TABLE {schema}.parked_lane; ALTER TABLE {schema}.execution_failed DROP COLUMN skipped_by; DROP INDEX {schema}.execution_failed_aggregate"
+                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key; DROP TABLE {schema}.deadline; DROP TABLE {schema}.parked_lane; ALTER TABLE {schema}.execution_failed DROP COLUMN skipped_by; DROP INDEX {schema}.execution_failed_aggregate; ALTER TABLE {schema}.execution_failed DROP COLUMN retry_spec, DROP COLUMN updated_by"
             ))
             .await
             .unwrap();

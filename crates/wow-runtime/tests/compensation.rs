@@ -616,6 +616,17 @@ impl CompensationStore for Unreachable {
         self.inner.mark_skipped(id, by, now).await
     }
 
+    async fn edit(
+        &self,
+        id: &str,
+        edit: &wow_core::compensation::RecordEdit,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<wow_core::compensation::ExecutionFailed>, wow_core::event::ConsumerStoreError>
+    {
+        self.inner.edit(id, edit, by, now).await
+    }
+
     async fn get(
         &self,
         id: &str,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use wow_core::compensation::{
-    CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RetrySpec,
+    CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RecordEdit, RetrySpec,
 };
 use wow_core::event::{
     ConsumerError, ConsumerPositions, EffectJournal, EffectState, ParkedStreams, PositionRun,
@@ -652,6 +652,91 @@ pub async fn filters_by_aggregate_and_counts_the_matches(stores: Store) {
         ..of(None, "a")
     };
     assert_eq!(store.count(&elsewhere).await.unwrap(), 0, "per tenant");
+}
+
+/// An operator's retry spec is the record's own: kept, shown with who set it, judged at once
+/// (a limit already reached exhausts the record, a higher one retries it again) and followed
+/// by the next failure's backoff instead of the service's spec.
+pub async fn an_operators_retry_spec_is_the_records_own(stores: Store) {
+    let store = stores.compensation;
+    let record = store
+        .record_failure(&failure("view", "a", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    assert_eq!((record.retry_spec, record.updated_by.clone()), (None, None));
+    let fast = RetrySpec {
+        max_attempts: 5,
+        initial_backoff_ms: 10,
+        max_backoff_ms: 20,
+    };
+    let edited = store
+        .edit(&record.id, &RecordEdit::RetrySpec(fast), "operator:x", 100)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(edited.retry_spec, Some(fast));
+    assert_eq!(edited.updated_by.as_deref(), Some("operator:x"));
+    assert_eq!(edited.updated_at, 100);
+    assert_eq!(
+        (edited.status, edited.next_retry_at),
+        (ExecutionFailedStatus::Failed, Some(110)),
+        "the new backoff after one attempt, from the edit"
+    );
+    assert_eq!(store.get(&record.id).await.unwrap(), Some(edited.clone()));
+
+    let again = store
+        .record_failure(&failure("view", "a", 1, "down"), &SPEC, 200)
+        .await
+        .unwrap();
+    assert_eq!(again.attempts, 2);
+    assert_eq!(
+        again.next_retry_at,
+        Some(220),
+        "the record's spec, not the service's"
+    );
+    assert_eq!(again.retry_spec, Some(fast), "kept by a failure");
+
+    let two = RetrySpec {
+        max_attempts: 2,
+        ..fast
+    };
+    let exhausted = store
+        .edit(&record.id, &RecordEdit::RetrySpec(two), "operator:y", 300)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (exhausted.status, exhausted.next_retry_at),
+        (ExecutionFailedStatus::Exhausted, None)
+    );
+    assert!(store.due(i64::MAX, 10).await.unwrap().is_empty());
+    let more = store
+        .edit(&record.id, &RecordEdit::RetrySpec(fast), "operator:y", 400)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (more.status, more.next_retry_at),
+        (ExecutionFailedStatus::Failed, Some(420)),
+        "a higher limit retries an exhausted record again"
+    );
+    assert_eq!(store.due(420, 10).await.unwrap(), vec![more]);
+
+    store.mark_succeeded(&record.id, 500).await.unwrap();
+    let settled = store
+        .edit(&record.id, &RecordEdit::RetrySpec(two), "operator:z", 600)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(settled.status, ExecutionFailedStatus::Succeeded);
+    assert_eq!(settled.retry_spec, Some(two));
+    assert_eq!(
+        store
+            .edit("no-such-id", &RecordEdit::RetrySpec(two), "operator:z", 600)
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 /// Concurrent failures of one consumer on one stream make one record that counts them all.

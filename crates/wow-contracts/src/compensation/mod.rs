@@ -6,8 +6,8 @@ mod retry;
 mod store;
 
 pub use record::{ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR};
-pub use retry::RetrySpec;
+pub use retry::{RetrySpec, RetrySpecJson};
 pub use store::{
-    due_order, next_record, skipped, succeeded, CompensationStore, FailureQuery,
-    InMemoryCompensationStore,
+    due_order, edited, next_record, skipped, succeeded, CompensationStore, FailureQuery,
+    InMemoryCompensationStore, RecordEdit,
 };

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::compensation::RetrySpec;
 use crate::event::ConsumerError;
 use wow_model::aggregate_id::AggregateId;
 use wow_model::command::CommandStage;
@@ -92,6 +93,19 @@ pub struct ExecutionFailed {
     /// The operator who skipped it (status `SKIPPED`), as their token names them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped_by: Option<String>,
+    /// The record's own retry spec, an operator's edit: its next retries follow it instead
+    /// of the service's (`None`: the service's). Shown as `retrySpec`,
+    /// `{"maxAttempts", "initialBackoffMs", "maxBackoffMs"}`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::compensation::retry::camel_option"
+    )]
+    pub retry_spec: Option<RetrySpec>,
+    /// The operator who last edited the record (its retry spec), as their token names them;
+    /// `updatedAt` says when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_by: Option<String>,
 }
 
 /// The consumer name of the records a processing node makes when it quarantines an aggregate

@@ -111,6 +111,17 @@ pub trait CompensationStore: Send + Sync + std::fmt::Debug {
         now: i64,
     ) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
 
+    /// Applies an operator's `edit` to record `id` as operator `by` at `now` ([`edited`]) and
+    /// returns the record after it; `None` when there is no such record. The read and the
+    /// write are one step against concurrent changes of the record.
+    async fn edit(
+        &self,
+        id: &str,
+        edit: &RecordEdit,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
+
     /// Record `id`, if it exists.
     async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
 
@@ -146,7 +157,9 @@ pub trait CompensationStore: Send + Sync + std::fmt::Debug {
         -> Result<Vec<ExecutionFailed>, ConsumerStoreError>;
 }
 
-/// The new record of a first failure, or `existing` with one more failed attempt.
+/// The new record of a first failure, or `existing` with one more failed attempt. Its status
+/// and next retry time follow the existing record's own spec when an operator gave it one
+/// ([`RecordEdit::RetrySpec`]), else `retry`.
 pub fn next_record(
     existing: Option<ExecutionFailed>,
     failure: &FailedExecution,
@@ -154,6 +167,10 @@ pub fn next_record(
     now: i64,
 ) -> ExecutionFailed {
     let attempts = existing.as_ref().map_or(0, |record| record.attempts) + 1;
+    let retry = existing
+        .as_ref()
+        .and_then(|record| record.retry_spec)
+        .unwrap_or(*retry);
     let (status, next_retry_at) = retry.after_failure(attempts, now);
     match existing {
         Some(record) => ExecutionFailed {
@@ -181,7 +198,49 @@ pub fn next_record(
             created_at: now,
             updated_at: now,
             skipped_by: None,
+            retry_spec: None,
+            updated_by: None,
         },
+    }
+}
+
+/// An operator's change of one record (see [`edited`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordEdit {
+    /// The record's own retry spec from now on, instead of the service's.
+    RetrySpec(RetrySpec),
+}
+
+/// `record` after operator `by`'s `edit` at `now`; `updatedBy` and `updatedAt` say who and
+/// when.
+///
+/// [`RecordEdit::RetrySpec`]: the spec is the record's; a record still to be retried
+/// (`FAILED` or `EXHAUSTED`) is judged by it at once as after its last failure
+/// ([`RetrySpec::after_failure`] of its attempts at `now`): `EXHAUSTED` when the new limit
+/// allows no more attempts, else `FAILED` with its next retry the new backoff from `now` (an
+/// `EXHAUSTED` record the new limit allows more of is retried again). A settled record keeps
+/// its status.
+pub fn edited(record: ExecutionFailed, edit: &RecordEdit, by: &str, now: i64) -> ExecutionFailed {
+    let record = ExecutionFailed {
+        updated_at: now,
+        updated_by: Some(by.to_owned()),
+        ..record
+    };
+    match edit {
+        RecordEdit::RetrySpec(spec) => {
+            let (status, next_retry_at) = if record.status.is_settled() {
+                (record.status, record.next_retry_at)
+            } else {
+                spec.after_failure(record.attempts, now)
+            };
+            ExecutionFailed {
+                retry_spec: Some(*spec),
+                status,
+                next_retry_at,
+                ..record
+            }
+        }
     }
 }
 
@@ -284,6 +343,21 @@ impl CompensationStore for InMemoryCompensationStore {
             return Ok(None);
         };
         *record = skipped(record.clone(), by, now);
+        Ok(Some(record.clone()))
+    }
+
+    async fn edit(
+        &self,
+        id: &str,
+        edit: &RecordEdit,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(record) = records.get_mut(id) else {
+            return Ok(None);
+        };
+        *record = edited(record.clone(), edit, by, now);
         Ok(Some(record.clone()))
     }
 

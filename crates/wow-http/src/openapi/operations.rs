@@ -889,6 +889,39 @@ pub(crate) fn compensation_skip() -> Value {
     }})
 }
 
+/// `PUT /compensation/failures/{id}/retry-spec`: an operator sets one record's retry spec.
+pub(crate) fn compensation_retry_spec() -> Value {
+    let mut responses = Map::new();
+    responses.insert("200".to_owned(), json!({"description": "The record after the edit: its retrySpec, updatedBy and updatedAt; FAILED with its next retry by the new spec, or EXHAUSTED when the new limit allows no more attempts (a settled record keeps its status)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionFailed"}}}}));
+    responses.insert(
+        "400".to_owned(),
+        error("BadRequest: a body that is not the retry spec (maxAttempts at least 1, initialBackoffMs at most maxBackoffMs), or IllegalArgument: a bad Command-Tenant-Id"),
+    );
+    responses.insert("404".to_owned(), error(NO_COMPENSATION));
+    responses.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: the store cannot be reached"),
+    );
+    json!({"put": {
+        "operationId": "compensation.retry_spec",
+        "summary": "Gives the record its own retry spec, which its next retries follow instead of the service's (recorded: who, when, which spec)",
+        OPERATOR_COMMAND: true,
+        "parameters": [path_param("id", "The record's id.", json!({"type": "string", "minLength": 1})), tenant_header()],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": retry_spec_schema()}}},
+        "responses": responses,
+    }})
+}
+
+/// A record's own retry spec, as `PUT .../retry-spec` takes it and the record shows it.
+pub(crate) fn retry_spec_schema() -> Value {
+    json!({"type": "object", "additionalProperties": false,
+        "required": ["maxAttempts", "initialBackoffMs", "maxBackoffMs"],
+        "properties": {
+            "maxAttempts": {"type": "integer", "minimum": 1, "maximum": u32::MAX},
+            "initialBackoffMs": {"type": "integer", "minimum": 0, "maximum": u64::MAX},
+            "maxBackoffMs": {"type": "integer", "minimum": 0, "maximum": u64::MAX}}})
+}
+
 /// A rebuild's progress, as `/rebuilds` answers it.
 fn rebuild_progress() -> Value {
     let count = json!({"type": "integer", "minimum": 0});

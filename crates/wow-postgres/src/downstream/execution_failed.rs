@@ -10,8 +10,8 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use wow_core::compensation::{
-    next_record, skipped, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
-    FailedExecution, FailureQuery, RetrySpec,
+    edited, next_record, skipped, succeeded, CompensationStore, ExecutionFailed,
+    ExecutionFailedStatus, FailedExecution, FailureQuery, RecordEdit, RetrySpec,
 };
 use wow_core::event::ConsumerStoreError;
 use wow_core::{AggregateId, CommandStage, ErrorCode};
@@ -25,7 +25,7 @@ use crate::PostgresStore;
 /// statements below can be built from it at compile time.
 macro_rules! failed_columns {
     () => {
-        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by"
+        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by, retry_spec, updated_by"
     };
 }
 
@@ -85,14 +85,15 @@ const DUE: &str = concat!(
     " FROM execution_failed WHERE status = 'FAILED' AND next_retry_at <= $1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT $2"
 );
 
-/// Writes a record, `$1` to `$18` in the order of [`failed_columns`]. A record already there
+/// Writes a record, `$1` to `$20` in the order of [`failed_columns`]. A record already there
 /// takes the new error, attempts, status, retry time and update time, and keeps the rest.
 const SAVE: &str = concat!(
     "INSERT INTO execution_failed (",
     failed_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
                  ON CONFLICT (id) DO UPDATE SET error_code = EXCLUDED.error_code, error_message = EXCLUDED.error_message, attempts = EXCLUDED.attempts,
-                 status = EXCLUDED.status, next_retry_at = EXCLUDED.next_retry_at, updated_at = EXCLUDED.updated_at, skipped_by = EXCLUDED.skipped_by"
+                 status = EXCLUDED.status, next_retry_at = EXCLUDED.next_retry_at, updated_at = EXCLUDED.updated_at, skipped_by = EXCLUDED.skipped_by,
+                 retry_spec = EXCLUDED.retry_spec, updated_by = EXCLUDED.updated_by"
 );
 
 /// Decodes the columns of [`failed_columns`].
@@ -126,6 +127,12 @@ fn decode_failed(row: &Row) -> Result<ExecutionFailed, ConsumerStoreError> {
         created_at: row.get(15),
         updated_at: row.get(16),
         skipped_by: row.get(17),
+        retry_spec: row
+            .get::<_, Option<serde_json::Value>>(18)
+            .map(serde_json::from_value::<RetrySpec>)
+            .transpose()
+            .map_err(internal)?,
+        updated_by: row.get(19),
     })
 }
 
@@ -146,6 +153,11 @@ async fn save_failed(
 ) -> Result<(), ConsumerStoreError> {
     let event_ids = serde_json::to_value(&record.event_ids).map_err(internal)?;
     let attempts = i32::try_from(record.attempts).unwrap_or(i32::MAX);
+    let retry_spec = record
+        .retry_spec
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(internal)?;
     client
         .execute(
             SAVE,
@@ -168,6 +180,8 @@ async fn save_failed(
                 &record.created_at,
                 &record.updated_at,
                 &record.skipped_by,
+                &retry_spec,
+                &record.updated_by,
             ],
         )
         .await
@@ -250,6 +264,17 @@ impl CompensationStore for PostgresStore {
         now: i64,
     ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
         self.change_record(id, |record| skipped(record, by, now))
+            .await
+    }
+
+    async fn edit(
+        &self,
+        id: &str,
+        edit: &RecordEdit,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        self.change_record(id, |record| edited(record, edit, by, now))
             .await
     }
 

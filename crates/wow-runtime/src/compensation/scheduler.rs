@@ -8,7 +8,8 @@ use crate::event::EventDispatcher;
 use crate::eventsourcing::{load_aggregate, LoadError};
 use wow_core::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use wow_core::compensation::{
-    CompensationStore, ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR,
+    CompensationStore, ExecutionFailed, ExecutionFailedStatus, FailedExecution, RecordEdit,
+    AGGREGATE_PROCESSOR,
 };
 use wow_core::deadline::DeadlineStore;
 use wow_core::event::{ConsumerError, ConsumerStoreError, ParkedStreams};
@@ -180,6 +181,26 @@ impl CompensationScheduler {
             }
         }
         tracing::info!(id, by, consumer = after.consumer, aggregate_id = %after.aggregate_id, version = after.version, "a failed execution was skipped");
+        Ok(after)
+    }
+
+    /// Applies operator `by`'s `edit` to record `id` at the dispatcher clock's now and returns
+    /// the record after it ([`edited`](wow_core::compensation::edited) says what each edit
+    /// changes: a retry spec is followed by this scheduler's next retries of the record).
+    /// Nothing runs.
+    pub async fn edit(
+        &self,
+        id: &str,
+        edit: &RecordEdit,
+        by: &str,
+    ) -> Result<ExecutionFailed, CompensationError> {
+        let now = self.dispatcher.clock().now_millis();
+        let after = self
+            .failures
+            .edit(id, edit, by, now)
+            .await?
+            .ok_or_else(|| CompensationError::NotFound(id.to_owned()))?;
+        tracing::info!(id, by, ?edit, consumer = after.consumer, aggregate_id = %after.aggregate_id, version = after.version, "a failed execution was edited");
         Ok(after)
     }
 

@@ -7,8 +7,8 @@
 use async_trait::async_trait;
 use rusqlite::{params, Connection, Row};
 use wow_core::compensation::{
-    next_record, skipped, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
-    FailedExecution, FailureQuery, RetrySpec,
+    edited, next_record, skipped, succeeded, CompensationStore, ExecutionFailed,
+    ExecutionFailedStatus, FailedExecution, FailureQuery, RecordEdit, RetrySpec,
 };
 use wow_core::event::ConsumerStoreError;
 use wow_core::eventsourcing::BoxError;
@@ -21,7 +21,7 @@ use crate::SqliteStore;
 /// statements below can be built from it at compile time.
 macro_rules! failed_columns {
     () => {
-        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by"
+        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by, retry_spec, updated_by"
     };
 }
 
@@ -70,12 +70,12 @@ const DUE: &str = concat!(
     " FROM execution_failed WHERE status = 'FAILED' AND next_retry_at <= ?1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT ?2"
 );
 
-/// Writes a record, `?1` to `?18` in the order of [`failed_columns`], replacing the one of
+/// Writes a record, `?1` to `?20` in the order of [`failed_columns`], replacing the one of
 /// its id.
 const SAVE: &str = concat!(
     "INSERT OR REPLACE INTO execution_failed (",
     failed_columns!(),
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
 );
 
 /// Column `index` could not be read: `error` says why.
@@ -89,6 +89,7 @@ fn decode_failed(row: &Row<'_>) -> rusqlite::Result<ExecutionFailed> {
     let event_ids: String = row.get(9)?;
     let error_code: String = row.get(10)?;
     let status: String = row.get(13)?;
+    let retry_spec: Option<String> = row.get(18)?;
     Ok(ExecutionFailed {
         id: row.get(0)?,
         consumer: row.get(1)?,
@@ -115,6 +116,11 @@ fn decode_failed(row: &Row<'_>) -> rusqlite::Result<ExecutionFailed> {
         created_at: row.get(15)?,
         updated_at: row.get(16)?,
         skipped_by: row.get(17)?,
+        retry_spec: retry_spec
+            .map(|spec| serde_json::from_str::<RetrySpec>(&spec))
+            .transpose()
+            .map_err(|e| bad_column(18, e))?,
+        updated_by: row.get(19)?,
     })
 }
 
@@ -141,6 +147,11 @@ fn save_failed(connection: &Connection, record: &ExecutionFailed) -> Result<(), 
             record.created_at,
             record.updated_at,
             record.skipped_by,
+            record
+                .retry_spec
+                .map(|spec| serde_json::to_string(&spec))
+                .transpose()?,
+            record.updated_by,
         ],
     )?;
     Ok(())
@@ -232,6 +243,18 @@ impl CompensationStore for SqliteStore {
     ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
         let by = by.to_owned();
         self.change_record(id, move |record| skipped(record, &by, now))
+            .await
+    }
+
+    async fn edit(
+        &self,
+        id: &str,
+        edit: &RecordEdit,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let (edit, by) = (edit.clone(), by.to_owned());
+        self.change_record(id, move |record| edited(record, &edit, &by, now))
             .await
     }
 
