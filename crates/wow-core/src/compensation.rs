@@ -6,5 +6,5 @@
 pub use wow_contracts::compensation::{
     due_order, edited, next_record, skipped, succeeded, CompensationStore, ExecutionFailed,
     ExecutionFailedStatus, FailedExecution, FailureQuery, InMemoryCompensationStore, RecordEdit,
-    RetrySpec, RetrySpecJson, AGGREGATE_PROCESSOR,
+    RecoverableType, RetrySpec, RetrySpecJson, AGGREGATE_PROCESSOR,
 };

@@ -1,6 +1,6 @@
 //! The compensation routes (SPEC DS-4, DS-5): list the recorded consumer failures, show one
 //! with its events, retry one, and the operator's actions on one: skip it, set its retry
-//! spec.
+//! spec, judge whether it can recover.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -11,7 +11,8 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use wow_core::compensation::{
-    ExecutionFailed, ExecutionFailedStatus, FailureQuery, RecordEdit, RetrySpec, RetrySpecJson,
+    ExecutionFailed, ExecutionFailedStatus, FailureQuery, RecordEdit, RecoverableType, RetrySpec,
+    RetrySpecJson,
 };
 use wow_core::ErrorCode;
 use wow_runtime::compensation::{CompensationError, CompensationScheduler};
@@ -34,6 +35,8 @@ pub(crate) struct ListParams {
     /// The aggregate's id.
     #[serde(rename = "aggregateId")]
     aggregate_id: Option<String>,
+    /// `RECOVERABLE`, `UNRECOVERABLE` or `UNKNOWN` (any case).
+    recoverable: Option<String>,
     after: Option<String>,
     limit: Option<usize>,
 }
@@ -144,7 +147,7 @@ fn store_failed(failure: &impl std::fmt::Display) -> ApiError {
     )
 }
 
-/// `GET /compensation/failures?status=&consumer=&aggregate=&aggregateId=&after=&limit=`: the
+/// `GET /compensation/failures?status=&consumer=&aggregate=&aggregateId=&recoverable=&after=&limit=`: the
 /// recorded failures in the order they were first recorded, one page (`after` is the last id
 /// of the previous page), as a JSON array; header [`TOTAL_HEADER`] says how many match the
 /// filters in all (every page).
@@ -164,6 +167,18 @@ pub(crate) async fn list(
             })
         })
         .transpose()?;
+    let recoverable = params
+        .recoverable
+        .as_deref()
+        .map(str::to_ascii_uppercase)
+        .map(|name| {
+            RecoverableType::parse(&name).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "recoverable must be RECOVERABLE, UNRECOVERABLE or UNKNOWN, not `{name}`"
+                ))
+            })
+        })
+        .transpose()?;
     let limit = params.limit.unwrap_or(100);
     if limit == 0 || limit > MAX_LIMIT {
         return Err(ApiError::bad_request(format!(
@@ -176,6 +191,7 @@ pub(crate) async fn list(
         tenant_id: scope.tenant_id,
         aggregate_name: params.aggregate,
         aggregate_id: params.aggregate_id,
+        recoverable,
         after_id: params.after,
         limit,
     };
@@ -343,6 +359,51 @@ pub(crate) async fn edit_retry_spec(
         status = record.status.as_str(),
         at = record.updated_at,
         "an operator set a failed execution's retry spec"
+    );
+    Ok(Json(record))
+}
+
+/// The body of `PUT /compensation/failures/{id}/recoverable`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecoverableBody {
+    recoverable: RecoverableType,
+}
+
+/// `PUT /compensation/failures/{id}/recoverable` with
+/// `{"recoverable": "RECOVERABLE" | "UNRECOVERABLE" | "UNKNOWN"}`: an operator judges whether
+/// a retry of the record can succeed (Wow's `RecoverableType`). The scheduler does not retry
+/// an `UNRECOVERABLE` record by itself (`POST .../retry` still runs it); marked otherwise, it
+/// is due again at its retry time. Nothing else of the record changes. Recorded on the record
+/// (`updatedBy`, `updatedAt`) and in the audit log. A bad body is 400 `BadRequest`, an unknown
+/// record 404.
+pub(crate) async fn edit_recoverable(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<ExecutionFailed>, ApiError> {
+    let scope = Scope::of_operator(&state, &headers)?;
+    let RecoverableBody { recoverable } = read_body(body)?;
+    let before = scope.record(&id).await?;
+    let by = operator_name(&headers);
+    let record = scope
+        .scheduler
+        .edit(&id, &RecordEdit::Recoverable(recoverable), &by)
+        .await
+        .map_err(|error| retry_failed(error, &id))?;
+    tracing::info!(
+        target: "wow::audit",
+        action = "compensation.recoverable",
+        operator = %by,
+        id = %record.id,
+        consumer = %record.consumer,
+        aggregate = %record.aggregate_id,
+        version = record.version,
+        recoverable_before = before.recoverable.as_str(),
+        recoverable = record.recoverable.as_str(),
+        at = record.updated_at,
+        "an operator judged whether a failed execution can recover"
     );
     Ok(Json(record))
 }

@@ -97,7 +97,8 @@ fn schemas() -> Value {
                 "status": {"type": "string", "enum": ["FAILED", "EXHAUSTED", "SUCCEEDED", "SKIPPED"]},
                 "nextRetryAt": {"type": ["integer", "null"]}, "createdAt": integer, "updatedAt": integer,
                 "skippedBy": string,
-                "retrySpec": operations::retry_spec_schema(), "updatedBy": string}},
+                "retrySpec": operations::retry_spec_schema(), "updatedBy": string,
+                "recoverable": operations::recoverable_schema()}},
     })
 }
 

@@ -36,7 +36,7 @@ struct ServiceRoute {
 }
 
 /// Every route of the service's own.
-const SERVICE_ROUTES: [ServiceRoute; 19] = [
+const SERVICE_ROUTES: [ServiceRoute; 20] = [
     ServiceRoute {
         path: "/health",
         caller: Caller::Anyone,
@@ -91,6 +91,12 @@ const SERVICE_ROUTES: [ServiceRoute; 19] = [
         caller: Caller::OperatorBearer,
         handler: || put(compensation::edit_retry_spec),
         operation: doc::compensation_retry_spec,
+    },
+    ServiceRoute {
+        path: "/compensation/failures/{id}/recoverable",
+        caller: Caller::OperatorBearer,
+        handler: || put(compensation::edit_recoverable),
+        operation: doc::compensation_recoverable,
     },
     ServiceRoute {
         path: "/metrics",

@@ -2188,3 +2188,96 @@ async fn an_operator_sets_a_records_retry_spec() {
     assert_eq!(exhausted["status"], "EXHAUSTED", "no attempt is left");
     assert!(exhausted["nextRetryAt"].is_null());
 }
+
+/// An operator's judgement of a record (auth on): an UNRECOVERABLE record is not retried by
+/// the scheduler, even when due, and a manual retry still runs it; marked RECOVERABLE it is
+/// retried again; the list filters by it; a bad body is 400, an unknown record 404.
+#[tokio::test]
+async fn an_unrecoverable_record_waits_for_a_manual_retry() {
+    let (server, pipeline, failed) = one_failure_with_auth("u-1").await;
+    let scheduler = pipeline.compensation().unwrap();
+    let operator = [("Authorization", "Bearer op"), ("Command-Tenant-Id", "t-a")];
+    let route = format!("/compensation/failures/{failed}/recoverable");
+    let (status, body, _) = server
+        .put(&route, &[], r#"{"recoverable":"UNRECOVERABLE"}"#)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    for bad in [
+        "{}",
+        r#"{"recoverable":"MAYBE"}"#,
+        r#"{"recoverable":"unrecoverable"}"#,
+        r#"{"recoverable":"UNKNOWN","why":"x"}"#,
+        r#"{"recoverable":1}"#,
+    ] {
+        let (status, body, code) = server.put(&route, &operator, bad).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::BAD_REQUEST, "BadRequest"),
+            "{bad}: {body}"
+        );
+    }
+    let (status, _, _) = server
+        .put(
+            "/compensation/failures/nope/recoverable",
+            &operator,
+            r#"{"recoverable":"UNKNOWN"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, marked, _) = server
+        .put(&route, &operator, r#"{"recoverable":"UNRECOVERABLE"}"#)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{marked}");
+    assert_eq!(marked["recoverable"], "UNRECOVERABLE");
+    assert!(marked["updatedBy"]
+        .as_str()
+        .unwrap()
+        .starts_with("operator:"));
+    // Due at once from here on: the record's own spec waits 0 ms.
+    let (status, _, _) = server
+        .put(
+            &format!("/compensation/failures/{failed}/retry-spec"),
+            &operator,
+            r#"{"maxAttempts":10,"initialBackoffMs":0,"maxBackoffMs":0}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let pass = scheduler.run_due(10).await.unwrap();
+    assert_eq!(pass.retried, 0, "the scheduler leaves it alone");
+    let tenant = [("Authorization", "Bearer ta")];
+    let (_, listed) = server
+        .get("/compensation/failures?recoverable=unrecoverable", &tenant)
+        .await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let (_, none) = server
+        .get("/compensation/failures?recoverable=RECOVERABLE", &tenant)
+        .await;
+    assert_eq!(none.as_array().map(Vec::len), Some(0), "{none}");
+    let (status, body) = server
+        .get("/compensation/failures?recoverable=perhaps", &tenant)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    let (status, retried, _) = server
+        .post(
+            &format!("/compensation/failures/{failed}/retry"),
+            &tenant,
+            "",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{retried}");
+    assert_eq!(retried["attempts"], 2, "a manual retry runs it: {retried}");
+
+    let (status, _, _) = server
+        .put(&route, &operator, r#"{"recoverable":"RECOVERABLE"}"#)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let pass = scheduler.run_due(10).await.unwrap();
+    assert_eq!(pass.retried, 1, "retried by the scheduler again");
+    let (_, detail) = server
+        .get(&format!("/compensation/failures/{failed}"), &tenant)
+        .await;
+    assert_eq!(detail["failure"]["attempts"], 3, "{detail}");
+    assert_eq!(detail["failure"]["recoverable"], "RECOVERABLE");
+}

@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 46] = [
+const EXPECTED_PATHS: [&str; 47] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -51,6 +51,7 @@ const EXPECTED_PATHS: [&str; 46] = [
     "/audit/{id}/note",
     "/compensation/failures",
     "/compensation/failures/{id}",
+    "/compensation/failures/{id}/recoverable",
     "/compensation/failures/{id}/retry",
     "/compensation/failures/{id}/retry-spec",
     "/compensation/failures/{id}/skip",
@@ -94,10 +95,11 @@ const OPERATOR_ACTIONS: [&str; 3] = [
 
 /// The operator's commands among the service's routes (path, method): they take an operator
 /// token as the bearer token only, and the tenant from `Command-Tenant-Id`.
-const OPERATOR_COMMANDS: [(&str, &str); 3] = [
+const OPERATOR_COMMANDS: [(&str, &str); 4] = [
     ("/unique-key/{space}/{value}", "delete"),
     ("/compensation/failures/{id}/skip", "post"),
     ("/compensation/failures/{id}/retry-spec", "put"),
+    ("/compensation/failures/{id}/recoverable", "put"),
 ];
 
 /// A domain's own read route, as `wow serve` merges the bank's view: it answers with an error

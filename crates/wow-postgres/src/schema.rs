@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 20;
+pub const SCHEMA_VERSION: i32 = 21;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -77,7 +77,11 @@ pub const SCHEMA_VERSION: i32 = 20;
 /// An operator's edits of a compensation record (from version 20) are the nullable columns
 /// `retry_spec` (its own retry spec) and `updated_by` of `execution_failed`: nothing is
 /// rewritten.
-const MIGRATIONS: [&str; 20] = [
+///
+/// Whether a compensation record can recover (from version 21) is the column `recoverable`
+/// of `execution_failed`, `UNKNOWN` on every row there: a constant default, stored in the
+/// catalog, rewrites nothing.
+const MIGRATIONS: [&str; 21] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -339,6 +343,12 @@ const MIGRATIONS: [&str; 20] = [
     -- last edited it. NULL on every record there.
     ALTER TABLE execution_failed ADD COLUMN retry_spec JSONB;
     ALTER TABLE execution_failed ADD COLUMN updated_by TEXT;
+"#,
+    r#"
+    -- Whether a compensation record's retry can succeed, as an operator judged it (Wow's
+    -- RecoverableType): the scheduler leaves an UNRECOVERABLE one alone. Every record there
+    -- is UNKNOWN (not judged).
+    ALTER TABLE execution_failed ADD COLUMN recoverable TEXT NOT NULL DEFAULT 'UNKNOWN';
 "#,
 ];
 
@@ -655,7 +665,7 @@ mod tests {
         // made `unique_key`, 14 `deadline`.
         client
             .batch_execute(&format!(
-                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key; DROP TABLE {schema}.deadline; DROP TABLE {schema}.parked_lane; ALTER TABLE {schema}.execution_failed DROP COLUMN skipped_by; DROP INDEX {schema}.execution_failed_aggregate; ALTER TABLE {schema}.execution_failed DROP COLUMN retry_spec, DROP COLUMN updated_by"
+                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key; DROP TABLE {schema}.deadline; DROP TABLE {schema}.parked_lane; ALTER TABLE {schema}.execution_failed DROP COLUMN skipped_by; DROP INDEX {schema}.execution_failed_aggregate; ALTER TABLE {schema}.execution_failed DROP COLUMN retry_spec, DROP COLUMN updated_by, DROP COLUMN recoverable"
             ))
             .await
             .unwrap();

@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 20;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 19;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 19] = [
+const MIGRATIONS: [&str; 20] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -328,6 +328,12 @@ const MIGRATIONS: [&str; 19] = [
     ALTER TABLE execution_failed ADD COLUMN retry_spec TEXT;
     ALTER TABLE execution_failed ADD COLUMN updated_by TEXT;
 "#,
+    r#"
+    -- Whether a compensation record's retry can succeed, as an operator judged it (Wow's
+    -- RecoverableType): the scheduler leaves an UNRECOVERABLE one alone. Every record there
+    -- is UNKNOWN (not judged).
+    ALTER TABLE execution_failed ADD COLUMN recoverable TEXT NOT NULL DEFAULT 'UNKNOWN';
+"#,
 ];
 
 /// Whether the file has the table of its schema version, `wow_schema`.
@@ -578,7 +584,8 @@ mod tests {
                  DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by;
                  DROP INDEX execution_failed_aggregate;
                  ALTER TABLE execution_failed DROP COLUMN retry_spec;
-                 ALTER TABLE execution_failed DROP COLUMN updated_by",
+                 ALTER TABLE execution_failed DROP COLUMN updated_by;
+                 ALTER TABLE execution_failed DROP COLUMN recoverable",
             )
             .unwrap();
         let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
@@ -615,7 +622,8 @@ mod tests {
                  DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by;
                  DROP INDEX execution_failed_aggregate;
                  ALTER TABLE execution_failed DROP COLUMN retry_spec;
-                 ALTER TABLE execution_failed DROP COLUMN updated_by",
+                 ALTER TABLE execution_failed DROP COLUMN updated_by;
+                 ALTER TABLE execution_failed DROP COLUMN recoverable",
             )
             .unwrap();
 
@@ -678,7 +686,8 @@ mod tests {
                  DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by;
                  DROP INDEX execution_failed_aggregate;
                  ALTER TABLE execution_failed DROP COLUMN retry_spec;
-                 ALTER TABLE execution_failed DROP COLUMN updated_by",
+                 ALTER TABLE execution_failed DROP COLUMN updated_by;
+                 ALTER TABLE execution_failed DROP COLUMN recoverable",
             )
             .unwrap();
 

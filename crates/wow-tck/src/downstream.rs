@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use wow_core::compensation::{
-    CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RecordEdit, RetrySpec,
+    CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RecordEdit,
+    RecoverableType, RetrySpec,
 };
 use wow_core::event::{
     ConsumerError, ConsumerPositions, EffectJournal, EffectState, ParkedStreams, PositionRun,
@@ -737,6 +738,83 @@ pub async fn an_operators_retry_spec_is_the_records_own(stores: Store) {
             .unwrap(),
         None
     );
+}
+
+/// An operator's judgement of a record is kept (by later failures too) and filterable; an
+/// `UNRECOVERABLE` record is never due, and is again once marked otherwise.
+pub async fn an_unrecoverable_record_is_never_due(stores: Store) {
+    let store = stores.compensation;
+    let record = store
+        .record_failure(&failure("view", "a", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    let other = store
+        .record_failure(&failure("view", "b", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    assert_eq!(record.recoverable, RecoverableType::Unknown);
+    let mark = |kind| RecordEdit::Recoverable(kind);
+    let marked = store
+        .edit(&record.id, &mark(RecoverableType::Unrecoverable), "op", 50)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(marked.recoverable, RecoverableType::Unrecoverable);
+    assert_eq!(
+        (marked.status, marked.next_retry_at, marked.attempts),
+        (record.status, record.next_retry_at, record.attempts),
+        "nothing else changes"
+    );
+    assert_eq!(
+        (marked.updated_by.as_deref(), marked.updated_at),
+        (Some("op"), 50)
+    );
+    assert_eq!(store.get(&record.id).await.unwrap(), Some(marked.clone()));
+    let due: Vec<_> = store
+        .due(i64::MAX, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|record| record.id)
+        .collect();
+    assert_eq!(due, vec![other.id.clone()], "never due");
+
+    let again = store
+        .record_failure(&failure("view", "a", 1, "down"), &SPEC, 60)
+        .await
+        .unwrap();
+    assert_eq!(again.recoverable, RecoverableType::Unrecoverable, "kept");
+    let judged = |kind| FailureQuery {
+        recoverable: Some(kind),
+        ..FailureQuery::default()
+    };
+    assert_eq!(
+        store
+            .list(&judged(RecoverableType::Unrecoverable))
+            .await
+            .unwrap(),
+        vec![again]
+    );
+    assert_eq!(
+        store
+            .count(&judged(RecoverableType::Unknown))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .count(&judged(RecoverableType::Recoverable))
+            .await
+            .unwrap(),
+        0
+    );
+
+    store
+        .edit(&record.id, &mark(RecoverableType::Recoverable), "op", 70)
+        .await
+        .unwrap();
+    assert_eq!(store.due(i64::MAX, 10).await.unwrap().len(), 2, "due again");
 }
 
 /// Concurrent failures of one consumer on one stream make one record that counts them all.

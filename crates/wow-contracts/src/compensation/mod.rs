@@ -5,7 +5,9 @@ mod record;
 mod retry;
 mod store;
 
-pub use record::{ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR};
+pub use record::{
+    ExecutionFailed, ExecutionFailedStatus, FailedExecution, RecoverableType, AGGREGATE_PROCESSOR,
+};
 pub use retry::{RetrySpec, RetrySpecJson};
 pub use store::{
     due_order, edited, next_record, skipped, succeeded, CompensationStore, FailureQuery,

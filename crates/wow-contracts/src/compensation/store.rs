@@ -6,7 +6,9 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use crate::compensation::RetrySpec;
-use crate::compensation::{ExecutionFailed, ExecutionFailedStatus, FailedExecution};
+use crate::compensation::{
+    ExecutionFailed, ExecutionFailedStatus, FailedExecution, RecoverableType,
+};
 use crate::event::ConsumerStoreError;
 
 /// Which records [`CompensationStore::list`] returns.
@@ -23,6 +25,8 @@ pub struct FailureQuery {
     /// Only records of the aggregate with this id (of any type unless `aggregate_name` names
     /// one).
     pub aggregate_id: Option<String>,
+    /// Only records an operator judged so (`UNKNOWN`: the ones not judged).
+    pub recoverable: Option<RecoverableType>,
     /// Only records whose id sorts after this one (the last id of the previous page).
     pub after_id: Option<String>,
     /// At most this many.
@@ -37,6 +41,7 @@ impl Default for FailureQuery {
             tenant_id: None,
             aggregate_name: None,
             aggregate_id: None,
+            recoverable: None,
             after_id: None,
             limit: 100,
         }
@@ -74,6 +79,9 @@ impl FailureQuery {
                 .aggregate_id
                 .as_deref()
                 .is_none_or(|id| record.aggregate_id.id == id)
+            && self
+                .recoverable
+                .is_none_or(|recoverable| record.recoverable == recoverable)
     }
 }
 
@@ -152,7 +160,8 @@ pub trait CompensationStore: Send + Sync + std::fmt::Debug {
     }
 
     /// Up to `limit` `FAILED` records whose retry time is at or before `now`, in aggregate
-    /// and version order (so one aggregate's failures retry in history order).
+    /// and version order (so one aggregate's failures retry in history order); never one an
+    /// operator marked `UNRECOVERABLE`.
     async fn due(&self, now: i64, limit: usize)
         -> Result<Vec<ExecutionFailed>, ConsumerStoreError>;
 }
@@ -199,6 +208,7 @@ pub fn next_record(
             updated_at: now,
             skipped_by: None,
             retry_spec: None,
+            recoverable: RecoverableType::Unknown,
             updated_by: None,
         },
     }
@@ -210,6 +220,9 @@ pub fn next_record(
 pub enum RecordEdit {
     /// The record's own retry spec from now on, instead of the service's.
     RetrySpec(RetrySpec),
+    /// Whether a retry can succeed: an `UNRECOVERABLE` record is not retried by the
+    /// scheduler (its status and next retry time are kept, for when it is marked otherwise).
+    Recoverable(RecoverableType),
 }
 
 /// `record` after operator `by`'s `edit` at `now`; `updatedBy` and `updatedAt` say who and
@@ -221,6 +234,8 @@ pub enum RecordEdit {
 /// allows no more attempts, else `FAILED` with its next retry the new backoff from `now` (an
 /// `EXHAUSTED` record the new limit allows more of is retried again). A settled record keeps
 /// its status.
+///
+/// [`RecordEdit::Recoverable`]: the record's `recoverable`; nothing else changes.
 pub fn edited(record: ExecutionFailed, edit: &RecordEdit, by: &str, now: i64) -> ExecutionFailed {
     let record = ExecutionFailed {
         updated_at: now,
@@ -241,6 +256,10 @@ pub fn edited(record: ExecutionFailed, edit: &RecordEdit, by: &str, now: i64) ->
                 ..record
             }
         }
+        RecordEdit::Recoverable(recoverable) => ExecutionFailed {
+            recoverable: *recoverable,
+            ..record
+        },
     }
 }
 
@@ -401,6 +420,7 @@ impl CompensationStore for InMemoryCompensationStore {
             .values()
             .filter(|record| {
                 record.status == ExecutionFailedStatus::Failed
+                    && record.recoverable != RecoverableType::Unrecoverable
                     && record.next_retry_at.is_some_and(|at| at <= now)
             })
             .cloned()

@@ -762,7 +762,7 @@ pub(crate) fn compensation_failures() -> Value {
         "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ExecutionFailed"}}}}}));
     list.insert(
         "400".to_owned(),
-        error("BadRequest: a bad filter (status, limit, an unknown parameter), or IllegalArgument: a bad Command-Tenant-Id"),
+        error("BadRequest: a bad filter (status, recoverable, limit, an unknown parameter), or IllegalArgument: a bad Command-Tenant-Id"),
     );
     list.insert("404".to_owned(), error(NO_COMPENSATION));
     list.insert(
@@ -777,6 +777,7 @@ pub(crate) fn compensation_failures() -> Value {
             {"name": "consumer", "in": "query", "schema": {"type": "string"}},
             {"name": "aggregate", "in": "query", "description": "Only records of aggregates of this type (its name)", "schema": {"type": "string"}},
             {"name": "aggregateId", "in": "query", "description": "Only records of the aggregate with this id", "schema": {"type": "string"}},
+            {"name": "recoverable", "in": "query", "description": "RECOVERABLE, UNRECOVERABLE or UNKNOWN (any case): only records an operator judged so", "schema": {"type": "string", "pattern": any_case(&["RECOVERABLE", "UNRECOVERABLE", "UNKNOWN"])}},
             {"name": "after", "in": "query", "description": "The last id of the previous page", "schema": {"type": "string"}},
             {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
             tenant_header(),
@@ -910,6 +911,37 @@ pub(crate) fn compensation_retry_spec() -> Value {
         "requestBody": {"required": true, "content": {"application/json": {"schema": retry_spec_schema()}}},
         "responses": responses,
     }})
+}
+
+/// `PUT /compensation/failures/{id}/recoverable`: an operator judges whether one record can
+/// recover.
+pub(crate) fn compensation_recoverable() -> Value {
+    let mut responses = Map::new();
+    responses.insert("200".to_owned(), json!({"description": "The record after the edit: its recoverable, updatedBy and updatedAt (nothing else changes)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionFailed"}}}}));
+    responses.insert(
+        "400".to_owned(),
+        error("BadRequest: a body that is not {\"recoverable\": RECOVERABLE | UNRECOVERABLE | UNKNOWN}, or IllegalArgument: a bad Command-Tenant-Id"),
+    );
+    responses.insert("404".to_owned(), error(NO_COMPENSATION));
+    responses.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: the store cannot be reached"),
+    );
+    json!({"put": {
+        "operationId": "compensation.recoverable",
+        "summary": "Judges whether a retry of the record can succeed (Wow's RecoverableType): the scheduler does not retry an UNRECOVERABLE record by itself, a manual retry still runs it (recorded: who, when, which judgement)",
+        OPERATOR_COMMAND: true,
+        "parameters": [path_param("id", "The record's id.", json!({"type": "string", "minLength": 1})), tenant_header()],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {
+            "type": "object", "additionalProperties": false, "required": ["recoverable"],
+            "properties": {"recoverable": recoverable_schema()}}}}},
+        "responses": responses,
+    }})
+}
+
+/// Wow's `RecoverableType`, as a record shows it.
+pub(crate) fn recoverable_schema() -> Value {
+    json!({"type": "string", "enum": ["RECOVERABLE", "UNRECOVERABLE", "UNKNOWN"]})
 }
 
 /// A record's own retry spec, as `PUT .../retry-spec` takes it and the record shows it.

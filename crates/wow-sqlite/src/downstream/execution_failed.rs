@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, Row};
 use wow_core::compensation::{
     edited, next_record, skipped, succeeded, CompensationStore, ExecutionFailed,
-    ExecutionFailedStatus, FailedExecution, FailureQuery, RecordEdit, RetrySpec,
+    ExecutionFailedStatus, FailedExecution, FailureQuery, RecordEdit, RecoverableType, RetrySpec,
 };
 use wow_core::event::ConsumerStoreError;
 use wow_core::eventsourcing::BoxError;
@@ -21,7 +21,7 @@ use crate::SqliteStore;
 /// statements below can be built from it at compile time.
 macro_rules! failed_columns {
     () => {
-        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by, retry_spec, updated_by"
+        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by, retry_spec, updated_by, recoverable"
     };
 }
 
@@ -40,21 +40,21 @@ const SELECT_BY_ID: &str = concat!(
 );
 
 /// The filters of [`LIST`] and [`COUNT`]: status `?1`, consumer `?2`, tenant `?3`,
-/// aggregate type `?4` and aggregate id `?5`, each when not NULL.
+/// aggregate type `?4`, aggregate id `?5` and recoverability `?6`, each when not NULL.
 macro_rules! failed_filters {
     () => {
-        "(?1 IS NULL OR status = ?1) AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR tenant_id = ?3) AND (?4 IS NULL OR aggregate_name = ?4) AND (?5 IS NULL OR aggregate_id = ?5)"
+        "(?1 IS NULL OR status = ?1) AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR tenant_id = ?3) AND (?4 IS NULL OR aggregate_name = ?4) AND (?5 IS NULL OR aggregate_id = ?5) AND (?6 IS NULL OR recoverable = ?6)"
     };
 }
 
-/// The records [`failed_filters`] selects with ids after `?6` (when not NULL), in id order,
-/// at most `?7`.
+/// The records [`failed_filters`] selects with ids after `?7` (when not NULL), in id order,
+/// at most `?8`.
 const LIST: &str = concat!(
     "SELECT ",
     failed_columns!(),
     " FROM execution_failed WHERE ",
     failed_filters!(),
-    " AND (?6 IS NULL OR id > ?6) ORDER BY id LIMIT ?7"
+    " AND (?7 IS NULL OR id > ?7) ORDER BY id LIMIT ?8"
 );
 
 /// How many records [`failed_filters`] selects.
@@ -63,19 +63,19 @@ const COUNT: &str = concat!(
     failed_filters!()
 );
 
-/// The failed records due for a retry at `?1`, in history order, at most `?2`.
+/// The failed records (never an `UNRECOVERABLE` one) due for a retry at `?1`, in history order, at most `?2`.
 const DUE: &str = concat!(
     "SELECT ",
     failed_columns!(),
-    " FROM execution_failed WHERE status = 'FAILED' AND next_retry_at <= ?1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT ?2"
+    " FROM execution_failed WHERE status = 'FAILED' AND recoverable <> 'UNRECOVERABLE' AND next_retry_at <= ?1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT ?2"
 );
 
-/// Writes a record, `?1` to `?20` in the order of [`failed_columns`], replacing the one of
+/// Writes a record, `?1` to `?21` in the order of [`failed_columns`], replacing the one of
 /// its id.
 const SAVE: &str = concat!(
     "INSERT OR REPLACE INTO execution_failed (",
     failed_columns!(),
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
 );
 
 /// Column `index` could not be read: `error` says why.
@@ -90,6 +90,7 @@ fn decode_failed(row: &Row<'_>) -> rusqlite::Result<ExecutionFailed> {
     let error_code: String = row.get(10)?;
     let status: String = row.get(13)?;
     let retry_spec: Option<String> = row.get(18)?;
+    let recoverable: String = row.get(20)?;
     Ok(ExecutionFailed {
         id: row.get(0)?,
         consumer: row.get(1)?,
@@ -121,6 +122,8 @@ fn decode_failed(row: &Row<'_>) -> rusqlite::Result<ExecutionFailed> {
             .transpose()
             .map_err(|e| bad_column(18, e))?,
         updated_by: row.get(19)?,
+        recoverable: RecoverableType::parse(&recoverable)
+            .ok_or_else(|| bad_column(20, format!("unknown recoverability `{recoverable}`")))?,
     })
 }
 
@@ -152,6 +155,7 @@ fn save_failed(connection: &Connection, record: &ExecutionFailed) -> Result<(), 
                 .map(|spec| serde_json::to_string(&spec))
                 .transpose()?,
             record.updated_by,
+            record.recoverable.as_str(),
         ],
     )?;
     Ok(())
@@ -168,7 +172,7 @@ fn select_failed(
     rows.collect()
 }
 
-/// The parameters of [`failed_filters`] for `query`, `?1` to `?5`.
+/// The parameters of [`failed_filters`] for `query`, `?1` to `?6`.
 fn filter_values(query: &FailureQuery) -> Vec<rusqlite::types::Value> {
     use rusqlite::types::Value;
     let text =
@@ -179,6 +183,7 @@ fn filter_values(query: &FailureQuery) -> Vec<rusqlite::types::Value> {
         text(query.tenant_id.as_deref()),
         text(query.aggregate_name.as_deref()),
         text(query.aggregate_id.as_deref()),
+        text(query.recoverable.map(|recoverable| recoverable.as_str())),
     ]
 }
 
