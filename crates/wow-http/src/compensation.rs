@@ -96,10 +96,20 @@ impl FromRequestParts<HttpState> for Scope {
 }
 
 impl Scope {
+    /// The scheduler of the failures, which runs the consumers again.
+    pub(crate) fn scheduler(&self) -> &CompensationScheduler {
+        &self.scheduler
+    }
+
+    /// The tenant the caller acts in; `None`: every tenant (auth off, none named).
+    pub(crate) fn tenant_id(&self) -> Option<&str> {
+        self.tenant_id.as_deref()
+    }
+
     /// The scope of an operator's action, whose route already checked the operator's bearer
     /// token: the tenant `Command-Tenant-Id` names (the default one when none is), or every
     /// tenant's records when auth is off and none is named.
-    fn of_operator(state: &HttpState, headers: &HeaderMap) -> Result<Self, ApiError> {
+    pub(crate) fn of_operator(state: &HttpState, headers: &HeaderMap) -> Result<Self, ApiError> {
         let scheduler = state
             .compensation()
             .ok_or_else(|| ApiError::not_found("this service records no consumer failures"))?;
@@ -299,7 +309,7 @@ pub(crate) async fn skip(
 
 /// The operator who acts, as a record names them: `operator:` and their token's fingerprint,
 /// or `operator` when auth is off.
-fn operator_name(headers: &HeaderMap) -> String {
+pub(crate) fn operator_name(headers: &HeaderMap) -> String {
     crate::operator::token_fingerprint(headers).map_or_else(
         || "operator".to_owned(),
         |print| format!("operator:{print}"),
@@ -308,7 +318,7 @@ fn operator_name(headers: &HeaderMap) -> String {
 
 /// `body` read strictly as JSON of shape `T` (a repeated key, an unknown field, a missing or
 /// mistyped one: 400 `BadRequest`, saying what).
-fn read_body<T: serde::de::DeserializeOwned>(
+pub(crate) fn read_body<T: serde::de::DeserializeOwned>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<T, ApiError> {
     let body = body.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;

@@ -29,6 +29,7 @@ mod binding;
 mod commands;
 mod compensation;
 mod config;
+mod consumers;
 mod create_id;
 mod dsl_queries;
 mod error;

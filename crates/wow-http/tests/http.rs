@@ -2281,3 +2281,153 @@ async fn an_unrecoverable_record_waits_for_a_manual_retry() {
     assert_eq!(detail["failure"]["attempts"], 3, "{detail}");
     assert_eq!(detail["failure"]["recoverable"], "RECOVERABLE");
 }
+
+/// Waits until `projection` has applied `count` streams (a deadline of 10 s), and returns
+/// the ids it applied.
+async fn applied_at_least(projection: &Switchable, count: usize) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let applied = projection.applied.lock().unwrap().clone();
+        if applied.len() >= count {
+            return applied;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "applied {applied:?}, not {count} streams"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// An operator re-dispatches a range of history to one consumer (auth on): the operator's
+/// bearer token only; a bad range is 400, an unknown consumer 404; 202 says what runs, and
+/// the consumer receives exactly those streams again, in order; without an aggregate id, the
+/// range of every aggregate of the type in the operator's tenant.
+#[tokio::test]
+async fn an_operator_redispatches_a_range_to_one_consumer() {
+    use wow_core::compensation::{InMemoryCompensationStore, RetrySpec};
+
+    let projection = Arc::new(Switchable::default());
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let pipeline = LocalPipeline::builder(wow_example_bank::registry().unwrap(), store.clone())
+        .projection(projection.clone())
+        .compensation(
+            Arc::new(InMemoryCompensationStore::new()),
+            RetrySpec::default(),
+        )
+        .build();
+    let config = HttpConfig {
+        auth_tokens: std::collections::HashMap::from([
+            ("ta".to_owned(), wow_http::TokenBinding::tenant("t-a")),
+            ("tb".to_owned(), wow_http::TokenBinding::tenant("t-b")),
+        ]),
+        operator_tokens: std::collections::HashSet::from(["op".to_owned()]),
+        ..HttpConfig::default()
+    };
+    let server = Server {
+        base: listen(router(HttpState::new(&pipeline, None, config))).await,
+        client: Client::new(),
+        store,
+        _bank: None,
+    };
+    for (token, id) in [("Bearer ta", "d-1"), ("Bearer tb", "d-2")] {
+        let headers = [
+            ("Authorization", token),
+            ("Command-Wait-Stage", "PROJECTED"),
+        ];
+        let (status, body, _) = server
+            .post(
+                &format!("/account/{id}/open"),
+                &headers,
+                r#"{"name":"Ann","balance":1}"#,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        for _ in 0..2 {
+            let (status, body, _) = server
+                .post(
+                    &format!("/account/{id}/deposit"),
+                    &headers,
+                    r#"{"amount":5}"#,
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+    }
+    let live = applied_at_least(&projection, 6).await;
+    let route = "/consumers/switchable/redispatch";
+    let range = r#"{"aggregate":"account","aggregateId":"d-1","fromVersion":2,"toVersion":3}"#;
+    for refused in [&[][..], &[("Authorization", "Bearer ta")][..]] {
+        let (status, body, _) = server.post(route, refused, range).await;
+        assert!(
+            status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN,
+            "{status}: {body}"
+        );
+    }
+    let operator = [("Authorization", "Bearer op"), ("Command-Tenant-Id", "t-a")];
+    for bad in [
+        "",
+        "{}",
+        r#"{"aggregate":"account","fromVersion":0}"#,
+        r#"{"aggregate":"account","fromVersion":3,"toVersion":2}"#,
+        r#"{"aggregate":"nope","fromVersion":1}"#,
+        r#"{"aggregate":"account","aggregateId":"..","fromVersion":1}"#,
+        r#"{"aggregate":"account","fromVersion":1,"colour":"red"}"#,
+    ] {
+        let (status, body, code) = server.post(route, &operator, bad).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::BAD_REQUEST, "BadRequest"),
+            "{bad}: {body}"
+        );
+    }
+    let (status, body, _) = server
+        .post("/consumers/nope/redispatch", &operator, range)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(
+        projection.applied.lock().unwrap().len(),
+        6,
+        "nothing refused ran"
+    );
+
+    let (status, accepted, _) = server.post(route, &operator, range).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert_eq!(accepted["consumer"], "switchable");
+    assert_eq!(accepted["aggregate"], "account");
+    assert_eq!(accepted["aggregateId"], "d-1");
+    assert_eq!(accepted["tenantId"], "t-a");
+    assert_eq!(
+        (
+            accepted["fromVersion"].as_u64(),
+            accepted["toVersion"].as_u64()
+        ),
+        (Some(2), Some(3))
+    );
+    assert!(accepted["requestedBy"]
+        .as_str()
+        .unwrap()
+        .starts_with("operator:"));
+    let applied = applied_at_least(&projection, 8).await;
+    assert_eq!(
+        applied[6..],
+        live[1..3],
+        "versions 2 and 3 of d-1 again, in order"
+    );
+
+    let (status, accepted, _) = server
+        .post(
+            route,
+            &operator,
+            r#"{"aggregate":"account","fromVersion":3}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert!(accepted["aggregateId"].is_null());
+    let applied = applied_at_least(&projection, 9).await;
+    assert_eq!(applied[8], live[2], "version 3 of t-a's aggregates only");
+    let (_, failures) = server
+        .get("/compensation/failures", &[("Authorization", "Bearer ta")])
+        .await;
+    assert_eq!(failures.as_array().map(Vec::len), Some(0), "{failures}");
+}

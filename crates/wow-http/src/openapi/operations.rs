@@ -939,6 +939,42 @@ pub(crate) fn compensation_recoverable() -> Value {
     }})
 }
 
+/// `POST /consumers/{consumer}/redispatch`: an operator runs one consumer again on a range of
+/// history.
+pub(crate) fn consumer_redispatch() -> Value {
+    let version = json!({"type": "integer", "minimum": 1});
+    let text = json!({"type": "string"});
+    let mut responses = Map::new();
+    responses.insert("202".to_owned(), json!({"description": "Accepted: the consumer runs on the range in the background (the audit log records when it ends and what it did)", "content": {"application/json": {"schema": {
+        "type": "object", "required": ["consumer", "aggregate", "contextName", "fromVersion", "requestedBy", "requestedAt"],
+        "properties": {
+            "consumer": text, "aggregate": text, "contextName": text,
+            "aggregateId": {"type": ["string", "null"]}, "tenantId": {"type": ["string", "null"]},
+            "fromVersion": version, "toVersion": {"type": ["integer", "null"], "minimum": 1},
+            "requestedBy": text, "requestedAt": {"type": "integer"}}}}}}));
+    responses.insert(
+        "400".to_owned(),
+        error("BadRequest: a body that is not the range (an unknown aggregate type, fromVersion 0, toVersion below it, a bad aggregateId), or IllegalArgument: a bad Command-Tenant-Id"),
+    );
+    responses.insert(
+        "404".to_owned(),
+        error("NotFound: no consumer of that name, or the service runs none it can re-dispatch to"),
+    );
+    json!({"post": {
+        "operationId": "consumer.redispatch",
+        "summary": "Runs one consumer again on a range of history, in version order (recorded: who, when, what): a projection with processed-message records applies only what it never applied, a saga resends its commands under the same request ids (answered as duplicates), positions never move back",
+        OPERATOR_COMMAND: true,
+        "parameters": [path_param("consumer", "The consumer's name.", json!({"type": "string", "minLength": 1})), tenant_header()],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {
+            "type": "object", "additionalProperties": false, "required": ["aggregate", "fromVersion"],
+            "properties": {
+                "aggregate": {"type": "string", "minLength": 1},
+                "aggregateId": id_schema(),
+                "fromVersion": version, "toVersion": version}}}}},
+        "responses": responses,
+    }})
+}
+
 /// Wow's `RecoverableType`, as a record shows it.
 pub(crate) fn recoverable_schema() -> Value {
     json!({"type": "string", "enum": ["RECOVERABLE", "UNRECOVERABLE", "UNKNOWN"]})
