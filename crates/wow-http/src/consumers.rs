@@ -37,9 +37,9 @@ struct RedispatchBody {
 /// the streams of that range, in the tenant `Command-Tenant-Id` names (every tenant's when
 /// auth is off and none is named; with an `aggregateId`, the default tenant's), in the
 /// background. Answers 202 with what will be re-dispatched; the audit log records who asked,
-/// when and what, and what the run did when it ends. 400 `BadRequest` for a bad body (an
-/// unknown aggregate type, `fromVersion` 0, `toVersion` below it, a bad id), 404 for an
-/// unknown consumer or a service that runs no consumers it can re-dispatch to.
+/// when and what, and what the run did when it ends. 400 `BadRequest` for a bad body
+/// (`fromVersion` 0, `toVersion` below it, a bad id), 404 `NotFound` for an unknown consumer
+/// or aggregate type, or a service that runs no consumers it can re-dispatch to.
 pub(crate) async fn redispatch(
     State(state): State<HttpState>,
     headers: HeaderMap,
@@ -61,7 +61,11 @@ pub(crate) async fn redispatch(
             .map_err(|why| ApiError::bad_request(format!("aggregateId {why}")))?;
     }
     let runtime = state.registry().find(&body.aggregate).map_err(|_| {
-        ApiError::bad_request(format!("no aggregate is named `{}`", body.aggregate))
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            format!("no aggregate is named `{}`", body.aggregate),
+        )
     })?;
     let scheduler = scope.scheduler().clone();
     if !scheduler.runs_consumer(&consumer) {

@@ -2300,7 +2300,7 @@ async fn applied_at_least(projection: &Switchable, count: usize) -> Vec<String> 
 }
 
 /// An operator re-dispatches a range of history to one consumer (auth on): the operator's
-/// bearer token only; a bad range is 400, an unknown consumer 404; 202 says what runs, and
+/// bearer token only; a bad range is 400, an unknown consumer or aggregate type 404; 202 says what runs, and
 /// the consumer receives exactly those streams again, in order; without an aggregate id, the
 /// range of every aggregate of the type in the operator's tenant.
 #[tokio::test]
@@ -2370,7 +2370,6 @@ async fn an_operator_redispatches_a_range_to_one_consumer() {
         "{}",
         r#"{"aggregate":"account","fromVersion":0}"#,
         r#"{"aggregate":"account","fromVersion":3,"toVersion":2}"#,
-        r#"{"aggregate":"nope","fromVersion":1}"#,
         r#"{"aggregate":"account","aggregateId":"..","fromVersion":1}"#,
         r#"{"aggregate":"account","fromVersion":1,"colour":"red"}"#,
     ] {
@@ -2385,6 +2384,14 @@ async fn an_operator_redispatches_a_range_to_one_consumer() {
         .post("/consumers/nope/redispatch", &operator, range)
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body, _) = server
+        .post(route, &operator, r#"{"aggregate":"nope","fromVersion":1}"#)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "an unknown aggregate type: {body}"
+    );
     assert_eq!(
         projection.applied.lock().unwrap().len(),
         6,

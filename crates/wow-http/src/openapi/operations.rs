@@ -942,7 +942,7 @@ pub(crate) fn compensation_recoverable() -> Value {
 /// `POST /consumers/{consumer}/redispatch`: an operator runs one consumer again on a range of
 /// history.
 pub(crate) fn consumer_redispatch() -> Value {
-    let version = json!({"type": "integer", "minimum": 1});
+    let version = json!({"type": "integer", "minimum": 1, "maximum": i64::MAX});
     let text = json!({"type": "string"});
     let mut responses = Map::new();
     responses.insert("202".to_owned(), json!({"description": "Accepted: the consumer runs on the range in the background (the audit log records when it ends and what it did)", "content": {"application/json": {"schema": {
@@ -950,15 +950,15 @@ pub(crate) fn consumer_redispatch() -> Value {
         "properties": {
             "consumer": text, "aggregate": text, "contextName": text,
             "aggregateId": {"type": ["string", "null"]}, "tenantId": {"type": ["string", "null"]},
-            "fromVersion": version, "toVersion": {"type": ["integer", "null"], "minimum": 1},
+            "fromVersion": version, "toVersion": {"type": ["integer", "null"], "minimum": 1, "maximum": i64::MAX},
             "requestedBy": text, "requestedAt": {"type": "integer"}}}}}}));
     responses.insert(
         "400".to_owned(),
-        error("BadRequest: a body that is not the range (an unknown aggregate type, fromVersion 0, toVersion below it, a bad aggregateId), or IllegalArgument: a bad Command-Tenant-Id"),
+        error("BadRequest: a body that is not the range (fromVersion 0, toVersion below fromVersion, a bad aggregateId), or IllegalArgument: a bad Command-Tenant-Id"),
     );
     responses.insert(
         "404".to_owned(),
-        error("NotFound: no consumer of that name, or the service runs none it can re-dispatch to"),
+        error("NotFound: no consumer of that name, no aggregate type of that name, or the service runs no consumer it can re-dispatch to"),
     );
     json!({"post": {
         "operationId": "consumer.redispatch",
