@@ -12,6 +12,9 @@
 //! - a saga sends again the commands the events call for, with the same request ids derived
 //!   from each event (`{event id}/{index}`): the aggregates answer them as duplicates, nothing
 //!   is applied twice, a command that was never sent is sent once;
+//! - a consumer never sees an aggregate's history out of order: where it has not handled the
+//!   versions below the range, the dispatcher delivers those first, from history (SPEC
+//!   DS-5), as for any stream past a gap;
 //! - positions never move back (a position moves to the next version only): streams the
 //!   consumer had not handled move it as catch-up would;
 //! - a failure is recorded for compensation as a live one, and stops that aggregate's run
