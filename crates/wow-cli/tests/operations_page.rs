@@ -9,7 +9,10 @@
 //! - a consumer made to fail shows up on the page, with the stream parked behind it (SPEC
 //!   DS-5); "Skip" is refused with a tenant's token and records the operator's with the
 //!   operator token; after the fault is fixed, "Retry now" turns it to SUCCEEDED and the
-//!   parked stream runs;
+//!   parked stream runs; before that, alice's record is marked UNRECOVERABLE (refused with a
+//!   tenant's token; the list filters by it), RECOVERABLE again, and given its own retry spec
+//!   from the detail's form, each recorded with the operator's fingerprint; the list filters
+//!   by aggregate id and shows the total;
 //! - a view's rebuild started from the page stops FAILED on a stream it cannot fold, naming
 //!   it, while readers keep the rows they had (SPEC DS-6);
 //! - the look-up form shows each of its answers: APPENDED, REJECTED, IN_FLIGHT (appends held),

@@ -4,7 +4,7 @@
 //! without touching history. An aggregate a processing node quarantined (SPEC PX-1) is recorded the same
 //! way, under the consumer [`AGGREGATE_PROCESSOR`].
 pub use wow_contracts::compensation::{
-    due_order, next_record, skipped, succeeded, CompensationStore, ExecutionFailed,
-    ExecutionFailedStatus, FailedExecution, FailureQuery, InMemoryCompensationStore, RetrySpec,
-    AGGREGATE_PROCESSOR,
+    due_order, edited, next_record, skipped, succeeded, CompensationStore, ExecutionFailed,
+    ExecutionFailedStatus, FailedExecution, FailureQuery, InMemoryCompensationStore, RecordEdit,
+    RecoverableType, RetrySpec, RetrySpecJson, AGGREGATE_PROCESSOR,
 };

@@ -1,14 +1,19 @@
 //! The compensation routes (SPEC DS-4, DS-5): list the recorded consumer failures, show one
-//! with its events, retry one, and skip one (an operator's).
+//! with its events, retry one, and the operator's actions on one: skip it, set its retry
+//! spec, judge whether it can recover.
 
-use axum::extract::rejection::QueryRejection;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use wow_core::compensation::{ExecutionFailed, ExecutionFailedStatus, FailureQuery};
+use wow_core::compensation::{
+    ExecutionFailed, ExecutionFailedStatus, FailureQuery, RecordEdit, RecoverableType, RetrySpec,
+    RetrySpecJson,
+};
 use wow_core::ErrorCode;
 use wow_runtime::compensation::{CompensationError, CompensationScheduler};
 
@@ -25,9 +30,20 @@ const MAX_LIMIT: usize = 1_000;
 pub(crate) struct ListParams {
     status: Option<String>,
     consumer: Option<String>,
+    /// The aggregate's type (its name), e.g. `account`.
+    aggregate: Option<String>,
+    /// The aggregate's id.
+    #[serde(rename = "aggregateId")]
+    aggregate_id: Option<String>,
+    /// `RECOVERABLE`, `UNRECOVERABLE` or `UNKNOWN` (any case).
+    recoverable: Option<String>,
     after: Option<String>,
     limit: Option<usize>,
 }
+
+/// The header of `GET /compensation/failures` that holds how many records match its filters
+/// in all, whatever the page.
+pub const TOTAL_HEADER: &str = "Wow-Total";
 
 /// The query of `GET /compensation/failures`; one that does not read is 400 `BadRequest`.
 #[derive(Debug)]
@@ -80,10 +96,20 @@ impl FromRequestParts<HttpState> for Scope {
 }
 
 impl Scope {
+    /// The scheduler of the failures, which runs the consumers again.
+    pub(crate) fn scheduler(&self) -> &CompensationScheduler {
+        &self.scheduler
+    }
+
+    /// The tenant the caller acts in; `None`: every tenant (auth off, none named).
+    pub(crate) fn tenant_id(&self) -> Option<&str> {
+        self.tenant_id.as_deref()
+    }
+
     /// The scope of an operator's action, whose route already checked the operator's bearer
     /// token: the tenant `Command-Tenant-Id` names (the default one when none is), or every
     /// tenant's records when auth is off and none is named.
-    fn of_operator(state: &HttpState, headers: &HeaderMap) -> Result<Self, ApiError> {
+    pub(crate) fn of_operator(state: &HttpState, headers: &HeaderMap) -> Result<Self, ApiError> {
         let scheduler = state
             .compensation()
             .ok_or_else(|| ApiError::not_found("this service records no consumer failures"))?;
@@ -131,12 +157,14 @@ fn store_failed(failure: &impl std::fmt::Display) -> ApiError {
     )
 }
 
-/// `GET /compensation/failures?status=&consumer=&after=&limit=`: the recorded failures in the
-/// order they were first recorded, one page (`after` is the last id of the previous page).
+/// `GET /compensation/failures?status=&consumer=&aggregate=&aggregateId=&recoverable=&after=&limit=`: the
+/// recorded failures in the order they were first recorded, one page (`after` is the last id
+/// of the previous page), as a JSON array; header [`TOTAL_HEADER`] says how many match the
+/// filters in all (every page).
 pub(crate) async fn list(
     scope: Scope,
     ListQuery(params): ListQuery,
-) -> Result<Json<Vec<ExecutionFailed>>, ApiError> {
+) -> Result<(HeaderMap, Json<Vec<ExecutionFailed>>), ApiError> {
     let status = params
         .status
         .as_deref()
@@ -145,6 +173,18 @@ pub(crate) async fn list(
             ExecutionFailedStatus::parse(&name).ok_or_else(|| {
                 ApiError::bad_request(format!(
                     "status must be FAILED, EXHAUSTED, SUCCEEDED or SKIPPED, not `{name}`"
+                ))
+            })
+        })
+        .transpose()?;
+    let recoverable = params
+        .recoverable
+        .as_deref()
+        .map(str::to_ascii_uppercase)
+        .map(|name| {
+            RecoverableType::parse(&name).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "recoverable must be RECOVERABLE, UNRECOVERABLE or UNKNOWN, not `{name}`"
                 ))
             })
         })
@@ -159,16 +199,27 @@ pub(crate) async fn list(
         status,
         consumer: params.consumer,
         tenant_id: scope.tenant_id,
+        aggregate_name: params.aggregate,
+        aggregate_id: params.aggregate_id,
+        recoverable,
         after_id: params.after,
         limit,
     };
-    let records = scope
-        .scheduler
-        .failures()
+    let failures = scope.scheduler.failures();
+    let records = failures
         .list(&query)
         .await
         .map_err(|failure| store_failed(&failure))?;
-    Ok(Json(records))
+    let total = failures
+        .count(&query)
+        .await
+        .map_err(|failure| store_failed(&failure))?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        axum::http::HeaderName::from_static("wow-total"),
+        axum::http::HeaderValue::from(total),
+    );
+    Ok((headers, Json(records)))
 }
 
 /// `POST /compensation/failures/{id}/retry`: runs exactly the recorded consumer on exactly
@@ -235,10 +286,7 @@ pub(crate) async fn skip(
 ) -> Result<Json<ExecutionFailed>, ApiError> {
     let scope = Scope::of_operator(&state, &headers)?;
     scope.record(&id).await?;
-    let by = crate::operator::token_fingerprint(&headers).map_or_else(
-        || "operator".to_owned(),
-        |print| format!("operator:{print}"),
-    );
+    let by = operator_name(&headers);
     let record = scope
         .scheduler
         .skip(&id, &by)
@@ -255,6 +303,117 @@ pub(crate) async fn skip(
         stream = %record.stream_id,
         at = record.updated_at,
         "an operator skipped a failed stream"
+    );
+    Ok(Json(record))
+}
+
+/// The operator who acts, as a record names them: `operator:` and their token's fingerprint,
+/// or `operator` when auth is off.
+pub(crate) fn operator_name(headers: &HeaderMap) -> String {
+    crate::operator::token_fingerprint(headers).map_or_else(
+        || "operator".to_owned(),
+        |print| format!("operator:{print}"),
+    )
+}
+
+/// `body` read strictly as JSON of shape `T` (a repeated key, an unknown field, a missing or
+/// mistyped one: 400 `BadRequest`, saying what).
+pub(crate) fn read_body<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    let body = body.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
+    let value = serde_json::from_slice::<crate::strict_json::StrictValue>(&body)
+        .map_err(|error| ApiError::bad_request(format!("the body is not valid JSON: {error}")))?;
+    serde_json::from_value(value.0)
+        .map_err(|error| ApiError::bad_request(format!("the body does not read: {error}")))
+}
+
+/// `PUT /compensation/failures/{id}/retry-spec` with
+/// `{"maxAttempts": n, "initialBackoffMs": ms, "maxBackoffMs": ms}`: an operator gives the
+/// record its own retry spec, which its next retries follow instead of the service's; the
+/// record is judged by it at once (see [`wow_core::compensation::edited`]: a limit already
+/// reached makes it `EXHAUSTED`, a higher one retries an `EXHAUSTED` one again). Recorded on
+/// the record (`updatedBy`, `updatedAt`) and in the audit log. A bad body is 400 `BadRequest`
+/// (`maxAttempts` at least 1, `initialBackoffMs` at most `maxBackoffMs`), an unknown record
+/// 404.
+pub(crate) async fn edit_retry_spec(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<ExecutionFailed>, ApiError> {
+    let scope = Scope::of_operator(&state, &headers)?;
+    let spec = RetrySpec::from(read_body::<RetrySpecJson>(body)?);
+    if let Some(why) = spec.invalid() {
+        return Err(ApiError::bad_request(why));
+    }
+    let before = scope.record(&id).await?;
+    let by = operator_name(&headers);
+    let record = scope
+        .scheduler
+        .edit(&id, &RecordEdit::RetrySpec(spec), &by)
+        .await
+        .map_err(|error| retry_failed(error, &id))?;
+    tracing::info!(
+        target: "wow::audit",
+        action = "compensation.retry_spec",
+        operator = %by,
+        id = %record.id,
+        consumer = %record.consumer,
+        aggregate = %record.aggregate_id,
+        version = record.version,
+        max_attempts = spec.max_attempts,
+        initial_backoff_ms = spec.initial_backoff_ms,
+        max_backoff_ms = spec.max_backoff_ms,
+        status_before = before.status.as_str(),
+        status = record.status.as_str(),
+        at = record.updated_at,
+        "an operator set a failed execution's retry spec"
+    );
+    Ok(Json(record))
+}
+
+/// The body of `PUT /compensation/failures/{id}/recoverable`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecoverableBody {
+    recoverable: RecoverableType,
+}
+
+/// `PUT /compensation/failures/{id}/recoverable` with
+/// `{"recoverable": "RECOVERABLE" | "UNRECOVERABLE" | "UNKNOWN"}`: an operator judges whether
+/// a retry of the record can succeed (Wow's `RecoverableType`). The scheduler does not retry
+/// an `UNRECOVERABLE` record by itself (`POST .../retry` still runs it); marked otherwise, it
+/// is due again at its retry time. Nothing else of the record changes. Recorded on the record
+/// (`updatedBy`, `updatedAt`) and in the audit log. A bad body is 400 `BadRequest`, an unknown
+/// record 404.
+pub(crate) async fn edit_recoverable(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<ExecutionFailed>, ApiError> {
+    let scope = Scope::of_operator(&state, &headers)?;
+    let RecoverableBody { recoverable } = read_body(body)?;
+    let before = scope.record(&id).await?;
+    let by = operator_name(&headers);
+    let record = scope
+        .scheduler
+        .edit(&id, &RecordEdit::Recoverable(recoverable), &by)
+        .await
+        .map_err(|error| retry_failed(error, &id))?;
+    tracing::info!(
+        target: "wow::audit",
+        action = "compensation.recoverable",
+        operator = %by,
+        id = %record.id,
+        consumer = %record.consumer,
+        aggregate = %record.aggregate_id,
+        version = record.version,
+        recoverable_before = before.recoverable.as_str(),
+        recoverable = record.recoverable.as_str(),
+        at = record.updated_at,
+        "an operator judged whether a failed execution can recover"
     );
     Ok(Json(record))
 }

@@ -15,7 +15,8 @@ use wow_core::aggregate::AggregateRegistry;
 use crate::error::ApiError;
 
 /// The first path segments of the service's own routes, not an aggregate's.
-pub(crate) const FIXED: [&str; 9] = [
+pub(crate) const FIXED: [&str; 10] = [
+    "consumers",
     "deadlines",
     "health",
     "metrics",

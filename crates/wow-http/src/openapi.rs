@@ -96,7 +96,9 @@ fn schemas() -> Value {
                 "errorMessage": string, "attempts": integer,
                 "status": {"type": "string", "enum": ["FAILED", "EXHAUSTED", "SUCCEEDED", "SKIPPED"]},
                 "nextRetryAt": {"type": ["integer", "null"]}, "createdAt": integer, "updatedAt": integer,
-                "skippedBy": string}},
+                "skippedBy": string,
+                "retrySpec": operations::retry_spec_schema(), "updatedBy": string,
+                "recoverable": operations::recoverable_schema()}},
     })
 }
 

@@ -1,18 +1,20 @@
 //! The service's own routes (health, this document, metrics, the operations page, deadlines,
-//! unique keys, compensation), each declared once: its path, who may call it, the handler that
+//! unique keys, compensation, consumers), each declared once: its path, who may call it, the handler that
 //! answers it and its operation in `/openapi.json`. The router and the document both read
 //! [`SERVICE_ROUTES`], so a route added here is served and documented alike
 //! (`tests/openapi_complete.rs` proves the two agree).
 
 use axum::extract::State;
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, post, MethodRouter};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::{Json, Router};
 use serde_json::{Map, Value};
 
 use crate::openapi::operations as doc;
 use crate::state::HttpState;
-use crate::{compensation, lag, metrics, openapi, operator_deadlines, queries, rebuilds, ui};
+use crate::{
+    compensation, consumers, lag, metrics, openapi, operator_deadlines, queries, rebuilds, ui,
+};
 
 /// Who may call a service route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +38,7 @@ struct ServiceRoute {
 }
 
 /// Every route of the service's own.
-const SERVICE_ROUTES: [ServiceRoute; 18] = [
+const SERVICE_ROUTES: [ServiceRoute; 21] = [
     ServiceRoute {
         path: "/health",
         caller: Caller::Anyone,
@@ -85,6 +87,24 @@ const SERVICE_ROUTES: [ServiceRoute; 18] = [
         caller: Caller::OperatorBearer,
         handler: || post(compensation::skip),
         operation: doc::compensation_skip,
+    },
+    ServiceRoute {
+        path: "/compensation/failures/{id}/retry-spec",
+        caller: Caller::OperatorBearer,
+        handler: || put(compensation::edit_retry_spec),
+        operation: doc::compensation_retry_spec,
+    },
+    ServiceRoute {
+        path: "/compensation/failures/{id}/recoverable",
+        caller: Caller::OperatorBearer,
+        handler: || put(compensation::edit_recoverable),
+        operation: doc::compensation_recoverable,
+    },
+    ServiceRoute {
+        path: "/consumers/{consumer}/redispatch",
+        caller: Caller::OperatorBearer,
+        handler: || post(consumers::redispatch),
+        operation: doc::consumer_redispatch,
     },
     ServiceRoute {
         path: "/metrics",

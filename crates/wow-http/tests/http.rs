@@ -60,6 +60,23 @@ impl Server {
         read(request.send().await.unwrap()).await
     }
 
+    async fn put(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (StatusCode, Value, String) {
+        let mut request = self
+            .client
+            .put(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        read(request.send().await.unwrap()).await
+    }
+
     async fn get(&self, path: &str, headers: &[(&str, &str)]) -> (StatusCode, Value) {
         let mut request = self.client.get(format!("{}{path}", self.base));
         for (name, value) in headers {
@@ -1095,6 +1112,33 @@ async fn the_failures_are_listed_per_tenant(server: &Server) -> Vec<Value> {
     );
     assert_eq!(mine[0]["aggregateId"]["aggregateId"], "c-2");
 
+    for (query, ids, total) in [
+        ("limit=1", vec!["c-1"], "2"),
+        ("aggregateId=c-2", vec!["c-2"], "1"),
+        ("aggregate=account&aggregateId=c-1", vec!["c-1"], "1"),
+        ("aggregate=order&aggregateId=c-1", vec![], "0"),
+    ] {
+        let response = server
+            .client
+            .get(format!("{}/compensation/failures?{query}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{query}");
+        assert_eq!(
+            response.headers()[wow_http::TOTAL_HEADER],
+            total,
+            "{query}: the total of every page"
+        );
+        let page: Value = response.json().await.unwrap();
+        let listed: Vec<_> = page
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|record| record["aggregateId"]["aggregateId"].as_str().unwrap())
+            .collect();
+        assert_eq!(listed, ids, "{query}");
+    }
     for bad in ["status=BROKEN", "limit=0", "limit=5000", "colour=red"] {
         let (status, body) = server
             .get(&format!("/compensation/failures?{bad}"), &[])
@@ -2124,4 +2168,348 @@ async fn the_one_failed_record(server: &Server) -> String {
     assert_eq!(status, StatusCode::OK, "{all}");
     assert_eq!(all.as_array().unwrap().len(), 1, "{all}");
     all[0]["id"].as_str().unwrap().to_owned()
+}
+
+/// A service with auth on whose view fails, and the one record of its failure on `id`'s
+/// opening (in tenant t-a).
+async fn one_failure_with_auth(id: &str) -> (Server, LocalPipeline, String) {
+    let (server, pipeline) = a_service_with_auth_and_a_failing_view().await;
+    let opened = [
+        ("Authorization", "Bearer ta"),
+        ("Command-Wait-Stage", "PROJECTED"),
+    ];
+    let (status, body, _) = server
+        .post(
+            &format!("/account/{id}/open"),
+            &opened,
+            r#"{"name":"Ann","balance":1}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let failed = the_one_failed_record(&server).await;
+    (server, pipeline, failed)
+}
+
+/// An operator's retry spec for one record (auth on): the operator's bearer token only; a bad
+/// body is 400 BadRequest, an unknown or another tenant's record 404; the record shows the
+/// spec and who set it, and is judged by it at once.
+#[tokio::test]
+async fn an_operator_sets_a_records_retry_spec() {
+    let (server, _pipeline, failed) = one_failure_with_auth("r-1").await;
+    let route = format!("/compensation/failures/{failed}/retry-spec");
+    let spec = r#"{"maxAttempts":5,"initialBackoffMs":10,"maxBackoffMs":20}"#;
+    for refused in [&[][..], &[("Authorization", "Bearer ta")][..]] {
+        let (status, body, _) = server.put(&route, refused, spec).await;
+        assert!(
+            status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN,
+            "{status}: {body}"
+        );
+    }
+    let operator = [("Authorization", "Bearer op"), ("Command-Tenant-Id", "t-a")];
+    for bad in [
+        "",
+        "[]",
+        "{}",
+        r#"{"maxAttempts":5,"initialBackoffMs":10}"#,
+        r#"{"maxAttempts":0,"initialBackoffMs":10,"maxBackoffMs":20}"#,
+        r#"{"maxAttempts":5,"initialBackoffMs":30,"maxBackoffMs":20}"#,
+        r#"{"maxAttempts":-1,"initialBackoffMs":10,"maxBackoffMs":20}"#,
+        r#"{"maxAttempts":5,"initialBackoffMs":10,"maxBackoffMs":20,"colour":"red"}"#,
+        r#"{"maxAttempts":5,"maxAttempts":6,"initialBackoffMs":10,"maxBackoffMs":20}"#,
+    ] {
+        let (status, body, code) = server.put(&route, &operator, bad).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::BAD_REQUEST, "BadRequest"),
+            "{bad}: {body}"
+        );
+    }
+    let (status, _, _) = server
+        .put("/compensation/failures/nope/retry-spec", &operator, spec)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let elsewhere = [("Authorization", "Bearer op"), ("Command-Tenant-Id", "t-b")];
+    let (status, _, _) = server.put(&route, &elsewhere, spec).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "another tenant's record");
+
+    let (status, edited, _) = server.put(&route, &operator, spec).await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(
+        edited["retrySpec"],
+        json!({"maxAttempts": 5, "initialBackoffMs": 10, "maxBackoffMs": 20})
+    );
+    assert_eq!(edited["status"], "FAILED");
+    let next = edited["nextRetryAt"].as_i64().unwrap();
+    let updated = edited["updatedAt"].as_i64().unwrap();
+    assert_eq!(next - updated, 10, "the new backoff after one attempt");
+    let by = edited["updatedBy"].as_str().unwrap();
+    assert!(by.starts_with("operator:"), "{by}");
+    let (_, detail) = server
+        .get(
+            &format!("/compensation/failures/{failed}"),
+            &[("Authorization", "Bearer ta")],
+        )
+        .await;
+    assert_eq!(detail["failure"], edited, "the tenant sees the edit");
+
+    let (status, exhausted, _) = server
+        .put(
+            &route,
+            &operator,
+            r#"{"maxAttempts":1,"initialBackoffMs":10,"maxBackoffMs":20}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{exhausted}");
+    assert_eq!(exhausted["status"], "EXHAUSTED", "no attempt is left");
+    assert!(exhausted["nextRetryAt"].is_null());
+}
+
+/// An operator's judgement of a record (auth on): an UNRECOVERABLE record is not retried by
+/// the scheduler, even when due, and a manual retry still runs it; marked RECOVERABLE it is
+/// retried again; the list filters by it; a bad body is 400, an unknown record 404.
+#[tokio::test]
+async fn an_unrecoverable_record_waits_for_a_manual_retry() {
+    let (server, pipeline, failed) = one_failure_with_auth("u-1").await;
+    let scheduler = pipeline.compensation().unwrap();
+    let operator = [("Authorization", "Bearer op"), ("Command-Tenant-Id", "t-a")];
+    let route = format!("/compensation/failures/{failed}/recoverable");
+    let (status, body, _) = server
+        .put(&route, &[], r#"{"recoverable":"UNRECOVERABLE"}"#)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    for bad in [
+        "{}",
+        r#"{"recoverable":"MAYBE"}"#,
+        r#"{"recoverable":"unrecoverable"}"#,
+        r#"{"recoverable":"UNKNOWN","why":"x"}"#,
+        r#"{"recoverable":1}"#,
+    ] {
+        let (status, body, code) = server.put(&route, &operator, bad).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::BAD_REQUEST, "BadRequest"),
+            "{bad}: {body}"
+        );
+    }
+    let (status, _, _) = server
+        .put(
+            "/compensation/failures/nope/recoverable",
+            &operator,
+            r#"{"recoverable":"UNKNOWN"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, marked, _) = server
+        .put(&route, &operator, r#"{"recoverable":"UNRECOVERABLE"}"#)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{marked}");
+    assert_eq!(marked["recoverable"], "UNRECOVERABLE");
+    assert!(marked["updatedBy"]
+        .as_str()
+        .unwrap()
+        .starts_with("operator:"));
+    // Due at once from here on: the record's own spec waits 0 ms.
+    let (status, _, _) = server
+        .put(
+            &format!("/compensation/failures/{failed}/retry-spec"),
+            &operator,
+            r#"{"maxAttempts":10,"initialBackoffMs":0,"maxBackoffMs":0}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let pass = scheduler.run_due(10).await.unwrap();
+    assert_eq!(pass.retried, 0, "the scheduler leaves it alone");
+    let tenant = [("Authorization", "Bearer ta")];
+    let (_, listed) = server
+        .get("/compensation/failures?recoverable=unrecoverable", &tenant)
+        .await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let (_, none) = server
+        .get("/compensation/failures?recoverable=RECOVERABLE", &tenant)
+        .await;
+    assert_eq!(none.as_array().map(Vec::len), Some(0), "{none}");
+    let (status, body) = server
+        .get("/compensation/failures?recoverable=perhaps", &tenant)
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    let (status, retried, _) = server
+        .post(
+            &format!("/compensation/failures/{failed}/retry"),
+            &tenant,
+            "",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{retried}");
+    assert_eq!(retried["attempts"], 2, "a manual retry runs it: {retried}");
+
+    let (status, _, _) = server
+        .put(&route, &operator, r#"{"recoverable":"RECOVERABLE"}"#)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let pass = scheduler.run_due(10).await.unwrap();
+    assert_eq!(pass.retried, 1, "retried by the scheduler again");
+    let (_, detail) = server
+        .get(&format!("/compensation/failures/{failed}"), &tenant)
+        .await;
+    assert_eq!(detail["failure"]["attempts"], 3, "{detail}");
+    assert_eq!(detail["failure"]["recoverable"], "RECOVERABLE");
+}
+
+/// Waits until `projection` has applied `count` streams (a deadline of 10 s), and returns
+/// the ids it applied.
+async fn applied_at_least(projection: &Switchable, count: usize) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let applied = projection.applied.lock().unwrap().clone();
+        if applied.len() >= count {
+            return applied;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "applied {applied:?}, not {count} streams"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// An operator re-dispatches a range of history to one consumer (auth on): the operator's
+/// bearer token only; a bad range is 400, an unknown consumer or aggregate type 404; 202 says what runs, and
+/// the consumer receives exactly those streams again, in order; without an aggregate id, the
+/// range of every aggregate of the type in the operator's tenant.
+#[tokio::test]
+async fn an_operator_redispatches_a_range_to_one_consumer() {
+    use wow_core::compensation::{InMemoryCompensationStore, RetrySpec};
+
+    let projection = Arc::new(Switchable::default());
+    let store: Arc<dyn EventStore> = Arc::new(InMemoryEventStore::new());
+    let pipeline = LocalPipeline::builder(wow_example_bank::registry().unwrap(), store.clone())
+        .projection(projection.clone())
+        .compensation(
+            Arc::new(InMemoryCompensationStore::new()),
+            RetrySpec::default(),
+        )
+        .build();
+    let config = HttpConfig {
+        auth_tokens: std::collections::HashMap::from([
+            ("ta".to_owned(), wow_http::TokenBinding::tenant("t-a")),
+            ("tb".to_owned(), wow_http::TokenBinding::tenant("t-b")),
+        ]),
+        operator_tokens: std::collections::HashSet::from(["op".to_owned()]),
+        ..HttpConfig::default()
+    };
+    let server = Server {
+        base: listen(router(HttpState::new(&pipeline, None, config))).await,
+        client: Client::new(),
+        store,
+        _bank: None,
+    };
+    for (token, id) in [("Bearer ta", "d-1"), ("Bearer tb", "d-2")] {
+        let headers = [
+            ("Authorization", token),
+            ("Command-Wait-Stage", "PROJECTED"),
+        ];
+        let (status, body, _) = server
+            .post(
+                &format!("/account/{id}/open"),
+                &headers,
+                r#"{"name":"Ann","balance":1}"#,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        for _ in 0..2 {
+            let (status, body, _) = server
+                .post(
+                    &format!("/account/{id}/deposit"),
+                    &headers,
+                    r#"{"amount":5}"#,
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+    }
+    let live = applied_at_least(&projection, 6).await;
+    let route = "/consumers/switchable/redispatch";
+    let range = r#"{"aggregate":"account","aggregateId":"d-1","fromVersion":2,"toVersion":3}"#;
+    for refused in [&[][..], &[("Authorization", "Bearer ta")][..]] {
+        let (status, body, _) = server.post(route, refused, range).await;
+        assert!(
+            status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN,
+            "{status}: {body}"
+        );
+    }
+    let operator = [("Authorization", "Bearer op"), ("Command-Tenant-Id", "t-a")];
+    for bad in [
+        "",
+        "{}",
+        r#"{"aggregate":"account","fromVersion":0}"#,
+        r#"{"aggregate":"account","fromVersion":3,"toVersion":2}"#,
+        r#"{"aggregate":"account","aggregateId":"..","fromVersion":1}"#,
+        r#"{"aggregate":"account","fromVersion":1,"colour":"red"}"#,
+    ] {
+        let (status, body, code) = server.post(route, &operator, bad).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::BAD_REQUEST, "BadRequest"),
+            "{bad}: {body}"
+        );
+    }
+    let (status, body, _) = server
+        .post("/consumers/nope/redispatch", &operator, range)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body, _) = server
+        .post(route, &operator, r#"{"aggregate":"nope","fromVersion":1}"#)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "an unknown aggregate type: {body}"
+    );
+    assert_eq!(
+        projection.applied.lock().unwrap().len(),
+        6,
+        "nothing refused ran"
+    );
+
+    let (status, accepted, _) = server.post(route, &operator, range).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert_eq!(accepted["consumer"], "switchable");
+    assert_eq!(accepted["aggregate"], "account");
+    assert_eq!(accepted["aggregateId"], "d-1");
+    assert_eq!(accepted["tenantId"], "t-a");
+    assert_eq!(
+        (
+            accepted["fromVersion"].as_u64(),
+            accepted["toVersion"].as_u64()
+        ),
+        (Some(2), Some(3))
+    );
+    assert!(accepted["requestedBy"]
+        .as_str()
+        .unwrap()
+        .starts_with("operator:"));
+    let applied = applied_at_least(&projection, 8).await;
+    assert_eq!(
+        applied[6..],
+        live[1..3],
+        "versions 2 and 3 of d-1 again, in order"
+    );
+
+    let (status, accepted, _) = server
+        .post(
+            route,
+            &operator,
+            r#"{"aggregate":"account","fromVersion":3}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert!(accepted["aggregateId"].is_null());
+    let applied = applied_at_least(&projection, 9).await;
+    assert_eq!(applied[8], live[2], "version 3 of t-a's aggregates only");
+    let (_, failures) = server
+        .get("/compensation/failures", &[("Authorization", "Bearer ta")])
+        .await;
+    assert_eq!(failures.as_array().map(Vec::len), Some(0), "{failures}");
 }

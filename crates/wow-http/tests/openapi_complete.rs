@@ -21,7 +21,7 @@ use support::{in_memory_bank, listen};
 
 /// The routes `router` answers for the bank, plus the domain's view, as the document must
 /// list them.
-const EXPECTED_PATHS: [&str; 47] = [
+const EXPECTED_PATHS: [&str; 50] = [
     "/account/event/count",
     "/account/event/list",
     "/account/event/paged",
@@ -53,9 +53,12 @@ const EXPECTED_PATHS: [&str; 47] = [
     "/audit/{id}/note",
     "/compensation/failures",
     "/compensation/failures/{id}",
+    "/compensation/failures/{id}/recoverable",
     "/compensation/failures/{id}/retry",
+    "/compensation/failures/{id}/retry-spec",
     "/compensation/failures/{id}/skip",
     "/compensation/parked",
+    "/consumers/{consumer}/redispatch",
     "/deadlines",
     "/deadlines/{tenant}/{aggregate}/{id}/{name}",
     "/deadlines/{tenant}/{aggregate}/{id}/{name}/fire",
@@ -95,9 +98,12 @@ const OPERATOR_ACTIONS: [&str; 3] = [
 
 /// The operator's commands among the service's routes (path, method): they take an operator
 /// token as the bearer token only, and the tenant from `Command-Tenant-Id`.
-const OPERATOR_COMMANDS: [(&str, &str); 4] = [
+const OPERATOR_COMMANDS: [(&str, &str); 7] = [
     ("/unique-key/{space}/{value}", "delete"),
     ("/compensation/failures/{id}/skip", "post"),
+    ("/compensation/failures/{id}/retry-spec", "put"),
+    ("/compensation/failures/{id}/recoverable", "put"),
+    ("/consumers/{consumer}/redispatch", "post"),
     ("/account/{id}/snapshot", "put"),
     ("/account/snapshot/{afterId}/{limit}", "put"),
 ];

@@ -4,7 +4,7 @@ use crate::OpenError;
 use wow_core::eventsourcing::SchemaStatus;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 18;
+pub const SCHEMA_VERSION: i32 = 21;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only. The request-id index is created before the primary key on purpose:
@@ -69,7 +69,19 @@ pub const SCHEMA_VERSION: i32 = 18;
 /// and aggregate held back behind a failed stream (see `downstream/parked_lane.rs`); a new,
 /// empty table. The operator who skipped a compensation record is the nullable column
 /// `skipped_by` of `execution_failed`: nothing is rewritten.
-const MIGRATIONS: [&str; 18] = [
+///
+/// An operator's lookup of one aggregate's compensation records (from version 19) reads the
+/// index `execution_failed_aggregate` (aggregate id, then type), as their count does. The
+/// table is small (failures only); the build blocks its writes for that long.
+///
+/// An operator's edits of a compensation record (from version 20) are the nullable columns
+/// `retry_spec` (its own retry spec) and `updated_by` of `execution_failed`: nothing is
+/// rewritten.
+///
+/// Whether a compensation record can recover (from version 21) is the column `recoverable`
+/// of `execution_failed`, `UNKNOWN` on every row there: a constant default, stored in the
+/// catalog, rewrites nothing.
+const MIGRATIONS: [&str; 21] = [
     r#"
     CREATE TABLE event_stream (
         position       BIGSERIAL NOT NULL,
@@ -319,6 +331,24 @@ const MIGRATIONS: [&str; 18] = [
         CONSTRAINT parked_lane_pk PRIMARY KEY (consumer, tenant_id, context_name, aggregate_name, aggregate_id)
     );
     ALTER TABLE execution_failed ADD COLUMN skipped_by TEXT;
+"#,
+    r#"
+    -- An operator finds the compensation records of one aggregate (aggregateId, with or
+    -- without its type) and counts them: the lookup and the count read this index.
+    CREATE INDEX execution_failed_aggregate ON execution_failed (aggregate_id, aggregate_name);
+"#,
+    r#"
+    -- An operator's edits of a compensation record: its own retry spec (JSON
+    -- {"max_attempts", "initial_backoff_ms", "max_backoff_ms"}; NULL: the service's) and who
+    -- last edited it. NULL on every record there.
+    ALTER TABLE execution_failed ADD COLUMN retry_spec JSONB;
+    ALTER TABLE execution_failed ADD COLUMN updated_by TEXT;
+"#,
+    r#"
+    -- Whether a compensation record's retry can succeed, as an operator judged it (Wow's
+    -- RecoverableType): the scheduler leaves an UNRECOVERABLE one alone. Every record there
+    -- is UNKNOWN (not judged).
+    ALTER TABLE execution_failed ADD COLUMN recoverable TEXT NOT NULL DEFAULT 'UNKNOWN';
 "#,
 ];
 
@@ -635,7 +665,7 @@ mod tests {
         // made `unique_key`, 14 `deadline`.
         client
             .batch_execute(&format!(
-                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key; DROP TABLE {schema}.deadline; DROP TABLE {schema}.parked_lane; ALTER TABLE {schema}.execution_failed DROP COLUMN skipped_by"
+                "UPDATE {schema}.wow_schema SET version = 11; DROP TABLE {schema}.unique_key; DROP TABLE {schema}.deadline; DROP TABLE {schema}.parked_lane; ALTER TABLE {schema}.execution_failed DROP COLUMN skipped_by; DROP INDEX {schema}.execution_failed_aggregate; ALTER TABLE {schema}.execution_failed DROP COLUMN retry_spec, DROP COLUMN updated_by, DROP COLUMN recoverable"
             ))
             .await
             .unwrap();

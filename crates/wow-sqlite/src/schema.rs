@@ -10,7 +10,7 @@ use wow_core::eventsourcing::SchemaStatus;
 use crate::{OpenError, SqliteOptions};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 20;
 
 /// Migration `n` (1-based) takes the schema from version `n - 1` to `n`; migrations are
 /// forward only.
@@ -32,7 +32,7 @@ pub const SCHEMA_VERSION: i64 = 17;
 /// rejection table on every append: measured at 20-23 % more time per inserted stream in
 /// batched transactions, against a budget of 5 % (this design: 1.00-1.01 of the old). Rows in `event_stream` leave the append's statement, indexes and
 /// cost exactly as they were.
-const MIGRATIONS: [&str; 17] = [
+const MIGRATIONS: [&str; 20] = [
     r#"
     -- One row per DomainEventStream. `position` is the store-wide order in which streams
     -- were committed (one writer, so it has no gaps that later fill in).
@@ -316,6 +316,24 @@ const MIGRATIONS: [&str; 17] = [
     ) WITHOUT ROWID;
     ALTER TABLE execution_failed ADD COLUMN skipped_by TEXT;
 "#,
+    r#"
+    -- An operator finds the compensation records of one aggregate (`aggregateId`, with or
+    -- without its type) and counts them: the lookup and the count read this index.
+    CREATE INDEX execution_failed_aggregate ON execution_failed (aggregate_id, aggregate_name);
+"#,
+    r#"
+    -- An operator's edits of a compensation record: its own retry spec (JSON
+    -- {"max_attempts", "initial_backoff_ms", "max_backoff_ms"}; NULL: the service's) and who
+    -- last edited it. NULL on every record there.
+    ALTER TABLE execution_failed ADD COLUMN retry_spec TEXT;
+    ALTER TABLE execution_failed ADD COLUMN updated_by TEXT;
+"#,
+    r#"
+    -- Whether a compensation record's retry can succeed, as an operator judged it (Wow's
+    -- RecoverableType): the scheduler leaves an UNRECOVERABLE one alone. Every record there
+    -- is UNKNOWN (not judged).
+    ALTER TABLE execution_failed ADD COLUMN recoverable TEXT NOT NULL DEFAULT 'UNKNOWN';
+"#,
 ];
 
 /// Whether the file has the table of its schema version, `wow_schema`.
@@ -566,7 +584,11 @@ mod tests {
             .unwrap()
             .execute_batch(
                 "UPDATE wow_schema SET version = 10; DROP TABLE unique_key; DROP TABLE deadline;
-                 DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by",
+                 DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by;
+                 DROP INDEX execution_failed_aggregate;
+                 ALTER TABLE execution_failed DROP COLUMN retry_spec;
+                 ALTER TABLE execution_failed DROP COLUMN updated_by;
+                 ALTER TABLE execution_failed DROP COLUMN recoverable",
             )
             .unwrap();
         let store = SqliteStore::open(SqliteOptions::new(&path)).await.unwrap();
@@ -600,7 +622,11 @@ mod tests {
             .execute_batch(
                 "UPDATE wow_schema SET version = 12; DROP TABLE deadline;
                  ALTER TABLE unique_key DROP COLUMN reserved_until;
-                 DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by",
+                 DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by;
+                 DROP INDEX execution_failed_aggregate;
+                 ALTER TABLE execution_failed DROP COLUMN retry_spec;
+                 ALTER TABLE execution_failed DROP COLUMN updated_by;
+                 ALTER TABLE execution_failed DROP COLUMN recoverable",
             )
             .unwrap();
 
@@ -660,7 +686,11 @@ mod tests {
                 "UPDATE wow_schema SET version = 14;
                  ALTER TABLE unique_key DROP COLUMN reserved_until;
                  ALTER TABLE deadline DROP COLUMN held_to;
-                 DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by",
+                 DROP TABLE parked_lane; ALTER TABLE execution_failed DROP COLUMN skipped_by;
+                 DROP INDEX execution_failed_aggregate;
+                 ALTER TABLE execution_failed DROP COLUMN retry_spec;
+                 ALTER TABLE execution_failed DROP COLUMN updated_by;
+                 ALTER TABLE execution_failed DROP COLUMN recoverable",
             )
             .unwrap();
 

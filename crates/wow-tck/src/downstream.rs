@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use wow_core::compensation::{
-    CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RetrySpec,
+    CompensationStore, ExecutionFailedStatus, FailedExecution, FailureQuery, RecordEdit,
+    RecoverableType, RetrySpec,
 };
 use wow_core::event::{
     ConsumerError, ConsumerPositions, EffectJournal, EffectState, ParkedStreams, PositionRun,
@@ -579,6 +580,241 @@ pub async fn lists_by_status_and_consumer_in_pages(stores: Store) {
         vec![theirs],
         "a tenant sees its own records"
     );
+}
+
+/// `list` filters by aggregate (its id, with or without its type) besides status, consumer
+/// and tenant; `count` counts what the filters select, whatever the page.
+pub async fn filters_by_aggregate_and_counts_the_matches(stores: Store) {
+    let store = stores.compensation;
+    let mut a = Vec::new();
+    for version in 1..=3 {
+        let record = store
+            .record_failure(&failure("view", "a", version, "down"), &SPEC, 0)
+            .await
+            .unwrap();
+        a.push(record.id);
+    }
+    store
+        .record_failure(&failure("mailer", "a", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    store
+        .record_failure(&failure("view", "b", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    let mut order = failure("view", "a", 1, "down");
+    order.aggregate_id.aggregate_name = "order".to_owned();
+    order.stream_id = "order-stream-a-1".to_owned();
+    let order = store.record_failure(&order, &SPEC, 0).await.unwrap();
+    store.mark_succeeded(&a[0], 1).await.unwrap();
+
+    let of = |name: Option<&str>, id: &str| FailureQuery {
+        aggregate_name: name.map(str::to_owned),
+        aggregate_id: Some(id.to_owned()),
+        ..FailureQuery::default()
+    };
+    assert_eq!(store.count(&FailureQuery::default()).await.unwrap(), 6);
+    assert_eq!(store.count(&of(None, "a")).await.unwrap(), 5, "every type");
+    assert_eq!(store.count(&of(Some("account"), "a")).await.unwrap(), 4);
+    assert_eq!(
+        store.list(&of(Some("order"), "a")).await.unwrap(),
+        vec![order],
+        "one type's aggregate"
+    );
+    assert_eq!(store.count(&of(Some("account"), "z")).await.unwrap(), 0);
+    let failed_views = FailureQuery {
+        status: Some(ExecutionFailedStatus::Failed),
+        consumer: Some("view".to_owned()),
+        ..of(Some("account"), "a")
+    };
+    let listed: Vec<_> = store
+        .list(&failed_views)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|record| record.id)
+        .collect();
+    assert_eq!(listed, a[1..].to_vec());
+    assert_eq!(store.count(&failed_views).await.unwrap(), 2);
+
+    let page = FailureQuery {
+        after_id: Some(a[1].clone()),
+        limit: 1,
+        ..failed_views.clone()
+    };
+    assert_eq!(store.list(&page).await.unwrap().len(), 1);
+    assert_eq!(
+        store.count(&page).await.unwrap(),
+        2,
+        "the total is the filters', whatever the page"
+    );
+    let elsewhere = FailureQuery {
+        tenant_id: Some("tenant-b".to_owned()),
+        ..of(None, "a")
+    };
+    assert_eq!(store.count(&elsewhere).await.unwrap(), 0, "per tenant");
+}
+
+/// An operator's retry spec is the record's own: kept, shown with who set it, judged at once
+/// (a limit already reached exhausts the record, a higher one retries it again) and followed
+/// by the next failure's backoff instead of the service's spec.
+pub async fn an_operators_retry_spec_is_the_records_own(stores: Store) {
+    let store = stores.compensation;
+    let record = store
+        .record_failure(&failure("view", "a", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    assert_eq!((record.retry_spec, record.updated_by.clone()), (None, None));
+    let fast = RetrySpec {
+        max_attempts: 5,
+        initial_backoff_ms: 10,
+        max_backoff_ms: 20,
+    };
+    let edited = store
+        .edit(&record.id, &RecordEdit::RetrySpec(fast), "operator:x", 100)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(edited.retry_spec, Some(fast));
+    assert_eq!(edited.updated_by.as_deref(), Some("operator:x"));
+    assert_eq!(edited.updated_at, 100);
+    assert_eq!(
+        (edited.status, edited.next_retry_at),
+        (ExecutionFailedStatus::Failed, Some(110)),
+        "the new backoff after one attempt, from the edit"
+    );
+    assert_eq!(store.get(&record.id).await.unwrap(), Some(edited.clone()));
+
+    let again = store
+        .record_failure(&failure("view", "a", 1, "down"), &SPEC, 200)
+        .await
+        .unwrap();
+    assert_eq!(again.attempts, 2);
+    assert_eq!(
+        again.next_retry_at,
+        Some(220),
+        "the record's spec, not the service's"
+    );
+    assert_eq!(again.retry_spec, Some(fast), "kept by a failure");
+
+    let two = RetrySpec {
+        max_attempts: 2,
+        ..fast
+    };
+    let exhausted = store
+        .edit(&record.id, &RecordEdit::RetrySpec(two), "operator:y", 300)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (exhausted.status, exhausted.next_retry_at),
+        (ExecutionFailedStatus::Exhausted, None)
+    );
+    assert!(store.due(i64::MAX, 10).await.unwrap().is_empty());
+    let more = store
+        .edit(&record.id, &RecordEdit::RetrySpec(fast), "operator:y", 400)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (more.status, more.next_retry_at),
+        (ExecutionFailedStatus::Failed, Some(420)),
+        "a higher limit retries an exhausted record again"
+    );
+    assert_eq!(store.due(420, 10).await.unwrap(), vec![more]);
+
+    store.mark_succeeded(&record.id, 500).await.unwrap();
+    let settled = store
+        .edit(&record.id, &RecordEdit::RetrySpec(two), "operator:z", 600)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(settled.status, ExecutionFailedStatus::Succeeded);
+    assert_eq!(settled.retry_spec, Some(two));
+    assert_eq!(
+        store
+            .edit("no-such-id", &RecordEdit::RetrySpec(two), "operator:z", 600)
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+/// An operator's judgement of a record is kept (by later failures too) and filterable; an
+/// `UNRECOVERABLE` record is never due, and is again once marked otherwise.
+pub async fn an_unrecoverable_record_is_never_due(stores: Store) {
+    let store = stores.compensation;
+    let record = store
+        .record_failure(&failure("view", "a", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    let other = store
+        .record_failure(&failure("view", "b", 1, "down"), &SPEC, 0)
+        .await
+        .unwrap();
+    assert_eq!(record.recoverable, RecoverableType::Unknown);
+    let mark = |kind| RecordEdit::Recoverable(kind);
+    let marked = store
+        .edit(&record.id, &mark(RecoverableType::Unrecoverable), "op", 50)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(marked.recoverable, RecoverableType::Unrecoverable);
+    assert_eq!(
+        (marked.status, marked.next_retry_at, marked.attempts),
+        (record.status, record.next_retry_at, record.attempts),
+        "nothing else changes"
+    );
+    assert_eq!(
+        (marked.updated_by.as_deref(), marked.updated_at),
+        (Some("op"), 50)
+    );
+    assert_eq!(store.get(&record.id).await.unwrap(), Some(marked.clone()));
+    let due: Vec<_> = store
+        .due(i64::MAX, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|record| record.id)
+        .collect();
+    assert_eq!(due, vec![other.id.clone()], "never due");
+
+    let again = store
+        .record_failure(&failure("view", "a", 1, "down"), &SPEC, 60)
+        .await
+        .unwrap();
+    assert_eq!(again.recoverable, RecoverableType::Unrecoverable, "kept");
+    let judged = |kind| FailureQuery {
+        recoverable: Some(kind),
+        ..FailureQuery::default()
+    };
+    assert_eq!(
+        store
+            .list(&judged(RecoverableType::Unrecoverable))
+            .await
+            .unwrap(),
+        vec![again]
+    );
+    assert_eq!(
+        store
+            .count(&judged(RecoverableType::Unknown))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .count(&judged(RecoverableType::Recoverable))
+            .await
+            .unwrap(),
+        0
+    );
+
+    store
+        .edit(&record.id, &mark(RecoverableType::Recoverable), "op", 70)
+        .await
+        .unwrap();
+    assert_eq!(store.due(i64::MAX, 10).await.unwrap().len(), 2, "due again");
 }
 
 /// Concurrent failures of one consumer on one stream make one record that counts them all.

@@ -170,11 +170,8 @@ pub async fn a_consumer_failing_once_ends_at_the_head_and_a_restart_replays_noth
     let records: Vec<_> = stores
         .compensation
         .list(&FailureQuery {
-            status: None,
             consumer: Some(CONSUMER.to_owned()),
-            tenant_id: None,
-            after_id: None,
-            limit: 100,
+            ..FailureQuery::default()
         })
         .await
         .unwrap();

@@ -265,6 +265,9 @@ macro_rules! __downstream_cases {
                 exhausts_after_max_attempts,
                 due_records_come_in_version_order,
                 lists_by_status_and_consumer_in_pages,
+                filters_by_aggregate_and_counts_the_matches,
+                an_operators_retry_spec_is_the_records_own,
+                an_unrecoverable_record_is_never_due,
                 concurrent_failures_make_one_record,
             ]
         );

@@ -137,6 +137,43 @@ async function main() {
   await page.evaluate(() => { document.querySelector('.table-wrap').scrollLeft = 0; });
   await page.locator('#failure-detail').scrollIntoViewIfNeeded();
   await shot('failure-detail');
+
+  // An operator's edits of alice's record: refused with the tenant's token, recorded with the
+  // operator's (who, on the record).
+  const field = (name) => page.evaluate((name) => {
+    const dt = [...document.querySelectorAll('#detail-fields dt')].find((d) => d.textContent === name);
+    return dt ? dt.nextElementSibling.textContent : null;
+  }, name);
+  const fieldIs = (name, value) => page.waitForFunction(([name, value]) => {
+    const dt = [...document.querySelectorAll('#detail-fields dt')].find((d) => d.textContent === name);
+    return !!dt && dt.nextElementSibling.textContent.includes(value);
+  }, [name, value]);
+  check((await field('Recoverable')) === 'UNKNOWN', 'a record is not judged until an operator does');
+  await page.fill('#skip-token', '');
+  await page.click('#mark-unrecoverable');
+  await page.waitForFunction(() => /Forbidden|Unauthorized/.test(document.querySelector('#status')?.textContent || ''));
+  check((await field('Recoverable')) === 'UNKNOWN', `a tenant's token does not judge it (${await text('#status')})`);
+  await page.fill('#skip-token', 'op');
+  await page.click('#mark-unrecoverable');
+  await fieldIs('Recoverable', 'UNRECOVERABLE');
+  check((await field('Updated by')).startsWith('operator:'), 'UNRECOVERABLE, by the operator token\'s fingerprint');
+  r = await api('GET', '/compensation/failures?recoverable=UNRECOVERABLE', 'ta');
+  check(r.json.length === 1 && r.json[0].aggregateId.aggregateId === 'alice', `the list filters by it (${JSON.stringify(r.json)})`);
+  await page.click('#mark-recoverable');
+  await page.waitForFunction(() => {
+    const dt = [...document.querySelectorAll('#detail-fields dt')].find((d) => d.textContent === 'Recoverable');
+    return !!dt && dt.nextElementSibling.textContent === 'RECOVERABLE';
+  });
+  check(true, 'marked RECOVERABLE again');
+  await page.fill('#spec-max-attempts', '7');
+  await page.fill('#spec-initial-backoff', '100');
+  await page.fill('#spec-max-backoff', '1000');
+  await page.click('#spec-save');
+  await fieldIs('Retry spec', '7 attempts');
+  r = await api('GET', '/compensation/failures?consumer=ledger&aggregateId=alice', 'ta');
+  check(r.json.length === 1 && r.json[0].retrySpec && r.json[0].retrySpec.maxAttempts === 7
+    && r.json[0].retrySpec.initialBackoffMs === 100 && r.json[0].retrySpec.maxBackoffMs === 1000,
+    `the retry spec is the record's (${JSON.stringify(r.json)})`);
   await fault('consumer', false);
   await page.click('#retry-now');
   await page.waitForFunction(() => document.querySelector('#detail-status')?.textContent.trim() === 'SUCCEEDED');
@@ -167,6 +204,18 @@ async function main() {
   await loaded('failures');
   await page.locator('tr.failure-row', { hasText: 'ledger' }).first().waitFor();
   check(true, 'the SUCCEEDED ledger record, filtered by status and consumer');
+  // By aggregate id, with the total of every page.
+  await page.selectOption('#filter-status', '');
+  await page.fill('#filter-consumer', '');
+  await page.fill('#filter-aggregate-id', 'carol');
+  await page.click('#filter-apply');
+  await loaded('failures');
+  const carolRows = page.locator('tr.failure-row');
+  await carolRows.first().waitFor();
+  const carols = await carolRows.count();
+  check(carols === await page.locator('tr.failure-row', { hasText: 'carol' }).count(), 'only carol\'s records');
+  check((await text('#failures-total')).startsWith(`${carols} `), `the total is shown (${await text('#failures-total')})`);
+  await page.fill('#filter-aggregate-id', '');
 
   // A view rebuilt beside the live one, from the page, with the operator's token. The
   // broken account's history holds a stream the view cannot read: the rebuild stops FAILED,

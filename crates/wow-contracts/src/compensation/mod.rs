@@ -5,9 +5,11 @@ mod record;
 mod retry;
 mod store;
 
-pub use record::{ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR};
-pub use retry::RetrySpec;
+pub use record::{
+    ExecutionFailed, ExecutionFailedStatus, FailedExecution, RecoverableType, AGGREGATE_PROCESSOR,
+};
+pub use retry::{RetrySpec, RetrySpecJson};
 pub use store::{
-    due_order, next_record, skipped, succeeded, CompensationStore, FailureQuery,
-    InMemoryCompensationStore,
+    due_order, edited, next_record, skipped, succeeded, CompensationStore, FailureQuery,
+    InMemoryCompensationStore, RecordEdit,
 };

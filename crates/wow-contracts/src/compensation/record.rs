@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::compensation::RetrySpec;
 use crate::event::ConsumerError;
 use wow_model::aggregate_id::AggregateId;
 use wow_model::command::CommandStage;
@@ -52,6 +53,40 @@ impl ExecutionFailedStatus {
     }
 }
 
+/// Whether a failed execution can succeed on a retry, as an operator judges it (Wow's
+/// `RecoverableType`): the scheduler does not retry an `UNRECOVERABLE` record by itself (a
+/// manual retry still runs it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RecoverableType {
+    /// A retry can succeed: the scheduler retries it.
+    Recoverable,
+    /// No retry will succeed (a bug to fix first, a stream to skip): the scheduler leaves it
+    /// alone; only a manual retry runs it.
+    Unrecoverable,
+    /// Not judged (every record until an operator marks it): the scheduler retries it.
+    #[default]
+    Unknown,
+}
+
+impl RecoverableType {
+    /// The name as stored and shown (`RECOVERABLE`, `UNRECOVERABLE`, `UNKNOWN`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Recoverable => "RECOVERABLE",
+            Self::Unrecoverable => "UNRECOVERABLE",
+            Self::Unknown => "UNKNOWN",
+        }
+    }
+
+    /// The type named `name` (exactly as [`as_str`](Self::as_str) writes it), if it is one.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Recoverable, Self::Unrecoverable, Self::Unknown]
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+    }
+}
+
 /// One consumer's failure on one appended stream, kept durably until a retry succeeds
 /// (SPEC DS-4). History is never touched: a retry runs the same consumer on the same stream
 /// again, read back from the event store.
@@ -92,6 +127,23 @@ pub struct ExecutionFailed {
     /// The operator who skipped it (status `SKIPPED`), as their token names them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped_by: Option<String>,
+    /// The record's own retry spec, an operator's edit: its next retries follow it instead
+    /// of the service's (`None`: the service's). Shown as `retrySpec`,
+    /// `{"maxAttempts", "initialBackoffMs", "maxBackoffMs"}`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::compensation::retry::camel_option"
+    )]
+    pub retry_spec: Option<RetrySpec>,
+    /// Whether a retry can succeed, as an operator judged it (`UNKNOWN` until one does); the
+    /// scheduler does not retry an `UNRECOVERABLE` record by itself.
+    #[serde(default)]
+    pub recoverable: RecoverableType,
+    /// The operator who last edited the record (its retry spec or recoverability), as their
+    /// token names them; `updatedAt` says when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_by: Option<String>,
 }
 
 /// The consumer name of the records a processing node makes when it quarantines an aggregate

@@ -6,7 +6,9 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use crate::compensation::RetrySpec;
-use crate::compensation::{ExecutionFailed, ExecutionFailedStatus, FailedExecution};
+use crate::compensation::{
+    ExecutionFailed, ExecutionFailedStatus, FailedExecution, RecoverableType,
+};
 use crate::event::ConsumerStoreError;
 
 /// Which records [`CompensationStore::list`] returns.
@@ -18,6 +20,13 @@ pub struct FailureQuery {
     pub consumer: Option<String>,
     /// Only records of aggregates of this tenant.
     pub tenant_id: Option<String>,
+    /// Only records of aggregates of this type (`aggregate_name`).
+    pub aggregate_name: Option<String>,
+    /// Only records of the aggregate with this id (of any type unless `aggregate_name` names
+    /// one).
+    pub aggregate_id: Option<String>,
+    /// Only records an operator judged so (`UNKNOWN`: the ones not judged).
+    pub recoverable: Option<RecoverableType>,
     /// Only records whose id sorts after this one (the last id of the previous page).
     pub after_id: Option<String>,
     /// At most this many.
@@ -30,6 +39,9 @@ impl Default for FailureQuery {
             status: None,
             consumer: None,
             tenant_id: None,
+            aggregate_name: None,
+            aggregate_id: None,
+            recoverable: None,
             after_id: None,
             limit: 100,
         }
@@ -37,8 +49,19 @@ impl Default for FailureQuery {
 }
 
 impl FailureQuery {
-    /// Whether `record` matches the filters (not the page).
+    /// Whether `record` matches the filters and sorts after `after_id` (the page's start,
+    /// not its size).
     pub fn matches(&self, record: &ExecutionFailed) -> bool {
+        self.filters(record)
+            && self
+                .after_id
+                .as_deref()
+                .is_none_or(|after| record.id.as_str() > after)
+    }
+
+    /// Whether `record` matches the filters, whatever the page: what
+    /// [`CompensationStore::count`] counts.
+    pub fn filters(&self, record: &ExecutionFailed) -> bool {
         self.status.is_none_or(|status| record.status == status)
             && self
                 .consumer
@@ -49,9 +72,16 @@ impl FailureQuery {
                 .as_deref()
                 .is_none_or(|tenant| record.aggregate_id.tenant_id == tenant)
             && self
-                .after_id
+                .aggregate_name
                 .as_deref()
-                .is_none_or(|after| record.id.as_str() > after)
+                .is_none_or(|name| record.aggregate_id.aggregate_name == name)
+            && self
+                .aggregate_id
+                .as_deref()
+                .is_none_or(|id| record.aggregate_id.id == id)
+            && self
+                .recoverable
+                .is_none_or(|recoverable| record.recoverable == recoverable)
     }
 }
 
@@ -89,19 +119,56 @@ pub trait CompensationStore: Send + Sync + std::fmt::Debug {
         now: i64,
     ) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
 
+    /// Applies an operator's `edit` to record `id` as operator `by` at `now` ([`edited`]) and
+    /// returns the record after it; `None` when there is no such record. The read and the
+    /// write are one step against concurrent changes of the record.
+    async fn edit(
+        &self,
+        id: &str,
+        edit: &RecordEdit,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
+
     /// Record `id`, if it exists.
     async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError>;
 
     /// The records `query` selects, in id order (the order they were first recorded).
     async fn list(&self, query: &FailureQuery) -> Result<Vec<ExecutionFailed>, ConsumerStoreError>;
 
+    /// How many records match `query`'s filters ([`FailureQuery::filters`]), whatever its
+    /// page (`after_id` and `limit` are not read): the total a listing pages through.
+    ///
+    /// The default pages through [`list`](Self::list); a backend that can count where the
+    /// records are (SQL `COUNT`) does so instead.
+    async fn count(&self, query: &FailureQuery) -> Result<u64, ConsumerStoreError> {
+        const PAGE: usize = 1_000;
+        let mut page_query = FailureQuery {
+            after_id: None,
+            limit: PAGE,
+            ..query.clone()
+        };
+        let mut total = 0_u64;
+        loop {
+            let page = self.list(&page_query).await?;
+            total = total.saturating_add(u64::try_from(page.len()).unwrap_or(u64::MAX));
+            match page.last() {
+                Some(last) if page.len() == PAGE => page_query.after_id = Some(last.id.clone()),
+                _ => return Ok(total),
+            }
+        }
+    }
+
     /// Up to `limit` `FAILED` records whose retry time is at or before `now`, in aggregate
-    /// and version order (so one aggregate's failures retry in history order).
+    /// and version order (so one aggregate's failures retry in history order); never one an
+    /// operator marked `UNRECOVERABLE`.
     async fn due(&self, now: i64, limit: usize)
         -> Result<Vec<ExecutionFailed>, ConsumerStoreError>;
 }
 
-/// The new record of a first failure, or `existing` with one more failed attempt.
+/// The new record of a first failure, or `existing` with one more failed attempt. Its status
+/// and next retry time follow the existing record's own spec when an operator gave it one
+/// ([`RecordEdit::RetrySpec`]), else `retry`.
 pub fn next_record(
     existing: Option<ExecutionFailed>,
     failure: &FailedExecution,
@@ -109,6 +176,10 @@ pub fn next_record(
     now: i64,
 ) -> ExecutionFailed {
     let attempts = existing.as_ref().map_or(0, |record| record.attempts) + 1;
+    let retry = existing
+        .as_ref()
+        .and_then(|record| record.retry_spec)
+        .unwrap_or(*retry);
     let (status, next_retry_at) = retry.after_failure(attempts, now);
     match existing {
         Some(record) => ExecutionFailed {
@@ -136,6 +207,58 @@ pub fn next_record(
             created_at: now,
             updated_at: now,
             skipped_by: None,
+            retry_spec: None,
+            recoverable: RecoverableType::Unknown,
+            updated_by: None,
+        },
+    }
+}
+
+/// An operator's change of one record (see [`edited`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordEdit {
+    /// The record's own retry spec from now on, instead of the service's.
+    RetrySpec(RetrySpec),
+    /// Whether a retry can succeed: an `UNRECOVERABLE` record is not retried by the
+    /// scheduler (its status and next retry time are kept, for when it is marked otherwise).
+    Recoverable(RecoverableType),
+}
+
+/// `record` after operator `by`'s `edit` at `now`; `updatedBy` and `updatedAt` say who and
+/// when.
+///
+/// [`RecordEdit::RetrySpec`]: the spec is the record's; a record still to be retried
+/// (`FAILED` or `EXHAUSTED`) is judged by it at once as after its last failure
+/// ([`RetrySpec::after_failure`] of its attempts at `now`): `EXHAUSTED` when the new limit
+/// allows no more attempts, else `FAILED` with its next retry the new backoff from `now` (an
+/// `EXHAUSTED` record the new limit allows more of is retried again). A settled record keeps
+/// its status.
+///
+/// [`RecordEdit::Recoverable`]: the record's `recoverable`; nothing else changes.
+pub fn edited(record: ExecutionFailed, edit: &RecordEdit, by: &str, now: i64) -> ExecutionFailed {
+    let record = ExecutionFailed {
+        updated_at: now,
+        updated_by: Some(by.to_owned()),
+        ..record
+    };
+    match edit {
+        RecordEdit::RetrySpec(spec) => {
+            let (status, next_retry_at) = if record.status.is_settled() {
+                (record.status, record.next_retry_at)
+            } else {
+                spec.after_failure(record.attempts, now)
+            };
+            ExecutionFailed {
+                retry_spec: Some(*spec),
+                status,
+                next_retry_at,
+                ..record
+            }
+        }
+        RecordEdit::Recoverable(recoverable) => ExecutionFailed {
+            recoverable: *recoverable,
+            ..record
         },
     }
 }
@@ -242,6 +365,21 @@ impl CompensationStore for InMemoryCompensationStore {
         Ok(Some(record.clone()))
     }
 
+    async fn edit(
+        &self,
+        id: &str,
+        edit: &RecordEdit,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(record) = records.get_mut(id) else {
+            return Ok(None);
+        };
+        *record = edited(record.clone(), edit, by, now);
+        Ok(Some(record.clone()))
+    }
+
     async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
         Ok(self
             .records
@@ -263,6 +401,15 @@ impl CompensationStore for InMemoryCompensationStore {
             .collect())
     }
 
+    async fn count(&self, query: &FailureQuery) -> Result<u64, ConsumerStoreError> {
+        let records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let matching = records
+            .values()
+            .filter(|record| query.filters(record))
+            .count();
+        Ok(u64::try_from(matching).unwrap_or(u64::MAX))
+    }
+
     async fn due(
         &self,
         now: i64,
@@ -273,6 +420,7 @@ impl CompensationStore for InMemoryCompensationStore {
             .values()
             .filter(|record| {
                 record.status == ExecutionFailedStatus::Failed
+                    && record.recoverable != RecoverableType::Unrecoverable
                     && record.next_retry_at.is_some_and(|at| at <= now)
             })
             .cloned()

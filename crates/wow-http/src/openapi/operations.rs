@@ -760,10 +760,12 @@ const NO_COMPENSATION: &str =
 /// `GET /compensation/failures`: the recorded consumer failures.
 pub(crate) fn compensation_failures() -> Value {
     let mut list = Map::new();
-    list.insert("200".to_owned(), json!({"description": "ExecutionFailed records, in the order first recorded", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ExecutionFailed"}}}}}));
+    list.insert("200".to_owned(), json!({"description": "ExecutionFailed records, in the order first recorded: one page", "headers": {
+            "Wow-Total": {"description": "How many records match the filters in all, every page", "schema": {"type": "integer", "minimum": 0}}},
+        "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ExecutionFailed"}}}}}));
     list.insert(
         "400".to_owned(),
-        error("BadRequest: a bad filter (status, limit, an unknown parameter), or IllegalArgument: a bad Command-Tenant-Id"),
+        error("BadRequest: a bad filter (status, recoverable, limit, an unknown parameter), or IllegalArgument: a bad Command-Tenant-Id"),
     );
     list.insert("404".to_owned(), error(NO_COMPENSATION));
     list.insert(
@@ -776,6 +778,9 @@ pub(crate) fn compensation_failures() -> Value {
         "parameters": [
             {"name": "status", "in": "query", "description": "FAILED, EXHAUSTED, SUCCEEDED or SKIPPED (any case)", "schema": {"type": "string", "pattern": any_case(&["FAILED", "EXHAUSTED", "SUCCEEDED", "SKIPPED"])}},
             {"name": "consumer", "in": "query", "schema": {"type": "string"}},
+            {"name": "aggregate", "in": "query", "description": "Only records of aggregates of this type (its name)", "schema": {"type": "string"}},
+            {"name": "aggregateId", "in": "query", "description": "Only records of the aggregate with this id", "schema": {"type": "string"}},
+            {"name": "recoverable", "in": "query", "description": "RECOVERABLE, UNRECOVERABLE or UNKNOWN (any case): only records an operator judged so", "schema": {"type": "string", "pattern": any_case(&["RECOVERABLE", "UNRECOVERABLE", "UNKNOWN"])}},
             {"name": "after", "in": "query", "description": "The last id of the previous page", "schema": {"type": "string"}},
             {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
             tenant_header(),
@@ -886,6 +891,106 @@ pub(crate) fn compensation_skip() -> Value {
         "parameters": [path_param("id", "The record's id.", json!({"type": "string", "minLength": 1})), tenant_header()],
         "responses": skip,
     }})
+}
+
+/// `PUT /compensation/failures/{id}/retry-spec`: an operator sets one record's retry spec.
+pub(crate) fn compensation_retry_spec() -> Value {
+    let mut responses = Map::new();
+    responses.insert("200".to_owned(), json!({"description": "The record after the edit: its retrySpec, updatedBy and updatedAt; FAILED with its next retry by the new spec, or EXHAUSTED when the new limit allows no more attempts (a settled record keeps its status)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionFailed"}}}}));
+    responses.insert(
+        "400".to_owned(),
+        error("BadRequest: a body that is not the retry spec (maxAttempts at least 1, initialBackoffMs at most maxBackoffMs), or IllegalArgument: a bad Command-Tenant-Id"),
+    );
+    responses.insert("404".to_owned(), error(NO_COMPENSATION));
+    responses.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: the store cannot be reached"),
+    );
+    json!({"put": {
+        "operationId": "compensation.retry_spec",
+        "summary": "Gives the record its own retry spec, which its next retries follow instead of the service's (recorded: who, when, which spec)",
+        OPERATOR_COMMAND: true,
+        "parameters": [path_param("id", "The record's id.", json!({"type": "string", "minLength": 1})), tenant_header()],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": retry_spec_schema()}}},
+        "responses": responses,
+    }})
+}
+
+/// `PUT /compensation/failures/{id}/recoverable`: an operator judges whether one record can
+/// recover.
+pub(crate) fn compensation_recoverable() -> Value {
+    let mut responses = Map::new();
+    responses.insert("200".to_owned(), json!({"description": "The record after the edit: its recoverable, updatedBy and updatedAt (nothing else changes)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionFailed"}}}}));
+    responses.insert(
+        "400".to_owned(),
+        error("BadRequest: a body that is not {\"recoverable\": RECOVERABLE | UNRECOVERABLE | UNKNOWN}, or IllegalArgument: a bad Command-Tenant-Id"),
+    );
+    responses.insert("404".to_owned(), error(NO_COMPENSATION));
+    responses.insert(
+        "503".to_owned(),
+        error("ServiceUnavailable: the store cannot be reached"),
+    );
+    json!({"put": {
+        "operationId": "compensation.recoverable",
+        "summary": "Judges whether a retry of the record can succeed (Wow's RecoverableType): the scheduler does not retry an UNRECOVERABLE record by itself, a manual retry still runs it (recorded: who, when, which judgement)",
+        OPERATOR_COMMAND: true,
+        "parameters": [path_param("id", "The record's id.", json!({"type": "string", "minLength": 1})), tenant_header()],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {
+            "type": "object", "additionalProperties": false, "required": ["recoverable"],
+            "properties": {"recoverable": recoverable_schema()}}}}},
+        "responses": responses,
+    }})
+}
+
+/// `POST /consumers/{consumer}/redispatch`: an operator runs one consumer again on a range of
+/// history.
+pub(crate) fn consumer_redispatch() -> Value {
+    let version = json!({"type": "integer", "minimum": 1, "maximum": i64::MAX});
+    let text = json!({"type": "string"});
+    let mut responses = Map::new();
+    responses.insert("202".to_owned(), json!({"description": "Accepted: the consumer runs on the range in the background (the audit log records when it ends and what it did)", "content": {"application/json": {"schema": {
+        "type": "object", "required": ["consumer", "aggregate", "contextName", "fromVersion", "requestedBy", "requestedAt"],
+        "properties": {
+            "consumer": text, "aggregate": text, "contextName": text,
+            "aggregateId": {"type": ["string", "null"]}, "tenantId": {"type": ["string", "null"]},
+            "fromVersion": version, "toVersion": {"type": ["integer", "null"], "minimum": 1, "maximum": i64::MAX},
+            "requestedBy": text, "requestedAt": {"type": "integer"}}}}}}));
+    responses.insert(
+        "400".to_owned(),
+        error("BadRequest: a body that is not the range (fromVersion 0, toVersion below fromVersion, a bad aggregateId), or IllegalArgument: a bad Command-Tenant-Id"),
+    );
+    responses.insert(
+        "404".to_owned(),
+        error("NotFound: no consumer of that name, no aggregate type of that name, or the service runs no consumer it can re-dispatch to"),
+    );
+    json!({"post": {
+        "operationId": "consumer.redispatch",
+        "summary": "Runs one consumer again on a range of history, in version order (recorded: who, when, what): a projection with processed-message records applies only what it never applied, a saga resends its commands under the same request ids (answered as duplicates), positions never move back",
+        OPERATOR_COMMAND: true,
+        "parameters": [path_param("consumer", "The consumer's name.", json!({"type": "string", "minLength": 1})), tenant_header()],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {
+            "type": "object", "additionalProperties": false, "required": ["aggregate", "fromVersion"],
+            "properties": {
+                "aggregate": {"type": "string", "minLength": 1},
+                "aggregateId": id_schema(),
+                "fromVersion": version, "toVersion": version}}}}},
+        "responses": responses,
+    }})
+}
+
+/// Wow's `RecoverableType`, as a record shows it.
+pub(crate) fn recoverable_schema() -> Value {
+    json!({"type": "string", "enum": ["RECOVERABLE", "UNRECOVERABLE", "UNKNOWN"]})
+}
+
+/// A record's own retry spec, as `PUT .../retry-spec` takes it and the record shows it.
+pub(crate) fn retry_spec_schema() -> Value {
+    json!({"type": "object", "additionalProperties": false,
+        "required": ["maxAttempts", "initialBackoffMs", "maxBackoffMs"],
+        "properties": {
+            "maxAttempts": {"type": "integer", "minimum": 1, "maximum": u32::MAX},
+            "initialBackoffMs": {"type": "integer", "minimum": 0, "maximum": u64::MAX},
+            "maxBackoffMs": {"type": "integer", "minimum": 0, "maximum": u64::MAX}}})
 }
 
 /// A rebuild's progress, as `/rebuilds` answers it.

@@ -19,7 +19,7 @@
     authOn: false, needToken: false, token: readToken(), openapi: null, tab: null,
     cursors: [null], page: 0, lastId: null, // cursors[n] = the `after` of page n
     records: {},                            // failure records by id, as last seen
-    detailId: null, detailOpener: null,
+    detailId: null, detailOpener: null, specFor: null,
     samples: [], timer: null, sampling: false, rebuildTimer: null
   };
 
@@ -84,12 +84,14 @@
   // Calls the API; resolves with {status, ok, body} (body is the parsed JSON or null).
   // An operator's action passes `as`: {token, tenant}, its bearer token (else the page's)
   // and the tenant it acts in.
-  function api(path, method, as) {
+  function api(path, method, as, body) {
     var headers = { Accept: 'application/json' };
     var token = (as && as.token) || state.token;
     if (token) headers.Authorization = 'Bearer ' + token;
     if (as && as.tenant) headers['Command-Tenant-Id'] = as.tenant;
-    return fetch(path, { method: method || 'GET', headers: headers, cache: 'no-store', credentials: 'same-origin' })
+    var init = { method: method || 'GET', headers: headers, cache: 'no-store', credentials: 'same-origin' };
+    if (body !== undefined) { headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
+    return fetch(path, init)
       .then(function (res) {
         return res.text().then(function (text) {
           var body = null;
@@ -98,7 +100,7 @@
           // asks for no tenant's token.
           var operators = path === '/metrics.json' || path.indexOf('/deadlines') === 0 || path === '/rebuilds';
           if (res.status === 401 && !operators && !as) askToken();
-          return { status: res.status, ok: res.ok, body: body };
+          return { status: res.status, ok: res.ok, body: body, total: res.headers.get('Wow-Total') };
         });
       });
   }
@@ -213,6 +215,7 @@
     if (blockedByAuth()) return;
     var q = new URLSearchParams();
     var params = { status: $('filter-status').value, consumer: $('filter-consumer').value.trim(),
+      aggregateId: $('filter-aggregate-id').value.trim(), recoverable: $('filter-recoverable').value,
       after: state.cursors[state.page], limit: String(PAGE_SIZE) };
     Object.keys(params).forEach(function (k) { if (params[k]) q.set(k, params[k]); });
     var res = await api('/compensation/failures?' + q.toString());
@@ -234,6 +237,7 @@
     $('page-prev').disabled = state.page === 0;
     $('page-next').disabled = res.body.length < PAGE_SIZE;
     $('page-number').textContent = 'Page ' + (state.page + 1);
+    $('failures-total').textContent = res.total == null ? '' : res.total + ' matching in all';
     await loadParked();
     loaded('view-failures', true);
   }
@@ -289,8 +293,21 @@
       ['Next retry', r.nextRetryAt == null ? '—' : time(r.nextRetryAt)],
       ['Created', time(r.createdAt)], ['Updated', time(r.updatedAt)]
     ];
-    $('skip-box').hidden = r.status !== 'FAILED' && r.status !== 'EXHAUSTED';
+    var open = r.status === 'FAILED' || r.status === 'EXHAUSTED';
+    $('skip-box').hidden = !open;
+    $('recoverable-box').hidden = !open;
+    fields.push(['Recoverable', r.recoverable]);
+    var spec = r.retrySpec;
+    fields.push(['Retry spec', spec ? spec.maxAttempts + ' attempts, waits ' + spec.initialBackoffMs + '–' + spec.maxBackoffMs + ' ms' : 'the service\'s']);
+    if (r.updatedBy) fields.push(['Updated by', r.updatedBy]);
     if (r.skippedBy) fields.push(['Skipped by', r.skippedBy]);
+    if (state.specFor !== r.id) {
+      // The form starts from the record's spec (empty for the service's); kept while editing.
+      state.specFor = r.id;
+      $('spec-max-attempts').value = spec ? spec.maxAttempts : '';
+      $('spec-initial-backoff').value = spec ? spec.initialBackoffMs : '';
+      $('spec-max-backoff').value = spec ? spec.maxBackoffMs : '';
+    }
     var dl = $('detail-fields');
     clear(dl);
     fields.forEach(function (f) { dl.appendChild(el('dt', { text: f[0] })); dl.appendChild(el('dd', { text: dash(f[1]) })); });
@@ -324,7 +341,7 @@
 
   function closeDetail() {
     $('failure-detail').hidden = true;
-    state.detailId = null;
+    state.detailId = null; state.specFor = null;
     markSelected();
     var opener = state.detailOpener;
     if (opener && document.body.contains(opener)) opener.focus();
@@ -380,6 +397,41 @@
       showStatus('Skipped by ' + dash(res.body.skippedBy) + ': the streams parked behind it run.', 'ok');
       await loadParked();
     } catch (e) { networkError(e); } finally { button.disabled = false; }
+  }
+
+  // An operator's edit of the open record (PUT .../{what} with `body`), with the operator's
+  // bearer token in the tenant of the record; the record after it replaces the one shown.
+  async function editRecord(what, body, button, done) {
+    var id = state.detailId;
+    if (!id) return;
+    button.disabled = true;
+    showStatus('Saving…');
+    try {
+      var record = state.records[id] || {};
+      var as = { token: $('skip-token').value, tenant: record.aggregateId && record.aggregateId.tenantId };
+      var res = await api('/compensation/failures/' + enc(id) + '/' + what, 'PUT', as, body);
+      if (!res.ok || !res.body || !res.body.status) { showError(res); return; }
+      state.records[id] = res.body;
+      if (state.detailId === id) renderDetail(res.body);
+      replaceRow(id, res.body);
+      showStatus(done(res.body), 'ok');
+    } catch (e) { networkError(e); } finally { button.disabled = false; }
+  }
+
+  function markRecoverable(kind, button) {
+    editRecord('recoverable', { recoverable: kind }, button, function (r) {
+      return 'Marked ' + dash(r.recoverable) + ' by ' + dash(r.updatedBy) + '.';
+    });
+  }
+
+  function saveRetrySpec(e) {
+    e.preventDefault();
+    var body = { maxAttempts: Number($('spec-max-attempts').value),
+      initialBackoffMs: Number($('spec-initial-backoff').value), maxBackoffMs: Number($('spec-max-backoff').value) };
+    editRecord('retry-spec', body, $('spec-save'), function (r) {
+      return 'Retry spec set by ' + dash(r.updatedBy) + ': ' + dash(r.status) +
+        (r.nextRetryAt == null ? '' : ', next retry ' + time(r.nextRetryAt)) + '.';
+    });
   }
 
   // ---- rebuilds ----
@@ -772,6 +824,9 @@
     $('failure-detail').addEventListener('keydown', function (e) { if (e.key === 'Escape') closeDetail(); });
     $('retry-now').addEventListener('click', retryNow);
     $('skip-now').addEventListener('click', skipNow);
+    $('mark-recoverable').addEventListener('click', function () { markRecoverable('RECOVERABLE', $('mark-recoverable')); });
+    $('mark-unrecoverable').addEventListener('click', function () { markRecoverable('UNRECOVERABLE', $('mark-unrecoverable')); });
+    $('retry-spec-form').addEventListener('submit', saveRetrySpec);
     $('refresh-rebuilds').addEventListener('click', function () { loadRebuilds().catch(networkError); });
     $('refresh-quarantine').addEventListener('click', function () { loadQuarantine().catch(networkError); });
     $('refresh-deadlines').addEventListener('click', function () { loadDeadlines().catch(networkError); });

@@ -10,8 +10,8 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use wow_core::compensation::{
-    next_record, skipped, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
-    FailedExecution, FailureQuery, RetrySpec,
+    edited, next_record, skipped, succeeded, CompensationStore, ExecutionFailed,
+    ExecutionFailedStatus, FailedExecution, FailureQuery, RecordEdit, RecoverableType, RetrySpec,
 };
 use wow_core::event::ConsumerStoreError;
 use wow_core::{AggregateId, CommandStage, ErrorCode};
@@ -25,7 +25,7 @@ use crate::PostgresStore;
 /// statements below can be built from it at compile time.
 macro_rules! failed_columns {
     () => {
-        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by"
+        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by, retry_spec, updated_by, recoverable"
     };
 }
 
@@ -54,29 +54,47 @@ const SELECT_BY_ID_FOR_UPDATE: &str = concat!(
     " FROM execution_failed WHERE id = $1 FOR UPDATE"
 );
 
-/// The records with status `$1`, of consumer `$2`, in tenant `$5` (each when not NULL), with
-/// ids after `$3` (when not NULL), in id order, at most `$4`.
+/// The filters of [`LIST`] and [`COUNT`]: status `$1`, consumer `$2`, tenant `$3`,
+/// aggregate type `$4`, aggregate id `$5` and recoverability `$6`, each when not NULL.
+macro_rules! failed_filters {
+    () => {
+        "($1::TEXT IS NULL OR status = $1) AND ($2::TEXT IS NULL OR consumer = $2) AND ($3::TEXT IS NULL OR tenant_id = $3) AND ($4::TEXT IS NULL OR aggregate_name = $4) AND ($5::TEXT IS NULL OR aggregate_id = $5) AND ($6::TEXT IS NULL OR recoverable = $6)"
+    };
+}
+
+/// The records [`failed_filters`] selects with ids after `$7` (when not NULL), in id order,
+/// at most `$8`.
 const LIST: &str = concat!(
     "SELECT ",
     failed_columns!(),
-    " FROM execution_failed WHERE ($1::TEXT IS NULL OR status = $1) AND ($2::TEXT IS NULL OR consumer = $2) AND ($3::TEXT IS NULL OR id > $3) AND ($5::TEXT IS NULL OR tenant_id = $5) ORDER BY id LIMIT $4"
+    " FROM execution_failed WHERE ",
+    failed_filters!(),
+    " AND ($7::TEXT IS NULL OR id > $7) ORDER BY id LIMIT $8"
 );
 
-/// The failed records due for a retry at `$1`, in history order, at most `$2`.
+/// How many records [`failed_filters`] selects.
+const COUNT: &str = concat!(
+    "SELECT COUNT(*) FROM execution_failed WHERE ",
+    failed_filters!()
+);
+
+/// The failed records (never an `UNRECOVERABLE` one) due for a retry at `$1`, in history order, at most `$2`.
 const DUE: &str = concat!(
     "SELECT ",
     failed_columns!(),
-    " FROM execution_failed WHERE status = 'FAILED' AND next_retry_at <= $1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT $2"
+    " FROM execution_failed WHERE status = 'FAILED' AND recoverable <> 'UNRECOVERABLE' AND next_retry_at <= $1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT $2"
 );
 
-/// Writes a record, `$1` to `$18` in the order of [`failed_columns`]. A record already there
+/// Writes a record, `$1` to `$21` in the order of [`failed_columns`]. A record already there
 /// takes the new error, attempts, status, retry time and update time, and keeps the rest.
 const SAVE: &str = concat!(
     "INSERT INTO execution_failed (",
     failed_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
                  ON CONFLICT (id) DO UPDATE SET error_code = EXCLUDED.error_code, error_message = EXCLUDED.error_message, attempts = EXCLUDED.attempts,
-                 status = EXCLUDED.status, next_retry_at = EXCLUDED.next_retry_at, updated_at = EXCLUDED.updated_at, skipped_by = EXCLUDED.skipped_by"
+                 status = EXCLUDED.status, next_retry_at = EXCLUDED.next_retry_at, updated_at = EXCLUDED.updated_at, skipped_by = EXCLUDED.skipped_by,
+                 retry_spec = EXCLUDED.retry_spec, updated_by = EXCLUDED.updated_by,
+                 recoverable = EXCLUDED.recoverable"
 );
 
 /// Decodes the columns of [`failed_columns`].
@@ -84,6 +102,7 @@ fn decode_failed(row: &Row) -> Result<ExecutionFailed, ConsumerStoreError> {
     let stage: String = row.get(2);
     let error_code: String = row.get(10);
     let status: String = row.get(13);
+    let recoverable: String = row.get(20);
     Ok(ExecutionFailed {
         id: row.get(0),
         consumer: row.get(1),
@@ -110,6 +129,14 @@ fn decode_failed(row: &Row) -> Result<ExecutionFailed, ConsumerStoreError> {
         created_at: row.get(15),
         updated_at: row.get(16),
         skipped_by: row.get(17),
+        retry_spec: row
+            .get::<_, Option<serde_json::Value>>(18)
+            .map(serde_json::from_value::<RetrySpec>)
+            .transpose()
+            .map_err(internal)?,
+        updated_by: row.get(19),
+        recoverable: RecoverableType::parse(&recoverable)
+            .ok_or_else(|| internal(format!("unknown recoverability `{recoverable}`")))?,
     })
 }
 
@@ -130,6 +157,11 @@ async fn save_failed(
 ) -> Result<(), ConsumerStoreError> {
     let event_ids = serde_json::to_value(&record.event_ids).map_err(internal)?;
     let attempts = i32::try_from(record.attempts).unwrap_or(i32::MAX);
+    let retry_spec = record
+        .retry_spec
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(internal)?;
     client
         .execute(
             SAVE,
@@ -152,6 +184,9 @@ async fn save_failed(
                 &record.created_at,
                 &record.updated_at,
                 &record.skipped_by,
+                &retry_spec,
+                &record.updated_by,
+                &record.recoverable.as_str(),
             ],
         )
         .await
@@ -237,6 +272,17 @@ impl CompensationStore for PostgresStore {
             .await
     }
 
+    async fn edit(
+        &self,
+        id: &str,
+        edit: &RecordEdit,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        self.change_record(id, |record| edited(record, edit, by, now))
+            .await
+    }
+
     async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
         self.within(async {
             let client = self.downstream_client().await?;
@@ -249,6 +295,7 @@ impl CompensationStore for PostgresStore {
         self.within(async {
             let client = self.downstream_client().await?;
             let status = query.status.map(|status| status.as_str());
+            let recoverable = query.recoverable.map(|recoverable| recoverable.as_str());
             let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
             select_failed(
                 &client,
@@ -256,12 +303,39 @@ impl CompensationStore for PostgresStore {
                 &[
                     &status,
                     &query.consumer,
+                    &query.tenant_id,
+                    &query.aggregate_name,
+                    &query.aggregate_id,
+                    &recoverable,
                     &query.after_id,
                     &limit,
-                    &query.tenant_id,
                 ],
             )
             .await
+        })
+        .await
+    }
+
+    async fn count(&self, query: &FailureQuery) -> Result<u64, ConsumerStoreError> {
+        self.within(async {
+            let client = self.downstream_client().await?;
+            let status = query.status.map(|status| status.as_str());
+            let recoverable = query.recoverable.map(|recoverable| recoverable.as_str());
+            let row = client
+                .query_one(
+                    COUNT,
+                    &[
+                        &status,
+                        &query.consumer,
+                        &query.tenant_id,
+                        &query.aggregate_name,
+                        &query.aggregate_id,
+                        &recoverable,
+                    ],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
         })
         .await
     }

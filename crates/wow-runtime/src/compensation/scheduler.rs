@@ -4,11 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::deadline::DEADLINE_SCHEDULER;
-use crate::event::EventDispatcher;
+use crate::event::{CatchUpError, EventDispatcher, RedispatchOutcome, RedispatchRange};
 use crate::eventsourcing::{load_aggregate, LoadError};
 use wow_core::aggregate::{AggregateRegistry, QuarantinedAggregates};
 use wow_core::compensation::{
-    CompensationStore, ExecutionFailed, ExecutionFailedStatus, FailedExecution, AGGREGATE_PROCESSOR,
+    CompensationStore, ExecutionFailed, ExecutionFailedStatus, FailedExecution, RecordEdit,
+    AGGREGATE_PROCESSOR,
 };
 use wow_core::deadline::DeadlineStore;
 use wow_core::event::{ConsumerError, ConsumerStoreError, ParkedStreams};
@@ -181,6 +182,42 @@ impl CompensationScheduler {
         }
         tracing::info!(id, by, consumer = after.consumer, aggregate_id = %after.aggregate_id, version = after.version, "a failed execution was skipped");
         Ok(after)
+    }
+
+    /// Applies operator `by`'s `edit` to record `id` at the dispatcher clock's now and returns
+    /// the record after it ([`edited`](wow_core::compensation::edited) says what each edit
+    /// changes: a retry spec is followed by this scheduler's next retries of the record).
+    /// Nothing runs.
+    pub async fn edit(
+        &self,
+        id: &str,
+        edit: &RecordEdit,
+        by: &str,
+    ) -> Result<ExecutionFailed, CompensationError> {
+        let now = self.dispatcher.clock().now_millis();
+        let after = self
+            .failures
+            .edit(id, edit, by, now)
+            .await?
+            .ok_or_else(|| CompensationError::NotFound(id.to_owned()))?;
+        tracing::info!(id, by, ?edit, consumer = after.consumer, aggregate_id = %after.aggregate_id, version = after.version, "a failed execution was edited");
+        Ok(after)
+    }
+
+    /// Whether the dispatcher runs a consumer named `name` (one a re-dispatch can run).
+    pub fn runs_consumer(&self, name: &str) -> bool {
+        self.dispatcher.consumer(name).is_some()
+    }
+
+    /// Runs consumer `consumer` again on the streams of `range`, read from the event store
+    /// (an operator's re-dispatch: [`redispatch`](crate::event::redispatch) says what it does
+    /// to each kind of consumer); failures are recorded here as live ones.
+    pub async fn redispatch(
+        &self,
+        consumer: &str,
+        range: &RedispatchRange,
+    ) -> Result<RedispatchOutcome, CatchUpError> {
+        crate::event::redispatch(&self.dispatcher, consumer, self.store.as_ref(), range).await
     }
 
     /// The stream `record` failed on, read back from the event store.

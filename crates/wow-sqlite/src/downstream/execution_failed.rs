@@ -7,8 +7,8 @@
 use async_trait::async_trait;
 use rusqlite::{params, Connection, Row};
 use wow_core::compensation::{
-    next_record, skipped, succeeded, CompensationStore, ExecutionFailed, ExecutionFailedStatus,
-    FailedExecution, FailureQuery, RetrySpec,
+    edited, next_record, skipped, succeeded, CompensationStore, ExecutionFailed,
+    ExecutionFailedStatus, FailedExecution, FailureQuery, RecordEdit, RecoverableType, RetrySpec,
 };
 use wow_core::event::ConsumerStoreError;
 use wow_core::eventsourcing::BoxError;
@@ -21,7 +21,7 @@ use crate::SqliteStore;
 /// statements below can be built from it at compile time.
 macro_rules! failed_columns {
     () => {
-        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by"
+        "id, consumer, stage, context_name, aggregate_name, aggregate_id, tenant_id, version, stream_id, event_ids, error_code, error_message, attempts, status, next_retry_at, created_at, updated_at, skipped_by, retry_spec, updated_by, recoverable"
     };
 }
 
@@ -39,27 +39,43 @@ const SELECT_BY_ID: &str = concat!(
     " FROM execution_failed WHERE id = ?1"
 );
 
-/// The records with status `?1`, of consumer `?2`, in tenant `?5` (each when not NULL), with
-/// ids after `?3` (when not NULL), in id order, at most `?4`.
+/// The filters of [`LIST`] and [`COUNT`]: status `?1`, consumer `?2`, tenant `?3`,
+/// aggregate type `?4`, aggregate id `?5` and recoverability `?6`, each when not NULL.
+macro_rules! failed_filters {
+    () => {
+        "(?1 IS NULL OR status = ?1) AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR tenant_id = ?3) AND (?4 IS NULL OR aggregate_name = ?4) AND (?5 IS NULL OR aggregate_id = ?5) AND (?6 IS NULL OR recoverable = ?6)"
+    };
+}
+
+/// The records [`failed_filters`] selects with ids after `?7` (when not NULL), in id order,
+/// at most `?8`.
 const LIST: &str = concat!(
     "SELECT ",
     failed_columns!(),
-    " FROM execution_failed WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR consumer = ?2) AND (?3 IS NULL OR id > ?3) AND (?5 IS NULL OR tenant_id = ?5) ORDER BY id LIMIT ?4"
+    " FROM execution_failed WHERE ",
+    failed_filters!(),
+    " AND (?7 IS NULL OR id > ?7) ORDER BY id LIMIT ?8"
 );
 
-/// The failed records due for a retry at `?1`, in history order, at most `?2`.
+/// How many records [`failed_filters`] selects.
+const COUNT: &str = concat!(
+    "SELECT COUNT(*) FROM execution_failed WHERE ",
+    failed_filters!()
+);
+
+/// The failed records (never an `UNRECOVERABLE` one) due for a retry at `?1`, in history order, at most `?2`.
 const DUE: &str = concat!(
     "SELECT ",
     failed_columns!(),
-    " FROM execution_failed WHERE status = 'FAILED' AND next_retry_at <= ?1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT ?2"
+    " FROM execution_failed WHERE status = 'FAILED' AND recoverable <> 'UNRECOVERABLE' AND next_retry_at <= ?1 ORDER BY tenant_id, aggregate_name, aggregate_id, version, consumer LIMIT ?2"
 );
 
-/// Writes a record, `?1` to `?18` in the order of [`failed_columns`], replacing the one of
+/// Writes a record, `?1` to `?21` in the order of [`failed_columns`], replacing the one of
 /// its id.
 const SAVE: &str = concat!(
     "INSERT OR REPLACE INTO execution_failed (",
     failed_columns!(),
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
 );
 
 /// Column `index` could not be read: `error` says why.
@@ -73,6 +89,8 @@ fn decode_failed(row: &Row<'_>) -> rusqlite::Result<ExecutionFailed> {
     let event_ids: String = row.get(9)?;
     let error_code: String = row.get(10)?;
     let status: String = row.get(13)?;
+    let retry_spec: Option<String> = row.get(18)?;
+    let recoverable: String = row.get(20)?;
     Ok(ExecutionFailed {
         id: row.get(0)?,
         consumer: row.get(1)?,
@@ -99,6 +117,13 @@ fn decode_failed(row: &Row<'_>) -> rusqlite::Result<ExecutionFailed> {
         created_at: row.get(15)?,
         updated_at: row.get(16)?,
         skipped_by: row.get(17)?,
+        retry_spec: retry_spec
+            .map(|spec| serde_json::from_str::<RetrySpec>(&spec))
+            .transpose()
+            .map_err(|e| bad_column(18, e))?,
+        updated_by: row.get(19)?,
+        recoverable: RecoverableType::parse(&recoverable)
+            .ok_or_else(|| bad_column(20, format!("unknown recoverability `{recoverable}`")))?,
     })
 }
 
@@ -125,6 +150,12 @@ fn save_failed(connection: &Connection, record: &ExecutionFailed) -> Result<(), 
             record.created_at,
             record.updated_at,
             record.skipped_by,
+            record
+                .retry_spec
+                .map(|spec| serde_json::to_string(&spec))
+                .transpose()?,
+            record.updated_by,
+            record.recoverable.as_str(),
         ],
     )?;
     Ok(())
@@ -139,6 +170,21 @@ fn select_failed(
     let mut statement = connection.prepare_cached(sql)?;
     let rows = statement.query_map(values, decode_failed)?;
     rows.collect()
+}
+
+/// The parameters of [`failed_filters`] for `query`, `?1` to `?6`.
+fn filter_values(query: &FailureQuery) -> Vec<rusqlite::types::Value> {
+    use rusqlite::types::Value;
+    let text =
+        |value: Option<&str>| value.map_or(Value::Null, |value| Value::Text(value.to_owned()));
+    vec![
+        text(query.status.map(|status| status.as_str())),
+        text(query.consumer.as_deref()),
+        text(query.tenant_id.as_deref()),
+        text(query.aggregate_name.as_deref()),
+        text(query.aggregate_id.as_deref()),
+        text(query.recoverable.map(|recoverable| recoverable.as_str())),
+    ]
 }
 
 impl SqliteStore {
@@ -205,6 +251,18 @@ impl CompensationStore for SqliteStore {
             .await
     }
 
+    async fn edit(
+        &self,
+        id: &str,
+        edit: &RecordEdit,
+        by: &str,
+        now: i64,
+    ) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
+        let (edit, by) = (edit.clone(), by.to_owned());
+        self.change_record(id, move |record| edited(record, &edit, &by, now))
+            .await
+    }
+
     async fn get(&self, id: &str) -> Result<Option<ExecutionFailed>, ConsumerStoreError> {
         let id = id.to_owned();
         self.read_rows(move |connection| Ok(select_failed(connection, SELECT_BY_ID, &[&id])?.pop()))
@@ -214,19 +272,31 @@ impl CompensationStore for SqliteStore {
     async fn list(&self, query: &FailureQuery) -> Result<Vec<ExecutionFailed>, ConsumerStoreError> {
         let query = query.clone();
         self.read_rows(move |connection| {
-            let status = query.status.map(|status| status.as_str());
-            let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
-            select_failed(
-                connection,
-                LIST,
-                &[
-                    &status,
-                    &query.consumer,
-                    &query.after_id,
-                    &limit,
-                    &query.tenant_id,
-                ],
-            )
+            let mut values = filter_values(&query);
+            values.push(
+                query
+                    .after_id
+                    .map_or(rusqlite::types::Value::Null, rusqlite::types::Value::Text),
+            );
+            values.push(rusqlite::types::Value::Integer(
+                i64::try_from(query.limit).unwrap_or(i64::MAX),
+            ));
+            let mut statement = connection.prepare_cached(LIST)?;
+            let rows = statement.query_map(rusqlite::params_from_iter(values), decode_failed)?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn count(&self, query: &FailureQuery) -> Result<u64, ConsumerStoreError> {
+        let query = query.clone();
+        self.read_rows(move |connection| {
+            let count: i64 = connection
+                .prepare_cached(COUNT)?
+                .query_row(rusqlite::params_from_iter(filter_values(&query)), |row| {
+                    row.get(0)
+                })?;
+            Ok(u64::try_from(count).unwrap_or(0))
         })
         .await
     }
