@@ -4,8 +4,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
-use futures::stream::FuturesUnordered;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use serde_json::{json, Value};
 use tracing::{Instrument, Span};
 
@@ -260,32 +259,16 @@ impl EventDispatcher {
         stage: CommandStage,
         consumers: &[Arc<dyn EventConsumer>],
     ) {
-        // The consumers of a stage are independent (each its own records, positions and
-        // lane): they run at once, so their writes share a commit instead of waiting for one
-        // each; each one's signal goes as it finishes.
-        let mut running: FuturesUnordered<_> = consumers
-            .iter()
-            .enumerate()
-            .map(|(index, consumer)| async move {
-                let (_, outcome) = self
-                    .deliver(Target::Consumer(consumer, stage), stream)
-                    .await;
-                (index, consumer, outcome)
-            })
-            .collect();
-        let mut first_failure: Option<(usize, ConsumerError)> = None;
-        while let Some((index, consumer, outcome)) = running.next().await {
+        let mut first_failure = None;
+        for consumer in consumers {
+            let (_, outcome) = self
+                .deliver(Target::Consumer(consumer, stage), stream)
+                .await;
             if let Err(error) = &outcome {
-                if first_failure
-                    .as_ref()
-                    .is_none_or(|(first, _)| index < *first)
-                {
-                    first_failure = Some((index, error.clone()));
-                }
+                first_failure.get_or_insert_with(|| error.clone());
             }
             self.signal(stream, stage, Some(consumer.name()), outcome, Value::Null);
         }
-        let first_failure = first_failure.map(|(_, error)| error);
         self.signal(
             stream,
             stage,
