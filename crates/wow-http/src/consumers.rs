@@ -12,6 +12,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use wow_core::ErrorCode;
+use wow_runtime::compensation::CompensationScheduler;
 use wow_runtime::event::RedispatchRange;
 
 use crate::compensation::{operator_name, read_body, Scope};
@@ -47,19 +48,7 @@ pub(crate) async fn redispatch(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let scope = Scope::of_operator(&state, &headers)?;
-    let body: RedispatchBody = read_body(body)?;
-    if body.from_version == 0 {
-        return Err(ApiError::bad_request("fromVersion must be at least 1"));
-    }
-    if body.to_version.is_some_and(|to| to < body.from_version) {
-        return Err(ApiError::bad_request(
-            "toVersion must not be below fromVersion",
-        ));
-    }
-    if let Some(id) = &body.aggregate_id {
-        wow_core::check_aggregate_id(id)
-            .map_err(|why| ApiError::bad_request(format!("aggregateId {why}")))?;
-    }
+    let body = checked(read_body(body)?)?;
     let runtime = state.registry().find(&body.aggregate).map_err(|_| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -108,6 +97,36 @@ pub(crate) async fn redispatch(
         "requestedBy": by,
         "requestedAt": at,
     });
+    run_in_background(scheduler, consumer, range, by);
+    Ok((StatusCode::ACCEPTED, Json(answer)))
+}
+
+/// `body` when its range is one: 400 `BadRequest` for `fromVersion` 0, a `toVersion` below
+/// it, or an aggregate id that breaks the rules of an id.
+fn checked(body: RedispatchBody) -> Result<RedispatchBody, ApiError> {
+    if body.from_version == 0 {
+        return Err(ApiError::bad_request("fromVersion must be at least 1"));
+    }
+    if body.to_version.is_some_and(|to| to < body.from_version) {
+        return Err(ApiError::bad_request(
+            "toVersion must not be below fromVersion",
+        ));
+    }
+    if let Some(id) = &body.aggregate_id {
+        wow_core::check_aggregate_id(id)
+            .map_err(|why| ApiError::bad_request(format!("aggregateId {why}")))?;
+    }
+    Ok(body)
+}
+
+/// Runs the re-dispatch of `range` to `consumer` after the answer, and records in the audit
+/// log what it did, or that a store stopped it.
+fn run_in_background(
+    scheduler: CompensationScheduler,
+    consumer: String,
+    range: RedispatchRange,
+    by: String,
+) {
     tokio::spawn(async move {
         match scheduler.redispatch(&consumer, &range).await {
             Ok(outcome) => tracing::info!(
@@ -131,5 +150,4 @@ pub(crate) async fn redispatch(
             ),
         }
     });
-    Ok((StatusCode::ACCEPTED, Json(answer)))
 }

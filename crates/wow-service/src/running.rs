@@ -85,13 +85,7 @@ impl ServiceBuilder {
         }
         let settings = self.settings.clone();
         let stores = if settings.snapshot_queries {
-            self.materialize_snapshots(&stores).await?;
-            // The documents are the aggregates' snapshots: loads read them, none is saved twice.
-            self.snapshots = SnapshotStrategy::Never;
-            Stores {
-                snapshots: Arc::new(MaterializedSnapshotStore::new(stores.views.clone())),
-                ..stores
-            }
+            self.materialize_snapshots(stores).await?
         } else {
             stores
         };
@@ -266,7 +260,8 @@ impl ServiceBuilder {
 
     /// Wow's snapshot queries read every aggregate's latest state from these documents: their
     /// query indexes declared, and the projection that keeps them first among the consumers.
-    async fn materialize_snapshots(&mut self, stores: &Stores) -> Result<(), ServiceError> {
+    /// The stores answered read the documents as the aggregates' snapshots.
+    async fn materialize_snapshots(&mut self, stores: Stores) -> Result<Stores, ServiceError> {
         for runtime in self.registry.iter().filter(|runtime| runtime.query_index()) {
             let view = snapshot_view(&runtime.named_aggregate().aggregate_name);
             stores.views.declare_query_index(&view).await?;
@@ -282,7 +277,12 @@ impl ServiceBuilder {
                 )) as Arc<dyn EventConsumer>
             }),
         );
-        Ok(())
+        // The documents are the aggregates' snapshots: loads read them, none is saved twice.
+        self.snapshots = SnapshotStrategy::Never;
+        Ok(Stores {
+            snapshots: Arc::new(MaterializedSnapshotStore::new(stores.views.clone())),
+            ..stores
+        })
     }
 
     /// A gateway's consumers: the processors run them and retry their failures, so this

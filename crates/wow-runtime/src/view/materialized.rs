@@ -15,8 +15,8 @@ use wow_core::event::DomainEventStream;
 use wow_core::event::{ConsumerError, EventConsumer};
 use wow_core::eventsourcing::{EventStore, Snapshot};
 use wow_core::id::{new_id, Clock, SystemClock};
-use wow_core::view::ViewStore;
 use wow_core::view::{ViewKey, ViewRow};
+use wow_core::view::{ViewStore, ViewStoreError};
 use wow_core::{AggregateId, ErrorCode};
 
 use crate::eventsourcing::{internal, replay, replay_failed, AggregateCache};
@@ -182,12 +182,19 @@ impl EventConsumer for MaterializedSnapshots {
                 self.written.put(id, document);
                 Ok(())
             }
-            Err(error) => Err(ConsumerError::new(
-                ErrorCode::ServiceUnavailable,
-                error.to_string(),
-            )),
+            Err(error) => Err(write_failed(&error)),
         }
     }
+}
+
+/// A document's write that failed: `ServiceUnavailable` when the store could not be reached
+/// (the stream is retried), `IllegalState` when the store refused the write.
+fn write_failed(error: &ViewStoreError) -> ConsumerError {
+    let code = match error {
+        ViewStoreError::Unavailable(_) => ErrorCode::ServiceUnavailable,
+        _ => ErrorCode::IllegalState,
+    };
+    ConsumerError::new(code, error.to_string())
 }
 
 impl MaterializedSnapshots {
