@@ -24,7 +24,7 @@ RUN_TIMEOUT="${WOW_SCHEMATHESIS_TIMEOUT:-600}"
 # The operator's operations: /metrics, /metrics.json, /deadlines, firing and cancelling one
 # pending deadline, the operations page's three files, and the release of a unique key
 # (DELETE /unique-key/{space}/{value}).
-OPERATOR_OPERATIONS='^(compensation\.skip|compensation\.retry_spec|compensation\.recoverable|consumer\.redispatch|service\.rebuild|service\.rebuilds|service\.metrics|service\.metrics_json|service\.deadlines|deadline\.fire|deadline\.cancel|service\.unique_key_release|ui\..+)$'
+OPERATOR_OPERATIONS='^(.+\.snapshot\.regenerate(_batch)?|compensation\.skip|compensation\.retry_spec|compensation\.recoverable|consumer\.redispatch|service\.rebuild|service\.rebuilds|service\.metrics|service\.metrics_json|service\.deadlines|deadline\.fire|deadline\.cancel|service\.unique_key_release|ui\..+)$'
 
 log() { printf '== %s\n' "$*"; }
 

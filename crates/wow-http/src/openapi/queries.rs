@@ -298,7 +298,7 @@ pub(super) fn snapshot_paths(context: &str, aggregate: &str, paths: &mut Map<Str
         "summary": "Regenerates the materialized snapshots of up to `limit` aggregates after `afterId` (`(0)`: from the first), in the tenant's id order (an operator's action, recorded)",
         OPERATOR_COMMAND: true,
         "parameters": [
-            path_param("afterId", "The last id of the previous batch, or (0)", json!({"type": "string", "minLength": 1})),
+            path_param("afterId", "The last id of the previous batch, or (0) for the first", super::bounds::tenant_schema()),
             path_param("limit", "How many (1 to 1000)", json!({"type": "integer", "minimum": 1, "maximum": 1000})),
             tenant,
         ],
