@@ -347,13 +347,7 @@ pub(crate) async fn edit_retry_spec(
     if let Some(why) = spec.invalid() {
         return Err(ApiError::bad_request(why));
     }
-    let before = scope.record(&id).await?;
-    let by = operator_name(&headers);
-    let record = scope
-        .scheduler
-        .edit(&id, &RecordEdit::RetrySpec(spec), &by)
-        .await
-        .map_err(|error| retry_failed(error, &id))?;
+    let (before, record, by) = edited(&scope, &headers, &id, RecordEdit::RetrySpec(spec)).await?;
     tracing::info!(
         target: "wow::audit",
         action = "compensation.retry_spec",
@@ -371,6 +365,24 @@ pub(crate) async fn edit_retry_spec(
         "an operator set a failed execution's retry spec"
     );
     Ok(Json(record))
+}
+
+/// Makes `edit` to the record `id` as the operator the request's token names: the record
+/// before, the record after, and who edited it; 404 for an unknown record.
+async fn edited(
+    scope: &Scope,
+    headers: &HeaderMap,
+    id: &str,
+    edit: RecordEdit,
+) -> Result<(ExecutionFailed, ExecutionFailed, String), ApiError> {
+    let before = scope.record(id).await?;
+    let by = operator_name(headers);
+    let record = scope
+        .scheduler
+        .edit(id, &edit, &by)
+        .await
+        .map_err(|error| retry_failed(error, id))?;
+    Ok((before, record, by))
 }
 
 /// The body of `PUT /compensation/failures/{id}/recoverable`.
@@ -395,13 +407,8 @@ pub(crate) async fn edit_recoverable(
 ) -> Result<Json<ExecutionFailed>, ApiError> {
     let scope = Scope::of_operator(&state, &headers)?;
     let RecoverableBody { recoverable } = read_body(body)?;
-    let before = scope.record(&id).await?;
-    let by = operator_name(&headers);
-    let record = scope
-        .scheduler
-        .edit(&id, &RecordEdit::Recoverable(recoverable), &by)
-        .await
-        .map_err(|error| retry_failed(error, &id))?;
+    let (before, record, by) =
+        edited(&scope, &headers, &id, RecordEdit::Recoverable(recoverable)).await?;
     tracing::info!(
         target: "wow::audit",
         action = "compensation.recoverable",
