@@ -157,6 +157,21 @@ fn store_failed(failure: &impl std::fmt::Display) -> ApiError {
     )
 }
 
+/// The value a list's parameter names, in any case (`None` when the parameter is absent); 400
+/// `BadRequest` saying `rule` and what was sent when `parse` knows no such name.
+fn named<T>(
+    given: Option<&str>,
+    parse: impl Fn(&str) -> Option<T>,
+    rule: &str,
+) -> Result<Option<T>, ApiError> {
+    given
+        .map(str::to_ascii_uppercase)
+        .map(|name| {
+            parse(&name).ok_or_else(|| ApiError::bad_request(format!("{rule}, not `{name}`")))
+        })
+        .transpose()
+}
+
 /// `GET /compensation/failures?status=&consumer=&aggregate=&aggregateId=&recoverable=&after=&limit=`: the
 /// recorded failures in the order they were first recorded, one page (`after` is the last id
 /// of the previous page), as a JSON array; header [`TOTAL_HEADER`] says how many match the
@@ -165,30 +180,16 @@ pub(crate) async fn list(
     scope: Scope,
     ListQuery(params): ListQuery,
 ) -> Result<(HeaderMap, Json<Vec<ExecutionFailed>>), ApiError> {
-    let status = params
-        .status
-        .as_deref()
-        .map(str::to_ascii_uppercase)
-        .map(|name| {
-            ExecutionFailedStatus::parse(&name).ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "status must be FAILED, EXHAUSTED, SUCCEEDED or SKIPPED, not `{name}`"
-                ))
-            })
-        })
-        .transpose()?;
-    let recoverable = params
-        .recoverable
-        .as_deref()
-        .map(str::to_ascii_uppercase)
-        .map(|name| {
-            RecoverableType::parse(&name).ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "recoverable must be RECOVERABLE, UNRECOVERABLE or UNKNOWN, not `{name}`"
-                ))
-            })
-        })
-        .transpose()?;
+    let status = named(
+        params.status.as_deref(),
+        ExecutionFailedStatus::parse,
+        "status must be FAILED, EXHAUSTED, SUCCEEDED or SKIPPED",
+    )?;
+    let recoverable = named(
+        params.recoverable.as_deref(),
+        RecoverableType::parse,
+        "recoverable must be RECOVERABLE, UNRECOVERABLE or UNKNOWN",
+    )?;
     let limit = params.limit.unwrap_or(100);
     if limit == 0 || limit > MAX_LIMIT {
         return Err(ApiError::bad_request(format!(

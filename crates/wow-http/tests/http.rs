@@ -49,15 +49,8 @@ impl Server {
         headers: &[(&str, &str)],
         body: &str,
     ) -> (StatusCode, Value, String) {
-        let mut request = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .body(body.to_owned());
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        read(request.send().await.unwrap()).await
+        self.send_json(reqwest::Method::POST, path, headers, body)
+            .await
     }
 
     async fn put(
@@ -66,9 +59,21 @@ impl Server {
         headers: &[(&str, &str)],
         body: &str,
     ) -> (StatusCode, Value, String) {
+        self.send_json(reqwest::Method::PUT, path, headers, body)
+            .await
+    }
+
+    /// `method` of `path` with a JSON `body` and `headers`.
+    async fn send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (StatusCode, Value, String) {
         let mut request = self
             .client
-            .put(format!("{}{path}", self.base))
+            .request(method, format!("{}{path}", self.base))
             .header("content-type", "application/json")
             .body(body.to_owned());
         for (name, value) in headers {
