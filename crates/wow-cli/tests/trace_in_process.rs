@@ -68,15 +68,14 @@ fn chain(spans: &[SpanData]) -> Option<Chain<'_>> {
     let by_request = |name: &str, request_id: &str| find(spans, name, "request_id", request_id);
     let transfer = "transfer-1";
     let saga = by_request("saga transfer", transfer)?;
-    // The saga's commands, by the command they carry (their request ids derive from the event).
-    let sent = |command: &str, name: &str| {
+    // The saga's commands, by the span's name, which names the command (their request ids
+    // derive from the event).
+    let sent = |name: &str| {
         spans.iter().find(|span| {
-            span.name == name
-                && attribute_is(span, "command", command)
-                && span.span_context.trace_id() == saga.span_context.trace_id()
+            span.name == name && span.span_context.trace_id() == saga.span_context.trace_id()
         })
     };
-    let receive_node = sent("receive_transfer", "node receive_transfer")?;
+    let receive_node = sent("node receive_transfer")?;
     let receive_request = attribute(receive_node, "request_id")?.as_str().into_owned();
     Some(Chain {
         gateway: by_request("gateway transfer", transfer)?,
@@ -84,12 +83,12 @@ fn chain(spans: &[SpanData]) -> Option<Chain<'_>> {
         append: by_request("append account", transfer)?,
         projection: by_request("projection account_balance", transfer)?,
         saga,
-        receive_gateway: sent("receive_transfer", "gateway receive_transfer")?,
+        receive_gateway: sent("gateway receive_transfer")?,
         receive_node,
         receive_append: by_request("append account", &receive_request)?,
         receive_projection: by_request("projection account_balance", &receive_request)?,
-        confirm_gateway: sent("confirm_transfer", "gateway confirm_transfer")?,
-        confirm_node: sent("confirm_transfer", "node confirm_transfer")?,
+        confirm_gateway: sent("gateway confirm_transfer")?,
+        confirm_node: sent("node confirm_transfer")?,
     })
 }
 

@@ -20,10 +20,12 @@
 //! header strings the command already carries.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::TraceContextExt;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry::Context;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use wow_core::command::{CommandStage, JsonCommand, TRACEPARENT_HEADER, TRACESTATE_HEADER};
@@ -38,33 +40,6 @@ pub const SPAN_TARGET: &str = "wow::trace";
 pub const TRACE_HEADERS: [&str; 2] = [TRACEPARENT_HEADER, TRACESTATE_HEADER];
 
 type Header = BTreeMap<String, String>;
-
-/// Reads a trace context from a message header.
-struct HeaderExtractor<'a>(&'a Header);
-
-impl Extractor for HeaderExtractor<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str)
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(String::as_str).collect()
-    }
-}
-
-/// Writes a trace context into a message header; an empty `tracestate` removes any the
-/// header had (it belonged to the context being replaced).
-struct HeaderInjector<'a>(&'a mut Header);
-
-impl Injector for HeaderInjector<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        if value.is_empty() {
-            self.0.remove(key);
-        } else {
-            self.0.insert(key.to_owned(), value);
-        }
-    }
-}
 
 /// The longest `tracestate` carried on: W3C Trace Context lets a hop drop one past 512
 /// characters, and bounds what a caller stores in every stream of its intent.
@@ -98,32 +73,76 @@ pub fn from_request(traceparent: Option<&str>, tracestate: Option<&str>) -> Vec<
 /// nothing after the flags; a later version may (W3C: read the first four fields).
 pub fn is_valid_traceparent(value: &str) -> bool {
     let bytes = value.as_bytes();
-    let hex = |range: std::ops::Range<usize>| {
-        bytes
-            .get(range)
-            .is_some_and(|part| part.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    let Some(fields) = bytes.get(..55) else {
+        return false;
     };
-    let dash = |at: usize| bytes.get(at) == Some(&b'-');
-    let nonzero = |range: std::ops::Range<usize>| {
-        bytes
-            .get(range)
-            .is_some_and(|part| part.iter().any(|b| *b != b'0'))
+    let well_formed = fields.iter().enumerate().all(|(at, byte)| match at {
+        2 | 35 | 52 => *byte == b'-',
+        _ => matches!(byte, b'0'..=b'9' | b'a'..=b'f'),
+    });
+    let nonzero = |part: &[u8]| part.iter().any(|b| *b != b'0');
+    let version_ok = match &fields[..2] {
+        b"ff" => false,
+        b"00" => bytes.len() == 55,
+        _ => bytes.len() == 55 || bytes.get(55) == Some(&b'-'),
     };
-    let well_formed = hex(0..2)
-        && dash(2)
-        && hex(3..35)
-        && dash(35)
-        && hex(36..52)
-        && dash(52)
-        && hex(53..55)
-        && nonzero(3..35)
-        && nonzero(36..52);
-    let version_ok = match bytes.get(0..2) {
-        Some(b"ff") | None => false,
-        Some(b"00") => bytes.len() == 55,
-        Some(_) => bytes.len() == 55 || dash(55),
+    well_formed && version_ok && nonzero(&fields[3..35]) && nonzero(&fields[36..52])
+}
+
+/// Whether a span whose parent context arrives unsampled records nothing: true when the
+/// installed sampler follows its parent's decision (OpenTelemetry's default,
+/// `parentbased_*`). Set by whoever installs the OpenTelemetry layer
+/// ([`follow_parent_sampling`]); off by default, so every span is built and the sampler
+/// decides.
+static PARENT_DECIDES: AtomicBool = AtomicBool::new(false);
+
+/// Declares that the installed sampler follows a parent's sampling decision (the SDK's
+/// `parentbased_*` samplers, its default): a hop whose incoming context is unsampled then
+/// builds no span at all and carries that context on unchanged, so an unsampled intent costs
+/// one span (its root's) rather than one per hop. Leave it off (the default) for a sampler
+/// that may record a child of an unsampled parent.
+pub fn follow_parent_sampling(enabled: bool) {
+    PARENT_DECIDES.store(enabled, Ordering::Relaxed);
+}
+
+/// Whether a hop receiving `header` builds no span: the installed sampler follows its parent
+/// ([`follow_parent_sampling`]) and the header's `traceparent` is valid with its sampled
+/// flag clear. Reads the flags first: a sampled context (the usual case) is not parsed.
+fn parent_unsampled(header: &Header) -> bool {
+    if !PARENT_DECIDES.load(Ordering::Relaxed) {
+        return false;
+    }
+    let Some(traceparent) = header.get(TRACEPARENT_HEADER) else {
+        return false;
     };
-    well_formed && version_ok
+    // The sampled flag is the lowest bit of the flags' second hex digit.
+    let sampled = traceparent
+        .as_bytes()
+        .get(54)
+        .and_then(|digit| char::from(*digit).to_digit(16))
+        .is_some_and(|digit| digit & 1 == 1);
+    !sampled && is_valid_traceparent(traceparent)
+}
+
+/// The remote span context a valid `traceparent` (see [`is_valid_traceparent`]) names, with
+/// the `tracestate` given when it parses; `None` for an invalid `traceparent`.
+fn parse_traceparent(traceparent: &str, tracestate: Option<&str>) -> Option<SpanContext> {
+    if !is_valid_traceparent(traceparent) {
+        return None;
+    }
+    let trace_id = TraceId::from_hex(traceparent.get(3..35)?).ok()?;
+    let span_id = SpanId::from_hex(traceparent.get(36..52)?).ok()?;
+    let flags = u8::from_str_radix(traceparent.get(53..55)?, 16).ok()?;
+    let state = tracestate
+        .and_then(|state| state.parse::<TraceState>().ok())
+        .unwrap_or_default();
+    Some(SpanContext::new(
+        trace_id,
+        span_id,
+        TraceFlags::new(flags) & TraceFlags::SAMPLED,
+        true,
+        state,
+    ))
 }
 
 /// Makes `span` a child of the trace context `header` carries. Nothing happens when the span
@@ -131,14 +150,19 @@ pub fn is_valid_traceparent(value: &str) -> bool {
 /// records the span: then the span keeps its contextual parent. Call it before the span is
 /// first entered.
 pub fn continue_from(span: &Span, header: &Header) {
-    if span.is_disabled() || !header.contains_key(TRACEPARENT_HEADER) {
+    if span.is_disabled() {
         return;
     }
-    let parent = TraceContextPropagator::new().extract(&HeaderExtractor(header));
-    if parent.span().span_context().is_valid() {
-        // No OpenTelemetry layer, or a span already entered: it keeps its parent.
-        let _ignored = span.set_parent(parent);
-    }
+    let Some(parent) = header.get(TRACEPARENT_HEADER).and_then(|traceparent| {
+        parse_traceparent(
+            traceparent,
+            header.get(TRACESTATE_HEADER).map(String::as_str),
+        )
+    }) else {
+        return;
+    };
+    // No OpenTelemetry layer, or a span already entered: it keeps its parent.
+    let _ignored = span.set_parent(Context::new().with_remote_span_context(parent));
 }
 
 /// Writes `span`'s trace context into `header` (`traceparent`, and `tracestate` when it has
@@ -150,9 +174,42 @@ pub fn stamp(span: &Span, header: &mut Header) {
         return;
     }
     let context = span.context();
-    if context.span().span_context().is_valid() {
-        TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(header));
+    let span_context = context.span().span_context().clone();
+    if !span_context.is_valid() {
+        return;
     }
+    header.insert(
+        TRACEPARENT_HEADER.to_owned(),
+        traceparent_of(&span_context),
+    );
+    let state = span_context.trace_state().header();
+    if state.is_empty() {
+        // A `tracestate` left belongs to the context being replaced.
+        header.remove(TRACESTATE_HEADER);
+    } else {
+        header.insert(TRACESTATE_HEADER.to_owned(), state);
+    }
+}
+
+/// The version-`00` `traceparent` naming `context`: `00-{trace id}-{span id}-{flags}` in
+/// lowercase hexadecimal, only the sampled flag kept (W3C Trace Context).
+fn traceparent_of(context: &SpanContext) -> String {
+    fn push_hex(value: &mut String, bytes: &[u8]) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        for byte in bytes {
+            value.push(char::from(HEX[usize::from(byte >> 4)]));
+            value.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        }
+    }
+    let flags = context.trace_flags() & TraceFlags::SAMPLED;
+    let mut value = String::with_capacity(55);
+    value.push_str("00-");
+    push_hex(&mut value, &context.trace_id().to_bytes());
+    value.push('-');
+    push_hex(&mut value, &context.span_id().to_bytes());
+    value.push('-');
+    push_hex(&mut value, &[flags.to_u8()]);
+    value
 }
 
 /// The trace headers the commands sent on behalf of a stream with header `from` carry:
@@ -175,62 +232,71 @@ pub fn carry(span: &Span, from: &Header, link: &mut Vec<(String, String)>) {
 
 /// The span of a gateway taking `command` (checks and the hand-over to the bus), a child of
 /// the context the command's header carries (the HTTP request's, or the consumer's that sent
-/// it), else of the current span.
+/// it), else of the current span. No span when that context is unsampled and the sampler
+/// follows it ([`follow_parent_sampling`]).
 pub fn gateway_span(command: &JsonCommand) -> Span {
+    if parent_unsampled(&command.header) {
+        return Span::none();
+    }
     let span = tracing::info_span!(
         target: SPAN_TARGET,
         "gateway",
-        otel.name = %format_args!("gateway {}", command.name),
-        command = %command.name,
-        aggregate_id = %command.aggregate_id,
-        request_id = %command.request_id,
-        command_id = %command.id,
+        otel.name = ["gateway ", &command.name].concat().as_str(),
+        request_id = command.request_id.as_str(),
+        aggregate_id = command.aggregate_id.id.as_str(),
+        tenant_id = command.aggregate_id.tenant_id.as_str(),
+        command_id = command.id.as_str(),
     );
     continue_from(&span, &command.header);
     span
 }
 
 /// The span of a node processing `command` to its decision, a child of the context the
-/// command's header carries (the gateway's span).
+/// command's header carries (the gateway's span); none as for [`gateway_span`].
 pub fn node_span(command: &JsonCommand) -> Span {
+    if parent_unsampled(&command.header) {
+        return Span::none();
+    }
     let span = tracing::info_span!(
         target: SPAN_TARGET,
         "node",
-        otel.name = %format_args!("node {}", command.name),
-        command = %command.name,
-        aggregate_id = %command.aggregate_id,
-        request_id = %command.request_id,
-        command_id = %command.id,
+        otel.name = ["node ", &command.name].concat().as_str(),
+        request_id = command.request_id.as_str(),
+        aggregate_id = command.aggregate_id.id.as_str(),
     );
     continue_from(&span, &command.header);
     span
 }
 
 /// The span of appending the stream deciding `command` at `version`, a child of the current
-/// span (the node's). Its context is what the stream's header carries to the consumers.
+/// span (the node's), none when that one is none. Its context is what the stream's header
+/// carries to the consumers.
 pub fn append_span(command: &JsonCommand, version: u64) -> Span {
+    if parent_unsampled(&command.header) {
+        return Span::none();
+    }
     tracing::info_span!(
         target: SPAN_TARGET,
         "append",
-        otel.name = %format_args!("append {}", command.aggregate_id.aggregate_name),
-        aggregate_id = %command.aggregate_id,
+        otel.name = ["append ", &command.aggregate_id.aggregate_name].concat().as_str(),
+        request_id = command.request_id.as_str(),
         version,
-        request_id = %command.request_id,
     )
 }
 
 /// The span of `consumer` handling `stream` at `stage` (a snapshotter, projection, event
-/// processor or saga), a child of the context the stream's header carries (the append's).
+/// processor or saga), a child of the context the stream's header carries (the append's);
+/// none as for [`gateway_span`].
 pub fn consumer_span(consumer: &str, stage: CommandStage, stream: &DomainEventStream) -> Span {
+    if parent_unsampled(&stream.header) {
+        return Span::none();
+    }
     let span = tracing::info_span!(
         target: SPAN_TARGET,
         "consumer",
-        otel.name = %SpanName(stage_kind(stage), consumer),
-        consumer,
-        stage = %stage,
-        aggregate_id = %stream.aggregate_id,
+        otel.name = span_name(stage_kind(stage), consumer).as_str(),
+        request_id = stream.request_id.as_str(),
         version = stream.version,
-        request_id = %stream.request_id,
     );
     continue_from(&span, &stream.header);
     span
@@ -238,14 +304,11 @@ pub fn consumer_span(consumer: &str, stage: CommandStage, stream: &DomainEventSt
 
 /// A consumer span's name: its kind and name (`projection account_balance`), or the kind
 /// alone where the consumer is named after it (`snapshot`).
-struct SpanName<'a>(&'static str, &'a str);
-
-impl std::fmt::Display for SpanName<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SpanName(kind, name) if kind == name => f.write_str(kind),
-            SpanName(kind, name) => write!(f, "{kind} {name}"),
-        }
+fn span_name(kind: &'static str, name: &str) -> String {
+    if kind == name {
+        kind.to_owned()
+    } else {
+        [kind, " ", name].concat()
     }
 }
 
@@ -309,6 +372,35 @@ mod tests {
         ] {
             assert!(!is_valid_traceparent(invalid), "{invalid}");
         }
+    }
+
+    #[test]
+    fn a_parsed_traceparent_is_written_back_the_same() {
+        let parsed = parse_traceparent(VALID, Some("vendor=1")).unwrap();
+        assert!(parsed.is_sampled() && parsed.is_remote());
+        assert_eq!(traceparent_of(&parsed), VALID);
+        assert_eq!(parsed.trace_state().header(), "vendor=1");
+        let unsampled = VALID.replace("-01", "-00");
+        assert_eq!(traceparent_of(&parse_traceparent(&unsampled, None).unwrap()), unsampled);
+        // Flags other than sampled are not carried on.
+        let other_flags = VALID.replace("-01", "-03");
+        assert_eq!(traceparent_of(&parse_traceparent(&other_flags, None).unwrap()), VALID);
+        assert!(parse_traceparent("garbage", None).is_none());
+    }
+
+    #[test]
+    fn an_unsampled_parent_skips_the_span_only_when_the_sampler_follows_it() {
+        let mut header = Header::new();
+        header.insert(TRACEPARENT_HEADER.to_owned(), VALID.replace("-01", "-00"));
+        follow_parent_sampling(false);
+        assert!(!parent_unsampled(&header));
+        follow_parent_sampling(true);
+        assert!(parent_unsampled(&header));
+        header.insert(TRACEPARENT_HEADER.to_owned(), VALID.to_owned());
+        assert!(!parent_unsampled(&header));
+        header.insert(TRACEPARENT_HEADER.to_owned(), "00-zz-00".to_owned());
+        assert!(!parent_unsampled(&header));
+        follow_parent_sampling(false);
     }
 
     #[test]

@@ -69,6 +69,11 @@ pub fn init_logging() {
     let otel = provider.as_ref().map(|provider| {
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("wow"))
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_tracked_inactivity(false)
+            .with_context_activation(false)
             .with_filter(otel_filter())
     });
     let fmt = tracing_subscriber::fmt::layer()
@@ -84,6 +89,7 @@ pub fn init_logging() {
     }
     if installed {
         if let Some(provider) = provider {
+            wow_runtime::trace_context::follow_parent_sampling(sampler_follows_parent());
             tracing::info!("exporting spans over OTLP");
             *PROVIDER.lock().unwrap_or_else(|p| p.into_inner()) = Some(provider);
         }
@@ -113,6 +119,16 @@ pub fn otlp_requested() -> bool {
     [TRACES_ENDPOINT_VAR, ENDPOINT_VAR]
         .iter()
         .any(|var| std::env::var_os(var).is_some_and(|value| !value.is_empty()))
+}
+
+/// Whether the sampler the SDK builds from `OTEL_TRACES_SAMPLER` follows a parent's
+/// decision: unset, empty or one of the `parentbased_*` samplers (the SDK's default is
+/// `parentbased_always_on`).
+fn sampler_follows_parent() -> bool {
+    std::env::var("OTEL_TRACES_SAMPLER").map_or(true, |sampler| {
+        let sampler = sampler.trim();
+        sampler.is_empty() || sampler.starts_with("parentbased_")
+    })
 }
 
 /// The protocol the environment asks for: the traces variable, else the general one, else

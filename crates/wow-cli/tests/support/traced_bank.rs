@@ -58,14 +58,18 @@ pub(crate) async fn call(
 /// Opens `a` with 100 and `b` with 5, then transfers 30 from `a` to `b` with the test's
 /// `traceparent`, waiting until the saga handled it (both its commands processed).
 pub(crate) async fn open_and_transfer(app: &Router) {
+    open_and_transfer_traced(app, &traceparent()).await;
+}
+
+/// [`open_and_transfer`] with the transfer's request naming `traceparent`.
+pub(crate) async fn open_and_transfer_traced(app: &Router, traceparent: &str) {
     for (id, balance) in [("a", 100), ("b", 5)] {
         let body = format!(r#"{{"name":"{id}","balance":{balance}}}"#);
         let (status, answer) = call(app, "POST", &format!("/account/{id}/open"), &[], &body).await;
         assert_eq!(status, StatusCode::OK, "{answer}");
     }
-    let traceparent = traceparent();
     let headers = [
-        ("traceparent", traceparent.as_str()),
+        ("traceparent", traceparent),
         ("tracestate", "vendor=1"),
         ("Command-Request-Id", "transfer-1"),
         ("Command-Wait-Stage", "SAGA_HANDLED"),
