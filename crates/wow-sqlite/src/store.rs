@@ -176,6 +176,7 @@ impl SqliteStore {
                 message_id.to_owned(),
                 self.clock.now_millis(),
             )),
+            true,
             Box::new(work),
         )
         .await
@@ -186,17 +187,29 @@ impl SqliteStore {
         &self,
         work: impl FnOnce(&rusqlite::Connection) -> Result<(), BoxError> + Send + 'static,
     ) -> Result<(), ProcessError> {
-        self.submit(None, Box::new(work)).await.map(|_| ())
+        self.submit(None, true, Box::new(work)).await.map(|_| ())
+    }
+
+    /// Runs `work`, which is one statement and so atomic by itself, in the writer's
+    /// transaction without a savepoint around it: the cheapest write a consumer can make
+    /// (a view's `put_newer`). A failing statement changes nothing and fails alone.
+    pub(crate) async fn write_statement(
+        &self,
+        work: impl FnOnce(&rusqlite::Connection) -> Result<(), BoxError> + Send + 'static,
+    ) -> Result<(), ProcessError> {
+        self.submit(None, false, Box::new(work)).await.map(|_| ())
     }
 
     async fn submit(
         &self,
         record: Option<(String, String, i64)>,
+        savepoint: bool,
         work: Work,
     ) -> Result<Processed, ProcessError> {
         let (reply, answer) = oneshot::channel();
         let job = WriteJob::Work {
             record,
+            savepoint,
             work: Some(WorkFn(work)),
             reply,
         };

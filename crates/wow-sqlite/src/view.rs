@@ -215,7 +215,7 @@ impl ViewStore for SqliteStore {
             .map_err(|error| ViewStoreError::Internal(Box::new(error)))?;
         let wrote = Arc::new(AtomicBool::new(false));
         let marked = wrote.clone();
-        self.transact(move |connection| {
+        self.write_statement(move |connection| {
             let changed = connection.prepare_cached(PUT_NEWER_ROW)?.execute(params![
                 row.key.view,
                 row.key.tenant_id,

@@ -45,6 +45,9 @@ pub(crate) enum WriteJob {
     /// A consumer's work, with its processed-message record when it has one.
     Work {
         record: Option<(String, String, i64)>,
+        /// Whether the work runs in a savepoint of its own (one with a record, or more than
+        /// one statement, does); one statement without a record is atomic by itself.
+        savepoint: bool,
         work: Option<WorkFn>,
         reply: oneshot::Sender<Result<Processed, ProcessError>>,
     },

@@ -191,6 +191,15 @@ fn commit(connection: &Connection, batch: &mut Vec<WriteJob>) {
 
 fn apply(connection: &Connection, job: &mut WriteJob) -> Outcome {
     match job {
+        WriteJob::Work {
+            record: None,
+            savepoint: false,
+            work,
+            ..
+        } => match work.take() {
+            Some(work) => run_statement(connection, work.0),
+            None => Outcome::WorkFailed("the work ran already".into()),
+        },
         WriteJob::Work { record, work, .. } => match work.take() {
             Some(work) => run_work(connection, record.as_ref(), work.0),
             None => Outcome::WorkFailed("the work ran already".into()),
@@ -329,6 +338,21 @@ fn run_work(
         },
         Ok(Err(error)) => undo(Outcome::WorkFailed(error)),
         Err(_) => undo(Outcome::WorkFailed("the work panicked".into())),
+    }
+}
+
+/// Runs `work`, one statement and no record, without a savepoint: a failing statement is
+/// backed out alone by SQLite (as an append's insert is), so the rest of the batch goes on.
+/// An error that rolled the whole transaction back is reported as the batch's failure.
+fn run_statement(connection: &Connection, work: Work) -> Outcome {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(connection))) {
+        Ok(Ok(())) => Outcome::Worked(Processed::Applied),
+        Ok(Err(error)) if connection.is_autocommit() => match error.downcast::<rusqlite::Error>() {
+            Ok(error) => Outcome::Failed(*error),
+            Err(error) => Outcome::WorkFailed(error),
+        },
+        Ok(Err(error)) => Outcome::WorkFailed(error),
+        Err(_) => Outcome::WorkFailed("the work panicked".into()),
     }
 }
 

@@ -263,6 +263,7 @@ pub(super) async fn claim_keys(
     store
         .submit(
             None,
+            true,
             Box::new(move |connection| {
                 let made = claim_free(connection, &aggregate, clamp(version), &keys)?;
                 // The receiver waits for the submission's reply first; it is not dropped.
