@@ -12,6 +12,14 @@
 //! injected and the header keeps what it received: the caller's `traceparent` passes through
 //! unchanged, command to stream to saga command, so a user's own tracing sees one trace id.
 //!
+//! # Sampling
+//!
+//! A process whose sampler follows the parent's decision (OpenTelemetry's default) declares
+//! it with [`follow_parent_sampling`]: a hop whose incoming context is unsampled then builds
+//! no span and hands the context on as it came. `wow-service` declares it when it installs
+//! the exporter with a `parentbased_*` sampler (or none named); a service that installs its
+//! own layer calls it itself.
+//!
 //! # Cost when off
 //!
 //! A subscriber that is not interested in [`SPAN_TARGET`] (`wow serve` logs without it unless

@@ -9,6 +9,13 @@
 //! | `OTEL_SERVICE_NAME` | the `service.name` of every span (default `wow`) |
 //! | `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_BSP_*` | as the OpenTelemetry SDK reads them |
 //!
+//! Under a sampler that follows its parent (`OTEL_TRACES_SAMPLER` unset or `parentbased_*`)
+//! a hop whose incoming trace context is unsampled builds no span
+//! (`wow_runtime::trace_context::follow_parent_sampling`). The layer records no source
+//! location, thread, target or idle time, and does not make a span's OpenTelemetry context
+//! current while it runs: take it from the `tracing` span
+//! (`tracing_opentelemetry::OpenTelemetrySpanExt::context`).
+//!
 //! With neither endpoint variable set (or both empty) no OpenTelemetry layer is installed:
 //! the spans of `wow_runtime::trace_context` are then of no interest to the subscriber,
 //! so each is one cached check, and the `traceparent` a request brings passes through
