@@ -404,6 +404,15 @@ async fn the_context_and_owner_prefixes_and_the_owner_and_space_survive_a_restar
         .await
         .unwrap();
     assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    // An aggregate owned by its own id, as Wow's owner-id aggregates are.
+    let (status, _) = post(
+        &client,
+        &at,
+        "tenant/t1/owner/u3/account/u3/open",
+        json!({"name": "U", "balance": 3}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
 
     check_owners(&client, &at, "before the restart").await;
     assert!(served.stop().success());
@@ -435,7 +444,22 @@ async fn check_owners(client: &Client, at: &str, round: &str) {
     );
     assert_eq!(owned[0]["state"]["balance"], 7, "{round}");
     let (_, all) = post(client, at, "tenant/t1/account/snapshot/count", json!({})).await;
-    assert_eq!(all, json!(2), "{round}");
+    assert_eq!(all, json!(3), "{round}");
+    // Wow's LoadOwnerStateAggregateClient: the state of the aggregate whose id is the owner's,
+    // with no id in the path; without the owner prefix the path is no read.
+    for path in [
+        "bank/tenant/t1/owner/u3/account/state",
+        "tenant/t1/owner/u3/account/state",
+    ] {
+        let (status, state, version) = get_state(client, at, path, None).await;
+        assert_eq!(status, StatusCode::OK, "{round} {path}: {state}");
+        assert_eq!(state["balance"], 3, "{round} {path}: {state}");
+        assert_eq!(version, Some(1), "{round} {path}");
+    }
+    let (status, _, _) = get_state(client, at, "tenant/t1/owner/u9/account/state", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{round}");
+    let (status, _, _) = get_state(client, at, "tenant/t1/account/state", None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{round}");
     let (_, others) = post(
         client,
         at,

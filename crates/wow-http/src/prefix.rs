@@ -5,7 +5,9 @@
 //! - `/tenant/{tenantId}/…`, with the path's tenant as the caller's (`Command-Tenant-Id`);
 //!   with auth on, the token's tenant must be the path's (else 403);
 //! - `/owner/{ownerId}/…`, with the path's owner as `Command-Owner-Id`; with a token bound to
-//!   another owner, 403 `IllegalAccessOwnerAggregate` (SPEC TN-2).
+//!   another owner, 403 `IllegalAccessOwnerAggregate` (SPEC TN-2). Under it, Wow's
+//!   `GET /owner/{ownerId}/{aggregate}/state` loads the aggregate whose id is the owner's
+//!   (Wow's aggregates owned by their own id), answered as `GET /{aggregate}/{ownerId}/state`.
 //!
 //! In that order, as Wow's paths nest them: `/bank/tenant/t1/owner/u1/account/a1/deposit`.
 
@@ -151,7 +153,36 @@ async fn owner_prefixed(
     if let Err(auth::Refused::Access(refused)) = auth::caller(&inner.config, request.headers()) {
         return Err(refused.into());
     }
+    if let Some(path) = owner_state_path(&request) {
+        let uri = path
+            .parse::<Uri>()
+            .map_err(|_| ApiError::bad_request("the path is not a URI"))?;
+        *request.uri_mut() = uri;
+    }
     forward(inner.routes, 2, request).await
+}
+
+/// Wow's state of an aggregate owned by its own id: `GET /owner/{o}/{aggregate}/state` (no id
+/// in the path) is the path `/owner/{o}/{aggregate}/{o}/state`, the owner's segment written
+/// as it came. `None` for any other request.
+fn owner_state_path(request: &Request) -> Option<String> {
+    if request.method() != axum::http::Method::GET {
+        return None;
+    }
+    let path = request.uri().path();
+    let owner = raw_rest(path, 1)?.split('/').next()?;
+    let (aggregate, "state") = raw_rest(path, 2)?.split_once('/')? else {
+        return None;
+    };
+    if aggregate.is_empty() {
+        return None;
+    }
+    let query = request
+        .uri()
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    Some(format!("/owner/{owner}/{aggregate}/{owner}/state{query}"))
 }
 
 /// `ANY /{context}/{*rest}`: `rest` answered by the routes. Wow's generated clients put the
