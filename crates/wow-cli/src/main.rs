@@ -176,8 +176,8 @@ enum Command {
     /// command over many keep-alive connections, and reports throughput, latency
     /// percentiles, errors by code, the consumers' backlog and the server's memory.
     Bench(bench::BenchArgs),
-    /// Lists or retries the recorded consumer failures of a running service (event
-    /// compensation).
+    /// Lists, retries, skips and judges the recorded consumer failures of a running service
+    /// (event compensation).
     Compensation {
         #[command(subcommand)]
         action: CompensationAction,
@@ -229,6 +229,38 @@ enum CompensationAction {
         /// Only this consumer's records.
         #[arg(long)]
         consumer: Option<String>,
+        /// Only records of this aggregate type.
+        #[arg(long)]
+        aggregate: Option<String>,
+        /// Only records of the aggregate with this id.
+        #[arg(long)]
+        aggregate_id: Option<String>,
+        /// Only RECOVERABLE, UNRECOVERABLE or UNKNOWN records.
+        #[arg(long)]
+        recoverable: Option<String>,
+    },
+    /// Judges whether retrying a record can succeed: RECOVERABLE, UNRECOVERABLE (the
+    /// scheduler leaves it alone; `retry` still runs it) or UNKNOWN. An operator's action.
+    Recoverable {
+        /// The record's id.
+        id: String,
+        /// RECOVERABLE, UNRECOVERABLE or UNKNOWN.
+        recoverable: String,
+    },
+    /// Gives a record its own retry spec, judged at once (EXHAUSTED when the new limit is
+    /// reached already, else due after the new backoff). An operator's action.
+    RetrySpec {
+        /// The record's id.
+        id: String,
+        /// Attempts in all, the first one included (at least 1).
+        #[arg(long)]
+        max_attempts: u32,
+        /// The wait before the first retry, in milliseconds.
+        #[arg(long)]
+        initial_backoff_ms: u64,
+        /// The longest wait between retries, in milliseconds (at least the initial one).
+        #[arg(long)]
+        max_backoff_ms: u64,
     },
     /// Runs exactly the recorded consumer on exactly the recorded stream again, now.
     Retry {
@@ -322,15 +354,45 @@ async fn run(command: Command) -> Result<u8, String> {
     }
 }
 
-/// `wow compensation list|retry|skip` against the service at `server`.
+/// `wow compensation list|retry|skip|recoverable|retry-spec` against the service at `server`.
 async fn compensation(
     action: CompensationAction,
     server: &str,
     token: Option<String>,
 ) -> Result<(), tend::TendError> {
     match action {
-        CompensationAction::List { status, consumer } => {
-            tend::list(server, status, consumer, token).await
+        CompensationAction::List {
+            status,
+            consumer,
+            aggregate,
+            aggregate_id,
+            recoverable,
+        } => {
+            let filter = tend::FailureFilter {
+                status,
+                consumer,
+                aggregate,
+                aggregate_id,
+                recoverable,
+            };
+            tend::list(server, filter, token).await
+        }
+        CompensationAction::Recoverable { id, recoverable } => {
+            let body = serde_json::json!({ "recoverable": recoverable });
+            tend::edit(server, &id, "recoverable", body, token).await
+        }
+        CompensationAction::RetrySpec {
+            id,
+            max_attempts,
+            initial_backoff_ms,
+            max_backoff_ms,
+        } => {
+            let body = serde_json::json!({
+                "maxAttempts": max_attempts,
+                "initialBackoffMs": initial_backoff_ms,
+                "maxBackoffMs": max_backoff_ms,
+            });
+            tend::edit(server, &id, "retry-spec", body, token).await
         }
         CompensationAction::Retry { id } => tend::retry(server, &id, token).await,
         CompensationAction::Skip { id } => tend::skip(server, &id, token).await,

@@ -188,6 +188,17 @@ pub(crate) async fn answer(
     request: reqwest::RequestBuilder,
     token: Option<&str>,
 ) -> Result<Value, TendError> {
+    answer_with_total(url, request, token)
+        .await
+        .map(|(body, _)| body)
+}
+
+/// [`answer`], with the `Wow-Total` header's count when the answer has one.
+async fn answer_with_total(
+    url: &str,
+    request: reqwest::RequestBuilder,
+    token: Option<&str>,
+) -> Result<(Value, Option<u64>), TendError> {
     let request = match token {
         Some(token) => request.bearer_auth(token),
         None => request,
@@ -197,6 +208,11 @@ pub(crate) async fn answer(
         source,
     })?;
     let status = response.status();
+    let total = response
+        .headers()
+        .get("Wow-Total")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse().ok());
     let body = response.text().await.map_err(|source| TendError::Request {
         url: url.to_owned(),
         source,
@@ -207,24 +223,38 @@ pub(crate) async fn answer(
             body,
         });
     }
-    serde_json::from_str(&body).map_err(|_| TendError::Refused {
+    let body = serde_json::from_str(&body).map_err(|_| TendError::Refused {
         status: status.as_u16(),
         body,
-    })
+    })?;
+    Ok((body, total))
+}
+
+/// Which recorded failures `wow compensation list` prints: each filter given narrows them.
+#[derive(Debug, Default)]
+pub(crate) struct FailureFilter {
+    pub(crate) status: Option<String>,
+    pub(crate) consumer: Option<String>,
+    pub(crate) aggregate: Option<String>,
+    pub(crate) aggregate_id: Option<String>,
+    pub(crate) recoverable: Option<String>,
 }
 
 /// `wow compensation list`: prints the recorded failures, one per line.
 pub(crate) async fn list(
     server: &str,
-    status: Option<String>,
-    consumer: Option<String>,
+    filter: FailureFilter,
     token: Option<String>,
 ) -> Result<(), TendError> {
     let url = format!("{}/compensation/failures", server.trim_end_matches('/'));
     let mut query = vec![("limit", "1000".to_owned())];
-    query.extend(status.map(|s| ("status", s)));
-    query.extend(consumer.map(|c| ("consumer", c)));
-    let records = answer(&url, client()?.get(&url).query(&query), token.as_deref()).await?;
+    query.extend(filter.status.map(|s| ("status", s)));
+    query.extend(filter.consumer.map(|c| ("consumer", c)));
+    query.extend(filter.aggregate.map(|a| ("aggregate", a)));
+    query.extend(filter.aggregate_id.map(|a| ("aggregateId", a)));
+    query.extend(filter.recoverable.map(|r| ("recoverable", r)));
+    let request = client()?.get(&url).query(&query);
+    let (records, total) = answer_with_total(&url, request, token.as_deref()).await?;
     let records = records.as_array().cloned().unwrap_or_default();
     out!(
         "{:<38} {:<10} {:<18} {:<40} {:>4} {:>8}  error",
@@ -252,7 +282,37 @@ pub(crate) async fn list(
             text(&record["errorMessage"]),
         );
     }
-    out!("{} record(s)", records.len());
+    match total {
+        Some(total) if total > u64::try_from(records.len()).unwrap_or(u64::MAX) => {
+            out!("{} record(s) of {total}", records.len());
+        }
+        _ => out!("{} record(s)", records.len()),
+    }
+    Ok(())
+}
+
+/// `wow compensation recoverable|retry-spec ID …`: an operator's edit of one record, `PUT
+/// /compensation/failures/{id}/{what}` with `body`; prints the record after it.
+pub(crate) async fn edit(
+    server: &str,
+    id: &str,
+    what: &str,
+    body: Value,
+    token: Option<String>,
+) -> Result<(), TendError> {
+    let url = format!(
+        "{}/compensation/failures/{id}/{what}",
+        server.trim_end_matches('/')
+    );
+    let record = answer(&url, client()?.put(&url).json(&body), token.as_deref()).await?;
+    out!(
+        "{}: {}, {}, retry spec {}, by {}",
+        text(&record["id"]),
+        text(&record["status"]),
+        text(&record["recoverable"]),
+        record["retrySpec"],
+        text(&record["updatedBy"])
+    );
     Ok(())
 }
 

@@ -51,12 +51,16 @@ async fn an_unsampled_request_builds_no_span_and_its_traceparent_passes_through(
         "{spans:#?}"
     );
     assert!(
-        spans.iter().all(|span| span.span_context.trace_id() != trace),
+        spans
+            .iter()
+            .all(|span| span.span_context.trace_id() != trace),
         "{spans:#?}"
     );
     let open_stream = &sent[0]["traceparent"];
     assert!(
-        open_stream.as_str().is_some_and(|value| value.ends_with("-01")),
+        open_stream
+            .as_str()
+            .is_some_and(|value| value.ends_with("-01")),
         "{sent:?}"
     );
     service.stop().await;

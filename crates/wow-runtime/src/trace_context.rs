@@ -30,9 +30,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use opentelemetry::trace::{
-    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
-};
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use opentelemetry::Context;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -186,10 +184,7 @@ pub fn stamp(span: &Span, header: &mut Header) {
     if !span_context.is_valid() {
         return;
     }
-    header.insert(
-        TRACEPARENT_HEADER.to_owned(),
-        traceparent_of(&span_context),
-    );
+    header.insert(TRACEPARENT_HEADER.to_owned(), traceparent_of(&span_context));
     let state = span_context.trace_state().header();
     if state.is_empty() {
         // A `tracestate` left belongs to the context being replaced.
@@ -389,10 +384,16 @@ mod tests {
         assert_eq!(traceparent_of(&parsed), VALID);
         assert_eq!(parsed.trace_state().header(), "vendor=1");
         let unsampled = VALID.replace("-01", "-00");
-        assert_eq!(traceparent_of(&parse_traceparent(&unsampled, None).unwrap()), unsampled);
+        assert_eq!(
+            traceparent_of(&parse_traceparent(&unsampled, None).unwrap()),
+            unsampled
+        );
         // Flags other than sampled are not carried on.
         let other_flags = VALID.replace("-01", "-03");
-        assert_eq!(traceparent_of(&parse_traceparent(&other_flags, None).unwrap()), VALID);
+        assert_eq!(
+            traceparent_of(&parse_traceparent(&other_flags, None).unwrap()),
+            VALID
+        );
         assert!(parse_traceparent("garbage", None).is_none());
     }
 
