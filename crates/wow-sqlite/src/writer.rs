@@ -497,6 +497,7 @@ mod tests {
     use rusqlite::params;
 
     use super::*;
+    use crate::write_job::WorkFn;
 
     fn insert_row(
         connection: &Connection,
@@ -530,5 +531,47 @@ mod tests {
             .execute("INSERT INTO nowhere VALUES (1)", [])
             .unwrap_err();
         assert_eq!(violated(&other), None);
+    }
+
+    #[test]
+    fn a_statement_without_a_savepoint_fails_alone_and_the_batch_commits() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        crate::schema::migrate(&mut connection).unwrap();
+        let statement = |version: i64, request_id: &'static str| -> WriteJob {
+            let (reply, _answer) = tokio::sync::oneshot::channel();
+            WriteJob::Work {
+                record: None,
+                savepoint: false,
+                work: Some(WorkFn(Box::new(move |connection: &Connection| {
+                    insert_row(connection, version, request_id)?;
+                    Ok(())
+                }))),
+                reply,
+            }
+        };
+        // The second conflicts with the first (same version); the third goes on.
+        let mut batch = vec![
+            statement(1, "r-1"),
+            statement(1, "r-2"),
+            statement(2, "r-3"),
+        ];
+        connection.execute_batch(BEGIN).unwrap();
+        let outcomes: Vec<_> = batch
+            .iter_mut()
+            .map(|job| apply(&connection, job))
+            .collect();
+        assert!(matches!(outcomes[0], Outcome::Worked(Processed::Applied)));
+        assert!(matches!(outcomes[1], Outcome::WorkFailed(_)));
+        assert!(matches!(outcomes[2], Outcome::Worked(Processed::Applied)));
+        assert!(!connection.is_autocommit(), "the transaction is still open");
+        connection.execute_batch(COMMIT).unwrap();
+        let requests: Vec<String> = connection
+            .prepare("SELECT request_id FROM event_stream ORDER BY version")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(requests, ["r-1", "r-3"]);
     }
 }
