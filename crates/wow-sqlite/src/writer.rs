@@ -550,7 +550,7 @@ mod tests {
             }
         };
         // The second conflicts with the first (same version); the third goes on.
-        let mut batch = vec![
+        let mut batch = [
             statement(1, "r-1"),
             statement(1, "r-2"),
             statement(2, "r-3"),
