@@ -99,16 +99,36 @@ async fn the_cli_filters_failures_and_makes_the_operators_edits() {
     };
     assert!(listing.contains("2 record(s)"), "{listing}");
 
+    // `wow compensation list FILTER…` as tenant (0)'s token sees it.
+    let list = |filter: &[&str]| {
+        let mut args = vec!["compensation", "list"];
+        args.extend_from_slice(filter);
+        args.extend(["--token", "ta"]);
+        cli(&args)
+    };
+    // `wow compensation recoverable ID VALUE` with `token`.
+    let judge = |id: &str, value: &str, token: &str| {
+        cli(&["compensation", "recoverable", id, value, "--token", token])
+    };
+    // `wow compensation retry-spec ID` allowing `attempts`, with the operator's token.
+    let retry_spec = |id: &str, attempts: &str| {
+        cli(&[
+            "compensation",
+            "retry-spec",
+            id,
+            "--max-attempts",
+            attempts,
+            "--initial-backoff-ms",
+            "100",
+            "--max-backoff-ms",
+            "1000",
+            "--token",
+            "op",
+        ])
+    };
+
     // One aggregate's.
-    let (code, bad_1) = cli(&[
-        "compensation",
-        "list",
-        "--aggregate-id",
-        "bad-1",
-        "--token",
-        "ta",
-    ])
-    .await;
+    let (code, bad_1) = list(&["--aggregate-id", "bad-1"]).await;
     assert_eq!(code, 0, "{bad_1}");
     let ids = ids_in(&bad_1);
     assert_eq!(ids.len(), 1, "{bad_1}");
@@ -116,83 +136,25 @@ async fn the_cli_filters_failures_and_makes_the_operators_edits() {
     let id = ids[0].clone();
 
     // A tenant's token may not judge a record; the operator's may, and is recorded.
-    let (code, refused) = cli(&[
-        "compensation",
-        "recoverable",
-        &id,
-        "UNRECOVERABLE",
-        "--token",
-        "ta",
-    ])
-    .await;
+    let (code, refused) = judge(&id, "UNRECOVERABLE", "ta").await;
     assert_eq!(code, 1, "{refused}");
-    let (code, marked) = cli(&[
-        "compensation",
-        "recoverable",
-        &id,
-        "UNRECOVERABLE",
-        "--token",
-        "op",
-    ])
-    .await;
+    let (code, marked) = judge(&id, "UNRECOVERABLE", "op").await;
     assert_eq!(code, 0, "{marked}");
     assert!(marked.contains("UNRECOVERABLE"), "{marked}");
     assert!(marked.contains("operator:"), "{marked}");
-    let (code, out) = cli(&["compensation", "recoverable", &id, "MAYBE", "--token", "op"]).await;
+    let (code, out) = judge(&id, "MAYBE", "op").await;
     assert_eq!(code, 1, "a bad value is refused: {out}");
-    let (_, unrecoverable) = cli(&[
-        "compensation",
-        "list",
-        "--recoverable",
-        "UNRECOVERABLE",
-        "--token",
-        "ta",
-    ])
-    .await;
+    let (_, unrecoverable) = list(&["--recoverable", "UNRECOVERABLE"]).await;
     assert_eq!(ids_in(&unrecoverable), vec![id.clone()], "{unrecoverable}");
 
     // Its own retry spec: one attempt in all leaves it EXHAUSTED at once.
-    let (code, edited) = cli(&[
-        "compensation",
-        "retry-spec",
-        &id,
-        "--max-attempts",
-        "1",
-        "--initial-backoff-ms",
-        "100",
-        "--max-backoff-ms",
-        "1000",
-        "--token",
-        "op",
-    ])
-    .await;
+    let (code, edited) = retry_spec(&id, "1").await;
     assert_eq!(code, 0, "{edited}");
     assert!(edited.contains("EXHAUSTED"), "{edited}");
     assert!(edited.contains("\"maxAttempts\":1"), "{edited}");
-    let (code, out) = cli(&[
-        "compensation",
-        "retry-spec",
-        &id,
-        "--max-attempts",
-        "0",
-        "--initial-backoff-ms",
-        "100",
-        "--max-backoff-ms",
-        "1000",
-        "--token",
-        "op",
-    ])
-    .await;
+    let (code, out) = retry_spec(&id, "0").await;
     assert_eq!(code, 1, "no attempt at all is refused: {out}");
-    let (_, exhausted) = cli(&[
-        "compensation",
-        "list",
-        "--status",
-        "EXHAUSTED",
-        "--token",
-        "ta",
-    ])
-    .await;
+    let (_, exhausted) = list(&["--status", "EXHAUSTED"]).await;
     assert_eq!(ids_in(&exhausted), vec![id], "{exhausted}");
 
     let _ = stop.send(());
