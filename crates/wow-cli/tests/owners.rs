@@ -286,10 +286,18 @@ async fn bobs_reads_of_alices_account_are_refused(api: &Api) {
         assert_refused(status, &body, "IllegalAccessOwnerAggregate", &path);
     }
     // `/owner/alice/…` with bob's token: refused whatever follows.
-    for path in ["owner/alice/account/acc-b/state", "owner/alice/health"] {
+    // Wow's owner-id read too (`/owner/{o}/{aggregate}/state`, the aggregate whose id is o's).
+    for path in [
+        "owner/alice/account/acc-b/state",
+        "owner/alice/health",
+        "owner/alice/account/state",
+    ] {
         let (status, body) = api.get("bob", path).await;
         assert_refused(status, &body, "IllegalAccessOwnerAggregate", path);
     }
+    // Bob's own owner-id read: no account has his id, as for anyone.
+    let (status, body) = api.get("bob", "owner/bob/account/state").await;
+    assert_eq!(status, 404, "{body}");
     // Bob's own, alice's own: as before.
     for (token, path) in [
         ("bob", "account/acc-b/state"),
